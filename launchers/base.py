@@ -1,0 +1,59 @@
+"""The Launcher protocol: a ServerConfig goes in, a ServerHandle comes out; callers never branch on the kind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from sweep.types import ServerConfig
+
+READY_LINE = "The server is fired up and ready to roll!"
+
+
+@dataclass
+class ServerHandle:
+    """A running (or in-process simulated) server that a driver can load."""
+
+    config: ServerConfig
+    url: str | None  # base URL for the HTTP driver; None for an in-process virtual engine
+    argv: list[str] = field(default_factory=list)
+    pid: int | None = None
+    pgid: int | None = None
+    log_path: str | None = None
+    api_key: str | None = None  # never stored in results.db or logs
+    startup_s: float = 0.0
+    simulated: bool = False
+    version: str = ""
+    server_info: dict[str, Any] = field(default_factory=dict)  # resolved args from /server_info
+    engine: Any = None  # the in-process simulator engine (virtual driver only)
+    process: Any = None  # subprocess.Popen where the launcher started one
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+
+@dataclass
+class StopReport:
+    """What stopping a server took and whether anything had to be cleaned up."""
+
+    graceful: bool
+    seconds: float
+    killed_leftovers: list[int] = field(default_factory=list)
+    gpu_mem_released: bool | None = None  # None where no GPU is visible
+    exit_code: int | None = None
+
+
+@runtime_checkable
+class Launcher(Protocol):
+    kind: str  # "sglang" | "sim" | "attach" | "virtual"
+    simulated: bool
+
+    def start(self, config: ServerConfig) -> ServerHandle: ...
+
+    def stop(self, handle: ServerHandle) -> StopReport: ...
+
+    def alive(self, handle: ServerHandle) -> bool: ...
+
+    def environment(self) -> dict[str, Any]:
+        """Versions, GPU and host facts stored with each study."""
+        ...

@@ -1,0 +1,50 @@
+"""One error family: callers catch what they mean; the CLI maps each to an exit code and one line."""
+
+from __future__ import annotations
+
+
+class SweepError(Exception):
+    """Base of every error a user can act on."""
+
+    exit_code = 1
+
+
+class ProfileError(SweepError):
+    """A profile file is missing, unparsable or invalid."""
+
+    exit_code = 2
+
+
+class WorkloadError(SweepError):
+    """A dataset or workload definition cannot be turned into requests."""
+
+    exit_code = 2
+
+
+class LaunchError(SweepError):
+    """A server could not be started (reason in .reason: oom, cuda, port_in_use, timeout, bad_flag, crash)."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, reason: str = "crash", log_path: str | None = None):
+        super().__init__(message)
+        self.reason = reason
+        self.log_path = log_path
+
+
+class ServerDied(SweepError):
+    """The server process exited while a window was being measured."""
+
+    exit_code = 4
+
+
+class WindowAborted(SweepError):
+    """A measured window could not complete (server died, client failed)."""
+
+    exit_code = 4
+
+
+class StoreError(SweepError):
+    """The results database cannot be opened, migrated or written."""
+
+    exit_code = 5

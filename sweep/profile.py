@@ -1,0 +1,264 @@
+"""The profile: SLA, workload, arrivals, ladder, windows, server and search space. Validated once, hashed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sweep.errors import ProfileError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SLA(_Strict):
+    """Percentile bounds a ladder step must meet, and the per-request bounds behind goodput."""
+
+    ttft_ms: float = Field(1000, gt=0, description="per-request TTFT bound (goodput) and percentile bound")
+    tpot_ms: float = Field(100, gt=0)
+    e2e_ms: float | None = Field(None, gt=0)
+    ttft_percentile: float = Field(95, gt=0, le=100)
+    tpot_percentile: float = Field(95, gt=0, le=100)
+    e2e_percentile: float = Field(95, gt=0, le=100)
+    max_error_rate: float = Field(0.01, ge=0, le=1)
+
+
+class LengthDist(_Strict):
+    """A token-length distribution with clamps."""
+
+    kind: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
+    value: int | None = Field(None, ge=1)  # fixed
+    low: int | None = Field(None, ge=1)  # uniform
+    high: int | None = Field(None, ge=1)
+    mean: float | None = Field(None, gt=0)  # normal / lognormal (mean of the distribution)
+    std: float | None = Field(None, ge=0)
+    min: int = Field(1, ge=1)
+    max: int = Field(32768, ge=1)
+
+    @model_validator(mode="after")
+    def _params(self) -> LengthDist:
+        need = {"fixed": ["value"], "uniform": ["low", "high"], "normal": ["mean", "std"],
+                "lognormal": ["mean", "std"]}[self.kind]
+        missing = [n for n in need if getattr(self, n) is None]
+        if missing:
+            raise ValueError(f"{self.kind} distribution needs {', '.join(missing)}")
+        if self.kind == "uniform" and self.low is not None and self.high is not None and self.low > self.high:
+            raise ValueError("low must be <= high")
+        if self.min > self.max:
+            raise ValueError("min must be <= max")
+        return self
+
+
+class ModalMix(_Strict):
+    """Shares of each input modality; must sum to 1."""
+
+    text: float = Field(1.0, ge=0, le=1)
+    image: float = Field(0.0, ge=0, le=1)
+    video: float = Field(0.0, ge=0, le=1)
+    audio: float = Field(0.0, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _sums_to_one(self) -> ModalMix:
+        total = self.text + self.image + self.video + self.audio
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"shares must sum to 1 (got {total:g})")
+        return self
+
+
+class MediaSpec(_Strict):
+    image_width: int = Field(448, ge=16, le=8192)
+    image_height: int = Field(448, ge=16, le=8192)
+    image_format: Literal["png", "jpeg"] = "png"
+    video_frames: int = Field(8, ge=1, le=512)
+    video_width: int = Field(336, ge=16, le=4096)
+    video_height: int = Field(336, ge=16, le=4096)
+    audio_seconds: float = Field(5.0, gt=0, le=600)
+
+
+class SharedPrefix(_Strict):
+    groups: int = Field(0, ge=0, description="number of distinct system prompts")
+    length: int = Field(512, ge=1)
+    share: float = Field(0.0, ge=0, le=1, description="share of requests that start with one")
+
+
+class Dataset(_Strict):
+    path: str
+    format: Literal["jsonl", "sharegpt"] = "jsonl"
+    on_bad_line: Literal["skip", "fail"] = "fail"
+
+
+class Workload(_Strict):
+    seed: int = 0
+    num_requests: int = Field(20000, ge=1, description="size of the generated request pool (cycled)")
+    mix: ModalMix = ModalMix()
+    prompt_len: LengthDist = LengthDist(kind="uniform", low=128, high=1024)
+    output_len: LengthDist = LengthDist(kind="uniform", low=64, high=512)
+    shared_prefix: SharedPrefix = SharedPrefix()
+    media: MediaSpec = MediaSpec()
+    dataset: Dataset | None = None
+    api: Literal["generate", "chat"] = "generate"
+
+
+class ClosedArrival(_Strict):
+    kind: Literal["closed"] = "closed"
+    think_time_s: float = Field(0.0, ge=0)
+
+
+class RateArrival(_Strict):
+    kind: Literal["constant", "poisson"]
+    rate: float = Field(gt=0, description="requests per second")
+    max_in_flight: int = Field(1024, ge=1)
+
+
+Arrival = Annotated[ClosedArrival | RateArrival, Field(discriminator="kind")]
+
+
+class Window(_Strict):
+    warmup_requests: int = Field(100, ge=0)
+    warmup_seconds: float = Field(0.0, ge=0)
+    measure_seconds: float = Field(900.0, gt=0)
+    drain_seconds: float = Field(30.0, ge=0)
+    request_timeout_s: float = Field(600.0, gt=0)
+
+
+class ServerSpec(_Strict):
+    launcher: Literal["auto", "sglang", "sim", "attach"] = "auto"
+    model_path: str = "models/llama3-8b-shape"
+    extra_args: list[str] = Field(default_factory=list)
+    startup_timeout_s: float = Field(900.0, gt=0)
+    host: str = "127.0.0.1"
+    url: str | None = None  # attach only
+    sim_gpu: str = "H200"  # the simulated server's GPU preset
+    sim_model: str = "llama3-8b"  # the simulated server's model preset
+
+
+class IntRange(_Strict):
+    low: int
+    high: int
+    step: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> IntRange:
+        if self.low > self.high:
+            raise ValueError("low must be <= high")
+        return self
+
+
+class FloatRange(_Strict):
+    low: float
+    high: float
+    step: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FloatRange:
+        if self.low > self.high:
+            raise ValueError("low must be <= high")
+        return self
+
+
+class Space(_Strict):
+    """Each knob is a list of values, a range, or absent (server default)."""
+
+    max_running_requests: list[int] | IntRange | None = None
+    mem_fraction_static: list[float] | FloatRange | None = None
+    chunked_prefill_size: list[int] | IntRange | None = None
+    schedule_policy: list[Literal["lpm", "fcfs", "random", "dfs-weight", "lof"]] | None = None
+
+    @field_validator("mem_fraction_static")
+    @classmethod
+    def _fraction(cls, v: Any) -> Any:
+        vals = v if isinstance(v, list) else ([v.low, v.high] if v is not None else [])
+        for x in vals:
+            if not 0.05 <= x <= 0.99:
+                raise ValueError(f"mem_fraction_static {x} outside 0.05..0.99")
+        return v
+
+    @field_validator("max_running_requests", "chunked_prefill_size", "schedule_policy")
+    @classmethod
+    def _nonempty(cls, v: Any) -> Any:
+        if isinstance(v, list) and not v:
+            raise ValueError("must list at least one value")
+        return v
+
+
+class Search(_Strict):
+    space: Space = Space()
+    sampler: Literal["grid", "tpe", "gp", "auto"] = "grid"
+    n_trials: int | None = Field(None, ge=1)
+    time_budget_s: float | None = Field(None, gt=0)
+    flatten_threshold: float = Field(0.10, ge=0, le=1, description="min throughput gain per doubling")
+
+
+class Profile(_Strict):
+    name: str
+    description: str = ""
+    sla: SLA = SLA()
+    workload: Workload = Workload()
+    arrival: Arrival = ClosedArrival()
+    ladder: list[int] = Field(default_factory=lambda: [16, 32, 64, 128])
+    window: Window = Window()
+    server: ServerSpec = ServerSpec()
+    search: Search = Search()
+
+    @field_validator("ladder")
+    @classmethod
+    def _ascending(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("needs at least one step")
+        if any(x < 1 for x in v):
+            raise ValueError("steps must be >= 1")
+        if any(b <= a for a, b in zip(v, v[1:], strict=False)):
+            raise ValueError("steps must be strictly ascending")
+        return v
+
+    def fingerprint(self) -> str:
+        """Hash of what makes two runs comparable: workload, arrival, window and SLA."""
+        blob = {k: self.model_dump(mode="json")[k] for k in ("workload", "arrival", "window", "sla")}
+        return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _format_error(path: Path, err: ValidationError) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"] if not (isinstance(p, str) and p in ("list[int]", "IntRange")))
+    return f"{path}: {loc or '<root>'}: {first['msg']}"
+
+
+def load_profile(path: str | Path, overrides: dict[str, Any] | None = None) -> Profile:
+    """Read and validate a profile YAML file; raise ProfileError with one line on any problem."""
+    p = Path(path)
+    if not p.exists():
+        raise ProfileError(f"{p}: no such profile file")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ProfileError(f"{p}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"{p}: <root>: expected a mapping of profile fields")
+    data.setdefault("name", p.stem)
+    for dotted, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as err:
+        raise ProfileError(_format_error(p, err)) from None
+
+
+def resolve_profile_path(name_or_path: str, profiles_dir: Path | None = None) -> Path:
+    """`interactive` -> profiles/interactive.yaml; a path is returned as is."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    base = profiles_dir or Path(__file__).resolve().parent.parent / "profiles"
+    return base / f"{name_or_path}.yaml"

@@ -1,0 +1,131 @@
+"""Typed hand-offs between pipeline stages (see the data-flow picture in README.md).
+
+Times inside a window are float seconds on one clock (wall clock for the HTTP driver,
+simulated clock for the virtual driver); only differences are ever used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Modality = Literal["text", "image", "video", "audio"]
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One server configuration: the knobs the search moves (None = server default)."""
+
+    max_running_requests: int | None = None
+    mem_fraction_static: float | None = None
+    chunked_prefill_size: int | None = None
+    schedule_policy: str | None = None
+
+    def knobs(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def key(self) -> str:
+        """Stable short id of the knob set, used to de-duplicate launches."""
+        blob = json.dumps(self.knobs(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+    def to_args(self) -> list[str]:
+        """The knobs as sglang.launch_server flags."""
+        args: list[str] = []
+        for name, value in self.knobs().items():
+            args += ["--" + name.replace("_", "-"), str(value)]
+        return args
+
+    def label(self) -> str:
+        parts = []
+        short = {"max_running_requests": "mrr", "mem_fraction_static": "mem",
+                 "chunked_prefill_size": "chunk", "schedule_policy": "policy"}
+        for name, value in self.knobs().items():
+            parts.append(f"{short[name]}={value}")
+        return " ".join(parts) or "defaults"
+
+
+@dataclass(frozen=True)
+class MediaItem:
+    """One encoded media input: an image (PNG/JPEG), a video (list of frames) or audio (WAV)."""
+
+    kind: Literal["image", "video", "audio"]
+    data_urls: tuple[str, ...]  # one for image/audio; one per frame for video
+    width: int = 0
+    height: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request of the workload, generated once per study from the profile seed."""
+
+    index: int
+    input_ids: tuple[int, ...]  # the prompt as token ids (ids 3..999 work with the shipped models)
+    output_tokens: int  # max_new_tokens, sent with ignore_eos so lengths are predictable
+    modality: Modality = "text"
+    media: tuple[MediaItem, ...] = ()
+    prefix_group: int | None = None  # which shared system prompt, if any
+    text: str | None = None  # optional text form of the prompt (chat API, multimodal)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.input_ids)
+
+
+@dataclass
+class RequestRecord:
+    """What the client saw of one request. Times in seconds on the driver's clock."""
+
+    index: int
+    concurrency: int
+    scheduled_at: float  # when it should have been sent (open loop) or was sent (closed loop)
+    sent_at: float
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    chunk_times: list[float] = field(default_factory=list)  # arrival of each content chunk
+    chunk_tokens: list[int] = field(default_factory=list)  # new tokens carried by each chunk
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    num_retractions: int = 0
+    modality: str = "text"
+    warmup: bool = False
+    error: str | None = None  # None = success
+    error_kind: str | None = None  # status, timeout, disconnect, malformed, server_error
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One probe reading: server /metrics, GPU (pynvml) or process (psutil)."""
+
+    t: float
+    source: str  # metrics | gpu | process | client
+    name: str
+    value: float
+    labels: str = ""  # compact "k=v,k=v" form
+
+
+@dataclass
+class WindowResult:
+    """Everything a driver observed for one ladder step; the driver computes no statistics."""
+
+    concurrency: int
+    records: list[RequestRecord]
+    samples: list[Sample]
+    window_start: float  # start of the measured window (after warm-up)
+    window_end: float  # end of the measured window (before drain)
+    warmup_requests: int
+    warmup_seconds: float
+    counters_start: dict[str, float] = field(default_factory=dict)  # server counters at window start
+    counters_end: dict[str, float] = field(default_factory=dict)  # ... and at window end
+    ttft_histogram: list[tuple[float, float]] = field(default_factory=list)  # (le, delta count) over window
+    client: dict[str, float] = field(default_factory=dict)  # dispatch lag, loop lag, cpu
+    simulated: bool = False
+    aborted: str | None = None  # reason if the window could not complete
+
+    @property
+    def measured_seconds(self) -> float:
+        return self.window_end - self.window_start
