@@ -1,0 +1,396 @@
+"""Launch, watch and tear down one SGLang server process tree per configuration, leaving nothing behind."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from launchers import flags, procs
+from launchers.base import READY_LINE, ServerHandle, StopReport
+from sweep.errors import LaunchError, ServerDied
+from sweep.profile import ServerSpec
+from sweep.types import ServerConfig
+
+KEPT_INFO = ("mem_fraction_static", "max_total_num_tokens", "chunked_prefill_size", "max_running_requests",
+             "schedule_policy", "version", "simulated", "model_path")
+GPU_TOLERANCE_BYTES = 2**30
+GPU_RELEASE_WAIT_S = 30.0
+READY_LINE_GRACE_S = 3.0  # /health 200 without our ready line: maybe another server owns the port
+
+# Ordered: the first family that matches wins ("CUDA out of memory" is oom, not cuda).
+_FAILURES: list[tuple[str, re.Pattern[str]]] = [
+    ("bad_flag", re.compile(r"unrecognized arguments|ambiguous option|error: argument", re.I)),
+    ("port_in_use", re.compile(r"address already in use|errno 98\b|errno 48\b|port \d+ is (already )?in use"
+                               r"|port \d+ is not available", re.I)),
+    ("oom", re.compile(r"out of memory|out-of-memory|OutOfMemory|not enough memory|\bOOM\b", re.I)),
+    ("cuda", re.compile(r"CUDA error|cudaError|CUDA driver|no CUDA GPUs|CUDA initialization|NCCL error", re.I)),
+]
+_ERRORISH = re.compile(r"error|exception|traceback|fatal|killed", re.I)
+
+
+def classify_failure(log_text: str, returncode: int | None) -> tuple[str, str]:
+    """(reason, most relevant log line) for a server that exited or never became ready."""
+    lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
+    for reason, pat in _FAILURES:
+        hits = [ln for ln in lines if pat.search(ln)]
+        if hits:
+            return reason, hits[-1]
+    if returncode == 2 and any(ln.startswith("usage:") for ln in lines):
+        return "bad_flag", next((ln for ln in reversed(lines) if "error" in ln), lines[-1])
+    errorish = [ln for ln in lines if _ERRORISH.search(ln)]
+    if returncode is not None and returncode < 0:
+        return "crash", f"killed by {signal.Signals(-returncode).name}" + (f"; {errorish[-1]}" if errorish else "")
+    return "crash", (errorish or lines or ["(empty log)"])[-1]
+
+
+def pick_server_info(raw: dict[str, Any]) -> dict[str, Any]:
+    """The knobs worth keeping from /server_info (top level, else DP rank 0); drops everything else, keys too."""
+    states = raw.get("internal_states") or [{}]
+    first = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    return {k: raw.get(k, first.get(k)) for k in KEPT_INFO if raw.get(k, first.get(k)) is not None}
+
+
+def read_tail(path: str | None, max_bytes: int = 65536) -> str:
+    """The last max_bytes of a log file, decoded leniently; "" if missing."""
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - max_bytes))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _redact(text: str, key: str | None) -> str:
+    return text.replace(key, "***") if key else text
+
+
+class ServerExited(ServerDied):
+    """ServerDied with the classified failure reason, exit status and log path attached."""
+
+    def __init__(self, message: str, reason: str, returncode: int | None, log_path: str | None):
+        super().__init__(message)
+        self.reason = reason
+        self.returncode = returncode
+        self.log_path = log_path
+
+
+def check_alive(handle: ServerHandle) -> None:
+    """Raise ServerExited (a ServerDied) with the classified reason and last log lines if the server exited."""
+    proc = handle.process
+    if proc is None or proc.poll() is None:
+        return
+    tail = _redact(read_tail(handle.log_path, 16384), handle.api_key)
+    reason, line = classify_failure(tail, proc.returncode)
+    last = " | ".join(ln.strip() for ln in tail.splitlines()[-3:] if ln.strip())
+    raise ServerExited(f"server pid {handle.pid} exited with code {proc.returncode} ({reason}): {line} "
+                       f"[last lines: {last}] log: {handle.log_path}", reason, proc.returncode, handle.log_path)
+
+
+@dataclass
+class _Run:
+    """What the launcher remembers about one started server, beyond the public handle."""
+
+    proc: subprocess.Popen[bytes]
+    pgid: int
+    sid: int
+    gpu_before: int | None
+    tree: procs.Snapshot = field(default_factory=dict)
+
+
+_LIVE: weakref.WeakSet[SGLangLauncher] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_on_exit() -> None:
+    """If the orchestrator exits with servers still up, take their process groups down with it."""
+    for launcher in list(_LIVE):
+        for run in list(launcher._runs.values()):
+            procs.signal_group(run.pgid, signal.SIGKILL)
+            procs.kill_all(procs.from_snapshot(run.tree), timeout_s=2)
+
+
+class SGLangLauncher:
+    """Starts `python -m sglang.launch_server` (or the simulated server) in its own session."""
+
+    kind = "sglang"
+
+    def __init__(self, spec: ServerSpec, log_dir: Path, python: str = sys.executable,
+                 module: str = "sglang.launch_server", extra_env: dict[str, str] | None = None,
+                 gpu_ids: list[int] | None = None, validate: bool = True, drain_s: float = 30.0,
+                 command_prefix: list[str] | None = None, simulated: bool = False):
+        self.spec = spec
+        self.log_dir = Path(log_dir)
+        self.python = python
+        self.module = module
+        self.extra_env = dict(extra_env or {})
+        self.gpu_ids = gpu_ids
+        self.validate = validate
+        self.drain_s = drain_s
+        self.command_prefix = list(command_prefix) if command_prefix else None
+        self.simulated = simulated
+        self._runs: dict[int, _Run] = {}
+        self._env_cache: dict[str, Any] | None = None
+        _LIVE.add(self)
+
+    # ---------------------------------------------------------------- start
+
+    def _base_command(self) -> list[str]:
+        return list(self.command_prefix) if self.command_prefix else [self.python, "-m", self.module]
+
+    def _version(self) -> str:
+        if self.simulated:
+            return "sim"
+        return "unknown" if self.command_prefix else flags.installed_version(self.python)
+
+    def launch_args(self, config: ServerConfig, port: int, api_key: str) -> list[str]:
+        """The server arguments (after the module or prefix) for one configuration."""
+        return ["--model-path", self.spec.model_path, "--host", self.spec.host, "--port", str(port),
+                "--enable-metrics", "--api-key", api_key, *config.to_args(), *self.spec.extra_args]
+
+    def _log_path(self, config: ServerConfig) -> Path:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for n in range(1000):  # two launches of one config in one second (the port retry) must not share a log
+            p = self.log_dir / f"{stamp}-{config.key()}{f'-{n}' if n else ''}.log"
+            if not p.exists():
+                return p
+        raise LaunchError(f"cannot pick a log file name in {self.log_dir}", reason="crash")
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        env["PYTHONUNBUFFERED"] = "1"  # log lines must reach the file as they happen (ready line, errors)
+        if self.gpu_ids is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self.gpu_ids)
+        return env
+
+    def start(self, config: ServerConfig) -> ServerHandle:
+        """Launch one configuration and wait until it is ready; raise LaunchError(reason=...) otherwise."""
+        if self.validate:
+            probe = self.launch_args(config, 1, "x")
+            flags.validate_flags(probe, flags.help_text(self._base_command()), self._version())
+        try:
+            return self._start_once(config)
+        except LaunchError as exc:
+            if exc.reason != "port_in_use":
+                raise
+            return self._start_once(config)  # the free port was taken between our probe and its bind
+
+    def _start_once(self, config: ServerConfig) -> ServerHandle:
+        port = procs.free_port(self.spec.host)
+        api_key = secrets.token_urlsafe(24)
+        argv = self._base_command() + self.launch_args(config, port, api_key)
+        log_path = self._log_path(config)
+        gpu_before = procs.gpu_used_bytes(self.gpu_ids)
+        with open(log_path, "wb") as log:
+            t0 = time.monotonic()
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=self._env(), start_new_session=True)
+        run = _Run(proc=proc, pgid=proc.pid, sid=proc.pid, gpu_before=gpu_before,
+                   tree=procs.snapshot_tree(proc.pid))
+        self._runs[proc.pid] = run
+        handle = ServerHandle(config=config, url=f"http://{self.spec.host}:{port}",
+                              argv=["***" if a == api_key else a for a in argv], pid=proc.pid, pgid=proc.pid,
+                              log_path=str(log_path), api_key=api_key, simulated=self.simulated,
+                              process=proc)
+        try:
+            self._wait_ready(handle, run, t0)
+            handle.startup_s = time.monotonic() - t0
+            run.tree.update(procs.snapshot_tree(proc.pid))
+            handle.server_info = self._server_info(handle)
+            handle.version = str(handle.server_info.get("version") or self._version())
+            return handle
+        except BaseException:
+            # Any failure (also Ctrl-C) while starting: leave no process behind.
+            self._teardown(handle, run, drain_s=min(self.drain_s, 5.0))
+            self._redact_log(handle)
+            raise
+
+    def _wait_ready(self, handle: ServerHandle, run: _Run, t0: float) -> None:
+        deadline = t0 + self.spec.startup_timeout_s
+        health_ok_at: float | None = None
+        ready_line = False
+        interval = 0.1
+        with httpx.Client(headers=handle.headers(), timeout=10.0) as client:
+            while True:
+                run.tree.update(procs.snapshot_tree(run.proc.pid))
+                if run.proc.poll() is not None:
+                    raise self._failure(handle, "exited before ready")
+                ready_line = ready_line or READY_LINE in read_tail(handle.log_path)
+                if self._health_ok(client, handle):
+                    now = time.monotonic()
+                    health_ok_at = health_ok_at or now
+                    # Our own ready line confirms /health answered from our process, not a stray server.
+                    if ready_line or now - health_ok_at >= READY_LINE_GRACE_S:
+                        return
+                    interval = 0.1
+                now = time.monotonic()
+                if now >= deadline:  # the caller's cleanup takes the group down
+                    raise self._failure(handle, f"not ready after {self.spec.startup_timeout_s:g} s",
+                                        reason="timeout")
+                time.sleep(min(interval, max(0.0, deadline - now)))
+                interval = min(interval * 1.5, 1.0)
+
+    @staticmethod
+    def _health_ok(client: httpx.Client, handle: ServerHandle) -> bool:
+        try:
+            return client.get(f"{handle.url}/health").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _failure(self, handle: ServerHandle, what: str, reason: str | None = None) -> LaunchError:
+        """One-line LaunchError with the classified reason, last relevant log line and log path."""
+        proc = handle.process
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.2)
+        rc = proc.returncode if proc is not None else None
+        found, line = classify_failure(_redact(read_tail(handle.log_path), handle.api_key), rc)
+        reason = reason or found
+        return LaunchError(f"server {what} ({reason}, exit {rc}): {line[:300]} | log: {handle.log_path}",
+                           reason=reason, log_path=handle.log_path)
+
+    def _server_info(self, handle: ServerHandle) -> dict[str, Any]:
+        """The resolved knobs from /server_info; {} if it cannot be read (the launch itself succeeded)."""
+        raw: dict[str, Any] = {}
+        for _ in range(2):  # one retry on a fresh connection: idle keep-alives get dropped
+            try:
+                with httpx.Client(headers=handle.headers(), timeout=30.0) as client:
+                    r = client.get(f"{handle.url}/server_info")
+                    r.raise_for_status()
+                    raw = r.json()
+                break
+            except (httpx.HTTPError, ValueError):
+                continue
+        return pick_server_info(raw)
+
+    # ---------------------------------------------------------------- watch
+
+    def alive(self, handle: ServerHandle) -> bool:
+        """True while the server process runs; also refreshes the descendant snapshot."""
+        run = self._runs.get(handle.pid or -1)
+        if run is None or run.proc.poll() is not None:
+            return False
+        run.tree.update(procs.snapshot_tree(run.proc.pid))
+        return True
+
+    # ---------------------------------------------------------------- stop
+
+    def stop(self, handle: ServerHandle) -> StopReport:
+        """SIGTERM the group, wait drain_s, SIGKILL; then kill leftovers and check GPU memory came back."""
+        run = self._runs.get(handle.pid or -1)
+        if run is None:
+            return StopReport(graceful=True, seconds=0.0)
+        t0 = time.monotonic()
+        graceful, killed = self._teardown(handle, run, drain_s=self.drain_s)
+        released = self._gpu_released(run)
+        self._redact_log(handle)
+        return StopReport(graceful=graceful, seconds=time.monotonic() - t0, killed_leftovers=killed,
+                          gpu_mem_released=released, exit_code=run.proc.returncode)
+
+    def _teardown(self, handle: ServerHandle, run: _Run, drain_s: float) -> tuple[bool, list[int]]:
+        """Stop the main process (gracefully if it can) and kill every leftover; (graceful, killed pids)."""
+        proc = run.proc
+        if proc.poll() is None:
+            run.tree.update(procs.snapshot_tree(proc.pid))  # last look before children re-parent
+        graceful = True
+        if proc.poll() is None:
+            procs.signal_group(run.pgid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=drain_s)
+            except subprocess.TimeoutExpired:
+                graceful = False
+                procs.signal_group(run.pgid, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=10)
+        # A clean exit still kills its own tree (sglang's sigterm_watchdog); give that a moment to finish.
+        procs.wait_gone(procs.leftovers(run.sid, run.pgid, run.tree), timeout_s=2.0)
+        killed = procs.kill_all(procs.leftovers(run.sid, run.pgid, run.tree))
+        procs.signal_group(run.pgid, signal.SIGKILL)  # belt and braces: anything that joined the group since
+        self._runs.pop(proc.pid, None)
+        return graceful, killed
+
+    def _gpu_released(self, run: _Run) -> bool | None:
+        """Wait (bounded) until GPU memory in use is back within 1 GiB of the pre-launch reading."""
+        if run.gpu_before is None:
+            return None
+        deadline = time.monotonic() + GPU_RELEASE_WAIT_S
+        while True:
+            used = procs.gpu_used_bytes(self.gpu_ids)
+            if used is None:
+                return None
+            if used <= run.gpu_before + GPU_TOLERANCE_BYTES:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.5)
+
+    @staticmethod
+    def _redact_log(handle: ServerHandle) -> None:
+        """sglang prints server_args (api_key included) into its log; scrub the key once the server is gone."""
+        if not handle.log_path or not handle.api_key:
+            return
+        with contextlib.suppress(OSError):
+            p = Path(handle.log_path)
+            data = p.read_bytes()
+            key = handle.api_key.encode()
+            if key in data:
+                p.write_bytes(data.replace(key, b"***"))
+
+    # ---------------------------------------------------------------- facts
+
+    def environment(self) -> dict[str, Any]:
+        """sglang/torch/CUDA versions of the target python, GPUs, host and model path."""
+        if self._env_cache is None:
+            env: dict[str, Any] = {"kind": self.kind, "simulated": self.simulated, "host": socket.gethostname(),
+                                   "model_path": self.spec.model_path, "launch": " ".join(self._base_command()),
+                                   "orchestrator_python": sys.version.split()[0]}
+            env.update(_target_versions(self.python) if not self.command_prefix else {})
+            gpus = procs.gpu_inventory()
+            env["gpus"] = [{k: g[k] for k in ("name", "memory_total_mib")} for g in gpus]
+            env["gpu_driver"] = gpus[0]["driver"] if gpus else None
+            self._env_cache = env
+        return dict(self._env_cache)
+
+
+_VERSIONS_SNIPPET = """
+import json, sys, importlib.metadata as m
+out = {"python": sys.version.split()[0]}
+for pkg in ("sglang", "torch", "flashinfer-python", "sgl-kernel"):
+    try: out[pkg] = m.version(pkg)
+    except Exception: out[pkg] = None
+try:
+    import torch
+    out["cuda"] = torch.version.cuda
+except Exception:
+    out["cuda"] = None
+print(json.dumps(out))
+"""
+
+
+def _target_versions(python: str) -> dict[str, Any]:
+    """Package versions as seen by the python that runs the server (absent packages map to None)."""
+    try:
+        r = subprocess.run([python, "-c", _VERSIONS_SNIPPET], capture_output=True, text=True, timeout=120,
+                           stdin=subprocess.DEVNULL)
+        return dict(json.loads(r.stdout.strip().splitlines()[-1])) if r.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return {}

@@ -1,0 +1,241 @@
+"""Typed parameter sets of the simulator: GPU and model presets, efficiency constants, knobs, resolution."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+class SimOOM(RuntimeError):
+    """The KV pool left after weights is empty or too small: the server refuses to start."""
+
+
+@dataclass(frozen=True)
+class GpuPreset:
+    """One GPU: memory as CUDA reports it, HBM bandwidth and dense bf16 peak."""
+
+    name: str
+    mem_bytes: float
+    bandwidth: float  # bytes/s
+    flops: float  # dense bf16 FLOP/s
+    context_bytes: float = 1.27 * GIB  # CUDA context + NCCL before weights load
+    link_bandwidth: float = 450e9  # NVLink per direction, bytes/s (TP all-reduce)
+
+
+# Memory is nvidia-smi's total (MiB): the real H200 log shows "avail mem=139.13 GB" (GiB) after a
+# ~1.27 GiB CUDA context, i.e. 143771 MiB total. Bandwidth/FLOPs are NVIDIA datasheet values
+# (H200 SXM 4.8 TB/s, 989 TFLOP/s dense bf16; H100 SXM 80GB 3.35 TB/s, 989; A100 80GB SXM 2.039 TB/s,
+# 312; L40S 864 GB/s, 362 dense bf16). L40S has no NVLink (PCIe 4.0 x16, ~25 GB/s effective).
+GPUS: dict[str, GpuPreset] = {
+    "H200": GpuPreset("H200", 143771 * MIB, 4.8e12, 989e12),
+    "H100-80G": GpuPreset("H100-80G", 81559 * MIB, 3.35e12, 989e12),
+    "A100-80G": GpuPreset("A100-80G", 81920 * MIB, 2.0e12, 312e12, link_bandwidth=300e9),
+    "L40S": GpuPreset("L40S", 46068 * MIB, 0.864e12, 362e12, link_bandwidth=25e9),
+}
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    """Transformer shape; params are the LLM's, vision_params the encoder's (0 = text-only)."""
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    params: float
+    context_len: int
+    vision_params: float = 0.0
+    tp: int = 1
+    dtype_bytes: int = 2
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """K and V for every layer, split across TP ranks (KV heads shard over TP)."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes / self.tp
+
+    @property
+    def weight_bytes(self) -> float:
+        """Weights resident on one TP rank (LLM plus encoder)."""
+        return (self.params + self.vision_params) * self.dtype_bytes / self.tp
+
+    @property
+    def q_dim(self) -> int:
+        return self.heads * self.head_dim
+
+
+# llama3-8b: Meta-Llama-3-8B config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, head_dim 128,
+#   vocab 128256, context 8192); 8.03e9 params from the model card.
+# llama3-70b: Meta-Llama-3-70B config.json (80 layers, hidden 8192, 64 heads, 8 KV heads); 70.6e9 params; TP 4.
+# qwen2.5-vl-7b: Qwen2.5-VL-7B-Instruct config.json (28 layers, hidden 3584, 28 heads, 4 KV heads,
+#   context 128000); LLM ~7.6e9 params, ViT (depth 32, hidden 1280, intermediate 3420 + merger) ~0.67e9.
+# tiny-llama: models/tiny-llama/config.json in this repo (2 layers, hidden 256, vocab 1024) ~1.7e6 params.
+MODELS: dict[str, ModelPreset] = {
+    "llama3-8b": ModelPreset("llama3-8b", 32, 4096, 32, 8, 128, 8.03e9, 8192),
+    "llama3-70b": ModelPreset("llama3-70b", 80, 8192, 64, 8, 128, 70.6e9, 8192, tp=4),
+    "qwen2.5-vl-7b": ModelPreset("qwen2.5-vl-7b", 28, 3584, 28, 4, 128, 7.6e9, 128000, vision_params=0.67e9),
+    "tiny-llama": ModelPreset("tiny-llama", 2, 256, 4, 2, 64, 1.7e6, 4096),
+}
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Fractions of roofline actually reached and fixed costs; to be calibrated against a real H200."""
+
+    bandwidth: float = 0.70  # achieved HBM bandwidth share in decode (weights + KV streaming)
+    flops: float = 0.55  # achieved tensor-core share in prefill GEMMs
+    attention_flops: float = 0.35  # attention kernels run further from peak than GEMMs
+    encoder_flops: float = 0.30  # ViT runs small, unfused batches
+    step_overhead_s: float = 0.0035  # scheduler + launch cost of one forward (CUDA graphs on)
+    per_req_overhead_s: float = 12e-6  # per-request batch bookkeeping in the Python scheduler
+    prefill_overhead_s: float = 0.004  # extra host work of an extend batch (no CUDA graph)
+    allreduce_latency_s: float = 8e-6  # per all-reduce (two per layer) under TP
+
+
+@dataclass(frozen=True)
+class SimParams:
+    """Everything physical about the simulated server."""
+
+    gpu: GpuPreset = GPUS["H200"]
+    model: ModelPreset = MODELS["llama3-8b"]
+    eff: Efficiency = Efficiency()
+    speed: float = 1.0  # multiplies every step time (e.g. 4.0 = a GPU four times slower)
+    page_size: int = 16  # radix cache granularity; SGLang uses 1, pages keep the tree small
+
+    @classmethod
+    def preset(cls, gpu: str = "H200", model: str = "llama3-8b", speed: float = 1.0) -> SimParams:
+        return cls(gpu=gpu_preset(gpu), model=model_preset(model), speed=speed)
+
+
+@dataclass(frozen=True)
+class EngineKnobs:
+    """Server flags the engine honours (None = SGLang's auto default)."""
+
+    max_running_requests: int | None = None
+    mem_fraction_static: float | None = None
+    chunked_prefill_size: int | None = None
+    schedule_policy: str = "fcfs"
+    schedule_conservativeness: float = 1.0
+    disable_radix_cache: bool = False
+    context_length: int | None = None
+    max_prefill_tokens: int = 16384
+    enable_mixed_chunk: bool = False
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Knobs after SGLang's auto rules, plus the KV pool size; what /server_info reports."""
+
+    max_total_num_tokens: int
+    max_running_requests: int
+    mem_fraction_static: float
+    chunked_prefill_size: int
+    context_len: int
+    schedule_policy: str
+    available_gpu_mem_gb: float
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def gpu_preset(name: str) -> GpuPreset:
+    key = {k.lower(): k for k in GPUS}.get(name.lower())
+    if key is None:
+        raise ValueError(f"unknown sim GPU {name!r} (known: {', '.join(GPUS)})")
+    return GPUS[key]
+
+
+def model_preset(name: str) -> ModelPreset:
+    if name not in MODELS:
+        raise ValueError(f"unknown sim model {name!r} (known: {', '.join(MODELS)})")
+    return MODELS[name]
+
+
+def model_from_config(path: str | Path, tp: int = 1) -> ModelPreset | None:
+    """Build a preset from a HF config.json folder (params counted from the shape), or None."""
+    cfg_path = Path(path) / "config.json"
+    try:
+        cfg = json.loads(cfg_path.read_text())
+    except (OSError, ValueError):
+        return None
+    text = cfg.get("text_config", cfg)
+    try:
+        h, layers = int(text["hidden_size"]), int(text["num_hidden_layers"])
+        heads = int(text["num_attention_heads"])
+        kv = int(text.get("num_key_value_heads", heads))
+        hd = int(text.get("head_dim", h // heads))
+        inter = int(text.get("intermediate_size", 4 * h))
+        vocab = int(text.get("vocab_size", 32000))
+    except (KeyError, TypeError, ValueError):
+        return None
+    # q/o projections, k/v projections, gated MLP (3 matrices), embeddings + untied lm_head
+    per_layer = 2 * h * heads * hd + 2 * h * kv * hd + 3 * h * inter
+    tied = bool(text.get("tie_word_embeddings", False))
+    params = layers * per_layer + vocab * h * (1 if tied else 2)
+    vision = 0.0
+    vc = cfg.get("vision_config")
+    if isinstance(vc, dict) and "hidden_size" in vc:
+        vh, vd = int(vc["hidden_size"]), int(vc.get("depth", vc.get("num_hidden_layers", 0)))
+        vi = int(vc.get("intermediate_size", 4 * vh))
+        merge = int(vc.get("spatial_merge_size", 2))
+        out = int(vc.get("out_hidden_size", h))
+        # attention (4 vh^2) + gated MLP (3 vh vi) per block, plus the patch merger MLP
+        vision = vd * (4 * vh * vh + 3 * vh * vi) + (vh * merge * merge) ** 2 + vh * merge * merge * out
+    ctx = int(text.get("max_position_embeddings", cfg.get("max_position_embeddings", 8192)))
+    name = Path(path).name
+    return ModelPreset(name, layers, h, heads, kv, hd, float(params), ctx, vision_params=float(vision), tp=tp)
+
+
+def default_mem_fraction(gpu: GpuPreset, model: ModelPreset) -> float:
+    """SGLang reserves ~10 GiB on big GPUs (memory_hook.py); VLMs get 0.95x for the ViT activations."""
+    gib = gpu.mem_bytes / GIB
+    # approximations of handle_gpu_memory_settings' results: ~0.88 on H200-size, ~0.83 on 80 GB
+    frac = 0.88 if gib >= 120 else 0.83 if gib >= 60 else 0.80 if gib >= 35 else 0.75
+    if model.vision_params > 0:
+        frac = round(frac * 0.95, 3)
+    return frac
+
+
+def default_chunked_prefill(gpu: GpuPreset) -> int:
+    """The auto table of memory_hook.py by GPU capacity."""
+    gib = gpu.mem_bytes / GIB
+    if gib < 20:
+        return 2048
+    if gib < 160:
+        return 4096 if gib < 60 else 8192
+    return 16384
+
+
+def resolve(params: SimParams, knobs: EngineKnobs) -> Resolved:
+    """Apply SGLang's defaults and size the KV pool; raise SimOOM when nothing is left for KV."""
+    gpu, model = params.gpu, params.model
+    frac = knobs.mem_fraction_static if knobs.mem_fraction_static is not None else default_mem_fraction(gpu, model)
+    avail = gpu.mem_bytes - gpu.context_bytes
+    # model_runner: rest = avail_after_weights - total * (1 - frac) == avail * frac - weights
+    kv_bytes = avail * frac - model.weight_bytes
+    tokens = int(kv_bytes // model.kv_bytes_per_token) if kv_bytes > 0 else 0
+    if tokens <= 0:
+        raise SimOOM(f"Not enough memory. Please try to increase --mem-fraction-static. "
+                     f"(weights {model.weight_bytes / GIB:.2f} GiB > {frac} x {avail / GIB:.2f} GiB)")
+    if tokens < 4 * params.page_size:
+        raise SimOOM(f"KV cache pool too small: max_total_num_tokens={tokens}")
+    ctx = knobs.context_length or model.context_len
+    auto = min(max(int(tokens / ctx * 512), 2048), 4096)
+    mrr = knobs.max_running_requests if knobs.max_running_requests is not None else auto
+    mrr = max(1, min(mrr, tokens // 2))
+    chunk = knobs.chunked_prefill_size if knobs.chunked_prefill_size is not None else default_chunked_prefill(gpu)
+    if chunk is not None and chunk <= 0:
+        chunk = 1 << 30  # -1 disables chunking: a whole prompt in one extend
+    return Resolved(
+        max_total_num_tokens=tokens, max_running_requests=mrr, mem_fraction_static=frac,
+        chunked_prefill_size=chunk, context_len=ctx, schedule_policy=knobs.schedule_policy,
+        available_gpu_mem_gb=round((avail * (1 - frac)) / GIB, 2),
+        extra={"weight_gb": round(model.weight_bytes / GIB, 2), "kv_gb": round(tokens * model.kv_bytes_per_token / GIB, 2)},
+    )
+
+
+def with_speed(params: SimParams, speed: float) -> SimParams:
+    return replace(params, speed=speed)

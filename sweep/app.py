@@ -1,0 +1,229 @@
+"""Wiring: profile -> workload -> launcher + driver -> ladder/search -> store -> report. No statistics here."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from launchers.base import Launcher, ServerHandle
+from sweep.errors import SweepError
+from sweep.knee import find_knee
+from sweep.ladder import LadderOutcome, LadderRunner, step_points
+from sweep.profile import Profile
+from sweep.report import ReportFiles, write_report
+from sweep.search import Search, StudyResult
+from sweep.store import Store
+from sweep.types import ServerConfig
+from sweep.workload import build_workload
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gpu_count() -> int:
+    """Number of NVIDIA GPUs visible through NVML (0 without a driver)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - any NVML failure means no usable GPU here
+        return 0
+
+
+def resolve_launcher_kind(profile: Profile, override: str | None = None) -> str:
+    """`auto` is the real SGLang server where a GPU and sglang (or a start command) exist, else the simulator."""
+    kind = override or profile.server.launcher
+    if kind != "auto":
+        return kind
+    has_sglang = importlib.util.find_spec("sglang") is not None or profile.server.command is not None
+    return "sglang" if has_sglang and gpu_count() > 0 else "sim"
+
+
+def resolve_driver(kind: str, override: str | None) -> str:
+    if override and override != "auto":
+        if override == "virtual" and kind != "sim":
+            raise SweepError("--driver virtual needs the simulated server (launcher sim)")
+        return override
+    return "virtual" if kind == "sim" else "http"
+
+
+def model_path(profile: Profile) -> str:
+    p = Path(profile.server.model_path)
+    return str(p if p.is_absolute() or not (ROOT / p).exists() else ROOT / p)
+
+
+def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path) -> Launcher:
+    spec = profile.server.model_copy(update={"model_path": model_path(profile)})
+    if kind == "sim" and driver == "virtual":
+        from launchers.sim.virtual import VirtualLauncher
+
+        return VirtualLauncher(spec)
+    if kind == "attach":
+        from launchers.attach import AttachLauncher
+
+        if not spec.url:
+            raise SweepError("server.url is required with launcher attach")
+        return AttachLauncher(spec.url)
+    from launchers.sglang import SGLangLauncher
+
+    if kind == "sim":
+        return SGLangLauncher(spec, log_dir, module="launchers.sim", simulated=True)
+    return SGLangLauncher(spec, log_dir, command_prefix=spec.command)
+
+
+def make_driver(profile: Profile, driver: str, launcher: Launcher) -> Any:
+    if driver == "virtual":
+        from sweep.drivers.virtual import VirtualDriver
+
+        return VirtualDriver()
+    from sweep.drivers.http import HttpDriver
+    from sweep.probes import GpuProbe, MetricsProbe, ProcessProbe
+
+    def probes(handle: ServerHandle, clock: Any) -> list[Any]:
+        out: list[Any] = [MetricsProbe(handle.url, headers=handle.headers(), interval_s=1.0, clock=clock),
+                          GpuProbe(interval_s=1.0, clock=clock)]
+        if handle.pid:
+            out.append(ProcessProbe(handle.pid, interval_s=2.0, clock=clock))
+        return out
+
+    return HttpDriver(api=profile.workload.api, model_name="default", probes=probes,
+                      think_time_s=getattr(profile.arrival, "think_time_s", 0.0), alive=launcher.alive)
+
+
+@dataclass
+class KneeRun:
+    study_id: int
+    study_name: str
+    result: StudyResult
+    report: ReportFiles
+    simulated: bool
+    driver: str
+
+
+class Orchestrator:
+    """Runs a profile's study end to end; every step lands in the store before the next begins."""
+
+    def __init__(self, profile: Profile, db_url: str, out_dir: Path, launcher_kind: str | None = None,
+                 driver: str | None = None, console: Any = None):
+        self.profile = profile
+        self.store = Store(db_url)
+        self.db_url = db_url
+        self.kind = resolve_launcher_kind(profile, launcher_kind)
+        self.driver_name = resolve_driver(self.kind, driver)
+        self.simulated = self.kind == "sim"
+        self.out_dir = out_dir
+        self.console = console
+
+    def say(self, msg: str) -> None:
+        if self.console is not None:
+            self.console.print(msg)
+
+    def _open_study(self, study_name: str | None, resume: bool) -> tuple[int, str]:
+        if study_name is None:
+            stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+            study_name = f"{self.profile.name}-{stamp}" + ("-sim" if self.simulated else "")
+        existing = self.store.get_study_by_name(study_name)
+        if existing is not None:
+            if not resume:
+                raise SweepError(f"study {study_name} exists; pass --resume to continue it")
+            if existing["fingerprint"] != self.profile.fingerprint():
+                raise SweepError(f"study {study_name} was run with another workload fingerprint "
+                                 f"({existing['fingerprint']} vs {self.profile.fingerprint()})")
+            aborted = self.store.abort_running(existing["id"])
+            if aborted:
+                self.say(f"resume: marked {aborted} interrupted run(s) aborted; they will be redone")
+            return existing["id"], study_name
+        study_id = self.store.create_study(
+            study_name, self.profile.name, self.profile.model_dump_json(), self.profile.fingerprint(),
+            self.profile.search.sampler, self.simulated, self.driver_name, study_name)
+        return study_id, study_name
+
+    def knee(self, study_name: str | None = None, resume: bool = False, on_step: Any = None) -> KneeRun:
+        if self.simulated:
+            self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
+                     f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
+                     "Numbers are labelled simulated everywhere.")
+        study_id, study_name = self._open_study(study_name, resume)
+        log_dir = self.out_dir / study_name / "logs"
+        launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir)
+        env = dict(launcher.environment(), model_path=self.profile.server.model_path, simulated=self.simulated)
+        env.setdefault("parallel", _parallel(self.profile.server.extra_args))
+        self.store.record_environment(study_id, env)
+        specs = build_workload(self.profile.workload, base_dir=ROOT)
+        driver = make_driver(self.profile, self.driver_name, launcher)
+        runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name,
+                              on_step=on_step)
+        search = Search(self.profile, runner, self.db_url, study_name)
+        requeued = search.requeue_interrupted()
+        if requeued:
+            self.say(f"resume: {requeued} interrupted trial(s) queued again")
+        result = search.run(reuse=lambda cfg: self._reuse(study_id, cfg))
+        report = self.report(study_id)
+        winner = result.winner()
+        self.store.finish_study(study_id, "completed", winner_config_id=winner.config_id if winner else None,
+                                report_path=str(report.markdown))
+        return KneeRun(study_id, study_name, result, report, self.simulated, self.driver_name)
+
+    def _reuse(self, study_id: int, config: ServerConfig) -> LadderOutcome | None:
+        """A configuration whose ladder completed before a kill is not measured twice."""
+        row = self.store.find_server_config(study_id, config.key())
+        if row is None or row["status"] not in ("completed", "infeasible"):
+            return None
+        steps = [dict(r) for r in self.store.completed_runs(study_id, row["id"])]
+        knee = find_knee(step_points(steps), self.profile.search.flatten_threshold)
+        return LadderOutcome(config, row["id"], row["status"], steps, knee, row.get("stop_reason") or "")
+
+    def report(self, study_id: int) -> ReportFiles:
+        return write_report(study_context(self.store, study_id), self.out_dir / self.store_study_name(study_id))
+
+    def store_study_name(self, study_id: int) -> str:
+        for s in self.store.list_studies():
+            if s["id"] == study_id:
+                return s["name"]
+        raise SweepError(f"no study {study_id}")
+
+
+def _parallel(extra_args: list[str]) -> str:
+    tp, dp = "1", "1"
+    for i, a in enumerate(extra_args[:-1]):
+        if a in ("--tp-size", "--tp", "--tensor-parallel-size"):
+            tp = extra_args[i + 1]
+        if a in ("--dp-size", "--dp", "--data-parallel-size"):
+            dp = extra_args[i + 1]
+    return f"TP {tp}, DP {dp}"
+
+
+def study_context(store: Store, study_id: int) -> dict[str, Any]:
+    """Everything a report needs about one study, from the store alone."""
+    study = next(s for s in store.list_studies() if s["id"] == study_id)
+    configs = store.server_configs(study_id)
+    runs = store.study_runs(study_id)
+    env = store.environment(study_id) or {}
+    profile = json.loads(study["profile_json"])
+    labels = {c["id"]: ServerConfig(**{k: c[k] for k in ("max_running_requests", "mem_fraction_static",
+                                                            "chunked_prefill_size", "schedule_policy")}).label()
+              for c in configs}
+    knees: dict[int, dict[str, Any]] = {}
+    for c in configs:
+        steps = [r for r in runs if r["server_config_id"] == c["id"] and r["status"] == "completed"]
+        k = find_knee(step_points(steps), profile["search"]["flatten_threshold"])
+        if k.point is not None:
+            knees[c["id"]] = {"concurrency": k.point.concurrency, "goodput_tps": k.point.goodput_tps}
+    winner = None
+    if knees:
+        cid = max(knees, key=lambda i: knees[i]["goodput_tps"])
+        c = next(c for c in configs if c["id"] == cid)
+        winner = {"id": cid, "knee": knees[cid],
+                  "knobs": {k: c[k] for k in ("max_running_requests", "mem_fraction_static", "chunked_prefill_size",
+                                              "schedule_policy") if c[k] is not None}}
+    return {"study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
+            "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv}

@@ -1,0 +1,98 @@
+"""Knee and Pareto selection over one configuration's ladder (pure).
+
+Knee (DESIGN.md): the passing step with the highest goodput (output tok/s; ties go to the lower
+concurrency). If throughput gains flatten -- relative gain per doubling of concurrency, i.e.
+(tp_i / tp_{i-1} - 1) / log2(c_i / c_{i-1}), below the profile's flatten_threshold -- while TTFT P99
+or retractions rise, the steps from the flattening on are in the negative-return zone: the knee is
+the best passing step before the first flattening (normally the step just before it). The rule only
+applies when the step just before the flattening passes; otherwise the plain best passing step wins.
+No passing step: infeasible (index None).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StepPoint:
+    """What the knee needs from one ladder step."""
+
+    concurrency: int
+    goodput_rps: float
+    goodput_tps: float
+    throughput_tps: float
+    ttft_p99_ms: float | None
+    retractions: int
+    passes: bool
+
+
+@dataclass(frozen=True)
+class KneeResult:
+    """The chosen step (index into the caller's list) and why; index None means infeasible."""
+
+    index: int | None
+    point: StepPoint | None
+    reason: str
+
+
+def gain_per_doubling(prev: StepPoint, cur: StepPoint) -> float | None:
+    """Relative throughput gain from prev to cur, normalised per doubling of concurrency."""
+    if prev.throughput_tps <= 0 or cur.concurrency <= prev.concurrency:
+        return None
+    return (cur.throughput_tps / prev.throughput_tps - 1.0) / math.log2(cur.concurrency / prev.concurrency)
+
+
+def latency_rises(prev: StepPoint, cur: StepPoint) -> bool:
+    """TTFT P99 or retractions went up from prev to cur."""
+    ttft_up = prev.ttft_p99_ms is not None and cur.ttft_p99_ms is not None and cur.ttft_p99_ms > prev.ttft_p99_ms
+    return ttft_up or cur.retractions > prev.retractions
+
+
+def flattening_index(points: list[StepPoint], flatten_threshold: float) -> int | None:
+    """Position (in concurrency order) of the first step whose gain flattens while latency rises."""
+    for i in range(1, len(points)):
+        gain = gain_per_doubling(points[i - 1], points[i])
+        if gain is not None and gain < flatten_threshold and latency_rises(points[i - 1], points[i]):
+            return i
+    return None
+
+
+def _best(candidates: list[tuple[int, StepPoint]]) -> tuple[int, StepPoint]:
+    """Highest goodput_tps; ties to the lower concurrency."""
+    return max(candidates, key=lambda ip: (ip[1].goodput_tps, -ip[1].concurrency))
+
+
+def find_knee(points: list[StepPoint], flatten_threshold: float) -> KneeResult:
+    """The knee of one ladder (see module docstring); index refers to the caller's list."""
+    order = sorted(range(len(points)), key=lambda i: points[i].concurrency)
+    ladder = [(i, points[i]) for i in order]
+    passing = [ip for ip in ladder if ip[1].passes]
+    if not passing:
+        return KneeResult(None, None, "infeasible: no step passes the SLA")
+    best_i, best = _best(passing)
+    flat = flattening_index([p for _, p in ladder], flatten_threshold)
+    if flat is not None:
+        before_i, before = ladder[flat - 1]
+        at = ladder[flat][1]
+        if before.passes:
+            pre = [ip for ip in ladder[:flat] if ip[1].passes]
+            knee_i, knee = _best(pre)
+            gain = gain_per_doubling(before, at)
+            why = (f"throughput flattens at c={at.concurrency} (gain {gain:.1%}/doubling < "
+                   f"{flatten_threshold:.0%}) while TTFT P99/retractions rise; "
+                   f"knee c={knee.concurrency} ({knee.goodput_tps:.1f} good tok/s)")
+            return KneeResult(knee_i, knee, why)
+    return KneeResult(best_i, best, f"highest-goodput passing step c={best.concurrency} "
+                                    f"({best.goodput_tps:.1f} good tok/s)")
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of (goodput, ttft_p99) points no other point beats on both (more goodput, less TTFT)."""
+    front = []
+    for i, (g, t) in enumerate(points):
+        dominated = any(g2 >= g and t2 <= t and (g2 > g or t2 < t) for j, (g2, t2) in enumerate(points) if j != i)
+        if not dominated:
+            front.append(i)
+    return front

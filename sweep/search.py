@@ -1,0 +1,170 @@
+"""The Optuna study: one trial is one server configuration; its value is the knee's goodput."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import optuna
+
+from sweep.ladder import LadderOutcome, LadderRunner
+from sweep.profile import FloatRange, IntRange, Profile, Space
+from sweep.types import ServerConfig
+
+KNOBS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
+FEASIBLE_ATTR = "feasible"
+CONSTRAINT_ATTR = "constraint"  # <= 0 feasible, > 0 infeasible (Optuna's convention)
+
+
+def expand(values: Any) -> list[Any] | None:
+    """A knob's profile value (list or range) as the explicit list of values to search."""
+    if values is None:
+        return None
+    if isinstance(values, list):
+        return list(values)
+    if isinstance(values, IntRange):
+        return list(range(values.low, values.high + 1, values.step))
+    if isinstance(values, FloatRange):
+        if values.step is None:
+            return [values.low, values.high]
+        n = int(math.floor((values.high - values.low) / values.step + 1e-9)) + 1
+        return [round(values.low + i * values.step, 6) for i in range(n)]
+    raise TypeError(f"unsupported search value {values!r}")
+
+
+def grid(space: Space) -> dict[str, list[Any]]:
+    """The search space as explicit value lists, knobs the profile leaves open omitted."""
+    out = {}
+    for knob in KNOBS:
+        vals = expand(getattr(space, knob))
+        if vals is not None:
+            out[knob] = vals
+    return out
+
+
+def grid_size(space: Space) -> int:
+    return int(np.prod([len(v) for v in grid(space).values()])) if grid(space) else 1
+
+
+def _constraints(trial: optuna.trial.FrozenTrial) -> tuple[float]:
+    return (float(trial.user_attrs.get(CONSTRAINT_ATTR, 1.0)),)
+
+
+def make_sampler(profile: Profile) -> optuna.samplers.BaseSampler:
+    """The sampler the profile names; `auto` is the grid when it fits the trial budget, TPE otherwise."""
+    space = grid(profile.search.space)
+    kind = profile.search.sampler
+    seed = profile.workload.seed
+    if kind == "auto":
+        n = profile.search.n_trials
+        kind = "grid" if n is None or grid_size(profile.search.space) <= n else "tpe"
+    if kind == "grid":
+        return optuna.samplers.GridSampler(space or {"_": [0]}, seed=seed)
+    if kind == "gp":
+        return optuna.samplers.GPSampler(seed=seed, constraints_func=_constraints)
+    return optuna.samplers.TPESampler(seed=seed, constraints_func=_constraints, multivariate=True)
+
+
+def suggest(trial: optuna.Trial, space: dict[str, list[Any]]) -> ServerConfig:
+    """One configuration from the trial; every knob is categorical over its explicit values."""
+    knobs = {k: trial.suggest_categorical(k, v) for k, v in space.items()}
+    return ServerConfig(**knobs)
+
+
+@dataclass
+class StudyResult:
+    outcomes: list[LadderOutcome] = field(default_factory=list)
+    stopped_reason: str = ""
+
+    def winner(self) -> LadderOutcome | None:
+        """The feasible configuration with the highest knee goodput."""
+        feasible = [o for o in self.outcomes if o.value is not None]
+        return max(feasible, key=lambda o: o.value or 0.0) if feasible else None
+
+
+class Search:
+    """Drives an Optuna study over the profile's space, resumable from RDB storage."""
+
+    def __init__(self, profile: Profile, runner: LadderRunner, storage_url: str, study_name: str,
+                 clock: Callable[[], float] = time.monotonic,
+                 on_trial: Callable[[LadderOutcome], None] | None = None):
+        self.profile = profile
+        self.runner = runner
+        self.space = grid(profile.search.space)
+        self.clock = clock
+        self.on_trial = on_trial
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        storage = optuna.storages.RDBStorage(storage_url, engine_kwargs=_engine_kwargs(storage_url))
+        self.study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize",
+                                         sampler=make_sampler(profile), load_if_exists=True)
+
+    def requeue_interrupted(self) -> int:
+        """Trials left RUNNING by a killed orchestrator become FAIL and their configuration is queued again."""
+        n = 0
+        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            self.study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+            self.study.enqueue_trial(t.params, skip_if_exists=False)
+            n += 1
+        return n
+
+    def n_trials(self) -> int:
+        if self.profile.search.n_trials is not None:
+            return self.profile.search.n_trials
+        return grid_size(self.profile.search.space)
+
+    def run(self, reuse: Callable[[ServerConfig], LadderOutcome | None] | None = None) -> StudyResult:
+        """Run trials until the grid, the trial count or the time budget is spent."""
+        result = StudyResult()
+        started = self.clock()
+        budget = self.profile.search.time_budget_s
+        durations: list[float] = []
+        done = len([t for t in self.study.trials if t.state == optuna.trial.TrialState.COMPLETE])
+        seen: set[str] = set()
+        while done < self.n_trials():
+            if budget is not None and durations:
+                left = budget - (self.clock() - started)
+                if left < max(durations):
+                    result.stopped_reason = f"time budget: {left:.0f} s left, a trial takes ~{max(durations):.0f} s"
+                    break
+            trial = self.study.ask()
+            config = suggest(trial, self.space)
+            if config.key() in seen and self.profile.search.sampler != "grid":
+                self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                continue
+            seen.add(config.key())
+            t0 = self.clock()
+            outcome = reuse(config) if reuse else None
+            if outcome is None:
+                outcome = self.runner.run(config, trial_number=trial.number)
+            durations.append(self.clock() - t0)
+            feasible = outcome.value is not None
+            trial.set_user_attr(FEASIBLE_ATTR, feasible)
+            trial.set_user_attr(CONSTRAINT_ATTR, 0.0 if feasible else 1.0)
+            trial.set_user_attr("config_id", outcome.config_id)
+            trial.set_user_attr("status", outcome.status)
+            for i, step in enumerate(outcome.steps):
+                trial.report(float(step.get("goodput_tps") or 0.0), step=i)
+            # An infeasible configuration is told as value 0 with a violated constraint; the winner is chosen
+            # among feasible trials only, so the 0 never competes with a real goodput.
+            self.study.tell(trial, outcome.value if feasible else 0.0)
+            result.outcomes.append(outcome)
+            if self.on_trial:
+                self.on_trial(outcome)
+            done += 1
+            if isinstance(self.study.sampler, optuna.samplers.GridSampler) and self._grid_exhausted():
+                break
+        return result
+
+    def _grid_exhausted(self) -> bool:
+        finished = [t for t in self.study.trials if t.state.is_finished() and "grid_id" in t.system_attrs]
+        return len({t.system_attrs["grid_id"] for t in finished}) >= grid_size(self.profile.search.space)
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": 30}}
+    return {}

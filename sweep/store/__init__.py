@@ -1,0 +1,283 @@
+"""The results database: the one place that talks SQL (SQLite by default, PostgreSQL for several hosts).
+
+Store(url) opens any SQLAlchemy URL, migrates it to head with the packaged Alembic scripts (version table
+`sweep_alembic_version`, so Optuna's RDB storage can share the database) and offers typed writes and
+dict-returning reads. Every database failure surfaces as a one-line StoreError. Timestamps are naive UTC.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.util.exc import CommandError
+from sqlalchemy import Connection, Engine, create_engine, event, func, insert, make_url, update
+from sqlalchemy.exc import SQLAlchemyError
+
+from sweep.errors import StoreError
+from sweep.store import queries as q
+from sweep.store.models import STAT_COLUMNS, WINDOW_COLUMNS, runs_table
+from sweep.store.queries import UnknownColumnError
+from sweep.types import RequestRecord, Sample, ServerConfig
+
+__all__ = ["STAT_COLUMNS", "WINDOW_COLUMNS", "Store", "UnknownColumnError"]
+
+_MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_PG_MIGRATION_LOCK = 0x5357_4545  # pg_advisory_xact_lock key: one migrating worker at a time ("SWEE")
+_SQLITE_BUSY_MS = 30_000
+_CONFIG_FIELDS = frozenset(q.configs_table.c.keys()) - {"id", "study_id", "created_at", "argv_json",
+                                                          "server_info_json"}
+_DONE_CONFIG = frozenset({"completed", "failed", "infeasible", "aborted"})
+
+
+def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
+    """Per-connection SQLite setup: WAL, foreign keys, busy timeout; transactions are begun by _sqlite_begin."""
+    dbapi_conn.isolation_level = None  # let SQLAlchemy's begin event emit BEGIN (pysqlite's own is unreliable)
+    cur = dbapi_conn.cursor()
+    for pragma in ("journal_mode=WAL", "foreign_keys=ON", f"busy_timeout={_SQLITE_BUSY_MS}", "synchronous=NORMAL"):
+        cur.execute(f"PRAGMA {pragma}")
+    cur.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    """BEGIN, or BEGIN IMMEDIATE for writers, so two writers queue on the busy timeout instead of deadlocking."""
+    conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get('sqlite_begin', '')}".strip())
+
+
+def _make_engine(url: str) -> Engine:
+    """An engine for url; SQLite files get their parent folder created and the pragmas above."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(parsed, pool_pre_ping=True)
+    db = parsed.database
+    if db and db != ":memory:" and not db.startswith("file:"):
+        Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_MS / 1000})
+    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+class Store:
+    """The results database behind one SQLAlchemy URL, migrated to head on open."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._shown = make_url(url).render_as_string(hide_password=True) if "://" in url else url
+        with self._guard("open the results database"):
+            self.engine = _make_engine(url)
+            self._migrate()
+
+    def close(self) -> None:
+        """Release every pooled connection."""
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        """Turn database and migration failures into a one-line StoreError naming the action."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except (SQLAlchemyError, CommandError, OSError) as exc:
+            cause = getattr(exc, "orig", None) or exc
+            lines = str(cause).strip().splitlines()
+            detail = lines[0] if lines else type(cause).__name__
+            raise StoreError(f"cannot {action} ({self._shown}): {detail}") from exc
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[Connection]:
+        """One write transaction (BEGIN IMMEDIATE on SQLite), errors wrapped."""
+        with self._guard(action), self.engine.connect() as conn:
+            conn = conn.execution_options(sqlite_begin="IMMEDIATE")
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _read(self, action: str) -> Iterator[Connection]:
+        """One read-only connection, errors wrapped."""
+        with self._guard(action), self.engine.connect() as conn:
+            yield conn
+
+    def _migrate(self) -> None:
+        """Upgrade to head inside one transaction; concurrent openers wait on a lock and then find nothing to do."""
+        cfg = Config()
+        cfg.set_main_option("script_location", str(_MIGRATIONS))
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(sqlite_begin="IMMEDIATE")
+            with conn.begin():
+                if conn.dialect.name == "postgresql":
+                    conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})")
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+
+    @staticmethod
+    def _require_one(rowcount: int, what: str) -> None:
+        """Raise when an update touched no row (a wrong id is a caller bug worth hearing about)."""
+        if rowcount == 0:
+            raise StoreError(f"no such {what}")
+
+    # --- studies and environments -------------------------------------------------------------------
+
+    def create_study(self, name: str, profile_name: str, profile_json: str, fingerprint: str, sampler: str,
+                     simulated: bool, driver: str, optuna_study_name: str | None) -> int:
+        """Insert a running study and return its id."""
+        row = dict(name=name, profile_name=profile_name, profile_json=profile_json, fingerprint=fingerprint,
+                   sampler=sampler, simulated=bool(simulated), driver=driver, status="running",
+                   optuna_study_name=optuna_study_name, created_at=q.utcnow())
+        with self._write(f"create study {name!r}") as conn:
+            return int(conn.execute(insert(q.studies_table).values(row)).inserted_primary_key[0])
+
+    def get_study_by_name(self, name: str) -> dict[str, Any] | None:
+        """The study row named `name`, or None."""
+        with self._read(f"read study {name!r}") as conn:
+            return q.study_by_name(conn, name)
+
+    def finish_study(self, study_id: int, status: str, winner_config_id: int | None = None,
+                     report_path: str | None = None) -> None:
+        """Set a study's final status (and winner / report path when given) and its finish time."""
+        values: dict[str, Any] = {"status": status, "finished_at": q.utcnow()}
+        if winner_config_id is not None:
+            values["winner_config_id"] = winner_config_id
+        if report_path is not None:
+            values["report_path"] = str(report_path)
+        with self._write(f"finish study {study_id}") as conn:
+            t = q.studies_table
+            self._require_one(conn.execute(update(t).where(t.c.id == study_id).values(values)).rowcount,
+                              f"study {study_id}")
+
+    def record_environment(self, study_id: int, env: Mapping[str, Any]) -> int:
+        """Store where a study ran; unknown keys go to extra_json, keys that look like secrets are dropped."""
+        with self._write(f"record environment of study {study_id}") as conn:
+            stmt = insert(q.environments_table).values(q.environment_row(study_id, env))
+            return int(conn.execute(stmt).inserted_primary_key[0])
+
+    # --- server configurations ----------------------------------------------------------------------
+
+    def create_server_config(self, study_id: int, config: ServerConfig, launcher: str, argv: Sequence[str],
+                             trial_number: int | None) -> int:
+        """Insert a pending server configuration (credentials in argv redacted) and return its id."""
+        row = dict(study_id=study_id, trial_number=trial_number, config_key=config.key(),
+                   max_running_requests=config.max_running_requests, mem_fraction_static=config.mem_fraction_static,
+                   chunked_prefill_size=config.chunked_prefill_size, schedule_policy=config.schedule_policy,
+                   launcher=launcher, argv_json=json.dumps(q.redact_argv(argv)), status="pending",
+                   created_at=q.utcnow())
+        with self._write(f"create server config {config.label()!r}") as conn:
+            return int(conn.execute(insert(q.configs_table).values(row)).inserted_primary_key[0])
+
+    def update_server_config(self, config_id: int, **fields: Any) -> None:
+        """Set columns of a configuration; server_info (dict) and argv (list) are stored as JSON."""
+        values = {k: v for k, v in fields.items() if k not in ("server_info", "argv")}
+        unknown = sorted(set(values) - _CONFIG_FIELDS)
+        if unknown:
+            raise UnknownColumnError(f"unknown server_configs field(s): {', '.join(unknown)}")
+        if "server_info" in fields:
+            info = fields["server_info"]
+            values["server_info_json"] = None if info is None else json.dumps(q.drop_secrets(info), default=str)
+        if "argv" in fields:
+            values["argv_json"] = json.dumps(q.redact_argv(fields["argv"] or []))
+        if values.get("status") in _DONE_CONFIG and "finished_at" not in values:
+            values["finished_at"] = q.utcnow()
+        if not values:
+            return
+        with self._write(f"update server config {config_id}") as conn:
+            t = q.configs_table
+            self._require_one(conn.execute(update(t).where(t.c.id == config_id).values(values)).rowcount,
+                              f"server config {config_id}")
+
+    def server_configs(self, study_id: int) -> list[dict[str, Any]]:
+        """Every server configuration of a study, in creation order."""
+        with self._read(f"read server configs of study {study_id}") as conn:
+            return q.server_configs(conn, study_id)
+
+    def find_server_config(self, study_id: int, config_key: str) -> dict[str, Any] | None:
+        """The latest configuration of a study with this knob key (ServerConfig.key()), or None."""
+        with self._read(f"find server config {config_key}") as conn:
+            return q.find_server_config(conn, study_id, config_key)
+
+    # --- runs ---------------------------------------------------------------------------------------
+
+    def create_run(self, study_id: int, server_config_id: int, concurrency: int, fingerprint: str,
+                   simulated: bool, driver: str, phase: str = "final") -> int:
+        """Insert a running measured window and return its id."""
+        row = dict(study_id=study_id, server_config_id=server_config_id, concurrency=int(concurrency),
+                   status="running", fingerprint=fingerprint, simulated=bool(simulated), driver=driver,
+                   phase=phase, started_at=q.utcnow())
+        with self._write(f"create run at concurrency {concurrency}") as conn:
+            return int(conn.execute(insert(runs_table).values(row)).inserted_primary_key[0])
+
+    def finish_run(self, run_id: int, stats: Mapping[str, Any], records: Sequence[RequestRecord],
+                   samples: Sequence[Sample], window_start: float, status: str = "completed",
+                   reason: str | None = None) -> None:
+        """Store a window's stats, requests and samples in one transaction (unknown stat keys raise)."""
+        values = q.stat_values(stats)
+        values.update(status=status, reason=reason, finished_at=q.utcnow())
+        request_rows = q.request_rows(run_id, records, window_start)
+        sample_rows = q.sample_rows(run_id, samples, window_start)
+        with self._write(f"store run {run_id}") as conn:
+            self._require_one(conn.execute(update(runs_table).where(runs_table.c.id == run_id).values(values))
+                              .rowcount, f"run {run_id}")
+            # executemany: one prepared statement, batched by the driver (100k rows in about a second)
+            if request_rows:
+                conn.execute(insert(q.requests_table), request_rows)
+            if sample_rows:
+                conn.execute(insert(q.samples_table), sample_rows)
+
+    def mark_run(self, run_id: int, status: str, reason: str | None) -> None:
+        """Set a run's status and reason (e.g. failed: server died) without stats."""
+        values: dict[str, Any] = {"status": status, "reason": reason}
+        if status != "running":
+            values["finished_at"] = q.utcnow()
+        with self._write(f"mark run {run_id} {status}") as conn:
+            self._require_one(conn.execute(update(runs_table).where(runs_table.c.id == run_id).values(values))
+                              .rowcount, f"run {run_id}")
+
+    def abort_running(self, study_id: int) -> int:
+        """Mark runs and configs a killed orchestrator left 'running' as 'aborted'; returns how many rows changed."""
+        reason = "orchestrator stopped before this finished"
+        changed = 0
+        with self._write(f"abort stale runs of study {study_id}") as conn:
+            for table, why in ((runs_table, "reason"), (q.configs_table, "failure_reason")):
+                stmt = (update(table).where(table.c.study_id == study_id, table.c.status == "running")
+                        .values({"status": "aborted", "finished_at": q.utcnow(),
+                                 why: func.coalesce(table.c[why], reason)}))
+                changed += conn.execute(stmt).rowcount
+        return changed
+
+    def completed_runs(self, study_id: int, server_config_id: int | None = None) -> list[dict[str, Any]]:
+        """Completed runs of a study (optionally of one configuration), oldest first."""
+        with self._read(f"read runs of study {study_id}") as conn:
+            return q.completed_runs(conn, study_id, server_config_id)
+
+    def list_runs(self, study: str | None = None, profile: str | None = None, since: datetime | None = None,
+                  status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Rows of the run_summary view matching every given filter, newest first (naive `since` = UTC)."""
+        with self._read("list runs") as conn:
+            return q.list_runs(conn, study, profile, since, status, limit)
+
+    def get_run(self, run_id: int) -> dict[str, Any] | None:
+        """One run with its knobs, study name and request/sample counts, or None."""
+        with self._read(f"read run {run_id}") as conn:
+            return q.get_run(conn, run_id)
+
+    def requests_for_run(self, run_id: int) -> list[dict[str, Any]]:
+        """Every request of a run in send order; times in seconds from the window start."""
+        with self._read(f"read requests of run {run_id}") as conn:
+            return q.requests_for_run(conn, run_id)
+
+    def samples_for_run(self, run_id: int, name: str | None = None) -> list[dict[str, Any]]:
+        """Probe samples of a run (optionally one metric name) in time order."""
+        with self._read(f"read samples of run {run_id}") as conn:
+            return q.samples_for_run(conn, run_id, name)

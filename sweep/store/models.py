@@ -1,0 +1,221 @@
+"""Tables of results.db as SQLAlchemy 2.0 declarative models; the schema itself is made by the migrations.
+
+Table names are for people who query by hand. The studies table is `sweep_studies` because Optuna's
+RDB storage shares the database and owns a table called `studies`. Timestamps are naive UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeEngine
+
+CONFIG_STATUSES = ("pending", "running", "completed", "failed", "infeasible", "aborted")
+RUN_STATUSES = ("running", "completed", "failed", "aborted")
+RUN_PHASES = ("screen", "final", "soak")
+
+_LATENCIES = ("ttft", "tpot", "itl", "e2e")
+_LATENCY_STATS = ("p50", "p90", "p95", "p99", "mean", "max")
+
+# The per-window statistics, in the order they appear as columns of `runs`; measure produces them.
+STAT_COLUMNS: tuple[str, ...] = (
+    "n_started", "n_completed", "n_errors", "n_warmup", "error_rate",
+    "throughput_rps", "input_tps", "output_tps",
+    *(f"{lat}_{stat}_ms" for lat in _LATENCIES for stat in _LATENCY_STATS),
+    "goodput_rps", "goodput_tps", "attainment",
+    "cache_hit_rate", "cache_hit_rate_server", "retractions",
+    "queue_len_mean", "queue_len_max", "kv_usage_max", "running_mean", "peak_gpu_mem_mib",
+    "ttft_p99_ci_low", "ttft_p99_ci_high", "tpot_p99_ci_low", "tpot_p99_ci_high",
+    "goodput_ci_low", "goodput_ci_high",
+    "steady", "drift", "client_bound", "passes_sla", "sla_failures",
+)
+
+_INT_STATS = frozenset({"n_started", "n_completed", "n_errors", "n_warmup", "retractions"})
+_BOOL_STATS = frozenset({"steady", "client_bound", "passes_sla"})
+_TEXT_STATS = frozenset({"sla_failures"})
+
+# Python type of each stat column (everything not listed above is a float).
+STAT_TYPES: dict[str, type] = {
+    name: int if name in _INT_STATS else bool if name in _BOOL_STATS else str if name in _TEXT_STATS else float
+    for name in STAT_COLUMNS
+}
+
+# Window facts that finish_run accepts beside the stats.
+WINDOW_COLUMNS: tuple[str, ...] = ("window_s", "warmup_requests", "warmup_s")
+
+_SQL_TYPES: dict[type, type[TypeEngine[object]]] = {int: Integer, bool: Boolean, str: Text, float: Float}
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    """SQL text of a CHECK that column holds one of values."""
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a deterministic constraint-naming convention (so migrations can name them)."""
+
+    metadata = MetaData(naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    })
+
+
+class Study(Base):
+    """One sweep of one profile: its search, its winner and its report."""
+
+    __tablename__ = "sweep_studies"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    profile_name: Mapped[str] = mapped_column(String(200))
+    profile_json: Mapped[str] = mapped_column(Text)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    sampler: Mapped[str] = mapped_column(String(50))
+    simulated: Mapped[bool] = mapped_column(Boolean)
+    driver: Mapped[str] = mapped_column(String(50))
+    status: Mapped[str] = mapped_column(String(20), default="running")
+    optuna_study_name: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    # No foreign key: server_configs already points here, and a cycle would complicate table creation.
+    winner_config_id: Mapped[int | None] = mapped_column(Integer)
+    report_path: Mapped[str | None] = mapped_column(Text)
+
+
+class Environment(Base):
+    """The host, software and GPU a study ran on (one row per worker host)."""
+
+    __tablename__ = "environments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("sweep_studies.id", ondelete="CASCADE"), index=True)
+    host: Mapped[str | None] = mapped_column(String(200))
+    sglang_version: Mapped[str | None] = mapped_column(String(50))
+    torch_version: Mapped[str | None] = mapped_column(String(50))
+    cuda_version: Mapped[str | None] = mapped_column(String(50))
+    gpu_name: Mapped[str | None] = mapped_column(String(200))
+    gpu_count: Mapped[int | None] = mapped_column(Integer)
+    gpu_memory_mib: Mapped[float | None] = mapped_column(Float)
+    driver_version: Mapped[str | None] = mapped_column(String(50))
+    python_version: Mapped[str | None] = mapped_column(String(50))
+    model_path: Mapped[str | None] = mapped_column(Text)
+    simulated: Mapped[bool] = mapped_column(Boolean, default=False)
+    extra_json: Mapped[str | None] = mapped_column(Text)
+
+
+class ServerConfigRow(Base):
+    """One launched (or attempted) server configuration and why its ladder stopped."""
+
+    __tablename__ = "server_configs"
+    __table_args__ = (CheckConstraint(_in("status", CONFIG_STATUSES), name="status"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("sweep_studies.id", ondelete="CASCADE"), index=True)
+    trial_number: Mapped[int | None] = mapped_column(Integer)
+    config_key: Mapped[str] = mapped_column(String(64))
+    max_running_requests: Mapped[int | None] = mapped_column(Integer)
+    mem_fraction_static: Mapped[float | None] = mapped_column(Float)
+    chunked_prefill_size: Mapped[int | None] = mapped_column(Integer)
+    schedule_policy: Mapped[str | None] = mapped_column(String(50))
+    launcher: Mapped[str] = mapped_column(String(50))
+    argv_json: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    failure_reason: Mapped[str | None] = mapped_column(Text)
+    startup_s: Mapped[float | None] = mapped_column(Float)
+    log_path: Mapped[str | None] = mapped_column(Text)
+    server_info_json: Mapped[str | None] = mapped_column(Text)
+    stop_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+
+# runs is built from STAT_COLUMNS so the statistics are listed exactly once.
+runs_table = Table(
+    "runs",
+    Base.metadata,
+    Column("id", Integer, primary_key=True),
+    Column("study_id", ForeignKey("sweep_studies.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("server_config_id", ForeignKey("server_configs.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("concurrency", Integer, nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("reason", Text),
+    Column("fingerprint", String(64), nullable=False),
+    Column("simulated", Boolean, nullable=False),
+    Column("driver", String(50), nullable=False),
+    Column("phase", String(10), nullable=False),
+    Column("started_at", DateTime, nullable=False),
+    Column("finished_at", DateTime),
+    Column("window_s", Float),
+    Column("warmup_requests", Integer),
+    Column("warmup_s", Float),
+    *(Column(name, _SQL_TYPES[STAT_TYPES[name]]) for name in STAT_COLUMNS),
+    CheckConstraint(_in("status", RUN_STATUSES), name="status"),
+    CheckConstraint(_in("phase", RUN_PHASES), name="phase"),
+)
+
+
+class Run(Base):
+    """One measured window: one configuration at one client concurrency, with its statistics as columns."""
+
+    __table__ = runs_table
+
+
+class RequestRow(Base):
+    """One request the client sent; times in seconds relative to the window start."""
+
+    __tablename__ = "requests"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    idx: Mapped[int] = mapped_column(Integer)
+    warmup: Mapped[bool] = mapped_column(Boolean)
+    modality: Mapped[str] = mapped_column(String(10))
+    scheduled_at: Mapped[float] = mapped_column(Float)
+    sent_at: Mapped[float] = mapped_column(Float)
+    ttft_ms: Mapped[float | None] = mapped_column(Float)
+    tpot_ms: Mapped[float | None] = mapped_column(Float)
+    e2e_ms: Mapped[float | None] = mapped_column(Float)
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    output_tokens: Mapped[int] = mapped_column(Integer)
+    cached_tokens: Mapped[int] = mapped_column(Integer)
+    num_retractions: Mapped[int] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    error_kind: Mapped[str | None] = mapped_column(String(20))
+
+
+class SampleRow(Base):
+    """One probe reading taken during a run; t in seconds relative to the window start."""
+
+    __tablename__ = "samples"
+    __table_args__ = (Index(None, "run_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    t: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(String(20))
+    name: Mapped[str] = mapped_column(String(200))
+    value: Mapped[float] = mapped_column(Float)
+    labels: Mapped[str] = mapped_column(Text, default="")
+
+
+# Knob columns of server_configs, shown beside each run in the run_summary view.
+KNOB_COLUMNS: tuple[str, ...] = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size",
+                                 "schedule_policy")

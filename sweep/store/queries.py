@@ -1,0 +1,245 @@
+"""Row builders (Python objects → column dicts) and the read queries behind Store; all take a Connection."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Column, Connection, MetaData, Table, case, func, select
+
+from sweep import measure
+from sweep.errors import StoreError
+from sweep.store.models import (
+    KNOB_COLUMNS,
+    STAT_COLUMNS,
+    STAT_TYPES,
+    WINDOW_COLUMNS,
+    Environment,
+    RequestRow,
+    SampleRow,
+    ServerConfigRow,
+    Study,
+    runs_table,
+)
+from sweep.types import RequestRecord, Sample
+
+studies_table: Table = Study.__table__  # type: ignore[assignment]
+environments_table: Table = Environment.__table__  # type: ignore[assignment]
+configs_table: Table = ServerConfigRow.__table__  # type: ignore[assignment]
+requests_table: Table = RequestRow.__table__  # type: ignore[assignment]
+samples_table: Table = SampleRow.__table__  # type: ignore[assignment]
+
+# The run_summary view (created by the migration), typed so booleans and timestamps come back as such.
+_RUN_HEAD = ("concurrency", "phase", "status", "reason", "simulated", "driver", "fingerprint", "started_at",
+             "finished_at", *WINDOW_COLUMNS)
+run_summary = Table(
+    "run_summary",
+    MetaData(),
+    Column("run_id", runs_table.c.id.type),
+    Column("study_name", studies_table.c.name.type),
+    Column("profile_name", studies_table.c.profile_name.type),
+    Column("study_id", runs_table.c.study_id.type),
+    Column("server_config_id", runs_table.c.server_config_id.type),
+    Column("trial_number", configs_table.c.trial_number.type),
+    Column("config_key", configs_table.c.config_key.type),
+    *(Column(k, configs_table.c[k].type) for k in KNOB_COLUMNS),
+    Column("launcher", configs_table.c.launcher.type),
+    Column("config_status", configs_table.c.status.type),
+    *(Column(c, runs_table.c[c].type) for c in (*_RUN_HEAD, *STAT_COLUMNS)),
+)
+
+_SECRET_WORDS = ("key", "token", "secret", "password")
+# A launch flag whose last word names a credential: --api-key, --admin-api-key, --hf-token (not --tokenizer-path).
+_SECRET_FLAG = re.compile(r"^--?(?:[\w-]*-)?(?:api-key|key|token|secret|password)$")
+REDACTED = "***"
+
+
+def utcnow() -> datetime:
+    """Now as naive UTC, the one timestamp convention of the database."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def as_utc(when: datetime) -> datetime:
+    """A caller's datetime as naive UTC (naive input is taken to be UTC already)."""
+    return when if when.tzinfo is None else when.astimezone(UTC).replace(tzinfo=None)
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """argv with the value of every credential flag (--api-key X, --api-key=X) replaced by ***."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        flag, eq, _ = arg.partition("=")
+        if hide_next and not arg.startswith("--"):
+            out.append(REDACTED)
+        elif eq and _SECRET_FLAG.match(flag):
+            out.append(f"{flag}={REDACTED}")
+        else:
+            out.append(arg)
+        hide_next = not eq and bool(_SECRET_FLAG.match(arg))
+    return out
+
+
+def drop_secrets(value: Any) -> Any:
+    """A copy of value without dict entries whose key mentions key/token/secret/password, at any depth."""
+    if isinstance(value, Mapping):
+        return {k: drop_secrets(v) for k, v in value.items()
+                if not any(word in str(k).lower() for word in _SECRET_WORDS)}
+    if isinstance(value, list | tuple):
+        return [drop_secrets(v) for v in value]
+    return value
+
+
+def environment_row(study_id: int, env: Mapping[str, Any]) -> dict[str, Any]:
+    """Column values for one environment: known keys as columns, the rest as extra_json, secrets dropped."""
+    clean = drop_secrets(env)
+    columns = set(environments_table.c.keys()) - {"id", "study_id", "extra_json"}
+    row: dict[str, Any] = {k: v for k, v in clean.items() if k in columns}
+    extra = {k: v for k, v in clean.items() if k not in columns}
+    row.update(study_id=study_id, simulated=bool(row.get("simulated", False)),
+               extra_json=json.dumps(extra, sort_keys=True, default=str) if extra else None)
+    return row
+
+
+def _plain(value: Any, kind: type) -> Any:
+    """value coerced to a driver-safe Python type (numpy scalars, NaN → None, list of failures → text)."""
+    if value is None:
+        return None
+    if kind is str:
+        return "; ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+    if kind is float:
+        number = float(value)
+        return None if math.isnan(number) else number
+    return kind(value)
+
+
+def stat_values(stats: Mapping[str, Any]) -> dict[str, Any]:
+    """The runs columns for one window's stats; unknown keys raise (they are bugs upstream)."""
+    unknown = sorted(set(stats) - set(STAT_COLUMNS) - set(WINDOW_COLUMNS))
+    if unknown:
+        raise UnknownColumnError(f"unknown stat column(s) for runs: {', '.join(unknown)}")
+    kinds: dict[str, type] = {**STAT_TYPES, "window_s": float, "warmup_requests": int, "warmup_s": float}
+    return {k: _plain(v, kinds[k]) for k, v in stats.items()}
+
+
+def _ms(value: float | None) -> float | None:
+    """A latency in ms as a plain float, or None."""
+    return None if value is None else float(value)
+
+
+def request_rows(run_id: int, records: Iterable[RequestRecord], window_start: float) -> list[dict[str, Any]]:
+    """One requests row per record; latencies as measure defines them, times relative to window_start."""
+    return [{
+        "run_id": run_id, "idx": int(r.index), "warmup": bool(r.warmup), "modality": r.modality,
+        "scheduled_at": float(r.scheduled_at - window_start), "sent_at": float(r.sent_at - window_start),
+        "ttft_ms": _ms(measure.ttft_ms(r)), "tpot_ms": _ms(measure.tpot_ms(r)), "e2e_ms": _ms(measure.e2e_ms(r)),
+        "prompt_tokens": int(r.prompt_tokens), "output_tokens": int(r.output_tokens),
+        "cached_tokens": int(r.cached_tokens), "num_retractions": int(r.num_retractions),
+        "error": r.error, "error_kind": r.error_kind,
+    } for r in records]
+
+
+def sample_rows(run_id: int, samples: Iterable[Sample], window_start: float) -> list[dict[str, Any]]:
+    """One samples row per probe reading, t relative to window_start."""
+    return [{"run_id": run_id, "t": float(s.t - window_start), "source": s.source, "name": s.name,
+             "value": float(s.value), "labels": s.labels} for s in samples]
+
+
+class UnknownColumnError(StoreError, ValueError):
+    """A caller passed a field the table does not have (a bug in the caller, not in the database)."""
+
+
+def _dicts(conn: Connection, stmt: Any) -> list[dict[str, Any]]:
+    """Rows of a statement as plain dicts."""
+    return [dict(row) for row in conn.execute(stmt).mappings()]
+
+
+def _first(conn: Connection, stmt: Any) -> dict[str, Any] | None:
+    """The first row of a statement as a dict, or None."""
+    row = conn.execute(stmt).mappings().first()
+    return None if row is None else dict(row)
+
+
+def _with_id(row: dict[str, Any]) -> dict[str, Any]:
+    """A run_summary row with `id` beside `run_id`, so every run dict can be read the same way."""
+    row["id"] = row["run_id"]
+    return row
+
+
+def study_by_name(conn: Connection, name: str) -> dict[str, Any] | None:
+    """The study row named `name`, or None."""
+    return _first(conn, select(studies_table).where(studies_table.c.name == name))
+
+
+def completed_runs(conn: Connection, study_id: int, server_config_id: int | None = None) -> list[dict[str, Any]]:
+    """Completed runs of a study (optionally one configuration), oldest first."""
+    stmt = select(runs_table).where(runs_table.c.study_id == study_id, runs_table.c.status == "completed")
+    if server_config_id is not None:
+        stmt = stmt.where(runs_table.c.server_config_id == server_config_id)
+    return _dicts(conn, stmt.order_by(runs_table.c.id))
+
+
+def list_runs(conn: Connection, study: str | None = None, profile: str | None = None,
+              since: datetime | None = None, status: str | None = None,
+              limit: int | None = None) -> list[dict[str, Any]]:
+    """run_summary rows matching every given filter, newest first."""
+    v = run_summary.c
+    stmt = select(run_summary)
+    if study is not None:
+        stmt = stmt.where(v.study_name == study)
+    if profile is not None:
+        stmt = stmt.where(v.profile_name == profile)
+    if since is not None:
+        stmt = stmt.where(v.started_at >= as_utc(since))
+    if status is not None:
+        stmt = stmt.where(v.status == status)
+    stmt = stmt.order_by(v.started_at.desc(), v.run_id.desc())
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return [_with_id(row) for row in _dicts(conn, stmt)]
+
+
+def get_run(conn: Connection, run_id: int) -> dict[str, Any] | None:
+    """One run_summary row plus request_count, warmup_count and sample_count, or None."""
+    row = _first(conn, select(run_summary).where(run_summary.c.run_id == run_id))
+    if row is None:
+        return None
+    r = requests_table.c
+    row["request_count"], row["warmup_count"] = conn.execute(
+        select(func.count(), func.coalesce(func.sum(case((r.warmup, 1), else_=0)), 0))
+        .where(r.run_id == run_id)).one()
+    row["sample_count"] = conn.execute(
+        select(func.count()).select_from(samples_table).where(samples_table.c.run_id == run_id)).scalar_one()
+    return _with_id(row)
+
+
+def requests_for_run(conn: Connection, run_id: int) -> list[dict[str, Any]]:
+    """Every request row of a run, in send order."""
+    r = requests_table.c
+    return _dicts(conn, select(requests_table).where(r.run_id == run_id).order_by(r.sent_at, r.id))
+
+
+def samples_for_run(conn: Connection, run_id: int, name: str | None = None) -> list[dict[str, Any]]:
+    """Probe samples of a run (optionally one metric name), in time order."""
+    s = samples_table.c
+    stmt = select(samples_table).where(s.run_id == run_id)
+    if name is not None:
+        stmt = stmt.where(s.name == name)
+    return _dicts(conn, stmt.order_by(s.t, s.id))
+
+
+def server_configs(conn: Connection, study_id: int) -> list[dict[str, Any]]:
+    """Every server configuration of a study, in creation order."""
+    c = configs_table.c
+    return _dicts(conn, select(configs_table).where(c.study_id == study_id).order_by(c.id))
+
+
+def find_server_config(conn: Connection, study_id: int, config_key: str) -> dict[str, Any] | None:
+    """The latest configuration of a study with this knob key, or None."""
+    c = configs_table.c
+    return _first(conn, select(configs_table).where(c.study_id == study_id, c.config_key == config_key)
+                  .order_by(c.id.desc()))

@@ -1,0 +1,233 @@
+"""Turn a Workload profile into a deterministic request stream, hash it, and render request bodies.
+
+Every random draw comes from a private numpy Generator seeded with (w.seed, stream id), one stream per
+purpose, so the same profile gives a byte-identical stream (for one numpy/Pillow version).
+Prompt lengths count text tokens; media placeholder tokens come on top (see media_tokens).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import sys
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sweep.datasets import ID_HIGH, ID_LOW, DatasetItem, load_dataset
+from sweep.profile import LengthDist, Workload
+from sweep.types import MediaItem, Modality, RequestSpec
+from sweep.workload_media import POOL_SIZE, media_tokens, pooled_audio, pooled_image, pooled_video
+
+log = logging.getLogger(__name__)
+
+MODALITIES: tuple[Modality, ...] = ("text", "image", "video", "audio")
+MIN_TAIL = 4  # unique tokens after a shared prefix when the sampled length is shorter than the prefix
+MARKERS = {
+    "image": "<|vision_start|><|image_pad|><|vision_end|>",
+    "video": "<|vision_start|><|video_pad|><|vision_end|>",
+    "audio": "<|audio_bos|><|AUDIO|><|audio_eos|>",  # Qwen2-Audio / Qwen2.5-Omni convention
+}
+_CHAT_PART = {"image": ("image_url", "image_url"), "video": ("video_url", "video_url"),
+              "audio": ("audio_url", "audio_url")}
+# Stream ids: adding a stream never perturbs the others.
+_S_PROMPT, _S_OUTPUT, _S_MODAL, _S_PFX_FLAG, _S_PFX_GROUP, _S_PFX_IDS, _S_TAIL, _S_ORDER = range(1, 9)
+# "t003 " .. "t999 ": every id renders to a fixed 5-byte word, so rendering is one numpy gather.
+_WORDS = np.frombuffer(b"".join(b"t%03d " % i for i in range(1000)), dtype=np.uint8).reshape(1000, 5)
+
+
+def _rng(seed: int, stream: int) -> np.random.Generator:
+    """The private Generator of one stream."""
+    return np.random.default_rng([seed % 2**63, stream])
+
+
+def render_ids(ids: Sequence[int] | np.ndarray) -> str:
+    """Deterministic text form of token ids: one word "tNNN" per id, single-space separated."""
+    arr = np.asarray(ids, dtype=np.int64)
+    if arr.size == 0:
+        return ""
+    if arr.min() >= 0 and arr.max() < 1000:
+        return _WORDS[arr].tobytes()[:-1].decode("ascii")
+    return " ".join(f"t{int(i):03d}" for i in arr)
+
+
+def sample_lengths(d: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n integer lengths from d, clamped to [d.min, d.max]; lognormal uses the distribution's own mean/std."""
+    if d.kind == "fixed":
+        x = np.full(n, float(d.value or 1))
+    elif d.kind == "uniform":
+        x = rng.integers(int(d.low or 1), int(d.high or 1) + 1, size=n).astype(np.float64)
+    elif d.kind == "normal":
+        x = rng.normal(float(d.mean or 1), float(d.std or 0), size=n)
+    else:
+        mean, std = float(d.mean or 1), float(d.std or 0)
+        sigma2 = math.log1p((std / mean) ** 2)
+        x = rng.lognormal(math.log(mean) - sigma2 / 2, math.sqrt(sigma2), size=n)
+    return np.clip(np.rint(x), d.min, d.max).astype(np.int64)
+
+
+def _modalities(w: Workload, n: int) -> np.ndarray:
+    """Index into MODALITIES for each request, drawn from the mix shares."""
+    p = np.array([w.mix.text, w.mix.image, w.mix.video, w.mix.audio], dtype=np.float64)
+    return _rng(w.seed, _S_MODAL).choice(len(MODALITIES), size=n, p=p / p.sum())
+
+
+def _media(w: Workload, modality: str, counter: int, pool_size: int) -> tuple[MediaItem, ...]:
+    """The pooled media item for the counter-th request of this modality (round-robin)."""
+    m, slot = w.media, counter % pool_size
+    if modality == "image":
+        return (pooled_image(w.seed, slot, m.image_width, m.image_height, m.image_format),)
+    if modality == "video":
+        return (pooled_video(w.seed, slot, m.video_frames, m.video_width, m.video_height),)
+    if modality == "audio":
+        return (pooled_audio(w.seed, slot, float(m.audio_seconds)),)
+    return ()
+
+
+def _dataset_stream(w: Workload, items: list[DatasetItem], n: int, max_tail: np.ndarray,
+                    out: np.ndarray) -> list[tuple[tuple[int, ...], str, tuple[MediaItem, ...]]]:
+    """Per request: (tail ids, tail text, dataset media), cycling items in a seeded shuffled order."""
+    order = _rng(w.seed, _S_ORDER).permutation(len(items))
+    use_ref = "output_len" not in w.model_fields_set
+    result = []
+    for i in range(n):
+        item = items[int(order[i % len(items)])]
+        ids = item.input_ids[: int(max_tail[i])]
+        text = item.text if item.text is not None and len(ids) == len(item.input_ids) else render_ids(ids)
+        if item.output_len is not None:
+            out[i] = item.output_len
+        elif use_ref and item.ref_output_len is not None:
+            out[i] = min(max(item.ref_output_len, 1), w.output_len.max)
+        result.append((ids, text, item.images))
+    return result
+
+
+def build_workload(w: Workload, base_dir: Path | None = None, *, pool_size: int = POOL_SIZE) -> list[RequestSpec]:
+    """w.num_requests RequestSpecs, deterministic from w.seed (dataset path relative to base_dir)."""
+    n = w.num_requests
+    out = sample_lengths(w.output_len, n, _rng(w.seed, _S_OUTPUT))
+    modal = _modalities(w, n)
+    sp = w.shared_prefix
+    if sp.groups > 0 and sp.share > 0:
+        flags = _rng(w.seed, _S_PFX_FLAG).random(n) < sp.share
+        groups = _rng(w.seed, _S_PFX_GROUP).integers(0, sp.groups, size=n)
+        pfx_arr = _rng(w.seed, _S_PFX_IDS).integers(ID_LOW, ID_HIGH + 1, size=(sp.groups, sp.length))
+        prefixes = [tuple(row) for row in pfx_arr.tolist()]
+        prefix_texts = [render_ids(row) for row in pfx_arr]
+    else:
+        flags, groups, prefixes, prefix_texts = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), [], []
+    plen = sp.length if prefixes else 0
+
+    tails: list[tuple[tuple[int, ...], str, tuple[MediaItem, ...]]]
+    if w.dataset is not None:
+        items, problems = load_dataset(w.dataset, base_dir)
+        if problems:
+            log.warning("%s: skipped %d bad entries: %s", w.dataset.path, len(problems), "; ".join(problems[:5]))
+        max_tail = np.where(flags, max(w.prompt_len.max - plen, MIN_TAIL), w.prompt_len.max)
+        tails = _dataset_stream(w, items, n, max_tail, out)
+    else:
+        lens = sample_lengths(w.prompt_len, n, _rng(w.seed, _S_PROMPT))
+        tail_len = np.where(flags, np.maximum(lens - plen, MIN_TAIL), lens)
+        ends = np.cumsum(tail_len)
+        starts = ends - tail_len
+        flat = _rng(w.seed, _S_TAIL).integers(ID_LOW, ID_HIGH + 1, size=int(ends[-1]))
+        rendered = _WORDS[flat].tobytes().decode("ascii")
+        flat_list = flat.tolist()
+        tails = [(tuple(flat_list[a:b]), rendered[5 * a: 5 * b - 1], ())
+                 for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+    counters = dict.fromkeys(MODALITIES, 0)
+    specs: list[RequestSpec] = []
+    out_list, modal_list, flag_list, group_list = out.tolist(), modal.tolist(), flags.tolist(), groups.tolist()
+    for i in range(n):
+        tail_ids, tail_text, media = tails[i]
+        modality: Modality = "image" if media else MODALITIES[modal_list[i]]
+        if not media and modality != "text":
+            media = _media(w, modality, counters[modality], pool_size)
+            counters[modality] += 1
+        group = group_list[i] if flag_list[i] else None
+        if group is not None:
+            ids, text = prefixes[group] + tail_ids, prefix_texts[group] + " " + tail_text
+        else:
+            ids, text = tail_ids, tail_text
+        specs.append(RequestSpec(index=i, input_ids=ids, output_tokens=out_list[i], modality=modality,
+                                 media=media, prefix_group=group, text=text))
+    return specs
+
+
+def workload_digest(specs: Sequence[RequestSpec]) -> str:
+    """sha256 over a canonical serialisation of the specs, media bytes included."""
+    h = hashlib.sha256()
+    url_memo: dict[str, str] = {}
+    for s in specs:
+        media = []
+        for m in s.media:
+            urls = []
+            for u in m.data_urls:
+                d = url_memo.get(u)
+                if d is None:
+                    d = url_memo[u] = hashlib.sha256(u.encode("ascii", "surrogateescape")).hexdigest()
+                urls.append(d)
+            media.append([m.kind, m.width, m.height, m.seconds, urls])
+        head = [s.index, s.output_tokens, s.modality, s.prefix_group, len(s.input_ids), media]
+        text = (s.text or "").encode("utf-8")
+        ids = array("I", s.input_ids)
+        if sys.byteorder == "big":
+            ids.byteswap()
+        h.update(json.dumps(head, separators=(",", ":")).encode())
+        h.update(len(text).to_bytes(8, "little") + text)
+        h.update(ids.tobytes())
+    return h.hexdigest()
+
+
+def estimated_prompt_tokens(spec: RequestSpec) -> int:
+    """Text tokens plus media placeholder tokens, each item with its 2 start/end marker tokens."""
+    extra = sum(media_tokens(m) + 2 for m in spec.media)
+    return spec.prompt_tokens + extra
+
+
+def _split_text(spec: RequestSpec, prefix_len: int) -> tuple[str, str]:
+    """(shared-prefix text, rest) when prefix_len > 0 and the spec has a prefix; else ("", text)."""
+    text = spec.text if spec.text is not None else render_ids(spec.input_ids)
+    if prefix_len <= 0 or spec.prefix_group is None:
+        return "", text
+    words = text.split(" ", prefix_len)
+    return " ".join(words[:prefix_len]), (words[prefix_len] if len(words) > prefix_len else "")
+
+
+def generate_body(spec: RequestSpec, stream: bool = True, *, prefix_len: int = 0) -> dict[str, Any]:
+    """Body for SGLang's native /generate; prefix_len > 0 puts media after the shared prefix text."""
+    params = {"max_new_tokens": spec.output_tokens, "ignore_eos": True, "temperature": 0}
+    if not spec.media:
+        return {"input_ids": list(spec.input_ids), "sampling_params": params, "stream": stream}
+    head, rest = _split_text(spec, prefix_len)
+    body: dict[str, Any] = {}
+    for m in spec.media:
+        key = f"{m.kind}_data"
+        body.setdefault(key, []).append(list(m.data_urls) if m.kind == "video" else m.data_urls[0])
+    markers = "".join(MARKERS[m.kind] for m in spec.media)
+    text = (head + " " + markers + rest) if head else markers + rest
+    return {"text": text, **body, "sampling_params": params, "stream": stream}
+
+
+def chat_body(spec: RequestSpec, model: str, stream: bool = True, *, prefix_len: int = 0) -> dict[str, Any]:
+    """Body for /v1/chat/completions; prefix_len > 0 sends the shared prefix as a system message."""
+    head, rest = _split_text(spec, prefix_len)
+    content: list[dict[str, Any]] = []
+    for m in spec.media:
+        part, key = _CHAT_PART[m.kind]
+        url: str | list[str] = list(m.data_urls) if m.kind == "video" else m.data_urls[0]
+        content.append({"type": part, key: {"url": url}})
+    content.append({"type": "text", "text": rest})
+    messages: list[dict[str, Any]] = [{"role": "system", "content": head}] if head else []
+    messages.append({"role": "user", "content": content})
+    body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": spec.output_tokens,
+                            "ignore_eos": True, "temperature": 0, "stream": stream}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    return body

@@ -1,0 +1,254 @@
+"""measure.compute_stats against hand-computed numbers on small hand-made windows."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sweep.measure import STATS_KEYS, compute_stats, histogram_quantile, itl_gaps_ms
+from sweep.profile import SLA
+from sweep.types import RequestRecord, Sample, WindowResult
+
+SLA_DEFAULT = SLA(ttft_ms=1000, tpot_ms=100, ttft_percentile=95, tpot_percentile=95, max_error_rate=0.01)
+
+
+def rec(index: int, sched: float, chunks: list[tuple[float, int]], *, prompt: int = 100, cached: int = 0,
+        warmup: bool = False, error: str | None = None, retractions: int = 0) -> RequestRecord:
+    """A record whose content chunks arrive at the given (time, tokens); finished at the last chunk."""
+    times = [t for t, _ in chunks]
+    toks = [k for _, k in chunks]
+    return RequestRecord(
+        index=index, concurrency=4, scheduled_at=sched, sent_at=sched,
+        first_token_at=times[0] if times else None,
+        finished_at=(times[-1] if times else sched + 0.1) if error is None else None,
+        chunk_times=times, chunk_tokens=toks, prompt_tokens=prompt, output_tokens=sum(toks),
+        cached_tokens=cached, warmup=warmup, error=error, error_kind="status" if error else None,
+        num_retractions=retractions)
+
+
+def five_requests() -> list[RequestRecord]:
+    """R0, R1 meet the SLA; R2 misses TTFT; R3 misses TPOT; R4 errors. Plus three that must not count."""
+    return [
+        # TTFT 200, TPOT 50, E2E 400, ITL 4x50
+        rec(0, 1.0, [(1.20, 1), (1.25, 1), (1.30, 1), (1.35, 1), (1.40, 1)], prompt=100, cached=50),
+        # TTFT 500, TPOT (2.9-2.5)/4 = 100 (== bound: meets), E2E 900, ITL 2 chunks of 2 tokens -> 4x100
+        rec(1, 2.0, [(2.5, 1), (2.7, 2), (2.9, 2)], prompt=200),
+        # TTFT 1500 (miss), TPOT 100, E2E 1600, ITL 1x100
+        rec(2, 3.0, [(4.5, 1), (4.6, 1)], prompt=100, cached=100),
+        # TTFT 300, TPOT 0.6/2 = 300 (miss), E2E 900, ITL 2x300
+        rec(3, 4.0, [(4.3, 1), (4.6, 1), (4.9, 1)], prompt=100, retractions=1),
+        rec(4, 5.0, [], prompt=100, error="HTTP 500"),
+        rec(90, 0.5, [(0.6, 1), (0.7, 1)], warmup=True, retractions=4),  # warm-up
+        rec(91, 10.0, [(10.1, 1), (10.2, 1)]),  # sent at window_end: outside [start, end)
+        rec(92, -1.0, [(-0.9, 1), (-0.8, 1)]),  # sent before the window
+    ]
+
+
+def window(records: list[RequestRecord], **kw: object) -> WindowResult:
+    return WindowResult(concurrency=4, records=records, samples=kw.pop("samples", []),  # type: ignore[arg-type]
+                        window_start=0.0, window_end=10.0, warmup_requests=1, warmup_seconds=0.5, **kw)  # type: ignore[arg-type]
+
+
+def test_keys_are_exactly_stats_keys() -> None:
+    stats = compute_stats(window(five_requests()), SLA_DEFAULT)
+    assert tuple(stats) == STATS_KEYS
+    assert len(STATS_KEYS) == len(set(STATS_KEYS)) == 57
+
+
+def test_counts_exclude_warmup_and_out_of_window() -> None:
+    s = compute_stats(window(five_requests()), SLA_DEFAULT)
+    assert (s["n_started"], s["n_completed"], s["n_errors"], s["n_warmup"]) == (5, 4, 1, 1)
+    assert s["error_rate"] == pytest.approx(0.2)
+    assert s["window_s"] == 10.0 and s["warmup_requests"] == 1 and s["warmup_s"] == 0.5
+
+
+def test_throughput_per_window_second() -> None:
+    s = compute_stats(window(five_requests()), SLA_DEFAULT)
+    assert s["throughput_rps"] == pytest.approx(0.4)
+    assert s["input_tps"] == pytest.approx(50.0)  # (100+200+100+100) / 10
+    assert s["output_tps"] == pytest.approx(1.5)  # (5+5+2+3) / 10
+
+
+def test_ttft_tpot_e2e_percentiles_hand_computed() -> None:
+    s = compute_stats(window(five_requests()), SLA_DEFAULT)
+    # TTFT sorted [200, 300, 500, 1500]; linear interpolation at rank q*(n-1)
+    assert s["ttft_p50_ms"] == pytest.approx(400.0)
+    assert s["ttft_p90_ms"] == pytest.approx(1200.0)
+    assert s["ttft_p95_ms"] == pytest.approx(1350.0)
+    assert s["ttft_p99_ms"] == pytest.approx(1470.0)
+    assert s["ttft_mean_ms"] == pytest.approx(625.0)
+    assert s["ttft_max_ms"] == pytest.approx(1500.0)
+    # TPOT sorted [50, 100, 100, 300]
+    assert s["tpot_p50_ms"] == pytest.approx(100.0)
+    assert s["tpot_p90_ms"] == pytest.approx(240.0)
+    assert s["tpot_p95_ms"] == pytest.approx(270.0)
+    assert s["tpot_p99_ms"] == pytest.approx(294.0)
+    assert s["tpot_mean_ms"] == pytest.approx(137.5)
+    # E2E sorted [400, 900, 900, 1600]
+    assert s["e2e_p50_ms"] == pytest.approx(900.0)
+    assert s["e2e_mean_ms"] == pytest.approx(950.0)
+    assert s["e2e_max_ms"] == pytest.approx(1600.0)
+
+
+def test_itl_counts_k_gaps_for_a_chunk_of_k_tokens() -> None:
+    r = rec(0, 0.0, [(0.1, 1), (0.3, 2), (0.4, 1), (0.7, 3)])
+    assert itl_gaps_ms(r) == pytest.approx([100, 100, 100, 100, 100, 100])
+    s = compute_stats(window(five_requests()), SLA_DEFAULT)
+    # gaps: 4x50 (R0), 4x100 (R1), 1x100 (R2), 2x300 (R3): 11 values
+    assert s["itl_mean_ms"] == pytest.approx(1300 / 11)
+    assert s["itl_p50_ms"] == pytest.approx(100.0)
+    assert s["itl_p90_ms"] == pytest.approx(300.0)
+    assert s["itl_max_ms"] == pytest.approx(300.0)
+
+
+def test_goodput_and_attainment_count_errors_as_misses() -> None:
+    s = compute_stats(window(five_requests()), SLA_DEFAULT)
+    assert s["goodput_rps"] == pytest.approx(0.2)  # R0 and R1
+    assert s["goodput_tps"] == pytest.approx(1.0)  # (5 + 5) tokens / 10 s
+    assert s["attainment"] == pytest.approx(0.4)  # 2 of 5 started; the error is a miss
+
+
+def test_e2e_bound_applies_when_set() -> None:
+    s = compute_stats(window(five_requests()), SLA(ttft_ms=1000, tpot_ms=100, e2e_ms=500))
+    assert s["goodput_rps"] == pytest.approx(0.1)  # only R0 (E2E 400)
+    assert "E2E P95" in s["sla_failures"]
+
+
+def test_cache_hit_rates_and_retractions() -> None:
+    s = compute_stats(window(five_requests()), SLA_DEFAULT)
+    assert s["cache_hit_rate"] == pytest.approx(0.3)  # 150 cached / 500 prompt tokens (completed)
+    assert s["cache_hit_rate_server"] is None
+    assert s["retractions"] == 1  # per-request sum; the warm-up record's 4 do not count
+    counters = dict(counters_start={"cached_tokens_total": 1000.0, "prompt_tokens_total": 2000.0,
+                                    "num_retracted_requests_total": 3.0},
+                    counters_end={"cached_tokens_total": 1150.0, "prompt_tokens_total": 2500.0,
+                                  "num_retracted_requests_total": 5.0})
+    s = compute_stats(window(five_requests(), **counters), SLA_DEFAULT)
+    assert s["cache_hit_rate_server"] == pytest.approx(0.3)
+    assert s["retractions"] == 2  # the server counter wins over per-request counts
+
+
+def test_samples_in_window_give_queue_kv_running_and_gpu_peak() -> None:
+    samples = [
+        Sample(1.0, "metrics", "num_queue_reqs", 2), Sample(5.0, "metrics", "num_queue_reqs", 4),
+        Sample(11.0, "metrics", "num_queue_reqs", 100),  # after the window
+        Sample(1.0, "metrics", "token_usage", 0.5), Sample(5.0, "metrics", "token_usage", 0.9),
+        Sample(1.0, "metrics", "num_running_reqs", 3), Sample(5.0, "metrics", "num_running_reqs", 5),
+        Sample(1.0, "gpu", "gpu_mem_used_mib", 1000, "gpu=0"), Sample(5.0, "gpu", "gpu_mem_used_mib", 70000, "gpu=0"),
+        Sample(5.0, "gpu", "gpu_util", 99, "gpu=0"),
+    ]
+    s = compute_stats(window(five_requests(), samples=samples), SLA_DEFAULT)
+    assert (s["queue_len_mean"], s["queue_len_max"]) == (pytest.approx(3.0), 4)
+    assert s["kv_usage_max"] == 0.9
+    assert s["running_mean"] == pytest.approx(4.0)
+    assert s["peak_gpu_mem_mib"] == 70000
+    assert compute_stats(window(five_requests()), SLA_DEFAULT)["peak_gpu_mem_mib"] is None
+
+
+def fast_and_slow(n_fast: int, n_slow: int) -> list[RequestRecord]:
+    """Requests with TTFT 100 ms and TPOT 10 ms, except n_slow with TTFT 5 s."""
+    out = []
+    for i in range(n_fast + n_slow):
+        t = 0.4 * i
+        ttft = 5.0 if i >= n_fast else 0.1
+        out.append(rec(i, t, [(t + ttft, 1), (t + ttft + 0.01, 1)]))
+    return out
+
+
+def test_passes_sla_false_when_p95_ttft_too_high() -> None:
+    one_slow = compute_stats(window(fast_and_slow(19, 1)), SLA_DEFAULT)
+    assert one_slow["ttft_p95_ms"] == pytest.approx(345.0)  # 100 + 0.05 * 4900
+    assert one_slow["passes_sla"] is True and one_slow["sla_failures"] == ""
+    two_slow = compute_stats(window(fast_and_slow(18, 2)), SLA_DEFAULT)
+    assert two_slow["ttft_p95_ms"] == pytest.approx(5000.0)
+    assert two_slow["passes_sla"] is False
+    assert two_slow["sla_failures"] == "TTFT P95 5000 ms > 1000 ms"
+
+
+def test_errors_over_limit_fail_the_step() -> None:
+    s = compute_stats(window(five_requests()), SLA(ttft_ms=10_000, tpot_ms=1000, max_error_rate=0.1))
+    assert s["passes_sla"] is False
+    assert s["sla_failures"] == "errors 20.0% > 10.0%"
+    s = compute_stats(window(five_requests()), SLA(ttft_ms=10_000, tpot_ms=1000, max_error_rate=0.2))
+    assert s["passes_sla"] is True
+
+
+def test_empty_window_has_no_data_and_fails() -> None:
+    s = compute_stats(window([]), SLA_DEFAULT)
+    assert s["n_started"] == 0 and s["ttft_p99_ms"] is None and s["attainment"] is None
+    assert s["ttft_p99_ci_low"] is None and s["drift"] is None and s["steady"] is False
+    assert s["passes_sla"] is False and s["sla_failures"] == "no completed requests"
+
+
+def test_bootstrap_ci_is_seeded_and_brackets_the_estimate() -> None:
+    rng = np.random.default_rng(1)
+    recs = []
+    for i in range(400):
+        t = i * 0.025
+        ttft = float(rng.uniform(0.05, 0.5))
+        recs.append(rec(i, t, [(t + ttft, 1), (t + ttft + float(rng.uniform(0.01, 0.05)), 1)]))
+    a = compute_stats(window(recs), SLA(ttft_ms=300, tpot_ms=30), seed=7)
+    b = compute_stats(window(recs), SLA(ttft_ms=300, tpot_ms=30), seed=7)
+    assert a == b
+    assert a["ttft_p99_ci_low"] <= a["ttft_p99_ms"] <= a["ttft_p99_ci_high"]
+    assert a["tpot_p99_ci_low"] <= a["tpot_p99_ms"] <= a["tpot_p99_ci_high"]
+    assert a["goodput_ci_low"] < a["goodput_rps"] < a["goodput_ci_high"]
+    none = compute_stats(window(recs), SLA_DEFAULT, bootstrap=0)
+    assert none["goodput_ci_low"] is None and none["ttft_p99_ci_high"] is None
+
+
+def steady_window(second_half_ttft: float) -> list[RequestRecord]:
+    out = []
+    for i in range(20):
+        t = 0.5 * i
+        ttft = 0.1 if t < 5.0 else second_half_ttft
+        out.append(rec(i, t, [(t + ttft, 1), (t + ttft + 0.01, 1)]))
+    return out
+
+
+def test_steady_when_halves_agree_within_20_percent() -> None:
+    s = compute_stats(window(steady_window(0.1)), SLA_DEFAULT)
+    assert s["drift"] == pytest.approx(0.0) and s["steady"] is True
+    s = compute_stats(window(steady_window(0.2)), SLA_DEFAULT)
+    assert s["drift"] == pytest.approx(0.5) and s["steady"] is False  # TTFT P50 100 -> 200 ms
+
+
+@pytest.mark.parametrize("client,bound", [({}, False), ({"dispatch_lag_p99_ms": 80.0}, True),
+                                          ({"dispatch_lag_p99_ms": 10.0, "cpu_frac": 0.95}, True),
+                                          ({"dispatch_lag_p99_ms": 10.0, "cpu_frac": 0.5}, False)])
+def test_client_bound(client: dict[str, float], bound: bool) -> None:
+    assert compute_stats(window(five_requests(), client=client), SLA_DEFAULT)["client_bound"] is bound
+
+
+def test_aborted_window_does_not_pass() -> None:
+    s = compute_stats(window(fast_and_slow(20, 0), aborted="server died"), SLA_DEFAULT)
+    assert s["passes_sla"] is False and s["sla_failures"] == "aborted: server died"
+
+
+def test_histogram_quantile_interpolates_like_prometheus() -> None:
+    buckets = [(0.1, 10.0), (0.2, 30.0), (0.4, 40.0), (math.inf, 40.0)]
+    assert histogram_quantile(buckets, 0.5) == pytest.approx(0.15)
+    assert histogram_quantile(buckets, 1.0) == pytest.approx(0.4)
+    assert histogram_quantile([(0.1, 5.0), (math.inf, 10.0)], 0.9) == pytest.approx(0.1)  # +Inf bucket
+    assert math.isnan(histogram_quantile([(0.1, 0.0), (math.inf, 0.0)], 0.5))
+
+
+def test_client_ttft_agrees_with_server_histogram_within_bucket() -> None:
+    bounds = [0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, math.inf]  # SGLang's TTFT buckets
+    rng = np.random.default_rng(3)
+    recs = []
+    for i in range(500):
+        t = i * 0.02
+        ttft = float(rng.lognormal(-1.0, 0.6))
+        recs.append(rec(i, t, [(t + ttft, 1), (t + ttft + 0.01, 1)]))
+    ttfts_s = np.array([r.first_token_at - r.scheduled_at for r in recs])  # type: ignore[operator]
+    buckets = [(le, float((ttfts_s <= le).sum())) for le in bounds]
+    s = compute_stats(window(recs), SLA_DEFAULT, bootstrap=0)
+    for q, key in ((0.5, "ttft_p50_ms"), (0.9, "ttft_p90_ms"), (0.99, "ttft_p99_ms")):
+        server = histogram_quantile(buckets, q)
+        client = s[key] / 1000.0
+        upper = next(le for le in bounds if le >= server)
+        lower = max([0.0] + [le for le in bounds if le < upper])
+        assert lower <= client <= upper, (q, client, server)
