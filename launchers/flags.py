@@ -17,7 +17,7 @@ _OPTION_LINE = re.compile(r"^  (-{1,2}[A-Za-z0-9][^\s,]*.*)$")
 _FLAG_TOKEN = re.compile(r"(?<![\w-])(--?[A-Za-z0-9][A-Za-z0-9_.-]*)")
 _USAGE_FLAG = re.compile(r"[\[ |](--?[A-Za-z0-9][A-Za-z0-9_.-]*)")
 
-_help_cache: dict[tuple[str, ...], str] = {}
+_help_cache: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], str] = {}
 _version_cache: dict[str, str] = {}
 _lock = threading.Lock()
 
@@ -83,15 +83,15 @@ def validate_flags(argv_flags: Sequence[str], help_text: str, version: str) -> N
         raise LaunchError("; ".join(problems), reason="bad_flag")
 
 
-def help_text(command: Sequence[str], timeout_s: float = HELP_TIMEOUT_S) -> str:
-    """The `--help` output of a launch command (e.g. [python, -m, module]), cached per command."""
-    key = tuple(command)
+def help_text(command: Sequence[str], timeout_s: float = HELP_TIMEOUT_S, env: dict[str, str] | None = None) -> str:
+    """The `--help` output of a launch command (e.g. [python, -m, module]), cached per command and env."""
+    key = (tuple(command), tuple(sorted(env.items())) if env else ())
     with _lock:
         if key in _help_cache:
             return _help_cache[key]
     try:
         proc = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, env=env)
     except subprocess.TimeoutExpired:
         raise LaunchError(f"`{' '.join(command)} --help` did not finish in {timeout_s:.0f} s",
                           reason="timeout") from None
@@ -107,16 +107,17 @@ def help_text(command: Sequence[str], timeout_s: float = HELP_TIMEOUT_S) -> str:
     return text
 
 
-def installed_version(python: str, package: str = "sglang", timeout_s: float = 60.0) -> str:
+def installed_version(python: str, package: str = "sglang", timeout_s: float = 60.0,
+                      env: dict[str, str] | None = None) -> str:
     """`importlib.metadata.version(package)` inside the target python, or "unknown"."""
-    key = f"{python}\0{package}"
+    key = f"{python}\0{package}\0{sorted(env.items()) if env else ''}"
     with _lock:
         if key in _version_cache:
             return _version_cache[key]
     code = f"import importlib.metadata as m; print(m.version({package!r}))"
     try:
         proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, env=env)
         version = proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else "unknown"
     except (OSError, subprocess.TimeoutExpired):
         version = "unknown"

@@ -37,7 +37,7 @@ _FAILURES: list[tuple[str, re.Pattern[str]]] = [
     ("bad_flag", re.compile(r"unrecognized arguments|ambiguous option|error: argument", re.I)),
     ("port_in_use", re.compile(r"address already in use|errno 98\b|errno 48\b|port \d+ is (already )?in use"
                                r"|port \d+ is not available", re.I)),
-    ("oom", re.compile(r"out of memory|out-of-memory|OutOfMemory|not enough memory|\bOOM\b", re.I)),
+    ("oom", re.compile(r"out of memory|out-of-memory|OutOfMemory|not enough memory|cache pool too small|\bOOM\b", re.I)),
     ("cuda", re.compile(r"CUDA error|cudaError|CUDA driver|no CUDA GPUs|CUDA initialization|NCCL error", re.I)),
 ]
 _ERRORISH = re.compile(r"error|exception|traceback|fatal|killed", re.I)
@@ -158,7 +158,7 @@ class SGLangLauncher:
     def _version(self) -> str:
         if self.simulated:
             return "sim"
-        return "unknown" if self.command_prefix else flags.installed_version(self.python)
+        return "unknown" if self.command_prefix else flags.installed_version(self.python, env=self._env())
 
     def launch_args(self, config: ServerConfig, port: int, api_key: str) -> list[str]:
         """The server arguments (after the module or prefix) for one configuration."""
@@ -186,7 +186,7 @@ class SGLangLauncher:
         """Launch one configuration and wait until it is ready; raise LaunchError(reason=...) otherwise."""
         if self.validate:
             probe = self.launch_args(config, 1, "x")
-            flags.validate_flags(probe, flags.help_text(self._base_command()), self._version())
+            flags.validate_flags(probe, flags.help_text(self._base_command(), env=self._env()), self._version())
         try:
             return self._start_once(config)
         except LaunchError as exc:
@@ -196,14 +196,18 @@ class SGLangLauncher:
 
     def _start_once(self, config: ServerConfig) -> ServerHandle:
         port = procs.free_port(self.spec.host)
-        api_key = secrets.token_urlsafe(24)
+        api_key = secrets.token_hex(24)  # hex: a urlsafe token can start with "-" and argparse takes it for a flag
         argv = self._base_command() + self.launch_args(config, port, api_key)
         log_path = self._log_path(config)
         gpu_before = procs.gpu_used_bytes(self.gpu_ids)
         with open(log_path, "wb") as log:
             t0 = time.monotonic()
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=self._env(), start_new_session=True)
+            try:
+                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=self._env(), start_new_session=True)
+            except OSError as exc:
+                raise LaunchError(f"cannot execute {argv[0]}: {exc} | log: {log_path}", reason="crash",
+                                  log_path=str(log_path)) from None
         run = _Run(proc=proc, pgid=proc.pid, sid=proc.pid, gpu_before=gpu_before,
                    tree=procs.snapshot_tree(proc.pid))
         self._runs[proc.pid] = run
@@ -229,7 +233,9 @@ class SGLangLauncher:
         health_ok_at: float | None = None
         ready_line = False
         interval = 0.1
-        with httpx.Client(headers=handle.headers(), timeout=10.0) as client:
+        # Short timeouts: a starting sglang answers 503 at once, and a socket that accepts but never
+        # answers (someone else's listener on our port) must not stall the exit check.
+        with httpx.Client(headers=handle.headers(), timeout=httpx.Timeout(3.0, connect=1.0)) as client:
             while True:
                 run.tree.update(procs.snapshot_tree(run.proc.pid))
                 if run.proc.poll() is not None:
@@ -244,6 +250,8 @@ class SGLangLauncher:
                     interval = 0.1
                 now = time.monotonic()
                 if now >= deadline:  # the caller's cleanup takes the group down
+                    if run.proc.poll() is not None:
+                        raise self._failure(handle, "exited before ready")
                     raise self._failure(handle, f"not ready after {self.spec.startup_timeout_s:g} s",
                                         reason="timeout")
                 time.sleep(min(interval, max(0.0, deadline - now)))
@@ -363,7 +371,7 @@ class SGLangLauncher:
             env: dict[str, Any] = {"kind": self.kind, "simulated": self.simulated, "host": socket.gethostname(),
                                    "model_path": self.spec.model_path, "launch": " ".join(self._base_command()),
                                    "orchestrator_python": sys.version.split()[0]}
-            env.update(_target_versions(self.python) if not self.command_prefix else {})
+            env.update(_target_versions(self.python, self._env()) if not self.command_prefix else {})
             gpus = procs.gpu_inventory()
             env["gpus"] = [{k: g[k] for k in ("name", "memory_total_mib")} for g in gpus]
             env["gpu_driver"] = gpus[0]["driver"] if gpus else None
@@ -386,11 +394,11 @@ print(json.dumps(out))
 """
 
 
-def _target_versions(python: str) -> dict[str, Any]:
+def _target_versions(python: str, env: dict[str, str]) -> dict[str, Any]:
     """Package versions as seen by the python that runs the server (absent packages map to None)."""
     try:
         r = subprocess.run([python, "-c", _VERSIONS_SNIPPET], capture_output=True, text=True, timeout=120,
-                           stdin=subprocess.DEVNULL)
+                           stdin=subprocess.DEVNULL, env=env)
         return dict(json.loads(r.stdout.strip().splitlines()[-1])) if r.returncode == 0 else {}
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         return {}

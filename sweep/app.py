@@ -66,7 +66,8 @@ def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path) -> La
     if kind == "sim" and driver == "virtual":
         from launchers.sim.virtual import VirtualLauncher
 
-        return VirtualLauncher(spec)
+        return VirtualLauncher(gpu=spec.sim_gpu, model=spec.sim_model, extra_args=spec.extra_args,
+                               model_path=spec.model_path)
     if kind == "attach":
         from launchers.attach import AttachLauncher
 
@@ -183,13 +184,10 @@ class Orchestrator:
         return LadderOutcome(config, row["id"], row["status"], steps, knee, row.get("stop_reason") or "")
 
     def report(self, study_id: int) -> ReportFiles:
-        return write_report(study_context(self.store, study_id), self.out_dir / self.store_study_name(study_id))
-
-    def store_study_name(self, study_id: int) -> str:
-        for s in self.store.list_studies():
-            if s["id"] == study_id:
-                return s["name"]
-        raise SweepError(f"no study {study_id}")
+        study = self.store.get_study(study_id)
+        if study is None:
+            raise SweepError(f"no study {study_id}")
+        return write_report(study_context(self.store, study_id), self.out_dir / study["name"])
 
 
 def _parallel(extra_args: list[str]) -> str:
@@ -204,7 +202,9 @@ def _parallel(extra_args: list[str]) -> str:
 
 def study_context(store: Store, study_id: int) -> dict[str, Any]:
     """Everything a report needs about one study, from the store alone."""
-    study = next(s for s in store.list_studies() if s["id"] == study_id)
+    study = store.get_study(study_id)
+    if study is None:
+        raise SweepError(f"no study {study_id}")
     configs = store.server_configs(study_id)
     runs = store.study_runs(study_id)
     env = store.environment(study_id) or {}

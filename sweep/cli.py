@@ -19,7 +19,7 @@ from sweep.profile import Profile, load_profile, resolve_profile_path
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Find the SLA-constrained goodput knee of an SGLang server configuration.")
-console = Console(stderr=True)
+console = Console(stderr=True, width=200, soft_wrap=True)
 DEFAULT_DB = "sqlite:///results.db"
 
 
@@ -122,7 +122,7 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     except SweepError as exc:
         _fail(exc)
         return
-    cols = ["run_id", "study", "profile", "simulated", "max_running_requests", "mem_fraction_static",
+    cols = ["run_id", "study_name", "profile_name", "simulated", "max_running_requests", "mem_fraction_static",
             "chunked_prefill_size", "schedule_policy", "concurrency", "status", "output_tps", "goodput_tps",
             "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at"]
     _emit(rows, cols, fmt)

@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.console import Console
 from rich.table import Table
 
 from launchers import flags, procs
@@ -152,3 +153,8 @@ def doctor_ok(checks: list[Check]) -> bool:
     """True when no check failed (informational ones do not count)."""
     return all(c.ok is not False for c in checks)
 
+
+
+def render(checks: list[Check], console: Console) -> None:
+    """Print the checks as a rich table on the given console."""
+    console.print(render_checks(checks))

@@ -46,7 +46,9 @@ def gain_per_doubling(prev: StepPoint, cur: StepPoint) -> float | None:
 
 def latency_rises(prev: StepPoint, cur: StepPoint) -> bool:
     """TTFT P99 or retractions went up from prev to cur."""
-    ttft_up = prev.ttft_p99_ms is not None and cur.ttft_p99_ms is not None and cur.ttft_p99_ms > prev.ttft_p99_ms
+    ttft_up = (
+        prev.ttft_p99_ms is not None and cur.ttft_p99_ms is not None and cur.ttft_p99_ms > prev.ttft_p99_ms
+    )
     return ttft_up or cur.retractions > prev.retractions
 
 
@@ -80,19 +82,24 @@ def find_knee(points: list[StepPoint], flatten_threshold: float) -> KneeResult:
             pre = [ip for ip in ladder[:flat] if ip[1].passes]
             knee_i, knee = _best(pre)
             gain = gain_per_doubling(before, at)
-            why = (f"throughput flattens at c={at.concurrency} (gain {gain:.1%}/doubling < "
-                   f"{flatten_threshold:.0%}) while TTFT P99/retractions rise; "
-                   f"knee c={knee.concurrency} ({knee.goodput_tps:.1f} good tok/s)")
+            why = (
+                f"throughput flattens at c={at.concurrency} (gain {gain:.1%}/doubling < "
+                f"{flatten_threshold:.0%}) while TTFT P99/retractions rise; "
+                f"knee c={knee.concurrency} ({knee.goodput_tps:.1f} good tok/s)"
+            )
             return KneeResult(knee_i, knee, why)
-    return KneeResult(best_i, best, f"highest-goodput passing step c={best.concurrency} "
-                                    f"({best.goodput_tps:.1f} good tok/s)")
+    return KneeResult(
+        best_i, best, f"highest-goodput passing step c={best.concurrency} ({best.goodput_tps:.1f} good tok/s)"
+    )
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     """Indices of (goodput, ttft_p99) points no other point beats on both (more goodput, less TTFT)."""
     front = []
     for i, (g, t) in enumerate(points):
-        dominated = any(g2 >= g and t2 <= t and (g2 > g or t2 < t) for j, (g2, t2) in enumerate(points) if j != i)
+        dominated = any(
+            g2 >= g and t2 <= t and (g2 > g or t2 < t) for j, (g2, t2) in enumerate(points) if j != i
+        )
         if not dominated:
             front.append(i)
     return front

@@ -36,16 +36,40 @@ _LAT_STATS = ("p50", "p90", "p95", "p99", "mean", "max")
 _LAT_KEYS = [f"{m}_{s}_ms" for m in ("ttft", "tpot", "itl", "e2e") for s in _LAT_STATS]
 
 STATS_KEYS: tuple[str, ...] = (
-    "n_started", "n_completed", "n_errors", "n_warmup", "error_rate",
-    "throughput_rps", "input_tps", "output_tps",
+    "n_started",
+    "n_completed",
+    "n_errors",
+    "n_warmup",
+    "error_rate",
+    "throughput_rps",
+    "input_tps",
+    "output_tps",
     *_LAT_KEYS,
-    "goodput_rps", "goodput_tps", "attainment",
-    "cache_hit_rate", "cache_hit_rate_server", "retractions",
-    "queue_len_mean", "queue_len_max", "kv_usage_max", "running_mean", "peak_gpu_mem_mib",
-    "ttft_p99_ci_low", "ttft_p99_ci_high", "tpot_p99_ci_low", "tpot_p99_ci_high",
-    "goodput_ci_low", "goodput_ci_high",
-    "steady", "drift", "client_bound", "passes_sla", "sla_failures",
-    "window_s", "warmup_requests", "warmup_s",
+    "goodput_rps",
+    "goodput_tps",
+    "attainment",
+    "cache_hit_rate",
+    "cache_hit_rate_server",
+    "retractions",
+    "queue_len_mean",
+    "queue_len_max",
+    "kv_usage_max",
+    "running_mean",
+    "peak_gpu_mem_mib",
+    "ttft_p99_ci_low",
+    "ttft_p99_ci_high",
+    "tpot_p99_ci_low",
+    "tpot_p99_ci_high",
+    "goodput_ci_low",
+    "goodput_ci_high",
+    "steady",
+    "drift",
+    "client_bound",
+    "passes_sla",
+    "sla_failures",
+    "window_s",
+    "warmup_requests",
+    "warmup_s",
 )
 
 
@@ -61,7 +85,14 @@ def latency_summary(values_ms: list[float]) -> dict[str, float | None]:
     if not arr.size:
         return dict.fromkeys(_LAT_STATS)
     p50, p90, p95, p99 = (float(x) for x in np.percentile(arr, [50, 90, 95, 99]))
-    return {"p50": p50, "p90": p90, "p95": p95, "p99": p99, "mean": float(arr.mean()), "max": float(arr.max())}
+    return {
+        "p50": p50,
+        "p90": p90,
+        "p95": p95,
+        "p99": p99,
+        "mean": float(arr.mean()),
+        "max": float(arr.max()),
+    }
 
 
 def ratio(num: float, den: float) -> float | None:
@@ -144,7 +175,9 @@ def _counter_delta(result: WindowResult, name: str) -> float | None:
     return None
 
 
-def _bootstrap_ci(values: np.ndarray, stat: Any, n: int, rng: np.random.Generator) -> tuple[float | None, float | None]:
+def _bootstrap_ci(
+    values: np.ndarray, stat: Any, n: int, rng: np.random.Generator
+) -> tuple[float | None, float | None]:
     """95% percentile-bootstrap interval of stat(sample) over n resamples."""
     if n <= 0 or values.size == 0:
         return None, None
@@ -164,15 +197,25 @@ def _half_drift(recs: list[RequestRecord], start: float, end: float) -> float | 
     return max(rel_diff(done[0], done[1]), rel_diff(p50s[0], p50s[1]))
 
 
-def _sla_failures(sla: SLA, ttfts: list[float], tpots: list[float], e2es: list[float],
-                  error_rate: float | None, n_completed: int, aborted: str | None) -> list[str]:
+def _sla_failures(
+    sla: SLA,
+    ttfts: list[float],
+    tpots: list[float],
+    e2es: list[float],
+    error_rate: float | None,
+    n_completed: int,
+    aborted: str | None,
+) -> list[str]:
     """Which of the step's SLA bounds fail, as short human phrases."""
     fails: list[str] = []
     if aborted:
         fails.append(f"aborted: {aborted}")
     if n_completed == 0:
         fails.append("no completed requests")
-    bounds = [("TTFT", ttfts, sla.ttft_percentile, sla.ttft_ms), ("TPOT", tpots, sla.tpot_percentile, sla.tpot_ms)]
+    bounds = [
+        ("TTFT", ttfts, sla.ttft_percentile, sla.ttft_ms),
+        ("TPOT", tpots, sla.tpot_percentile, sla.tpot_ms),
+    ]
     if sla.e2e_ms is not None:
         bounds.append(("E2E", e2es, sla.e2e_percentile, sla.e2e_ms))
     for label, values, q, limit in bounds:
@@ -201,8 +244,11 @@ def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed:
     meeting = [r for r in recs if meets_sla(r, sla)]
 
     out: dict[str, Any] = {
-        "n_started": n_started, "n_completed": n_completed, "n_errors": n_errors,
-        "n_warmup": sum(1 for r in result.records if r.warmup), "error_rate": error_rate,
+        "n_started": n_started,
+        "n_completed": n_completed,
+        "n_errors": n_errors,
+        "n_warmup": sum(1 for r in result.records if r.warmup),
+        "error_rate": error_rate,
         "throughput_rps": ratio(n_completed, window_s),
         "input_tps": ratio(sum(r.prompt_tokens for r in ok), window_s),
         "output_tps": ratio(sum(r.output_tokens for r in ok), window_s),
@@ -233,18 +279,25 @@ def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed:
 
     rng = np.random.default_rng(seed)
     p99 = lambda a: float(np.percentile(a, 99))  # noqa: E731
-    out["ttft_p99_ci_low"], out["ttft_p99_ci_high"] = _bootstrap_ci(np.asarray(ttfts, float), p99, bootstrap, rng)
-    out["tpot_p99_ci_low"], out["tpot_p99_ci_high"] = _bootstrap_ci(np.asarray(tpots, float), p99, bootstrap, rng)
+    out["ttft_p99_ci_low"], out["ttft_p99_ci_high"] = _bootstrap_ci(
+        np.asarray(ttfts, float), p99, bootstrap, rng
+    )
+    out["tpot_p99_ci_low"], out["tpot_p99_ci_high"] = _bootstrap_ci(
+        np.asarray(tpots, float), p99, bootstrap, rng
+    )
     meets = np.array([meets_sla(r, sla) for r in recs], dtype=float)
     goodput = (lambda a: float(a.sum()) / window_s) if window_s > 0 else (lambda a: math.nan)
-    out["goodput_ci_low"], out["goodput_ci_high"] = _bootstrap_ci(meets, goodput, bootstrap if window_s > 0 else 0, rng)
+    out["goodput_ci_low"], out["goodput_ci_high"] = _bootstrap_ci(
+        meets, goodput, bootstrap if window_s > 0 else 0, rng
+    )
 
     drift = _half_drift(recs, start, end)
     out["drift"] = drift
     out["steady"] = drift is not None and drift <= STEADY_DRIFT
     cpu = result.client.get("cpu_frac", result.client.get("cpu", 0.0))
-    out["client_bound"] = bool(result.client.get("dispatch_lag_p99_ms", 0.0) > DISPATCH_LAG_LIMIT_MS
-                               or cpu > CLIENT_CPU_LIMIT)
+    out["client_bound"] = bool(
+        result.client.get("dispatch_lag_p99_ms", 0.0) > DISPATCH_LAG_LIMIT_MS or cpu > CLIENT_CPU_LIMIT
+    )
 
     fails = _sla_failures(sla, ttfts, tpots, e2es, error_rate, n_completed, result.aborted)
     out["passes_sla"] = not fails

@@ -1,6 +1,6 @@
 """Probes: the server's /metrics (with name aliases across SGLang versions), GPU via pynvml, host processes via psutil.
 
-Every probe has start()/stop() (one asyncio task), an injected clock and interval, and a `.samples`
+Every probe has start()/stop() (one asyncio task), an injected clock and interval_s, and a `.samples`
 list of sweep.types.Sample rows. Parsing is pure (parse_metrics, histogram_delta).
 """
 
@@ -39,13 +39,25 @@ ALIASES: dict[str, str] = {
 FRACTIONS = {"token_usage", "cache_hit_rate"}
 # What MetricsProbe samples over time by default (gauges plus the retraction counter for storms).
 SAMPLED: tuple[str, ...] = (
-    "num_running_reqs", "num_queue_reqs", "token_usage", "cache_hit_rate", "gen_throughput",
-    "num_retracted_reqs", "num_used_tokens", "new_token_ratio", "num_retracted_requests_total",
+    "num_running_reqs",
+    "num_queue_reqs",
+    "token_usage",
+    "cache_hit_rate",
+    "gen_throughput",
+    "num_retracted_reqs",
+    "num_used_tokens",
+    "new_token_ratio",
+    "num_retracted_requests_total",
 )
 # Counters a window reads at its start and end (WindowResult.counters_start / counters_end).
 COUNTERS: tuple[str, ...] = (
-    "prompt_tokens_total", "generation_tokens_total", "cached_tokens_total", "num_requests_total",
-    "num_retracted_requests_total", "num_aborted_requests_total", "realtime_tokens_total",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "cached_tokens_total",
+    "num_requests_total",
+    "num_retracted_requests_total",
+    "num_aborted_requests_total",
+    "realtime_tokens_total",
 )
 RETRYABLE = (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
@@ -71,9 +83,10 @@ class MetricsSnapshot:
         """A scalar by canonical name."""
         return self.values.get(name, default)
 
-    def counters(self, names: tuple[str, ...] = COUNTERS) -> dict[str, float]:
-        """The named counters that this server exports (for WindowResult.counters_start/_end)."""
-        return {n: self.values[n] for n in names if n in self.values}
+    @property
+    def counters(self) -> dict[str, float]:
+        """The COUNTERS this server exports (for WindowResult.counters_start / counters_end)."""
+        return {n: self.values[n] for n in COUNTERS if n in self.values}
 
 
 def _strip(name: str) -> str:
@@ -108,7 +121,9 @@ def parse_metrics(text: str) -> MetricsSnapshot:
                 continue
             values[name] += s.value
     if by_source:
-        values["cached_tokens_total"] = by_source["total"] if "total" in by_source else sum(by_source.values())
+        values["cached_tokens_total"] = (
+            by_source["total"] if "total" in by_source else sum(by_source.values())
+        )
     resolved = dict(values)
     for old, new in ALIASES.items():
         if old in values and new not in values:
@@ -149,10 +164,10 @@ async def control_request(client: httpx.AsyncClient, method: str, url: str, **kw
 
 
 class _PeriodicProbe:
-    """start()/stop() a task that calls sample_once() every `interval` seconds."""
+    """start()/stop() a task that calls sample_once() every `interval_s` seconds."""
 
-    def __init__(self, interval: float, clock: Clock) -> None:
-        self.interval = interval
+    def __init__(self, interval_s: float, clock: Clock) -> None:
+        self.interval_s = interval_s
         self.clock = clock
         self.samples: list[Sample] = []
         self.errors = 0
@@ -169,9 +184,9 @@ class _PeriodicProbe:
             except Exception as exc:  # a probe must never take the window down; errors are counted
                 self.errors += 1
                 self.last_error = f"{type(exc).__name__}: {exc}"
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(self.interval_s)
 
-    def start(self) -> None:
+    async def start(self) -> None:
         """Start sampling in the running event loop."""
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._loop())
@@ -192,10 +207,18 @@ class _PeriodicProbe:
 class MetricsProbe(_PeriodicProbe):
     """Scrapes handle.url + '/metrics' and records the SAMPLED names as source 'metrics' samples."""
 
-    def __init__(self, handle: _HasUrl | str, *, interval: float = 1.0, clock: Clock = time.monotonic,
-                 client: httpx.AsyncClient | None = None, timeout: float = 10.0,
-                 headers: dict[str, str] | None = None, names: tuple[str, ...] = SAMPLED) -> None:
-        super().__init__(interval, clock)
+    def __init__(
+        self,
+        handle: _HasUrl | str,
+        *,
+        interval_s: float = 1.0,
+        clock: Clock = time.monotonic,
+        client: httpx.AsyncClient | None = None,
+        timeout: float = 10.0,
+        headers: dict[str, str] | None = None,
+        names: tuple[str, ...] = SAMPLED,
+    ) -> None:
+        super().__init__(interval_s, clock)
         base = handle if isinstance(handle, str) else handle.url
         if not base:
             raise ValueError("MetricsProbe needs a server URL")
@@ -228,9 +251,10 @@ class MetricsProbe(_PeriodicProbe):
 class GpuProbe(_PeriodicProbe):
     """Per-GPU memory used (MiB) and utilisation (%) via NVML; a silent no-op where NVML is unavailable."""
 
-    def __init__(self, *, interval: float = 1.0, clock: Clock = time.monotonic,
-                 devices: list[int] | None = None) -> None:
-        super().__init__(interval, clock)
+    def __init__(
+        self, *, interval_s: float = 1.0, clock: Clock = time.monotonic, devices: list[int] | None = None
+    ) -> None:
+        super().__init__(interval_s, clock)
         self.devices = devices
         self._nvml: Any = None
         self._tried = False
@@ -265,11 +289,20 @@ class GpuProbe(_PeriodicProbe):
         out: list[Sample] = []
         for i in devices:
             h = nv.nvmlDeviceGetHandleByIndex(i)
-            mem = nv.nvmlDeviceGetMemoryInfo(h)
-            util = nv.nvmlDeviceGetUtilizationRates(h)
-            out.append(Sample(t, "gpu", "gpu_mem_used_mib", mem.used / 2**20, f"gpu={i}"))
-            out.append(Sample(t, "gpu", "gpu_util", float(util.gpu), f"gpu={i}"))
+            out.append(Sample(t, "gpu", "gpu_mem_used_mib", self._mem_used(h) / 2**20, f"gpu={i}"))
+            # Utilisation is not exposed everywhere (some containers, MIG slices): memory still counts.
+            with contextlib.suppress(Exception):
+                util = nv.nvmlDeviceGetUtilizationRates(h).gpu
+                out.append(Sample(t, "gpu", "gpu_util", float(util), f"gpu={i}"))
         return out
+
+    def _mem_used(self, handle: Any) -> float:
+        """Bytes in use as nvidia-smi shows them (v2 excludes driver-reserved memory; v1 as a fallback)."""
+        nv = self._nvml
+        try:
+            return float(nv.nvmlDeviceGetMemoryInfo(handle, version=nv.nvmlMemory_v2).used)
+        except Exception:
+            return float(nv.nvmlDeviceGetMemoryInfo(handle).used)
 
     async def sample_once(self) -> list[Sample]:
         return self.read()
@@ -285,8 +318,8 @@ class GpuProbe(_PeriodicProbe):
 class ProcessProbe(_PeriodicProbe):
     """RSS (MiB) and CPU (% of one core) of a process and all its descendants (e.g. SGLang's schedulers)."""
 
-    def __init__(self, pid: int, *, interval: float = 1.0, clock: Clock = time.monotonic) -> None:
-        super().__init__(interval, clock)
+    def __init__(self, pid: int, *, interval_s: float = 1.0, clock: Clock = time.monotonic) -> None:
+        super().__init__(interval_s, clock)
         self.pid = pid
         self._procs: dict[int, psutil.Process] = {}  # kept so cpu_percent() measures since the last call
 
@@ -310,8 +343,10 @@ class ProcessProbe(_PeriodicProbe):
             alive[p.pid] = proc
         self._procs = alive
         t, labels = self.clock(), f"pid={self.pid}"
-        return [Sample(t, "process", "rss_mib", rss / 2**20, labels),
-                Sample(t, "process", "cpu_percent", cpu, labels)]
+        return [
+            Sample(t, "process", "rss_mib", rss / 2**20, labels),
+            Sample(t, "process", "cpu_percent", cpu, labels),
+        ]
 
     async def sample_once(self) -> list[Sample]:
         return self.read()

@@ -74,7 +74,14 @@ def launch_command(model_path: str, knobs: dict[str, Any], extra_args: list[str]
     for k, v in knobs.items():
         if v is not None:
             parts.append(f"--{k.replace('_', '-')} {v}")
-    parts += [a for a in extra_args]
+    i = 0
+    while i < len(extra_args):  # keep each flag on one line with its value
+        if i + 1 < len(extra_args) and not extra_args[i + 1].startswith("--"):
+            parts.append(f"{extra_args[i]} {extra_args[i + 1]}")
+            i += 2
+        else:
+            parts.append(extra_args[i])
+            i += 1
     parts.append("--enable-metrics")
     return " \\\n  ".join(parts)
 

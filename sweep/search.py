@@ -123,19 +123,12 @@ class Search:
         budget = self.profile.search.time_budget_s
         durations: list[float] = []
         done = len([t for t in self.study.trials if t.state == optuna.trial.TrialState.COMPLETE])
-        seen: set[str] = set()
-        while done < self.n_trials():
-            if budget is not None and durations:
-                left = budget - (self.clock() - started)
-                if left < max(durations):
-                    result.stopped_reason = f"time budget: {left:.0f} s left, a trial takes ~{max(durations):.0f} s"
-                    break
-            trial = self.study.ask()
+        remaining = self.n_trials() - done
+        if remaining <= 0:
+            return result
+
+        def objective(trial: optuna.Trial) -> float:
             config = suggest(trial, self.space)
-            if config.key() in seen and self.profile.search.sampler != "grid":
-                self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-                continue
-            seen.add(config.key())
             t0 = self.clock()
             outcome = reuse(config) if reuse else None
             if outcome is None:
@@ -148,20 +141,23 @@ class Search:
             trial.set_user_attr("status", outcome.status)
             for i, step in enumerate(outcome.steps):
                 trial.report(float(step.get("goodput_tps") or 0.0), step=i)
-            # An infeasible configuration is told as value 0 with a violated constraint; the winner is chosen
-            # among feasible trials only, so the 0 never competes with a real goodput.
-            self.study.tell(trial, outcome.value if feasible else 0.0)
             result.outcomes.append(outcome)
             if self.on_trial:
                 self.on_trial(outcome)
-            done += 1
-            if isinstance(self.study.sampler, optuna.samplers.GridSampler) and self._grid_exhausted():
-                break
-        return result
+            # An infeasible configuration is told as 0 with a violated constraint; the winner is chosen among
+            # feasible trials only, so the 0 never competes with a real goodput.
+            return outcome.value if feasible else 0.0
 
-    def _grid_exhausted(self) -> bool:
-        finished = [t for t in self.study.trials if t.state.is_finished() and "grid_id" in t.system_attrs]
-        return len({t.system_attrs["grid_id"] for t in finished}) >= grid_size(self.profile.search.space)
+        def budget_check(study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
+            if budget is None or not durations:
+                return
+            left = budget - (self.clock() - started)
+            if left < max(durations):
+                result.stopped_reason = f"time budget: {left:.0f} s left, a trial takes ~{max(durations):.0f} s"
+                study.stop()
+
+        self.study.optimize(objective, n_trials=remaining, callbacks=[budget_check], catch=())
+        return result
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:

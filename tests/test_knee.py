@@ -7,10 +7,19 @@ import pytest
 from sweep.knee import StepPoint, find_knee, gain_per_doubling, pareto_front
 
 
-def step(c: int, tps: float, ttft: float, retr: int, passes: bool = True, goodput_tps: float | None = None) -> StepPoint:
+def step(
+    c: int, tps: float, ttft: float, retr: int, passes: bool = True, goodput_tps: float | None = None
+) -> StepPoint:
     g = tps if goodput_tps is None else goodput_tps
-    return StepPoint(concurrency=c, goodput_rps=g / 100, goodput_tps=g, throughput_tps=tps,
-                     ttft_p99_ms=ttft, retractions=retr, passes=passes)
+    return StepPoint(
+        concurrency=c,
+        goodput_rps=g / 100,
+        goodput_tps=g,
+        throughput_tps=tps,
+        ttft_p99_ms=ttft,
+        retractions=retr,
+        passes=passes,
+    )
 
 
 def article_ladder(passes: tuple[bool, bool, bool, bool] = (True, True, True, True)) -> list[StepPoint]:
@@ -32,7 +41,12 @@ def test_no_passing_step_is_infeasible() -> None:
 
 def test_knee_is_highest_goodput_passing_step() -> None:
     # Throughput keeps growing (no flattening); 128 fails the SLA, 64 has the best goodput of the rest.
-    ladder = [step(16, 400, 500, 0), step(32, 800, 600, 0), step(64, 1500, 800, 0), step(128, 2800, 3000, 5, False)]
+    ladder = [
+        step(16, 400, 500, 0),
+        step(32, 800, 600, 0),
+        step(64, 1500, 800, 0),
+        step(128, 2800, 3000, 5, False),
+    ]
     k = find_knee(ladder, flatten_threshold=0.10)
     assert k.index == 2 and "highest-goodput" in k.reason
     # Goodput (not throughput) decides: 64 serves more tokens but fewer inside the SLA than 32.

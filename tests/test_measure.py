@@ -14,18 +14,37 @@ from sweep.types import RequestRecord, Sample, WindowResult
 SLA_DEFAULT = SLA(ttft_ms=1000, tpot_ms=100, ttft_percentile=95, tpot_percentile=95, max_error_rate=0.01)
 
 
-def rec(index: int, sched: float, chunks: list[tuple[float, int]], *, prompt: int = 100, cached: int = 0,
-        warmup: bool = False, error: str | None = None, retractions: int = 0) -> RequestRecord:
+def rec(
+    index: int,
+    sched: float,
+    chunks: list[tuple[float, int]],
+    *,
+    prompt: int = 100,
+    cached: int = 0,
+    warmup: bool = False,
+    error: str | None = None,
+    retractions: int = 0,
+) -> RequestRecord:
     """A record whose content chunks arrive at the given (time, tokens); finished at the last chunk."""
     times = [t for t, _ in chunks]
     toks = [k for _, k in chunks]
     return RequestRecord(
-        index=index, concurrency=4, scheduled_at=sched, sent_at=sched,
+        index=index,
+        concurrency=4,
+        scheduled_at=sched,
+        sent_at=sched,
         first_token_at=times[0] if times else None,
         finished_at=(times[-1] if times else sched + 0.1) if error is None else None,
-        chunk_times=times, chunk_tokens=toks, prompt_tokens=prompt, output_tokens=sum(toks),
-        cached_tokens=cached, warmup=warmup, error=error, error_kind="status" if error else None,
-        num_retractions=retractions)
+        chunk_times=times,
+        chunk_tokens=toks,
+        prompt_tokens=prompt,
+        output_tokens=sum(toks),
+        cached_tokens=cached,
+        warmup=warmup,
+        error=error,
+        error_kind="status" if error else None,
+        num_retractions=retractions,
+    )
 
 
 def five_requests() -> list[RequestRecord]:
@@ -47,8 +66,16 @@ def five_requests() -> list[RequestRecord]:
 
 
 def window(records: list[RequestRecord], **kw: object) -> WindowResult:
-    return WindowResult(concurrency=4, records=records, samples=kw.pop("samples", []),  # type: ignore[arg-type]
-                        window_start=0.0, window_end=10.0, warmup_requests=1, warmup_seconds=0.5, **kw)  # type: ignore[arg-type]
+    return WindowResult(
+        concurrency=4,
+        records=records,
+        samples=kw.pop("samples", []),  # type: ignore[arg-type]
+        window_start=0.0,
+        window_end=10.0,
+        warmup_requests=1,
+        warmup_seconds=0.5,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def test_keys_are_exactly_stats_keys() -> None:
@@ -121,10 +148,18 @@ def test_cache_hit_rates_and_retractions() -> None:
     assert s["cache_hit_rate"] == pytest.approx(0.3)  # 150 cached / 500 prompt tokens (completed)
     assert s["cache_hit_rate_server"] is None
     assert s["retractions"] == 1  # per-request sum; the warm-up record's 4 do not count
-    counters = dict(counters_start={"cached_tokens_total": 1000.0, "prompt_tokens_total": 2000.0,
-                                    "num_retracted_requests_total": 3.0},
-                    counters_end={"cached_tokens_total": 1150.0, "prompt_tokens_total": 2500.0,
-                                  "num_retracted_requests_total": 5.0})
+    counters = dict(
+        counters_start={
+            "cached_tokens_total": 1000.0,
+            "prompt_tokens_total": 2000.0,
+            "num_retracted_requests_total": 3.0,
+        },
+        counters_end={
+            "cached_tokens_total": 1150.0,
+            "prompt_tokens_total": 2500.0,
+            "num_retracted_requests_total": 5.0,
+        },
+    )
     s = compute_stats(window(five_requests(), **counters), SLA_DEFAULT)
     assert s["cache_hit_rate_server"] == pytest.approx(0.3)
     assert s["retractions"] == 2  # the server counter wins over per-request counts
@@ -132,11 +167,15 @@ def test_cache_hit_rates_and_retractions() -> None:
 
 def test_samples_in_window_give_queue_kv_running_and_gpu_peak() -> None:
     samples = [
-        Sample(1.0, "metrics", "num_queue_reqs", 2), Sample(5.0, "metrics", "num_queue_reqs", 4),
+        Sample(1.0, "metrics", "num_queue_reqs", 2),
+        Sample(5.0, "metrics", "num_queue_reqs", 4),
         Sample(11.0, "metrics", "num_queue_reqs", 100),  # after the window
-        Sample(1.0, "metrics", "token_usage", 0.5), Sample(5.0, "metrics", "token_usage", 0.9),
-        Sample(1.0, "metrics", "num_running_reqs", 3), Sample(5.0, "metrics", "num_running_reqs", 5),
-        Sample(1.0, "gpu", "gpu_mem_used_mib", 1000, "gpu=0"), Sample(5.0, "gpu", "gpu_mem_used_mib", 70000, "gpu=0"),
+        Sample(1.0, "metrics", "token_usage", 0.5),
+        Sample(5.0, "metrics", "token_usage", 0.9),
+        Sample(1.0, "metrics", "num_running_reqs", 3),
+        Sample(5.0, "metrics", "num_running_reqs", 5),
+        Sample(1.0, "gpu", "gpu_mem_used_mib", 1000, "gpu=0"),
+        Sample(5.0, "gpu", "gpu_mem_used_mib", 70000, "gpu=0"),
         Sample(5.0, "gpu", "gpu_util", 99, "gpu=0"),
     ]
     s = compute_stats(window(five_requests(), samples=samples), SLA_DEFAULT)
@@ -215,9 +254,15 @@ def test_steady_when_halves_agree_within_20_percent() -> None:
     assert s["drift"] == pytest.approx(0.5) and s["steady"] is False  # TTFT P50 100 -> 200 ms
 
 
-@pytest.mark.parametrize("client,bound", [({}, False), ({"dispatch_lag_p99_ms": 80.0}, True),
-                                          ({"dispatch_lag_p99_ms": 10.0, "cpu_frac": 0.95}, True),
-                                          ({"dispatch_lag_p99_ms": 10.0, "cpu_frac": 0.5}, False)])
+@pytest.mark.parametrize(
+    "client,bound",
+    [
+        ({}, False),
+        ({"dispatch_lag_p99_ms": 80.0}, True),
+        ({"dispatch_lag_p99_ms": 10.0, "cpu_frac": 0.95}, True),
+        ({"dispatch_lag_p99_ms": 10.0, "cpu_frac": 0.5}, False),
+    ],
+)
 def test_client_bound(client: dict[str, float], bound: bool) -> None:
     assert compute_stats(window(five_requests(), client=client), SLA_DEFAULT)["client_bound"] is bound
 

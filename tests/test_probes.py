@@ -45,7 +45,7 @@ def test_fixture_counters_keep_total_suffix_and_sum_label_sets(snap: MetricsSnap
     assert snap.get("num_retracted_requests_total") == 2.0
     assert snap.get("cached_tokens_total") == 974100.0  # only cache_source="device" in this scrape
     assert snap.get("prompt_tokens") is None  # the parser's family name must not leak
-    assert snap.counters()["num_retracted_requests_total"] == 2.0
+    assert snap.counters["num_retracted_requests_total"] == 2.0
 
 
 def test_fixture_histogram_buckets(snap: MetricsSnapshot) -> None:
@@ -61,11 +61,15 @@ def test_fixture_histogram_buckets(snap: MetricsSnapshot) -> None:
 
 def test_cached_tokens_counts_total_source_only_when_present() -> None:
     head = "# TYPE sglang:cached_tokens_total counter\n"
-    with_total = head + "".join(f'sglang:cached_tokens_total{{cache_source="{s}",model_name="m"}} {v}\n'
-                                for s, v in (("device", 100), ("host", 50), ("total", 150)))
+    with_total = head + "".join(
+        f'sglang:cached_tokens_total{{cache_source="{s}",model_name="m"}} {v}\n'
+        for s, v in (("device", 100), ("host", 50), ("total", 150))
+    )
     assert parse_metrics(with_total).get("cached_tokens_total") == 150.0
-    without = head + "".join(f'sglang:cached_tokens_total{{cache_source="{s}",model_name="m"}} {v}\n'
-                             for s, v in (("device", 100), ("host", 50)))
+    without = head + "".join(
+        f'sglang:cached_tokens_total{{cache_source="{s}",model_name="m"}} {v}\n'
+        for s, v in (("device", 100), ("host", 50))
+    )
     assert parse_metrics(without).get("cached_tokens_total") == 150.0
 
 
@@ -101,16 +105,34 @@ def test_canonical_name_wins_over_alias() -> None:
 def _hist_text(counts: list[int], total_sum: float) -> str:
     les = ["0.1", "1.0", "+Inf"]
     lines = ["# TYPE sglang:time_to_first_token_seconds histogram"]
-    lines += [f'sglang:time_to_first_token_seconds_bucket{{le="{le}"}} {c}' for le, c in zip(les, counts, strict=True)]
-    lines += [f"sglang:time_to_first_token_seconds_sum {total_sum}", f"sglang:time_to_first_token_seconds_count {counts[-1]}"]
+    lines += [
+        f'sglang:time_to_first_token_seconds_bucket{{le="{le}"}} {c}'
+        for le, c in zip(les, counts, strict=True)
+    ]
+    lines += [
+        f"sglang:time_to_first_token_seconds_sum {total_sum}",
+        f"sglang:time_to_first_token_seconds_count {counts[-1]}",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def test_histogram_delta_over_the_window() -> None:
     start, end = parse_metrics(_hist_text([5, 8, 10], 3.0)), parse_metrics(_hist_text([9, 20, 25], 9.0))
-    assert histogram_delta(start, end, "time_to_first_token_seconds") == [(0.1, 4.0), (1.0, 12.0), (math.inf, 15.0)]
-    assert histogram_delta(None, end, "time_to_first_token_seconds") == [(0.1, 9.0), (1.0, 20.0), (math.inf, 25.0)]
-    assert histogram_delta(end, start, "time_to_first_token_seconds") == [(0.1, 5.0), (1.0, 8.0), (math.inf, 10.0)]
+    assert histogram_delta(start, end, "time_to_first_token_seconds") == [
+        (0.1, 4.0),
+        (1.0, 12.0),
+        (math.inf, 15.0),
+    ]
+    assert histogram_delta(None, end, "time_to_first_token_seconds") == [
+        (0.1, 9.0),
+        (1.0, 20.0),
+        (math.inf, 25.0),
+    ]
+    assert histogram_delta(end, start, "time_to_first_token_seconds") == [
+        (0.1, 5.0),
+        (1.0, 8.0),
+        (math.inf, 10.0),
+    ]
     assert histogram_delta(start, end, "no_such_histogram") == []
 
 
@@ -121,11 +143,11 @@ def test_gpu_probe_is_a_no_op_without_nvml(monkeypatch: pytest.MonkeyPatch) -> N
         raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
 
     monkeypatch.setattr(pynvml, "nvmlInit", no_driver)
-    probe = GpuProbe(interval=0.001)
+    probe = GpuProbe(interval_s=0.001)
     assert probe.read() == [] and probe.available is False and probe.unavailable_reason
 
     async def run() -> None:
-        probe.start()
+        await probe.start()
         await asyncio.sleep(0.02)
         await probe.stop()
 
@@ -142,15 +164,22 @@ def test_gpu_probe_never_raises_on_this_machine() -> None:
 
 def test_gpu_probe_samples_memory_and_util_per_device(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = types.SimpleNamespace(
-        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 2,
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetCount=lambda: 2,
         nvmlDeviceGetHandleByIndex=lambda i: i,
         nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(used=(h + 1) * 1024 * 2**20),
-        nvmlDeviceGetUtilizationRates=lambda h: types.SimpleNamespace(gpu=50 + h))
+        nvmlDeviceGetUtilizationRates=lambda h: types.SimpleNamespace(gpu=50 + h),
+    )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     probe = GpuProbe(clock=lambda: 42.0)
     got = {(s.name, s.labels): s.value for s in probe.read()}
-    assert got == {("gpu_mem_used_mib", "gpu=0"): 1024.0, ("gpu_util", "gpu=0"): 50.0,
-                   ("gpu_mem_used_mib", "gpu=1"): 2048.0, ("gpu_util", "gpu=1"): 51.0}
+    assert got == {
+        ("gpu_mem_used_mib", "gpu=0"): 1024.0,
+        ("gpu_util", "gpu=0"): 50.0,
+        ("gpu_mem_used_mib", "gpu=1"): 2048.0,
+        ("gpu_util", "gpu=1"): 51.0,
+    }
 
 
 def test_process_probe_reads_rss_and_cpu_of_a_tree() -> None:
@@ -195,7 +224,7 @@ class _Server:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
 
     def __enter__(self) -> _Server:
         self.thread.start()
@@ -222,10 +251,12 @@ def test_metrics_probe_scrapes_a_real_http_server(fixture_body: bytes) -> None:
     ticks = itertools.count(100)
 
     async def run(url: str) -> MetricsProbe:
-        probe = MetricsProbe(types.SimpleNamespace(url=url + "/"), interval=0.01, clock=lambda: float(next(ticks)))
+        probe = MetricsProbe(
+            types.SimpleNamespace(url=url + "/"), interval_s=0.01, clock=lambda: float(next(ticks))
+        )
         snap = await probe.scrape_once()
         assert snap.get("max_total_num_tokens") == 52278.0 and snap.t == 100.0
-        probe.start()
+        await probe.start()
         await _until(lambda: len({s.t for s in probe.samples}) >= 3)
         await probe.stop()
         return probe
@@ -268,8 +299,8 @@ def test_metrics_probe_gives_up_after_one_retry(fixture_body: bytes) -> None:
 
 def test_metrics_probe_loop_counts_errors_instead_of_dying() -> None:
     async def run() -> MetricsProbe:
-        probe = MetricsProbe("http://127.0.0.1:9", interval=0.001)  # discard port: connection refused
-        probe.start()
+        probe = MetricsProbe("http://127.0.0.1:9", interval_s=0.001)  # discard port: connection refused
+        await probe.start()
         await _until(lambda: probe.errors >= 2)
         await probe.stop()
         return probe

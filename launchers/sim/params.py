@@ -178,7 +178,7 @@ def model_from_config(path: str | Path, tp: int = 1) -> ModelPreset | None:
     vision = 0.0
     vc = cfg.get("vision_config")
     if isinstance(vc, dict) and "hidden_size" in vc:
-        vh, vd = int(vc["hidden_size"]), int(vc.get("depth", vc.get("num_hidden_layers", 0)))
+        vh, vd = int(vc["hidden_size"]), int(vc.get("depth") or vc.get("num_hidden_layers") or 0)
         vi = int(vc.get("intermediate_size", 4 * vh))
         merge = int(vc.get("spatial_merge_size", 2))
         out = int(vc.get("out_hidden_size", h))
@@ -233,8 +233,21 @@ def resolve(params: SimParams, knobs: EngineKnobs) -> Resolved:
         max_total_num_tokens=tokens, max_running_requests=mrr, mem_fraction_static=frac,
         chunked_prefill_size=chunk, context_len=ctx, schedule_policy=knobs.schedule_policy,
         available_gpu_mem_gb=round((avail * (1 - frac)) / GIB, 2),
-        extra={"weight_gb": round(model.weight_bytes / GIB, 2), "kv_gb": round(tokens * model.kv_bytes_per_token / GIB, 2)},
+        extra={"weight_gb": round(model.weight_bytes / GIB, 2), "kv_gb": round(tokens * model.kv_bytes_per_token / GIB, 2),
+               "sim_gpu_memory_used_mib": round(simulated_gpu_used_bytes(params, frac, chunk) / 2**20, 1)},
     )
+
+
+def simulated_gpu_used_bytes(params: SimParams, frac: float, chunk: int | None) -> float:
+    """Device memory a real server would hold: CUDA context, the static pool (weights + KV), activations.
+
+    SGLang allocates weights and the whole KV pool at start, so usage is flat; the activation workspace of
+    one prefill chunk (about 20 hidden-size bf16 buffers per token, a rough figure) comes on top.
+    """
+    gpu, model = params.gpu, params.model
+    avail = gpu.mem_bytes - gpu.context_bytes
+    act = min(avail * (1 - frac), (chunk or 8192) * model.hidden * 2 * 20)
+    return gpu.context_bytes + avail * frac + act
 
 
 def with_speed(params: SimParams, speed: float) -> SimParams:

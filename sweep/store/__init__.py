@@ -17,7 +17,7 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from alembic.util.exc import CommandError
-from sqlalchemy import Connection, Engine, create_engine, event, func, insert, make_url, update
+from sqlalchemy import Connection, Engine, Insert, create_engine, event, func, insert, make_url, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from sweep.errors import StoreError
@@ -26,7 +26,7 @@ from sweep.store.models import STAT_COLUMNS, WINDOW_COLUMNS, runs_table
 from sweep.store.queries import UnknownColumnError
 from sweep.types import RequestRecord, Sample, ServerConfig
 
-__all__ = ["STAT_COLUMNS", "WINDOW_COLUMNS", "Store", "UnknownColumnError"]
+__all__ = ["STAT_COLUMNS", "WINDOW_COLUMNS", "Store", "UnknownColumnError", "alembic_config"]
 
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _PG_MIGRATION_LOCK = 0x5357_4545  # pg_advisory_xact_lock key: one migrating worker at a time ("SWEE")
@@ -50,6 +50,26 @@ def _sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get('sqlite_begin', '')}".strip())
 
 
+def _new_id(conn: Connection, stmt: Insert) -> int:
+    """Execute one INSERT and return the new row's primary key."""
+    key = conn.execute(stmt).inserted_primary_key
+    if key is None:
+        raise StoreError("the database returned no id for a new row")
+    return int(key[0])
+
+
+def alembic_config(url: str | None = None) -> Config:
+    """An Alembic Config for the packaged migrations, no alembic.ini needed.
+
+    For a new revision: command.revision(alembic_config("sqlite:///results.db"), "message", autogenerate=True).
+    """
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    if url is not None:
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
 def _make_engine(url: str) -> Engine:
     """An engine for url; SQLite files get their parent folder created and the pragmas above."""
     parsed = make_url(url)
@@ -69,8 +89,9 @@ class Store:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._shown = make_url(url).render_as_string(hide_password=True) if "://" in url else url
+        self._shown = url.split("@")[-1]  # never echo a password, even before the URL has parsed
         with self._guard("open the results database"):
+            self._shown = make_url(url).render_as_string(hide_password=True)
             self.engine = _make_engine(url)
             self._migrate()
 
@@ -91,7 +112,7 @@ class Store:
             yield
         except StoreError:
             raise
-        except (SQLAlchemyError, CommandError, OSError) as exc:
+        except (SQLAlchemyError, CommandError, OSError, ImportError) as exc:
             cause = getattr(exc, "orig", None) or exc
             lines = str(cause).strip().splitlines()
             detail = lines[0] if lines else type(cause).__name__
@@ -113,8 +134,7 @@ class Store:
 
     def _migrate(self) -> None:
         """Upgrade to head inside one transaction; concurrent openers wait on a lock and then find nothing to do."""
-        cfg = Config()
-        cfg.set_main_option("script_location", str(_MIGRATIONS))
+        cfg = alembic_config()
         with self.engine.connect() as conn:
             conn = conn.execution_options(sqlite_begin="IMMEDIATE")
             with conn.begin():
@@ -138,7 +158,7 @@ class Store:
                    sampler=sampler, simulated=bool(simulated), driver=driver, status="running",
                    optuna_study_name=optuna_study_name, created_at=q.utcnow())
         with self._write(f"create study {name!r}") as conn:
-            return int(conn.execute(insert(q.studies_table).values(row)).inserted_primary_key[0])
+            return _new_id(conn, insert(q.studies_table).values(row))
 
     def get_study_by_name(self, name: str) -> dict[str, Any] | None:
         """The study row named `name`, or None."""
@@ -162,7 +182,7 @@ class Store:
         """Store where a study ran; unknown keys go to extra_json, keys that look like secrets are dropped."""
         with self._write(f"record environment of study {study_id}") as conn:
             stmt = insert(q.environments_table).values(q.environment_row(study_id, env))
-            return int(conn.execute(stmt).inserted_primary_key[0])
+            return _new_id(conn, stmt)
 
     # --- server configurations ----------------------------------------------------------------------
 
@@ -175,7 +195,7 @@ class Store:
                    launcher=launcher, argv_json=json.dumps(q.redact_argv(argv)), status="pending",
                    created_at=q.utcnow())
         with self._write(f"create server config {config.label()!r}") as conn:
-            return int(conn.execute(insert(q.configs_table).values(row)).inserted_primary_key[0])
+            return _new_id(conn, insert(q.configs_table).values(row))
 
     def update_server_config(self, config_id: int, **fields: Any) -> None:
         """Set columns of a configuration; server_info (dict) and argv (list) are stored as JSON."""
@@ -216,7 +236,7 @@ class Store:
                    status="running", fingerprint=fingerprint, simulated=bool(simulated), driver=driver,
                    phase=phase, started_at=q.utcnow())
         with self._write(f"create run at concurrency {concurrency}") as conn:
-            return int(conn.execute(insert(runs_table).values(row)).inserted_primary_key[0])
+            return _new_id(conn, insert(runs_table).values(row))
 
     def finish_run(self, run_id: int, stats: Mapping[str, Any], records: Sequence[RequestRecord],
                    samples: Sequence[Sample], window_start: float, status: str = "completed",
@@ -281,3 +301,18 @@ class Store:
         """Probe samples of a run (optionally one metric name) in time order."""
         with self._read(f"read samples of run {run_id}") as conn:
             return q.samples_for_run(conn, run_id, name)
+
+    def get_study(self, study_id: int) -> dict[str, Any] | None:
+        """The study row with this id, or None."""
+        with self._read(f"read study {study_id}") as conn:
+            return q.study_by_id(conn, study_id)
+
+    def study_runs(self, study_id: int) -> list[dict[str, Any]]:
+        """Every run of a study (any status), oldest first."""
+        with self._read(f"read runs of study {study_id}") as conn:
+            return q.study_runs(conn, study_id)
+
+    def environment(self, study_id: int) -> dict[str, Any] | None:
+        """Where a study ran (latest record), extra fields merged in."""
+        with self._read(f"read environment of study {study_id}") as conn:
+            return q.environment(conn, study_id)

@@ -7,6 +7,7 @@ RDB storage shares the database and owns a table called `studies`. Timestamps ar
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -25,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
 
+VERSION_TABLE = "sweep_alembic_version"  # Optuna's RDB storage owns `alembic_version` in the same database
 CONFIG_STATUSES = ("pending", "running", "completed", "failed", "infeasible", "aborted")
 RUN_STATUSES = ("running", "completed", "failed", "aborted")
 RUN_PHASES = ("screen", "final", "soak")
@@ -58,7 +60,7 @@ STAT_TYPES: dict[str, type] = {
 # Window facts that finish_run accepts beside the stats.
 WINDOW_COLUMNS: tuple[str, ...] = ("window_s", "warmup_requests", "warmup_s")
 
-_SQL_TYPES: dict[type, type[TypeEngine[object]]] = {int: Integer, bool: Boolean, str: Text, float: Float}
+_SQL_TYPES: dict[type, type[TypeEngine[Any]]] = {int: Integer, bool: Boolean, str: Text, float: Float}
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:

@@ -243,3 +243,23 @@ def find_server_config(conn: Connection, study_id: int, config_key: str) -> dict
     c = configs_table.c
     return _first(conn, select(configs_table).where(c.study_id == study_id, c.config_key == config_key)
                   .order_by(c.id.desc()))
+
+
+def study_by_id(conn: Connection, study_id: int) -> dict[str, Any] | None:
+    """One study row by id."""
+    return _first(conn, select(studies_table).where(studies_table.c.id == study_id))
+
+
+def study_runs(conn: Connection, study_id: int) -> list[dict[str, Any]]:
+    """Every run of a study, whatever its status, in creation order."""
+    return _dicts(conn, select(runs_table).where(runs_table.c.study_id == study_id).order_by(runs_table.c.id))
+
+
+def environment(conn: Connection, study_id: int) -> dict[str, Any] | None:
+    """The latest environment recorded for a study, extra_json merged in."""
+    t = environments_table
+    row = _first(conn, select(t).where(t.c.study_id == study_id).order_by(t.c.id.desc()).limit(1))
+    if row is None:
+        return None
+    extra = json.loads(row.pop("extra_json") or "{}")
+    return {**extra, **row}

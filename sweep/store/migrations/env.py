@@ -7,20 +7,18 @@ from typing import Any
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from sweep.store.models import Base
-
-VERSION_TABLE = "sweep_alembic_version"  # Optuna's RDB storage owns `alembic_version` in the same database
+from sweep.store.models import VERSION_TABLE, Base
 
 
-def _ours(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
-    """Keep autogenerate away from tables we do not own (Optuna's), which only exist reflected."""
-    return not (type_ == "table" and reflected and compare_to is None)
+def ours(name: str | None, type_: str, parent_names: Any) -> bool:
+    """Keep autogenerate to our own tables: Optuna's share the database and must never be dropped."""
+    return type_ != "table" or name in Base.metadata.tables
 
 
 def _run(connection: Connection) -> None:
     """Configure the context on one connection and run the pending migrations."""
     context.configure(connection=connection, target_metadata=Base.metadata, version_table=VERSION_TABLE,
-                      include_object=_ours, render_as_batch=True, compare_type=True)
+                      include_name=ours, render_as_batch=True, compare_type=True)
     with context.begin_transaction():
         context.run_migrations()
 

@@ -9,6 +9,8 @@ Self-contained on purpose (no import of models): a migration must keep meaning w
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -19,7 +21,7 @@ depends_on = None
 
 _LATENCY = [f"{lat}_{stat}_ms" for lat in ("ttft", "tpot", "itl", "e2e")
             for stat in ("p50", "p90", "p95", "p99", "mean", "max")]
-_STATS: list[tuple[str, type[sa.types.TypeEngine[object]]]] = [
+_STATS: list[tuple[str, type[sa.types.TypeEngine[Any]]]] = [
     ("n_started", sa.Integer), ("n_completed", sa.Integer), ("n_errors", sa.Integer), ("n_warmup", sa.Integer),
     ("error_rate", sa.Float), ("throughput_rps", sa.Float), ("input_tps", sa.Float), ("output_tps", sa.Float),
     *((name, sa.Float) for name in _LATENCY),

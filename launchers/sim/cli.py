@@ -1,0 +1,239 @@
+"""`python -m launchers.sim`: sglang.launch_server's flags that matter, sim-only flags, lifecycle and faults."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import random
+import signal
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from launchers.base import READY_LINE
+from launchers.sim.engine import Engine
+from launchers.sim.params import EngineKnobs, SimOOM, SimParams, gpu_preset, model_from_config, model_preset
+from launchers.sim.server import VERSION, Faults, SimServer
+
+POLICIES = ["lpm", "random", "fcfs", "dfs-weight", "lof", "priority", "routing-key", "hrrn", "shortest-prefill-first"]
+
+
+def log(msg: str) -> None:
+    """SGLang's log prefix; flushed so launchers tailing the log see lines at once."""
+    print(f"[{dt.datetime.now().strftime('%Y-%m-%d %H:%M:%S')}] {msg}", flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m launchers.sim", description="Simulated SGLang server (no GPU).")
+    a = p.add_argument
+    a("--model-path", "--model", dest="model_path", required=True)
+    a("--host", default="127.0.0.1")
+    a("--port", type=int, default=30000)
+    a("--max-running-requests", type=int)
+    a("--mem-fraction-static", type=float)
+    a("--chunked-prefill-size", type=int)
+    a("--max-prefill-tokens", type=int, default=16384)
+    a("--schedule-policy", choices=POLICIES, default="fcfs")
+    a("--schedule-conservativeness", type=float, default=1.0)
+    a("--enable-metrics", action="store_true")
+    a("--api-key")
+    a("--load-format", default="auto")
+    a("--attention-backend")
+    a("--sampling-backend")
+    a("--mm-attention-backend")
+    a("--disable-cuda-graph", action="store_true")
+    a("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
+    a("--random-seed", type=int)
+    a("--stream-interval", type=int, default=1)
+    a("--log-level", default="info")
+    a("--disable-radix-cache", action="store_true")
+    a("--enable-cache-report", action="store_true")
+    a("--enable-mixed-chunk", action="store_true")
+    a("--served-model-name")
+    a("--skip-server-warmup", action="store_true")
+    a("--context-length", type=int)
+    a("--trust-remote-code", action="store_true")
+    a("--sim-gpu", default="H200", help="GPU preset: H200, H100-80G, A100-80G, L40S")
+    a("--sim-model", help="model preset (default: from --model-path config.json, else llama3-8b)")
+    a("--sim-speed", type=float, default=1.0, help="multiply every step time (slower GPU)")
+    a("--sim-crash-after-s", type=float)
+    a("--sim-crash-after-requests", type=int)
+    a("--sim-hang-after-s", type=float)
+    a("--sim-slow-start-s", type=float, default=0.0)
+    a("--sim-malformed-sse-rate", type=float, default=0.0)
+    a("--sim-http500-rate", type=float, default=0.0)
+    a("--sim-slow-metrics-s", type=float, default=0.0)
+    a("--sim-ignore-sigterm", action="store_true")
+    a("--sim-spawn-orphan", action="store_true")
+    return p
+
+
+def make_params(args: argparse.Namespace) -> SimParams:
+    """GPU preset plus the named model preset, or the shape read from --model-path/config.json."""
+    gpu = gpu_preset(args.sim_gpu)
+    if args.sim_model:
+        model = model_preset(args.sim_model)
+        if args.tp_size > 1:
+            model = replace(model, tp=args.tp_size)
+    else:
+        model = model_from_config(args.model_path, tp=args.tp_size) or model_preset("llama3-8b")
+    return SimParams(gpu=gpu, model=model, speed=args.sim_speed)
+
+
+def knobs_from(args: argparse.Namespace) -> EngineKnobs:
+    return EngineKnobs(max_running_requests=args.max_running_requests, mem_fraction_static=args.mem_fraction_static,
+                       chunked_prefill_size=args.chunked_prefill_size, schedule_policy=args.schedule_policy,
+                       schedule_conservativeness=args.schedule_conservativeness,
+                       disable_radix_cache=args.disable_radix_cache, context_length=args.context_length,
+                       max_prefill_tokens=args.max_prefill_tokens, enable_mixed_chunk=args.enable_mixed_chunk)
+
+
+def server_info(args: argparse.Namespace, eng: Engine) -> dict[str, Any]:
+    """What /server_info returns: resolved args at top level, as 0.5.17 does."""
+    info = {k: v for k, v in vars(args).items() if k != "api_key"}
+    c = eng.cfg
+    info.update(max_total_num_tokens=c.max_total_num_tokens, max_running_requests=c.max_running_requests,
+                mem_fraction_static=c.mem_fraction_static, chunked_prefill_size=c.chunked_prefill_size,
+                context_len=c.context_len, schedule_policy=c.schedule_policy, version=VERSION, simulated=True,
+                sim_gpu=eng.params.gpu.name, sim_model=eng.params.model.name, page_size=eng.params.page_size,
+                served_model_name=args.served_model_name or args.model_path, api_key=None)
+    return info
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: SIGTERM drains like SGLang's tokenizer manager."""
+
+    def capture_signals(self):  # type: ignore[no-untyped-def]
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
+async def serve(args: argparse.Namespace, eng: Engine) -> int:
+    faults = Faults(args.sim_crash_after_s, args.sim_crash_after_requests, args.sim_hang_after_s,
+                    args.sim_slow_start_s, args.sim_malformed_sse_rate, args.sim_http500_rate, args.sim_slow_metrics_s)
+    info = server_info(args, eng)
+    sim = SimServer(eng, info, info["served_model_name"], faults, log, api_key=args.api_key,
+                    enable_metrics=args.enable_metrics, stream_interval=args.stream_interval,
+                    seed=args.random_seed or 0, has_vision=eng.params.model.vision_params > 0)
+    config = uvicorn.Config(sim.app(), host=args.host, port=args.port, log_level="warning", access_log=False,
+                            timeout_graceful_shutdown=5)
+    server = _Server(config)
+    loop = asyncio.get_running_loop()
+    tasks: list[asyncio.Task[Any]] = []
+
+    def on_sigterm() -> None:
+        if args.sim_ignore_sigterm:
+            log("SIGTERM received. Ignored (--sim-ignore-sigterm).")
+            return
+        if sim.draining:
+            return
+        log("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+        sim.draining = True
+        tasks.append(asyncio.ensure_future(drain()))
+
+    async def drain() -> None:
+        last = -5.0
+        while sim.streams or eng.has_work():
+            if loop.time() - last >= 5.0:
+                log(f"Gracefully exiting... Remaining number of requests {len(sim.streams)}.")
+                last = loop.time()
+            await asyncio.sleep(0.05)
+        log("Gracefully exiting... Remaining number of requests 0.")
+        server.should_exit = True
+
+    def on_sigint() -> None:
+        server.should_exit = True
+
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+
+    async def lifecycle() -> None:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        log(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
+        if args.sim_slow_start_s:
+            await asyncio.sleep(args.sim_slow_start_s)  # weights loading / warm-up taking long
+        if not args.skip_server_warmup:
+            log("Prefill batch, #new-seq: 1, #new-token: 8, #cached-token: 0, token usage: 0.00, #running-req: 0, "
+                "#queue-req: 0 (simulated warmup)")
+        sim.ready = True
+        log(READY_LINE)
+        if args.sim_crash_after_s is not None:
+            tasks.append(asyncio.ensure_future(later(args.sim_crash_after_s, crash)))
+        if args.sim_hang_after_s is not None:
+            tasks.append(asyncio.ensure_future(later(args.sim_hang_after_s, hang)))
+
+    async def later(delay: float, fn: Any) -> None:
+        await asyncio.sleep(delay)
+        fn()
+
+    def crash() -> None:
+        log("Scheduler hit an exception: simulated crash (--sim-crash-after-s). Exiting.")
+        os._exit(1)
+
+    def hang() -> None:
+        log("Simulated hang (--sim-hang-after-s): the scheduler stops making progress.")
+        sim.hung = True
+
+    tasks.append(asyncio.ensure_future(sim.run_engine()))
+    tasks.append(asyncio.ensure_future(lifecycle()))
+    try:
+        await server.serve()
+    finally:
+        for t in tasks:
+            t.cancel()
+    if not server.started:
+        log(f"ERROR: could not bind {args.host}:{args.port}")
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    log("SIMULATED SGLang server (launchers.sim): no GPU and no model weights; timings come from a roofline model.")
+    try:
+        params = make_params(args)
+    except ValueError as exc:
+        log(f"ERROR: {exc}")
+        return 2
+    if args.random_seed is None:
+        args.random_seed = random.randrange(1 << 30)
+    log(f"server_args=ServerArgs(model_path='{args.model_path}', mem_fraction_static={args.mem_fraction_static}, "
+        f"max_running_requests={args.max_running_requests}, chunked_prefill_size={args.chunked_prefill_size}, "
+        f"schedule_policy='{args.schedule_policy}', tp_size={args.tp_size}, host='{args.host}', port={args.port}, "
+        f"random_seed={args.random_seed}, stream_interval={args.stream_interval}, sim_gpu='{params.gpu.name}', "
+        f"sim_model='{params.model.name}', sim_speed={params.speed})")
+    if args.sim_spawn_orphan:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", "sim-orphan"],
+                                 start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        log(f"Spawned orphan child pid={child.pid} in its own session (--sim-spawn-orphan)")
+    gib = params.gpu.mem_bytes / 2**30 - params.gpu.context_bytes / 2**30
+    log(f"Load weight begin. avail mem={gib:.2f} GB")
+    try:
+        eng = Engine(params, knobs_from(args), log=log, seed=args.random_seed)
+    except SimOOM as exc:
+        log(f"Load weight end. mem usage={params.model.weight_bytes / 2**30:.2f} GB.")
+        log(f"RuntimeError: {exc}")
+        return 1
+    c = eng.cfg
+    log(f"Load weight end. type={params.model.name}, avail mem={gib - c.extra['weight_gb']:.2f} GB, "
+        f"mem usage={c.extra['weight_gb']:.2f} GB.")
+    log(f"KV Cache is allocated. #tokens: {c.max_total_num_tokens}, K size: {c.extra['kv_gb'] / 2:.2f} GB, "
+        f"V size: {c.extra['kv_gb'] / 2:.2f} GB")
+    log(f"max_total_num_tokens={c.max_total_num_tokens}, chunked_prefill_size={c.chunked_prefill_size}, "
+        f"max_prefill_tokens={args.max_prefill_tokens}, max_running_requests={c.max_running_requests}, "
+        f"context_len={c.context_len}, available_gpu_mem={c.available_gpu_mem_gb:.2f} GB")
+    if not Path(args.model_path).exists():
+        log(f"WARNING: model path {args.model_path} does not exist; the simulator does not need it")
+    try:
+        return asyncio.run(serve(args, eng))
+    except KeyboardInterrupt:
+        return 0

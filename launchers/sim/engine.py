@@ -1,0 +1,418 @@
+"""Continuous-batching engine modelled on SGLang's scheduler; pure Python, the caller supplies the clock."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from collections.abc import Callable
+from typing import Any
+
+from launchers.sim.cost import CostModel
+from launchers.sim.metrics import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS, Histogram, report_gauges
+from launchers.sim.params import EngineKnobs, SimParams, resolve
+from launchers.sim.radix import RadixCache
+from launchers.sim.request import Req, SimRequest, StepResult
+
+__all__ = ["Engine", "Req", "SimRequest", "StepResult"]
+
+CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
+RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS
+DECAY_STEPS = 600  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
+LPM_QUEUE_LIMIT = 128  # lpm falls back to fcfs above this queue length
+REPORT_EVERY = 40  # --decode-log-interval: gauges refresh every 40 decode steps and on each prefill
+COUNTERS = ("prompt_tokens_total", "generation_tokens_total", "cached_tokens_total", "num_requests_total")
+
+
+class Engine:
+    """SGLang-style scheduler: admission with new_token_ratio, chunked prefill, radix cache, retraction."""
+
+    def __init__(self, params: SimParams, knobs: EngineKnobs | None = None, log: Callable[[str], None] | None = None,
+                 seed: int = 0):
+        self.params, self.knobs = params, knobs or EngineKnobs()
+        self.cfg = resolve(params, self.knobs)  # raises SimOOM like a server that cannot allocate its pool
+        self.cost = CostModel(params)
+        self.log = log or (lambda _msg: None)
+        self.rng = random.Random(seed)
+        self.total = self.cfg.max_total_num_tokens
+        self.tree = RadixCache(params.page_size, disabled=self.knobs.disable_radix_cache)
+        self.init_ratio = min(0.7 * self.knobs.schedule_conservativeness, 1.0)
+        self.min_ratio = self.init_ratio * 0.14
+        self.decay = (self.init_ratio - self.min_ratio) / DECAY_STEPS
+        self.ratio_anchor, self.anchor_step = self.init_ratio, 0  # ratio decays linearly from an anchor
+        self.now = 0.0
+        self.reqs: dict[str, Req] = {}
+        self.waiting: list[Req] = []
+        self.chunked: Req | None = None
+        self.running: dict[str, Req] = {}
+        self.dec_times: list[float] = []  # end time of every decode forward (the shared token timeline)
+        self.fin_heap: list[tuple[int, int, int, Req]] = []
+        self._seq = itertools.count()
+        self.used_private = 0  # KV tokens held outside the tree (uncached suffixes, outputs)
+        self.dec_ctx = 0  # sum of context lengths of decoding requests
+        self.batch_is_full = False
+        self.last_dec_end = 0.0
+        self.joined: list[Req] = []  # joined decode since the last decode forward (ITL from first token)
+        self.counters = {"num_retracted_requests_total": 0.0, "num_aborted_requests_total": 0.0}
+        self.by_stream: dict[str, dict[bool, float]] = {k: {True: 0.0, False: 0.0} for k in COUNTERS}
+        self.hist = {"time_to_first_token_seconds": Histogram(TTFT_BUCKETS),
+                     "inter_token_latency_seconds": Histogram(ITL_BUCKETS),
+                     "e2e_request_latency_seconds": Histogram(E2E_BUCKETS)}
+        self.last_hit_rate = 0.0
+        self.retracted_since_report = 0
+        self.decoded_since_report = 0
+        self.steps_since_report = 0
+        self.report_t = 0.0
+        self.gauges: dict[str, float] = {}
+        self._report(0.0)
+
+    # ---- client side -------------------------------------------------------------------------
+    def submit(self, sr: SimRequest, now: float) -> Req:
+        if sr.rid in self.reqs:
+            raise ValueError(f"duplicate rid {sr.rid}")
+        enc = sr.encoder_flops if sr.encoder_flops is not None else self.cost.encoder_flops(sr.media_tokens)
+        r = Req(sr, max(now, self.now), enc, self.tree.pages(sr.input_ids))
+        self.reqs[r.rid] = r
+        max_req_len = min(self.cfg.context_len - 1, self.total - 1)
+        if r.prompt_len >= max_req_len:
+            self._close(r, r.arrival, {"type": "abort", "message": f"input length {r.prompt_len} exceeds limits"})
+            return r
+        r.max_new = min(r.max_new, max_req_len - r.prompt_len - 1) or 1  # SGLang clips max_new_tokens to fit
+        self.waiting.append(r)
+        return r
+
+    def abort(self, rid: str) -> None:
+        r = self.reqs.get(rid)
+        if r is None or r.status in ("finished", "aborted"):
+            return
+        if r.status == "waiting":
+            self.waiting.remove(r)
+        else:
+            self._release(r, self.now)
+            if self.chunked is r:
+                self.chunked = None
+        self.counters["num_aborted_requests_total"] += 1
+        self._close(r, self.now, {"type": "abort", "message": "aborted by client"})
+
+    def forget(self, rid: str) -> None:
+        """Drop a closed request's bookkeeping (callers do this once they have read it)."""
+        r = self.reqs.get(rid)
+        if r is not None and r.status in ("finished", "aborted"):
+            del self.reqs[rid]
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running or self.chunked)
+
+    def output_len(self, r: Req) -> int:
+        if r.status == "running":
+            return r.out_base + len(self.dec_times) - r.seg_start
+        return r.out_base
+
+    def token_times(self, r: Req) -> list[float]:
+        """Arrival time of every output token so far (first token first)."""
+        times = list(r.extra_times)
+        for a, b in r.segments + ([(r.seg_start, len(self.dec_times))] if r.status == "running" else []):
+            times += self.dec_times[a:b]
+        times.sort()
+        return times
+
+    # ---- the scheduler -----------------------------------------------------------------------
+    def step(self, now: float, until: float = float("inf"), max_steps: int = 1 << 30) -> StepResult:
+        """Run one prefill forward, or decode forwards until a finish, memory limit, `until` or max_steps."""
+        t = max(now, self.now)
+        res = StepResult(start=t)
+        batch = self._schedule(t) if (self.waiting or self.chunked) else None
+        if batch:
+            self._prefill(batch, t, res)
+        elif self.running:
+            self._decode(t, until, max_steps, res)
+        else:
+            self._set_ratio(self.init_ratio)  # idle: the tracker resets
+            if self.gauges.get("num_running_reqs") or self.gauges.get("gen_throughput"):
+                self._report(t)
+        self.now = t + res.duration
+        return res
+
+    def idle_until(self, t: float) -> None:
+        """Let simulated time pass with nothing to run."""
+        if not self.has_work() and t > self.now:
+            self.step(t)
+
+    @property
+    def ratio(self) -> float:
+        """new_token_ratio, computed from decode steps since its anchor so skipped steps decay it exactly."""
+        return max(self.ratio_anchor - self.decay * (len(self.dec_times) - self.anchor_step), self.min_ratio)
+
+    def _set_ratio(self, value: float) -> None:
+        self.ratio_anchor, self.anchor_step = value, len(self.dec_times)
+
+    def _avail(self) -> int:
+        return self.total - self.used_private - self.tree.total_tokens + self.tree.evictable_tokens
+
+    def _alloc(self, n: int) -> None:
+        free = self.total - self.used_private - self.tree.total_tokens
+        if free < n:
+            self.tree.evict(n - free)
+        self.used_private += n
+
+    def _order(self) -> list[Req]:
+        pol = self.knobs.schedule_policy
+        q = self.waiting
+        if pol in ("lpm", "dfs-weight") and len(q) <= LPM_QUEUE_LIMIT:
+            return sorted(q, key=lambda r: -self.tree.match_len(r.pages))
+        if pol == "lof":
+            return sorted(q, key=lambda r: -r.max_new)
+        if pol == "random":
+            q2 = list(q)
+            self.rng.shuffle(q2)
+            return q2
+        return q
+
+    def _schedule(self, t: float) -> list[tuple[Req, int]]:
+        """PrefillAdder: the chunked request first, then the ordered queue until a budget says no."""
+        if self.batch_is_full and self.chunked is None:
+            return []
+        mrr = self.cfg.max_running_requests
+        rem_total = self._avail() - sum(min(r.max_new - self.output_len(r), CLIP_MAX_NEW_TOKENS)
+                                        for r in self.running.values()) * self.ratio
+        rem_input, rem_chunk = self.knobs.max_prefill_tokens, self.cfg.chunked_prefill_size
+        batch: list[tuple[Req, int]] = []
+        c = self.chunked
+        if c is not None:
+            take = min(c.seq_len - c.done, rem_chunk)
+            batch.append((c, take))
+            rem_chunk -= take
+            rem_input -= take
+            rem_total -= take
+            if c.done + take < c.seq_len:
+                return batch
+            self.chunked = None
+        if len(self.running) >= mrr:
+            self.batch_is_full = True
+            return batch
+        for r in self._order():
+            if len(self.running) + len(batch) >= mrr:
+                break
+            path = self.tree.match(r.pages, t)
+            prefix = min(len(path) * self.tree.page, r.seq_len - 1)
+            path = path[:prefix // self.tree.page]
+            prefix = len(path) * self.tree.page
+            ext = r.seq_len - prefix
+            if ext + min(r.max_new - r.out_base, CLIP_MAX_NEW_TOKENS) >= rem_total:
+                self.batch_is_full = True
+                break
+            if rem_chunk <= 0 or rem_input <= 0 or (ext > rem_input and batch):
+                break
+            take = ext if ext <= rem_chunk else rem_chunk - rem_chunk % self.tree.page
+            if take <= 0:
+                break
+            self.tree.lock(path)
+            r.path, r.prefix, r.done, r.private = path, prefix, prefix, 0
+            r.cached_tokens += prefix
+            r.status = "prefill"
+            rem_total -= ext + min(r.max_new - r.out_base, CLIP_MAX_NEW_TOKENS)
+            rem_chunk -= take
+            rem_input -= take
+            batch.append((r, take))
+            if take < ext:
+                self.chunked = r
+                break
+        if batch:
+            ids = {id(r) for r, _ in batch}
+            self.waiting = [r for r in self.waiting if id(r) not in ids]
+        return batch
+
+    def _prefill(self, batch: list[tuple[Req, int]], t: float, res: StepResult) -> None:
+        ext_total = attn = touched = enc = 0.0
+        cached = new = 0
+        for r, take in batch:
+            if r.done == r.prefix:  # first chunk of this round: report its cache hit
+                cached += r.prefix
+                new += r.seq_len - r.prefix
+            ext_total += take
+            attn += take * (r.done + take / 2)
+            touched += r.done + take
+            if r.enc_pending:
+                enc += r.enc_flops
+                r.enc_pending = False
+            self._alloc(take)
+            r.private += take
+            r.done += take
+        mixed = self.knobs.enable_mixed_chunk and self.running
+        n = len(self.running) if mixed else 0
+        dur = self.cost.prefill(int(ext_total), attn, touched, len(batch), enc, n, self.dec_ctx if mixed else 0.0)
+        res.kind, res.duration, res.n_steps = "prefill", dur, 1
+        end = t + dur
+        if mixed:
+            self._advance_decode(end, dur, res)
+            self._pop_finished(end, res)
+        self.last_hit_rate = cached / (cached + new) if cached + new else 0.0
+        for r, _ in batch:
+            if r.done == r.seq_len:
+                self._complete_prefill(r, end, res)
+        self._report(end)
+
+    def _complete_prefill(self, r: Req, end: float, res: StepResult) -> None:
+        """Cache the prompt in the tree, emit the next token, join the decode batch."""
+        path, _created = self.tree.insert(r.path, r.pages, end)  # locks only the newly added nodes
+        moved = (len(path) - len(r.path)) * self.tree.page if not self.tree.disabled else 0
+        r.path = path
+        r.private -= moved
+        self.used_private -= moved
+        r.out_base += 1
+        r.last_token_at = end
+        r.extra_times.append(end)
+        if r.first_token_at is None:
+            r.first_token_at = end
+            self.hist["time_to_first_token_seconds"].observe(end - r.arrival)
+            res.first_token.append(r.rid)
+        if r.out_base >= r.max_new:
+            self._release(r, end)
+            self._finish(r, end, res)
+            return
+        r.status = "running"
+        r.seg_start = len(self.dec_times)
+        self.running[r.rid] = r
+        self.dec_ctx += r.seq_len
+        self.joined.append(r)
+        heapq.heappush(self.fin_heap, (r.seg_start + r.max_new - r.out_base, next(self._seq), r.version, r))
+
+    def _decode(self, t: float, until: float, max_steps: int, res: StepResult) -> None:
+        n = len(self.running)
+        if self._avail() < n:
+            self._retract(t, res)
+            n = len(self.running)
+            if self._avail() < n:  # one request left and it still does not fit: SGLang aborts it
+                last = next(iter(self.running.values()))
+                self._release(last, t)
+                self._close(last, t, {"type": "abort", "message": "retract_decode: aborted last request due to OOM"})
+                res.finished.append(last.rid)
+                return
+        heap = self.fin_heap
+        while heap and (heap[0][3].version != heap[0][2] or heap[0][3].status != "running"):
+            heapq.heappop(heap)
+        d0 = len(self.dec_times)
+        k = min(heap[0][0] - d0 if heap else 1 << 30, max(1, self._avail() // n), max_steps)
+        mem0, mem_c, comp0, comp_c = self.cost.decode_terms(n)
+        fixed, speed = self.cost.decode_fixed(n), self.cost.speed
+        ctx, end, times = float(self.dec_ctx), t, self.dec_times
+        for _ in range(k):
+            ctx += n
+            m, c = mem0 + ctx * mem_c, comp0 + ctx * comp_c
+            end += ((m if m > c else c) + fixed) * speed
+            times.append(end)
+            if end >= until:
+                break
+        steps = len(times) - d0
+        res.kind, res.duration, res.n_steps = "decode", end - t, steps
+        self._alloc(steps * n)
+        self.dec_ctx += steps * n
+        self._advance_decode(end, end - t, res, steps, first_gap_end=times[d0])
+        self._pop_finished(end, res)
+
+    def _pop_finished(self, end: float, res: StepResult) -> None:
+        heap, d = self.fin_heap, len(self.dec_times)
+        while heap and heap[0][0] <= d:
+            _, _, ver, r = heapq.heappop(heap)
+            if ver == r.version and r.status == "running":
+                self._release(r, end)
+                self._finish(r, end, res)
+
+    def _advance_decode(self, end: float, dur: float, res: StepResult, steps: int = 0,
+                        first_gap_end: float | None = None) -> None:
+        """Bookkeeping shared by decode runs and mixed chunks: ratio decay, ITL histogram, report cadence."""
+        n = len(self.running)
+        if steps == 0:  # a mixed prefill step decoded every running request once
+            self.dec_times.append(end)
+            self._alloc(n)
+            self.dec_ctx += n
+            steps, first_gap_end = 1, end
+        assert first_gap_end is not None
+        itl = self.hist["inter_token_latency_seconds"]
+        fresh = [r for r in self.joined if r.status == "running"]
+        for r in fresh:
+            itl.observe(first_gap_end - r.last_token_at)
+        if n - len(fresh) > 0:
+            itl.observe(first_gap_end - self.last_dec_end, n - len(fresh))
+        if steps > 1:
+            itl.observe((end - first_gap_end) / (steps - 1), n * (steps - 1))
+        self.joined = []
+        self.last_dec_end = end
+        self.decoded_since_report += n * steps
+        self.steps_since_report += steps
+        if self.steps_since_report >= REPORT_EVERY:
+            self._report(end)
+
+    def _retract(self, t: float, res: StepResult) -> None:
+        """retract_decode with the 'length' policy: fewest outputs (then longest input) go first."""
+        order = sorted(self.running.values(), key=lambda r: (self.output_len(r), -r.prompt_len), reverse=True)
+        before, gained = self.ratio, self._avail()
+        out: list[str] = []
+        while len(order) > 1 and (not out or self._avail() < RETRACT_DECODE_STEPS * len(order)):
+            r = order.pop()
+            self._release(r, t)
+            r.status, r.path, r.done, r.prefix = "waiting", [], 0, 0
+            r.seq_len = r.prompt_len + r.out_base
+            r.num_retractions += 1
+            self.waiting.append(r)
+            out.append(r.rid)
+        decoded = sum(self.output_len(r) for r in order)
+        self._set_ratio(min(1.0, (decoded + RETRACT_DECODE_STEPS * len(order)) / (sum(r.max_new for r in order) + 1)))
+        self.counters["num_retracted_requests_total"] += len(out)
+        self.retracted_since_report += len(out)
+        self.batch_is_full = False
+        res.retracted += out
+        self.log(f"KV cache pool is full. Retract requests. #retracted_reqs: {len(out)}, "
+                 f"#new_tokens_gained: {self._avail() - gained}, #new_token_ratio: {before:.4f} -> {self.ratio:.4f}")
+
+    def _release(self, r: Req, t: float) -> None:
+        """Free a request's private KV and unlock its cached path (retraction, finish or abort)."""
+        if r.status == "running":
+            steps = len(self.dec_times) - r.seg_start
+            self.dec_ctx -= r.done + steps  # done == sequence length when it joined the decode batch
+            r.out_base += steps
+            r.private += steps
+            r.segments.append((r.seg_start, len(self.dec_times)))
+            del self.running[r.rid]
+            self.batch_is_full = False
+        self.used_private -= r.private
+        r.private = 0
+        self.tree.unlock(r.path, t)
+        r.path = []
+        r.version += 1
+
+    def _finish(self, r: Req, end: float, res: StepResult) -> None:
+        s = r.streaming
+        self.by_stream["prompt_tokens_total"][s] += r.prompt_len
+        self.by_stream["generation_tokens_total"][s] += r.out_base
+        self.by_stream["cached_tokens_total"][s] += r.cached_tokens
+        self.by_stream["num_requests_total"][s] += 1
+        self.hist["e2e_request_latency_seconds"].observe(end - r.arrival)
+        self.batch_is_full = False
+        self._close(r, end, {"type": "length", "length": r.out_base})
+        res.finished.append(r.rid)
+
+    def _close(self, r: Req, t: float, reason: dict[str, Any]) -> None:
+        r.status = "finished" if reason["type"] == "length" else "aborted"
+        r.finished_at, r.finish_reason = t, reason
+
+    # ---- metrics -----------------------------------------------------------------------------
+    def _report(self, t: float) -> None:
+        """Refresh the gauges, as SGLang does on each prefill batch and every 40 decode steps."""
+        self.gauges = report_gauges(self, t - self.report_t)
+        self.report_t, self.decoded_since_report, self.steps_since_report = t, 0, 0
+        self.retracted_since_report = 0
+
+    def counter_values(self) -> dict[str, float]:
+        """Live counters summed over the is_streaming label."""
+        out = {k: v[True] + v[False] for k, v in self.by_stream.items()}
+        out.update(self.counters)
+        return out
+
+    def metrics(self) -> dict[str, Any]:
+        return {"gauges": dict(self.gauges), "counters": self.counter_values(),
+                "counters_by_stream": self.by_stream, "histograms": self.hist}
+
+    def flush_cache(self) -> bool:
+        """/flush_cache: only when nothing is in flight."""
+        return not self.has_work() and self.tree.reset()

@@ -1,0 +1,363 @@
+"""SGLang-compatible HTTP front (starlette) over the simulator Engine, stepped in wall-clock time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+import uuid
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from launchers.sim.engine import Engine, SimRequest
+from launchers.sim.media import count_items
+from launchers.sim.metrics import exposition
+
+VERSION = "0.5.17-sim"
+EXEMPT = ("/health", "/ready", "/metrics")  # srt/utils/auth.py: always reachable without a key
+
+
+def encode(text: str) -> list[int]:
+    """A trivial deterministic tokenizer: whitespace words hashed to ids 3..999."""
+    return [3 + zlib.crc32(w.encode()) % 997 for w in text.split()]
+
+
+def out_ids(seed: int, start: int, end: int) -> list[int]:
+    return [3 + (seed * 2654435761 + i * 40503) % 997 for i in range(start, end)]
+
+
+@dataclass
+class Stream:
+    """One in-flight HTTP request: the engine loop posts (tokens, done) updates to its queue."""
+
+    rid: str
+    queue: asyncio.Queue[tuple[int, bool]] = field(default_factory=asyncio.Queue)
+    sent: int = 0
+    ids: list[int] = field(default_factory=list)
+    text: str = ""
+    seed: int = 0
+
+    def grow(self, n: int) -> None:
+        if n > len(self.ids):
+            new = out_ids(self.seed, len(self.ids), n)
+            self.ids += new
+            self.text += "".join(f" t{i}" for i in new)
+
+
+@dataclass
+class Faults:
+    crash_after_s: float | None = None
+    crash_after_requests: int | None = None
+    hang_after_s: float | None = None
+    slow_start_s: float = 0.0
+    malformed_sse_rate: float = 0.0
+    http500_rate: float = 0.0
+    slow_metrics_s: float = 0.0
+
+
+class SimServer:
+    """Holds the engine, the stream table and the lifecycle flags; builds the ASGI app."""
+
+    def __init__(self, engine: Engine, info: dict[str, Any], model_name: str, faults: Faults,
+                 log: Callable[[str], None], api_key: str | None = None, enable_metrics: bool = False,
+                 stream_interval: int = 1, seed: int = 0, has_vision: bool = False):
+        self.engine, self.info, self.model_name, self.faults, self.log = engine, info, model_name, faults, log
+        self.api_key, self.enable_metrics, self.stream_interval = api_key, enable_metrics, max(1, stream_interval)
+        self.has_vision = has_vision
+        self.rng = random.Random(seed)
+        self.streams: dict[str, Stream] = {}
+        self.ready = self.draining = self.hung = False
+        self.received = 0
+        self.wake = asyncio.Event()
+        self.t0 = time.monotonic()
+        self.crash: Callable[[str], None] = lambda msg: os._exit(1)
+
+    # ---- engine loop -------------------------------------------------------------------------
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    async def run_engine(self) -> None:
+        """Step the engine, sleep each step's simulated duration, then deliver its tokens."""
+        eng = self.engine
+        while True:
+            if self.hung:
+                await asyncio.Event().wait()  # a wedged scheduler: nothing moves again
+            if not eng.has_work():
+                eng.idle_until(self.now())  # refresh the gauges once on going idle
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            now = self.now()
+            # lagging behind wall time: take bigger decode runs so Python catches up with the GPU model
+            lag = now - eng.now
+            steps = self.stream_interval if lag < 0.05 else max(self.stream_interval, 64)
+            res = eng.step(now, max_steps=steps)
+            delay = res.end - self.now()
+            await asyncio.sleep(delay if delay > 0 else 0)
+            self.deliver()
+
+    def deliver(self) -> None:
+        eng, si = self.engine, self.stream_interval
+        for st in self.streams.values():
+            r = eng.reqs.get(st.rid)
+            if r is None:
+                continue
+            n, done = eng.output_len(r), r.status in ("finished", "aborted")
+            if done or (n > st.sent and (st.sent == 0 or n - st.sent >= si)):
+                st.sent = n
+                st.queue.put_nowait((n, done))
+
+    # ---- request plumbing --------------------------------------------------------------------
+    def _gate(self) -> Response | None:
+        if self.draining or not self.ready:
+            return JSONResponse({"error": {"message": "server is not ready or is shutting down", "code": 503}}, 503)
+        self.received += 1
+        lim = self.faults.crash_after_requests
+        if lim is not None and self.received > lim:
+            self.log(f"Scheduler hit an exception: simulated crash after {lim} requests (--sim-crash-after-requests)")
+            self.crash("requests")
+        if self.faults.http500_rate and self.rng.random() < self.faults.http500_rate:
+            return JSONResponse({"error": {"message": "simulated internal server error", "type": "InternalServerError",
+                                           "code": 500}}, 500)
+        return None
+
+    def _submit(self, ids: list[int], max_new: int, media: dict[str, int], streaming: bool,
+                rid: str | None) -> tuple[Stream, Any]:
+        rid = rid or uuid.uuid4().hex
+        st = Stream(rid, seed=zlib.crc32(rid.encode()))
+        self.streams[rid] = st
+        r = self.engine.submit(SimRequest(rid, tuple(ids), max_new, media, streaming=streaming), self.now())
+        self.wake.set()
+        if r.status in ("finished", "aborted"):
+            st.queue.put_nowait((0, True))
+        return st, r
+
+    async def _updates(self, st: Stream) -> AsyncIterator[tuple[int, bool]]:
+        """Latest (tokens, done) per wake-up; coalesces a backlog into one update."""
+        while True:
+            n, done = await st.queue.get()
+            while not st.queue.empty() and not done:
+                n, done = st.queue.get_nowait()
+            yield n, done
+            if done:
+                return
+
+    def _close(self, st: Stream, r: Any) -> None:
+        if r.status not in ("finished", "aborted"):
+            self.engine.abort(st.rid)  # the client went away: SGLang aborts the request
+        self.streams.pop(st.rid, None)
+        self.engine.forget(st.rid)
+
+    def _meta(self, r: Any, st: Stream, done: bool, media: dict[str, int]) -> dict[str, Any]:
+        meta: dict[str, Any] = {"id": st.rid, "finish_reason": r.finish_reason if done else None,
+                                "prompt_tokens": r.prompt_len, "completion_tokens": len(st.ids),
+                                "cached_tokens": r.cached_tokens, "num_retractions": r.num_retractions,
+                                "reasoning_tokens": 0, "weight_version": "default"}
+        for kind, n in media.items():
+            meta[f"{kind}_tokens"] = n
+        if done:
+            meta["e2e_latency"] = (r.finished_at or self.engine.now) - r.arrival
+        return meta
+
+    def _sse(self, obj: Any) -> str:
+        if self.faults.malformed_sse_rate and self.rng.random() < self.faults.malformed_sse_rate:
+            return 'data: {"text": "trunc\n\n'  # a cut-off JSON object, as a broken proxy would deliver
+        return f"data: {json.dumps(obj, separators=(',', ':'))}\n\n"
+
+    # ---- endpoints ---------------------------------------------------------------------------
+    async def generate(self, request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return JSONResponse({"error": {"message": "invalid JSON body", "code": 400}}, 400)
+        gate = self._gate()
+        if gate is not None:
+            return gate
+        sp = body.get("sampling_params") or {}
+        if "input_ids" in body and body["input_ids"] is not None:
+            ids = [int(x) for x in body["input_ids"]]
+        elif isinstance(body.get("text"), str):
+            ids = encode(body["text"])
+        else:
+            return JSONResponse({"error": {"message": "exactly one of text or input_ids is required", "code": 400}}, 400)
+        media: dict[str, int] = {}
+        for kind in ("image", "video", "audio"):
+            data = body.get(f"{kind}_data")
+            if data:
+                urls = data if isinstance(data, list) else [data]
+                n, extra = count_items(kind, [str(u) for u in urls])
+                media[kind] = n
+                ids += extra
+        st, r = self._submit(ids, int(sp.get("max_new_tokens", 128)), media, bool(body.get("stream")), body.get("rid"))
+        if body.get("stream"):
+            return StreamingResponse(self._gen_stream(st, r, media), media_type="text/event-stream")
+        try:
+            async for _n, _done in self._updates(st):
+                pass
+            st.grow(self.engine.output_len(r))
+            return JSONResponse({"text": st.text, "output_ids": st.ids, "meta_info": self._meta(r, st, True, media)})
+        finally:
+            self._close(st, r)
+
+    async def _gen_stream(self, st: Stream, r: Any, media: dict[str, int]) -> AsyncIterator[str]:
+        try:
+            async for n, done in self._updates(st):
+                st.grow(n)
+                if done and r.status == "aborted" and not st.ids:
+                    yield self._sse({"error": {"message": r.finish_reason.get("message", "aborted"),
+                                               "type": "BadRequestError", "code": 400, "retryable": False}})
+                else:
+                    yield self._sse({"text": st.text, "output_ids": st.ids, "meta_info": self._meta(r, st, done, media)})
+            yield "data: [DONE]\n\n"
+        finally:
+            self._close(st, r)
+
+    async def chat(self, request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return JSONResponse({"error": {"message": "invalid JSON body", "code": 400}}, 400)
+        gate = self._gate()
+        if gate is not None:
+            return gate
+        ids: list[int] = []
+        media: dict[str, int] = {}
+        for msg in body.get("messages") or []:
+            ids += [1001, 3 + zlib.crc32(str(msg.get("role", "user")).encode()) % 997]  # <|im_start|>role
+            content = msg.get("content")
+            parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if isinstance(content, str) else \
+                [p for p in (content or []) if isinstance(p, dict)]
+            for part in parts:
+                if part.get("type") == "text":
+                    ids += encode(str(part.get("text", "")))
+                elif part.get("type") in ("image_url", "video_url", "audio_url", "input_audio"):
+                    kind = {"image_url": "image", "video_url": "video"}.get(part["type"], "audio")
+                    url = (part.get(part["type"]) or {}).get("url") or (part.get("input_audio") or {}).get("data", "")
+                    n, extra = count_items(kind, [str(url)])
+                    media[kind] = media.get(kind, 0) + n
+                    ids += extra
+            ids.append(1002)  # <|im_end|>
+        ids += [1001, 3]  # the assistant turn header
+        max_new = int(body.get("max_completion_tokens") or body.get("max_tokens") or 128)
+        stream = bool(body.get("stream"))
+        st, r = self._submit(ids, max_new, media, stream, body.get("rid"))
+        cid, created = f"chatcmpl-{st.rid[:24]}", int(time.time())
+        model = body.get("model") or self.model_name
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        if stream:
+            return StreamingResponse(self._chat_stream(st, r, cid, created, model, include_usage, media),
+                                     media_type="text/event-stream")
+        try:
+            async for _n, _done in self._updates(st):
+                pass
+            st.grow(self.engine.output_len(r))
+            return JSONResponse({"id": cid, "object": "chat.completion", "created": created, "model": model,
+                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": st.text.strip()},
+                                              "finish_reason": self._oai_reason(r)}],
+                                 "usage": self._usage(r, st, media)})
+        finally:
+            self._close(st, r)
+
+    def _oai_reason(self, r: Any) -> str:
+        return "length" if (r.finish_reason or {}).get("type") == "length" else "abort"
+
+    def _usage(self, r: Any, st: Stream, media: dict[str, int]) -> dict[str, Any]:
+        details: dict[str, Any] | None = None
+        if self.info.get("enable_cache_report") or media:
+            details = {"cached_tokens": r.cached_tokens if self.info.get("enable_cache_report") else 0}
+            details.update({f"{k}_tokens": v for k, v in media.items()})
+        return {"prompt_tokens": r.prompt_len, "completion_tokens": len(st.ids),
+                "total_tokens": r.prompt_len + len(st.ids), "reasoning_tokens": 0, "prompt_tokens_details": details}
+
+    async def _chat_stream(self, st: Stream, r: Any, cid: str, created: int, model: str, include_usage: bool,
+                           media: dict[str, int]) -> AsyncIterator[str]:
+        def chunk(delta: dict[str, Any], reason: str | None) -> dict[str, Any]:
+            return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
+
+        try:
+            yield self._sse(chunk({"role": "assistant", "content": ""}, None))
+            sent_chars = 0
+            async for n, done in self._updates(st):
+                st.grow(n)
+                piece = st.text[sent_chars:]
+                sent_chars = len(st.text)
+                if piece:
+                    yield self._sse(chunk({"content": piece}, None))
+                if done:
+                    yield self._sse(chunk({}, self._oai_reason(r)))
+            if include_usage:
+                yield self._sse({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                                 "choices": [], "usage": self._usage(r, st, media)})
+            yield "data: [DONE]\n\n"
+        finally:
+            self._close(st, r)
+
+    async def health(self, request: Request) -> Response:
+        if self.hung:  # health_generate never gets its token; SGLang answers 503 after 20 s
+            try:
+                await asyncio.wait_for(asyncio.Event().wait(), timeout=20.0)
+            except TimeoutError:
+                return Response(status_code=503)
+        return Response(status_code=200 if self.ready and not self.draining else 503)
+
+    async def server_info(self, request: Request) -> Response:
+        info = dict(self.info)
+        info["internal_states"] = [dict(self.engine.gauges)]
+        return JSONResponse(info)
+
+    async def model_info(self, request: Request) -> Response:
+        return JSONResponse({"model_path": self.info.get("model_path"), "tokenizer_path": self.info.get("model_path"),
+                             "served_model_name": self.model_name, "is_generation": True,
+                             "has_image_understanding": self.has_vision, "weight_version": "default",
+                             "simulated": True})
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": self.model_name, "object": "model",
+                                                          "owned_by": "sglang-sim", "root": self.model_name}]})
+
+    async def flush_cache(self, request: Request) -> Response:
+        if self.streams or not self.engine.flush_cache():
+            return PlainTextResponse("Cache not flushed. Please check if there are pending requests.", 400)
+        return PlainTextResponse("Cache flushed.\nPlease check backend logs for more details. (When there are "
+                                 "running or waiting requests, the operation will not be performed.)\n", 200)
+
+    async def metrics(self, request: Request) -> Response:
+        if not self.enable_metrics:
+            return PlainTextResponse("Not Found", 404)
+        if self.faults.slow_metrics_s:
+            await asyncio.sleep(self.faults.slow_metrics_s)
+        snap = self.engine.metrics()
+        snap["pid"] = os.getpid()
+        return PlainTextResponse(exposition(snap, self.model_name), media_type="text/plain; version=0.0.4")
+
+    def app(self) -> Callable[..., Awaitable[None]]:
+        routes = [Route("/generate", self.generate, methods=["POST"]),
+                  Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                  Route("/health", self.health), Route("/health_generate", self.health), Route("/ready", self.health),
+                  Route("/server_info", self.server_info), Route("/get_server_info", self.server_info),
+                  Route("/model_info", self.model_info), Route("/get_model_info", self.model_info),
+                  Route("/v1/models", self.models),
+                  Route("/flush_cache", self.flush_cache, methods=["GET", "POST"]),
+                  Route("/metrics", self.metrics)]
+        inner = Starlette(routes=routes)
+        key = self.api_key
+
+        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            if key and scope["type"] == "http" and not scope["path"].startswith(EXEMPT):
+                auth = dict(scope.get("headers") or []).get(b"authorization", b"").decode()
+                if auth != f"Bearer {key}":
+                    await JSONResponse({"error": "Unauthorized"}, 401)(scope, receive, send)
+                    return
+            await inner(scope, receive, send)
+
+        return app

@@ -1,0 +1,62 @@
+"""VirtualLauncher: the Launcher protocol over an in-process Engine (no HTTP, simulated time)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from launchers.base import ServerHandle, StopReport
+from launchers.sim.cli import build_parser, knobs_from, server_info
+from launchers.sim.engine import Engine
+from launchers.sim.params import SimOOM, SimParams, gpu_preset, model_preset
+from launchers.sim.server import VERSION
+from sweep.errors import LaunchError
+from sweep.types import ServerConfig
+
+
+class VirtualLauncher:
+    """Builds a fresh Engine per configuration, as a relaunch would give a cold server."""
+
+    kind = "virtual"
+    simulated = True
+
+    def __init__(self, gpu: str = "H200", model: str = "llama3-8b", extra_args: list[str] | None = None,
+                 model_path: str = "models/llama3-8b-shape"):
+        self.gpu, self.model, self.model_path = gpu, model, model_path
+        self.extra_args = list(extra_args or [])
+        gpu_preset(gpu)  # fail fast on unknown presets
+        model_preset(model)
+
+    def _args(self, config: ServerConfig) -> argparse.Namespace:
+        argv = ["--model-path", self.model_path, "--sim-gpu", self.gpu, "--sim-model", self.model]
+        try:
+            return build_parser().parse_args(argv + self.extra_args + config.to_args())
+        except SystemExit as exc:  # argparse rejected a flag: same reason a real launch would give
+            raise LaunchError(f"bad server flag in {self.extra_args + config.to_args()}", reason="bad_flag") from exc
+
+    def start(self, config: ServerConfig) -> ServerHandle:
+        t0 = time.perf_counter()
+        args = self._args(config)
+        params = SimParams(gpu=gpu_preset(args.sim_gpu), model=model_preset(args.sim_model), speed=args.sim_speed)
+        try:
+            eng = Engine(params, knobs_from(args), seed=args.random_seed or 0)
+        except SimOOM as exc:
+            raise LaunchError(str(exc), reason="oom") from exc
+        return ServerHandle(config=config, url=None, argv=["<virtual>", *self.extra_args, *config.to_args()],
+                            startup_s=time.perf_counter() - t0, simulated=True, version=VERSION,
+                            server_info=server_info(args, eng), engine=eng)
+
+    def stop(self, handle: ServerHandle) -> StopReport:
+        handle.engine = None
+        return StopReport(graceful=True, seconds=0.0, exit_code=0)
+
+    def alive(self, handle: ServerHandle) -> bool:
+        return handle.engine is not None
+
+    def environment(self) -> dict[str, Any]:
+        g, m = gpu_preset(self.gpu), model_preset(self.model)
+        return {"simulated": True, "launcher": "virtual", "sglang_version": VERSION,
+                "gpu_name": f"{g.name} (simulated)", "gpu_memory_mib": round(g.mem_bytes / 2**20),
+                "gpu_count": m.tp, "tp_size": m.tp, "parallel": f"TP {m.tp}, DP 1", "model": m.name,
+                "model_path": self.model_path}

@@ -1,0 +1,375 @@
+"""The results database: migrations, round trips, filters, resume, secrets, and sharing with Optuna."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sqlite3
+import time
+import uuid
+from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect, text
+
+from sweep import measure
+from sweep.errors import StoreError
+from sweep.store import STAT_COLUMNS, WINDOW_COLUMNS, Store, alembic_config
+from sweep.store.models import VERSION_TABLE, Base
+from sweep.store.queries import run_summary
+from sweep.types import RequestRecord, Sample, ServerConfig
+
+TABLES = {"sweep_studies", "environments", "server_configs", "runs", "requests", "samples"}
+PG_URL = os.environ.get("SWEEP_TEST_PG_URL")
+
+
+def _schema_diff(conn: Any) -> list[Any]:
+    """What autogenerate would change to make our tables match the models (Optuna's tables ignored)."""
+    ctx = MigrationContext.configure(conn, opts={
+        "compare_type": True, "version_table": VERSION_TABLE,
+        "include_name": lambda name, type_, parent: type_ != "table" or name in Base.metadata.tables})
+    return list(compare_metadata(ctx, Base.metadata))
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "nested" / "results.db"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Any:
+    s = Store(f"sqlite:///{db_path}")
+    yield s
+    s.close()
+
+
+def _study(store: Store, name: str | None = None, profile: str = "interactive") -> int:
+    return store.create_study(name or f"study-{uuid.uuid4().hex[:8]}", profile, '{"sla": {}}', "fp1", "tpe",
+                              True, "virtual", "optuna-" + profile)
+
+
+def _record(i: int, t0: float = 1000.0, **kw: Any) -> RequestRecord:
+    sent = t0 + i * 0.5
+    base: dict[str, Any] = dict(index=i, concurrency=16, scheduled_at=sent, sent_at=sent + 0.001,
+                                first_token_at=sent + 0.2, finished_at=sent + 1.2,
+                                chunk_times=[sent + 0.2, sent + 0.7, sent + 1.1], chunk_tokens=[1, 5, 5],
+                                prompt_tokens=100, output_tokens=11, cached_tokens=40, modality="text")
+    base.update(kw)
+    return RequestRecord(**base)
+
+
+def _stats(**kw: Any) -> dict[str, Any]:
+    stats: dict[str, Any] = {name: None for name in STAT_COLUMNS}
+    stats.update(n_started=3, n_completed=2, n_errors=1, error_rate=1 / 3, ttft_p99_ms=200.0, goodput_rps=0.5,
+                 passes_sla=True, steady=False, client_bound=False, sla_failures="",
+                 window_s=60.0, warmup_requests=1, warmup_s=0.0)
+    stats.update(kw)
+    return stats
+
+
+def _round_trip(store: Store) -> None:
+    """Write a study, environment, config, run, requests and samples; read every piece back."""
+    name = f"rt-{uuid.uuid4().hex[:8]}"
+    sid = _study(store, name)
+    assert store.get_study_by_name(name)["id"] == sid  # type: ignore[index]
+    assert store.get_study_by_name("no-such-study") is None
+    env_id = store.record_environment(sid, {"host": "h1", "gpu_name": "H200", "gpu_count": 1,
+                                            "simulated": True, "numa": {"nodes": 2}})
+    assert env_id > 0
+
+    config = ServerConfig(max_running_requests=32, mem_fraction_static=0.8, chunked_prefill_size=8192,
+                          schedule_policy="lpm")
+    cid = store.create_server_config(sid, config, "sim", ["--port", "30000"], trial_number=3)
+    store.update_server_config(cid, status="running", startup_s=1.5, server_info={"version": "0.5.17"})
+    assert store.find_server_config(sid, config.key())["id"] == cid  # type: ignore[index]
+    assert store.find_server_config(sid, "nope") is None
+
+    rid = store.create_run(sid, cid, 16, "fp1", True, "virtual", phase="screen")
+    records = [_record(0, warmup=True), _record(1), _record(2), _record(3, error="boom", error_kind="status",
+                                                                         first_token_at=None, finished_at=None)]
+    samples = [Sample(1000.5, "metrics", "num_queue_reqs", 2.0), Sample(1001.0, "gpu", "gpu_mem_used_mib", 70000.0,
+                                                                       "gpu=0")]
+    store.finish_run(rid, _stats(), records, samples, window_start=1000.5)
+    store.update_server_config(cid, status="completed", stop_reason="ladder done")
+    store.finish_study(sid, "completed", winner_config_id=cid, report_path="reports/x.md")
+
+    study = store.get_study_by_name(name)
+    assert study is not None
+    assert (study["status"], study["winner_config_id"], study["report_path"]) == ("completed", cid, "reports/x.md")
+    assert study["simulated"] is True and study["finished_at"] is not None
+
+    [cfg] = store.server_configs(sid)
+    assert (cfg["status"], cfg["trial_number"], cfg["schedule_policy"]) == ("completed", 3, "lpm")
+    assert json.loads(cfg["server_info_json"]) == {"version": "0.5.17"} and cfg["finished_at"] is not None
+
+    run = store.get_run(rid)
+    assert run is not None
+    assert (run["id"], run["study_name"], run["profile_name"], run["phase"], run["status"]) == (
+        rid, name, "interactive", "screen", "completed")
+    assert (run["max_running_requests"], run["mem_fraction_static"], run["chunked_prefill_size"]) == (32, 0.8, 8192)
+    assert (run["request_count"], run["warmup_count"], run["sample_count"]) == (4, 1, 2)
+    assert run["passes_sla"] is True and run["steady"] is False
+    assert run["n_started"] == 3 and run["error_rate"] == pytest.approx(1 / 3) and run["window_s"] == 60.0
+    assert isinstance(run["started_at"], datetime)
+
+    rows = store.requests_for_run(rid)
+    assert [r["idx"] for r in rows] == [0, 1, 2, 3]
+    assert rows[0]["warmup"] is True and rows[1]["warmup"] is False
+    assert rows[1]["sent_at"] == pytest.approx(0.001)  # relative to the window start
+    assert rows[1]["ttft_ms"] == pytest.approx(measure.ttft_ms(records[1]))
+    assert rows[1]["tpot_ms"] == pytest.approx(90.0)  # (1.1 - 0.2) s / 10 gaps
+    assert rows[1]["e2e_ms"] == pytest.approx(1200.0)
+    assert (rows[3]["error"], rows[3]["error_kind"], rows[3]["ttft_ms"], rows[3]["e2e_ms"]) == (
+        "boom", "status", None, None)
+    assert rows[1]["cached_tokens"] == 40 and rows[1]["prompt_tokens"] == 100
+
+    got = store.samples_for_run(rid)
+    assert [(s["name"], s["t"]) for s in got] == [("num_queue_reqs", 0.0), ("gpu_mem_used_mib", 0.5)]
+    assert store.samples_for_run(rid, name="gpu_mem_used_mib")[0]["labels"] == "gpu=0"
+    assert [r["id"] for r in store.completed_runs(sid)] == [rid]
+    assert store.completed_runs(sid, server_config_id=cid + 1000) == []
+
+
+def test_fresh_sqlite_file_gets_tables_view_wal_and_own_version_table(store: Store, db_path: Path) -> None:
+    assert db_path.exists()  # the parent folder was created
+    insp = inspect(store.engine)
+    tables = set(insp.get_table_names())
+    assert TABLES | {"sweep_alembic_version"} <= tables
+    assert "alembic_version" not in tables
+    assert "run_summary" in insp.get_view_names()
+    with sqlite3.connect(db_path) as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert raw.execute("SELECT version_num FROM sweep_alembic_version").fetchall() == [("0001",)]
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    assert {ix["column_names"][0] for ix in insp.get_indexes("requests")} == {"run_id"}
+    assert ["run_id", "name"] in [ix["column_names"] for ix in insp.get_indexes("samples")]
+
+
+def test_migration_builds_exactly_the_schema_the_models_describe(store: Store) -> None:
+    with store.engine.connect() as conn:
+        assert _schema_diff(conn) == []
+
+
+def test_run_summary_view_has_the_columns_queries_read(store: Store) -> None:
+    view_columns = [c["name"] for c in inspect(store.engine).get_columns("run_summary")]
+    assert view_columns == [c.name for c in run_summary.columns]
+    assert set(STAT_COLUMNS) | set(WINDOW_COLUMNS) <= set(view_columns)
+
+
+def test_stat_columns_are_exactly_what_measure_produces() -> None:
+    assert tuple(measure.STATS_KEYS) == STAT_COLUMNS + WINDOW_COLUMNS
+
+
+def test_round_trip_on_sqlite(store: Store) -> None:
+    _round_trip(store)
+
+
+def test_list_runs_filters_by_study_profile_since_and_status(store: Store) -> None:
+    a, b = _study(store, "alpha", "interactive"), _study(store, "beta", "throughput")
+    ca = store.create_server_config(a, ServerConfig(16), "sim", [], 0)
+    cb = store.create_server_config(b, ServerConfig(64), "sim", [], 0)
+    old = store.create_run(a, ca, 16, "fp1", True, "virtual")
+    done = store.create_run(a, ca, 32, "fp1", True, "virtual")
+    other = store.create_run(b, cb, 16, "fp1", True, "virtual")
+    store.finish_run(done, _stats(), [], [], 0.0)
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE runs SET started_at = :t WHERE id = :id"),
+                     {"t": datetime(2020, 1, 1), "id": old})
+
+    def ids(**kw: Any) -> list[int]:
+        return [r["run_id"] for r in store.list_runs(**kw)]
+
+    assert ids() == [other, done, old]  # newest first
+    assert ids(study="alpha") == [done, old]
+    assert ids(profile="throughput") == [other]
+    assert ids(status="completed") == [done]
+    assert ids(since=datetime.now(UTC) - timedelta(hours=1)) == [other, done]  # aware `since` is converted
+    assert ids(since=datetime(2019, 6, 1), study="alpha", status="running") == [old]
+    assert ids(limit=1) == [other]
+    assert ids(study="gamma") == []
+
+
+def test_unknown_stat_key_raises_and_stores_nothing(store: Store) -> None:
+    sid = _study(store)
+    rid = store.create_run(sid, store.create_server_config(sid, ServerConfig(), "sim", [], None), 16, "fp",
+                           True, "virtual")
+    with pytest.raises(StoreError, match="ttft_p42_ms"):
+        store.finish_run(rid, _stats(ttft_p42_ms=1.0), [_record(0)], [], 1000.0)
+    with pytest.raises(ValueError):
+        store.update_server_config(1, colour="blue")
+    run = store.get_run(rid)
+    assert run is not None and run["status"] == "running" and run["request_count"] == 0
+
+
+def test_numpy_values_and_nan_are_stored_as_plain_values(store: Store) -> None:
+    np = pytest.importorskip("numpy")
+    sid = _study(store)
+    rid = store.create_run(sid, store.create_server_config(sid, ServerConfig(), "sim", [], None), 16, "fp",
+                           True, "virtual")
+    store.finish_run(rid, _stats(n_started=np.int64(7), passes_sla=np.bool_(False), goodput_ci_low=float("nan"),
+                                 sla_failures=["TTFT P95 1200 ms > 1000 ms", "errors 2%"]), [], [], 0.0)
+    run = store.get_run(rid)
+    assert run is not None
+    assert (run["n_started"], run["passes_sla"], run["goodput_ci_low"]) == (7, False, None)
+    assert run["sla_failures"] == "TTFT P95 1200 ms > 1000 ms; errors 2%"
+
+
+def test_abort_running_marks_what_a_killed_orchestrator_left_behind(store: Store) -> None:
+    sid, other = _study(store), _study(store)
+    cid = store.create_server_config(sid, ServerConfig(32), "sim", [], 0)
+    store.update_server_config(cid, status="running")
+    finished = store.create_run(sid, cid, 16, "fp", True, "virtual")
+    store.finish_run(finished, _stats(), [], [], 0.0)
+    stale = store.create_run(sid, cid, 32, "fp", True, "virtual")
+    ocid = store.create_server_config(other, ServerConfig(32), "sim", [], 0)
+    untouched = store.create_run(other, ocid, 16, "fp", True, "virtual")
+
+    assert store.abort_running(sid) == 2  # one run, one config
+    assert store.abort_running(sid) == 0
+    stale_row = store.get_run(stale)
+    assert stale_row is not None and stale_row["status"] == "aborted" and stale_row["finished_at"] is not None
+    assert "orchestrator stopped" in stale_row["reason"]
+    assert store.get_run(finished)["status"] == "completed"  # type: ignore[index]
+    assert store.get_run(untouched)["status"] == "running"  # type: ignore[index]
+    assert store.server_configs(sid)[0]["status"] == "aborted"
+
+
+def test_api_key_is_stripped_from_stored_argv(store: Store) -> None:
+    sid = _study(store)
+    argv = ["python", "-m", "sglang.launch_server", "--api-key", "sk-secret", "--tokenizer-path", "tok",
+            "--admin-api-key=adm1n", "--port", "30000"]
+    cid = store.create_server_config(sid, ServerConfig(), "sglang", argv, None)
+    stored = store.server_configs(sid)[0]["argv_json"]
+    assert "sk-secret" not in stored and "adm1n" not in stored
+    assert json.loads(stored) == ["python", "-m", "sglang.launch_server", "--api-key", "***", "--tokenizer-path",
+                                  "tok", "--admin-api-key=***", "--port", "30000"]
+    store.update_server_config(cid, argv=["--api-key", "again", "--port", "1"])
+    assert json.loads(store.server_configs(sid)[0]["argv_json"]) == ["--api-key", "***", "--port", "1"]
+
+
+def test_environment_keeps_unknown_keys_as_extra_and_drops_secrets(store: Store) -> None:
+    sid = _study(store)
+    store.record_environment(sid, {"host": "gpu-7", "sglang_version": "0.5.17", "HF_TOKEN": "hf_x",
+                                   "api_key": "k", "db_password": "p", "kernel": "6.8",
+                                   "env": {"AWS_SECRET_ACCESS_KEY": "s", "CUDA_VISIBLE_DEVICES": "0"}})
+    with store.engine.connect() as conn:
+        row = conn.execute(text("SELECT host, sglang_version, simulated, extra_json FROM environments")).one()
+    assert (row.host, row.sglang_version) == ("gpu-7", "0.5.17")
+    assert json.loads(row.extra_json) == {"kernel": "6.8", "env": {"CUDA_VISIBLE_DEVICES": "0"}}
+
+
+def test_opening_an_existing_database_again_changes_nothing(store: Store, db_path: Path) -> None:
+    sid = _study(store, "kept")
+    with sqlite3.connect(db_path) as raw:
+        schema = raw.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+    with Store(f"sqlite:///{db_path}") as again:
+        assert again.get_study_by_name("kept")["id"] == sid  # type: ignore[index]
+    with sqlite3.connect(db_path) as raw:
+        assert raw.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall() == schema
+        assert raw.execute("SELECT version_num FROM sweep_alembic_version").fetchall() == [("0001",)]
+
+
+def test_database_failures_become_one_line_store_errors(tmp_path: Path, store: Store) -> None:
+    _study(store, "twice")
+    with pytest.raises(StoreError) as dup:
+        _study(store, "twice")
+    assert "\n" not in str(dup.value) and "twice" in str(dup.value)
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a database file at all" * 100)
+    with pytest.raises(StoreError, match="not a database"):
+        Store(f"sqlite:///{garbage}")
+    with pytest.raises(StoreError, match="no such run"):
+        store.mark_run(424242, "failed", "x")
+
+
+def _open_and_count(url: str) -> int:
+    with Store(url) as s:
+        return len(s.list_runs())
+
+
+def test_workers_opening_a_fresh_database_at_once_all_succeed(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    with ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn")) as pool:
+        assert list(pool.map(_open_and_count, [url] * 4)) == [0, 0, 0, 0]
+    with sqlite3.connect(tmp_path / "race.db") as raw:
+        assert raw.execute("SELECT version_num FROM sweep_alembic_version").fetchall() == [("0001",)]
+
+
+@pytest.mark.parametrize("optuna_first", [False, True])
+def test_optuna_rdb_storage_shares_the_database(tmp_path: Path, optuna_first: bool) -> None:
+    optuna = pytest.importorskip("optuna")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    if optuna_first:
+        optuna.create_study(storage=url, study_name="warmup")
+    store = Store(url)
+    _round_trip(store)
+    storage = optuna.storages.RDBStorage(url)
+    study = optuna.create_study(storage=storage, study_name="knobs", direction="maximize")
+    study.optimize(lambda trial: trial.suggest_float("x", 0.0, 1.0), n_trials=3)
+    assert len(optuna.load_study(study_name="knobs", storage=url).trials) == 3
+    _round_trip(store)
+    store.close()
+    with Store(url) as again:  # our migration still sees itself at head beside Optuna's tables
+        assert len(again.list_runs()) == 2
+        with again.engine.connect() as conn:
+            assert _schema_diff(conn) == []
+    command.check(alembic_config(url))  # autogenerate (no Store connection) ignores Optuna's tables
+    tables = set(inspect(storage.engine).get_table_names())
+    assert {"alembic_version", "sweep_alembic_version", "studies", "trials"} | TABLES <= tables
+    storage.engine.dispose()
+
+
+def test_finish_run_stores_100k_requests_in_one_fast_transaction(store: Store) -> None:
+    sid = _study(store)
+    rid = store.create_run(sid, store.create_server_config(sid, ServerConfig(), "sim", [], None), 128, "fp",
+                           True, "virtual")
+    records = [_record(i, t0=0.0) for i in range(100_000)]
+    samples = [Sample(i * 0.1, "metrics", "num_running_reqs", float(i % 128)) for i in range(10_000)]
+    started = time.perf_counter()
+    store.finish_run(rid, _stats(), records, samples, 0.0)
+    elapsed = time.perf_counter() - started
+    run = store.get_run(rid)
+    assert run is not None and (run["request_count"], run["sample_count"]) == (100_000, 10_000)
+    assert elapsed < 30, f"finish_run took {elapsed:.1f} s for 100k requests"
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not PG_URL, reason="set SWEEP_TEST_PG_URL to a PostgreSQL SQLAlchemy URL")
+def test_round_trip_on_postgresql() -> None:
+    assert PG_URL is not None
+    with Store(PG_URL) as first:
+        _round_trip(first)
+        insp = inspect(first.engine)
+        assert TABLES | {"sweep_alembic_version"} <= set(insp.get_table_names())
+        assert "run_summary" in insp.get_view_names()
+        with first.engine.connect() as conn:
+            assert _schema_diff(conn) == []
+    with Store(PG_URL) as second:  # a second open is a no-op migration
+        _round_trip(second)
+        sid = _study(second)
+        cid = second.create_server_config(sid, ServerConfig(8), "sim", ["--api-key", "pg-secret"], None)
+        rid = second.create_run(sid, cid, 8, "fp", True, "virtual")
+        assert second.abort_running(sid) == 1 and second.get_run(rid)["status"] == "aborted"  # type: ignore[index]
+        assert "pg-secret" not in second.server_configs(sid)[0]["argv_json"]
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not PG_URL, reason="set SWEEP_TEST_PG_URL to a PostgreSQL SQLAlchemy URL")
+def test_optuna_rdb_storage_shares_the_postgresql_database() -> None:
+    optuna = pytest.importorskip("optuna")
+    assert PG_URL is not None
+    with Store(PG_URL) as store:
+        name = f"pg-{uuid.uuid4().hex[:8]}"
+        study = optuna.create_study(storage=PG_URL, study_name=name, direction="maximize")
+        study.optimize(lambda trial: trial.suggest_int("mrr", 8, 256), n_trials=2)
+        _round_trip(store)
+        assert len(optuna.load_study(study_name=name, storage=PG_URL).trials) == 2

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
+#   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | knee | multimodal | calibrate
+# Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/ (sweep's dependencies missing there).
+set -euo pipefail
+stage=$1; out=$2; mkdir -p "$out"
+here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); cd "$root"
+if [ ! -f /tmp/site/.ok ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  touch /tmp/site/.ok
+fi
+export PYTHONPATH=/tmp/site:$root PYTHONUNBUFFERED=1
+bundle="$root/.sglang-bundle/sglang-0.5.17-site.tar.xz"
+# Unpack the SGLang bundle once so that `--help` (flag validation) is fast.
+bash "$here/start-server.sh" "$bundle" -- --help >/dev/null 2>&1 || true
+cmd="[\"bash\",\"$here/start-server.sh\",\"$bundle\",\"--\"]"
+db="$out/results.db"
+common=(--db "$db" --out "$out/reports" --launcher sglang --set "server.command=$cmd")
+short=(--set window.warmup_requests=32 --set window.warmup_seconds=5 --set window.measure_seconds=${MEASURE_S:-20}
+       --set window.drain_seconds=20 --set server.startup_timeout_s=400)
+case "$stage" in
+  ladder)
+    python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" \
+      --config max_running_requests=64,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
+      --set 'ladder=[8,32,128]' --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]' ;;
+  knee)
+    python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-knee \
+      --set 'ladder=[16,64]' \
+      --set 'search.space={"max_running_requests":[32,128],"mem_fraction_static":[0.85],"chunked_prefill_size":[8192],"schedule_policy":["lpm"]}' \
+      --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]' ;;
+  multimodal)
+    python3 -m sweep.cli ladder --profile multimodal "${common[@]}" "${short[@]}" \
+      --config max_running_requests=32,mem_fraction_static=0.7,chunked_prefill_size=8192 \
+      --set 'workload.mix={"text":0.5,"image":0.5}' --set 'ladder=[8,32]' --set workload.num_requests=1000 \
+      --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch","--mm-attention-backend","triton_attn"]' ;;
+  *) echo "unknown stage $stage" >&2; exit 2 ;;
+esac
+python3 -m sweep.cli runs --db "$db" --format csv > "$out/runs.csv" || true
