@@ -77,7 +77,9 @@ def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path) -> La
     from launchers.sglang import SGLangLauncher
 
     if kind == "sim":
-        return SGLangLauncher(spec, log_dir, module="launchers.sim", simulated=True)
+        sim = spec.model_copy(update={"extra_args": [*spec.extra_args, "--sim-gpu", spec.sim_gpu,
+                                                     "--sim-model", spec.sim_model]})
+        return SGLangLauncher(sim, log_dir, module="launchers.sim", simulated=True)
     return SGLangLauncher(spec, log_dir, command_prefix=spec.command)
 
 
@@ -156,13 +158,19 @@ class Orchestrator:
         study_id, study_name = self._open_study(study_name, resume)
         log_dir = self.out_dir / study_name / "logs"
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir)
-        env = dict(launcher.environment(), model_path=self.profile.server.model_path, simulated=self.simulated)
-        env.setdefault("parallel", _parallel(self.profile.server.extra_args))
+        env = normalise_env(launcher.environment(), self.profile, self.simulated)
         self.store.record_environment(study_id, env)
         specs = build_workload(self.profile.workload, base_dir=ROOT)
         driver = make_driver(self.profile, self.driver_name, launcher)
+
+        def on_launch(handle: ServerHandle) -> None:
+            # The server's own /server_info is the surest version (a wrapper script hides the package).
+            if handle.version and handle.version != env.get("sglang_version"):
+                env["sglang_version"] = handle.version
+                self.store.record_environment(study_id, env)
+
         runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name,
-                              on_step=on_step)
+                              on_step=on_step, on_launch=on_launch)
         search = Search(self.profile, runner, self.db_url, study_name)
         requeued = search.requeue_interrupted()
         if requeued:
@@ -188,6 +196,36 @@ class Orchestrator:
         if study is None:
             raise SweepError(f"no study {study_id}")
         return write_report(study_context(self.store, study_id), self.out_dir / study["name"])
+
+
+def normalise_env(raw: dict[str, Any], profile: Profile, simulated: bool) -> dict[str, Any]:
+    """Launcher facts under the environments table's column names (anything else lands in extra_json)."""
+    env = dict(raw)
+    gpus = env.pop("gpus", None) or []
+    if gpus and not env.get("gpu_name"):
+        env["gpu_name"] = gpus[0].get("name")
+        env["gpu_memory_mib"] = gpus[0].get("memory_total_mib")
+        env["gpu_count"] = len(gpus)
+    renames = {"sglang": "sglang_version", "torch": "torch_version", "cuda": "cuda_version",
+               "gpu_driver": "driver_version", "python": "python_version"}
+    for old, new in renames.items():
+        if old in env and not env.get(new):
+            env[new] = env.pop(old)
+    if not env.get("torch_version") and not simulated:
+        try:
+            from importlib.metadata import version
+
+            env["torch_version"] = version("torch")
+        except Exception:  # noqa: BLE001 - torch is optional for the orchestrator
+            pass
+    env["model_path"] = profile.server.model_path
+    env["simulated"] = simulated
+    if simulated and not env.get("gpu_name"):
+        env["gpu_name"] = f"{profile.server.sim_gpu} (simulated)"
+        env["gpu_count"] = 1
+        env.setdefault("sglang_version", "0.5.17-sim")
+    env.setdefault("parallel", _parallel(profile.server.extra_args))
+    return env
 
 
 def _parallel(extra_args: list[str]) -> str:

@@ -69,7 +69,8 @@ class LadderRunner:
     """Launches one configuration, climbs the profile's ladder on that instance, stops the server."""
 
     def __init__(self, profile: Profile, launcher: Launcher, driver: Driver, store: Store, study_id: int,
-                 specs: Sequence[RequestSpec], driver_name: str, on_step: StepCallback | None = None):
+                 specs: Sequence[RequestSpec], driver_name: str, on_step: StepCallback | None = None,
+                 on_launch: Callable[[ServerHandle], None] | None = None):
         self.profile = profile
         self.launcher = launcher
         self.driver = driver
@@ -78,6 +79,7 @@ class LadderRunner:
         self.specs = specs
         self.driver_name = driver_name
         self.on_step = on_step
+        self.on_launch = on_launch
 
     def run(self, config: ServerConfig, trial_number: int | None = None, phase: str = "final",
             ladder: Sequence[int] | None = None) -> LadderOutcome:
@@ -95,6 +97,8 @@ class LadderRunner:
         self.store.update_server_config(config_id, argv=handle.argv, startup_s=handle.startup_s,
                                         log_path=handle.log_path, server_info=handle.server_info)
         outcome = LadderOutcome(config, config_id, "completed")
+        if self.on_launch:
+            self.on_launch(handle)
         try:
             self._climb(handle, config, config_id, steps_wanted, outcome, phase)
         finally:

@@ -49,6 +49,8 @@ SAMPLED: tuple[str, ...] = (
     "new_token_ratio",
     "num_retracted_requests_total",
 )
+# Only the simulated server exports this; real SGLang never does (GPU memory comes from NVML there).
+SIM_GPU_GAUGE = "sim_gpu_memory_used_mib"
 # Counters a window reads at its start and end (WindowResult.counters_start / counters_end).
 COUNTERS: tuple[str, ...] = (
     "prompt_tokens_total",
@@ -241,7 +243,11 @@ class MetricsProbe(_PeriodicProbe):
 
     async def sample_once(self) -> list[Sample]:
         snap = await self.scrape_once()
-        return [Sample(snap.t, "metrics", n, snap.values[n]) for n in self.names if n in snap.values]
+        out = [Sample(snap.t, "metrics", n, snap.values[n]) for n in self.names if n in snap.values]
+        if SIM_GPU_GAUGE in snap.values:
+            # The simulated server states the device memory a real host would show; labelled as such.
+            out.append(Sample(snap.t, "gpu", "gpu_mem_used_mib", snap.values[SIM_GPU_GAUGE], "gpu=0,simulated=1"))
+        return out
 
     async def close(self) -> None:
         if self._own_client:

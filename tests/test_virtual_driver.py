@@ -43,7 +43,9 @@ def test_short_window_records_warmup_samples_and_counters() -> None:
     names = {s.name for s in res.samples}
     assert {"num_running_reqs", "num_queue_reqs", "token_usage", "cache_hit_rate", "num_retracted_reqs"} <= names
     ts = sorted({s.t for s in res.samples})
-    assert ts[1] - ts[0] == pytest.approx(1.0) and all(s.source == "metrics" for s in res.samples)
+    assert ts[1] - ts[0] == pytest.approx(1.0)
+    assert {s.source for s in res.samples} == {"metrics", "gpu"}
+    assert all("simulated=1" in s.labels for s in res.samples if s.source == "gpu")
     done = res.counters_end["num_requests_total"] - res.counters_start["num_requests_total"]
     assert done > 0 and res.counters_end["generation_tokens_total"] > res.counters_start["generation_tokens_total"]
     assert res.ttft_histogram[-1][0] == float("inf") and res.ttft_histogram[-1][1] > 0
