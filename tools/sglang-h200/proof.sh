@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
-#   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | knee | multimodal | calibrate
+#   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | knee | multimodal | kvbound
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/ (sweep's dependencies missing there).
+# Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
+# copies (the device tool returns files at most two folders down).
 set -euo pipefail
-stage=$1; out=$2; mkdir -p "$out"
+stage=$1; out=$2; mkdir -p "$out"; work=${WORK:-/tmp/proof}; mkdir -p "$work"
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); cd "$root"
 if [ ! -f /tmp/site/.ok ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
@@ -14,10 +16,11 @@ bundle="$root/.sglang-bundle/sglang-0.5.17-site.tar.xz"
 # Unpack the SGLang bundle once so that `--help` (flag validation) is fast.
 bash "$here/start-server.sh" "$bundle" -- --help >/dev/null 2>&1 || true
 cmd="[\"bash\",\"$here/start-server.sh\",\"$bundle\",\"--\"]"
-db="$out/results.db"
-common=(--db "$db" --out "$out/reports" --launcher sglang --set "server.command=$cmd")
+db="$work/results.db"
+common=(--db "$db" --out "$work/reports" --launcher sglang --set "server.command=$cmd")
 short=(--set window.warmup_requests=32 --set window.warmup_seconds=5 --set window.measure_seconds=${MEASURE_S:-20}
        --set window.drain_seconds=20 --set server.startup_timeout_s=400)
+set +e
 case "$stage" in
   ladder)
     python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" \
@@ -33,6 +36,18 @@ case "$stage" in
       --config max_running_requests=32,mem_fraction_static=0.7,chunked_prefill_size=8192 \
       --set 'workload.mix={"text":0.5,"image":0.5}' --set 'ladder=[8,32]' --set workload.num_requests=1000 \
       --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch","--mm-attention-backend","triton_attn"]' ;;
+  kvbound)
+    # A constrained KV pool: the article's regime (retractions, a queue that never empties) on purpose.
+    python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" \
+      --config max_running_requests=128,mem_fraction_static=0.2,chunked_prefill_size=8192,schedule_policy=lpm \
+      --set 'ladder=[32,128]' \
+      --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]' ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
+rc=$?
 python3 -m sweep.cli runs --db "$db" --format csv > "$out/runs.csv" || true
+cp "$db" "$out/results.db"
+latest=$(ls -td "$work"/reports/*/ | head -1)
+cp "$latest/report.md" "$out/$stage-report.md"; cp "$latest"/*.png "$out/" 2>/dev/null || true
+log=$(ls -t "$latest"/logs/*.log 2>/dev/null | head -1); [ -n "$log" ] && tail -c 20000 "$log" > "$out/$stage-server-log-tail.txt" || true
+exit $rc
