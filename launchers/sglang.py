@@ -303,7 +303,7 @@ class SGLangLauncher:
     # ---------------------------------------------------------------- stop
 
     def stop(self, handle: ServerHandle) -> StopReport:
-        """SIGTERM the group, wait drain_s, SIGKILL; then kill leftovers and check GPU memory came back."""
+        """SIGTERM the server, wait drain_s, SIGKILL the group; then kill leftovers and check GPU memory came back."""
         run = self._runs.get(handle.pid or -1)
         if run is None:
             return StopReport(graceful=True, seconds=0.0)
@@ -321,7 +321,10 @@ class SGLangLauncher:
             run.tree.update(procs.snapshot_tree(proc.pid))  # last look before children re-parent
         graceful = True
         if proc.poll() is None:
-            procs.signal_group(run.pgid, signal.SIGTERM)
+            # SIGTERM to the launcher process only: SGLang drains, then stops its scheduler and detokenizer
+            # itself. Signalling the whole group made the detokenizer die first and SGLang take its crash
+            # path (SIGQUIT, "one child failed"), as seen on the H200.
+            proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout=drain_s)
             except subprocess.TimeoutExpired:

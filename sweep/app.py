@@ -216,6 +216,9 @@ def normalise_env(raw: dict[str, Any], profile: Profile, simulated: bool) -> dic
             from importlib.metadata import version
 
             env["torch_version"] = version("torch")
+            import torch  # the orchestrator's python is the server's on a GPU host
+
+            env.setdefault("cuda_version", torch.version.cuda)
         except Exception:  # noqa: BLE001 - torch is optional for the orchestrator
             pass
     env["model_path"] = profile.server.model_path
