@@ -13,8 +13,8 @@ from typing import Any
 
 from launchers.base import Launcher, ServerHandle
 from sweep.errors import SweepError
-from sweep.knee import find_knee
-from sweep.ladder import LadderOutcome, LadderRunner, step_points
+from sweep.knee import find_knee, knee_goodput_ci
+from sweep.ladder import LadderOutcome, LadderRunner, step_points, supports_arrival
 from sweep.profile import Profile
 from sweep.report import ReportFiles, write_report
 from sweep.search import Search, StudyResult
@@ -92,7 +92,7 @@ def make_driver(profile: Profile, driver: str, launcher: Launcher) -> Any:
     from sweep.probes import GpuProbe, MetricsProbe, ProcessProbe
 
     def probes(handle: ServerHandle, clock: Any) -> list[Any]:
-        out: list[Any] = [MetricsProbe(handle.url, headers=handle.headers(), interval_s=1.0, clock=clock),
+        out: list[Any] = [MetricsProbe(handle.url or "", headers=handle.headers(), interval_s=1.0, clock=clock),
                           GpuProbe(interval_s=1.0, clock=clock)]
         if handle.pid:
             out.append(ProcessProbe(handle.pid, interval_s=2.0, clock=clock))
@@ -110,6 +110,7 @@ class KneeRun:
     report: ReportFiles
     simulated: bool
     driver: str
+    winner: dict[str, Any] | None = None  # the study's winner from the store (covers trials of earlier processes)
 
 
 class Orchestrator:
@@ -141,16 +142,25 @@ class Orchestrator:
             if existing["fingerprint"] != self.profile.fingerprint():
                 raise SweepError(f"study {study_name} was run with another workload fingerprint "
                                  f"({existing['fingerprint']} vs {self.profile.fingerprint()})")
+            killed = kill_leftover_servers(self.store, existing["id"])
+            if killed:
+                self.say(f"resume: killed leftover server process(es) {killed} of the interrupted launch")
             aborted = self.store.abort_running(existing["id"])
+            for c in self.store.server_configs(existing["id"]):
+                if c["status"] == "pending":
+                    self.store.update_server_config(c["id"], status="aborted",
+                                                    failure_reason="orchestrator stopped before launch")
+                    aborted += 1
             if aborted:
-                self.say(f"resume: marked {aborted} interrupted run(s) aborted; they will be redone")
+                self.say(f"resume: marked {aborted} interrupted run(s)/launch(es) aborted; they will be redone")
             return existing["id"], study_name
         study_id = self.store.create_study(
             study_name, self.profile.name, self.profile.model_dump_json(), self.profile.fingerprint(),
             self.profile.search.sampler, self.simulated, self.driver_name, study_name)
         return study_id, study_name
 
-    def knee(self, study_name: str | None = None, resume: bool = False, on_step: Any = None) -> KneeRun:
+    def knee(self, study_name: str | None = None, resume: bool = False, on_step: Any = None,
+             on_step_start: Any = None, on_trial: Any = None) -> KneeRun:
         if self.simulated:
             self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
                      f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
@@ -171,31 +181,80 @@ class Orchestrator:
 
         runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name,
                               on_step=on_step, on_launch=on_launch)
-        search = Search(self.profile, runner, self.db_url, study_name)
+        runner.on_step_start = on_step_start
+        search = Search(self.profile, runner, self.db_url, study_name, on_trial=on_trial)
         requeued = search.requeue_interrupted()
         if requeued:
             self.say(f"resume: {requeued} interrupted trial(s) queued again")
-        result = search.run(reuse=lambda cfg: self._reuse(study_id, cfg))
-        report = self.report(study_id)
-        winner = result.winner()
-        self.store.finish_study(study_id, "completed", winner_config_id=winner.config_id if winner else None,
-                                report_path=str(report.markdown))
-        return KneeRun(study_id, study_name, result, report, self.simulated, self.driver_name)
+        result = search.run(reuse=lambda cfg, phase: self._reuse(study_id, cfg, phase))
+        if result.stopped_reason:
+            self.say(f"search stopped early: {result.stopped_reason}")
+        ctx = study_context(self.store, study_id)
+        winner = ctx["winner"]
+        if winner is not None and self.profile.soak.enabled and not soak_done(self.store, study_id):
+            from sweep.soak import run_soak
 
-    def _reuse(self, study_id: int, config: ServerConfig) -> LadderOutcome | None:
-        """A configuration whose ladder completed before a kill is not measured twice."""
-        row = self.store.find_server_config(study_id, config.key())
-        if row is None or row["status"] not in ("completed", "infeasible"):
-            return None
-        steps = [dict(r) for r in self.store.completed_runs(study_id, row["id"])]
-        knee = find_knee(step_points(steps), self.profile.search.flatten_threshold)
-        return LadderOutcome(config, row["id"], row["status"], steps, knee, row.get("stop_reason") or "")
+            if not supports_arrival(driver):
+                self.say(f"soak skipped: the {self.driver_name} driver has no open-loop (Poisson) arrivals yet")
+            else:
+                self.say(f"soak: {self.profile.soak.duration_s:.0f} s of Poisson arrivals at the winner's knee rate")
+                verdict = run_soak(self.profile, runner, winner, ctx)
+                self.say(f"soak verdict: {verdict.summary()}")
+        report = self.report(study_id)
+        self.store.finish_study(study_id, "completed", winner_config_id=winner["id"] if winner else None,
+                                report_path=str(report.markdown))
+        return KneeRun(study_id, study_name, result, report, self.simulated, self.driver_name,
+                       study_context(self.store, study_id)["winner"])
+
+    def _reuse(self, study_id: int, config: ServerConfig, phase: str = "final") -> LadderOutcome | None:
+        """A configuration whose ladder (of this phase) completed before a kill is not measured twice."""
+        for row in reversed(self.store.server_configs(study_id)):
+            if row["config_key"] != config.key() or row["status"] not in ("completed", "infeasible"):
+                continue
+            steps = [dict(r) for r in self.store.completed_runs(study_id, row["id"])]
+            if steps and any(r.get("phase", "final") != phase for r in steps):
+                continue  # the other fidelity: a screen never stands in for a final, nor the reverse
+            knee = find_knee(step_points(steps), self.profile.search.flatten_threshold)
+            return LadderOutcome(config, row["id"], row["status"], steps, knee, row.get("stop_reason") or "")
+        return None
 
     def report(self, study_id: int) -> ReportFiles:
         study = self.store.get_study(study_id)
         if study is None:
             raise SweepError(f"no study {study_id}")
         return write_report(study_context(self.store, study_id), self.out_dir / study["name"])
+
+
+def kill_leftover_servers(store: Store, study_id: int) -> list[int]:
+    """Kill server processes a SIGKILLed orchestrator left behind: by recorded pid + create time, never by name."""
+    import psutil
+
+    from launchers import procs
+
+    killed: list[int] = []
+    for c in store.server_configs(study_id):
+        if c["status"] not in ("running", "pending"):
+            continue
+        info = json.loads(c.get("server_info_json") or "{}").get("sweep_launch") or {}
+        pid, created = info.get("pid"), info.get("create_time")
+        if not pid or created is None:
+            continue
+        try:
+            proc = psutil.Process(int(pid))
+            if abs(proc.create_time() - float(created)) > 0.01:
+                continue  # the pid was reused by an unrelated process
+        except psutil.Error:
+            continue
+        pgid = int(info.get("pgid") or pid)
+        members = {p.pid: p for p in procs.session_or_group_members(int(pid), pgid)}
+        members.setdefault(proc.pid, proc)
+        killed += procs.kill_all(members.values())
+    return sorted(killed)
+
+
+def soak_done(store: Store, study_id: int) -> bool:
+    """Whether a completed soak run exists for this study (a resume does not soak twice)."""
+    return any(r.get("phase") == "soak" and r["status"] == "completed" for r in store.study_runs(study_id))
 
 
 def normalise_env(raw: dict[str, Any], profile: Profile, simulated: bool) -> dict[str, Any]:
@@ -254,17 +313,59 @@ def study_context(store: Store, study_id: int) -> dict[str, Any]:
                                                             "chunked_prefill_size", "schedule_policy")}).label()
               for c in configs}
     knees: dict[int, dict[str, Any]] = {}
+    phases: dict[int, str] = {}
     for c in configs:
-        steps = [r for r in runs if r["server_config_id"] == c["id"] and r["status"] == "completed"]
-        k = find_knee(step_points(steps), profile["search"]["flatten_threshold"])
+        if c["status"] == "aborted":
+            continue  # an interrupted attempt: its steps stay stored but never count (the config was redone)
+        steps = [r for r in runs if r["server_config_id"] == c["id"] and r["status"] == "completed"
+                 and r.get("phase") != "soak"]
+        if not steps:
+            continue
+        phases[c["id"]] = steps[0].get("phase") or "final"
+        points = step_points(steps)
+        k = find_knee(points, profile["search"]["flatten_threshold"])
         if k.point is not None:
-            knees[c["id"]] = {"concurrency": k.point.concurrency, "goodput_tps": k.point.goodput_tps}
+            lo, hi = knee_goodput_ci(points, profile["search"]["flatten_threshold"])
+            knees[c["id"]] = {"concurrency": k.point.concurrency, "goodput_tps": k.point.goodput_tps,
+                              "goodput_rps": k.point.goodput_rps, "ci_low": lo, "ci_high": hi,
+                              "phase": phases[c["id"]], "reason": k.reason,
+                              "throughput_rps": steps[k.index or 0].get("throughput_rps")}
     winner = None
-    if knees:
-        cid = max(knees, key=lambda i: knees[i]["goodput_tps"])
+    finals = {i: k for i, k in knees.items() if k["phase"] == "final"}
+    pool = finals or knees
+    if pool:
+        cid = max(pool, key=lambda i: pool[i]["goodput_tps"])
         c = next(c for c in configs if c["id"] == cid)
-        winner = {"id": cid, "knee": knees[cid],
+        winner = {"id": cid, "knee": pool[cid], "screen_only": not finals,
                   "knobs": {k: c[k] for k in ("max_running_requests", "mem_fraction_static", "chunked_prefill_size",
                                               "schedule_policy") if c[k] is not None}}
     return {"study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
-            "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv}
+            "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv,
+            "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile)}
+
+
+def soak_verdicts(store: Store, runs: list[dict[str, Any]], profile: dict[str, Any]) -> dict[int, Any]:
+    """Each completed soak run's verdict, recomputed from its stored samples (the verdict is pure)."""
+    from sweep.profile import Soak
+    from sweep.soak import judge
+
+    soak = Soak(**profile.get("soak", {}))
+    return {r["id"]: judge(store.samples_for_run(r["id"]), soak) for r in runs
+            if r.get("phase") == "soak" and r["status"] == "completed"}
+
+
+def optuna_history(study: dict[str, Any], url: str) -> list[dict[str, Any]]:
+    """(number, state, value, feasible) of the study's Optuna trials, for the history plot; [] without one."""
+    import optuna
+
+    name = study.get("optuna_study_name")
+    if not name:
+        return []
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        st = optuna.load_study(study_name=name, storage=url)
+    except Exception:  # noqa: BLE001 - no Optuna study under that name (e.g. a report of a foreign DB)
+        return []
+    return [{"number": t.number, "state": t.state.name, "value": t.value,
+             "feasible": bool(t.user_attrs.get("feasible")), "phase": t.user_attrs.get("phase", "final")}
+            for t in st.get_trials(deepcopy=False)]

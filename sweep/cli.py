@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,70 @@ def _on_step(config: Any, concurrency: int, row: dict[str, Any]) -> None:
                   f"TPOT p99 {row['tpot_p99_ms'] or 0:6.1f} ms  retr {row['retractions'] or 0:<5} {verdict}")
 
 
+class StudyProgress:
+    """rich progress on stderr: one bar for the study (every planned step, ETA) and one for the current step."""
+
+    def __init__(self, prof: Profile, enabled: bool):
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        from sweep.search import grid_size
+
+        n_cfg = prof.search.n_trials or grid_size(prof.search.space)
+        self.per_config = len(prof.ladder)
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/"
+                                 "{task.total:.0f}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                 console=console, disable=not enabled, transient=False)
+        self.study = self.progress.add_task("study (steps)", total=n_cfg * self.per_config)
+        self.step = self.progress.add_task("step", total=1, visible=False)
+        self.done_in_config = 0
+        self._timer: Any = None
+
+    def __enter__(self) -> StudyProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop_timer()
+        self.progress.update(self.step, visible=False)
+        self.progress.__exit__(None, None, None)
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.set()
+            self._timer = None
+
+    def step_start(self, config: Any, concurrency: int, expected_s: float) -> None:
+        """A window begins: the step bar counts wall seconds toward warm-up + window + drain."""
+        import threading
+        import time
+
+        self._stop_timer()
+        stop = threading.Event()
+        self._timer = stop
+        self.progress.reset(self.step, total=max(expected_s, 1.0), visible=True,
+                            description=f"{config.label()} c={concurrency}")
+        t0 = time.monotonic()
+
+        def tick() -> None:
+            while not stop.wait(0.5):
+                self.progress.update(self.step, completed=min(time.monotonic() - t0, expected_s))
+
+        threading.Thread(target=tick, daemon=True).start()
+
+    def step_done(self, config: Any, concurrency: int, row: dict[str, Any]) -> None:
+        self._stop_timer()
+        self.progress.advance(self.study)
+        self.done_in_config += 1
+        _on_step(config, concurrency, row)
+
+    def trial_done(self, outcome: Any) -> None:
+        """A ladder stopped early (saturation, pruning, launch failure): its unrun steps leave the plan."""
+        skipped = max(0, self.per_config - self.done_in_config)
+        task = self.progress.tasks[self.study]
+        self.progress.update(self.study, total=max(task.completed, (task.total or 0) - skipped))
+        self.done_in_config = 0
+
+
 @app.command()
 def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name or YAML path"),
          db: str = typer.Option(DEFAULT_DB, help="results database (path or SQLAlchemy URL)"),
@@ -62,27 +125,35 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          study: str | None = typer.Option(None, help="study name (default: profile + timestamp)"),
          resume: bool = typer.Option(False, help="continue an interrupted study of this name"),
          out: Path = typer.Option(Path("reports"), help="where reports and server logs go"),
-         set_: list[str] = typer.Option([], "--set", help="override a profile field: key.path=value")) -> None:
+         set_: list[str] = typer.Option([], "--set", help="override a profile field: key.path=value"),
+         progress: bool = typer.Option(True, help="rich progress bars with ETA on stderr"),
+         soak: bool | None = typer.Option(None, help="force the winner's soak on/off (default: the profile's)")) -> None:
     """Search the profile's space, climb the ladder per configuration, name the knee, write the report."""
     from sweep.app import Orchestrator
 
     try:
-        prof = _load(profile, set_)
+        extra = [] if soak is None else [f"soak.enabled={json.dumps(soak)}"]
+        prof = _load(profile, list(set_) + extra)
         orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console)
-        run = orch.knee(study_name=study, resume=resume, on_step=_on_step)
+        with StudyProgress(prof, progress) as bars:
+            run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done, on_step_start=bars.step_start,
+                            on_trial=bars.trial_done)
     except SweepError as exc:
         _fail(exc)
         return
-    win = run.result.winner()
+    win = run.winner
     tag = " [SIMULATED]" if run.simulated else ""
-    if win is None or win.knee is None or win.knee.point is None:
+    if win is None:
         console.print(f"[bold red]no configuration passed the SLA{tag}[/]")
     else:
-        console.print(f"[bold green]knee{tag}[/]: {win.config.label()} at concurrency {win.knee.point.concurrency}, "
-                      f"goodput {win.value:.0f} output tok/s ({win.knee.reason})")
+        k = win["knee"]
+        ci = "" if k.get("ci_low") is None else f", 95% CI {k['ci_low']:.0f}–{k['ci_high']:.0f}"
+        console.print(f"[bold green]knee{tag}[/]: {' '.join(f'{a}={b}' for a, b in win['knobs'].items())} at "
+                      f"concurrency {k['concurrency']}, goodput {k['goodput_tps']:.0f} output tok/s{ci} ({k['reason']})")
     if run.report.missing:
         console.print(f"[yellow]report contract not met, no conclusion drawn: missing {', '.join(run.report.missing)}[/]")
-    console.print(f"study {run.study_name} (id {run.study_id}) in {db}; report {run.report.markdown}")
+    console.print(f"study {run.study_name} (id {run.study_id}) in {db}; report {run.report.markdown}"
+                  + (f" and {run.report.html}" if run.report.html else ""))
 
 
 app.command("sweep", help="Overnight alias of knee: resumes the named study after an interruption.")(knee)
@@ -105,7 +176,7 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
         knobs[key] = raw if key == "schedule_policy" else json.loads(raw)
     space = {k: [v] for k, v in knobs.items()}
     knee(profile=profile, db=db, driver=driver, launcher=launcher, study=None, resume=False, out=out,
-         set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid"])
+         set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid"], progress=True, soak=None)
 
 
 @app.command()
@@ -123,7 +194,7 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
         _fail(exc)
         return
     cols = ["run_id", "study_name", "profile_name", "simulated", "max_running_requests", "mem_fraction_static",
-            "chunked_prefill_size", "schedule_policy", "concurrency", "status", "output_tps", "goodput_tps",
+            "chunked_prefill_size", "schedule_policy", "phase", "concurrency", "status", "output_tps", "goodput_tps",
             "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at"]
     _emit(rows, cols, fmt)
 
@@ -166,6 +237,49 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
 
 
 @app.command()
+def compare(a: str = typer.Argument(..., help="run id or study name"),
+            b: str = typer.Argument(..., help="run id or study name"),
+            db: str = typer.Option(DEFAULT_DB), force: bool = typer.Option(False, help="compare across workloads"),
+            out: Path | None = typer.Option(None, help="also write the comparison as markdown here")) -> None:
+    """Two runs or two studies side by side; refuses when their workload fingerprints differ (unless --force)."""
+    from sweep.report import compare_markdown
+    from sweep.store import Store
+
+    store = Store(db_url(db))
+    try:
+        left, right = _side(store, a), _side(store, b)
+    except SweepError as exc:
+        _fail(exc)
+        return
+    if left["fingerprint"] != right["fingerprint"]:
+        msg = (f"{a} and {b} ran different workloads (fingerprint {left['fingerprint']} vs {right['fingerprint']}): "
+               "their numbers are not comparable")
+        if not force:
+            typer.echo(f"error: {msg}; pass --force to compare anyway", err=True)
+            raise typer.Exit(2)
+        console.print(f"[bold red on yellow]WARNING: {msg}. Comparing anyway because of --force.[/]")
+    text = compare_markdown(left, right, forced=left["fingerprint"] != right["fingerprint"])
+    if out is not None:
+        out.write_text(text)
+    typer.echo(text)
+
+
+def _side(store: Any, ref: str) -> dict[str, Any]:
+    """A comparison side: {'kind', 'name', 'fingerprint', 'ctx' (study) or 'run' (run)} from an id or a name."""
+    from sweep.app import study_context
+
+    if ref.isdigit():
+        run = store.get_run(int(ref))
+        if run is None:
+            raise SweepError(f"no run {ref}")
+        return {"kind": "run", "name": f"run {ref}", "fingerprint": run["fingerprint"], "run": run}
+    s = store.get_study_by_name(ref)
+    if s is None:
+        raise SweepError(f"no run or study named {ref}")
+    return {"kind": "study", "name": ref, "fingerprint": s["fingerprint"], "ctx": study_context(store, s["id"])}
+
+
+@app.command()
 def doctor(profile: str = typer.Option("interactive", "--profile", "-p"), db: str = typer.Option(DEFAULT_DB)) -> None:
     """Check GPUs, sglang and its flags, leftover server processes, ports and the database."""
     from sweep.doctor import render, run_doctor
@@ -193,6 +307,27 @@ def _since(raw: str | None) -> datetime | None:
         return None
 
 
+# Table headers short enough that a terminal shows them whole; json/csv keep the column names.
+SHORT = {"run_id": "run", "study_name": "study", "profile_name": "profile", "simulated": "sim",
+         "max_running_requests": "mrr", "mem_fraction_static": "mem", "chunked_prefill_size": "chunk",
+         "schedule_policy": "policy", "concurrency": "conc", "output_tps": "out tok/s",
+         "goodput_tps": "goodput tok/s", "ttft_p50_ms": "TTFT p50 ms", "ttft_p99_ms": "TTFT p99 ms",
+         "tpot_p99_ms": "TPOT p99 ms", "cache_hit_rate": "cache hit", "retractions": "retr",
+         "passes_sla": "SLA", "phase": "phase", "started_at": "started (UTC)"}
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, datetime):
+        return v.strftime("%Y-%m-%d %H:%M:%S")
+    return str(v)
+
+
 def _emit(rows: list[dict[str, Any]], cols: list[str], fmt: str) -> None:
     if fmt == "json":
         typer.echo(json.dumps(rows, default=str, indent=2))
@@ -205,10 +340,9 @@ def _emit(rows: list[dict[str, Any]], cols: list[str], fmt: str) -> None:
     elif fmt == "table":
         t = Table()
         for c in cols:
-            t.add_column(c)
+            t.add_column(SHORT.get(c, c), no_wrap=True)
         for r in rows:
-            t.add_row(*["" if r.get(c) is None else (f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]))
-                        for c in cols])
+            t.add_row(*[_cell(r.get(c)) for c in cols])
         Console(width=250).print(t)
     else:
         _fail(SweepError(f"--format {fmt!r}: expected table, json or csv"))
@@ -219,4 +353,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -26,6 +26,8 @@ class StepPoint:
     ttft_p99_ms: float | None
     retractions: int
     passes: bool
+    goodput_ci_low: float | None = None  # 95% interval of goodput_tps from measure's bootstrap, when known
+    goodput_ci_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,41 @@ def find_knee(points: list[StepPoint], flatten_threshold: float) -> KneeResult:
     return KneeResult(
         best_i, best, f"highest-goodput passing step c={best.concurrency} ({best.goodput_tps:.1f} good tok/s)"
     )
+
+
+def knee_goodput_ci(points: list[StepPoint], flatten_threshold: float, n: int = 400,
+                    seed: int = 0) -> tuple[float | None, float | None]:
+    """95% bootstrap interval of the knee's goodput, the knee re-chosen in every resample.
+
+    Each step's goodput is redrawn from a normal fitted to its measured interval (measure's bootstrap over
+    requests), so the interval covers both the noise of the winning step and the chance that a neighbour
+    would have been picked instead. Steps without an interval count as exact. (None, None) when infeasible.
+    """
+    base = find_knee(points, flatten_threshold)
+    if base.point is None:
+        return None, None
+    import numpy as np
+
+    if all(p.goodput_ci_low is None or p.goodput_ci_high is None for p in points):
+        return base.point.goodput_tps, base.point.goodput_tps
+    rng = np.random.default_rng(seed)
+    sd = [max(0.0, ((p.goodput_ci_high or 0) - (p.goodput_ci_low or 0)) / 3.92)
+          if p.goodput_ci_low is not None and p.goodput_ci_high is not None else 0.0 for p in points]
+    draws: list[float] = []
+    for _ in range(n):
+        noise = rng.standard_normal(len(points))
+        resampled = []
+        for p, s, z in zip(points, sd, noise, strict=True):
+            g = max(0.0, p.goodput_tps + s * z)
+            scale = g / p.goodput_tps if p.goodput_tps > 0 else 1.0
+            resampled.append(StepPoint(p.concurrency, p.goodput_rps * scale, g, p.throughput_tps, p.ttft_p99_ms,
+                                       p.retractions, p.passes))
+        k = find_knee(resampled, flatten_threshold)
+        if k.point is not None:
+            draws.append(k.point.goodput_tps)
+    if not draws:
+        return None, None
+    return float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from launchers.base import Launcher, ServerHandle
-from sweep.errors import LaunchError, ServerDied
+from sweep.errors import LaunchError, ServerDied, SweepError
 from sweep.knee import KneeResult, StepPoint, find_knee
 from sweep.measure import compute_stats
-from sweep.profile import Profile
+from sweep.profile import Profile, Window
 from sweep.store import Store
 from sweep.types import RequestSpec, ServerConfig, WindowResult
 
@@ -20,6 +21,24 @@ class Driver(Protocol):
 
     def run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
                    window: Any) -> WindowResult: ...
+
+
+def supports_arrival(driver: Any) -> bool:
+    """Whether the driver's run_window takes the open-loop `arrival=` keyword."""
+    try:
+        return "arrival" in inspect.signature(driver.run_window).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def run_window(driver: Any, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int, window: Window,
+               arrival: Any = None) -> WindowResult:
+    """One window; `arrival` (open loop) is passed only when given, and refused when the driver lacks it."""
+    if arrival is None or getattr(arrival, "kind", "closed") == "closed":
+        return driver.run_window(handle, specs, concurrency, window)
+    if not supports_arrival(driver):
+        raise SweepError(f"driver {type(driver).__name__} has no open-loop arrivals ({arrival.kind}) yet")
+    return driver.run_window(handle, specs, concurrency, window, arrival=arrival)
 
 
 @dataclass
@@ -43,6 +62,21 @@ class LadderOutcome:
 
 
 StepCallback = Callable[[ServerConfig, int, dict[str, Any]], None]
+StartCallback = Callable[[ServerConfig, int, float], None]  # config, concurrency, expected wall seconds
+StopCheck = Callable[[int, dict[str, Any]], bool]  # step index, stats -> True stops the ladder (pruning)
+
+
+def launch_record(handle: ServerHandle) -> dict[str, Any]:
+    """Pid and create time of a launched server process, so a later resume can find a leftover exactly."""
+    if not handle.pid:
+        return {}
+    try:
+        import psutil
+
+        created = psutil.Process(handle.pid).create_time()
+    except Exception:  # noqa: BLE001 - gone already: nothing to record
+        return {}
+    return {"pid": handle.pid, "pgid": handle.pgid, "create_time": created}
 
 
 def step_points(steps: Sequence[dict[str, Any]]) -> list[StepPoint]:
@@ -50,7 +84,16 @@ def step_points(steps: Sequence[dict[str, Any]]) -> list[StepPoint]:
     return [StepPoint(concurrency=int(s["concurrency"]), goodput_rps=s["goodput_rps"] or 0.0,
                       goodput_tps=s["goodput_tps"] or 0.0, throughput_tps=s["output_tps"] or 0.0,
                       ttft_p99_ms=s["ttft_p99_ms"] or 0.0, retractions=s["retractions"] or 0,
-                      passes=bool(s["passes_sla"])) for s in steps]
+                      passes=bool(s["passes_sla"]), goodput_ci_low=_ci_tps(s, "goodput_ci_low"),
+                      goodput_ci_high=_ci_tps(s, "goodput_ci_high")) for s in steps]
+
+
+def _ci_tps(step: dict[str, Any], col: str) -> float | None:
+    """measure's goodput interval is in requests/s; scale it to output tok/s by the step's tokens per request."""
+    v, rps, tps = step.get(col), step.get("goodput_rps"), step.get("goodput_tps")
+    if v is None or not rps or tps is None:
+        return None
+    return float(v) * float(tps) / float(rps)
 
 
 def saturated(stats: dict[str, Any], previous: dict[str, Any] | None) -> str | None:
@@ -80,11 +123,51 @@ class LadderRunner:
         self.driver_name = driver_name
         self.on_step = on_step
         self.on_launch = on_launch
+        self.on_step_start: StartCallback | None = None
+
+    def window_for(self, phase: str) -> Window:
+        """The measured window of a phase: screening shortens measure_seconds by the profile's fraction."""
+        w = self.profile.window
+        if phase != "screen":
+            return w
+        return w.model_copy(update={"measure_seconds": w.measure_seconds * self.profile.search.screening.fraction})
 
     def run(self, config: ServerConfig, trial_number: int | None = None, phase: str = "final",
-            ladder: Sequence[int] | None = None) -> LadderOutcome:
-        """Run the whole ladder for `config`; launch failures are recorded, never raised."""
+            ladder: Sequence[int] | None = None, should_stop: StopCheck | None = None) -> LadderOutcome:
+        """Run the ladder for `config` (coupled mode: one launch per step); launch failures are recorded."""
         steps_wanted = list(ladder or self.profile.ladder)
+        if self.profile.search.mode == "coupled":
+            return self._run_coupled(config, trial_number, phase, steps_wanted, should_stop)
+        return self._run_one(config, trial_number, phase, steps_wanted, should_stop)
+
+    def _run_coupled(self, config: ServerConfig, trial_number: int | None, phase: str, ladder: list[int],
+                     should_stop: StopCheck | None) -> LadderOutcome:
+        """The article's experiment: --max-running-requests = client concurrency, relaunched per step."""
+        total = LadderOutcome(config, 0, "completed")
+        for i, c in enumerate(ladder):
+            step_cfg = replace(config, max_running_requests=c)
+            one = self._run_one(step_cfg, trial_number, phase, [c], None)
+            total.config_id = total.config_id or one.config_id
+            if one.status == "failed" or not one.steps:
+                total.status, total.failure = ("failed", one.failure) if one.status == "failed" else (
+                    total.status, total.failure)
+                total.stop_reason = f"coupled step c={c}: {one.stop_reason or one.status}"
+                break
+            total.steps += [dict(s, server_config_id=one.config_id) for s in one.steps]
+            if should_stop and should_stop(i, one.steps[-1]):
+                total.stop_reason = f"pruned after concurrency {c}"
+                break
+        total.knee = find_knee(step_points(total.steps), self.profile.search.flatten_threshold)
+        if total.knee.index is not None:
+            total.config_id = int(total.steps[total.knee.index].get("server_config_id") or total.config_id)
+        if total.status == "completed" and total.knee.point is None:
+            total.status = "infeasible"
+        total.stop_reason = total.stop_reason or "coupled ladder complete"
+        return total
+
+    def _run_one(self, config: ServerConfig, trial_number: int | None, phase: str, steps_wanted: list[int],
+                 should_stop: StopCheck | None) -> LadderOutcome:
+        """Launch once, climb `steps_wanted`, stop the server; every step lands in the store."""
         config_id = self.store.create_server_config(self.study_id, config, self.launcher.kind, [], trial_number)
         self.store.update_server_config(config_id, status="running")
         try:
@@ -94,13 +177,17 @@ class LadderRunner:
             self.store.update_server_config(config_id, status=status, failure_reason=f"{exc.reason}: {exc}",
                                             log_path=exc.log_path)
             return LadderOutcome(config, config_id, status, failure=str(exc), stop_reason=f"launch {exc.reason}")
+        info = dict(handle.server_info or {})
+        launched = launch_record(handle)
+        if launched:
+            info["sweep_launch"] = launched
         self.store.update_server_config(config_id, argv=handle.argv, startup_s=handle.startup_s,
-                                        log_path=handle.log_path, server_info=handle.server_info)
+                                        log_path=handle.log_path, server_info=info)
         outcome = LadderOutcome(config, config_id, "completed")
         if self.on_launch:
             self.on_launch(handle)
         try:
-            self._climb(handle, config, config_id, steps_wanted, outcome, phase)
+            self._climb(handle, config, config_id, steps_wanted, outcome, phase, should_stop)
         finally:
             report = self.launcher.stop(handle)
             if report.killed_leftovers:
@@ -113,14 +200,18 @@ class LadderRunner:
         return outcome
 
     def _climb(self, handle: ServerHandle, config: ServerConfig, config_id: int, ladder: list[int],
-               outcome: LadderOutcome, phase: str) -> None:
+               outcome: LadderOutcome, phase: str, should_stop: StopCheck | None = None) -> None:
         fingerprint = self.profile.fingerprint()
         previous: dict[str, Any] | None = None
-        for concurrency in ladder:
+        window = self.window_for(phase)
+        expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
+        for i, concurrency in enumerate(ladder):
             run_id = self.store.create_run(self.study_id, config_id, concurrency, fingerprint,
                                            handle.simulated, self.driver_name, phase=phase)
+            if self.on_step_start:
+                self.on_step_start(config, concurrency, expected)
             try:
-                result = self.driver.run_window(handle, self.specs, concurrency, self.profile.window)
+                result = run_window(self.driver, handle, self.specs, concurrency, window, self.profile.arrival)
             except ServerDied as exc:
                 self.store.mark_run(run_id, "failed", str(exc))
                 outcome.status, outcome.failure = "failed", str(exc)
@@ -145,4 +236,7 @@ class LadderRunner:
                                            f"({stats['sla_failures']}) and the server is saturated: {why}")
                     return
             previous = stats
+            if should_stop is not None and i + 1 < len(ladder) and should_stop(i, row):
+                outcome.stop_reason = f"pruned after concurrency {concurrency}: goodput trails earlier ladders"
+                return
         outcome.stop_reason = outcome.stop_reason or "ladder complete"

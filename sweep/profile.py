@@ -111,12 +111,45 @@ class ClosedArrival(_Strict):
 
 
 class RateArrival(_Strict):
+    """Open loop at `rate` requests/s: evenly spaced (constant) or exponential gaps (poisson)."""
+
     kind: Literal["constant", "poisson"]
     rate: float = Field(gt=0, description="requests per second")
     max_in_flight: int = Field(1024, ge=1)
 
 
-Arrival = Annotated[ClosedArrival | RateArrival, Field(discriminator="kind")]
+class GammaArrival(_Strict):
+    """Open loop with gamma gaps: mean 1/rate, burstiness by shape (cv = 1/sqrt(shape)); cv > 1 is burstier."""
+
+    kind: Literal["gamma"] = "gamma"
+    rate: float = Field(gt=0, description="requests per second")
+    shape: float | None = Field(None, gt=0, description="gamma shape k (1 = poisson)")
+    cv: float | None = Field(None, gt=0, description="coefficient of variation of the gaps (alternative to shape)")
+    max_in_flight: int = Field(1024, ge=1)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> GammaArrival:
+        if (self.shape is None) == (self.cv is None):
+            raise ValueError("gamma arrivals need exactly one of shape or cv")
+        return self
+
+    @property
+    def k(self) -> float:
+        """The gamma shape, from shape or cv."""
+        return self.shape if self.shape is not None else 1.0 / (self.cv or 1.0) ** 2
+
+
+class TraceArrival(_Strict):
+    """Open loop replaying send times (seconds, one per line, first column of CSV) from a file."""
+
+    kind: Literal["trace"] = "trace"
+    path: str
+    time_scale: float = Field(1.0, gt=0, description="multiply every trace gap (0.5 = twice as fast)")
+    max_in_flight: int = Field(1024, ge=1)
+
+
+Arrival = Annotated[ClosedArrival | RateArrival | GammaArrival | TraceArrival, Field(discriminator="kind")]
+OpenArrival = RateArrival | GammaArrival | TraceArrival
 
 
 class Window(_Strict):
@@ -190,12 +223,38 @@ class Space(_Strict):
         return v
 
 
+class Screening(_Strict):
+    """Successive halving: short windows over every configuration, long ones for the promising few."""
+
+    enabled: bool = False
+    fraction: float = Field(0.25, gt=0, le=1, description="screen window = window.measure_seconds x fraction")
+    keep: float = Field(0.25, gt=0, le=1, description="share of feasible screened configurations measured fully")
+    min_keep: int = Field(1, ge=1, description="at least this many configurations get a final ladder")
+
+
 class Search(_Strict):
     space: Space = Space()
     sampler: Literal["grid", "tpe", "gp", "auto"] = "grid"
     n_trials: int | None = Field(None, ge=1)
     time_budget_s: float | None = Field(None, gt=0)
     flatten_threshold: float = Field(0.10, ge=0, le=1, description="min throughput gain per doubling")
+    # ladder: one launch per configuration, client concurrency climbs; coupled: the article's experiment,
+    # --max-running-requests follows client concurrency step by step (a relaunch per step), other knobs fixed
+    mode: Literal["ladder", "coupled"] = "ladder"
+    screening: Screening = Screening()
+    pruning: bool = Field(False, description="stop a ladder whose goodput trails the median of earlier ones")
+
+
+class Soak(_Strict):
+    """The article's regression step: the winner under Poisson arrivals at its knee rate, for an hour or more."""
+
+    enabled: bool = False
+    duration_s: float = Field(3600.0, gt=0)
+    rate_fraction: float = Field(0.85, gt=0, le=2, description="share of the knee's request rate to offer")
+    max_in_flight: int = Field(1024, ge=1)
+    storm_slope_per_min: float = Field(1.0, ge=0, description="retractions/min growth that makes a storm")
+    queue_slope_per_min: float = Field(0.5, ge=0, description="queue growth (requests/min) that fails the soak")
+    mem_slope_mib_per_min: float = Field(50.0, ge=0, description="GPU memory growth that fails the soak")
 
 
 class Profile(_Strict):
@@ -208,6 +267,7 @@ class Profile(_Strict):
     window: Window = Window()
     server: ServerSpec = ServerSpec()
     search: Search = Search()
+    soak: Soak = Soak()
 
     @field_validator("ladder")
     @classmethod

@@ -58,6 +58,7 @@ class ReportFiles:
     markdown: Path
     plots: list[Path]
     missing: list[str]
+    html: Path | None = None
 
 
 def _fmt(v: Any, nd: int = 0, scale: float = 1.0) -> str:
@@ -88,8 +89,9 @@ def launch_command(model_path: str, knobs: dict[str, Any], extra_args: list[str]
 
 def _plots(ctx: dict[str, Any], out_dir: Path) -> list[Path]:
     by_cfg: dict[int, list[dict[str, Any]]] = {}
+    aborted = {c["id"] for c in ctx["configs"] if c["status"] == "aborted"}
     for r in ctx["runs"]:
-        if r["status"] == "completed":
+        if r["status"] == "completed" and r.get("phase") != "soak" and r["server_config_id"] not in aborted:
             by_cfg.setdefault(r["server_config_id"], []).append(r)
     if not by_cfg:
         return []
@@ -103,7 +105,8 @@ def _plots(ctx: dict[str, Any], out_dir: Path) -> list[Path]:
             runs = sorted(runs, key=lambda r: r["concurrency"])
             xs = [r["concurrency"] for r in runs]
             ys = [r.get(col) if r.get(col) is not None else float("nan") for r in runs]
-            ax.plot(xs, ys, marker="o", label=ctx["labels"].get(cid, str(cid)))
+            dash = "--" if runs[0].get("phase") == "screen" else "-"
+            ax.plot(xs, ys, dash, marker="o", label=ctx["labels"].get(cid, str(cid)) + _phase_tag(runs[0]))
         ax.set_xscale("log", base=2)
         ax.set_title(title)
         ax.set_xlabel("client concurrency")
@@ -129,6 +132,31 @@ def _plots(ctx: dict[str, Any], out_dir: Path) -> list[Path]:
     return [p1, p2]
 
 
+def _phase_tag(run: dict[str, Any]) -> str:
+    return " (screen)" if run.get("phase") == "screen" else ""
+
+
+def _ci(knee: dict[str, Any]) -> str:
+    lo, hi = knee.get("ci_low"), knee.get("ci_high")
+    return "—" if lo is None or hi is None else f"{lo:,.0f}–{hi:,.0f}"
+
+
+def soak_lines(ctx: dict[str, Any]) -> list[str]:
+    """The soak section: each soak run's rate, stats and verdict recomputed from its stored samples."""
+    soaks = [r for r in ctx["runs"] if r.get("phase") == "soak"]
+    if not soaks:
+        return []
+    out = ["## Soak (Poisson arrivals at the winner's knee rate)", ""]
+    for r in soaks:
+        verdict = ctx.get("soak_verdicts", {}).get(r["id"])
+        text = verdict.summary() if verdict is not None else (r.get("reason") or r["status"])
+        out += [f"- run {r['id']} ({ctx['labels'].get(r['server_config_id'])}), {r['status']}, window "
+                f"{_fmt(r.get('window_s'))} s: throughput {_fmt(r.get('output_tps'))} tok/s, goodput "
+                f"{_fmt(r.get('goodput_tps'))} tok/s, TTFT P99 {_fmt(r.get('ttft_p99_ms'), 2, 1e-3)} s, "
+                f"preemptions {_fmt(r.get('retractions'))}", f"- **verdict**: {text}"]
+    return out + [""]
+
+
 def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
     """Write report.md (and PNG plots) for a study context gathered from the store."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -152,26 +180,32 @@ def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
               f"- driver: {study.get('driver')}; TPOT = (last − first token) / (tokens − 1) per request; "
               "ITL counts a k-token chunk as k gaps", ""]
     lines += ["## Every configuration and step", "",
-              "| config | concurrency | throughput (tok/s) | goodput (tok/s) | TTFT P50 (s) | TTFT P99 (s) | "
+              "Screening rows (phase `screen`) ran short windows and only rank configurations; the winner comes "
+              "from `final` rows. Rows of an aborted attempt (orchestrator killed) are kept but never counted.", "",
+              "| config | phase | concurrency | throughput (tok/s) | goodput (tok/s) | TTFT P50 (s) | TTFT P99 (s) | "
               "TPOT P50 (ms) | TPOT P99 (ms) | cache hit | preemptions | KV max | queue mean | SLA |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    aborted = {c["id"] for c in ctx["configs"] if c["status"] == "aborted"}
     for r in sorted(ctx["runs"], key=lambda r: (r["server_config_id"], r["concurrency"])):
+        phase = (r.get("phase") or "final") + (" (aborted attempt)" if r["server_config_id"] in aborted else "")
         if r["status"] != "completed":
-            lines.append(f"| {ctx['labels'].get(r['server_config_id'])} | {r['concurrency']} | "
+            lines.append(f"| {ctx['labels'].get(r['server_config_id'])} | {phase} | {r['concurrency']} | "
                          f"{r['status']}: {r.get('reason') or ''} |" + " |" * 10)
             continue
         lines.append(
-            f"| {ctx['labels'].get(r['server_config_id'])} | {r['concurrency']} | {_fmt(r['output_tps'])} | "
+            f"| {ctx['labels'].get(r['server_config_id'])} | {phase} | {r['concurrency']} | {_fmt(r['output_tps'])} | "
             f"{_fmt(r['goodput_tps'])} | {_fmt(r['ttft_p50_ms'], 2, 1e-3)} | {_fmt(r['ttft_p99_ms'], 2, 1e-3)} | "
             f"{_fmt(r['tpot_p50_ms'], 1)} | {_fmt(r['tpot_p99_ms'], 1)} | {_fmt(r['cache_hit_rate'], 0, 100)}% | "
             f"{_fmt(r['retractions'])} | {_fmt(r['kv_usage_max'], 2)} | {_fmt(r['queue_len_mean'], 1)} | "
             f"{'pass' if r['passes_sla'] else 'fail: ' + (r.get('sla_failures') or '')} |")
-    lines += ["", "## Configurations", "", "| config | status | knee concurrency | knee goodput (tok/s) | why the ladder stopped |",
-              "|---|---|---|---|---|"]
+    lines += ["", "## Configurations", "",
+              "| config | status | phase | knee concurrency | knee goodput (tok/s) | 95% CI | why the ladder stopped |",
+              "|---|---|---|---|---|---|---|"]
     for c in ctx["configs"]:
         knee = ctx["knees"].get(c["id"])
-        lines.append(f"| {ctx['labels'].get(c['id'])} | {c['status']} | {knee['concurrency'] if knee else '—'} | "
-                     f"{_fmt(knee['goodput_tps']) if knee else '—'} | {c.get('stop_reason') or c.get('failure_reason') or ''} |")
+        lines.append(f"| {ctx['labels'].get(c['id'])} | {c['status']} | {knee['phase'] if knee else '—'} | "
+                     f"{knee['concurrency'] if knee else '—'} | {_fmt(knee['goodput_tps']) if knee else '—'} | "
+                     f"{_ci(knee) if knee else '—'} | {c.get('stop_reason') or c.get('failure_reason') or ''} |")
     lines += [""]
     if missing:
         lines += ["## No conclusion", "", "The report contract is not met; missing: " + ", ".join(missing) + ".",
@@ -180,15 +214,92 @@ def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
     if winner and not missing:
         lines += ["## Winner", "",
                   f"**{ctx['labels'].get(winner['id'])}**: knee at concurrency {winner['knee']['concurrency']}, "
-                  f"goodput {_fmt(winner['knee']['goodput_tps'])} output tok/s inside the SLA"
-                  + (" (simulated)." if study.get("simulated") else "."), "", "```",
+                  f"goodput {_fmt(winner['knee']['goodput_tps'])} output tok/s inside the SLA (95% CI "
+                  f"{_ci(winner['knee'])}, knee re-chosen in every bootstrap resample)"
+                  + (" (simulated)." if study.get("simulated") else "."), ""]
+        if winner.get("screen_only"):
+            lines += ["> Screening only: no final (long-window) ladder ran, so this winner rests on short windows.", ""]
+        lines += ["```",
                   launch_command(env.get("model_path") or "MODEL", winner["knobs"], profile.get("server", {}).get("extra_args", [])),
                   "```", ""]
     elif winner is None:
         lines += ["## Winner", "", "No configuration passed the SLA at any step: every configuration is infeasible.", ""]
+    lines += soak_lines(ctx)
+    from sweep.report_html import history_plot, write_html
+
     plots = _plots(ctx, out_dir)
+    hist = history_plot(ctx, out_dir)
+    plots += [hist] if hist else []
     for p in plots:
         lines.append(f"![{p.stem}]({p.name})")
     md = out_dir / "report.md"
     md.write_text("\n".join(lines) + "\n")
-    return ReportFiles(md, plots, missing)
+    html = write_html(lines, plots, out_dir / "report.html", simulated=bool(study.get("simulated")))
+    return ReportFiles(md, plots, missing, html)
+
+
+COMPARE_METRICS = (("output_tps", "throughput (tok/s)", 0, 1.0), ("goodput_tps", "goodput (tok/s)", 0, 1.0),
+                   ("ttft_p50_ms", "TTFT P50 (s)", 2, 1e-3), ("ttft_p99_ms", "TTFT P99 (s)", 2, 1e-3),
+                   ("tpot_p50_ms", "TPOT P50 (ms)", 1, 1.0), ("tpot_p99_ms", "TPOT P99 (ms)", 1, 1.0),
+                   ("cache_hit_rate", "cache hit", 2, 1.0), ("retractions", "preemptions", 0, 1.0),
+                   ("passes_sla", "SLA pass", 0, 1.0))
+KNOB_COLS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
+
+
+def _side_steps(side: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Per concurrency, the step a side contributes: a run's own, or a study's winner's ladder."""
+    if side["kind"] == "run":
+        return {side["run"]["concurrency"]: side["run"]}
+    ctx = side["ctx"]
+    win = ctx.get("winner")
+    if not win:
+        return {}
+    return {r["concurrency"]: r for r in ctx["runs"] if r["server_config_id"] == win["id"] and r["status"] == "completed"}
+
+
+def _side_knobs(side: dict[str, Any]) -> dict[str, Any]:
+    if side["kind"] == "run":
+        return {k: side["run"].get(k) for k in KNOB_COLS}
+    win = side["ctx"].get("winner") or {}
+    return {k: (win.get("knobs") or {}).get(k) for k in KNOB_COLS}
+
+
+def compare_markdown(a: dict[str, Any], b: dict[str, Any], forced: bool = False) -> str:
+    """Two runs or two studies (their winners) side by side: knobs, per-step metrics and knees."""
+    lines = [f"# Compare: {a['name']} vs {b['name']}", ""]
+    if forced:
+        lines += [f"> **WARNING: different workloads** (fingerprint {a['fingerprint']} vs {b['fingerprint']}); "
+                  "these numbers are not comparable.", ""]
+    else:
+        lines += [f"Same workload fingerprint `{a['fingerprint']}`.", ""]
+    sim = [s["name"] for s in (a, b) if (s.get("run") or s.get("ctx", {}).get("study") or {}).get("simulated")]
+    if sim:
+        lines += [f"> SIMULATED: {', '.join(sim)}", ""]
+    ka, kb = _side_knobs(a), _side_knobs(b)
+    lines += ["## Knobs", "", f"| knob | {a['name']} | {b['name']} |", "|---|---|---|"]
+    lines += [f"| {k} | {_fmt_any(ka[k])} | {_fmt_any(kb[k])} |" for k in KNOB_COLS]
+    if a["kind"] == "study" and b["kind"] == "study":
+        lines += ["", "## Knees", "", f"| | {a['name']} | {b['name']} |", "|---|---|---|"]
+        wa, wb = a["ctx"].get("winner"), b["ctx"].get("winner")
+        for label, f in (("knee concurrency", lambda w: w["knee"]["concurrency"]),
+                         ("knee goodput (tok/s)", lambda w: _fmt(w["knee"]["goodput_tps"])),
+                         ("95% CI", lambda w: _ci(w["knee"])),
+                         ("configurations", None)):
+            if f is None:
+                lines.append(f"| {label} | {len(a['ctx']['configs'])} | {len(b['ctx']['configs'])} |")
+            else:
+                lines.append(f"| {label} | {f(wa) if wa else '—'} | {f(wb) if wb else '—'} |")
+    sa, sb = _side_steps(a), _side_steps(b)
+    lines += ["", "## Per step", "", "| concurrency | metric | " + f"{a['name']} | {b['name']} | B − A |",
+              "|---|---|---|---|---|"]
+    for c in sorted(set(sa) | set(sb)):
+        for col, label, nd, scale in COMPARE_METRICS:
+            va, vb = (sa.get(c) or {}).get(col), (sb.get(c) or {}).get(col)
+            diff = (_fmt((vb - va), nd, scale) if isinstance(va, int | float) and isinstance(vb, int | float)
+                    and not isinstance(va, bool) else "")
+            lines.append(f"| {c} | {label} | {_fmt(va, nd, scale)} | {_fmt(vb, nd, scale)} | {diff} |")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt_any(v: Any) -> str:
+    return "—" if v is None else str(v)

@@ -75,15 +75,33 @@ def suggest(trial: optuna.Trial, space: dict[str, list[Any]]) -> ServerConfig:
     return ServerConfig(**knobs)
 
 
+ReuseFn = Callable[[ServerConfig, str], "LadderOutcome | None"]
+
+
 @dataclass
 class StudyResult:
-    outcomes: list[LadderOutcome] = field(default_factory=list)
+    outcomes: list[LadderOutcome] = field(default_factory=list)  # every trial of this process (screen or final)
+    finals: list[LadderOutcome] = field(default_factory=list)  # long-window ladders of promoted configurations
     stopped_reason: str = ""
 
     def winner(self) -> LadderOutcome | None:
-        """The feasible configuration with the highest knee goodput."""
-        feasible = [o for o in self.outcomes if o.value is not None]
+        """The feasible configuration with the highest knee goodput (among final measurements when screening)."""
+        pool = self.finals or self.outcomes
+        feasible = [o for o in pool if o.value is not None]
         return max(feasible, key=lambda o: o.value or 0.0) if feasible else None
+
+
+def promoted(values: list[tuple[dict[str, Any], float]], keep: float, min_keep: int) -> list[dict[str, Any]]:
+    """Successive halving's cut: the top `keep` share (at least min_keep) of feasible screened configurations."""
+    ranked = sorted(values, key=lambda pv: -pv[1])
+    n = max(min_keep, math.ceil(keep * len(ranked)))
+    seen: list[dict[str, Any]] = []
+    for params, _ in ranked:
+        if params not in seen:
+            seen.append(params)
+        if len(seen) >= n:
+            break
+    return seen
 
 
 class Search:
@@ -99,15 +117,28 @@ class Search:
         self.on_trial = on_trial
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         storage = optuna.storages.RDBStorage(storage_url, engine_kwargs=_engine_kwargs(storage_url))
+        pruner: optuna.pruners.BasePruner = (optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0)
+                                             if profile.search.pruning else optuna.pruners.NopPruner())
         self.study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize",
-                                         sampler=make_sampler(profile), load_if_exists=True)
+                                         sampler=make_sampler(profile), pruner=pruner, load_if_exists=True)
 
     def requeue_interrupted(self) -> int:
-        """Trials left RUNNING by a killed orchestrator become FAIL and their configuration is queued again."""
+        """Trials left RUNNING by a killed orchestrator become FAIL and their configuration is queued again.
+
+        The queued copy keeps the failed trial's grid point (GridSampler counts a FAIL as visited and
+        would otherwise never revisit it, nor know which point the copy covers).
+        """
+        storage = self.study._storage
         n = 0
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            self.study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
-            self.study.enqueue_trial(t.params, skip_if_exists=False)
+            storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+            self.study.enqueue_trial(t.params, user_attrs={"requeued_from": t.number}, skip_if_exists=False)
+            waiting = storage.get_all_trials(self.study._study_id, deepcopy=False,
+                                             states=(optuna.trial.TrialState.WAITING,))
+            copy = max(waiting, key=lambda w: w.number)
+            for attr in ("grid_id", "search_space"):
+                if attr in t.system_attrs:
+                    storage.set_trial_system_attr(copy._trial_id, attr, t.system_attrs[attr])
             n += 1
         return n
 
@@ -116,48 +147,86 @@ class Search:
             return self.profile.search.n_trials
         return grid_size(self.profile.search.space)
 
-    def run(self, reuse: Callable[[ServerConfig], LadderOutcome | None] | None = None) -> StudyResult:
-        """Run trials until the grid, the trial count or the time budget is spent."""
+    def _complete(self) -> list[optuna.trial.FrozenTrial]:
+        return [t for t in self.study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+
+    def run(self, reuse: ReuseFn | None = None) -> StudyResult:
+        """Run trials until the grid, the trial count or the time budget is spent; then the finals if screening."""
         result = StudyResult()
         started = self.clock()
         budget = self.profile.search.time_budget_s
+        screening = self.profile.search.screening
+        phase = "screen" if screening.enabled else "final"
         durations: list[float] = []
-        done = len([t for t in self.study.trials if t.state == optuna.trial.TrialState.COMPLETE])
-        remaining = self.n_trials() - done
-        if remaining <= 0:
-            return result
+        remaining = self.n_trials() - len(self._complete())
 
         def objective(trial: optuna.Trial) -> float:
             config = suggest(trial, self.space)
             t0 = self.clock()
-            outcome = reuse(config) if reuse else None
+            outcome = reuse(config, phase) if reuse else None
+            reported: set[int] = set()
+
+            def prune_check(i: int, row: dict[str, Any]) -> bool:
+                trial.report(float(row.get("goodput_tps") or 0.0), step=i)
+                reported.add(i)
+                return self.profile.search.pruning and trial.should_prune()
+
             if outcome is None:
-                outcome = self.runner.run(config, trial_number=trial.number)
+                outcome = self.runner.run(config, trial_number=trial.number, phase=phase, should_stop=prune_check)
             durations.append(self.clock() - t0)
             feasible = outcome.value is not None
             trial.set_user_attr(FEASIBLE_ATTR, feasible)
             trial.set_user_attr(CONSTRAINT_ATTR, 0.0 if feasible else 1.0)
             trial.set_user_attr("config_id", outcome.config_id)
             trial.set_user_attr("status", outcome.status)
+            trial.set_user_attr("phase", phase)
+            trial.set_user_attr("pruned", outcome.stop_reason.startswith("pruned"))
             for i, step in enumerate(outcome.steps):
-                trial.report(float(step.get("goodput_tps") or 0.0), step=i)
+                if i not in reported:
+                    trial.report(float(step.get("goodput_tps") or 0.0), step=i)
             result.outcomes.append(outcome)
             if self.on_trial:
                 self.on_trial(outcome)
             # An infeasible configuration is told as 0 with a violated constraint; the winner is chosen among
             # feasible trials only, so the 0 never competes with a real goodput.
-            return outcome.value if feasible else 0.0
+            return float(outcome.value) if outcome.value is not None else 0.0
 
         def budget_check(study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
             if budget is None or not durations:
                 return
             left = budget - (self.clock() - started)
-            if left < max(durations):
+            need = max(durations)
+            if screening.enabled:  # keep room for the finals: each costs ~ a screen / fraction
+                need += max(durations) / screening.fraction * screening.min_keep
+            if left < need:
                 result.stopped_reason = f"time budget: {left:.0f} s left, a trial takes ~{max(durations):.0f} s"
                 study.stop()
 
-        self.study.optimize(objective, n_trials=remaining, callbacks=[budget_check], catch=())
+        if remaining > 0:
+            self.study.optimize(objective, n_trials=remaining, callbacks=[budget_check], catch=())
+        if screening.enabled:
+            self._finals(result, reuse, started, durations)
         return result
+
+    def _finals(self, result: StudyResult, reuse: ReuseFn | None, started: float, durations: list[float]) -> None:
+        """Long-window ladders for the screened configurations that made the cut, best first."""
+        sc = self.profile.search.screening
+        values = [(dict(t.params), float(t.value)) for t in self._complete()
+                  if t.user_attrs.get(FEASIBLE_ATTR) and t.value is not None]
+        budget = self.profile.search.time_budget_s
+        screen_cost = max(durations) if durations else 0.0
+        for params in promoted(values, sc.keep, sc.min_keep):
+            config = ServerConfig(**params)
+            outcome = reuse(config, "final") if reuse else None
+            if outcome is None:
+                left = None if budget is None else budget - (self.clock() - started)
+                if left is not None and result.finals and left < screen_cost / sc.fraction:
+                    result.stopped_reason = f"time budget: {left:.0f} s left before every final ladder ran"
+                    break
+                outcome = self.runner.run(config, phase="final")
+            result.finals.append(outcome)
+            if self.on_trial:
+                self.on_trial(outcome)
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:

@@ -56,7 +56,7 @@ def test_runs_csv_and_filters(smoke_db: Path) -> None:
 def test_runs_table_names_the_columns(smoke_db: Path) -> None:
     proc = sweep("runs", "--db", str(smoke_db), cwd=smoke_db.parent)
     assert proc.returncode == 0
-    assert "goodput_tps" in proc.stdout and "cli-smoke" in proc.stdout
+    assert "goodput tok/s" in proc.stdout and "cli-smoke" in proc.stdout
 
 
 def test_show_one_run_and_a_missing_one(smoke_db: Path) -> None:

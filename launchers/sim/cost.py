@@ -27,6 +27,8 @@ class CostModel:
         self.step_s = e.step_overhead_s
         self.per_req_s = e.per_req_overhead_s
         self.prefill_s = e.prefill_overhead_s
+        self.host_s = e.host_latency_s  # CPU side, off the GPU: delays a request, never the batch; no speed
+        self.media_host_s = e.media_host_s_per_token
         # two all-reduces per layer under TP; latency plus the hidden-state bytes over the link
         self.tp_fixed_s = 2 * m.layers * e.allreduce_latency_s if tp > 1 else 0.0
         self.tp_s_per_token = 2 * m.layers * m.hidden * m.dtype_bytes / g.link_bandwidth if tp > 1 else 0.0

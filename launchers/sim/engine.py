@@ -43,6 +43,7 @@ class Engine:
         self.now = 0.0
         self.reqs: dict[str, Req] = {}
         self.waiting: list[Req] = []
+        self.pending: list[tuple[float, int, Req]] = []  # submitted, still in the host stage (heap by ready_at)
         self.chunked: Req | None = None
         self.running: dict[str, Req] = {}
         self.dec_times: list[float] = []  # end time of every decode forward (the shared token timeline)
@@ -78,7 +79,12 @@ class Engine:
             self._close(r, r.arrival, {"type": "abort", "message": f"input length {r.prompt_len} exceeds limits"})
             return r
         r.max_new = min(r.max_new, max_req_len - r.prompt_len - 1) or 1  # SGLang clips max_new_tokens to fit
-        self.waiting.append(r)
+        media = sum(sr.media_tokens.values())
+        r.ready_at = r.arrival + self.cost.host_s + media * self.cost.media_host_s
+        if r.ready_at > r.arrival:
+            heapq.heappush(self.pending, (r.ready_at, next(self._seq), r))
+        else:
+            self.waiting.append(r)
         return r
 
     def abort(self, rid: str) -> None:
@@ -86,7 +92,11 @@ class Engine:
         if r is None or r.status in ("finished", "aborted"):
             return
         if r.status == "waiting":
-            self.waiting.remove(r)
+            if r in self.waiting:
+                self.waiting.remove(r)
+            else:
+                self.pending = [e for e in self.pending if e[2] is not r]
+                heapq.heapify(self.pending)
         else:
             self._release(r, self.now)
             if self.chunked is r:
@@ -101,7 +111,14 @@ class Engine:
             del self.reqs[rid]
 
     def has_work(self) -> bool:
-        return bool(self.waiting or self.running or self.chunked)
+        return bool(self.waiting or self.running or self.chunked or self.pending)
+
+    def _admit_ready(self, t: float) -> float:
+        """Move requests whose host stage is over into the scheduler queue; return the next ready time."""
+        p = self.pending
+        while p and p[0][0] <= t:
+            self.waiting.append(heapq.heappop(p)[2])
+        return p[0][0] if p else float("inf")
 
     def output_len(self, r: Req) -> int:
         if r.status == "running":
@@ -121,11 +138,15 @@ class Engine:
         """Run one prefill forward, or decode forwards until a finish, memory limit, `until` or max_steps."""
         t = max(now, self.now)
         res = StepResult(start=t)
+        next_ready = self._admit_ready(t)
         batch = self._schedule(t) if (self.waiting or self.chunked) else None
         if batch:
             self._prefill(batch, t, res)
         elif self.running:
-            self._decode(t, until, max_steps, res)
+            # the real scheduler polls for new requests every step: stop the run at the step a request arrives
+            self._decode(t, min(until, next_ready), max_steps, res)
+        elif next_ready < float("inf"):
+            res.duration = max(0.0, min(next_ready, until) - t)  # idle GPU while the host stage finishes
         else:
             self._set_ratio(self.init_ratio)  # idle: the tracker resets
             if self.gauges.get("num_running_reqs") or self.gauges.get("gen_throughput"):

@@ -85,16 +85,20 @@ MODELS: dict[str, ModelPreset] = {
 
 @dataclass(frozen=True)
 class Efficiency:
-    """Fractions of roofline actually reached and fixed costs; to be calibrated against a real H200."""
+    """Fractions of roofline reached and fixed costs, fitted to SGLang 0.5.17 on one H200 (docs/calibration.md)."""
 
-    bandwidth: float = 0.70  # achieved HBM bandwidth share in decode (weights + KV streaming)
-    flops: float = 0.55  # achieved tensor-core share in prefill GEMMs
-    attention_flops: float = 0.35  # attention kernels run further from peak than GEMMs
-    encoder_flops: float = 0.30  # ViT runs small, unfused batches
-    step_overhead_s: float = 0.0035  # scheduler + launch cost of one forward (CUDA graphs on)
-    per_req_overhead_s: float = 12e-6  # per-request batch bookkeeping in the Python scheduler
-    prefill_overhead_s: float = 0.004  # extra host work of an extend batch (no CUDA graph)
-    allreduce_latency_s: float = 8e-6  # per all-reduce (two per layer) under TP
+    # Fitted by tools/calibrate.py against 9 real llama3-8b windows and 129 drain-phase Decode batch log lines
+    # (CUDA graphs on, triton attention). Other GPUs and models reuse these shares: an extrapolation.
+    bandwidth: float = 0.92  # achieved HBM bandwidth share in decode (weights + KV streaming)
+    flops: float = 0.474  # achieved tensor-core share in prefill GEMMs
+    attention_flops: float = 0.35  # attention kernels run further from peak than GEMMs (not identifiable here)
+    encoder_flops: float = 0.30  # ViT runs small, unfused batches (ViT time is ~3 ms of a 448px image: unfitted)
+    step_overhead_s: float = 0.00094  # scheduler + launch cost of one forward (CUDA graphs on)
+    per_req_overhead_s: float = 15.2e-6  # per-request batch bookkeeping in the Python scheduler
+    prefill_overhead_s: float = 0.0058  # extra host work of an extend batch (no CUDA graph)
+    allreduce_latency_s: float = 8e-6  # per all-reduce (two per layer) under TP (no TP data: unfitted)
+    host_latency_s: float = 0.031  # HTTP + tokenizer manager + scheduler receive, before a request can be scheduled
+    media_host_s_per_token: float = 0.00035  # CPU media preprocessing (resize, normalise) per media token
 
 
 @dataclass(frozen=True)

@@ -27,13 +27,14 @@ class Req:
     __slots__ = ("rid", "ids", "prompt_len", "max_new", "media", "enc_flops", "streaming", "arrival", "status",
                  "path", "prefix", "done", "seq_len", "out_base", "seg_start", "segments", "extra_times",
                  "first_token_at", "finished_at", "cached_tokens", "num_retractions", "private", "version",
-                 "enc_pending", "finish_reason", "pages", "last_token_at")
+                 "enc_pending", "finish_reason", "pages", "last_token_at", "ready_at")
 
     def __init__(self, sr: SimRequest, arrival: float, enc_flops: float, pages: list[tuple[int, ...]]):
         self.rid, self.ids, self.streaming = sr.rid, sr.input_ids, sr.streaming
         self.prompt_len, self.max_new = len(sr.input_ids), max(1, sr.max_new_tokens)
         self.media, self.enc_flops, self.enc_pending = sr.media_tokens, enc_flops, enc_flops > 0
         self.arrival, self.status = arrival, "waiting"
+        self.ready_at = arrival  # when the scheduler sees it (after the host-side tokenizer/HTTP stage)
         self.path: list[Node] = []
         self.pages = pages
         self.prefix = self.done = 0

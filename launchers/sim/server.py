@@ -88,6 +88,7 @@ class SimServer:
     async def run_engine(self) -> None:
         """Step the engine, sleep each step's simulated duration, then deliver its tokens."""
         eng = self.engine
+        busy = False
         while True:
             if self.hung:
                 await asyncio.Event().wait()  # a wedged scheduler: nothing moves again
@@ -95,12 +96,18 @@ class SimServer:
                 eng.idle_until(self.now())  # refresh the gauges once on going idle
                 self.wake.clear()
                 await self.wake.wait()
+                busy = False
                 continue
             now = self.now()
             # lagging behind wall time: take bigger decode runs so Python catches up with the GPU model
             lag = now - eng.now
             steps = self.stream_interval if lag < 0.05 else max(self.stream_interval, 64)
-            res = eng.step(now, max_steps=steps)
+            # A busy GPU starts its next forward when the last one ends, not when Python wakes up: sleep and
+            # loop overshoot (~1 ms a step) would otherwise stretch every 5 ms step. Beyond 50 ms behind,
+            # the simulated clock jumps to wall time rather than replaying a backlog.
+            start = max(eng.now, now - 0.05) if busy else now
+            res = eng.step(start, max_steps=steps)
+            busy = True
             delay = res.end - self.now()
             await asyncio.sleep(delay if delay > 0 else 0)
             self.deliver()

@@ -1,16 +1,18 @@
-"""Virtual-time driver: closed-loop simulated clients against the in-process simulator Engine."""
+"""Virtual-time driver: closed-loop or open-loop simulated clients against the in-process simulator Engine."""
 
 from __future__ import annotations
 
 import heapq
 import itertools
 import time
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 from launchers.base import ServerHandle
 from launchers.sim.engine import Engine, SimRequest
 from launchers.sim.media import audio_tokens, image_tokens, placeholder_ids, video_tokens
+from sweep.drivers import arrivals
 from sweep.profile import Window
 from sweep.types import RequestRecord, RequestSpec, Sample, WindowResult
 
@@ -54,13 +56,19 @@ class VirtualDriver:
 
     simulated = True
 
-    def __init__(self, sample_interval_s: float = 1.0, stream_interval: int = 1):
+    def __init__(self, sample_interval_s: float = 1.0, stream_interval: int = 1, seed: int = 0):
         self.sample_interval_s = sample_interval_s
         self.stream_interval = stream_interval
+        self.seed = seed
         self._windows = itertools.count()
 
     def run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
-                   window: Window) -> WindowResult:
+                   window: Window, arrival: Any = None) -> WindowResult:
+        """Closed loop (`concurrency` users) or, for an open-loop arrival, sends at the scheduled times.
+
+        Open loop: the schedule is arrivals.plan(arrival, window, seed, concurrency); a request over
+        max_in_flight waits for a slot (scheduled_at stays the scheduled time, sent_at is the real send).
+        """
         eng: Engine = handle.engine
         sim_mem = float(eng.cfg.extra.get("sim_gpu_memory_used_mib", 0.0)) if eng is not None else 0.0
         if eng is None or not specs:
@@ -81,10 +89,20 @@ class VirtualDriver:
         hist_start: list[tuple[float, float]] = []
         hist_end: list[tuple[float, float]] = []
         warm_cap = start + window.warmup_seconds + window.request_timeout_s  # warm-up that never ends
+        open_loop = arrivals.is_open(arrival)
+        sched: list[float] = []  # open loop: absolute scheduled times, in send order
+        nxt = 0  # next scheduled request to release
+        waiting: deque[float] = deque()  # released but over the in-flight cap: their scheduled times
+        cap = arrivals.cap_for(arrival)
+        if open_loop:
+            offs, ws_off, _ = arrivals.plan(arrival, window, self.seed, concurrency)
+            sched = (start + offs).tolist()
+            ws, we = start + ws_off, start + ws_off + window.measure_seconds
+            warm_cap = float("inf")
         next_sample = start
         steps = 0
 
-        def dispatch(t: float) -> None:
+        def dispatch(t: float, at: float | None = None) -> None:
             nonlocal k, ws, we
             pos = k % len(specs)
             spec = specs[pos]
@@ -94,11 +112,12 @@ class VirtualDriver:
             if ws is None and k >= window.warmup_requests:
                 ws = max(start + window.warmup_seconds, t)
                 we = ws + window.measure_seconds
-            warm = ws is None or t < ws
+            scheduled = t if at is None else at
+            warm = ws is None or scheduled < ws
             rid = f"v{wid}-{k}"
             k += 1
             r = eng.submit(SimRequest(rid, proto.input_ids, proto.max_new_tokens, proto.media_tokens), t)
-            rec = RequestRecord(index=spec.index, concurrency=concurrency, scheduled_at=t, sent_at=t,
+            rec = RequestRecord(index=spec.index, concurrency=concurrency, scheduled_at=scheduled, sent_at=t,
                                 prompt_tokens=r.prompt_len, modality=spec.modality, warmup=warm)
             records.append(rec)
             in_flight[rid] = (rec, t)
@@ -122,10 +141,22 @@ class VirtualDriver:
             rec.error, rec.error_kind = error, kind
             eng.forget(rid)
 
-        for _ in range(concurrency):
-            dispatch(start)
+        def release(now: float) -> None:
+            """Open loop: queue every request scheduled by now; send what the in-flight cap allows."""
+            nonlocal nxt
+            while nxt < len(sched) and sched[nxt] <= now:
+                waiting.append(sched[nxt])
+                nxt += 1
+            while waiting and len(in_flight) < cap:
+                dispatch(now, waiting.popleft())
+
+        if not open_loop:
+            for _ in range(concurrency):
+                dispatch(start)
         while True:
             now = eng.now
+            if open_loop:
+                release(now)
             if ws is None and now >= warm_cap:
                 ws, we = now, now + window.measure_seconds
             if ws is not None and not counters_start and now >= ws:
@@ -142,13 +173,16 @@ class VirtualDriver:
                 if rid in in_flight:
                     eng.abort(rid)
                     close(rid, now, f"no response within {window.request_timeout_s}s", "timeout")
-                    if now < we:
+                    if now < we and not open_loop:
                         dispatch(now)
+            if open_loop:
+                release(now)
             drain_end = we + window.drain_seconds
-            if now >= we and (not in_flight or now >= drain_end):
+            if now >= we and ((not in_flight and not waiting and nxt >= len(sched)) or now >= drain_end):
                 break
             horizon = min(next_sample, deadlines[0][0] if deadlines else float("inf"), drain_end,
-                          we if now < we else float("inf"), ws if ws is not None and now < ws else float("inf"))
+                          we if now < we else float("inf"), ws if ws is not None and now < ws else float("inf"),
+                          sched[nxt] if nxt < len(sched) else float("inf"))
             if not eng.has_work():
                 eng.idle_until(horizon)
                 continue
@@ -157,11 +191,21 @@ class VirtualDriver:
             for rid in res.finished:
                 if rid in in_flight:
                     close(rid, res.end)
-                    if res.end < we:
+                    if res.end < we and not open_loop:
                         dispatch(res.end)
+            if open_loop:
+                release(res.end)
         for rid in list(in_flight):
             eng.abort(rid)
             close(rid, eng.now, f"still running {window.drain_seconds}s after the window", "timeout")
+        for at in [*waiting, *sched[nxt:]]:  # scheduled in the window but never sent: they count as misses
+            if at < we:
+                spec = specs[k % len(specs)]
+                k += 1
+                records.append(RequestRecord(index=spec.index, concurrency=concurrency, scheduled_at=at, sent_at=at,
+                                             prompt_tokens=spec.prompt_tokens, modality=spec.modality,
+                                             warmup=ws is None or at < ws, error="never sent: the in-flight cap stayed full",
+                                             error_kind="drain_cutoff"))
         assert ws is not None
         if not counters_end:
             counters_end, hist_end = eng.counter_values(), eng.hist["time_to_first_token_seconds"].cumulative()

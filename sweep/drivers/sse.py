@@ -1,0 +1,136 @@
+"""One streamed request over httpx: send, parse SSE bytes, record chunk times, classify every failure.
+
+error_kind values: status (non-200), timeout, disconnect (connection broke or stream ended without
+[DONE]), malformed (undecodable event), server_error (an error event or an abort), connect.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from sweep.types import RequestRecord, RequestSpec
+from sweep.workload import chat_body, generate_body
+
+Clock = Callable[[], float]
+
+
+class StreamError(Exception):
+    """A failure of one stream, with its error_kind."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def request_for(api: str, spec: RequestSpec, model_name: str) -> tuple[str, dict[str, Any]]:
+    """(path, JSON body) of a streamed request in the given API."""
+    if api == "chat":
+        return "/v1/chat/completions", chat_body(spec, model_name, stream=True)
+    return "/generate", generate_body(spec, stream=True)
+
+
+async def send(client: httpx.AsyncClient, api: str, path: str, body: dict[str, Any], rec: RequestRecord,
+               clock: Clock) -> None:
+    """POST one streamed request and fill rec; never raises for a failed request (rec.error says why)."""
+    try:
+        async with client.stream("POST", path, json=body) as resp:
+            if resp.status_code != 200:
+                text = (await resp.aread())[:200].decode(errors="replace")
+                rec.error, rec.error_kind = f"HTTP {resp.status_code}: {text}", "status"
+                return
+            await consume(resp.aiter_raw(), rec, api == "chat", clock)
+    except StreamError as exc:
+        rec.error, rec.error_kind = str(exc), exc.kind
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+        rec.error, rec.error_kind = f"connection broke: {type(exc).__name__}", "disconnect"
+    except httpx.ConnectError as exc:
+        rec.error, rec.error_kind = f"cannot connect: {exc}", "connect"
+    except httpx.TimeoutException:
+        rec.error, rec.error_kind = "request timed out", "timeout"
+
+
+async def consume(chunks: Any, rec: RequestRecord, chat: bool, clock: Clock) -> None:
+    """Parse an SSE byte stream split at arbitrary boundaries; each `data:` line is one event.
+
+    Every event that arrived in one network chunk gets that chunk's receive time.
+    """
+    seen = 0
+    buf = b""
+    async for chunk in chunks:
+        now = clock()
+        buf = buf + chunk if buf else chunk
+        if b"\n" not in chunk:
+            continue
+        *lines, buf = buf.split(b"\n")
+        for raw in lines:
+            if not raw.startswith(b"data:"):
+                continue
+            payload = raw[5:].strip()
+            if payload == b"[DONE]":
+                rec.output_tokens = max(rec.output_tokens, seen)
+                rec.finished_at = clock()
+                return
+            seen = _event(payload, rec, chat, seen, now)
+    if buf.startswith(b"data:") and buf[5:].strip() == b"[DONE]":
+        rec.output_tokens = max(rec.output_tokens, seen)
+        rec.finished_at = clock()
+        return
+    raise StreamError("disconnect", "stream ended without [DONE]")
+
+
+def _event(payload: bytes, rec: RequestRecord, chat: bool, seen: int, now: float) -> int:
+    """Apply one event to rec; returns the tokens seen so far."""
+    try:
+        event = json.loads(payload)
+    except ValueError:
+        raise StreamError("malformed", f"malformed SSE event: {payload[:80]!r}") from None
+    if not isinstance(event, dict):
+        raise StreamError("malformed", "SSE event is not a JSON object")
+    if "error" in event:
+        err = event["error"]
+        msg = err.get("message", err) if isinstance(err, dict) else err
+        raise StreamError("server_error", f"server error event: {msg}")
+    total = _tokens_so_far(event, seen, chat)
+    if total > seen:
+        if rec.first_token_at is None:
+            rec.first_token_at = now
+        rec.chunk_times.append(now)
+        rec.chunk_tokens.append(total - seen)
+        seen = total
+    _meta(event, rec, chat)
+    return seen
+
+
+def _tokens_so_far(event: dict[str, Any], seen: int, chat: bool) -> int:
+    if chat:
+        choices = event.get("choices") or []
+        if choices and (choices[0].get("delta") or {}).get("content"):
+            return seen + 1
+        return seen
+    meta = event.get("meta_info") or {}
+    if "completion_tokens" in meta:
+        return int(meta["completion_tokens"])
+    return len(event.get("output_ids") or [])
+
+
+def _meta(event: dict[str, Any], rec: RequestRecord, chat: bool) -> None:
+    if chat:
+        usage = event.get("usage")
+        if usage:
+            rec.prompt_tokens = int(usage.get("prompt_tokens", rec.prompt_tokens))
+            rec.output_tokens = int(usage.get("completion_tokens", rec.output_tokens))
+            details = usage.get("prompt_tokens_details") or {}
+            rec.cached_tokens = int(details.get("cached_tokens") or 0)
+        return
+    meta = event.get("meta_info") or {}
+    if meta:
+        rec.prompt_tokens = int(meta.get("prompt_tokens", rec.prompt_tokens))
+        rec.cached_tokens = int(meta.get("cached_tokens", rec.cached_tokens) or 0)
+        rec.num_retractions = int(meta.get("num_retractions", rec.num_retractions) or 0)
+        fr = meta.get("finish_reason")
+        if isinstance(fr, dict) and fr.get("type") == "abort":
+            raise StreamError("server_error", f"request aborted by the server: {fr.get('message', '')}")

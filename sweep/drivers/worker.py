@@ -1,0 +1,295 @@
+"""The client side of one window in one process: closed-loop users or an open-loop dispatcher, plus self-check.
+
+A worker runs in the driver's own event loop (client_procs=1) or in a spawned process (client_procs>1);
+the Coord object is what the workers of one window share: the window start (closed loop: set by the
+dispatch that ends the warm-up; open loop: known up front) and the stop flag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import numpy as np
+
+from sweep.drivers.sse import Clock, request_for, send
+from sweep.profile import Window
+from sweep.types import RequestRecord, RequestSpec
+
+TICK_S = 0.02  # self-check period: event-loop lag and CPU are sampled this often
+
+
+class Coord:
+    """Window start, warm-up dispatch count and stop flag for workers in one process."""
+
+    def __init__(self, window_start: float | None = None):
+        self._ws = window_start
+        self._count = 0
+        self._stop = False
+
+    def window_start(self) -> float | None:
+        return self._ws
+
+    def claim(self, now: float, t0: float, window: Window) -> bool:
+        """Count one closed-loop dispatch; True when it belongs to the warm-up."""
+        if self._ws is not None:
+            return now < self._ws
+        idx = self._count
+        self._count += 1
+        if idx >= window.warmup_requests and now - t0 >= window.warmup_seconds:
+            self._ws = now
+            return False
+        return True
+
+    def stop(self) -> None:
+        self._stop = True
+
+    def stopped(self) -> bool:
+        return self._stop
+
+
+class SharedCoord(Coord):
+    """Coord across spawned processes: multiprocessing shared values (the count is locked, warm-up only)."""
+
+    def __init__(self, ctx: Any, window_start: float | None = None):
+        self._ws_v = ctx.RawValue("d", math.nan if window_start is None else window_start)
+        self._count_v = ctx.Value("q", 0)
+        self._stop_v = ctx.RawValue("b", 0)
+
+    def window_start(self) -> float | None:
+        v = self._ws_v.value
+        return None if math.isnan(v) else v
+
+    def claim(self, now: float, t0: float, window: Window) -> bool:
+        ws = self.window_start()
+        if ws is not None:
+            return now < ws
+        with self._count_v.get_lock():
+            ws = self.window_start()
+            if ws is not None:
+                return now < ws
+            idx = self._count_v.value
+            self._count_v.value = idx + 1
+            if idx >= window.warmup_requests and now - t0 >= window.warmup_seconds:
+                self._ws_v.value = now
+                return False
+        return True
+
+    def stop(self) -> None:
+        self._stop_v.value = 1
+
+    def stopped(self) -> bool:
+        return bool(self._stop_v.value)
+
+
+@dataclass
+class Plan:
+    """What one worker does in one window (picklable: sent to spawned processes)."""
+
+    url: str
+    headers: dict[str, str]
+    api: str
+    model_name: str
+    specs: Sequence[RequestSpec]
+    window: Window
+    concurrency: int  # the step label written into every record
+    users: int = 0  # closed loop: this worker's users
+    think_time_s: float = 0.0
+    shard: int = 0
+    n_shards: int = 1
+    offsets: np.ndarray | None = None  # open loop: this worker's scheduled send offsets from t0
+    numbers: np.ndarray | None = None  # open loop: the global request number of each offset
+    max_in_flight: int = 1 << 30
+
+
+@dataclass
+class WorkerResult:
+    """A worker's records and self-check readings (sent back to the parent pickled)."""
+
+    records: list[RequestRecord]
+    dispatch_lags: np.ndarray  # seconds, measured-window dispatches only
+    cap_waits: np.ndarray  # open loop: seconds a request waited for an in-flight slot (window only)
+    ticks: np.ndarray  # rows (t, loop lag s, process cpu s)
+    max_in_flight_seen: int = 0
+    error: str | None = None
+
+
+@dataclass
+class _State:
+    records: list[RequestRecord] = field(default_factory=list)
+    lags: list[tuple[float, float]] = field(default_factory=list)  # (scheduled, lag)
+    waits: list[tuple[float, float]] = field(default_factory=list)
+    in_flight: int = 0
+    peak: int = 0
+
+
+async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.perf_counter) -> WorkerResult:
+    """Run this worker's share of the window from t0 until the window ends and the drain grace passes."""
+    w = plan.window
+    n_conn = (plan.users if plan.offsets is None else min(plan.max_in_flight, len(plan.offsets))) + 8
+    limits = httpx.Limits(max_connections=n_conn, max_keepalive_connections=n_conn)
+    timeout = httpx.Timeout(w.request_timeout_s, connect=30.0)
+    st = _State()
+    ticks: list[tuple[float, float, float]] = []
+    async with httpx.AsyncClient(base_url=plan.url, headers=plan.headers, limits=limits, timeout=timeout) as client:
+        ticker = asyncio.create_task(_tick(ticks, clock))
+        delay = t0 - clock()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks: set[asyncio.Task[None]] = set()
+        if plan.offsets is None:
+            users = [asyncio.create_task(_user(client, plan, coord, t0, st, u, clock)) for u in range(plan.users)]
+            tasks.update(users)
+            await _until_window_end(coord, w, users, clock)
+            coord_ws = coord.window_start()
+            end = (coord_ws if coord_ws is not None else clock()) + w.measure_seconds
+        else:
+            end = await _open_loop(client, plan, coord, t0, st, tasks, clock)
+        remaining = end + w.drain_seconds - clock()
+        pending = {t for t in tasks if not t.done()}
+        if pending:
+            _, pending = await asyncio.wait(pending, timeout=max(0.0, remaining))
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        ticker.cancel()
+    ws = coord.window_start()
+    lo, hi = (ws, ws + w.measure_seconds) if ws is not None else (math.inf, math.inf)
+    return WorkerResult(
+        records=st.records,
+        dispatch_lags=np.array([lag for s, lag in st.lags if lo <= s < hi], dtype=float),
+        cap_waits=np.array([wt for s, wt in st.waits if lo <= s < hi], dtype=float),
+        ticks=np.array(ticks, dtype=float).reshape(-1, 3), max_in_flight_seen=st.peak)
+
+
+async def _until_window_end(coord: Coord, w: Window, users: list[asyncio.Task[None]], clock: Clock) -> None:
+    while not coord.stopped() and not all(u.done() for u in users):
+        ws = coord.window_start()
+        if ws is not None and clock() >= ws + w.measure_seconds:
+            return
+        await asyncio.sleep(0.01 if ws is None else max(0.001, min(0.05, ws + w.measure_seconds - clock())))
+
+
+async def _tick(out: list[tuple[float, float, float]], clock: Clock) -> None:
+    """Self-check: event-loop lag (how late a TICK_S sleep wakes) and process CPU time, every tick."""
+    prev = clock()
+    while True:
+        await asyncio.sleep(TICK_S)
+        now = clock()
+        out.append((now, max(0.0, now - prev - TICK_S), time.process_time()))
+        prev = now
+
+
+async def _request(client: httpx.AsyncClient, plan: Plan, spec: RequestSpec, rec: RequestRecord,
+                   clock: Clock) -> None:
+    path, body = request_for(plan.api, spec, plan.model_name)
+    try:
+        await asyncio.wait_for(send(client, plan.api, path, body, rec, clock), timeout=plan.window.request_timeout_s)
+    except TimeoutError:
+        rec.error, rec.error_kind = "request timed out", "timeout"
+    except asyncio.CancelledError:
+        if rec.finished_at is None and rec.error is None:
+            rec.error, rec.error_kind = "still running when the drain grace ended", "drain_cutoff"
+        raise
+
+
+async def _user(client: httpx.AsyncClient, plan: Plan, coord: Coord, t0: float, st: _State, u: int,
+                clock: Clock) -> None:
+    """One closed-loop user: send, wait for the whole response, think, repeat until the window ends."""
+    w = plan.window
+    j = 0
+    ready_at = clock()
+    while not coord.stopped():
+        now = clock()
+        ws = coord.window_start()
+        if ws is not None and now >= ws + w.measure_seconds:
+            return
+        k = (j * plan.users + u) * plan.n_shards + plan.shard  # a global request number, disjoint per shard
+        j += 1
+        spec = plan.specs[k % len(plan.specs)]
+        warm = coord.claim(now, t0, w)
+        st.lags.append((now, max(0.0, now - ready_at)))
+        rec = RequestRecord(index=spec.index, concurrency=plan.concurrency, scheduled_at=now, sent_at=now,
+                            prompt_tokens=spec.prompt_tokens, modality=spec.modality, warmup=warm)
+        st.records.append(rec)
+        await _request(client, plan, spec, rec, clock)
+        if plan.think_time_s:
+            await asyncio.sleep(plan.think_time_s)
+        ready_at = clock()
+
+
+async def _open_loop(client: httpx.AsyncClient, plan: Plan, coord: Coord, t0: float, st: _State,
+                     tasks: set[asyncio.Task[None]], clock: Clock) -> float:
+    """Dispatch at the scheduled times; a request over the in-flight cap waits, its scheduled time still counts."""
+    assert plan.offsets is not None and plan.numbers is not None
+    ws = coord.window_start()
+    assert ws is not None, "open loop knows its window start up front"
+    end = ws + plan.window.measure_seconds
+    slots = asyncio.Semaphore(plan.max_in_flight)
+    drain_end = end + plan.window.drain_seconds
+    for off, k in zip(plan.offsets.tolist(), plan.numbers.tolist(), strict=True):
+        sched = t0 + off
+        if sched >= end or coord.stopped():
+            break
+        delay = sched - clock()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        spec = plan.specs[int(k) % len(plan.specs)]
+        rec = RequestRecord(index=spec.index, concurrency=plan.concurrency, scheduled_at=sched, sent_at=sched,
+                            prompt_tokens=spec.prompt_tokens, modality=spec.modality, warmup=sched < ws)
+        st.records.append(rec)
+        eligible = sched
+        if slots.locked():
+            try:
+                await asyncio.wait_for(slots.acquire(), timeout=max(0.0, drain_end - clock()))
+            except TimeoutError:
+                rec.error, rec.error_kind = "never sent: the in-flight cap stayed full to the drain's end", "drain_cutoff"
+                continue
+            eligible = clock()
+            st.waits.append((sched, eligible - sched))
+        else:
+            await slots.acquire()
+        task = asyncio.create_task(_open_request(client, plan, spec, rec, eligible, slots, st, clock))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    return end
+
+
+async def _open_request(client: httpx.AsyncClient, plan: Plan, spec: RequestSpec, rec: RequestRecord,
+                        eligible: float, slots: asyncio.Semaphore, st: _State, clock: Clock) -> None:
+    st.in_flight += 1
+    st.peak = max(st.peak, st.in_flight)
+    try:
+        rec.sent_at = clock()
+        st.lags.append((rec.scheduled_at, max(0.0, rec.sent_at - eligible)))
+        await _request(client, plan, spec, rec, clock)
+    finally:
+        st.in_flight -= 1
+        slots.release()
+
+
+def cpu_fraction(ticks: np.ndarray, start: float, end: float) -> float:
+    """Process CPU seconds per wall second between the ticks nearest the window's bounds (0 without ticks)."""
+    if ticks.size == 0:
+        return 0.0
+    inside = ticks[(ticks[:, 0] >= start) & (ticks[:, 0] <= end)]
+    if len(inside) < 2:
+        inside = ticks
+    if len(inside) < 2 or inside[-1, 0] <= inside[0, 0]:
+        return 0.0
+    return float((inside[-1, 2] - inside[0, 2]) / (inside[-1, 0] - inside[0, 0]))
+
+
+def loop_lag_max(ticks: np.ndarray, start: float, end: float) -> float:
+    """Largest event-loop lag (seconds) seen by ticks inside the window."""
+    if ticks.size == 0:
+        return 0.0
+    inside = ticks[(ticks[:, 0] >= start) & (ticks[:, 0] <= end), 1]
+    return float(inside.max()) if inside.size else 0.0
+

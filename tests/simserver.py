@@ -1,0 +1,64 @@
+"""Test helper: start the simulated SGLang server as a subprocess on a free port and wait until healthy."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Url(str):
+    """A base URL that also carries the server process."""
+
+    proc: subprocess.Popen[bytes]
+
+    def __new__(cls, url: str, proc: subprocess.Popen[bytes]) -> Url:
+        obj = super().__new__(cls, url)
+        obj.proc = proc
+        return obj
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def sim_server(*extra: str, timeout_s: float = 60.0) -> Iterator[str]:
+    """Run `python -m launchers.sim --enable-metrics` with extra flags; yields its base URL (.proc: the process)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "launchers.sim", "--model-path", str(ROOT / "models" / "llama3-8b-shape"),
+            "--host", "127.0.0.1", "--port", str(port), "--enable-metrics", *extra]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"sim server exited with {proc.returncode}")
+            try:
+                if httpx.get(url + "/health", timeout=1.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("sim server did not become healthy")
+            time.sleep(0.05)
+        yield Url(url, proc)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,125 @@
+"""HTTP driver: SSE robustness (chunk boundaries, errors, disconnects), failure classes, open loop over sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from simserver import sim_server
+
+from launchers.base import ServerHandle
+from sweep.drivers.http import HttpDriver
+from sweep.drivers.sse import StreamError, consume
+from sweep.measure import e2e_ms, ttft_ms
+from sweep.profile import RateArrival, Window
+from sweep.types import RequestRecord, RequestSpec, ServerConfig
+
+
+def _gen(n: int) -> bytes:
+    return f"data: {json.dumps({'text': 'x' * n, 'meta_info': {'completion_tokens': n, 'prompt_tokens': 5}})}\n\n".encode()
+
+
+def _run(chunks: list[bytes], chat: bool = False) -> RequestRecord:
+    async def it() -> AsyncIterator[bytes]:
+        for c in chunks:
+            yield c
+
+    ticks = iter(range(1000))
+    rec = RequestRecord(index=0, concurrency=1, scheduled_at=0.0, sent_at=0.0)
+    asyncio.run(consume(it(), rec, chat, lambda: float(next(ticks))))
+    return rec
+
+
+def test_events_split_across_chunks_at_every_byte() -> None:
+    body = _gen(1) + _gen(2) + _gen(3) + b"data: [DONE]\n\n"
+    for cut in range(1, len(body)):
+        rec = _run([body[:cut], body[cut:]])
+        assert rec.output_tokens == 3 and sum(rec.chunk_tokens) == 3 and rec.finished_at is not None
+        assert rec.prompt_tokens == 5
+
+
+def test_several_events_per_chunk_share_the_chunk_time_and_crlf_works() -> None:
+    rec = _run([_gen(1), (_gen(3) + _gen(5)).replace(b"\n", b"\r\n"), b": keep-alive\n\ndata: [DONE]\n\n"])
+    assert rec.chunk_tokens == [1, 2, 2] and rec.chunk_times == [0.0, 1.0, 1.0]
+    assert rec.first_token_at == 0.0 and rec.output_tokens == 5
+    chat = [f"data: {json.dumps({'choices': [{'delta': {'content': w}}]})}\n\n".encode() for w in ("a", "b")]
+    usage = f"data: {json.dumps({'choices': [], 'usage': {'prompt_tokens': 9, 'completion_tokens': 2}})}\n\n"
+    rec = _run([chat[0] + chat[1], usage.encode(), b"data: [DONE]"], chat=True)
+    assert rec.output_tokens == 2 and rec.prompt_tokens == 9 and rec.finished_at is not None
+
+
+@pytest.mark.parametrize(("chunks", "kind"), [
+    ([_gen(1), b'data: {"error": {"message": "boom"}}\n\n'], "server_error"),
+    ([_gen(1), b'data: {"text": "trunc\n\n'], "malformed"),
+    ([b"data: [1, 2]\n\n"], "malformed"),
+    ([_gen(1), _gen(2)], "disconnect"),
+    ([_gen(1), b'data: {"meta_info": {"finish_reason": {"type": "abort", "message": "oom"}}}\n\n'], "server_error"),
+])
+def test_stream_failures_are_classified(chunks: list[bytes], kind: str) -> None:
+    with pytest.raises(StreamError) as exc:
+        _run(chunks)
+    assert exc.value.kind == kind
+
+
+def _specs(n: int = 40, prompt: int = 64, out: int = 16) -> list[RequestSpec]:
+    return [RequestSpec(index=i, input_ids=tuple(3 + (i * 7 + j) % 990 for j in range(prompt + i % 8)),
+                        output_tokens=out + i % 8) for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def faulty() -> Iterator[ServerHandle]:
+    with sim_server("--sim-http500-rate", "0.2", "--sim-malformed-sse-rate", "0.02") as url:
+        yield ServerHandle(config=ServerConfig(), url=url, simulated=True)
+
+
+def test_faulty_server_failures_recorded_and_classified(faulty: ServerHandle) -> None:
+    w = Window(warmup_requests=0, measure_seconds=2.0, drain_seconds=10.0, request_timeout_s=30.0)
+    res = HttpDriver().run_window(faulty, _specs(), 8, w)
+    kinds = {r.error_kind for r in res.records}
+    assert {"status", "malformed", None} <= kinds
+    for r in res.records:
+        assert (r.error is None) == (r.error_kind is None)
+        if r.error_kind == "status":
+            assert r.error.startswith("HTTP 500") and r.first_token_at is None
+        if r.error is None:
+            assert r.finished_at is not None and sum(r.chunk_tokens) == r.output_tokens > 0
+
+
+def test_crashing_server_disconnects_and_aborts_the_window() -> None:
+    with sim_server("--sim-crash-after-s", "1.5", "--sim-speed", "20") as url:
+        h = ServerHandle(config=ServerConfig(), url=url, simulated=True)
+        w = Window(warmup_requests=0, measure_seconds=30.0, drain_seconds=2.0, request_timeout_s=10.0)
+        drv = HttpDriver(alive=lambda _: url.proc.poll() is None)
+        res = drv.run_window(h, _specs(out=400), 8, w)
+    assert res.aborted == "server died during the window"
+    kinds = {r.error_kind for r in res.records}
+    assert "disconnect" in kinds, kinds
+    assert all(r.finished_at is None for r in res.records if r.error_kind == "disconnect")
+
+
+def test_open_loop_counts_latency_from_schedule_and_holds_the_cap() -> None:
+    with sim_server("--sim-speed", "5") as url:
+        h = ServerHandle(config=ServerConfig(), url=url, simulated=True)
+        w = Window(warmup_requests=0, measure_seconds=2.0, drain_seconds=60.0, request_timeout_s=60.0)
+        res = HttpDriver().run_window(h, _specs(out=8), 99, w, arrival=RateArrival(kind="constant", rate=40.0,
+                                                                                   max_in_flight=4))
+    assert res.concurrency == 99 and res.client["max_in_flight_seen"] <= 4
+    assert res.client["cap_waited"] > 0
+    events = sorted([(r.sent_at, 1) for r in res.records if r.finished_at] +
+                    [(r.finished_at, -1) for r in res.records if r.finished_at], key=lambda e: (e[0], e[1]))
+    depth, peak = 0, 0
+    for _, d in events:
+        depth += d
+        peak = max(peak, depth)
+    assert peak <= 4
+    sched = [r.scheduled_at for r in res.records]
+    assert all(b - a == pytest.approx(0.025, abs=1e-9) for a, b in zip(sched, sched[1:], strict=False))
+    done = [r for r in res.records if r.finished_at is not None]
+    q = len(done) // 4
+    early, late = done[:q], done[-q:]
+    # the late requests waited for a slot: counted from their schedule, not from when they went out
+    assert min(ttft_ms(r) for r in late) > max(ttft_ms(r) for r in early)
+    assert all(r.sent_at - r.scheduled_at > 0.5 for r in late)
+    assert all(e2e_ms(r) > (r.finished_at - r.sent_at) * 1000 for r in late)

@@ -1,0 +1,64 @@
+"""Reports: the standalone HTML beside report.md, the study history plot, simulated labels, the contract."""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import pytest
+
+from sweep.app import KneeRun, Orchestrator
+from sweep.profile import load_profile
+from sweep.report_html import markdown_to_html
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ROOT / "profiles" / "smoke.yaml"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> KneeRun:
+    tmp = tmp_path_factory.mktemp("rep")
+    prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4, 8], "mem_fraction_static": [0.05, 0.85]}})
+    return Orchestrator(prof, f"sqlite:///{tmp / 'r.db'}", tmp / "out", driver="virtual").knee("rep")
+
+
+def test_html_is_standalone_with_every_plot_inlined(run: KneeRun) -> None:
+    assert run.report.html is not None
+    html = run.report.html.read_text()
+    assert html.startswith("<!doctype html>")
+    imgs = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([^"]+)"', html)
+    assert {a for a, _ in imgs} == {"ladder", "pareto", "history"}
+    for _, data in imgs:
+        assert base64.b64decode(data).startswith(b"\x89PNG")
+    assert 'src="ladder.png"' not in html  # nothing refers to a file beside it
+    assert "SIMULATED" in html and "<table>" in html and "python -m sglang.launch_server" in html
+
+
+def test_history_plot_and_markdown_beside_it(run: KneeRun) -> None:
+    out = run.report.markdown.parent
+    assert (out / "history.png").exists() and (out / "report.html").exists()
+    md = run.report.markdown.read_text()
+    assert "![history](history.png)" in md and "SIMULATED" in md
+    assert "95% CI" in md and "infeasible" in md
+
+
+def test_markdown_subset_renders_tables_code_and_escapes() -> None:
+    html = markdown_to_html(["# T <x>", "", "| a | b |", "|---|---|", "| 1 | **2** |", "```", "a < b", "```",
+                             "- `code` item", "> quote"], {})
+    assert "<h1>T &lt;x&gt;</h1>" in html and "<td><b>2</b></td>" in html
+    assert "<pre>a &lt; b</pre>" in html and "<li><code>code</code> item</li>" in html
+    assert "<blockquote>quote</blockquote>" in html
+
+
+def test_contract_gap_names_fields_and_draws_no_conclusion(run: KneeRun, tmp_path: Path) -> None:
+    from sweep.app import study_context
+    from sweep.report import write_report
+    from sweep.store import Store
+
+    ctx = study_context(Store(f"sqlite:///{run.report.markdown.parent.parent.parent / 'r.db'}"), run.study_id)
+    ctx["env"] = dict(ctx["env"], sglang_version=None)
+    files = write_report(ctx, tmp_path)
+    assert files.missing == ["SGLang version"]
+    text = files.markdown.read_text()
+    assert "## No conclusion" in text and "launch_server" not in text
