@@ -83,11 +83,12 @@ def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path) -> La
     return SGLangLauncher(spec, log_dir, command_prefix=spec.command)
 
 
-def make_driver(profile: Profile, driver: str, launcher: Launcher) -> Any:
+def make_driver(profile: Profile, driver: str, launcher: Launcher, client_procs: int = 1) -> Any:
+    """The driver for this study; open-loop schedules are seeded from the workload seed."""
     if driver == "virtual":
         from sweep.drivers.virtual import VirtualDriver
 
-        return VirtualDriver()
+        return VirtualDriver(seed=profile.workload.seed)
     from sweep.drivers.http import HttpDriver
     from sweep.probes import GpuProbe, MetricsProbe, ProcessProbe
 
@@ -99,7 +100,8 @@ def make_driver(profile: Profile, driver: str, launcher: Launcher) -> Any:
         return out
 
     return HttpDriver(api=profile.workload.api, model_name="default", probes=probes,
-                      think_time_s=getattr(profile.arrival, "think_time_s", 0.0), alive=launcher.alive)
+                      think_time_s=getattr(profile.arrival, "think_time_s", 0.0), alive=launcher.alive,
+                      seed=profile.workload.seed, client_procs=client_procs)
 
 
 @dataclass
@@ -117,8 +119,9 @@ class Orchestrator:
     """Runs a profile's study end to end; every step lands in the store before the next begins."""
 
     def __init__(self, profile: Profile, db_url: str, out_dir: Path, launcher_kind: str | None = None,
-                 driver: str | None = None, console: Any = None):
+                 driver: str | None = None, console: Any = None, client_procs: int = 1):
         self.profile = profile
+        self.client_procs = client_procs
         self.store = Store(db_url)
         self.db_url = db_url
         self.kind = resolve_launcher_kind(profile, launcher_kind)
@@ -171,7 +174,7 @@ class Orchestrator:
         env = normalise_env(launcher.environment(), self.profile, self.simulated)
         self.store.record_environment(study_id, env)
         specs = build_workload(self.profile.workload, base_dir=ROOT)
-        driver = make_driver(self.profile, self.driver_name, launcher)
+        driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
 
         def on_launch(handle: ServerHandle) -> None:
             # The server's own /server_info is the surest version (a wrapper script hides the package).

@@ -127,14 +127,17 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          out: Path = typer.Option(Path("reports"), help="where reports and server logs go"),
          set_: list[str] = typer.Option([], "--set", help="override a profile field: key.path=value"),
          progress: bool = typer.Option(True, help="rich progress bars with ETA on stderr"),
-         soak: bool | None = typer.Option(None, help="force the winner's soak on/off (default: the profile's)")) -> None:
+         soak: bool | None = typer.Option(None, help="force the winner's soak on/off (default: the profile's)"),
+         client_procs: int = typer.Option(1, "--client-procs", min=1,
+                                          help="HTTP driver: shard the load over N client processes")) -> None:
     """Search the profile's space, climb the ladder per configuration, name the knee, write the report."""
     from sweep.app import Orchestrator
 
     try:
         extra = [] if soak is None else [f"soak.enabled={json.dumps(soak)}"]
         prof = _load(profile, list(set_) + extra)
-        orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console)
+        orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
+                            client_procs=client_procs)
         with StudyProgress(prof, progress) as bars:
             run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done, on_step_start=bars.step_start,
                             on_trial=bars.trial_done)
@@ -164,8 +167,9 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
            config: str = typer.Option("", help="knobs, e.g. max_running_requests=64,mem_fraction_static=0.8"),
            db: str = typer.Option(DEFAULT_DB), driver: str = typer.Option("auto"),
            launcher: str | None = typer.Option(None), out: Path = typer.Option(Path("reports")),
-           set_: list[str] = typer.Option([], "--set")) -> None:
-    """Climb the ladder for one server configuration (no search)."""
+           set_: list[str] = typer.Option([], "--set"),
+           client_procs: int = typer.Option(1, "--client-procs", min=1)) -> None:
+    """Climb the ladder for one server configuration (no search, no screening, no soak)."""
     from sweep.search import KNOBS
 
     knobs: dict[str, Any] = {}
@@ -173,10 +177,15 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
         key, _, raw = part.partition("=")
         if key not in KNOBS:
             _fail(SweepError(f"--config: unknown knob {key!r} (knobs: {', '.join(KNOBS)})"))
-        knobs[key] = raw if key == "schedule_policy" else json.loads(raw)
+        try:
+            knobs[key] = raw if key == "schedule_policy" else json.loads(raw)
+        except json.JSONDecodeError:
+            _fail(SweepError(f"--config: {key}={raw!r} is not a number"))
     space = {k: [v] for k, v in knobs.items()}
     knee(profile=profile, db=db, driver=driver, launcher=launcher, study=None, resume=False, out=out,
-         set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid"], progress=True, soak=None)
+         set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
+                            "search.screening.enabled=false"],
+         progress=True, soak=False, client_procs=client_procs)
 
 
 @app.command()

@@ -175,6 +175,17 @@ def _counter_delta(result: WindowResult, name: str) -> float | None:
     return None
 
 
+GOODPUT_BLOCKS = 10
+
+
+def _block_counts(times: list[float], start: float, end: float, blocks: int) -> np.ndarray:
+    """How many of `times` fall in each of `blocks` equal slices of [start, end)."""
+    if end <= start:
+        return np.zeros(0)
+    idx = np.clip(((np.asarray(times, float) - start) / (end - start) * blocks).astype(int), 0, blocks - 1)
+    return np.bincount(idx, minlength=blocks).astype(float)
+
+
 def _bootstrap_ci(
     values: np.ndarray, stat: Any, n: int, rng: np.random.Generator
 ) -> tuple[float | None, float | None]:
@@ -285,10 +296,12 @@ def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed:
     out["tpot_p99_ci_low"], out["tpot_p99_ci_high"] = _bootstrap_ci(
         np.asarray(tpots, float), p99, bootstrap, rng
     )
-    meets = np.array([meets_sla(r, sla) for r in recs], dtype=float)
-    goodput = (lambda a: float(a.sum()) / window_s) if window_s > 0 else (lambda a: math.nan)
+    # Goodput is a rate: resampling requests alone has no spread when every request meets the SLA, so
+    # resample time blocks of the window instead (a block bootstrap), which carries the rate's own noise.
+    per_block = _block_counts([r.scheduled_at for r in recs if meets_sla(r, sla)], start, end, GOODPUT_BLOCKS)
+    total = (lambda a: float(a.sum()) * GOODPUT_BLOCKS / a.size / window_s) if window_s > 0 else None
     out["goodput_ci_low"], out["goodput_ci_high"] = _bootstrap_ci(
-        meets, goodput, bootstrap if window_s > 0 else 0, rng
+        per_block, total, bootstrap if window_s > 0 and recs else 0, rng
     )
 
     drift = _half_drift(recs, start, end)
