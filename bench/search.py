@@ -17,6 +17,7 @@ import math
 import os
 import random
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,6 +117,22 @@ def optuna_strategy(profile: Profile, sampler: str, n_trials: int) -> Strategy:
                 study.tell(trial, value if value is not None else 0.0)
             except RuntimeError:  # GridSampler calls study.stop() on the last grid point: outside optimize()
                 return  # the trial is stored before after_trial raises; the grid is exhausted
+            if done():
+                return
+
+    return run
+
+
+def shuffled_grid_strategy(profile: Profile) -> Strategy:
+    """Every configuration once, in a seeded random order (what GridSampler(seed) does, with an unbiased shuffle:
+    GridSampler's first picks over seeds 0..19 landed on the 3% near-best set 5 times in 20)."""
+    configs = [c.knobs() for c in all_configs(profile)]
+
+    def run(measure: Measure, done: Callable[[], bool], seed: int) -> None:
+        order = list(configs)
+        random.Random(seed).shuffle(order)
+        for params in order:
+            measure(params)
             if done():
                 return
 
@@ -223,7 +240,7 @@ def gpu_h(seconds: float) -> str:
 
 def strategies(profile: Profile) -> dict[str, Strategy]:
     n = len(all_configs(profile))
-    return {"grid (random order)": optuna_strategy(profile, "grid", n),
+    return {"grid (random order)": shuffled_grid_strategy(profile),
             "tiered (SGLang defaults)": tiered_strategy(profile, random_start=False),
             "tiered (random start)": tiered_strategy(profile, random_start=True),
             "tpe": optuna_strategy(profile, "tpe", n)}
@@ -276,6 +293,7 @@ def format_table(rows: list[dict[str, Any]], ref_h: float) -> list[str]:
 
 def main() -> int:
     t0 = time.perf_counter()
+    warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")  # constraints_func, as sweep uses it
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     profile = bench_profile()
     configs = all_configs(profile)

@@ -48,15 +48,15 @@ def _measure(profile: Profile, driver_name: str, log_dir: Path) -> dict[str, Any
 def test_http_and_virtual_modes_agree_on_throughput_and_ttft(tmp_path: Path) -> None:
     profile = _profile()
     virtual = _measure(profile, "virtual", tmp_path / "logs")
-    # A wall-clock window on a starved machine measures the machine, not the sim (with two CPU hogs on two cores
-    # the server's sleeps overshoot and TTFT P50 rose 20-40%): sweep's client_bound verdict or a load average
-    # above the core count says so; one retry, then a skip that names the reason instead of a flake.
+    # A wall-clock window on a starved machine measures the machine, not the sim (with two CPU hogs on two
+    # cores the server's sleeps overshoot and TTFT P50 rose 20-40%): sweep's client_bound verdict or a load
+    # average above 1.5x the cores says so; one retry, then a skip that names the reason instead of a flake.
     for attempt in range(2):
         http = _measure(profile, "http", tmp_path / f"logs{attempt}")
-        if not http["client_bound"] and os.getloadavg()[0] <= (os.cpu_count() or 1):
+        if not http["client_bound"] and os.getloadavg()[0] <= 1.5 * (os.cpu_count() or 1):
             break
     else:
-        pytest.skip("machine too loaded for a wall-clock comparison (client-bound or load average above cores)")
+        pytest.skip("machine too loaded for a wall-clock comparison (client-bound or load average above 1.5x cores)")
     assert http["n_errors"] == 0 and virtual["n_errors"] == 0
     assert http["n_completed"] >= 50 and virtual["n_completed"] >= 50  # enough requests for stable medians
     for key in ("output_tps", "ttft_p50_ms"):
