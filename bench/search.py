@@ -154,6 +154,8 @@ def tiered_strategy(profile: Profile, random_start: bool) -> Strategy:
             return -1.0 if v is None else v
 
         best_v = score(cur)
+        if done():
+            return
         order = list(space)
         rng.shuffle(order)
         for knob in order:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 
@@ -80,12 +79,12 @@ def test_multimodal_specs_and_oom_launch() -> None:
     assert exc.value.reason == "oom"
 
 
-def test_thirty_minute_window_is_cheap() -> None:
-    """128 streams for 30 simulated minutes of llama3-8b on H200 stays well under the CPU budget."""
+def test_a_long_window_at_128_streams_completes_every_measured_request() -> None:
+    """Five simulated minutes at 128 streams: thousands of requests, none lost (CPU cost: `make bench ARGS=virtual`)."""
     handle = VirtualLauncher("H200", "llama3-8b").start(ServerConfig())
-    window = Window(warmup_requests=100, measure_seconds=1800.0, drain_seconds=30.0)
-    t0 = time.process_time()
+    window = Window(warmup_requests=100, measure_seconds=300.0, drain_seconds=30.0)
     res = VirtualDriver().run_window(handle, specs(500, seed=3), 128, window)
-    cpu = time.process_time() - t0
-    assert len(res.records) > 10000
-    assert cpu < 20.0, cpu  # target < 10 s on a normal core; slack for loaded CI machines
+    measured = [r for r in res.records if not r.warmup and res.window_start <= r.scheduled_at < res.window_end]
+    assert len(measured) > 1500
+    assert all(r.error is None and r.finished_at is not None for r in measured)
+    assert res.window_end - res.window_start == 300.0
