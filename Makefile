@@ -36,8 +36,8 @@ doctor: $(STAMP)
 	$(VENV)/bin/sweep doctor --profile $(PROFILE) --db $(DB)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check sweep launchers tests
-	$(VENV)/bin/mypy sweep launchers
+	$(VENV)/bin/ruff check sweep launchers tests bench tools
+	$(VENV)/bin/mypy sweep launchers bench
 
 bench: $(STAMP)
 	$(PY) -m bench $(ARGS)

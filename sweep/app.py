@@ -177,6 +177,15 @@ class Orchestrator:
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
 
         def on_launch(handle: ServerHandle) -> None:
+            # A server that says it is simulated (an attached or wrapped sim) is labelled so, whatever
+            # launcher started it: simulated numbers must never pass for a measurement of SGLang.
+            if handle.server_info.get("simulated") and not self.simulated:
+                handle.simulated = True
+                self.simulated = True
+                self.store.mark_study_simulated(study_id)
+                env["simulated"] = True
+                self.store.record_environment(study_id, env)
+                self.say("[bold yellow]SIMULATED[/]: the server reports it is sweep's simulator; labelled so.")
             # The server's own /server_info is the surest version (a wrapper script hides the package).
             if handle.version and handle.version != env.get("sglang_version"):
                 env["sglang_version"] = handle.version

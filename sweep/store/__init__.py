@@ -178,6 +178,14 @@ class Store:
             self._require_one(conn.execute(update(t).where(t.c.id == study_id).values(values)).rowcount,
                               f"study {study_id}")
 
+    def mark_study_simulated(self, study_id: int) -> None:
+        """Label a study (and its runs so far) simulated: its server turned out to be the simulator."""
+        with self._write(f"mark study {study_id} simulated") as conn:
+            t = q.studies_table
+            self._require_one(conn.execute(update(t).where(t.c.id == study_id).values(simulated=True)).rowcount,
+                              f"study {study_id}")
+            conn.execute(update(runs_table).where(runs_table.c.study_id == study_id).values(simulated=True))
+
     def record_environment(self, study_id: int, env: Mapping[str, Any]) -> int:
         """Store where a study ran; unknown keys go to extra_json, keys that look like secrets are dropped."""
         with self._write(f"record environment of study {study_id}") as conn:

@@ -1,0 +1,35 @@
+"""A simulated server started through the real-SGLang launcher is still labelled simulated everywhere."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_a_wrapped_simulator_is_labelled_simulated(tmp_path: Path) -> None:
+    # A wrapper with start-server.sh's calling convention that runs the simulator instead of SGLang.
+    wrapper = tmp_path / "fake-start.sh"
+    wrapper.write_text(f'#!/usr/bin/env bash\nshift; [ "${{1:-}}" = "--" ] && shift\n'
+                       f'exec {sys.executable} -m launchers.sim "$@"\n')
+    db = tmp_path / "r.db"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "ladder", "--profile", str(ROOT / "profiles" / "smoke.yaml"),
+         "--db", str(db), "--out", str(tmp_path / "rep"), "--launcher", "sglang",
+         "--config", "max_running_requests=4", "--set", "ladder=[2]",
+         "--set", "server.command=" + json.dumps(["bash", str(wrapper), "bundle", "--"])],
+        capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "SIMULATED" in proc.stderr
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT simulated FROM sweep_studies").fetchall() == [(1,)]
+    assert {r[0] for r in con.execute("SELECT simulated FROM runs")} == {1}
+    report = next((tmp_path / "rep").glob("*/report.md")).read_text()
+    assert "SIMULATED" in report
