@@ -1,8 +1,15 @@
 """Load-generator capacity: sweep's HttpDriver vs the official `openai` SDK client, side by side in one run.
 
-Against bench.fast_sse (N one-token chunks per request, D ms apart), each client runs S closed-loop streams
-in its own process; we report streamed tokens/s per client process and the added latency P99 (e2e minus the
-server's ideal N*D). Also HttpDriver with client_procs 1 and 2. `make bench ARGS=client`.
+Against bench.fast_sse (N one-token chunks per request, D ms apart, served by several SO_REUSEPORT worker
+processes), each client runs S closed-loop streams in its own process; we report streamed tokens/s per client
+process, the added e2e latency P99 (client-observed e2e minus the ideal N*D pacing), and a server-independent
+client overhead: the per-chunk receive lag, client receive time minus the send time the server wrote into the
+chunk (same host, same CLOCK_MONOTONIC). Also HttpDriver with client_procs 1, 2 (and 4 where the host has the
+cores). On a host with >= 8 usable cores the server workers and the clients run on disjoint CPU sets.
+`make bench ARGS=client`.
+
+Knobs (environment): BENCH_TOKENS, BENCH_DELAY_MS, BENCH_WARM_S, BENCH_MEASURE_S, BENCH_STREAMS ("256,512"),
+BENCH_CLIENT_PROCS (e.g. "1,2,4"), BENCH_SERVER_PROCS, BENCH_PIN ("0": no CPU partition).
 """
 
 from __future__ import annotations
@@ -22,6 +29,45 @@ DELAY_MS = float(os.environ.get("BENCH_DELAY_MS", "40"))
 WARM_S = float(os.environ.get("BENCH_WARM_S", "3"))
 MEASURE_S = float(os.environ.get("BENCH_MEASURE_S", "10"))
 IDEAL_S = TOKENS * DELAY_MS / 1000.0
+LAG_ENV = "BENCH_LAG_PROBE"  # set in the --one process; spawned client processes inherit it
+CPUS_ENV = "BENCH_CLIENT_CPUS"
+
+
+def _send_fields(payload: bytes) -> tuple[float, float] | None:
+    """(server send time, server lateness) from a bench.fast_sse token payload `{"t":T,"l":L,...`."""
+    if payload[:5] != b'{"t":':
+        return None
+    i = payload.index(b",", 5)
+    j = payload.index(b",", i + 5)
+    return float(payload[5:i]), float(payload[i + 5:j])
+
+
+def _install_lag_probe() -> None:
+    """Wrap sweep.drivers.sse._event: per token chunk, keep (receive stamp, stamp - send, parsed - send, late).
+
+    The samples ride on the record (an extra attribute, pickled back from client processes). The wrapper costs
+    one slice, two float() and one clock read per event, on top of the driver's own work.
+    """
+    from sweep.drivers import sse
+
+    orig = sse._event
+    clock = time.perf_counter
+
+    def _event(payload: bytes, rec: Any, chat: bool, seen: int, now: float) -> int:
+        out = orig(payload, rec, chat, seen, now)
+        fields = _send_fields(payload)
+        if fields is not None:
+            lags = rec.__dict__.get("bench_lag")
+            if lags is None:
+                lags = rec.__dict__["bench_lag"] = []
+            lags.append((now, now - fields[0], clock() - fields[0], fields[1]))
+        return out
+
+    sse._event = _event  # type: ignore[assignment]
+
+
+if os.environ.get(LAG_ENV) == "1":  # also runs in spawned client processes (they import this as __mp_main__)
+    _install_lag_probe()
 
 
 def _specs() -> list[Any]:
@@ -30,8 +76,23 @@ def _specs() -> list[Any]:
     return [RequestSpec(index=i, input_ids=(5, 6, 7, 8), output_tokens=TOKENS, text="hi") for i in range(64)]
 
 
+def _p(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def _lag_stats(samples: list[tuple[float, ...]], lo: float, hi: float) -> dict[str, float]:
+    """Percentiles (ms) of the per-chunk lags whose receive stamp lies in [lo, hi)."""
+    inside = np.array([s for s in samples if lo <= s[0] < hi], dtype=float).reshape(-1, 4) * 1000.0
+    if not inside.size:
+        return {"lag_p50_ms": float("nan"), "lag_p99_ms": float("nan"), "parsed_lag_p99_ms": float("nan"),
+                "server_late_p99_ms": float("nan"), "lag_n": 0.0}
+    return {"lag_p50_ms": float(np.percentile(inside[:, 1], 50)), "lag_p99_ms": float(np.percentile(inside[:, 1], 99)),
+            "parsed_lag_p99_ms": float(np.percentile(inside[:, 2], 99)),
+            "server_late_p99_ms": float(np.percentile(inside[:, 3], 99)), "lag_n": float(len(inside))}
+
+
 def run_sweep(url: str, streams: int, procs: int) -> dict[str, float]:
-    """HttpDriver closed loop (chat API) for one window; tokens/s and added latency of measured requests."""
+    """HttpDriver closed loop (chat API) for one window; tokens/s, added latency and receive lag."""
     from launchers.base import ServerHandle
     from sweep.drivers.http import HttpDriver
     from sweep.profile import Window
@@ -41,24 +102,34 @@ def run_sweep(url: str, streams: int, procs: int) -> dict[str, float]:
                request_timeout_s=60.0)
     res = HttpDriver(api="chat", client_procs=procs).run_window(ServerHandle(ServerConfig(), url), _specs(),
                                                                  streams, w)
-    recs = [r for r in res.records if not r.warmup and res.window_start <= r.scheduled_at < res.window_end]
+    ws, we = res.window_start, res.window_end
+    recs = [r for r in res.records if not r.warmup and ws <= r.scheduled_at < we]
     ok = [r for r in recs if r.error is None and r.finished_at is not None]
     toks = [t for r in res.records for t, k in zip(r.chunk_times, r.chunk_tokens, strict=False)
-            for _ in range(k) if res.window_start <= t < res.window_end]
+            for _ in range(k) if ws <= t < we]
     added = [((r.finished_at or 0.0) - r.scheduled_at - IDEAL_S) * 1000.0 for r in ok]
-    return {"tok_s": len(toks) / MEASURE_S, "added_p99_ms": float(np.percentile(added, 99)) if added else float("nan"),
-            "errors": float(len(recs) - len(ok)), "cpu": res.client["cpu"], "cpu_total": res.client["cpu_total"]}
+    lags = [s for r in res.records for s in r.__dict__.get("bench_lag", ())]
+    return {"tok_s": len(toks) / MEASURE_S, "added_p99_ms": _p(added, 99), "errors": float(len(recs) - len(ok)),
+            "cpu": res.client["cpu"], "cpu_total": res.client["cpu_total"], "procs": float(procs),
+            **_lag_stats(lags, ws, we)}
 
 
-async def _openai_user(client: Any, stop_at: float, out: list[tuple[float, float]], toks: list[float]) -> None:
-    while time.perf_counter() < stop_at:
-        sent = time.perf_counter()
+async def _openai_user(client: Any, stop_at: float, out: list[tuple[float, float]], toks: list[float],
+                       lags: list[tuple[float, ...]]) -> None:
+    clock = time.perf_counter
+    while clock() < stop_at:
+        sent = clock()
         stream = await client.chat.completions.create(model="bench", messages=[{"role": "user", "content": "hi"}],
                                                       max_tokens=TOKENS, stream=True)
         async for chunk in stream:
             if chunk.choices and chunk.choices[0].delta.content:
-                toks.append(time.perf_counter())
-        out.append((sent, time.perf_counter()))
+                now = clock()
+                toks.append(now)
+                extra = chunk.model_extra or {}
+                if "t" in extra:
+                    lag = now - float(extra["t"])
+                    lags.append((now, lag, lag, float(extra.get("l", 0.0))))
+        out.append((sent, clock()))
 
 
 async def _openai(url: str, streams: int) -> dict[str, float]:
@@ -70,20 +141,22 @@ async def _openai(url: str, streams: int) -> dict[str, float]:
     ws, we = t0 + WARM_S, t0 + WARM_S + MEASURE_S
     done: list[tuple[float, float]] = []
     toks: list[float] = []
-    cpu0: list[float] = []
+    lags: list[tuple[float, ...]] = []
+    cpu0: list[tuple[float, float]] = []
 
     async def mark() -> None:
         await asyncio.sleep(WARM_S)
-        cpu0.append(time.process_time())
+        cpu0.append((time.process_time(), time.perf_counter()))
         await asyncio.sleep(MEASURE_S)
-        cpu0.append(time.process_time())
+        cpu0.append((time.process_time(), time.perf_counter()))
 
-    await asyncio.gather(mark(), *(_openai_user(client, we, done, toks) for _ in range(streams)))
+    await asyncio.gather(mark(), *(_openai_user(client, we, done, toks, lags) for _ in range(streams)))
     await client.close()
     added = [(f - s - IDEAL_S) * 1000.0 for s, f in done if ws <= s < we]
-    return {"tok_s": sum(1 for t in toks if ws <= t < we) / MEASURE_S,
-            "added_p99_ms": float(np.percentile(added, 99)) if added else float("nan"), "errors": 0.0,
-            "cpu": (cpu0[1] - cpu0[0]) / MEASURE_S, "cpu_total": (cpu0[1] - cpu0[0]) / MEASURE_S}
+    cpu = (cpu0[1][0] - cpu0[0][0]) / (cpu0[1][1] - cpu0[0][1])  # per wall second between the marks
+    return {"tok_s": sum(1 for t in toks if ws <= t < we) / MEASURE_S, "added_p99_ms": _p(added, 99),
+            "errors": 0.0, "cpu": cpu, "cpu_total": cpu,
+            "procs": 1.0, **_lag_stats(lags, ws, we)}
 
 
 def run_openai(url: str, streams: int) -> dict[str, float]:
@@ -91,52 +164,141 @@ def run_openai(url: str, streams: int) -> dict[str, float]:
     return asyncio.run(_openai(url, streams))
 
 
-def _server(port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", "bench.fast_sse", "--port", str(port), "--tokens", str(TOKENS),
-                             "--delay-ms", str(DELAY_MS)], stdout=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
+def _physical_groups(cpus: list[int]) -> list[list[int]]:
+    """Usable CPUs grouped by physical core (SMT siblings together), in CPU order; singletons if unknown."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for c in cpus:
+        base = f"/sys/devices/system/cpu/cpu{c}/topology/"
+        try:
+            with open(base + "physical_package_id") as f1, open(base + "core_id") as f2:
+                key = (f1.read().strip(), f2.read().strip())
+        except OSError:
+            key = ("cpu", str(c))
+        groups.setdefault(key, []).append(c)
+    return sorted(groups.values())
+
+
+def partition(server_procs: int) -> tuple[list[int], list[int]]:
+    """(server CPUs, client CPUs): whole physical cores from the top for the server, the rest for the clients.
+
+    Empty lists (no pinning) below 8 usable cores, with BENCH_PIN=0, or where affinity is unsupported.
+    """
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        return [], []
+    if len(cpus) < 8 or os.environ.get("BENCH_PIN", "1") == "0":
+        return [], []
+    groups = _physical_groups(cpus)
+    server: list[int] = []
+    while groups and len(server) < server_procs and len(groups) > 1:
+        server = groups.pop() + server
+    client = [c for g in groups for c in g]
+    if len(client) < 2:
+        return [], []
+    return sorted(server), client
+
+
+def _server(port: int, procs: int, cpus: list[int]) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "bench.fast_sse", "--port", str(port), "--tokens", str(TOKENS),
+           "--delay-ms", str(DELAY_MS), "--procs", str(procs)]
+    if cpus:
+        cmd += ["--cpus", ",".join(map(str, cpus))]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    assert line.startswith(b"ready"), line
     return proc
 
 
-def _one(url: str, kind: str, streams: int, procs: int = 1) -> dict[str, float]:
+def _one(url: str, kind: str, streams: int, procs: int, cpus: list[int]) -> dict[str, float]:
     """Run one client configuration in a fresh process (fair CPU, clean loop); its JSON line is the result."""
+    env = dict(os.environ, **{LAG_ENV: "1", CPUS_ENV: ",".join(map(str, cpus))})
     out = subprocess.run([sys.executable, "-m", "bench.client", "--one", url, kind, str(streams), str(procs)],
-                         check=True, capture_output=True, text=True)
+                         capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"{kind} x {streams} streams, {procs} procs failed:\n{out.stderr[-2000:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _clocks_shared() -> tuple[bool, str]:
+    """Whether time.monotonic (server stamps) and time.perf_counter (client stamps) read the same clock."""
+    m, p = time.get_clock_info("monotonic"), time.get_clock_info("perf_counter")
+    same = m.implementation == p.implementation and abs(time.monotonic() - time.perf_counter()) < 1e-3
+    return same, f"monotonic={m.implementation}, perf_counter={p.implementation}"
+
+
+def _ints(env: str, default: list[int]) -> list[int]:
+    raw = os.environ.get(env)
+    return [int(x) for x in raw.split(",") if x.strip()] if raw else default
 
 
 def main() -> int:
     """Run every client configuration, one at a time, against one fast server; print a markdown table."""
     import socket
 
+    from bench.fast_sse import default_procs, usable_cores
+
+    cores = usable_cores()
+    server_procs = default_procs()
+    server_cpus, client_cpus = partition(server_procs)
+    n_client_cores = len(client_cpus) or cores
+    procs_list = _ints("BENCH_CLIENT_PROCS", [1, 2, 4] if n_client_cores >= 4 else [1, 2])
+    streams_list = _ints("BENCH_STREAMS", [256, 512])
+    same_clock, clock_desc = _clocks_shared()
+    plural = "es" if server_procs > 1 else ""
+    print(f"host: {os.cpu_count()} cores ({cores} usable); server: bench.fast_sse x {server_procs} process{plural} "
+          f"(SO_REUSEPORT){' on CPUs ' + _ranges(server_cpus) if server_cpus else ''}; clients "
+          f"{'on CPUs ' + _ranges(client_cpus) if client_cpus else 'unpinned (server and clients share the cores)'}"
+          f"; clocks: {clock_desc}{'' if same_clock else ' (NOT shared: receive lag not valid)'}", flush=True)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = _server(port)
+    server = _server(port, server_procs, server_cpus)
     url = f"http://127.0.0.1:{port}"
     rows: list[tuple[str, int, dict[str, float]]] = []
     try:
-        for streams in (256, 512):
-            rows.append(("openai SDK (reference)", streams, _one(url, "openai", streams)))
-            rows.append(("sweep HttpDriver, 1 proc", streams, _one(url, "sweep", streams, 1)))
-            rows.append(("sweep HttpDriver, 2 procs", streams, _one(url, "sweep", streams, 2)))
+        for streams in streams_list:
+            rows.append(("openai SDK (reference)", streams, _one(url, "openai", streams, 1, client_cpus)))
+            for n in procs_list:
+                name = f"sweep HttpDriver, {n} proc{'s' if n > 1 else ''}"
+                rows.append((name, streams, _one(url, "sweep", streams, n, client_cpus)))
     finally:
         server.terminate()
         server.wait()
-    print(f"server: bench.fast_sse, {TOKENS} tokens x {DELAY_MS:g} ms (ideal e2e {IDEAL_S * 1000:.0f} ms); "
-          f"window {MEASURE_S:g} s after {WARM_S:g} s warm-up; host cores: {os.cpu_count()}")
-    print("| client | streams | tokens/s | tokens/s per proc | added e2e P99 ms | busiest proc CPU | errors |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"load: {TOKENS} tokens x {DELAY_MS:g} ms per request (ideal e2e {IDEAL_S * 1000:.0f} ms); "
+          f"window {MEASURE_S:g} s after {WARM_S:g} s warm-up")
+    print("| client | streams | offered tok/s | tokens/s | tokens/s per proc | added e2e P99 ms | "
+          "recv lag P50 / P99 ms | parsed lag P99 ms | server late P99 ms | busiest proc CPU | errors |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     ref = {s: r["tok_s"] for name, s, r in rows if name.startswith("openai")}
     for name, streams, r in rows:
-        n = 2 if "2 procs" in name else 1
-        print(f"| {name} | {streams} | {r['tok_s']:.0f} ({r['tok_s'] / ref[streams]:.2f}x ref) | {r['tok_s'] / n:.0f} | "
-              f"{r['added_p99_ms']:.1f} | {r['cpu']:.2f} | {r['errors']:.0f} |")
+        nprocs = r.get("procs", 1.0) or 1.0
+        lag = (f"{r['lag_p50_ms']:.2f} / {r['lag_p99_ms']:.2f}" if same_clock else "n/a")
+        parsed = f"{r['parsed_lag_p99_ms']:.2f}" if same_clock else "n/a"
+        offered = streams * 1000.0 / DELAY_MS
+        print(f"| {name} | {streams} | {offered:.0f} | {r['tok_s']:.0f} ({r['tok_s'] / ref[streams]:.2f}x ref) | "
+              f"{r['tok_s'] / nprocs:.0f} | {r['added_p99_ms']:.1f} | {lag} | {parsed} | "
+              f"{r['server_late_p99_ms']:.2f} | {r['cpu']:.2f} | {r['errors']:.0f} |")
     return 0
+
+
+def _ranges(cpus: list[int]) -> str:
+    out, start = [], None
+    for i, c in enumerate(cpus):
+        if start is None:
+            start = c
+        if i + 1 == len(cpus) or cpus[i + 1] != c + 1:
+            out.append(f"{start}-{c}" if c != start else f"{c}")
+            start = None
+    return ",".join(out)
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--one":
+        pin = os.environ.get(CPUS_ENV)
+        if pin:
+            os.sched_setaffinity(0, {int(c) for c in pin.split(",")})  # spawned client processes inherit it
         u, k, n, p = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
         print(json.dumps(run_openai(u, n) if k == "openai" else run_sweep(u, n, p)))
         sys.exit(0)

@@ -113,6 +113,7 @@ def optuna_strategy(profile: Profile, sampler: str, n_trials: int) -> Strategy:
             value = measure(suggest(trial, space).knobs())
             trial.set_user_attr(FEASIBLE_ATTR, value is not None)
             trial.set_user_attr(CONSTRAINT_ATTR, 0.0 if value is not None else 1.0)
+            trial.set_constraint("feasible", 0.0 if value is not None else 1.0)
             try:
                 study.tell(trial, value if value is not None else 0.0)
             except RuntimeError:  # GridSampler calls study.stop() on the last grid point: outside optimize()

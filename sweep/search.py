@@ -65,8 +65,9 @@ def make_sampler(profile: Profile) -> optuna.samplers.BaseSampler:
     if kind == "grid":
         return optuna.samplers.GridSampler(space or {"_": [0]}, seed=seed)
     if kind == "gp":
-        return optuna.samplers.GPSampler(seed=seed, constraints_func=_constraints)
-    return optuna.samplers.TPESampler(seed=seed, constraints_func=_constraints, multivariate=True)
+        return optuna.samplers.GPSampler(seed=seed)
+    # Constraints come from Trial.set_constraint (Optuna 5; constraints_func is deprecated there).
+    return optuna.samplers.TPESampler(seed=seed, multivariate=True)
 
 
 def suggest(trial: optuna.Trial, space: dict[str, list[Any]]) -> ServerConfig:
@@ -177,6 +178,7 @@ class Search:
             feasible = outcome.value is not None
             trial.set_user_attr(FEASIBLE_ATTR, feasible)
             trial.set_user_attr(CONSTRAINT_ATTR, 0.0 if feasible else 1.0)
+            trial.set_constraint("feasible", 0.0 if feasible else 1.0)
             trial.set_user_attr("config_id", outcome.config_id)
             trial.set_user_attr("status", outcome.status)
             trial.set_user_attr("phase", phase)
