@@ -246,7 +246,8 @@ def strategies(profile: Profile) -> dict[str, Strategy]:
     return {"grid (random order)": shuffled_grid_strategy(profile),
             "tiered (SGLang defaults)": tiered_strategy(profile, random_start=False),
             "tiered (random start)": tiered_strategy(profile, random_start=True),
-            "tpe": optuna_strategy(profile, "tpe", n)}
+            "tpe": optuna_strategy(profile, "tpe", n),
+            **({"gp": optuna_strategy(profile, "gp", n)} if gp_available() is None else {})}
 
 
 def gp_available() -> str | None:
@@ -265,10 +266,10 @@ def run_table(oracle: Oracle, profile: Profile, seeds: int) -> list[dict[str, An
     for name, strat in strategies(profile).items():
         for screening in (False, True):
             for prune in (False, True):
-                if name == "tpe" and screening:
-                    strat = optuna_strategy(profile, "tpe", TPE_SCREEN_TRIALS)
-                elif name == "tpe":
-                    strat = strategies(profile)["tpe"]
+                if name in ("tpe", "gp") and screening:
+                    strat = optuna_strategy(profile, name, TPE_SCREEN_TRIALS)
+                elif name in ("tpe", "gp"):
+                    strat = strategies(profile)[name]
                 t0 = time.perf_counter()
                 bills = [replay(oracle, strat, s, screening, prune, profile) for s in range(seeds)]
                 cost = [b.hit_s if b.hit_s is not None else math.inf for b in bills]
@@ -322,7 +323,8 @@ def main() -> int:
     print("\n".join(format_table(rows, grid_cost(oracle, prune=False) / 3600)))
     print(f"grid with pruning, every configuration: {grid_cost(oracle, prune=True) / 3600:.1f} h")
     why = gp_available()
-    print(f"gp: {'not run: ' + why if why else 'available but not in this table'}")
+    if why:
+        print(f"gp: not run: {why}")
     print(f"\nbench search took {time.perf_counter() - t0:.0f} s")
     return 0
 

@@ -108,6 +108,9 @@ def _plots(ctx: dict[str, Any], out_dir: Path) -> list[Path]:
             dash = "--" if runs[0].get("phase") == "screen" else "-"
             ax.plot(xs, ys, dash, marker="o", label=ctx["labels"].get(cid, str(cid)) + _phase_tag(runs[0]))
         ax.set_xscale("log", base=2)
+        steps = sorted({r["concurrency"] for runs in by_cfg.values() for r in runs})
+        ax.set_xticks(steps, [str(c) for c in steps])  # the ladder's own steps, not powers of two
+        ax.minorticks_off()
         ax.set_title(title)
         ax.set_xlabel("client concurrency")
     axes.flat[0].legend(fontsize=7)

@@ -117,3 +117,20 @@ def test_knee_interval_brackets_the_knee_and_widens_with_noise() -> None:
     wide = knee_goodput_ci(pts(60.0), 0.0)
     assert wide[0] is not None and wide[1] is not None and (wide[1] - wide[0]) > (hi - lo)
     assert knee_goodput_ci([StepPoint(2, 1, 1, 1, 1.0, 0, False)], 0.1) == (None, None)
+
+
+def test_tpe_and_gp_samplers_run_a_study_with_the_infeasible_config_as_a_constraint(tmp_path: Path) -> None:
+    import optuna
+
+    for sampler in ("tpe", "gp"):
+        prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4, 8],
+                                                     "mem_fraction_static": [0.05, 0.85]},
+                                    "search.sampler": sampler, "search.n_trials": 3, "ladder": [2, 4]})
+        db = tmp_path / f"{sampler}.db"
+        run = Orchestrator(prof, f"sqlite:///{db}", tmp_path, driver="virtual").knee(sampler)
+        study = optuna.load_study(study_name=sampler, storage=f"sqlite:///{db}")
+        done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        assert len(done) == 3
+        for t in done:  # the constraint Optuna's samplers read: > 0 exactly when the configuration was infeasible
+            assert (t.constraints["feasible"] > 0) == (t.params["mem_fraction_static"] == 0.05)
+        assert run.winner is None or run.winner["knobs"]["mem_fraction_static"] == 0.85
