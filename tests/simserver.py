@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -33,6 +34,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_healthy(proc: subprocess.Popen[Any], url: str, deadline_s: float = 30.0) -> None:
+    """Poll /health until 200 (a condition with a deadline); fail if the process exits first."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited with {proc.returncode} during start-up")
+        try:
+            if httpx.get(url + "/health", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)  # polling interval of a condition with a deadline, not a fixed wait
+    raise AssertionError("server not healthy before the deadline")
+
+
 @contextlib.contextmanager
 def sim_server(*extra: str, timeout_s: float = 60.0) -> Iterator[str]:
     """Run `python -m launchers.sim --enable-metrics` with extra flags; yields its base URL (.proc: the process)."""
@@ -42,18 +58,7 @@ def sim_server(*extra: str, timeout_s: float = 60.0) -> Iterator[str]:
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"sim server exited with {proc.returncode}")
-            try:
-                if httpx.get(url + "/health", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("sim server did not become healthy")
-            time.sleep(0.05)
+        wait_healthy(proc, url, timeout_s)
         yield Url(url, proc)
     finally:
         proc.terminate()

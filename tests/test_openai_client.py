@@ -9,12 +9,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+from simserver import wait_healthy
 
 openai = pytest.importorskip("openai")  # the dev extra installs it; without it there is nothing to exercise
 KEY = "sdk-key"
@@ -33,17 +32,6 @@ def launch_vlm() -> tuple[subprocess.Popen[str], str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
-def wait_healthy(proc: subprocess.Popen[str], url: str, deadline_s: float = 30.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "server exited during start-up"
-        try:
-            if httpx.get(url + "/health", timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)  # polling interval of a condition with a deadline, not a fixed wait
-    raise AssertionError("server not healthy before the deadline")
 
 
 def png_data_url(size: int = 448) -> str:

@@ -10,13 +10,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from simserver import wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sekret"
@@ -37,17 +37,6 @@ def launch(*extra: str) -> tuple[subprocess.Popen[str], str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
-def wait_healthy(proc: subprocess.Popen[str], url: str, deadline_s: float = 20.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "server exited during start-up"
-        try:
-            if httpx.get(url + "/health", timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)  # polling interval of a condition with a deadline, not a fixed wait
-    raise AssertionError("server not healthy before the deadline")
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
