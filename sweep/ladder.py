@@ -211,7 +211,8 @@ class LadderRunner:
             if self.on_step_start:
                 self.on_step_start(config, concurrency, expected)
             try:
-                result = run_window(self.driver, handle, self.specs, concurrency, window, self.profile.arrival)
+                result = run_window(self.driver, handle, self.specs, concurrency, window,
+                                    self.profile.step_arrival(concurrency))
             except ServerDied as exc:
                 self.store.mark_run(run_id, "failed", str(exc))
                 outcome.status, outcome.failure = "failed", str(exc)

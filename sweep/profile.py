@@ -115,6 +115,8 @@ class RateArrival(_Strict):
 
     kind: Literal["constant", "poisson"]
     rate: float = Field(gt=0, description="requests per second")
+    rates: list[Annotated[float, Field(gt=0)]] | None = Field(
+        None, description="offered rate per ladder step (req/s), one per step; overrides rate")
     max_in_flight: int = Field(1024, ge=1)
 
 
@@ -125,6 +127,8 @@ class GammaArrival(_Strict):
     rate: float = Field(gt=0, description="requests per second")
     shape: float | None = Field(None, gt=0, description="gamma shape k (1 = poisson)")
     cv: float | None = Field(None, gt=0, description="coefficient of variation of the gaps (alternative to shape)")
+    rates: list[Annotated[float, Field(gt=0)]] | None = Field(
+        None, description="offered rate per ladder step (req/s), one per step; overrides rate")
     max_in_flight: int = Field(1024, ge=1)
 
     @model_validator(mode="after")
@@ -279,6 +283,20 @@ class Profile(_Strict):
         if any(b <= a for a, b in zip(v, v[1:], strict=False)):
             raise ValueError("steps must be strictly ascending")
         return v
+
+    @model_validator(mode="after")
+    def _rates_match_ladder(self) -> Profile:
+        rates = getattr(self.arrival, "rates", None)
+        if rates is not None and len(rates) != len(self.ladder):
+            raise ValueError(f"arrival.rates has {len(rates)} values for a ladder of {len(self.ladder)} steps")
+        return self
+
+    def step_arrival(self, concurrency: int) -> Any:
+        """The arrival process of one ladder step: an open loop with per-step `rates` offers that step's rate."""
+        rates = getattr(self.arrival, "rates", None)
+        if rates is None or concurrency not in self.ladder:
+            return self.arrival
+        return self.arrival.model_copy(update={"rate": rates[self.ladder.index(concurrency)]})
 
     def fingerprint(self) -> str:
         """Hash of what makes two runs comparable: workload, arrival, window and SLA."""

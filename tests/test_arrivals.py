@@ -12,9 +12,12 @@ from pydantic import ValidationError
 from launchers.sim.virtual import VirtualLauncher
 from sweep.drivers import arrivals
 from sweep.drivers.virtual import VirtualDriver
+from sweep.errors import ProfileError
 from sweep.measure import ttft_ms
 from sweep.profile import ClosedArrival, GammaArrival, Profile, RateArrival, TraceArrival, Window
 from sweep.types import RequestSpec, ServerConfig
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_schedules_are_seeded_per_step_and_start_at_zero() -> None:
@@ -101,3 +104,24 @@ def test_virtual_open_loop_sends_on_schedule_and_keeps_latency_honest_under_the_
     early, late = done[: len(done) // 4], done[-len(done) // 4:]
     assert np.median([ttft_ms(r) for r in late]) > 3 * np.median([ttft_ms(r) for r in early])
     assert max(r.sent_at - r.scheduled_at for r in late) > 1.0
+
+
+def test_an_open_loop_ladder_offers_each_steps_own_rate(tmp_path: Path) -> None:
+    """With arrival.rates, step i of the ladder offers rates[i] req/s (a request-rate sweep)."""
+    import sqlite3
+
+    from sweep.app import Orchestrator
+    from sweep.profile import load_profile
+
+    prof = load_profile(ROOT / "profiles" / "smoke.yaml", {
+        "arrival": {"kind": "poisson", "rate": 1.0, "rates": [2.0, 8.0], "max_in_flight": 64},
+        "ladder": [2, 4], "window.measure_seconds": 30, "window.warmup_requests": 0,
+        "search.space": {"max_running_requests": [8]}})
+    Orchestrator(prof, f"sqlite:///{tmp_path / 'r.db'}", tmp_path, driver="virtual").knee("rates")
+    con = sqlite3.connect(tmp_path / "r.db")
+    started = dict(con.execute("SELECT concurrency, n_started FROM runs WHERE phase != 'soak'").fetchall())
+    assert 30 <= started[2] <= 95  # ~60 requests at 2 req/s for 30 s (Poisson)
+    assert 180 <= started[4] <= 310  # ~240 at 8 req/s
+    with pytest.raises(ProfileError, match="arrival.rates has 1 values for a ladder of 2 steps"):
+        load_profile(ROOT / "profiles" / "smoke.yaml", {"arrival": {"kind": "poisson", "rate": 1.0, "rates": [2.0]},
+                                                        "ladder": [2, 4]})
