@@ -41,6 +41,17 @@ Clock = Callable[[], float]
 START_MARGIN_S = 0.05  # t0 is this far after the start barrier, so every worker is waiting when it comes
 
 
+def run_loop(coro: Any) -> Any:
+    """Run a coroutine on uvloop where it is installed (a faster event loop: lower per-chunk overhead and
+    tail latency in the load generator), else on asyncio's default loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
+
+
 class HttpDriver:
     """Runs one ladder step against a server URL: closed loop (`concurrency` users) or an open-loop arrival."""
 
@@ -72,7 +83,7 @@ class HttpDriver:
         """
         assert handle.url, "the HTTP driver needs a server URL"
         plans, ws_off = self._plans(handle, specs, concurrency, window, arrival)
-        return asyncio.run(self._run(handle, plans, concurrency, window, ws_off))
+        return run_loop(self._run(handle, plans, concurrency, window, ws_off))
 
     def _plans(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int, window: Window,
                arrival: Any) -> tuple[list[Plan], float | None]:
@@ -237,7 +248,7 @@ def _child(plan: Plan, coord: SharedCoord, conn: Any) -> None:
     try:
         conn.send("ready")
         t0 = conn.recv()
-        result = asyncio.run(run_worker(plan, coord, t0))
+        result = run_loop(run_worker(plan, coord, t0))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, never silently lost
         result = WorkerResult([], np.zeros(0), np.zeros(0), np.zeros((0, 3)), error=f"{type(exc).__name__}: {exc}")
     conn.send(result)

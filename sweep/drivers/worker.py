@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,6 +128,11 @@ class _State:
     peak: int = 0
 
 
+async def sleep_until(t: float, clock: Callable[[], float]) -> None:
+    """Sleep until clock() >= t; uvloop's millisecond timers can wake a little early, so check and go again."""
+    while (delay := t - clock()) > 0:
+        await asyncio.sleep(delay if delay > 0.001 else 0)
+
 async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.perf_counter) -> WorkerResult:
     """Run this worker's share of the window from t0 until the window ends and the drain grace passes."""
     w = plan.window
@@ -138,9 +143,7 @@ async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.pe
     ticks: list[tuple[float, float, float]] = []
     async with httpx.AsyncClient(base_url=plan.url, headers=plan.headers, limits=limits, timeout=timeout) as client:
         ticker = asyncio.create_task(_tick(ticks, clock))
-        delay = t0 - clock()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        await sleep_until(t0, clock)
         tasks: set[asyncio.Task[None]] = set()
         if plan.offsets is None:
             users = [asyncio.create_task(_user(client, plan, coord, t0, st, u, clock)) for u in range(plan.users)]
@@ -237,9 +240,7 @@ async def _open_loop(client: httpx.AsyncClient, plan: Plan, coord: Coord, t0: fl
         sched = t0 + off
         if sched >= end or coord.stopped():
             break
-        delay = sched - clock()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        await sleep_until(sched, clock)
         spec = plan.specs[int(k) % len(plan.specs)]
         rec = RequestRecord(index=spec.index, concurrency=plan.concurrency, scheduled_at=sched, sent_at=sched,
                             prompt_tokens=spec.prompt_tokens, modality=spec.modality, warmup=sched < ws)
