@@ -79,8 +79,8 @@ def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path) -> La
     if kind == "sim":
         sim = spec.model_copy(update={"extra_args": [*spec.extra_args, "--sim-gpu", spec.sim_gpu,
                                                      "--sim-model", spec.sim_model]})
-        return SGLangLauncher(sim, log_dir, module="launchers.sim", simulated=True)
-    return SGLangLauncher(spec, log_dir, command_prefix=spec.command)
+        return SGLangLauncher(sim, log_dir, module="launchers.sim", simulated=True, drain_s=spec.shutdown_grace_s)
+    return SGLangLauncher(spec, log_dir, command_prefix=spec.command, drain_s=spec.shutdown_grace_s)
 
 
 def make_driver(profile: Profile, driver: str, launcher: Launcher, client_procs: int = 1) -> Any:

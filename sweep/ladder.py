@@ -192,6 +192,10 @@ class LadderRunner:
             report = self.launcher.stop(handle)
             if report.killed_leftovers:
                 outcome.stop_reason += f"; killed leftover pids {report.killed_leftovers}"
+            if not report.graceful:
+                outcome.stop_reason += "; server ignored SIGTERM for the drain budget and was killed"
+            if report.gpu_mem_released is False:
+                outcome.stop_reason += "; GPU memory did not return to its pre-launch level after stop"
         outcome.knee = find_knee(step_points(outcome.steps), self.profile.search.flatten_threshold)
         if outcome.status == "completed" and outcome.knee.point is None:
             outcome.status = "infeasible"

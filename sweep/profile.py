@@ -169,6 +169,7 @@ class ServerSpec(_Strict):
     model_path: str = "models/llama3-8b-shape"
     extra_args: list[str] = Field(default_factory=list)
     startup_timeout_s: float = Field(900.0, gt=0)
+    shutdown_grace_s: float = Field(60.0, gt=0, description="SIGTERM drain budget before the group is killed")
     host: str = "127.0.0.1"
     url: str | None = None  # attach only
     sim_gpu: str = "H200"  # the simulated server's GPU preset

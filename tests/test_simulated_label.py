@@ -33,3 +33,19 @@ def test_a_wrapped_simulator_is_labelled_simulated(tmp_path: Path) -> None:
     assert {r[0] for r in con.execute("SELECT simulated FROM runs")} == {1}
     report = next((tmp_path / "rep").glob("*/report.md")).read_text()
     assert "SIMULATED" in report
+
+
+@pytest.mark.slow
+def test_a_server_that_ignores_sigterm_is_killed_and_the_stop_is_recorded(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "ladder", "--profile", str(ROOT / "profiles" / "smoke.yaml"),
+         "--db", str(db), "--out", str(tmp_path / "rep"), "--driver", "http", "--config", "max_running_requests=4",
+         "--set", "ladder=[2]", "--set", "server.shutdown_grace_s=1",
+         "--set", 'server.extra_args=["--load-format", "dummy", "--sim-ignore-sigterm"]'],
+        capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    con = sqlite3.connect(db)
+    (status, why), = con.execute("SELECT status, stop_reason FROM server_configs").fetchall()
+    assert status == "completed"
+    assert "ignored SIGTERM" in why
