@@ -116,7 +116,9 @@ def _database(db_url: str) -> Check:
 def _model(profile: Profile) -> Check:
     if profile.server.launcher == "attach":
         return Check("model", None, "attach: the server's own model is used")
-    path = Path(profile.server.model_path)
+    from sweep.app import model_path  # the launcher's own resolution: repo-relative paths work from any cwd
+
+    path = Path(model_path(profile))
     if (path / "config.json").is_file():
         return Check("model", True, f"{path} has config.json")
     return Check("model", False, f"{path}/config.json not found")
