@@ -28,6 +28,7 @@ class CostModel:
         self.per_req_s = e.per_req_overhead_s
         self.prefill_s = e.prefill_overhead_s
         self.host_s = e.host_latency_s  # CPU side, off the GPU: delays a request, never the batch; no speed
+        self.host_s_per_inflight = e.host_s_per_inflight
         self.media_host_s = e.media_host_s_per_token
         # two all-reduces per layer under TP; latency plus the hidden-state bytes over the link
         self.tp_fixed_s = 2 * m.layers * e.allreduce_latency_s if tp > 1 else 0.0

@@ -80,7 +80,10 @@ class Engine:
             return r
         r.max_new = min(r.max_new, max_req_len - r.prompt_len - 1) or 1  # SGLang clips max_new_tokens to fit
         media = sum(sr.media_tokens.values())
-        r.ready_at = r.arrival + self.cost.host_s + media * self.cost.media_host_s
+        host = self.cost.host_s + media * self.cost.media_host_s
+        if self.cost.host_s_per_inflight:
+            host += self.cost.host_s_per_inflight * self.inflight()
+        r.ready_at = r.arrival + host
         if r.ready_at > r.arrival:
             heapq.heappush(self.pending, (r.ready_at, next(self._seq), r))
         else:
@@ -109,6 +112,10 @@ class Engine:
         r = self.reqs.get(rid)
         if r is not None and r.status in ("finished", "aborted"):
             del self.reqs[rid]
+
+    def inflight(self) -> int:
+        """Requests submitted and not yet closed (host stage, queue, chunked prefill, decoding)."""
+        return len(self.pending) + len(self.waiting) + len(self.running) + (self.chunked is not None)
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.chunked or self.pending)

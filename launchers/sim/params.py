@@ -98,6 +98,10 @@ class Efficiency:
     prefill_overhead_s: float = 0.0058  # extra host work of an extend batch (no CUDA graph)
     allreduce_latency_s: float = 8e-6  # per all-reduce (two per layer) under TP (no TP data: unfitted)
     host_latency_s: float = 0.031  # HTTP + tokenizer manager + scheduler receive, before a request can be scheduled
+    # The host stage is one CPU loop shared with output streaming: its delay grows with the requests in flight
+    # (submitted, not yet finished) when a request arrives. 0 = a constant host_latency_s. Candidate fit: host_latency_s=0,
+    # host_s_per_inflight=1e-3 (docs/calibration.md); not the preset yet (HTTP and virtual modes disagree on TTFT).
+    host_s_per_inflight: float = 0.0
     media_host_s_per_token: float = 0.00035  # CPU media preprocessing (resize, normalise) per media token
 
 
