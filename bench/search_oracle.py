@@ -88,7 +88,6 @@ def simulate_ladder(profile_json: str, knobs: dict[str, Any], measure_s: float, 
     from launchers.sim.virtual import VirtualLauncher
     from sweep.drivers.virtual import VirtualDriver
     from sweep.errors import LaunchError
-    from sweep.ladder import run_window
     from sweep.measure import compute_stats
 
     profile = Profile.model_validate_json(profile_json)
@@ -104,7 +103,7 @@ def simulate_ladder(profile_json: str, knobs: dict[str, Any], measure_s: float, 
     steps: list[dict[str, Any]] = []
     for c in profile.ladder:
         t0 = handle.engine.now
-        result = run_window(driver, handle, _SPECS, c, window, profile.arrival)
+        result = driver.run_window(handle, _SPECS, c, window, arrival=profile.arrival)
         stats = compute_stats(result, profile.sla, bootstrap=0)
         row = {k: stats.get(k) for k in KEEP if k != "concurrency"}
         row.update(concurrency=c, virtual_s=float(handle.engine.now - t0), aborted=result.aborted)

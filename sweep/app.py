@@ -14,7 +14,7 @@ from typing import Any
 from launchers.base import Launcher, ServerHandle
 from sweep.errors import SweepError
 from sweep.knee import find_knee, knee_goodput_ci
-from sweep.ladder import LadderOutcome, LadderRunner, step_points, supports_arrival
+from sweep.ladder import LadderOutcome, LadderRunner, step_points
 from sweep.profile import Profile
 from sweep.report import ReportFiles, write_report
 from sweep.search import Search, StudyResult
@@ -206,12 +206,9 @@ class Orchestrator:
         if winner is not None and self.profile.soak.enabled and not soak_done(self.store, study_id):
             from sweep.soak import run_soak
 
-            if not supports_arrival(driver):
-                self.say(f"soak skipped: the {self.driver_name} driver has no open-loop (Poisson) arrivals yet")
-            else:
-                self.say(f"soak: {self.profile.soak.duration_s:.0f} s of Poisson arrivals at the winner's knee rate")
-                verdict = run_soak(self.profile, runner, winner, ctx)
-                self.say(f"soak verdict: {verdict.summary()}")
+            self.say(f"soak: {self.profile.soak.duration_s:.0f} s of Poisson arrivals at the winner's knee rate")
+            verdict = run_soak(self.profile, runner, winner, ctx)
+            self.say(f"soak verdict: {verdict.summary()}")
         report = self.report(study_id)
         self.store.finish_study(study_id, "completed", winner_config_id=winner["id"] if winner else None,
                                 report_path=str(report.markdown))

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from launchers.base import Launcher, ServerHandle
-from sweep.errors import LaunchError, ServerDied, SweepError
+from sweep.errors import LaunchError, ServerDied
 from sweep.knee import KneeResult, StepPoint, find_knee
 from sweep.measure import compute_stats
 from sweep.profile import Profile, Window
@@ -17,28 +16,12 @@ from sweep.types import RequestSpec, ServerConfig, WindowResult
 
 
 class Driver(Protocol):
+    """Runs one window: closed loop with `concurrency` users, or the open-loop `arrival` process."""
+
     simulated: bool
 
     def run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
-                   window: Any) -> WindowResult: ...
-
-
-def supports_arrival(driver: Any) -> bool:
-    """Whether the driver's run_window takes the open-loop `arrival=` keyword."""
-    try:
-        return "arrival" in inspect.signature(driver.run_window).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def run_window(driver: Any, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int, window: Window,
-               arrival: Any = None) -> WindowResult:
-    """One window; `arrival` (open loop) is passed only when given, and refused when the driver lacks it."""
-    if arrival is None or getattr(arrival, "kind", "closed") == "closed":
-        return driver.run_window(handle, specs, concurrency, window)
-    if not supports_arrival(driver):
-        raise SweepError(f"driver {type(driver).__name__} has no open-loop arrivals ({arrival.kind}) yet")
-    return driver.run_window(handle, specs, concurrency, window, arrival=arrival)
+                   window: Window, arrival: Any = None) -> WindowResult: ...
 
 
 @dataclass
@@ -215,8 +198,8 @@ class LadderRunner:
             if self.on_step_start:
                 self.on_step_start(config, concurrency, expected)
             try:
-                result = run_window(self.driver, handle, self.specs, concurrency, window,
-                                    self.profile.step_arrival(concurrency))
+                result = self.driver.run_window(handle, self.specs, concurrency, window,
+                                                arrival=self.profile.step_arrival(concurrency))
             except ServerDied as exc:
                 self.store.mark_run(run_id, "failed", str(exc))
                 outcome.status, outcome.failure = "failed", str(exc)

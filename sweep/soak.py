@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from sweep.errors import LaunchError, ServerDied
-from sweep.ladder import LadderRunner, launch_record, run_window
+from sweep.ladder import LadderRunner, launch_record
 from sweep.measure import compute_stats
 from sweep.profile import Profile, RateArrival, Soak
 from sweep.types import ServerConfig
@@ -126,7 +126,7 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any], ctx
     run_id = store.create_run(runner.study_id, config_id, soak.max_in_flight, profile.fingerprint(),
                               handle.simulated, runner.driver_name, phase="soak")
     try:
-        result = run_window(runner.driver, handle, runner.specs, soak.max_in_flight, window, arrival)
+        result = runner.driver.run_window(handle, runner.specs, soak.max_in_flight, window, arrival=arrival)
     except ServerDied as exc:
         store.mark_run(run_id, "failed", f"soak: {exc}")
         store.update_server_config(config_id, status="failed", failure_reason=str(exc))

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from sweep.ladder import supports_arrival
 from sweep.profile import Soak, load_profile
 from sweep.soak import judge, slope_per_min, soak_rate
 from sweep.types import Sample
@@ -64,10 +63,6 @@ def test_soak_rate_is_the_knees_request_rate_times_the_fraction() -> None:
 
 
 def test_soak_over_http_stores_a_soak_run_and_a_verdict(tmp_path: Path) -> None:
-    from sweep.drivers.http import HttpDriver
-
-    if not supports_arrival(HttpDriver()):
-        pytest.skip("the HTTP driver has no open-loop arrival= keyword yet (drivers issue)")
     from sweep.app import Orchestrator
 
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [8]}, "ladder": [2, 4],
