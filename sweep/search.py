@@ -50,10 +50,6 @@ def grid_size(space: Space) -> int:
     return int(np.prod([len(v) for v in grid(space).values()])) if grid(space) else 1
 
 
-def _constraints(trial: optuna.trial.FrozenTrial) -> tuple[float]:
-    return (float(trial.user_attrs.get(CONSTRAINT_ATTR, 1.0)),)
-
-
 def make_sampler(profile: Profile) -> optuna.samplers.BaseSampler:
     """The sampler the profile names; `auto` is the grid when it fits the trial budget, TPE otherwise."""
     space = grid(profile.search.space)
