@@ -181,14 +181,19 @@ class SimServer:
         return f"data: {json.dumps(obj, separators=(',', ':'))}\n\n"
 
     # ---- endpoints ---------------------------------------------------------------------------
-    async def generate(self, request: Request) -> Response:
+    async def _body(self, request: Request) -> dict[str, Any] | Response:
+        """The request's JSON object, or the error response SGLang would give (bad JSON, not ready, faults)."""
         try:
             body = await request.json()
         except ValueError:
             return JSONResponse({"error": {"message": "invalid JSON body", "code": 400}}, 400)
         gate = self._gate()
-        if gate is not None:
-            return gate
+        return gate if gate is not None else body
+
+    async def generate(self, request: Request) -> Response:
+        body = await self._body(request)
+        if isinstance(body, Response):
+            return body
         sp = body.get("sampling_params") or {}
         if "input_ids" in body and body["input_ids"] is not None:
             ids = [int(x) for x in body["input_ids"]]
@@ -229,13 +234,9 @@ class SimServer:
             self._close(st, r)
 
     async def chat(self, request: Request) -> Response:
-        try:
-            body = await request.json()
-        except ValueError:
-            return JSONResponse({"error": {"message": "invalid JSON body", "code": 400}}, 400)
-        gate = self._gate()
-        if gate is not None:
-            return gate
+        body = await self._body(request)
+        if isinstance(body, Response):
+            return body
         ids: list[int] = []
         media: dict[str, int] = {}
         for msg in body.get("messages") or []:
