@@ -99,8 +99,8 @@ def make_driver(profile: Profile, driver: str, launcher: Launcher, client_procs:
             out.append(ProcessProbe(handle.pid, interval_s=2.0, clock=clock))
         return out
 
-    return HttpDriver(api=profile.workload.api, model_name="default", probes=probes,
-                      think_time_s=getattr(profile.arrival, "think_time_s", 0.0), alive=launcher.alive,
+    # Think time travels with the arrival process the ladder passes to every window.
+    return HttpDriver(api=profile.workload.api, model_name="default", probes=probes, alive=launcher.alive,
                       seed=profile.workload.seed, client_procs=client_procs)
 
 
