@@ -9,7 +9,8 @@ cores). On a host with >= 8 usable cores the server workers and the clients run 
 `make bench ARGS=client`.
 
 Knobs (environment): BENCH_TOKENS, BENCH_DELAY_MS, BENCH_WARM_S, BENCH_MEASURE_S, BENCH_STREAMS ("256,512"),
-BENCH_CLIENT_PROCS (e.g. "1,2,4"), BENCH_SERVER_PROCS, BENCH_PIN ("0": no CPU partition).
+BENCH_CLIENT_PROCS (e.g. "1,2,4"), BENCH_SERVER_PROCS, BENCH_PIN ("0": no CPU partition), BENCH_REF ("0": skip the
+reference client, e.g. for a scaling run at an offered load it cannot take).
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ def _send_fields(payload: bytes) -> tuple[float, float] | None:
 def _install_lag_probe() -> None:
     """Wrap sweep.drivers.sse._event: per token chunk, keep (receive stamp, stamp - send, parsed - send, late).
 
-    The samples ride on the record (an extra attribute, pickled back from client processes). The wrapper costs
-    one slice, two float() and one clock read per event, on top of the driver's own work.
+    The samples ride on the record (an extra attribute, pickled back from client processes) as one flat list
+    of floats, four per chunk (floats are not tracked by the garbage collector; tuples would be). The wrapper
+    costs one slice, two float() and one clock read per event, on top of the driver's own work.
     """
     from sweep.drivers import sse
 
@@ -60,7 +62,7 @@ def _install_lag_probe() -> None:
             lags = rec.__dict__.get("bench_lag")
             if lags is None:
                 lags = rec.__dict__["bench_lag"] = []
-            lags.append((now, now - fields[0], clock() - fields[0], fields[1]))
+            lags += (now, now - fields[0], clock() - fields[0], fields[1])
         return out
 
     sse._event = _event  # type: ignore[assignment]
@@ -80,9 +82,10 @@ def _p(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
 
 
-def _lag_stats(samples: list[tuple[float, ...]], lo: float, hi: float) -> dict[str, float]:
-    """Percentiles (ms) of the per-chunk lags whose receive stamp lies in [lo, hi)."""
-    inside = np.array([s for s in samples if lo <= s[0] < hi], dtype=float).reshape(-1, 4) * 1000.0
+def _lag_stats(samples: list[float], lo: float, hi: float) -> dict[str, float]:
+    """Percentiles (ms) of the per-chunk lags (flat, four floats per chunk) whose receive stamp lies in [lo, hi)."""
+    rows = np.array(samples, dtype=float).reshape(-1, 4)
+    inside = rows[(rows[:, 0] >= lo) & (rows[:, 0] < hi)] * 1000.0
     if not inside.size:
         return {"lag_p50_ms": float("nan"), "lag_p99_ms": float("nan"), "parsed_lag_p99_ms": float("nan"),
                 "server_late_p99_ms": float("nan"), "lag_n": 0.0}
@@ -108,14 +111,14 @@ def run_sweep(url: str, streams: int, procs: int) -> dict[str, float]:
     toks = [t for r in res.records for t, k in zip(r.chunk_times, r.chunk_tokens, strict=False)
             for _ in range(k) if ws <= t < we]
     added = [((r.finished_at or 0.0) - r.scheduled_at - IDEAL_S) * 1000.0 for r in ok]
-    lags = [s for r in res.records for s in r.__dict__.get("bench_lag", ())]
+    lags = [x for r in res.records for x in r.__dict__.get("bench_lag", ())]
     return {"tok_s": len(toks) / MEASURE_S, "added_p99_ms": _p(added, 99), "errors": float(len(recs) - len(ok)),
             "cpu": res.client["cpu"], "cpu_total": res.client["cpu_total"], "procs": float(procs),
             **_lag_stats(lags, ws, we)}
 
 
 async def _openai_user(client: Any, stop_at: float, out: list[tuple[float, float]], toks: list[float],
-                       lags: list[tuple[float, ...]]) -> None:
+                       lags: list[float]) -> None:
     clock = time.perf_counter
     while clock() < stop_at:
         sent = clock()
@@ -128,7 +131,7 @@ async def _openai_user(client: Any, stop_at: float, out: list[tuple[float, float
                 extra = chunk.model_extra or {}
                 if "t" in extra:
                     lag = now - float(extra["t"])
-                    lags.append((now, lag, lag, float(extra.get("l", 0.0))))
+                    lags += (now, lag, lag, float(extra.get("l", 0.0)))
         out.append((sent, clock()))
 
 
@@ -141,7 +144,7 @@ async def _openai(url: str, streams: int) -> dict[str, float]:
     ws, we = t0 + WARM_S, t0 + WARM_S + MEASURE_S
     done: list[tuple[float, float]] = []
     toks: list[float] = []
-    lags: list[tuple[float, ...]] = []
+    lags: list[float] = []
     cpu0: list[tuple[float, float]] = []
 
     async def mark() -> None:
@@ -245,6 +248,7 @@ def main() -> int:
     n_client_cores = len(client_cpus) or cores
     procs_list = _ints("BENCH_CLIENT_PROCS", [1, 2, 4] if n_client_cores >= 4 else [1, 2])
     streams_list = _ints("BENCH_STREAMS", [256, 512])
+    with_ref = os.environ.get("BENCH_REF", "1") != "0"
     same_clock, clock_desc = _clocks_shared()
     plural = "es" if server_procs > 1 else ""
     print(f"host: {os.cpu_count()} cores ({cores} usable); server: bench.fast_sse x {server_procs} process{plural} "
@@ -259,7 +263,8 @@ def main() -> int:
     rows: list[tuple[str, int, dict[str, float]]] = []
     try:
         for streams in streams_list:
-            rows.append(("openai SDK (reference)", streams, _one(url, "openai", streams, 1, client_cpus)))
+            if with_ref:
+                rows.append(("openai SDK (reference)", streams, _one(url, "openai", streams, 1, client_cpus)))
             for n in procs_list:
                 name = f"sweep HttpDriver, {n} proc{'s' if n > 1 else ''}"
                 rows.append((name, streams, _one(url, "sweep", streams, n, client_cpus)))
@@ -269,17 +274,20 @@ def main() -> int:
     print(f"load: {TOKENS} tokens x {DELAY_MS:g} ms per request (ideal e2e {IDEAL_S * 1000:.0f} ms); "
           f"window {MEASURE_S:g} s after {WARM_S:g} s warm-up")
     print("| client | streams | offered tok/s | tokens/s | tokens/s per proc | added e2e P99 ms | "
-          "recv lag P50 / P99 ms | parsed lag P99 ms | server late P99 ms | busiest proc CPU | errors |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "recv lag P50 / P99 ms | parsed lag P99 ms | server late P99 ms | busiest proc CPU | "
+          "client CPU us/token | errors |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     ref = {s: r["tok_s"] for name, s, r in rows if name.startswith("openai")}
     for name, streams, r in rows:
         nprocs = r.get("procs", 1.0) or 1.0
         lag = (f"{r['lag_p50_ms']:.2f} / {r['lag_p99_ms']:.2f}" if same_clock else "n/a")
         parsed = f"{r['parsed_lag_p99_ms']:.2f}" if same_clock else "n/a"
         offered = streams * 1000.0 / DELAY_MS
-        print(f"| {name} | {streams} | {offered:.0f} | {r['tok_s']:.0f} ({r['tok_s'] / ref[streams]:.2f}x ref) | "
+        vs_ref = f" ({r['tok_s'] / ref[streams]:.2f}x ref)" if streams in ref else ""
+        us_tok = r["cpu_total"] / r["tok_s"] * 1e6 if r["tok_s"] else float("nan")
+        print(f"| {name} | {streams} | {offered:.0f} | {r['tok_s']:.0f}{vs_ref} | "
               f"{r['tok_s'] / nprocs:.0f} | {r['added_p99_ms']:.1f} | {lag} | {parsed} | "
-              f"{r['server_late_p99_ms']:.2f} | {r['cpu']:.2f} | {r['errors']:.0f} |")
+              f"{r['server_late_p99_ms']:.2f} | {r['cpu']:.2f} | {us_tok:.1f} | {r['errors']:.0f} |")
     return 0
 
 

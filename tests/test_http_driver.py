@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 from simserver import sim_server
 
 from launchers.base import ServerHandle
 from sweep.drivers.http import HttpDriver
-from sweep.drivers.sse import StreamError, consume
+from sweep.drivers.sse import SseSink, StreamError
 from sweep.measure import e2e_ms, ttft_ms
 from sweep.profile import RateArrival, Window
 from sweep.types import RequestRecord, RequestSpec, ServerConfig
@@ -22,13 +21,12 @@ def _gen(n: int) -> bytes:
 
 
 def _run(chunks: list[bytes], chat: bool = False) -> RequestRecord:
-    async def it() -> AsyncIterator[bytes]:
-        for c in chunks:
-            yield c
-
     ticks = iter(range(1000))
     rec = RequestRecord(index=0, concurrency=1, scheduled_at=0.0, sent_at=0.0)
-    asyncio.run(consume(it(), rec, chat, lambda: float(next(ticks))))
+    sink = SseSink(rec, chat, lambda: float(next(ticks)))
+    for c in chunks:
+        sink.feed(c, float(next(ticks)))
+    sink.end()
     return rec
 
 

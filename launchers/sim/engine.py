@@ -69,10 +69,18 @@ class Engine:
 
     # ---- client side -------------------------------------------------------------------------
     def submit(self, sr: SimRequest, now: float) -> Req:
+        """Accept a request that arrived at `now`.
+
+        The HTTP front runs the engine one step ahead of the wall clock (a step's tokens are computed, then
+        slept for), so `now` can lie inside the step in progress. The arrival stays `now`: as in SGLang, the
+        host stage (HTTP, tokenizer) overlaps the forward pass, and the scheduler takes the request at the
+        first step boundary after it is ready. Clamping the arrival to the step's end would charge HTTP-mode
+        requests up to one extra step that virtual mode, whose arrivals fall on step boundaries, never pays.
+        """
         if sr.rid in self.reqs:
             raise ValueError(f"duplicate rid {sr.rid}")
         enc = sr.encoder_flops if sr.encoder_flops is not None else self.cost.encoder_flops(sr.media_tokens)
-        r = Req(sr, max(now, self.now), enc, self.tree.pages(sr.input_ids))
+        r = Req(sr, now, enc, self.tree.pages(sr.input_ids))
         self.reqs[r.rid] = r
         max_req_len = min(self.cfg.context_len - 1, self.total - 1)
         if r.prompt_len >= max_req_len:

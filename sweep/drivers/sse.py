@@ -1,4 +1,4 @@
-"""One streamed request over httpx: send, parse SSE bytes, record chunk times, classify every failure.
+"""One streamed request's body: request bodies per API, incremental SSE parsing, chunk times, failure classes.
 
 error_kind values: status (non-200), timeout, disconnect (connection broke or stream ended without
 [DONE]), malformed (undecodable event), server_error (an error event or an abort), connect.
@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
-
-import httpx
 
 from sweep.types import RequestRecord, RequestSpec
 from sweep.workload import chat_body, generate_body
@@ -33,53 +31,52 @@ def request_for(api: str, spec: RequestSpec, model_name: str) -> tuple[str, dict
     return "/generate", generate_body(spec, stream=True)
 
 
-async def send(client: httpx.AsyncClient, api: str, path: str, body: dict[str, Any], rec: RequestRecord,
-               clock: Clock) -> None:
-    """POST one streamed request and fill rec; never raises for a failed request (rec.error says why)."""
-    try:
-        async with client.stream("POST", path, json=body) as resp:
-            if resp.status_code != 200:
-                text = (await resp.aread())[:200].decode(errors="replace")
-                rec.error, rec.error_kind = f"HTTP {resp.status_code}: {text}", "status"
-                return
-            await consume(resp.aiter_raw(), rec, api == "chat", clock)
-    except StreamError as exc:
-        rec.error, rec.error_kind = str(exc), exc.kind
-    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-        rec.error, rec.error_kind = f"connection broke: {type(exc).__name__}", "disconnect"
-    except httpx.ConnectError as exc:
-        rec.error, rec.error_kind = f"cannot connect: {exc}", "connect"
-    except httpx.TimeoutException:
-        rec.error, rec.error_kind = "request timed out", "timeout"
+class SseSink:
+    """Incremental SSE parser for one streamed response: feed it network chunks as they arrive.
 
-
-async def consume(chunks: Any, rec: RequestRecord, chat: bool, clock: Clock) -> None:
-    """Parse an SSE byte stream split at arbitrary boundaries; each `data:` line is one event.
-
-    Every event that arrived in one network chunk gets that chunk's receive time.
+    Chunks may split events anywhere; each `data:` line is one event, and every event that arrived in one
+    network chunk gets that chunk's receive time. `done` turns true at `data: [DONE]`; `feed` raises
+    StreamError for an error event, an abort or a malformed event.
     """
-    seen = 0
-    buf = b""
-    async for chunk in chunks:
-        now = clock()
-        buf = buf + chunk if buf else chunk
+
+    __slots__ = ("rec", "chat", "clock", "buf", "seen", "done")
+
+    def __init__(self, rec: RequestRecord, chat: bool, clock: Clock):
+        self.rec, self.chat, self.clock = rec, chat, clock
+        self.buf = b""
+        self.seen = 0
+        self.done = False
+
+    def feed(self, chunk: bytes, now: float) -> None:
+        if self.done:
+            return
+        buf = self.buf + chunk if self.buf else chunk
         if b"\n" not in chunk:
-            continue
-        *lines, buf = buf.split(b"\n")
+            self.buf = buf
+            return
+        *lines, self.buf = buf.split(b"\n")
         for raw in lines:
-            if not raw.startswith(b"data:"):
+            if raw[:5] != b"data:":
                 continue
             payload = raw[5:].strip()
             if payload == b"[DONE]":
-                rec.output_tokens = max(rec.output_tokens, seen)
-                rec.finished_at = clock()
+                self._finish()
                 return
-            seen = _event(payload, rec, chat, seen, now)
-    if buf.startswith(b"data:") and buf[5:].strip() == b"[DONE]":
-        rec.output_tokens = max(rec.output_tokens, seen)
-        rec.finished_at = clock()
-        return
-    raise StreamError("disconnect", "stream ended without [DONE]")
+            self.seen = _event(payload, self.rec, self.chat, self.seen, now)
+
+    def end(self) -> None:
+        """The response body ended: fine after [DONE] (also an unterminated last line), else a disconnect."""
+        if self.done:
+            return
+        if self.buf[:5] == b"data:" and self.buf[5:].strip() == b"[DONE]":
+            self._finish()
+            return
+        raise StreamError("disconnect", "stream ended without [DONE]")
+
+    def _finish(self) -> None:
+        self.rec.output_tokens = max(self.rec.output_tokens, self.seen)
+        self.rec.finished_at = self.clock()
+        self.done = True
 
 
 def _event(payload: bytes, rec: RequestRecord, chat: bool, seen: int, now: float) -> int:

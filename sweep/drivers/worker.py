@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import numpy as np
 
-from sweep.drivers.sse import Clock, request_for, send
+from sweep.drivers.h1 import Pool
+from sweep.drivers.sse import Clock, SseSink, StreamError, request_for
 from sweep.profile import Window
 from sweep.types import RequestRecord, RequestSpec
 
@@ -136,12 +136,10 @@ async def sleep_until(t: float, clock: Callable[[], float]) -> None:
 async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.perf_counter) -> WorkerResult:
     """Run this worker's share of the window from t0 until the window ends and the drain grace passes."""
     w = plan.window
-    n_conn = (plan.users if plan.offsets is None else min(plan.max_in_flight, len(plan.offsets))) + 8
-    limits = httpx.Limits(max_connections=n_conn, max_keepalive_connections=n_conn)
-    timeout = httpx.Timeout(w.request_timeout_s, connect=30.0)
     st = _State()
     ticks: list[tuple[float, float, float]] = []
-    async with httpx.AsyncClient(base_url=plan.url, headers=plan.headers, limits=limits, timeout=timeout) as client:
+    client = Pool(plan.url, plan.headers, clock)
+    try:
         ticker = asyncio.create_task(_tick(ticks, clock))
         await sleep_until(t0, clock)
         tasks: set[asyncio.Task[None]] = set()
@@ -162,6 +160,8 @@ async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.pe
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         ticker.cancel()
+    finally:
+        client.close()
     ws = coord.window_start()
     lo, hi = (ws, ws + w.measure_seconds) if ws is not None else (math.inf, math.inf)
     return WorkerResult(
@@ -189,11 +189,14 @@ async def _tick(out: list[tuple[float, float, float]], clock: Clock) -> None:
         prev = now
 
 
-async def _request(client: httpx.AsyncClient, plan: Plan, spec: RequestSpec, rec: RequestRecord,
-                   clock: Clock) -> None:
+async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestRecord, clock: Clock) -> None:
+    """Send one streamed request and fill rec; a failed request is recorded (rec.error), never raised."""
     path, body = request_for(plan.api, spec, plan.model_name)
     try:
-        await asyncio.wait_for(send(client, plan.api, path, body, rec, clock), timeout=plan.window.request_timeout_s)
+        async with asyncio.timeout(plan.window.request_timeout_s):
+            await client.stream(path, body, SseSink(rec, plan.api == "chat", clock))
+    except StreamError as exc:
+        rec.error, rec.error_kind = str(exc), exc.kind
     except TimeoutError:
         rec.error, rec.error_kind = "request timed out", "timeout"
     except asyncio.CancelledError:
@@ -202,7 +205,7 @@ async def _request(client: httpx.AsyncClient, plan: Plan, spec: RequestSpec, rec
         raise
 
 
-async def _user(client: httpx.AsyncClient, plan: Plan, coord: Coord, t0: float, st: _State, u: int,
+async def _user(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, u: int,
                 clock: Clock) -> None:
     """One closed-loop user: send, wait for the whole response, think, repeat until the window ends."""
     w = plan.window
@@ -227,7 +230,7 @@ async def _user(client: httpx.AsyncClient, plan: Plan, coord: Coord, t0: float, 
         ready_at = clock()
 
 
-async def _open_loop(client: httpx.AsyncClient, plan: Plan, coord: Coord, t0: float, st: _State,
+async def _open_loop(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State,
                      tasks: set[asyncio.Task[None]], clock: Clock) -> float:
     """Dispatch at the scheduled times; a request over the in-flight cap waits, its scheduled time still counts."""
     assert plan.offsets is not None and plan.numbers is not None
@@ -262,7 +265,7 @@ async def _open_loop(client: httpx.AsyncClient, plan: Plan, coord: Coord, t0: fl
     return end
 
 
-async def _open_request(client: httpx.AsyncClient, plan: Plan, spec: RequestSpec, rec: RequestRecord,
+async def _open_request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestRecord,
                         eligible: float, slots: asyncio.Semaphore, st: _State, clock: Clock) -> None:
     st.in_flight += 1
     st.peak = max(st.peak, st.in_flight)
