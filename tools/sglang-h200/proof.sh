@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
-#   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | knee | multimodal | kvbound
+#   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/ (sweep's dependencies missing there).
 # Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
 # copies (the device tool returns files at most two folders down).
@@ -36,6 +36,12 @@ case "$stage" in
       --config max_running_requests=32,mem_fraction_static=0.7,chunked_prefill_size=8192 \
       --set 'workload.mix={"text":0.5,"image":0.5}' --set 'ladder=[8,32]' --set workload.num_requests=1000 \
       --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch","--mm-attention-backend","triton_attn"]' ;;
+  chat)
+    # The OpenAI chat API through the same load generator (text only: the 8B shape has no vision tower).
+    python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" \
+      --config max_running_requests=64,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
+      --set workload.api=chat --set 'ladder=[8,64]' \
+      --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch","--enable-cache-report"]' ;;
   kvbound)
     # A constrained KV pool: the article's regime (retractions, a queue that never empties) on purpose.
     python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" \
