@@ -20,6 +20,7 @@ from sweep.report import ReportFiles, write_report
 from sweep.search import Search, StudyResult
 from sweep.store import Store
 from sweep.types import ServerConfig
+from sweep.lexicon import for_model
 from sweep.workload import build_workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,7 +174,7 @@ class Orchestrator:
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir)
         env = normalise_env(launcher.environment(), self.profile, self.simulated)
         self.store.record_environment(study_id, env)
-        specs = build_workload(self.profile.workload, base_dir=ROOT)
+        specs = build_workload(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
 
         def on_launch(handle: ServerHandle) -> None:

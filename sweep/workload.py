@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from sweep.datasets import ID_HIGH, ID_LOW, DatasetItem, load_dataset
+from sweep.lexicon import SIM, Lexicon
 from sweep.profile import LengthDist, Workload
 from sweep.types import MediaItem, Modality, RequestSpec
 from sweep.workload_media import POOL_SIZE, media_tokens, pooled_audio, pooled_image, pooled_video
@@ -37,8 +38,6 @@ _CHAT_PART = {"image": ("image_url", "image_url"), "video": ("video_url", "video
               "audio": ("audio_url", "audio_url")}
 # Stream ids: adding a stream never perturbs the others.
 _S_PROMPT, _S_OUTPUT, _S_MODAL, _S_PFX_FLAG, _S_PFX_GROUP, _S_PFX_IDS, _S_TAIL, _S_ORDER = range(1, 9)
-# "t003 " .. "t999 ": every id renders to a fixed 5-byte word, so rendering is one numpy gather.
-_WORDS = np.frombuffer(b"".join(b"t%03d " % i for i in range(1000)), dtype=np.uint8).reshape(1000, 5)
 
 
 def _rng(seed: int, stream: int) -> np.random.Generator:
@@ -46,14 +45,9 @@ def _rng(seed: int, stream: int) -> np.random.Generator:
     return np.random.default_rng([seed % 2**63, stream])
 
 
-def render_ids(ids: Sequence[int] | np.ndarray) -> str:
-    """Deterministic text form of token ids: one word "tNNN" per id, single-space separated."""
-    arr = np.asarray(ids, dtype=np.int64)
-    if arr.size == 0:
-        return ""
-    if arr.min() >= 0 and arr.max() < 1000:
-        return _WORDS[arr].tobytes()[:-1].decode("ascii")
-    return " ".join(f"t{int(i):03d}" for i in arr)
+def render_ids(ids: Sequence[int] | np.ndarray, lexicon: Lexicon = SIM) -> str:
+    """Deterministic text form of token ids: one word per id (sweep.lexicon), single-space separated."""
+    return lexicon.render(ids)
 
 
 def sample_lengths(d: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -89,8 +83,8 @@ def _media(w: Workload, modality: str, counter: int, pool_size: int) -> tuple[Me
     return ()
 
 
-def _dataset_stream(w: Workload, items: list[DatasetItem], n: int, max_tail: np.ndarray,
-                    out: np.ndarray) -> list[tuple[tuple[int, ...], str, tuple[MediaItem, ...]]]:
+def _dataset_stream(w: Workload, items: list[DatasetItem], n: int, max_tail: np.ndarray, out: np.ndarray,
+                    lexicon: Lexicon) -> list[tuple[tuple[int, ...], str, tuple[MediaItem, ...]]]:
     """Per request: (tail ids, tail text, dataset media), cycling items in a seeded shuffled order."""
     order = _rng(w.seed, _S_ORDER).permutation(len(items))
     use_ref = "output_len" not in w.model_fields_set
@@ -98,7 +92,7 @@ def _dataset_stream(w: Workload, items: list[DatasetItem], n: int, max_tail: np.
     for i in range(n):
         item = items[int(order[i % len(items)])]
         ids = item.input_ids[: int(max_tail[i])]
-        text = item.text if item.text is not None and len(ids) == len(item.input_ids) else render_ids(ids)
+        text = item.text if item.text is not None and len(ids) == len(item.input_ids) else lexicon.render(ids)
         if item.output_len is not None:
             out[i] = item.output_len
         elif use_ref and item.ref_output_len is not None:
@@ -107,8 +101,13 @@ def _dataset_stream(w: Workload, items: list[DatasetItem], n: int, max_tail: np.
     return result
 
 
-def build_workload(w: Workload, base_dir: Path | None = None, *, pool_size: int = POOL_SIZE) -> list[RequestSpec]:
-    """w.num_requests RequestSpecs, deterministic from w.seed (dataset path relative to base_dir)."""
+def build_workload(w: Workload, base_dir: Path | None = None, *, pool_size: int = POOL_SIZE,
+                   lexicon: Lexicon = SIM) -> list[RequestSpec]:
+    """w.num_requests RequestSpecs, deterministic from w.seed (dataset path relative to base_dir).
+
+    The token ids are the workload; lexicon turns them into the text that text-taking APIs send (the server's
+    own tokenizer words, so text prompts have the token counts the profile asked for: sweep.lexicon).
+    """
     n = w.num_requests
     out = sample_lengths(w.output_len, n, _rng(w.seed, _S_OUTPUT))
     modal = _modalities(w, n)
@@ -118,7 +117,7 @@ def build_workload(w: Workload, base_dir: Path | None = None, *, pool_size: int 
         groups = _rng(w.seed, _S_PFX_GROUP).integers(0, sp.groups, size=n)
         pfx_arr = _rng(w.seed, _S_PFX_IDS).integers(ID_LOW, ID_HIGH + 1, size=(sp.groups, sp.length))
         prefixes = [tuple(row) for row in pfx_arr.tolist()]
-        prefix_texts = [render_ids(row) for row in pfx_arr]
+        prefix_texts = [lexicon.render(row) for row in pfx_arr]
     else:
         flags, groups, prefixes, prefix_texts = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), [], []
     plen = sp.length if prefixes else 0
@@ -129,16 +128,15 @@ def build_workload(w: Workload, base_dir: Path | None = None, *, pool_size: int 
         if problems:
             log.warning("%s: skipped %d bad entries: %s", w.dataset.path, len(problems), "; ".join(problems[:5]))
         max_tail = np.where(flags, max(w.prompt_len.max - plen, MIN_TAIL), w.prompt_len.max)
-        tails = _dataset_stream(w, items, n, max_tail, out)
+        tails = _dataset_stream(w, items, n, max_tail, out, lexicon)
     else:
         lens = sample_lengths(w.prompt_len, n, _rng(w.seed, _S_PROMPT))
         tail_len = np.where(flags, np.maximum(lens - plen, MIN_TAIL), lens)
         ends = np.cumsum(tail_len)
         starts = ends - tail_len
         flat = _rng(w.seed, _S_TAIL).integers(ID_LOW, ID_HIGH + 1, size=int(ends[-1]))
-        rendered = _WORDS[flat].tobytes().decode("ascii")
         flat_list = flat.tolist()
-        tails = [(tuple(flat_list[a:b]), rendered[5 * a: 5 * b - 1], ())
+        tails = [(tuple(flat_list[a:b]), lexicon.render(flat[a:b]), ())
                  for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
 
     counters = dict.fromkeys(MODALITIES, 0)
