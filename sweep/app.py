@@ -15,12 +15,12 @@ from launchers.base import Launcher, ServerHandle
 from sweep.errors import SweepError
 from sweep.knee import find_knee, knee_goodput_ci
 from sweep.ladder import LadderOutcome, LadderRunner, step_points
+from sweep.lexicon import for_model
 from sweep.profile import Profile
 from sweep.report import ReportFiles, write_report
 from sweep.search import Search, StudyResult
 from sweep.store import Store
 from sweep.types import ServerConfig
-from sweep.lexicon import for_model
 from sweep.workload import build_workload
 
 ROOT = Path(__file__).resolve().parent.parent
