@@ -121,3 +121,16 @@ def test_open_loop_counts_latency_from_schedule_and_holds_the_cap() -> None:
     assert min(ttft_ms(r) for r in late) > max(ttft_ms(r) for r in early)
     assert all(r.sent_at - r.scheduled_at > 0.5 for r in late)
     assert all(e2e_ms(r) > (r.finished_at - r.sent_at) * 1000 for r in late)
+
+
+def test_requests_stalled_mid_stream_by_a_hung_server_time_out() -> None:
+    # the scheduler stops after 1 s: streams stall mid-response, so the per-request timeout must end them
+    with sim_server("--sim-hang-after-s", "1.0") as url:
+        h = ServerHandle(config=ServerConfig(), url=url, simulated=True)
+        w = Window(warmup_requests=0, measure_seconds=1.5, drain_seconds=5.0, request_timeout_s=2.0)
+        res = HttpDriver().run_window(h, _specs(out=2000), 4, w)
+        assert url.proc.poll() is None  # the server is alive, just stuck
+    stuck = [r for r in res.records if r.error_kind == "timeout"]
+    assert len(stuck) >= 4 and all(r.finished_at is None and r.error == "request timed out" for r in stuck)
+    assert all(r.error_kind in ("timeout", None) for r in res.records)
+    assert any(r.chunk_times for r in stuck)  # they had started streaming before the hang
