@@ -165,3 +165,29 @@ def test_unreachable_server_is_a_connect_error() -> None:
         assert asyncio.run(main()).kind == "connect"
     with pytest.raises(ValueError, match="not an http"):
         Pool("ftp://x", {}, time.perf_counter)
+
+
+def test_a_cancelled_request_closes_its_connection() -> None:
+    async def main() -> tuple[bool, int]:
+        eof = asyncio.Event()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await _read_request(reader)
+            writer.write(OK_HEAD + _chunked(_sse(1)[:60], pieces=1)[:-5])  # one event, then the stream stalls
+            await writer.drain()
+            if await reader.read() == b"":
+                eof.set()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        pool = Pool(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", {}, time.perf_counter)
+        rec = RequestRecord(index=0, concurrency=1, scheduled_at=0.0, sent_at=0.0)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(pool.stream("/v1/chat/completions", {}, SseSink(rec, True, time.perf_counter)),
+                                   0.3)
+        await asyncio.wait_for(eof.wait(), 10)  # the server saw the client hang up
+        server.close()
+        return eof.is_set(), len(pool._idle)
+
+    closed, idle = asyncio.run(main())
+    assert closed and idle == 0
