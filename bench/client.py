@@ -1,4 +1,9 @@
-"""Load-generator capacity: sweep's HttpDriver vs the official `openai` SDK client, side by side in one run.
+"""Load-generator capacity: sweep's HttpDriver vs public reference clients, side by side in one run.
+
+References: the official `openai` SDK (always), and SGLang's own benchmark client (`python -m sglang.bench_serving`,
+backend sglang-oai-chat) where it can run: it needs sglang with a CUDA torch/torchvision, so on a CPU machine it is
+skipped with the reason, and on a GPU host it runs as installed, or through the argv prefix in BENCH_SGLANG_CMD
+(a JSON list, e.g. the lent H200's bundle wrapper: tools/sglang-h200/start-server.sh with SGLANG_MODULE set).
 
 Against bench.fast_sse (N one-token chunks per request, D ms apart, served by several SO_REUSEPORT worker
 processes), each client runs S closed-loop streams in its own process; we report streamed tokens/s per client
@@ -9,18 +14,23 @@ cores). On a host with >= 8 usable cores the server workers and the clients run 
 `make bench ARGS=client`.
 
 Knobs (environment): BENCH_TOKENS, BENCH_DELAY_MS, BENCH_WARM_S, BENCH_MEASURE_S, BENCH_STREAMS ("256,512"),
-BENCH_CLIENT_PROCS (e.g. "1,2,4"), BENCH_SERVER_PROCS, BENCH_PIN ("0": no CPU partition), BENCH_REF ("0": skip the
+BENCH_CLIENT_PROCS (e.g. "1,2,4"), BENCH_SGLANG_CMD, BENCH_SERVER_PROCS, BENCH_PIN ("0": no CPU partition), BENCH_REF ("0": skip the
 reference client, e.g. for a scaling run at an offered load it cannot take).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+import math
 import os
+import resource
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -162,6 +172,58 @@ async def _openai(url: str, streams: int) -> dict[str, float]:
             "procs": 1.0, **_lag_stats(lags, ws, we)}
 
 
+def sglang_cmd() -> tuple[list[str] | None, str]:
+    """(argv prefix that runs sglang.bench_serving, description) or (None, why it cannot run here)."""
+    raw = os.environ.get("BENCH_SGLANG_CMD")
+    if raw:
+        return list(json.loads(raw)), "BENCH_SGLANG_CMD"
+    if importlib.util.find_spec("sglang") is None:
+        return None, "sglang is not installed here (its benchmark client needs sglang with CUDA torch/torchvision)"
+    return [sys.executable, "-m", "sglang.bench_serving"], "installed sglang"
+
+
+def _child_cpu(argv: list[str]) -> float:
+    """CPU seconds a finished child command used (user + system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(argv, capture_output=True, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def run_sglang(url: str, streams: int) -> dict[str, float]:
+    """The second reference: SGLang's bench_serving, `streams` concurrent chat streams, enough prompts for the window.
+
+    It reports whole-run numbers (no warm-up cut): output tokens/s over its duration, e2e percentiles. Its CPU is
+    the child processes' rusage over the run minus that of `--help` (the imports). Per-chunk receive lag is not
+    observable inside it (n/a).
+    """
+    cmd, _ = sglang_cmd()
+    assert cmd is not None
+    rounds = math.ceil((WARM_S + MEASURE_S) / IDEAL_S) + 1
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.jsonl"
+        args = [*cmd, "--backend", "sglang-oai-chat", "--base-url", url, "--model", "bench",
+                "--tokenizer", str(Path(__file__).resolve().parent.parent / "models" / "llama3-8b-shape"),
+                "--dataset-name", "random-ids", "--random-input-len", "4", "--random-output-len", str(TOKENS),
+                "--random-range-ratio", "1", "--num-prompts", str(streams * rounds), "--max-concurrency",
+                str(streams), "--request-rate", "inf", "--output-file", str(out), "--disable-tqdm", "--seed", "1",
+                "--warmup-requests", "1"]
+        startup = _child_cpu([*cmd, "--help"])  # imports (torch, transformers): paid before any request
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        proc = subprocess.run(args, capture_output=True, text=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode != 0 or not out.exists():
+            raise RuntimeError(f"sglang.bench_serving failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
+        r = json.loads(out.read_text().strip().splitlines()[-1])
+    cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) - startup
+    cpu = max(cpu_s, 0.0) / float(r["duration"])  # still counts its tokenizer and dataset set-up: an upper bound
+    nan = float("nan")
+    return {"tok_s": float(r["output_throughput"]), "added_p99_ms": float(r["p99_e2e_latency_ms"]) - IDEAL_S * 1000.0,
+            "errors": float(streams * rounds - int(r["completed"])), "cpu": cpu, "cpu_total": cpu, "procs": 1.0,
+            "lag_p50_ms": nan, "lag_p99_ms": nan, "parsed_lag_p99_ms": nan, "server_late_p99_ms": nan,
+            "itl_p99_ms": float(r["p99_itl_ms"]), "lag_n": 0.0}
+
+
 def run_openai(url: str, streams: int) -> dict[str, float]:
     """The reference: openai.AsyncOpenAI streaming chat completions, `streams` closed-loop users."""
     return asyncio.run(_openai(url, streams))
@@ -249,6 +311,10 @@ def main() -> int:
     procs_list = _ints("BENCH_CLIENT_PROCS", [1, 2, 4] if n_client_cores >= 4 else [1, 2])
     streams_list = _ints("BENCH_STREAMS", [256, 512])
     with_ref = os.environ.get("BENCH_REF", "1") != "0"
+    sgl_cmd, sgl_why = sglang_cmd()
+    if with_ref:
+        print(f"SGLang bench_serving reference: {'runs via ' + sgl_why if sgl_cmd else 'skipped: ' + sgl_why}",
+              flush=True)
     same_clock, clock_desc = _clocks_shared()
     plural = "es" if server_procs > 1 else ""
     print(f"host: {os.cpu_count()} cores ({cores} usable); server: bench.fast_sse x {server_procs} process{plural} "
@@ -265,6 +331,12 @@ def main() -> int:
         for streams in streams_list:
             if with_ref:
                 rows.append(("openai SDK (reference)", streams, _one(url, "openai", streams, 1, client_cpus)))
+                if sgl_cmd is not None:
+                    try:
+                        rows.append(("SGLang bench_serving (reference)", streams,
+                                     _one(url, "sglang", streams, 1, client_cpus)))
+                    except RuntimeError as exc:  # say why and go on: the other rows still mean something
+                        print(f"SGLang bench_serving at {streams} streams failed: {exc}", flush=True)
             for n in procs_list:
                 name = f"sweep HttpDriver, {n} proc{'s' if n > 1 else ''}"
                 rows.append((name, streams, _one(url, "sweep", streams, n, client_cpus)))
@@ -278,12 +350,17 @@ def main() -> int:
           "client CPU us/token | errors |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     ref = {s: r["tok_s"] for name, s, r in rows if name.startswith("openai")}
+    sgl = {s: r["tok_s"] for name, s, r in rows if name.startswith("SGLang")}
     for name, streams, r in rows:
         nprocs = r.get("procs", 1.0) or 1.0
-        lag = (f"{r['lag_p50_ms']:.2f} / {r['lag_p99_ms']:.2f}" if same_clock else "n/a")
-        parsed = f"{r['parsed_lag_p99_ms']:.2f}" if same_clock else "n/a"
+        lag = (f"{r['lag_p50_ms']:.2f} / {r['lag_p99_ms']:.2f}" if same_clock and r["lag_n"] else "n/a")
+        parsed = f"{r['parsed_lag_p99_ms']:.2f}" if same_clock and r["lag_n"] else "n/a"
+        if "itl_p99_ms" in r:  # bench_serving: its own ITL P99 against the 40 ms pacing, in place of the lag
+            lag = f"ITL P99 {r['itl_p99_ms']:.1f} (pacing {DELAY_MS:g})"
         offered = streams * 1000.0 / DELAY_MS
-        vs_ref = f" ({r['tok_s'] / ref[streams]:.2f}x ref)" if streams in ref else ""
+        ratios = [f"{r['tok_s'] / base[streams]:.2f}x {label}" for label, base in (("SDK", ref), ("SGLang", sgl))
+                  if streams in base]
+        vs_ref = f" ({', '.join(ratios)})" if ratios else ""
         us_tok = r["cpu_total"] / r["tok_s"] * 1e6 if r["tok_s"] else float("nan")
         print(f"| {name} | {streams} | {offered:.0f} | {r['tok_s']:.0f}{vs_ref} | "
               f"{r['tok_s'] / nprocs:.0f} | {r['added_p99_ms']:.1f} | {lag} | {parsed} | "
@@ -308,6 +385,7 @@ if __name__ == "__main__":
         if pin:
             os.sched_setaffinity(0, {int(c) for c in pin.split(",")})  # spawned client processes inherit it
         u, k, n, p = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-        print(json.dumps(run_openai(u, n) if k == "openai" else run_sweep(u, n, p)))
+        runner = {"openai": lambda: run_openai(u, n), "sglang": lambda: run_sglang(u, n)}.get(k, lambda: run_sweep(u, n, p))
+        print(json.dumps(runner()))
         sys.exit(0)
     sys.exit(main())

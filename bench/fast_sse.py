@@ -32,6 +32,7 @@ import time
 
 HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
         b"connection: keep-alive\r\n\r\n")
+NOT_FOUND = b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: keep-alive\r\n\r\n"
 # token payload, split around the per-chunk send time "t" and lateness "l"
 TOKEN_PRE = b'data: {"t":'
 TOKEN_MID = b',"l":'
@@ -81,6 +82,9 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, tok
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
+            if not head.startswith(b"POST "):  # e.g. a benchmark client asking for /server_info: not here
+                writer.write(NOT_FOUND)
+                continue
             length = 0
             for line in head.split(b"\r\n"):
                 if line[:15].lower() == b"content-length:":

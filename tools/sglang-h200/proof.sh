@@ -2,7 +2,7 @@
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
 #   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/core/ (sweep's dependencies missing there; the
-# device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/ and tokenizers comes from the bundle).
+# device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/; the image has tokenizers).
 # Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
 # copies (the device tool returns files at most two folders down).
 set -euo pipefail
@@ -16,8 +16,6 @@ export PYTHONPATH=/tmp/site:$root PYTHONUNBUFFERED=1
 bundle="$root/.sglang-bundle/sglang-0.5.17-site.tar.xz"
 # Unpack the SGLang bundle once so that `--help` (flag validation) is fast.
 bash "$here/start-server.sh" "$bundle" -- --help >/dev/null 2>&1 || true
-# sweep picks prompt words with the model's tokenizer (sweep/lexicon.py): the bundle's tokenizers serves it
-[ -e /tmp/site/tokenizers ] || ln -s "${SGLANG_SITE:-/tmp/sglang-site}/tokenizers" /tmp/site/tokenizers
 cmd="[\"bash\",\"$here/start-server.sh\",\"$bundle\",\"--\"]"
 db="$work/results.db"
 common=(--db "$db" --out "$work/reports" --launcher sglang --set "server.command=$cmd")
