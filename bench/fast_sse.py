@@ -33,6 +33,9 @@ import time
 HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
         b"connection: keep-alive\r\n\r\n")
 NOT_FOUND = b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: keep-alive\r\n\r\n"
+_MODELS_BODY = b'{"object":"list","data":[{"id":"bench","object":"model","owned_by":"bench"}]}'
+MODELS = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+          b"connection: keep-alive\r\n\r\n%s" % (len(_MODELS_BODY), _MODELS_BODY))
 # token payload, split around the per-chunk send time "t" and lateness "l"
 TOKEN_PRE = b'data: {"t":'
 TOKEN_MID = b',"l":'
@@ -82,8 +85,8 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, tok
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
-            if not head.startswith(b"POST "):  # e.g. a benchmark client asking for /server_info: not here
-                writer.write(NOT_FOUND)
+            if not head.startswith(b"POST "):  # a benchmark client's readiness or info probe
+                writer.write(MODELS if head.startswith(b"GET /v1/models ") else NOT_FOUND)
                 continue
             length = 0
             for line in head.split(b"\r\n"):
