@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
@@ -191,3 +192,45 @@ def test_a_cancelled_request_closes_its_connection() -> None:
 
     closed, idle = asyncio.run(main())
     assert closed and idle == 0
+
+
+def test_https_verifies_the_server_and_trusts_a_ca_from_ssl_cert_file(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+
+    async def main() -> tuple[RequestRecord | StreamError, ...]:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while await _read_request(reader) is not None:
+                writer.write(OK_HEAD + _chunked(_sse(3)))
+                await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server_ctx)
+        url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        out: list[RequestRecord | StreamError] = []
+        for trusted in (False, True):
+            if trusted:
+                monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))
+            pool = Pool(url, {}, time.perf_counter)
+            rec = RequestRecord(index=0, concurrency=1, scheduled_at=0.0, sent_at=0.0)
+            try:
+                await asyncio.wait_for(pool.stream("/v1/chat/completions", {}, SseSink(rec, True, time.perf_counter)),
+                                       10)
+                out.append(rec)
+            except StreamError as exc:
+                out.append(exc)
+            pool.close()
+        server.close()
+        return tuple(out)
+
+    untrusted, trusted = asyncio.run(main())
+    assert isinstance(untrusted, StreamError) and untrusted.kind == "connect" and "CERTIFICATE" in str(untrusted).upper()
+    assert isinstance(trusted, RequestRecord) and trusted.output_tokens == 3

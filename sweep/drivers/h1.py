@@ -9,7 +9,9 @@ when the response ends.
 
 One Pool per worker: keep-alive connections to one server, reused LIFO. A request written on a reused
 connection that the server had already closed (no response byte came back) is retried once on a fresh
-connection: a real SGLang server was seen dropping idle keep-alive connections.
+connection: a real SGLang server was seen dropping idle keep-alive connections. https:// URLs verify the server
+against the system's CAs (a private CA: point SSL_CERT_FILE at it). Proxy variables are ignored on purpose: a
+proxy in the path would be measured as the server.
 """
 
 from __future__ import annotations
