@@ -151,7 +151,8 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     else:
         k = win["knee"]
         ci = "" if k.get("ci_low") is None else f", 95% CI {k['ci_low']:.0f}–{k['ci_high']:.0f}"
-        console.print(f"[bold green]knee{tag}[/]: {' '.join(f'{a}={b}' for a, b in win['knobs'].items())} at "
+        knobs = " ".join(f"{a}={b}" for a, b in win["knobs"].items()) or "the server's defaults"
+        console.print(f"[bold green]knee{tag}[/]: {knobs} at "
                       f"concurrency {k['concurrency']}, goodput {k['goodput_tps']:.0f} output tok/s{ci} ({k['reason']})")
     if run.report.missing:
         console.print(f"[yellow]report contract not met, no conclusion drawn: missing {', '.join(run.report.missing)}[/]")
