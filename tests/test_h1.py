@@ -234,3 +234,31 @@ def test_https_verifies_the_server_and_trusts_a_ca_from_ssl_cert_file(tmp_path: 
     untrusted, trusted = asyncio.run(main())
     assert isinstance(untrusted, StreamError) and untrusted.kind == "connect" and "CERTIFICATE" in str(untrusted).upper()
     assert isinstance(trusted, RequestRecord) and trusted.output_tokens == 3
+
+
+def test_a_response_that_never_ends_after_done_is_not_a_timeout_of_the_request() -> None:
+    from sweep.drivers.worker import Plan, _request
+    from sweep.profile import Window
+    from sweep.types import RequestSpec
+
+    async def main() -> RequestRecord:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await _read_request(reader)
+            writer.write(OK_HEAD + _chunked(_sse(2), pieces=1)[:-5])  # [DONE], but no terminating chunk
+            await writer.drain()
+            await reader.read()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        plan = Plan(url=url, headers={}, api="chat", model_name="m", specs=[], concurrency=1,
+                    window=Window(warmup_requests=0, measure_seconds=1.0, request_timeout_s=0.5))
+        pool = Pool(url, {}, time.perf_counter)
+        rec = RequestRecord(index=0, concurrency=1, scheduled_at=0.0, sent_at=0.0)
+        await _request(pool, plan, RequestSpec(index=0, input_ids=(5, 6), output_tokens=2, text="a b"), rec,
+                       time.perf_counter)
+        pool.close()
+        server.close()
+        return rec
+
+    rec = asyncio.run(main())
+    assert rec.error is None and rec.finished_at is not None and rec.output_tokens == 2

@@ -198,7 +198,8 @@ async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestReco
     except StreamError as exc:
         rec.error, rec.error_kind = str(exc), exc.kind
     except TimeoutError:
-        rec.error, rec.error_kind = "request timed out", "timeout"
+        if rec.finished_at is None:  # [DONE] came but the response never ended: the request itself is complete
+            rec.error, rec.error_kind = "request timed out", "timeout"
     except asyncio.CancelledError:
         if rec.finished_at is None and rec.error is None:
             rec.error, rec.error_kind = "still running when the drain grace ended", "drain_cutoff"
