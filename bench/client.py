@@ -182,12 +182,12 @@ def sglang_cmd() -> tuple[list[str] | None, str]:
     return [sys.executable, "-m", "sglang.bench_serving"], "installed sglang"
 
 
-def _child_cpu(argv: list[str]) -> float:
-    """CPU seconds a finished child command used (user + system)."""
+def _run_child(argv: list[str]) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run a command to its end; (result, CPU seconds it and its children used, user + system)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, capture_output=True, check=False)
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return proc, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def run_sglang(url: str, streams: int) -> dict[str, float]:
@@ -208,20 +208,15 @@ def run_sglang(url: str, streams: int) -> dict[str, float]:
                 "--random-range-ratio", "1", "--num-prompts", str(streams * rounds), "--max-concurrency",
                 str(streams), "--request-rate", "inf", "--output-file", str(out), "--disable-tqdm", "--seed", "1",
                 "--warmup-requests", "1"]
-        startup = _child_cpu([*cmd, "--help"])  # imports (torch, transformers): paid before any request
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        proc = subprocess.run(args, capture_output=True, text=True)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        _, startup = _run_child([*cmd, "--help"])  # imports (torch, transformers): paid before any request
+        proc, run_cpu = _run_child(args)
         if proc.returncode != 0 or not out.exists():
             raise RuntimeError(f"sglang.bench_serving failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
         r = json.loads(out.read_text().strip().splitlines()[-1])
-    cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) - startup
-    cpu = max(cpu_s, 0.0) / float(r["duration"])  # still counts its tokenizer and dataset set-up: an upper bound
-    nan = float("nan")
+    cpu = max(run_cpu - startup, 0.0) / float(r["duration"])  # still counts its tokenizer and dataset set-up
     return {"tok_s": float(r["output_throughput"]), "added_p99_ms": float(r["p99_e2e_latency_ms"]) - IDEAL_S * 1000.0,
             "errors": float(streams * rounds - int(r["completed"])), "cpu": cpu, "cpu_total": cpu, "procs": 1.0,
-            "lag_p50_ms": nan, "lag_p99_ms": nan, "parsed_lag_p99_ms": nan, "server_late_p99_ms": nan,
-            "itl_p99_ms": float(r["p99_itl_ms"]), "lag_n": 0.0}
+            "itl_p99_ms": float(r["p99_itl_ms"]), **_lag_stats([], 0.0, 0.0)}  # no per-chunk lag: all n/a
 
 
 def run_openai(url: str, streams: int) -> dict[str, float]:
