@@ -171,20 +171,18 @@ class Pool:
             try:
                 await conn.start(request, sink)
             except _Stale:
-                self._open.discard(conn)
+                self._drop(conn)
                 if reused:
                     continue
                 raise StreamError("disconnect", "the server closed the connection without a response") from None
             except BaseException:  # StreamError, or cancelled by the request timeout: the connection is done
-                self._open.discard(conn)
-                conn._close()
+                self._drop(conn)
                 raise
             if conn.reusable():
                 conn.sink = conn.waiter = None
                 self._idle.append(conn)
             else:
-                self._open.discard(conn)
-                conn._close()
+                self._drop(conn)
             return
         raise StreamError("disconnect", "the server closed two connections in a row without a response")
 
@@ -193,7 +191,7 @@ class Pool:
             conn = self._idle.pop()
             if not conn.closed:
                 return conn, True
-            self._open.discard(conn)
+            self._drop(conn)
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(
@@ -205,6 +203,11 @@ class Pool:
             raise StreamError("connect", f"cannot connect to {self.host}:{self.port}: {exc}") from None
         self._open.add(conn)
         return conn, False
+
+    def _drop(self, conn: _Conn) -> None:
+        """Forget a connection and close it (a no-op on one already closed)."""
+        self._open.discard(conn)
+        conn._close()
 
     def close(self) -> None:
         for conn in list(self._open):
