@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from launchers.base import Launcher, ServerHandle
+from launchers.base import Launcher, LaunchRecord, ServerHandle
 from sweep.errors import LaunchError, ServerDied
 from sweep.knee import KneeResult, StepPoint, find_knee
 from sweep.measure import compute_stats
@@ -49,17 +49,26 @@ StartCallback = Callable[[ServerConfig, int, float], None]  # config, concurrenc
 StopCheck = Callable[[int, dict[str, Any]], bool]  # step index, stats -> True stops the ladder (pruning)
 
 
-def launch_record(handle: ServerHandle) -> dict[str, Any]:
-    """Pid and create time of a launched server process, so a later resume can find a leftover exactly."""
-    if not handle.pid:
-        return {}
-    try:
-        import psutil
+class SpawnLog:
+    """The on_spawn callback of one launch: each spawned server's LaunchRecord goes into its server_configs
+    row at once, so a resume after kill -9 during a minutes-long start still finds and kills that server."""
 
-        created = psutil.Process(handle.pid).create_time()
-    except Exception:  # noqa: BLE001 - gone already: nothing to record
-        return {}
-    return {"pid": handle.pid, "pgid": handle.pgid, "create_time": created}
+    def __init__(self, store: Store, config_id: int):
+        self.store = store
+        self.config_id = config_id
+        self.record: LaunchRecord | None = None
+
+    def __call__(self, record: LaunchRecord) -> None:
+        self.record = record
+        self.store.update_server_config(self.config_id, log_path=record.log_path,
+                                        server_info={"sweep_launch": record.as_dict()})
+
+    def server_info(self, handle: ServerHandle) -> dict[str, Any]:
+        """The ready server's /server_info knobs with the launch record kept beside them."""
+        info = dict(handle.server_info or {})
+        if self.record is not None:
+            info["sweep_launch"] = self.record.as_dict()
+        return info
 
 
 def step_points(steps: Sequence[dict[str, Any]]) -> list[StepPoint]:
@@ -153,19 +162,16 @@ class LadderRunner:
         """Launch once, climb `steps_wanted`, stop the server; every step lands in the store."""
         config_id = self.store.create_server_config(self.study_id, config, self.launcher.kind, [], trial_number)
         self.store.update_server_config(config_id, status="running")
+        spawned = SpawnLog(self.store, config_id)
         try:
-            handle = self.launcher.start(config)
+            handle = self.launcher.start(config, on_spawn=spawned)
         except LaunchError as exc:
             status = "infeasible" if exc.reason == "oom" else "failed"
             self.store.update_server_config(config_id, status=status, failure_reason=f"{exc.reason}: {exc}",
                                             log_path=exc.log_path)
             return LadderOutcome(config, config_id, status, failure=str(exc), stop_reason=f"launch {exc.reason}")
-        info = dict(handle.server_info or {})
-        launched = launch_record(handle)
-        if launched:
-            info["sweep_launch"] = launched
         self.store.update_server_config(config_id, argv=handle.argv, startup_s=handle.startup_s,
-                                        log_path=handle.log_path, server_info=info)
+                                        log_path=handle.log_path, server_info=spawned.server_info(handle))
         outcome = LadderOutcome(config, config_id, "completed")
         if self.on_launch:
             self.on_launch(handle)
