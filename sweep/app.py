@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -157,6 +158,7 @@ class Orchestrator:
                     aborted += 1
             if aborted:
                 self.say(f"resume: marked {aborted} interrupted run(s)/launch(es) aborted; they will be redone")
+            self.store.reopen_study(existing["id"])
             return existing["id"], study_name
         study_id = self.store.create_study(
             study_name, self.profile.name, self.profile.model_dump_json(), self.profile.fingerprint(),
@@ -170,6 +172,15 @@ class Orchestrator:
                      f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
                      "Numbers are labelled simulated everywhere.")
         study_id, study_name = self._open_study(study_name, resume)
+        try:
+            return self._knee(study_id, study_name, on_step, on_step_start, on_trial)
+        except BaseException as exc:
+            # Stopped by a signal or an orchestrator error: the study is resumable, and says it stopped.
+            with contextlib.suppress(Exception):
+                self.store.finish_study(study_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+            raise
+
+    def _knee(self, study_id: int, study_name: str, on_step: Any, on_step_start: Any, on_trial: Any) -> KneeRun:
         log_dir = self.out_dir / study_name / "logs"
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir)
         env = normalise_env(launcher.environment(), self.profile, self.simulated)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from launchers.base import Launcher, LaunchRecord, ServerHandle
+from sweep import interrupt
 from sweep.errors import LaunchError, ServerDied
 from sweep.knee import KneeResult, StepPoint, find_knee
 from sweep.measure import compute_stats
@@ -47,6 +49,13 @@ class LadderOutcome:
 StepCallback = Callable[[ServerConfig, int, dict[str, Any]], None]
 StartCallback = Callable[[ServerConfig, int, float], None]  # config, concurrency, expected wall seconds
 StopCheck = Callable[[int, dict[str, Any]], bool]  # step index, stats -> True stops the ladder (pruning)
+
+
+def orchestrator_failure(exc: BaseException) -> str:
+    """One line saying why the orchestrator (not the configuration) stopped: the signal, or the error."""
+    if isinstance(exc, KeyboardInterrupt):
+        return f"interrupted by {interrupt.received(exc).name}"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
 
 
 class SpawnLog:
@@ -162,6 +171,18 @@ class LadderRunner:
         """Launch once, climb `steps_wanted`, stop the server; every step lands in the store."""
         config_id = self.store.create_server_config(self.study_id, config, self.launcher.kind, [], trial_number)
         self.store.update_server_config(config_id, status="running")
+        try:
+            return self._launch_and_climb(config, config_id, phase, steps_wanted, should_stop)
+        except BaseException as exc:
+            # Not the configuration's fault (a signal, the database, the disk): the attempt is aborted, and the
+            # search re-queues its trial so the resume measures it again. Best effort: the store may be the
+            # failure, and then the resume's abort_running does the same.
+            with contextlib.suppress(Exception):
+                self.store.abort_config(config_id, f"orchestrator: {orchestrator_failure(exc)}")
+            raise
+
+    def _launch_and_climb(self, config: ServerConfig, config_id: int, phase: str, steps_wanted: list[int],
+                          should_stop: StopCheck | None) -> LadderOutcome:
         spawned = SpawnLog(self.store, config_id)
         try:
             handle = self.launcher.start(config, on_spawn=spawned)
