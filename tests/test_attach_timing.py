@@ -71,19 +71,69 @@ def _truth_check(res: WindowResult) -> tuple[float, float]:
     return ttft, itl
 
 
+def _stats(url: str) -> dict[str, int]:
+    return dict(httpx.get(url + "/stats", timeout=5.0).json())
+
+
 def test_attach_with_a_slow_health_reads_the_true_ttft_and_itl() -> None:
     with timed_server("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--health-ms", str(HEALTH_MS)) as url:
         attach = AttachLauncher(url)
         handle = attach.start(ServerConfig())
+        before = _stats(url)
         driver = HttpDriver(alive=attach.alive)
         w = Window(warmup_requests=16, measure_seconds=3.0, drain_seconds=5.0, request_timeout_s=10.0)
+        t0 = time.monotonic()
         res = driver.run_window(handle, _specs(), 16, w)
+        elapsed = time.monotonic() - t0
+        after = _stats(url)
         attach.stop(handle)
     assert res.aborted is None  # a slow /health is not a dead server
+    # no generation-running /health during the window; liveness at about one check per second
+    assert after["health_calls"] == before["health_calls"]
+    assert 1 <= after["model_info_calls"] - before["model_info_calls"] <= elapsed / attach.check_interval_s + 2
     ttft, itl = _truth_check(res)
     assert TTFT_MS - 1.0 <= ttft <= TTFT_MS + 15.0, f"TTFT P50 {ttft:.1f} ms against a truth of {TTFT_MS} ms"
     assert ITL_MS - 2.0 <= itl <= ITL_MS + 2.0, f"ITL P50 {itl:.2f} ms against a truth of {ITL_MS} ms"
     assert res.client["loop_lag_max_ms"] < 60.0, res.client  # 80 ms blocking calls left the loop stalled
+
+
+def test_attach_declares_death_only_after_consecutive_failed_checks() -> None:
+    with timed_server() as url:
+        attach = AttachLauncher(url, check_interval_s=0.0, check_timeout_s=1.0, failures_to_die=3)
+        handle = attach.start(ServerConfig())
+        assert attach.alive(handle)
+        url.proc.terminate()
+        url.proc.wait(timeout=10)
+        verdicts = [attach.alive(handle) for _ in range(4)]
+    assert verdicts == [True, True, False, False]  # two refused connections are tolerated, the third is not
+
+
+def test_attach_checks_at_most_once_per_interval() -> None:
+    with timed_server() as url:
+        attach = AttachLauncher(url, check_interval_s=30.0)
+        handle = attach.start(ServerConfig())
+        before = _stats(url)["model_info_calls"]
+        assert all(attach.alive(handle) for _ in range(50))
+        assert _stats(url)["model_info_calls"] - before == 1
+        attach.stop(handle)
+
+
+def test_a_blocking_alive_check_does_not_stall_the_streams() -> None:
+    # any launcher's alive() may block (a process-tree walk, an HTTP check): the driver keeps it off the loop
+    calls: list[float] = []
+
+    def slow_alive(_: object) -> bool:
+        calls.append(time.monotonic())
+        time.sleep(0.2)
+        return True
+
+    with timed_server("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)) as url:
+        handle = AttachLauncher(url).start(ServerConfig())
+        w = Window(warmup_requests=8, measure_seconds=2.0, drain_seconds=5.0, request_timeout_s=10.0)
+        res = HttpDriver(alive=slow_alive, alive_interval_s=0.0).run_window(handle, _specs(), 8, w)
+    assert len(calls) >= 5 and res.aborted is None
+    ttft, itl = _truth_check(res)
+    assert ttft <= TTFT_MS + 15.0 and abs(itl - ITL_MS) <= 2.0, (ttft, itl)
 
 
 if __name__ == "__main__":  # pragma: no cover - quick manual run

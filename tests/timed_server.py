@@ -6,7 +6,7 @@
   shape (cumulative completion_tokens in meta_info), then `data: [DONE]`. So the truth is known exactly:
   TTFT = ttft, every inter-token gap = itl, whatever the concurrency (no batching, no queue).
 - GET /health: answers 200 after health_ms (SGLang's /health runs a one-token generation and is slow under
-  load), and counts the calls (GET /stats returns {"health_calls": N}).
+  load), and counts the calls (GET /stats returns {"health_calls": N, "model_info_calls": M}).
 - GET /model_info, /server_info: JSON at once (the knobs given with --server-info JSON).
 Prints `ready` once listening. Used by tests/test_attach_timing.py.
 """
@@ -19,7 +19,7 @@ import json
 import socket
 import time
 
-_STATS = {"health_calls": 0}
+_STATS = {"health_calls": 0, "model_info_calls": 0}
 
 
 def _chunk(payload: bytes) -> bytes:
@@ -77,6 +77,7 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, a:
             elif target == b"/stats":
                 writer.write(_json(_STATS))
             elif target == b"/model_info":
+                _STATS["model_info_calls"] += 1
                 writer.write(_json({"model_path": "timed-fake", "is_generation": True}))
             elif target == b"/server_info":
                 writer.write(_json({"version": "timed-fake", "model_path": "timed-fake", **json.loads(a.server_info)}))
