@@ -120,8 +120,7 @@ class Search:
         self.space = grid(profile.search.space)
         self.clock = clock
         self.on_trial = on_trial
-        # ERROR: a trial the orchestrator failed is reported by sweep in one line, not by Optuna's traceback.
-        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
         storage = optuna.storages.RDBStorage(storage_url, engine_kwargs=_engine_kwargs(storage_url))
         pruner: optuna.pruners.BasePruner = (optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0)
                                              if profile.search.pruning else optuna.pruners.NopPruner())
