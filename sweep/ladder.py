@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from launchers.base import Launcher, LaunchRecord, ServerHandle
@@ -191,8 +191,10 @@ class LadderRunner:
             self.store.update_server_config(config_id, status=status, failure_reason=f"{exc.reason}: {exc}",
                                             log_path=exc.log_path)
             return LadderOutcome(config, config_id, status, failure=str(exc), stop_reason=f"launch {exc.reason}")
+        # The knobs of the server that ran: an attached server's are its own (from /server_info), not the request.
+        ran = asdict(handle.config) if handle.config != config else {}
         self.store.update_server_config(config_id, argv=handle.argv, startup_s=handle.startup_s,
-                                        log_path=handle.log_path, server_info=spawned.server_info(handle))
+                                        log_path=handle.log_path, server_info=spawned.server_info(handle), **ran)
         outcome = LadderOutcome(config, config_id, "completed")
         if self.on_launch:
             self.on_launch(handle)
