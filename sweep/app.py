@@ -353,7 +353,8 @@ def study_context(store: Store, study_id: int) -> dict[str, Any]:
     return {"study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
             "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv,
             "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile),
-            "view": build_view(store.requests_for_run, runs, knees, winner, pool)}
+            "view": build_view(store.requests_for_run, configs, runs, knees, winner, pool,
+                               coupled=profile["search"].get("mode") == "coupled")}
 
 
 def soak_verdicts(store: Store, runs: list[dict[str, Any]], profile: dict[str, Any]) -> dict[int, Any]:

@@ -65,15 +65,29 @@ def modality_stats(requests: Sequence[Mapping[str, Any]], window_s: float | None
     return tuple(out)
 
 
-def knees_at_top(knees: Mapping[int, Mapping[str, Any]], runs: Sequence[Mapping[str, Any]]) -> frozenset[int]:
-    """Configurations whose knee has no completed or failed step of the same phase above it."""
+def knees_at_top(knees: Mapping[int, Mapping[str, Any]], runs: Sequence[Mapping[str, Any]],
+                 ladder_of: Mapping[int, Any] | None = None) -> frozenset[int]:
+    """Configurations whose knee has no completed or failed step of the same phase and ladder above it.
+
+    `ladder_of` maps a config id to its ladder (default: its own id); a coupled ladder spans the configs that
+    differ only in max_running_requests, one per step.
+    """
+    group = ladder_of or {}
     top = set()
     for cid, knee in knees.items():
-        above = [r for r in runs if r["server_config_id"] == cid and r["concurrency"] > knee["concurrency"]
-                 and (r.get("phase") or "final") == knee["phase"] and r["status"] in BRACKETING_STATUSES]
+        mine = group.get(cid, cid)
+        above = [r for r in runs if group.get(r["server_config_id"], r["server_config_id"]) == mine
+                 and r["concurrency"] > knee["concurrency"] and (r.get("phase") or "final") == knee["phase"]
+                 and r["status"] in BRACKETING_STATUSES]
         if not above:
             top.add(cid)
     return frozenset(top)
+
+
+def coupled_ladders(configs: Sequence[Mapping[str, Any]]) -> dict[int, Any]:
+    """Config id -> its coupled ladder: the knobs other than max_running_requests."""
+    return {c["id"]: tuple(c.get(k) for k in ("mem_fraction_static", "chunked_prefill_size", "schedule_policy"))
+            for c in configs}
 
 
 def tied_with(winner_id: int | None, pool: Mapping[int, Mapping[str, Any]]) -> tuple[int, ...]:
@@ -87,12 +101,14 @@ def tied_with(winner_id: int | None, pool: Mapping[int, Mapping[str, Any]]) -> t
                  and k.get("ci_high") is not None and k["ci_low"] <= w["ci_high"] and k["ci_high"] >= w["ci_low"])
 
 
-def build_view(requests_for_run: Any, runs: Sequence[Mapping[str, Any]], knees: Mapping[int, Mapping[str, Any]],
-               winner: Mapping[str, Any] | None, pool: Mapping[int, Mapping[str, Any]]) -> StudyView:
+def build_view(requests_for_run: Any, configs: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]],
+               knees: Mapping[int, Mapping[str, Any]], winner: Mapping[str, Any] | None,
+               pool: Mapping[int, Mapping[str, Any]], coupled: bool = False) -> StudyView:
     """The view of a study; `requests_for_run(run_id)` reads a run's stored requests."""
     modalities: dict[int, tuple[ModalityStats, ...]] = {}
     if winner is not None:
         for r in runs:
             if r["server_config_id"] == winner["id"] and r["status"] == "completed":
                 modalities[r["id"]] = modality_stats(requests_for_run(r["id"]), r.get("window_s"))
-    return StudyView(modalities, knees_at_top(knees, runs), tied_with(winner["id"] if winner else None, pool))
+    ladders = coupled_ladders(configs) if coupled else None
+    return StudyView(modalities, knees_at_top(knees, runs, ladders), tied_with(winner["id"] if winner else None, pool))

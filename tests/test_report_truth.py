@@ -97,6 +97,15 @@ def test_a_knee_below_the_top_is_bracketed(tmp_path: Path) -> None:
     assert "not bracketed" not in md.lower()
 
 
+def test_a_coupled_ladder_is_bracketed_as_one_ladder(tmp_path: Path) -> None:
+    # coupled mode launches one configuration per step (mrr = c): only the top step's is unbracketed
+    run = _knee(tmp_path, {"search.mode": "coupled", "search.space": {"max_running_requests": [4]}})
+    md = run.report.markdown.read_text()
+    rows = _table_rows(md, "| config | status | phase | knee concurrency")
+    knees = [r[3] for r in rows[1:] if r[3] != "—"]
+    assert len(knees) == 3 and knees.count("8 (top of ladder: not bracketed)") == 1, md
+
+
 def test_configurations_whose_intervals_overlap_the_winners_are_named_ties(tmp_path: Path) -> None:
     # mrr 8 and 16 behave the same up to c=8: their knees tie and the report must say so
     run = _knee(tmp_path, {"search.space": {"max_running_requests": [8, 16], "mem_fraction_static": [0.85]}})
@@ -114,11 +123,12 @@ def test_distinct_configurations_are_not_ties(smoke: tuple[Path, KneeRun]) -> No
 
 def test_a_client_bound_window_is_flagged(smoke: tuple[Path, KneeRun], tmp_path: Path) -> None:
     tmp, run = smoke
+    assert run.winner is not None
     db = sqlite3.connect(tmp / "r.db")
-    rid, cid, conc = db.execute("SELECT id, server_config_id, concurrency FROM runs WHERE status = 'completed' "
-                                "ORDER BY id LIMIT 1").fetchone()
+    (rid,) = db.execute("SELECT id FROM runs WHERE status = 'completed' AND server_config_id = ? AND "
+                        "concurrency = ?", (run.winner["id"], run.winner["knee"]["concurrency"])).fetchone()
     assert not db.execute("SELECT count(*) FROM runs WHERE client_bound").fetchone()[0]
-    assert "**Client-bound**" not in run.report.markdown.read_text()
+    assert "Client-bound" not in run.report.markdown.read_text()
     db.execute("UPDATE runs SET client_bound = 1 WHERE id = ?", (rid,))
     db.commit()
     try:
@@ -128,8 +138,9 @@ def test_a_client_bound_window_is_flagged(smoke: tuple[Path, KneeRun], tmp_path:
         db.commit()
     rows = _table_rows(md, "| config | phase | concurrency")
     col = rows[0].index("client-bound")
-    assert sorted(r[col] for r in rows[1:]).count("**yes**") == 1
-    assert f"at c={conc}" in md and "> **Client-bound**:" in md and "<b>Client-bound</b>" in html
+    assert [r[col] for r in rows[1:]].count("**yes**") == 1
+    assert f"at c={run.winner['knee']['concurrency']}" in md and "> **Client-bound**:" in md
+    assert "> **Client-bound knee**" in md and "<b>Client-bound</b>" in html
 
 
 def test_launch_command_is_shell_quoted_and_round_trips() -> None:
