@@ -160,6 +160,15 @@ def soak_lines(ctx: dict[str, Any]) -> list[str]:
     return out + [""]
 
 
+def unmodelled_lines(env: dict[str, Any]) -> list[str]:
+    """The flags the simulator accepted but did not model (recorded at launch), as a warning block."""
+    flags = env.get("sim_unmodelled_flags") or []
+    if not flags:
+        return []
+    return ["> **The simulator accepted but does not model these flags**; numbers that depend on them are not "
+            "simulated:", *[f"> - `{f}`" for f in flags], ""]
+
+
 def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
     """Write report.md (and PNG plots) for a study context gathered from the store."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -168,6 +177,7 @@ def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
     lines: list[str] = [f"# Knee report: {study['name']}", ""]
     if study.get("simulated"):
         lines += [SIM_BANNER, ""]
+    lines += unmodelled_lines(env)
     lines += ["## Setup (report contract)", "",
               f"- model path: `{env.get('model_path')}`; SGLang version: `{env.get('sglang_version')}`",
               f"- GPU: {env.get('gpu_name')} ×{env.get('gpu_count') or 1}; parallel: {env.get('parallel')}",
