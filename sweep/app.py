@@ -20,6 +20,7 @@ from sweep.profile import Profile
 from sweep.report import ReportFiles, write_report
 from sweep.search import Search, StudyResult
 from sweep.store import Store
+from sweep.study_view import build_view
 from sweep.types import ServerConfig
 from sweep.workload import build_workload
 
@@ -351,7 +352,9 @@ def study_context(store: Store, study_id: int) -> dict[str, Any]:
                                               "schedule_policy") if c[k] is not None}}
     return {"study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
             "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv,
-            "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile)}
+            "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile),
+            "view": build_view(store.requests_for_run, configs, runs, knees, winner, pool,
+                               coupled=profile["search"].get("mode") == "coupled")}
 
 
 def soak_verdicts(store: Store, runs: list[dict[str, Any]], profile: dict[str, Any]) -> dict[int, Any]:
@@ -360,7 +363,7 @@ def soak_verdicts(store: Store, runs: list[dict[str, Any]], profile: dict[str, A
     from sweep.soak import judge
 
     soak = Soak(**profile.get("soak", {}))
-    return {r["id"]: judge(store.samples_for_run(r["id"]), soak) for r in runs
+    return {r["id"]: judge(store.samples_for_run(r["id"]), soak, r.get("sla_failures")) for r in runs
             if r.get("phase") == "soak" and r["status"] == "completed"}
 
 

@@ -72,10 +72,16 @@ def slope_per_min(t: np.ndarray, v: np.ndarray) -> float | None:
     return float(np.polyfit(t, v, 1)[0]) * 60.0
 
 
-def judge(samples: Iterable[Any], soak: Soak) -> SoakVerdict:
-    """Storm (retraction rate high and rising), growing queue and growing GPU memory, from a soak's samples."""
+def judge(samples: Iterable[Any], soak: Soak, sla_failures: str | None = None) -> SoakVerdict:
+    """Storm (retraction rate high and rising), growing queue and growing GPU memory, from a soak's samples.
+
+    `sla_failures` is the window's `runs.sla_failures` (measure's "; "-joined misses): a soak that misses
+    the profile's SLA fails, however flat its queue and memory stay.
+    """
     rows = list(samples)
     verdict = SoakVerdict(passed=True)
+    if sla_failures:
+        verdict.reasons.append(f"SLA missed: {sla_failures}")
     t, v = series(rows, RETRACTION_COUNTERS, "metrics")
     if len(t):
         verdict.minutes = float(t.max() - t.min()) / 60.0
@@ -134,7 +140,7 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any], ctx
     finally:
         runner.launcher.stop(handle)
     stats = compute_stats(result, profile.sla)
-    verdict = judge(result.samples, soak)
+    verdict = judge(result.samples, soak, stats["sla_failures"])
     if result.aborted:
         verdict.passed = False
         verdict.reasons.append(f"window aborted: {result.aborted}")
