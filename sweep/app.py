@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -124,10 +125,14 @@ class Orchestrator:
                  driver: str | None = None, console: Any = None, client_procs: int = 1):
         self.profile = profile
         self.client_procs = client_procs
-        self.store = Store(db_url)
-        self.db_url = db_url
         self.kind = resolve_launcher_kind(profile, launcher_kind)
         self.driver_name = resolve_driver(self.kind, driver)
+        if self.driver_name == "virtual":
+            from launchers.sim.virtual import refuse_faults
+
+            refuse_faults(profile.server.extra_args)  # before the database is touched
+        self.store = Store(db_url)
+        self.db_url = db_url
         self.simulated = self.kind == "sim"
         self.out_dir = out_dir
         self.console = console
@@ -147,7 +152,7 @@ class Orchestrator:
             if existing["fingerprint"] != self.profile.fingerprint():
                 raise SweepError(f"study {study_name} was run with another workload fingerprint "
                                  f"({existing['fingerprint']} vs {self.profile.fingerprint()})")
-            killed = kill_leftover_servers(self.store, existing["id"])
+            killed = kill_leftover_servers(self.store, existing["id"], self.say)
             if killed:
                 self.say(f"resume: killed leftover server process(es) {killed} of the interrupted launch")
             aborted = self.store.abort_running(existing["id"])
@@ -158,6 +163,7 @@ class Orchestrator:
                     aborted += 1
             if aborted:
                 self.say(f"resume: marked {aborted} interrupted run(s)/launch(es) aborted; they will be redone")
+            self.store.reopen_study(existing["id"])
             return existing["id"], study_name
         study_id = self.store.create_study(
             study_name, self.profile.name, self.profile.model_dump_json(), self.profile.fingerprint(),
@@ -171,12 +177,23 @@ class Orchestrator:
                      f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
                      "Numbers are labelled simulated everywhere.")
         study_id, study_name = self._open_study(study_name, resume)
+        try:
+            return self._knee(study_id, study_name, on_step, on_step_start, on_trial)
+        except BaseException as exc:
+            # Stopped by a signal or an orchestrator error: the study is resumable, and says it stopped.
+            with contextlib.suppress(Exception):
+                self.store.finish_study(study_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+            raise
+
+    def _knee(self, study_id: int, study_name: str, on_step: Any, on_step_start: Any, on_trial: Any) -> KneeRun:
         log_dir = self.out_dir / study_name / "logs"
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir)
         env = normalise_env(launcher.environment(), self.profile, self.simulated)
         self.store.record_environment(study_id, env)
         specs = build_workload(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
+
+        unmodelled: list[str] = []
 
         def on_launch(handle: ServerHandle) -> None:
             # A server that says it is simulated (an attached or wrapped sim) is labelled so, whatever
@@ -188,6 +205,13 @@ class Orchestrator:
                 env["simulated"] = True
                 self.store.record_environment(study_id, env)
                 self.say("[bold yellow]SIMULATED[/]: the server reports it is sweep's simulator; labelled so.")
+            flags = [f for f in handle.server_info.get("unmodelled_flags") or [] if f not in unmodelled]
+            if flags:  # the simulator accepted these and ignored them: the terminal, the DB and the report say so
+                unmodelled.extend(flags)
+                env["sim_unmodelled_flags"] = list(unmodelled)
+                self.store.record_environment(study_id, env)
+                for f in flags:
+                    self.say(f"[bold yellow]SIMULATOR does not model[/] {f}")
             # The server's own /server_info is the surest version (a wrapper script hides the package).
             if handle.version and handle.version != env.get("sglang_version"):
                 env["sglang_version"] = handle.version
@@ -236,19 +260,27 @@ class Orchestrator:
         return write_report(study_context(self.store, study_id), self.out_dir / study["name"])
 
 
-def kill_leftover_servers(store: Store, study_id: int) -> list[int]:
-    """Kill server processes a SIGKILLed orchestrator left behind: by recorded pid + create time, never by name."""
+def kill_leftover_servers(store: Store, study_id: int, say: Any = None) -> list[int]:
+    """Kill server processes a SIGKILLed orchestrator left behind, from the LaunchRecord written at spawn:
+    by recorded pid + create time, process group and session (never by name), on this host only."""
     import psutil
 
     from launchers import procs
+    from launchers.base import LaunchRecord
 
     killed: list[int] = []
+    here = LaunchRecord.this_host()
     for c in store.server_configs(study_id):
         if c["status"] not in ("running", "pending"):
             continue
         info = json.loads(c.get("server_info_json") or "{}").get("sweep_launch") or {}
         pid, created = info.get("pid"), info.get("create_time")
         if not pid or created is None:
+            continue
+        if info.get("host") not in (None, here):
+            if say is not None:
+                say(f"resume: the interrupted launch of configuration {c['id']} ran on {info['host']}, not here "
+                    f"({here}): stop its server (pid {pid}) there")
             continue
         try:
             proc = psutil.Process(int(pid))
@@ -257,7 +289,8 @@ def kill_leftover_servers(store: Store, study_id: int) -> list[int]:
         except psutil.Error:
             continue
         pgid = int(info.get("pgid") or pid)
-        members = {p.pid: p for p in procs.session_or_group_members(int(pid), pgid)}
+        sid = int(info.get("sid") or pid)
+        members = {p.pid: p for p in procs.session_or_group_members(sid, pgid)}
         members.setdefault(proc.pid, proc)
         killed += procs.kill_all(members.values())
     return sorted(killed)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from sweep.errors import LaunchError, ServerDied
-from sweep.ladder import LadderRunner, launch_record
+from sweep.ladder import LadderRunner, SpawnLog
 from sweep.measure import compute_stats
 from sweep.profile import Profile, RateArrival, Soak
 from sweep.types import ServerConfig
@@ -121,14 +121,14 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any], ctx
     store = runner.store
     config_id = store.create_server_config(runner.study_id, config, runner.launcher.kind, [], None)
     store.update_server_config(config_id, status="running")
+    spawned = SpawnLog(store, config_id)
     try:
-        handle = runner.launcher.start(config)
+        handle = runner.launcher.start(config, on_spawn=spawned)
     except LaunchError as exc:
         store.update_server_config(config_id, status="failed", failure_reason=f"soak launch {exc.reason}: {exc}")
         return SoakVerdict(False, [f"the winner failed to start for the soak: {exc.reason}"])
-    info = dict(handle.server_info or {}, sweep_launch=launch_record(handle))
     store.update_server_config(config_id, argv=handle.argv, startup_s=handle.startup_s, log_path=handle.log_path,
-                               server_info=info)
+                               server_info=spawned.server_info(handle))
     run_id = store.create_run(runner.study_id, config_id, soak.max_in_flight, profile.fingerprint(),
                               handle.simulated, runner.driver_name, phase="soak")
     try:
