@@ -11,7 +11,9 @@ from typing import Any
 
 import numpy as np
 import optuna
+from sqlalchemy.exc import SQLAlchemyError
 
+from sweep.errors import StoreError
 from sweep.ladder import LadderOutcome, LadderRunner, orchestrator_failure
 from sweep.profile import FloatRange, IntRange, Profile, Space
 from sweep.types import ServerConfig
@@ -186,6 +188,7 @@ class Search:
             try:
                 return measure(trial)
             except BaseException as exc:  # the orchestrator's failure: Optuna marks the trial FAIL
+                failures.append(exc)
                 with contextlib.suppress(Exception):  # best effort: the database may be what failed
                     trial.set_user_attr(FAILURE_ATTR, ORCHESTRATOR_FAILURE)
                     trial.set_user_attr("failure_reason", orchestrator_failure(exc))
@@ -236,8 +239,15 @@ class Search:
                 result.stopped_reason = f"time budget: {left:.0f} s left, a trial takes ~{max(durations):.0f} s"
                 study.stop()
 
+        failures: list[BaseException] = []
         if remaining > 0:
-            self.study.optimize(objective, n_trials=remaining, callbacks=[budget_check], catch=())
+            try:
+                self.study.optimize(objective, n_trials=remaining, callbacks=[budget_check], catch=())
+            except BaseException as exc:
+                # When Optuna cannot record the failed trial either (the database is locked), it raises an
+                # AssertionError of its own; the error that stopped the trial is the one to report.
+                first = failures[-1] if failures and exc is not failures[-1] else exc
+                raise storage_error(first) from exc
         if screening.enabled:
             self._finals(result, reuse, started, durations)
         return result
@@ -267,3 +277,15 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
     if url.startswith("sqlite"):
         return {"connect_args": {"timeout": 30}}
     return {}
+
+
+def storage_error(exc: BaseException) -> BaseException:
+    """Optuna's failure to write its study (disk full, database locked) as the one-line StoreError it is;
+    any other exception unchanged."""
+    if not isinstance(exc, optuna.exceptions.StorageInternalError | SQLAlchemyError):
+        return exc
+    root: BaseException = exc
+    while root.__cause__ is not None:
+        root = root.__cause__
+    lines = str(getattr(root, "orig", None) or root).strip().splitlines()
+    return StoreError(f"cannot write the Optuna study: {lines[0] if lines else type(root).__name__}")

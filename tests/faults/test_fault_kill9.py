@@ -93,3 +93,38 @@ def test_kill9_leaves_the_api_key_in_the_log_and_the_resume_scrubs_it(tmp_path: 
     for other in (tmp_path / "reports").glob("*/logs/*.log"):
         assert not re.search(r"api_key='[0-9a-f]{48}'", other.read_text()), other
     assert key not in (tmp_path / "results.db").read_bytes().decode("latin-1")
+
+
+def _warming_up(db: Path, tmp: Path) -> bool:
+    """A window has begun (its run row exists) and its 3 s warm-up has not ended."""
+    return bool(q(db, "SELECT id FROM runs WHERE status = 'running'"))
+
+
+def _draining(db: Path, tmp: Path) -> bool:
+    """The server's log shows the first window's requests still finishing after its measured second."""
+    rows = q(db, "SELECT (julianday('now') - julianday(started_at)) * 86400 FROM runs WHERE status = 'running'")
+    return bool(rows) and rows[0][0] is not None and rows[0][0] > 1.6  # warm-up 0, measure 1.5 s, drain 2 s
+
+
+def _between_configurations(db: Path, tmp: Path) -> bool:
+    return bool(q(db, "SELECT id FROM server_configs WHERE status = 'completed'"))
+
+
+PHASES = {
+    "warming_up": (_warming_up, {"window.warmup_seconds": 3}, []),
+    # 20x slower decode: requests sent late in the window are still streaming through the drain.
+    "draining": (_draining, {}, ["--sim-speed", "20"]),
+    "between_configurations": (_between_configurations, {}, []),
+}
+
+
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_kill9_at_each_phase_then_resume(tmp_path: Path, phase: str) -> None:
+    cond, more, extra = PHASES[phase]
+    db = tmp_path / "results.db"
+    sets = overrides(space=(4, 8), ladder=(2,), extra=extra, **more)
+    first = Sweep(tmp_path, sweep_argv(tmp_path, phase, sets))
+    wait_for(lambda: cond(db, tmp_path), 120, phase, every_s=0.02)
+    pids = first.server_pids()
+    first.kill9()
+    _resume_and_check(tmp_path, phase, sets, pids, n_configs=2, ladder_len=1, before=completed_runs(db))

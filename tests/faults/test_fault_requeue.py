@@ -18,6 +18,7 @@ from sweep.app import Orchestrator
 from sweep.errors import StoreError
 from sweep.profile import load_profile
 from sweep.search import FAILURE_ATTR, ORCHESTRATOR_FAILURE, REQUEUED_ATTR
+from sweep.store import Store
 
 
 def _profile(space: dict[str, Any], ladder: list[int]) -> Any:
@@ -46,6 +47,11 @@ def test_database_error_mid_configuration_is_measured_again_exactly_once(tmp_pat
     attempt = q(db, "SELECT status, failure_reason FROM server_configs ORDER BY id DESC LIMIT 1")[0]
     assert attempt[0] == "aborted" and "database is locked" in attempt[1]
     assert q(db, "SELECT status FROM sweep_studies") == [("failed",)]
+    # Item 11: the aborted attempt's finished step is listed as aborted, never as an ordinary completed row.
+    listed = Store(url).list_runs(study="db")
+    aborted_id = q(db, "SELECT id FROM server_configs WHERE status = 'aborted'")[0][0]
+    mine = [r for r in listed if r["server_config_id"] == aborted_id]
+    assert mine and {r["status"] for r in mine} == {"aborted"}, mine
 
     run = Orchestrator(prof, url, tmp_path / "out", driver="virtual").knee("db", resume=True)
     assert run.winner is not None
@@ -100,3 +106,34 @@ def test_kill_between_trial_creation_and_its_parameters_resumes_first_time(tmp_p
     run = Orchestrator(prof, url, tmp_path / "out", driver="virtual").knee("g", resume=True)
     assert run.winner is not None
     assert_measured_once(db, n_configs=2, ladder_len=1)
+
+
+def test_database_locked_past_the_busy_timeout_then_resume(tmp_path: Path, monkeypatch: Any) -> None:
+    """A real lock: another connection holds the SQLite write lock past the busy timeout (shortened here from
+    30 s) while a window's results are stored. Whatever could not be written, the resume redoes it once."""
+    import sqlite3
+
+    import sweep.search
+    import sweep.store
+
+    monkeypatch.setattr(sweep.store, "_SQLITE_BUSY_MS", 300)
+    monkeypatch.setattr(sweep.search, "_engine_kwargs", lambda url: {"connect_args": {"timeout": 0.3}})
+    prof = _profile({"max_running_requests": [2, 4]}, [2, 4])
+    url, db = f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "r.db"
+    holder = sqlite3.connect(db, timeout=5, isolation_level=None)
+    steps: list[int] = []
+
+    def lock_after_second_step(config: Any, concurrency: int, row: dict[str, Any]) -> None:
+        steps.append(concurrency)
+        if len(steps) == 2:
+            holder.execute("BEGIN EXCLUSIVE")  # held until the orchestrator has given up
+
+    with pytest.raises(BaseException) as stopped:  # noqa: B017 - whichever write hit the lock first says so
+        Orchestrator(prof, url, tmp_path / "out", driver="virtual").knee("lock", on_step=lock_after_second_step)
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert "locked" in str(stopped.value), repr(stopped.value)
+    monkeypatch.undo()
+    run = Orchestrator(prof, url, tmp_path / "out", driver="virtual").knee("lock", resume=True)
+    assert run.winner is not None
+    assert_measured_once(db, n_configs=2, ladder_len=2)

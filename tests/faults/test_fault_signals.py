@@ -48,6 +48,8 @@ def test_signal_mid_window_stops_the_server_and_the_resume_redoes_the_configurat
     assert attempts and attempts[-1][0] == "aborted" and sig.name in (attempts[-1][1] or ""), attempts
     assert not q(db, "SELECT id FROM runs WHERE status = 'running'")
     assert study_status(db, "sig") == "interrupted"
+    if sig != signal.SIGTERM:
+        return  # the resume after a signal is the same for all three: run once (CI time)
     # Completed steps of the aborted attempt are redone; those of finished configurations must survive.
     before = [r for r in completed_runs(db) if r[1] not in {c for (c,) in
               q(db, "SELECT id FROM server_configs WHERE status = 'aborted'")}]
