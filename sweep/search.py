@@ -247,7 +247,10 @@ class Search:
                 # When Optuna cannot record the failed trial either (the database is locked), it raises an
                 # AssertionError of its own; the error that stopped the trial is the one to report.
                 first = failures[-1] if failures and exc is not failures[-1] else exc
-                raise storage_error(first) from exc
+                reported = storage_error(first)
+                if reported is exc:
+                    raise
+                raise reported from exc
         if screening.enabled:
             self._finals(result, reuse, started, durations)
         return result
