@@ -20,8 +20,8 @@ from sweep.profile import Profile
 from sweep.report import ReportFiles, write_report
 from sweep.search import Search, StudyResult
 from sweep.store import Store
+from sweep.stream import RequestStream
 from sweep.types import ServerConfig
-from sweep.workload import build_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -174,7 +174,8 @@ class Orchestrator:
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir)
         env = normalise_env(launcher.environment(), self.profile, self.simulated)
         self.store.record_environment(study_id, env)
-        specs = build_workload(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+        # Requests are made on demand and never repeat on one server (sweep.stream); replay only when asked.
+        specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
 
         def on_launch(handle: ServerHandle) -> None:

@@ -8,7 +8,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sweep.errors import ProfileError
 
@@ -95,7 +103,7 @@ class Dataset(_Strict):
 
 class Workload(_Strict):
     seed: int = 0
-    num_requests: int = Field(20000, ge=1, description="size of the generated request pool (cycled)")
+    num_requests: int = Field(20000, ge=1, description="size of the replayed pool when replay is on")
     mix: ModalMix = ModalMix()
     prompt_len: LengthDist = LengthDist(kind="uniform", low=128, high=1024)
     output_len: LengthDist = LengthDist(kind="uniform", low=64, high=512)
@@ -103,6 +111,9 @@ class Workload(_Strict):
     media: MediaSpec = MediaSpec()
     dataset: Dataset | None = None
     api: Literal["generate", "chat"] = "generate"
+    replay: StrictBool = Field(False, description=(
+        "cycle the first num_requests requests (or the dataset's entries) instead of fresh ones: a server then "
+        "sees requests again, and its prefix cache hits them"))
 
 
 class ClosedArrival(_Strict):
@@ -162,6 +173,9 @@ class Window(_Strict):
     measure_seconds: float = Field(900.0, gt=0)
     drain_seconds: float = Field(30.0, ge=0)
     request_timeout_s: float = Field(600.0, gt=0)
+    flush_cache: StrictBool = Field(True, description=(
+        "empty the server's prefix cache (SGLang POST /flush_cache) before every ladder step, so no step "
+        "inherits the previous step's cache"))
 
 
 class ServerSpec(_Strict):

@@ -35,7 +35,8 @@ from sweep.drivers.worker import (
     run_worker,
 )
 from sweep.profile import Window
-from sweep.types import RequestSpec, Sample, WindowResult
+from sweep.stream import Requests, StreamExhausted
+from sweep.types import Sample, WindowResult
 
 Clock = Callable[[], float]
 START_MARGIN_S = 0.05  # t0 is this far after the start barrier, so every worker is waiting when it comes
@@ -73,7 +74,7 @@ class HttpDriver:
         self.client_procs = client_procs
         self.seed = seed
 
-    def run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
+    def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
                    window: Window, arrival: Any = None) -> WindowResult:
         """Warm up, measure one window, drain; returns every record and sample.
 
@@ -85,7 +86,13 @@ class HttpDriver:
         plans, ws_off = self._plans(handle, specs, concurrency, window, arrival)
         return run_loop(self._run(handle, plans, concurrency, window, ws_off))
 
-    def _plans(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int, window: Window,
+    def flush_cache(self, handle: ServerHandle) -> str | None:
+        """Empty the server's prefix cache (POST /flush_cache); None when done, else why not."""
+        from sweep.drivers.flush import flush_over_http
+
+        return flush_over_http(str(handle.url or ""), dict(handle.headers()))
+
+    def _plans(self, handle: ServerHandle, specs: Requests, concurrency: int, window: Window,
                arrival: Any) -> tuple[list[Plan], float | None]:
         n = self.client_procs
         base = Plan(url=str(handle.url or ""), headers=dict(handle.headers()), api=self.api,
@@ -126,6 +133,9 @@ class HttpDriver:
         finally:
             for p in probes:
                 await p.stop()
+        exhausted = next((r.exhausted for r in results if r.exhausted), None)
+        if exhausted is not None:
+            raise StreamExhausted(exhausted)
         samples: list[Sample] = [s for p in probes for s in getattr(p, "samples", [])]
         return self._merge(results, samples, snaps, concurrency, window, t0, aborted, handle.simulated)
 
