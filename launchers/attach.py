@@ -1,8 +1,19 @@
-"""Use a server someone else started: read its knobs, never start or stop anything."""
+"""Use a server someone else started: read its knobs, never start or stop anything.
+
+Liveness during a window (alive()) is not /health: SGLang's /health runs a one-token generation through the
+scheduler (up to 20 s under load, 503 on its timeout), so polling it adds requests to the load being measured
+and reads a busy server as a dead one. alive() asks /model_info instead (answered by the HTTP front end, no
+scheduler round trip, no generation): any answer below 500 means the server is up (a 404 from an older
+version without /model_info too). SGLang takes its whole process tree down when the scheduler dies, so a
+dead server stops answering there; a hung scheduler shows up as request timeouts. Checks are rate-limited
+(one per check_interval_s, whatever the caller's rate) on one persistent client with a timeout, and the
+server is declared dead only after `failures_to_die` consecutive failed checks.
+"""
 
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from typing import Any
 
@@ -32,12 +43,22 @@ class AttachLauncher:
 
     kind = "attach"
 
-    def __init__(self, url: str, api_key: str | None = None, wait_s: float = 10.0):
+    LIVENESS_PATH = "/model_info"
+
+    def __init__(self, url: str, api_key: str | None = None, wait_s: float = 10.0, check_interval_s: float = 1.0,
+                 check_timeout_s: float = 5.0, failures_to_die: int = 3):
         self.url = url.rstrip("/")
         self.api_key = api_key
         self.wait_s = wait_s
+        self.check_interval_s = check_interval_s
+        self.check_timeout_s = check_timeout_s
+        self.failures_to_die = failures_to_die
         self.simulated = False
         self._info: dict[str, Any] | None = None
+        self._live_lock = threading.Lock()  # alive() may be called from the driver's liveness thread
+        self._live_client: httpx.Client | None = None
+        self._checked_at = -float("inf")
+        self._failures = 0
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -84,13 +105,31 @@ class AttachLauncher:
                             server_info=info)
 
     def stop(self, handle: ServerHandle) -> StopReport:
-        """Nothing to stop: the server belongs to someone else."""
+        """Nothing to stop: the server belongs to someone else (only the liveness client is closed)."""
+        with self._live_lock:
+            if self._live_client is not None:
+                self._live_client.close()
+                self._live_client = None
+            self._checked_at, self._failures = -float("inf"), 0
         return StopReport(graceful=True, seconds=0.0)
 
     def alive(self, handle: ServerHandle) -> bool:
-        """No process to watch here, so alive means /health answers 200."""
+        """False once `failures_to_die` checks in a row failed; at most one check per check_interval_s.
+
+        Blocks for one check at most (check_timeout_s): call it off the event loop (the HTTP driver does).
+        """
+        with self._live_lock:
+            if time.monotonic() - self._checked_at >= self.check_interval_s:
+                self._failures = 0 if self._ping() else self._failures + 1
+                self._checked_at = time.monotonic()  # after the check: a slow answer does not cause a burst
+            return self._failures < self.failures_to_die
+
+    def _ping(self) -> bool:
+        """One liveness check on the persistent client: any answer below 500 from LIVENESS_PATH."""
+        if self._live_client is None:
+            self._live_client = httpx.Client(headers=self._headers(), timeout=self.check_timeout_s)
         try:
-            return self._get("/health", timeout=5.0).status_code == 200
+            return self._live_client.get(f"{self.url}{self.LIVENESS_PATH}").status_code < 500
         except httpx.HTTPError:
             return False
 

@@ -29,7 +29,7 @@ from sweep.types import RequestRecord, Sample, ServerConfig
 
 TABLES = {"sweep_studies", "environments", "server_configs", "runs", "requests", "samples"}
 PG_URL = os.environ.get("SWEEP_TEST_PG_URL")
-HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()  # the newest migration
+HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()  # the newest migration's revision
 
 
 def _schema_diff(conn: Any) -> list[Any]:

@@ -5,8 +5,8 @@ tokens; max_new_tokens) beside prompt_tokens / output_tokens, which are what the
 runs.cache_hit_rate_predicted: the hit rate the workload's shared prefixes predict (sweep.cache_model).
 run_summary is recreated to show the new runs column.
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 Create Date: 2026-12-01
 
 Self-contained on purpose (no import of models): a migration must keep meaning what it meant when written.
@@ -17,8 +17,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
@@ -31,13 +31,14 @@ _STATS_0001 = [
     "ttft_p99_ci_low", "ttft_p99_ci_high", "tpot_p99_ci_low", "tpot_p99_ci_high", "goodput_ci_low", "goodput_ci_high",
     "steady", "drift", "client_bound", "passes_sla", "sla_failures",
 ]
+_STATS_0002 = [*_STATS_0001, "loop_lag_p99_ms", "loop_lag_max_ms"]
 _RUN_HEAD = ["concurrency", "phase", "status", "reason", "simulated", "driver", "fingerprint", "started_at",
              "finished_at", "window_s", "warmup_requests", "warmup_s"]
 _KNOBS = ["max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy"]
 
 
 def _run_summary(stats: list[str]) -> str:
-    """CREATE VIEW run_summary over runs with these stat columns (0001's view, column list as given)."""
+    """CREATE VIEW run_summary over runs with these stat columns (0002's view, column list as given)."""
     return (
         "CREATE VIEW run_summary AS SELECT r.id AS run_id, s.name AS study_name, s.profile_name AS profile_name, "
         "r.study_id AS study_id, r.server_config_id AS server_config_id, sc.trial_number AS trial_number, "
@@ -57,15 +58,15 @@ def upgrade() -> None:
     with op.batch_alter_table("requests") as batch:
         batch.add_column(sa.Column("sent_prompt_tokens", sa.Integer))
         batch.add_column(sa.Column("sent_output_tokens", sa.Integer))
-    op.execute(_run_summary([*_STATS_0001, "cache_hit_rate_predicted"]))
+    op.execute(_run_summary([*_STATS_0002, "cache_hit_rate_predicted"]))
 
 
 def downgrade() -> None:
-    """Drop the columns and restore 0001's run_summary."""
+    """Drop the columns and restore 0002's run_summary."""
     op.execute("DROP VIEW IF EXISTS run_summary")
     with op.batch_alter_table("requests") as batch:
         batch.drop_column("sent_output_tokens")
         batch.drop_column("sent_prompt_tokens")
     with op.batch_alter_table("runs") as batch:
         batch.drop_column("cache_hit_rate_predicted")
-    op.execute(_run_summary(_STATS_0001))
+    op.execute(_run_summary(_STATS_0002))
