@@ -6,8 +6,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sweep.app import Orchestrator
 from sweep.profile import load_profile
+from sweep.stream import RequestStream, StreamExhausted
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -30,16 +33,26 @@ def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
         con.close()
 
 
-def test_no_request_is_sent_twice_to_one_server_across_its_ladder(tmp_path: Path) -> None:
-    db = _smoke(tmp_path)
+MULTIMODAL_LIKE = {"workload.mix": {"text": 0.6, "image": 0.3, "video": 0.1}, "server.sim_model": "qwen2.5-vl-7b",
+                   "server.model_path": "models/qwen2.5-vl-7b-shape",
+                   "workload.media": {"image_width": 56, "image_height": 56, "video_frames": 2, "video_width": 28,
+                                      "video_height": 28}}
+
+
+@pytest.mark.parametrize("overrides", [{}, MULTIMODAL_LIKE], ids=["smoke", "multimodal-like"])
+def test_no_request_is_sent_twice_to_one_server_across_its_ladder(tmp_path: Path, overrides: dict[str, Any]) -> None:
+    db = _smoke(tmp_path, **overrides)
     per_config = _rows(db, "SELECT r.server_config_id, q.idx FROM requests q JOIN runs r ON r.id = q.run_id")
-    seen: dict[int, set[int]] = {}
-    repeats = 0
+    steps = _rows(db, "SELECT count(*) FROM runs WHERE status = 'completed'")[0][0]
+    assert steps == 4 and len(per_config) > 500  # the smoke pool holds 500: the old code had to cycle it
+    ids: dict[int, list[int]] = {}
     for cid, idx in per_config:
-        repeats += idx in seen.setdefault(cid, set())
-        seen[cid].add(idx)
-    assert len(per_config) > 500  # the smoke pool holds 500: the old code had to cycle it
-    assert repeats == 0, f"{repeats} requests sent twice to one server"
+        ids.setdefault(cid, []).append(idx)
+    stream = RequestStream(load_profile(SMOKE, overrides).workload, base_dir=ROOT)
+    for cid, sent in ids.items():
+        assert len(sent) == len(set(sent)), f"configuration {cid}: request ids sent twice"
+        prompts = [stream.at(i).input_ids for i in sent]
+        assert len(prompts) == len(set(prompts)), f"configuration {cid}: a prompt sent twice"
 
 
 def test_cache_hit_rate_does_not_climb_the_ladder(tmp_path: Path) -> None:
@@ -49,3 +62,53 @@ def test_cache_hit_rate_does_not_climb_the_ladder(tmp_path: Path) -> None:
     # smoke's shared prefixes predict ~11% (half the prompts start with one of two 64-token prefixes)
     assert max(hits) - min(hits) < 0.05, hits
     assert max(hits) < 0.2, hits
+
+
+def test_a_study_that_needs_more_than_the_dataset_holds_stops_with_one_line(tmp_path: Path) -> None:
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(f'{{"prompt": "question number {i} about batching", "output_len": 8}}\n' for i in range(40)))
+    with pytest.raises(StreamExhausted, match="holds 40 entries.*workload.replay: true"):
+        _smoke(tmp_path, **{"workload.dataset": {"path": str(data)}})
+    failed = _rows(tmp_path / "r.db", "SELECT status, reason FROM runs")
+    assert failed and failed[-1][0] == "failed" and "workload.replay" in failed[-1][1]
+    assert _rows(tmp_path / "r.db", "SELECT status FROM server_configs") == [("failed",)]
+
+
+def test_replay_is_the_old_pool_and_its_cache_hits_come_back(tmp_path: Path) -> None:
+    db = _smoke(tmp_path, **{"workload.replay": True, "window.flush_cache": False})
+    hits = [h for (h,) in _rows(db, "SELECT cache_hit_rate FROM runs ORDER BY concurrency")]
+    predicted = [p for (p,) in _rows(db, "SELECT cache_hit_rate_predicted FROM runs ORDER BY concurrency")]
+    assert hits[-1] > 0.5 and hits[-1] - predicted[-1] > 0.3  # the repeats hit: far above what the prefixes predict
+
+
+def _first_touch_cached(db: Path, overrides: dict[str, Any]) -> dict[int, list[int]]:
+    """Per step (concurrency): cached tokens of the first-sent request of each shared-prefix group."""
+    stream = RequestStream(load_profile(SMOKE, overrides).workload, base_dir=ROOT)
+    out: dict[int, list[int]] = {}
+    for c, run_id in _rows(db, "SELECT concurrency, id FROM runs WHERE status = 'completed' ORDER BY concurrency"):
+        seen: set[int] = set()
+        for idx, cached in _rows(db, f"SELECT idx, cached_tokens FROM requests WHERE run_id = {run_id} "
+                                     "AND error IS NULL ORDER BY sent_at, id"):
+            group = stream.at(idx).prefix_group
+            if group is not None and group not in seen:
+                seen.add(group)
+                out.setdefault(c, []).append(cached)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flush", [True, False])
+def test_http_ladder_flushes_the_simulated_servers_cache_between_steps(tmp_path: Path, flush: bool) -> None:
+    overrides = {"search.space.max_running_requests": [8], "ladder": [2, 4], "window.measure_seconds": 2.0,
+                 "window.flush_cache": flush}
+    prof = load_profile(SMOKE, overrides)
+    db = tmp_path / "r.db"
+    Orchestrator(prof, f"sqlite:///{db}", tmp_path, launcher_kind="sim", driver="http").knee("flush-http")
+    first = _first_touch_cached(db, overrides)
+    assert sorted(first) == [2, 4] and all(len(v) == 2 for v in first.values()), first
+    prefix = prof.workload.shared_prefix.length
+    assert all(cached < prefix for cached in first[2])  # a fresh server: the first touch of each prefix misses
+    if flush:
+        assert all(cached < prefix for cached in first[4]), first  # emptied before the step: misses again
+    else:
+        assert all(cached >= prefix for cached in first[4]), first  # the previous step's prefixes still cached
