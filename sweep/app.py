@@ -352,7 +352,8 @@ def study_context(store: Store, study_id: int) -> dict[str, Any]:
                                               "schedule_policy") if c[k] is not None}}
     return {"study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
             "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv,
-            "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile)}
+            "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile),
+            "request_tokens": store.study_request_tokens(study_id)}
 
 
 def soak_verdicts(store: Store, runs: list[dict[str, Any]], profile: dict[str, Any]) -> dict[int, Any]:

@@ -12,6 +12,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from sweep.report_inputs import cache_lines, input_lines, workload_summary  # noqa: E402
+
 SIM_BANNER = ("> **SIMULATED** — these numbers come from sweep's simulated SGLang server, not from a GPU. "
               "They exercise the tool; they are not a measurement of SGLang.")
 
@@ -172,9 +174,8 @@ def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
               f"- model path: `{env.get('model_path')}`; SGLang version: `{env.get('sglang_version')}`",
               f"- GPU: {env.get('gpu_name')} ×{env.get('gpu_count') or 1}; parallel: {env.get('parallel')}",
               f"- profile `{study.get('profile_name')}`, workload fingerprint `{study.get('fingerprint')}`",
-              f"- input distribution: {json.dumps(profile.get('workload', {}).get('mix'))}; prompt length "
-              f"{json.dumps(profile.get('workload', {}).get('prompt_len'))}; output length "
-              f"{json.dumps(profile.get('workload', {}).get('output_len'))}",
+              f"- input distribution asked for: {workload_summary(profile.get('workload', {}))} "
+              "(as sent and as counted: the Inputs section)",
               f"- arrival: {json.dumps(profile.get('arrival'))}; ladder {profile.get('ladder')}",
               f"- window: warm-up {profile.get('window', {}).get('warmup_requests')} requests / "
               f"{profile.get('window', {}).get('warmup_seconds')} s, measured "
@@ -201,7 +202,8 @@ def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
             f"{_fmt(r['tpot_p50_ms'], 1)} | {_fmt(r['tpot_p99_ms'], 1)} | {_fmt(r['cache_hit_rate'], 0, 100)}% | "
             f"{_fmt(r['retractions'])} | {_fmt(r['kv_usage_max'], 2)} | {_fmt(r['queue_len_mean'], 1)} | "
             f"{'pass' if r['passes_sla'] else 'fail: ' + (r.get('sla_failures') or '')} |")
-    lines += ["", "## Configurations", "",
+    lines += ["", *input_lines(ctx.get("request_tokens") or []), *cache_lines(ctx)]
+    lines += ["## Configurations", "",
               "| config | status | phase | knee concurrency | knee goodput (tok/s) | 95% CI | why the ladder stopped |",
               "|---|---|---|---|---|---|---|"]
     for c in ctx["configs"]:

@@ -227,6 +227,16 @@ def requests_for_run(conn: Connection, run_id: int) -> list[dict[str, Any]]:
     return _dicts(conn, select(requests_table).where(r.run_id == run_id).order_by(r.sent_at, r.id))
 
 
+def study_request_tokens(conn: Connection, study_id: int) -> list[tuple[Any, ...]]:
+    """(modality, sent_prompt_tokens, prompt_tokens, sent_output_tokens, output_tokens, error) of every measured
+    (not warm-up) request of the study's completed runs."""
+    r, q = runs_table.c, requests_table.c
+    stmt = (select(q.modality, q.sent_prompt_tokens, q.prompt_tokens, q.sent_output_tokens, q.output_tokens, q.error)
+            .join(runs_table, r.id == q.run_id)
+            .where(r.study_id == study_id, r.status == "completed", q.warmup.is_(False)))
+    return [tuple(row) for row in conn.execute(stmt)]
+
+
 def samples_for_run(conn: Connection, run_id: int, name: str | None = None) -> list[dict[str, Any]]:
     """Probe samples of a run (optionally one metric name), in time order."""
     s = samples_table.c
