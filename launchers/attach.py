@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from launchers import procs
-from launchers.base import ServerHandle, StopReport
+from launchers.base import ServerHandle, SpawnCallback, StopReport
 from launchers.sglang import pick_server_info
 from sweep.errors import LaunchError
 from sweep.types import ServerConfig
@@ -93,13 +93,18 @@ class AttachLauncher:
                     raise LaunchError(f"{self.url}/server_info refused the API key (HTTP {r.status_code})",
                                       reason="crash")
                 r.raise_for_status()
-                return pick_server_info(dict(r.json()))  # only the knobs: raw server_args may carry keys
+                raw = dict(r.json())
+                info = pick_server_info(raw)  # only the knobs: raw server_args may carry keys
+                if raw.get("simulated") and raw.get("sim_gpu"):
+                    info["sim_gpu"] = str(raw["sim_gpu"])  # the GPU the simulator models
+                return info
             except (httpx.HTTPError, ValueError) as exc:
                 last = exc
         raise LaunchError(f"{self.url}/server_info unreadable: {last}", reason="crash")
 
-    def start(self, config: ServerConfig) -> ServerHandle:
-        """Check /health (waiting up to wait_s) and describe the server; `config` is ignored, it cannot change."""
+    def start(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:
+        """Check /health (waiting up to wait_s) and describe the server; `config` is ignored, it cannot change.
+        Nothing is spawned, so on_spawn is never called."""
         t0 = time.monotonic()
         status: str = "no answer"
         while True:
@@ -154,7 +159,7 @@ class AttachLauncher:
         """What the server reports about itself; plus this host's GPUs (NVML) when the server listens here.
 
         A server on another host: its GPUs are unknown from here. A simulated server (its /server_info says
-        so) gets no real GPU: the report labels its simulated one.
+        so) gets no real GPU, only the one it models, labelled simulated.
         """
         info = self._info
         if info is None:
@@ -166,6 +171,8 @@ class AttachLauncher:
         env: dict[str, Any] = {"kind": self.kind, "url": self.url, "simulated": simulated,
                                "sglang": info.get("version"), "model_path": info.get("model_path"),
                                "host": socket.gethostname()}
+        if simulated and info.get("sim_gpu"):
+            env["gpu_name"], env["gpu_count"] = f"{info['sim_gpu']} (simulated)", 1
         if not simulated and on_this_host(self.url):
             gpus = self.gpu_inventory()
             if gpus:

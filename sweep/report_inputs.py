@@ -124,34 +124,3 @@ def cache_lines(ctx: dict[str, Any]) -> list[str]:
                 "the cache cannot hold the prefixes (eviction) or the server does not cache."]
     return out + [""]
 
-
-def _length(d: dict[str, Any] | None) -> str:
-    """A length distribution for people: 'uniform 64–512', 'lognormal mean 900, std 700, clamped 32–8192'."""
-    if not d:
-        return "—"
-    kind = d.get("kind")
-    clamp = f", clamped {d.get('min', 1)}–{d.get('max')}" if kind in ("normal", "lognormal") else ""
-    if kind == "fixed":
-        return f"fixed {d.get('value')}"
-    if kind == "uniform":
-        return f"uniform {d.get('low')}–{d.get('high')}"
-    return f"{kind} mean {d.get('mean'):g}, std {d.get('std'):g}{clamp}"
-
-
-def workload_summary(w: dict[str, Any]) -> str:
-    """The workload the profile asked for, in words (a dataset is named, its lengths are not the defaults)."""
-    mix = w.get("mix") or {"text": 1.0}
-    parts = [", ".join(f"{k} {v * 100:.0f}%" for k, v in mix.items() if v)]
-    ds = w.get("dataset")
-    if ds:
-        parts.append(f"prompts from dataset `{ds.get('path')}` ({ds.get('format', 'jsonl')}), cut at "
-                     f"{(w.get('prompt_len') or {}).get('max')} tokens")
-    else:
-        parts.append(f"prompt length {_length(w.get('prompt_len'))}")
-    parts.append(f"output length {_length(w.get('output_len'))}" + (" unless an entry sets it" if ds else ""))
-    sp = w.get("shared_prefix") or {}
-    if sp.get("groups") and sp.get("share"):
-        parts.append(f"{sp['groups']} shared prefixes of {sp.get('length')} tokens on {sp['share'] * 100:.0f}% "
-                     "of requests")
-    parts.append(f"replayed pool of {w.get('num_requests')}" if w.get("replay") else "fresh requests")
-    return "; ".join(parts)

@@ -98,6 +98,7 @@ def test_an_attached_simulator_gets_no_real_gpu(server: tuple[SGLangLauncher, Se
     _, started = server
     env = AttachLauncher(started.url or "", api_key=started.api_key, gpu_inventory=lambda: H200).environment()
     assert env["simulated"] is True and "gpus" not in env
+    assert env["gpu_name"] == "H200 (simulated)"  # the one it models (its --sim-gpu), so the report can conclude
 
 
 @needs_sim

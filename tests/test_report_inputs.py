@@ -9,7 +9,7 @@ import pytest
 
 from sweep.app import Orchestrator
 from sweep.profile import load_profile
-from sweep.report_inputs import cache_lines, input_rows, workload_summary
+from sweep.report_inputs import cache_lines, input_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -25,13 +25,6 @@ def test_input_rows_per_modality_by_hand() -> None:
     assert text.counted_prompt is not None and text.counted_prompt.mean == 201
     assert image.counted_output is not None and image.counted_output.mean == 9  # the failed request is not counted
     assert image.sent_prompt is not None and image.sent_prompt.p99 == pytest.approx(798)  # numpy's linear P99
-
-
-def test_dataset_workload_is_named_not_the_default_lengths() -> None:
-    text = workload_summary({"mix": {"text": 1.0}, "prompt_len": {"kind": "uniform", "low": 128, "high": 1024,
-                                                                   "max": 32768},
-                             "dataset": {"path": "data/chat.jsonl", "format": "jsonl"}, "num_requests": 10})
-    assert "data/chat.jsonl" in text and "128" not in text and "fresh requests" in text
 
 
 def test_cache_lines_flag_a_gap_over_ten_points() -> None:
