@@ -21,6 +21,7 @@ from sweep.profile import Profile
 from sweep.report import ReportFiles, write_report
 from sweep.search import Search, StudyResult
 from sweep.store import Store
+from sweep.step_inputs import refuse_short_dataset
 from sweep.stream import RequestStream
 from sweep.study_view import build_view
 from sweep.types import ServerConfig
@@ -172,22 +173,25 @@ class Orchestrator:
             self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
                      f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
                      "Numbers are labelled simulated everywhere.")
+        # Requests are made on demand and never repeat on one server (sweep.stream); replay only when asked.
+        # Made before the study row, so a dataset that cannot serve one ladder writes nothing.
+        specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+        refuse_short_dataset(self.profile, specs)
         study_id, study_name = self._open_study(study_name, resume)
         try:
-            return self._knee(study_id, study_name, on_step, on_step_start, on_trial)
+            return self._knee(study_id, study_name, specs, on_step, on_step_start, on_trial)
         except BaseException as exc:
             # Stopped by a signal or an orchestrator error: the study is resumable, and says it stopped.
             with contextlib.suppress(Exception):
                 self.store.finish_study(study_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
             raise
 
-    def _knee(self, study_id: int, study_name: str, on_step: Any, on_step_start: Any, on_trial: Any) -> KneeRun:
+    def _knee(self, study_id: int, study_name: str, specs: RequestStream, on_step: Any, on_step_start: Any,
+              on_trial: Any) -> KneeRun:
         log_dir = self.out_dir / study_name / "logs"
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir)
         env = normalise_env(launcher.environment(), self.profile, self.simulated)
         self.store.record_environment(study_id, env)
-        # Requests are made on demand and never repeat on one server (sweep.stream); replay only when asked.
-        specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
 
         def on_launch(handle: ServerHandle) -> None:

@@ -243,7 +243,6 @@ class LadderRunner:
                 return
             except StreamExhausted as exc:  # a dataset without replay ran out: the study stops with one line
                 self.store.mark_run(run_id, "failed", str(exc))
-                self.store.update_server_config(config_id, status="failed", failure_reason=str(exc))
                 raise
             stats = compute_stats(result, self.profile.sla)
             self.inputs.after_step(result, stats)

@@ -13,7 +13,7 @@ from launchers.base import ServerHandle
 from sweep.cache_model import SAMPLE, PrefixShape, predicted_hit_rate, prefix_shape
 from sweep.drivers import arrivals
 from sweep.profile import Profile, Window
-from sweep.stream import Requests, RequestStream, next_position, spec_at, view_from
+from sweep.stream import Requests, RequestStream, StreamExhausted, next_position, spec_at, view_from
 from sweep.types import WindowResult
 
 log = logging.getLogger(__name__)
@@ -85,3 +85,19 @@ class StepInputs:
             return window.warmup_requests + 2 * concurrency
         prev_c, prev_used = self._last
         return int(prev_used * concurrency / max(prev_c, 1) * HEADROOM) + concurrency
+
+
+def refuse_short_dataset(profile: Profile, specs: Requests) -> None:
+    """Open loop: every step's schedule is known, so a dataset too small for one ladder is refused before launch.
+
+    (A closed loop's need depends on the server's speed: it is refused when it runs out, by StreamExhausted.)
+    """
+    cap = specs.capacity if isinstance(specs, RequestStream) else None
+    if cap is None or not arrivals.is_open(profile.arrival):
+        return
+    need = sum(len(arrivals.plan(profile.step_arrival(c), profile.window, profile.workload.seed, c)[0])
+               for c in profile.ladder)
+    if need > cap:
+        raise StreamExhausted(f"{profile.workload.dataset.path if profile.workload.dataset else 'the dataset'}: "
+                              f"the dataset holds {cap} entries and one ladder's schedules send {need}; set "
+                              "workload.replay: true to send entries again, or shorten the window or the ladder")

@@ -28,7 +28,7 @@ from sweep.errors import WorkloadError
 from sweep.lexicon import SIM, Lexicon
 from sweep.profile import Workload
 from sweep.types import RequestRecord, RequestSpec
-from sweep.workload import WorkloadParts, make_request, workload_parts
+from sweep.workload import WorkloadParts, make_request, warm_media_pool, workload_parts
 from sweep.workload_media import POOL_SIZE
 
 
@@ -83,7 +83,12 @@ class RequestStream:
         return spec
 
     def prefetch(self, n: int) -> None:
-        """Make the view's first n requests now (before a window), so a driver's loop does not make them."""
+        """Make the view's first n requests now (before a window), so a driver's loop does not make them.
+
+        The whole media pool of every modality the mix sends is encoded too (tens of ms per image): a request
+        beyond the prefetched ones then costs only its text, never an encode inside the window.
+        """
+        warm_media_pool(self.workload, self.pool_size)
         cap = self.capacity
         last = self.start + n if cap is None else min(self.start + n, cap)
         for pos in range(self.start, last):

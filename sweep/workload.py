@@ -150,6 +150,14 @@ def _media(w: Workload, modality: str, slot: int, pool_size: int) -> tuple[Media
     return ()
 
 
+def warm_media_pool(w: Workload, pool_size: int = POOL_SIZE) -> None:
+    """Encode every pooled media item of each modality the mix sends (each is encoded once per process)."""
+    for modality in MODALITIES[1:]:
+        if getattr(w.mix, modality) > 0:
+            for slot in range(pool_size):
+                _media(w, modality, slot, pool_size)
+
+
 def build_workload(w: Workload, base_dir: Path | None = None, *, pool_size: int = POOL_SIZE,
                    lexicon: Lexicon = SIM) -> list[RequestSpec]:
     """The first w.num_requests requests of the workload's stream (dataset path relative to base_dir).

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +73,7 @@ def test_a_study_that_needs_more_than_the_dataset_holds_stops_with_one_line(tmp_
         _smoke(tmp_path, **{"workload.dataset": {"path": str(data)}})
     failed = _rows(tmp_path / "r.db", "SELECT status, reason FROM runs")
     assert failed and failed[-1][0] == "failed" and "workload.replay" in failed[-1][1]
-    assert _rows(tmp_path / "r.db", "SELECT status FROM server_configs") == [("failed",)]
+    assert _rows(tmp_path / "r.db", "SELECT status FROM sweep_studies") == [("failed",)]
 
 
 def test_replay_is_the_old_pool_and_its_cache_hits_come_back(tmp_path: Path) -> None:
@@ -112,3 +114,32 @@ def test_http_ladder_flushes_the_simulated_servers_cache_between_steps(tmp_path:
         assert all(cached < prefix for cached in first[4]), first  # emptied before the step: misses again
     else:
         assert all(cached >= prefix for cached in first[4]), first  # the previous step's prefixes still cached
+
+
+def test_an_open_loop_ladder_too_long_for_the_dataset_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(f'{{"prompt": "question {i}", "output_len": 8}}\n' for i in range(40)))
+    prof = load_profile(SMOKE, {"workload.dataset": {"path": str(data)}, "ladder": [2, 4],
+                                "arrival": {"kind": "constant", "rate": 50.0}})
+    db = tmp_path / "r.db"
+    with pytest.raises(StreamExhausted, match="holds 40 entries and one ladder's schedules send"):
+        Orchestrator(prof, f"sqlite:///{db}", tmp_path, driver="virtual").knee("short")
+    assert _rows(db, "SELECT count(*) FROM sweep_studies") == [(0,)]
+    replay = load_profile(SMOKE, {"workload.dataset": {"path": str(data)}, "ladder": [2],
+                                  "arrival": {"kind": "constant", "rate": 50.0}, "workload.replay": True,
+                                  "search.space.max_running_requests": [8]})
+    run = Orchestrator(replay, f"sqlite:///{tmp_path / 'replay.db'}", tmp_path, driver="virtual").knee("replayed")
+    assert run.result is not None and _rows(tmp_path / "replay.db", "SELECT count(*) FROM runs WHERE status = 'completed'") == [(1,)]
+
+
+def test_cli_says_the_dataset_ran_out_in_one_line(tmp_path: Path) -> None:
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(f'{{"prompt": "question {i}", "output_len": 8}}\n' for i in range(30)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "sweep.cli", "knee", "--profile", str(SMOKE), "--db", str(tmp_path / "r.db"),
+         "--out", str(tmp_path / "out"), "--driver", "virtual", "--study", "short",
+         "--set", f"workload.dataset.path={data}", "--set", "search.space.max_running_requests=[8]"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [ln for ln in proc.stderr.splitlines() if "workload.replay" in ln]
+    assert len(errors) == 1 and "holds 30 entries" in errors[0] and "Traceback" not in proc.stderr

@@ -40,8 +40,9 @@ from sweep.drivers.worker import (
     run_worker,
 )
 from sweep.profile import Window
-from sweep.stream import Requests, StreamExhausted
+from sweep.stream import Requests, RequestStream, StreamExhausted
 from sweep.types import Sample, WindowResult
+from sweep.workload import warm_media_pool
 
 Clock = Callable[[], float]
 START_MARGIN_S = 0.05  # t0 is this far after the start barrier, so every worker is waiting when it comes
@@ -296,6 +297,8 @@ class HttpDriver:
 def _child(plan: Plan, coord: SharedCoord, conn: Any) -> None:
     """Spawned client process: report ready, wait for t0, run the worker, send back the pickled result."""
     try:
+        if isinstance(plan.specs, RequestStream):  # encode the media pool before the start barrier, not in the window
+            warm_media_pool(plan.specs.workload, plan.specs.pool_size)
         conn.send("ready")
         t0 = conn.recv()
         result = run_loop(run_worker(plan, coord, t0))
