@@ -20,8 +20,8 @@ from sweep.lexicon import for_model
 from sweep.profile import Profile
 from sweep.report import ReportFiles, write_report
 from sweep.search import Search, StudyResult
-from sweep.store import Store
 from sweep.step_inputs import refuse_short_dataset
+from sweep.store import Store
 from sweep.stream import RequestStream
 from sweep.study_view import build_view
 from sweep.types import ServerConfig
