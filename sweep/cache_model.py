@@ -5,7 +5,7 @@ sweep.workload.estimated_prompt_tokens). Of the workload:
   L  = shared_prefix.length, G = shared_prefix.groups;
   s  = the share of requests that start with a shared prefix;
   P  = the mean prompt tokens of a request;
-both s and P taken over the workload's first SAMPLE requests as sweep.workload.make_request makes them (the very
+both s and P taken over the workload's first SAMPLE requests as sweep.workload.make_block makes them (the very
 requests a study sends), so clamps, the minimum tail after a prefix and dataset prompts count as generated.
 
 A request that starts with prefix g can reuse g's L tokens from the cache once an earlier request carried g since the

@@ -1,6 +1,6 @@
 """The study's request stream: made on demand, never replayed on one server unless the profile asks.
 
-Request number i of a study is a pure function of (workload profile, i) (sweep.workload.make_request), so
+Request number i of a study is a pure function of (workload profile, i) (sweep.workload.make_block), so
 the stream needs no pool: a driver asks a view for its k-th request and the view answers request start + k.
 
 Where each ladder starts, and why: every configuration's ladder starts at position 0 and each step continues
@@ -22,14 +22,17 @@ replay the entries cycle.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from sweep.errors import WorkloadError
 from sweep.lexicon import SIM, Lexicon
 from sweep.profile import Workload
 from sweep.types import RequestRecord, RequestSpec
-from sweep.workload import WorkloadParts, make_request, warm_media_pool, workload_parts
+from sweep.workload import BLOCK, WorkloadParts, make_block, warm_media_pool, workload_parts
 from sweep.workload_media import POOL_SIZE
+
+KEEP_BLOCKS = 64  # blocks a view keeps: a closed loop's users draw positions close together
 
 
 class StreamExhausted(WorkloadError):
@@ -50,7 +53,12 @@ class RequestStream:
         self.pool_size = pool_size
         self.start = start
         self.parts = parts if parts is not None else workload_parts(w, base_dir, lexicon)
-        self._made: dict[int, RequestSpec] = {}
+        self._made: dict[int, RequestSpec] = {}  # prefetched requests by position
+        self._blocks: dict[int, list[RequestSpec]] = {}  # recently made blocks by block number
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled for spawned clients with the prefetched requests, without the block cache (made again there)."""
+        return {**self.__dict__, "_blocks": {}}
 
     @property
     def capacity(self) -> int | None:
@@ -78,9 +86,21 @@ class RequestStream:
                     f"{self.workload.dataset.path}: the dataset holds {cap} entries and this server's ladder "
                     "needed more; set workload.replay: true to send entries again, or shorten the window or "
                     "the ladder")
-            spec = make_request(self.workload, self.parts, pos, self.content_of(pos), lexicon=self.lexicon,
-                                pool_size=self.pool_size)
+            spec = self._content(self.content_of(pos))
+            if spec.index != pos:  # a replayed request: its content again, at a new position
+                spec = replace(spec, index=pos)
         return spec
+
+    def _content(self, c: int) -> RequestSpec:
+        """Request c of the workload, from the block it is made in (the last few blocks are kept)."""
+        b = c // BLOCK
+        block = self._blocks.get(b)
+        if block is None:
+            if len(self._blocks) >= KEEP_BLOCKS:
+                self._blocks.pop(next(iter(self._blocks)))
+            block = self._blocks[b] = make_block(self.workload, self.parts, b, lexicon=self.lexicon,
+                                                 pool_size=self.pool_size)
+        return block[c - b * BLOCK]
 
     def prefetch(self, n: int) -> None:
         """Make the view's first n requests now (before a window), so a driver's loop does not make them.

@@ -1,7 +1,7 @@
 """Turn a Workload profile into a deterministic request stream, hash it, and render request bodies.
 
-Every random draw comes from a private numpy Generator: one per request, seeded (w.seed, request number), and one
-for the shared prefixes, so request i is a pure function of (profile, i) and the same profile gives a
+Every random draw comes from a private numpy Generator: one per block of BLOCK requests, seeded (w.seed, block
+number), and one for the shared prefixes, so request i is a pure function of (profile, i) and the same profile gives a
 byte-identical stream (for one numpy/Pillow version).
 Prompt lengths count text tokens; media placeholder tokens come on top (see media_tokens).
 """
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 MODALITIES: tuple[Modality, ...] = ("text", "image", "video", "audio")
 MIN_TAIL = 4  # unique tokens after a shared prefix when the sampled length is shorter than the prefix
+BLOCK = 32  # requests made together from one Generator (make_block)
 MARKERS = {
     "image": "<|vision_start|><|image_pad|><|vision_end|>",
     "video": "<|vision_start|><|video_pad|><|vision_end|>",
@@ -97,45 +98,55 @@ def workload_parts(w: Workload, base_dir: Path | None = None, lexicon: Lexicon =
     return WorkloadParts(prefixes, texts, tuple((p / p.sum()).tolist()), items)
 
 
-def make_request(w: Workload, parts: WorkloadParts, index: int, content: int | None = None, *,
-                 lexicon: Lexicon = SIM, pool_size: int = POOL_SIZE) -> RequestSpec:
-    """Request number `content` of the workload (a pure function of (w.seed, content)), labelled `index`.
+def make_block(w: Workload, parts: WorkloadParts, block: int, *, lexicon: Lexicon = SIM,
+               pool_size: int = POOL_SIZE) -> list[RequestSpec]:
+    """Requests block*BLOCK .. block*BLOCK + BLOCK - 1 of the workload, each labelled with its own number.
 
-    One private Generator per request, seeded (seed, request stream, content), draws in a fixed order:
-    output length, modality, shared-prefix flag and group, prompt length, tail ids. A dataset
-    workload takes entry `content % len(entries)` of the seeded shuffled order. `index` is the request's
-    position in the study's stream (sweep.stream): it differs from `content` only when a pool is replayed.
+    Request c is a pure function of (w.seed, c): block c // BLOCK has a private Generator seeded (seed, request
+    stream, block) that draws, for the whole block in a fixed order, output lengths, modalities, shared-prefix
+    flags and groups, prompt lengths, then the tail ids (one Generator per block, not per request: seeding one
+    costs about as much as making a request). A dataset workload takes entry c % len(entries) of its seeded
+    shuffled order; media come round-robin from the pool by c.
     """
-    c = index if content is None else content
-    rng = np.random.default_rng([w.seed % 2**63, _S_REQUEST, c])
-    out = int(sample_lengths(w.output_len, 1, rng)[0])
-    modality: Modality = MODALITIES[int(rng.choice(len(MODALITIES), p=parts.mix))]
+    n, first = BLOCK, block * BLOCK
+    rng = np.random.default_rng([w.seed % 2**63, _S_REQUEST, block])
+    out = sample_lengths(w.output_len, n, rng).tolist()
+    modal = np.minimum(np.searchsorted(np.cumsum(parts.mix), rng.random(n), side="right"), len(MODALITIES) - 1)
     sp = w.shared_prefix
-    prefixed = bool(parts.prefixes) and bool(rng.random() < sp.share)
-    group = int(rng.integers(0, sp.groups)) if prefixed else None
+    flags = (rng.random(n) < sp.share) if parts.prefixes else np.zeros(n, dtype=bool)
+    groups = rng.integers(0, max(sp.groups, 1), size=n).tolist()
     plen = sp.length if parts.prefixes else 0
-    media: tuple[MediaItem, ...] = ()
+    lens = sample_lengths(w.prompt_len, n, rng)
+    tails: list[tuple[tuple[int, ...], str, tuple[MediaItem, ...]]] = []
     if parts.items is not None:
-        item = parts.items[c % len(parts.items)]
-        ids = item.input_ids[: max(w.prompt_len.max - plen, MIN_TAIL) if prefixed else w.prompt_len.max]
-        text = item.text if item.text is not None and len(ids) == len(item.input_ids) else lexicon.render(ids)
-        if item.output_len is not None:
-            out = item.output_len
-        elif "output_len" not in w.model_fields_set and item.ref_output_len is not None:
-            out = min(max(item.ref_output_len, 1), w.output_len.max)
-        media = item.images
-        if media:
-            modality = "image"
+        for k in range(n):
+            item = parts.items[(first + k) % len(parts.items)]
+            ids = item.input_ids[: max(w.prompt_len.max - plen, MIN_TAIL) if flags[k] else w.prompt_len.max]
+            text = item.text if item.text is not None and len(ids) == len(item.input_ids) else lexicon.render(ids)
+            if item.output_len is not None:
+                out[k] = item.output_len
+            elif "output_len" not in w.model_fields_set and item.ref_output_len is not None:
+                out[k] = min(max(item.ref_output_len, 1), w.output_len.max)
+            tails.append((ids, text, item.images))
     else:
-        length = int(sample_lengths(w.prompt_len, 1, rng)[0])
-        tail = rng.integers(ID_LOW, ID_HIGH + 1, size=max(length - plen, MIN_TAIL) if prefixed else length)
-        ids, text = tuple(tail.tolist()), lexicon.render(tail)
-    if not media and modality != "text":
-        media = _media(w, modality, c, pool_size)  # the pool round-robin over request numbers
-    if group is not None:
-        ids, text = parts.prefixes[group] + ids, parts.prefix_texts[group] + " " + text
-    return RequestSpec(index=index, input_ids=ids, output_tokens=out, modality=modality, media=media,
-                       prefix_group=group, text=text)
+        tail_len = np.where(flags, np.maximum(lens - plen, MIN_TAIL), lens)
+        ends = np.cumsum(tail_len)
+        flat = rng.integers(ID_LOW, ID_HIGH + 1, size=int(ends[-1]))
+        flat_list = flat.tolist()
+        tails = [(tuple(flat_list[a:b]), lexicon.render(flat[a:b]), ())
+                 for a, b in zip((ends - tail_len).tolist(), ends.tolist(), strict=True)]
+    specs = []
+    for k, (ids, text, media) in enumerate(tails):
+        c = first + k
+        modality: Modality = "image" if media else MODALITIES[int(modal[k])]
+        if not media and modality != "text":
+            media = _media(w, modality, c, pool_size)
+        group = groups[k] if flags[k] else None
+        if group is not None:
+            ids, text = parts.prefixes[group] + ids, parts.prefix_texts[group] + " " + text
+        specs.append(RequestSpec(index=c, input_ids=ids, output_tokens=int(out[k]), modality=modality, media=media,
+                                 prefix_group=group, text=text))
+    return specs
 
 
 def _media(w: Workload, modality: str, slot: int, pool_size: int) -> tuple[MediaItem, ...]:
@@ -168,7 +179,9 @@ def build_workload(w: Workload, base_dir: Path | None = None, *, pool_size: int 
     repeats one on a server unless the profile sets workload.replay; this list is the replayed pool then.
     """
     parts = workload_parts(w, base_dir, lexicon)
-    return [make_request(w, parts, i, lexicon=lexicon, pool_size=pool_size) for i in range(w.num_requests)]
+    blocks = -(-w.num_requests // BLOCK)
+    return [spec for b in range(blocks) for spec in make_block(w, parts, b, lexicon=lexicon, pool_size=pool_size)
+            ][: w.num_requests]
 
 
 def workload_digest(specs: Sequence[RequestSpec]) -> str:
