@@ -19,7 +19,6 @@ import sqlite3
 import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -30,8 +29,9 @@ from launchers.sim.params import Efficiency, EngineKnobs, SimParams, gpu_preset,
 from sweep.drivers.virtual import VirtualDriver  # noqa: E402
 from sweep.measure import compute_stats, ttft_ms  # noqa: E402
 from sweep.profile import Profile  # noqa: E402
+from sweep.step_inputs import StepInputs  # noqa: E402
+from sweep.stream import RequestStream  # noqa: E402
 from sweep.types import ServerConfig  # noqa: E402
-from sweep.workload import build_workload  # noqa: E402
 
 DEFAULT_DB = "/work/.device/6/results.db"
 DEFAULT_LOGS = "/work/.device/*/*-server-log-tail.txt"
@@ -73,7 +73,11 @@ def load_real(db: str) -> list[RealWindow]:
         " ORDER BY r.server_config_id, r.concurrency").fetchall()
     out = []
     for r in rows:
-        prof = Profile.model_validate(json.loads(r["profile_json"]))
+        stored = json.loads(r["profile_json"])
+        if "replay" not in stored.get("workload", {}):  # stored before requests were fresh: the pool was cycled
+            stored.setdefault("workload", {})["replay"] = True
+            stored.setdefault("window", {})["flush_cache"] = False
+        prof = Profile.model_validate(stored)
         knobs = EngineKnobs(max_running_requests=r["mrr"], mem_fraction_static=r["mfs"], chunked_prefill_size=r["cps"],
                             schedule_policy=r["pol"] or "fcfs")
         by_mod: dict[str, list[float]] = {}
@@ -89,23 +93,22 @@ def load_real(db: str) -> list[RealWindow]:
 def simulate(windows: list[RealWindow], eff: Efficiency, bootstrap: int = 0) -> dict[int, dict[str, float]]:
     """Replay every window in virtual time; returns sim metrics (and TTFT means by modality) per run id."""
     out: dict[int, dict[str, float]] = {}
-    specs_cache: dict[str, Any] = {}
     configs: dict[int, list[RealWindow]] = {}
     for w in windows:
         configs.setdefault(w.config_id, []).append(w)
     for ladder in configs.values():
         prof = ladder[0].profile
-        key = prof.workload.model_dump_json()
-        if key not in specs_cache:
-            specs_cache[key] = build_workload(prof.workload, base_dir=ROOT)
-        specs = specs_cache[key]
         params = SimParams(gpu=gpu_preset(prof.server.sim_gpu), model=model_preset(prof.server.sim_model), eff=eff)
         eng = Engine(params, ladder[0].knobs)
         handle = ServerHandle(config=ServerConfig(), url=None, simulated=True, engine=eng)
         driver = VirtualDriver()
+        # The requests the study sent: its stream, continued step to step, the cache flushed as the study did.
+        inputs = StepInputs(prof, RequestStream(prof.workload, base_dir=ROOT), driver)
         for w in ladder:
-            res = driver.run_window(handle, specs, w.concurrency, prof.window)
+            view, _ = inputs.before_step(handle, w.concurrency, prof.window, prof.arrival)
+            res = driver.run_window(handle, view, w.concurrency, prof.window)
             stats = compute_stats(res, prof.sla, bootstrap=bootstrap)
+            inputs.after_step(res, stats)
             row = {m: float(stats[m] or 0.0) for m in METRICS}
             by_mod: dict[str, list[float]] = {}
             for rec in res.records:
