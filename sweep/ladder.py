@@ -51,7 +51,21 @@ class LadderOutcome:
 
 
 StepCallback = Callable[[ServerConfig, int, dict[str, Any]], None]
-StartCallback = Callable[[ServerConfig, int, float], None]  # config, concurrency, expected wall seconds
+
+
+@dataclass(frozen=True)
+class StepStart:
+    """A window about to begin, for progress: `expected_s` and `elapsed()` run on the driver's own clock
+    (simulated seconds with the virtual driver), so an ETA is their rate against the wall clock."""
+
+    config: ServerConfig
+    concurrency: int
+    phase: str  # screen | final | soak
+    expected_s: float
+    elapsed: Callable[[], float | None]
+
+
+StartCallback = Callable[[StepStart], None]
 StopCheck = Callable[[int, dict[str, Any]], bool]  # step index, stats -> True stops the ladder (pruning)
 
 
@@ -130,6 +144,11 @@ class LadderRunner:
         self.on_step = on_step
         self.on_launch = on_launch
         self.on_step_start: StartCallback | None = None
+
+    def window_elapsed(self) -> float | None:
+        """Seconds into the current window on the driver's clock; None where the driver cannot say."""
+        elapsed = getattr(self.driver, "window_elapsed", None)
+        return elapsed() if elapsed is not None else None
 
     def window_for(self, phase: str) -> Window:
         """The measured window of a phase: screening shortens measure_seconds by the profile's fraction."""
@@ -231,7 +250,7 @@ class LadderRunner:
             run_id = self.store.create_run(self.study_id, config_id, concurrency, fingerprint,
                                            handle.simulated, self.driver_name, phase=phase)
             if self.on_step_start:
-                self.on_step_start(config, concurrency, expected)
+                self.on_step_start(StepStart(config, concurrency, phase, expected, self.window_elapsed))
             arrival = self.profile.step_arrival(concurrency)
             specs, not_flushed = self.inputs.before_step(handle, concurrency, window, arrival)
             try:
@@ -250,7 +269,7 @@ class LadderRunner:
             note = f"prefix cache not emptied before this step: {not_flushed}" if not_flushed else None
             self.store.finish_run(run_id, stats, result.records, result.samples, result.window_start,
                                   status=status, reason=result.aborted or note)
-            row = dict(stats, concurrency=concurrency, run_id=run_id)
+            row = dict(stats, concurrency=concurrency, run_id=run_id, phase=phase)
             if self.on_step:
                 self.on_step(config, concurrency, row)
             if result.aborted is not None:
