@@ -64,7 +64,9 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          progress: bool = typer.Option(True, help="rich progress bars with ETA on stderr"),
          soak: bool | None = typer.Option(None, help="force the winner's soak on/off (default: the profile's)"),
          client_procs: int = typer.Option(1, "--client-procs", min=1,
-                                          help="HTTP driver: shard the load over N client processes")) -> None:
+                                          help="HTTP driver: shard the load over N client processes"),
+         live: bool = typer.Option(False, "--live", help="serve the live page on 127.0.0.1 while the study runs"),
+         live_port: int = typer.Option(8765, "--live-port", help="the live page's port (0: any free port)")) -> None:
     """Search the profile's space, climb the ladder per configuration, name the knee, write the report."""
     from sweep.app import Orchestrator
 
@@ -72,6 +74,12 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     prof = _load(profile, list(set_) + extra)
     orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
                         client_procs=client_procs)
+    page = None
+    if live:
+        from sweep.live import LiveServer
+
+        page = LiveServer(db_url(db), study, port=live_port)
+        console.print(f"live page {page.start()}")
     try:
         with interrupt.stop_like_sigint(), StudyProgress(prof, progress, console) as bars:
             run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done, on_step_start=bars.step_start,
@@ -79,6 +87,9 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     except KeyboardInterrupt as exc:
         _interrupted(exc)
         return
+    finally:
+        if page is not None:
+            page.stop()
     win = run.winner
     tag = " [SIMULATED]" if run.simulated else ""
     if win is None:
@@ -121,7 +132,18 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
     knee(profile=profile, db=db, driver=driver, launcher=launcher, study=None, resume=False, out=out,
          set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
                             "search.screening.enabled=false"],
-         progress=True, soak=False, client_procs=client_procs)
+         progress=True, soak=False, client_procs=client_procs, live=False, live_port=0)
+
+
+@app.command()
+def serve(db: str = typer.Option(DEFAULT_DB, help="results database (path or SQLAlchemy URL)"),
+          study: str | None = typer.Option(None, help="the study to watch (default: the newest in the database)"),
+          host: str = typer.Option("127.0.0.1", help="address to bind (another than 127.0.0.1 exposes the page)"),
+          port: int = typer.Option(8765, help="port (0: any free port)")) -> None:
+    """Serve the live page of a study: progress, ladder curves against the SLA, winner, failures, ETA."""
+    from sweep.live import serve as serve_page
+
+    serve_page(db_url(db), study, host, port, say=lambda line: console.print(line, highlight=False))
 
 
 @app.command()
