@@ -13,10 +13,11 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sweep import interrupt
-from sweep.errors import ProfileError, SweepError, UsageError
+from sweep.errors import LaunchError, ProfileError, SweepError, UsageError
 from sweep.profile import Profile, load_profile, resolve_profile_path
 from sweep.progress import StudyProgress, make_console
 
@@ -92,8 +93,16 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
             page.stop()
     win = run.winner
     tag = " [SIMULATED]" if run.simulated else ""
+    for f in run.failures:
+        console.print(f"[red]{escape(f.failure_class)}[/] {escape(f.label)}: {escape(f.reason[:400])}", highlight=False)
+    if not run.measured and run.failures:
+        typer.echo(f"error: every configuration failed ({len(run.failures)}), nothing was measured; "
+                   f"study {run.study_name}, report {run.report.markdown}", err=True)
+        raise typer.Exit(LaunchError.exit_code)
     if win is None:
         console.print(f"[bold red]no configuration passed the SLA{tag}[/]")
+    elif run.report.missing:
+        pass  # the contract line below says why no knee is named
     else:
         k = win["knee"]
         ci = "" if k.get("ci_low") is None else f", 95% CI {k['ci_low']:.0f}–{k['ci_high']:.0f}"
