@@ -56,10 +56,8 @@ DECODE_RE = re.compile(r"Decode batch, #running-req: (\d+), #token: (\d+),.*gen 
 DECODE_BANDWIDTH = 0.80
 METRICS = ("output_tps", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms")
 SIM_KEYS = (*METRICS, "ttft_p99_ms", "goodput_tps", "goodput_rps", "passes_sla", "queue_len_mean", "kv_usage_max",
-            "retractions")
-PREFILL_KEYS = ("flops", "prefill_overhead_s", "host_latency_s")
-ALL_KEYS = ("bandwidth", "step_overhead_s", "per_req_overhead_s", *PREFILL_KEYS)
-COARSE = (0.4, 0.6, 0.8, 1.25, 1.6, 2.5)
+            "retractions", "cache_hit_rate")
+ALL_KEYS = ("bandwidth", "step_overhead_s", "per_req_overhead_s", "flops", "prefill_overhead_s", "host_latency_s")
 FINE = (0.85, 0.93, 1.07, 1.15)
 
 
@@ -181,18 +179,39 @@ def fit(windows: list[RealWindow], start: Efficiency, keys: tuple[str, ...], fac
     return best, best_loss
 
 
+def grid_fit(windows: list[RealWindow], start: Efficiency, grids: tuple[tuple[str, tuple[float, ...]], ...]
+             ) -> tuple[Efficiency, float]:
+    """Coordinate descent over absolute value grids, one constant at a time in the given order."""
+    best, best_loss = start, loss(windows, simulate(windows, start))
+    for key, values in grids:
+        for val in values:
+            cand = replace(best, **{key: val})
+            if cand == best:
+                continue
+            cand_loss = loss(windows, simulate(windows, cand))
+            if cand_loss < best_loss:
+                best, best_loss = cand, cand_loss
+        print(f"  {key:<20} -> {getattr(best, key):.6g}  loss {best_loss:.5f}", flush=True)
+    return best, best_loss
+
+
+HOST_GRID = (0.0005, 0.001, 0.002, 0.004, 0.008, 0.016)
+FLOPS_GRID = (0.47, 0.53, 0.59, 0.66, 0.74)
+
+
 def full_fit(train: list[RealWindow], eff: Efficiency, logs: list[Path], rounds: int) -> Efficiency:
-    """Stage 1 decode steps from the logs, stage 2 prefill + host (coarse), stage 3 everything (fine)."""
+    """Stage 1 decode steps from the logs; stage 2 host stage and prefill GEMM share on the windows (value grids);
+    with rounds > 1, stage 3 refines every constant (multiplicative fine grid)."""
     eff, n_lines, rms = decode_log_fit(logs, eff, replay_model(train[0].profile))
     print(f"stage 1: decode steps from {n_lines} drain-phase log lines (bandwidth fixed at {DECODE_BANDWIDTH}):"
           f" step_overhead_s={eff.step_overhead_s:.6g} per_req_overhead_s={eff.per_req_overhead_s:.6g}"
           f" rms {rms:.2f} ms")
-    print("stage 2: prefill and host constants on the training windows (coarse grid)")
-    # the host stage starts at 5 ms: two coarse rounds then reach 0.8-31 ms (a multiplicative grid cannot leave 0)
-    eff = replace(eff, host_latency_s=0.005)
-    eff, _ = fit(train, eff, PREFILL_KEYS, COARSE, 2)
-    print("stage 3: every constant on the training windows (fine grid)")
-    best, best_loss = fit(train, eff, ALL_KEYS, FINE, rounds)
+    print("stage 2: host stage and prefill GEMM share on the training windows")
+    best, best_loss = grid_fit(train, eff, (("host_latency_s", HOST_GRID), ("flops", FLOPS_GRID),
+                                            ("host_latency_s", HOST_GRID)))
+    if rounds > 1:
+        print("stage 3: every constant on the training windows (fine grid)")
+        best, best_loss = fit(train, best, ALL_KEYS, FINE, rounds - 1)
     print(f"training loss {best_loss:.5f}")
     return best
 
@@ -253,8 +272,22 @@ def knee_table(windows: list[RealWindow], sim: dict[str, dict[str, float]]) -> s
     return "\n".join(lines)
 
 
+def regime_table(windows: list[RealWindow], sim: dict[str, dict[str, float]]) -> str:
+    """The server-side signals of the KV-bound regime, real vs sim, where the real window recorded them."""
+    lines = ["| run | c | KV usage max real / sim | queue mean real / sim | retractions real / sim |"
+             " prefix cache hit real / sim |", "|---|---|---|---|---|---|"]
+    for w in windows:
+        if "kv_usage_max" not in w.real:
+            continue
+        s, r = sim[w.run_id], w.real
+        lines.append(f"| {w.run_id} | {w.concurrency} | {r['kv_usage_max']:.2f} / {s['kv_usage_max']:.2f} | "
+                     f"{r['queue_len_mean']:.1f} / {s['queue_len_mean']:.1f} | {r['retractions']:.0f} / "
+                     f"{s['retractions']:.0f} | {r.get('cache_hit_rate', 0):.0%} / {s['cache_hit_rate']:.0%} |")
+    return "\n".join(lines)
+
+
 def report(title: str, windows: list[RealWindow], sim: dict[str, dict[str, float]]) -> None:
-    print(f"### {title}\n\n{table(windows, sim)}\n\n{knee_table(windows, sim)}\n")
+    print(f"### {title}\n\n{table(windows, sim)}\n\n{knee_table(windows, sim)}\n\n{regime_table(windows, sim)}\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from sweep.store import Store
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "calibration-data"
 REAL_METRICS = ("output_tps", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "goodput_tps",
-                "goodput_rps", "passes_sla", "queue_len_mean", "kv_usage_max", "retractions")
+                "goodput_rps", "passes_sla", "queue_len_mean", "kv_usage_max", "retractions", "cache_hit_rate")
 
 
 @dataclass
