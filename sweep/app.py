@@ -125,10 +125,14 @@ class Orchestrator:
                  driver: str | None = None, console: Any = None, client_procs: int = 1):
         self.profile = profile
         self.client_procs = client_procs
-        self.store = Store(db_url)
-        self.db_url = db_url
         self.kind = resolve_launcher_kind(profile, launcher_kind)
         self.driver_name = resolve_driver(self.kind, driver)
+        if self.driver_name == "virtual":
+            from launchers.sim.virtual import refuse_faults
+
+            refuse_faults(profile.server.extra_args)  # before the database is touched
+        self.store = Store(db_url)
+        self.db_url = db_url
         self.simulated = self.kind == "sim"
         self.out_dir = out_dir
         self.console = console
@@ -189,6 +193,8 @@ class Orchestrator:
         specs = build_workload(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
 
+        unmodelled: list[str] = []
+
         def on_launch(handle: ServerHandle) -> None:
             # A server that says it is simulated (an attached or wrapped sim) is labelled so, whatever
             # launcher started it: simulated numbers must never pass for a measurement of SGLang.
@@ -199,6 +205,13 @@ class Orchestrator:
                 env["simulated"] = True
                 self.store.record_environment(study_id, env)
                 self.say("[bold yellow]SIMULATED[/]: the server reports it is sweep's simulator; labelled so.")
+            flags = [f for f in handle.server_info.get("unmodelled_flags") or [] if f not in unmodelled]
+            if flags:  # the simulator accepted these and ignored them: the terminal, the DB and the report say so
+                unmodelled.extend(flags)
+                env["sim_unmodelled_flags"] = list(unmodelled)
+                self.store.record_environment(study_id, env)
+                for f in flags:
+                    self.say(f"[bold yellow]SIMULATOR does not model[/] {f}")
             # The server's own /server_info is the surest version (a wrapper script hides the package).
             if handle.version and handle.version != env.get("sglang_version"):
                 env["sglang_version"] = handle.version

@@ -139,6 +139,15 @@ def soak_lines(ctx: dict[str, Any]) -> list[str]:
     return out + [""]
 
 
+def unmodelled_lines(env: dict[str, Any]) -> list[str]:
+    """The flags the simulator accepted but did not model (recorded at launch), as a warning block."""
+    flags = env.get("sim_unmodelled_flags") or []
+    if not flags:
+        return []
+    return ["> **The simulator accepted but does not model these flags**; numbers that depend on them are not "
+            "simulated:", *[f"> - `{f}`" for f in flags], ""]
+
+
 def _soak_ttft(ctx: dict[str, Any], run: dict[str, Any]) -> str:
     """`TTFT P95 3.50 s (SLA ≤ 2.00 s), ` for the SLA's own percentile when the runs table has it."""
     sla = ctx["profile"].get("sla", {})
@@ -157,6 +166,7 @@ def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
     lines: list[str] = [f"# Knee report: {study['name']}", ""]
     if study.get("simulated"):
         lines += [SIM_BANNER, ""]
+    lines += unmodelled_lines(ctx.get("env") or {})
     view = ctx.get("view") or StudyView()
     lines += setup_lines(ctx)
     lines += steps_table(ctx)

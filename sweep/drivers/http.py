@@ -79,6 +79,12 @@ class HttpDriver:
         self.clock = clock
         self.client_procs = client_procs
         self.seed = seed
+        self._window_t0: float | None = None
+
+    def window_elapsed(self) -> float | None:
+        """Seconds into the current window on the driver's clock (None between windows), for progress."""
+        t0 = self._window_t0
+        return None if t0 is None else self.clock() - t0
 
     def run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
                    window: Window, arrival: Any = None) -> WindowResult:
@@ -90,7 +96,11 @@ class HttpDriver:
         """
         assert handle.url, "the HTTP driver needs a server URL"
         plans, ws_off = self._plans(handle, specs, concurrency, window, arrival)
-        return run_loop(self._run(handle, plans, concurrency, window, ws_off))
+        self._window_t0 = self.clock()
+        try:
+            return run_loop(self._run(handle, plans, concurrency, window, ws_off))
+        finally:
+            self._window_t0 = None
 
     def _plans(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int, window: Window,
                arrival: Any) -> tuple[list[Plan], float | None]:
@@ -180,7 +190,8 @@ class HttpDriver:
             if exc is not None:
                 raise exc
             results.append(w.result())
-        return results, aborted, (start_snap or None, end_snap or None, ws if ws is not None else float("nan"))
+        start, end = _parsed(start_snap or None), _parsed(end_snap or None)  # now: the window's streams are done
+        return results, aborted, (start, end, ws if ws is not None else float("nan"))
 
     async def _watch_alive(self, handle: ServerHandle, dead: asyncio.Event) -> None:
         """Call alive() every alive_interval_s in a thread of its own; set `dead` at the first False.
@@ -240,11 +251,13 @@ class HttpDriver:
                 raise RuntimeError(f"client process failed: {r.error}")
         return results, aborted, snaps, t0
 
-    async def _snapshot(self, metrics: Any) -> Any:
+    async def _snapshot(self, metrics: Any) -> tuple[str, float] | None:
+        """The /metrics text and its time, parsed only after the window (a full parse stalls the loop ~50 ms)."""
         if metrics is None:
             return None
         try:
-            return await metrics.scrape_once()
+            text, t = await metrics.fetch()
+            return str(text), float(t)
         except Exception:  # noqa: BLE001 - a failed scrape leaves counters empty, measure copes
             return None
 
@@ -281,6 +294,20 @@ class HttpDriver:
             warmup_requests=window.warmup_requests, warmup_seconds=window.warmup_seconds,
             counters_start=counters_start, counters_end=counters_end, ttft_histogram=hist, client=client,
             simulated=simulated, aborted=aborted)
+
+
+def _parsed(raw: tuple[str, float] | None) -> Any:
+    """A MetricsSnapshot of a fetched /metrics text (None when there is none or it does not parse)."""
+    if raw is None:
+        return None
+    from sweep.probes import parse_metrics
+
+    try:
+        snap = parse_metrics(raw[0])
+    except Exception:  # noqa: BLE001 - an unparsable scrape leaves counters empty, measure copes
+        return None
+    snap.t = raw[1]
+    return snap
 
 
 def _child(plan: Plan, coord: SharedCoord, conn: Any) -> None:
