@@ -107,6 +107,7 @@ class LadderRunner:
         self.on_step = on_step
         self.on_launch = on_launch
         self.on_step_start: StartCallback | None = None
+        self.crosscheck: Any = None  # sweep.crosscheck_step.CrossChecker: a reference client after every window
 
     def window_for(self, phase: str) -> Window:
         """The measured window of a phase: screening shortens measure_seconds by the profile's fraction."""
@@ -197,6 +198,8 @@ class LadderRunner:
                                            handle.simulated, self.driver_name, phase=phase)
             if self.on_step_start:
                 self.on_step_start(config, concurrency, expected)
+            if self.crosscheck is not None:
+                self.crosscheck.before_window(handle)
             try:
                 result = self.driver.run_window(handle, self.specs, concurrency, window,
                                                 arrival=self.profile.step_arrival(concurrency))
@@ -212,6 +215,9 @@ class LadderRunner:
             row = dict(stats, concurrency=concurrency, run_id=run_id)
             if self.on_step:
                 self.on_step(config, concurrency, row)
+            if self.crosscheck is not None and result.aborted is None:
+                self.crosscheck.after_window(handle, config_id, concurrency, run_id, stats, phase, window,
+                                             arrival=self.profile.step_arrival(concurrency))
             if result.aborted is not None:
                 outcome.status, outcome.failure = "failed", result.aborted
                 outcome.stop_reason = f"{result.aborted} at concurrency {concurrency}"
