@@ -27,10 +27,9 @@ from sweep.store.models import VERSION_TABLE, Base
 from sweep.store.queries import run_summary
 from sweep.types import RequestRecord, Sample, ServerConfig
 
-HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()  # the newest migration's revision
-
 TABLES = {"sweep_studies", "environments", "server_configs", "runs", "requests", "samples"}
 PG_URL = os.environ.get("SWEEP_TEST_PG_URL")
+HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()  # the newest migration's revision
 
 
 def _schema_diff(conn: Any) -> list[Any]:

@@ -1,7 +1,7 @@
 """Reference-client rows: runs.reference_for_run_id links a cross-check's reference run to sweep's own run.
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 Create Date: 2026-12-01
 
 A reference row (driver e.g. reference-httpx or sglang-bench_serving) measured the same server, configuration
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
