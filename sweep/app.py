@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from launchers.base import Launcher, ServerHandle
-from sweep.errors import SweepError
+from sweep.errors import SweepError, UsageError
 from sweep.knee import find_knee, knee_goodput_ci
 from sweep.ladder import LadderOutcome, LadderRunner, step_points
 from sweep.lexicon import for_model
@@ -123,14 +123,14 @@ class Orchestrator:
                  driver: str | None = None, console: Any = None, client_procs: int = 1):
         self.profile = profile
         self.client_procs = client_procs
-        self.store = Store(db_url)
-        self.db_url = db_url
         self.kind = resolve_launcher_kind(profile, launcher_kind)
         self.driver_name = resolve_driver(self.kind, driver)
         if profile.crosscheck.enabled and self.driver_name == "virtual":
             if driver == "virtual":
-                raise SweepError("a cross-check compares clients over real sockets: use --driver http (or auto)")
+                raise UsageError("a cross-check compares clients over real sockets: use --driver http (or auto)")
             self.driver_name = "http"
+        self.store = Store(db_url)
+        self.db_url = db_url
         self.simulated = self.kind == "sim"
         self.out_dir = out_dir
         self.console = console

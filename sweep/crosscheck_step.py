@@ -6,7 +6,7 @@ stored with its own driver name and reference_for_run_id = sweep's run, and the 
 Which reference (profile crosscheck.reference):
 - bench_serving: SGLang's `python -m sglang.bench_serving` (crosscheck.command, else the importable package);
 - h11: sweep.drivers.reference, a client on a different HTTP stack than sweep's own;
-- auto: bench_serving where one can run and the workload has no media, else h11.
+- auto: bench_serving where one can run and can express the workload (bench_serving.image_dataset_args), else h11.
 """
 
 from __future__ import annotations
@@ -42,20 +42,27 @@ def choose_reference(profile: Profile, tokenizer: str,
     """The reference client the profile asks for (see the module docstring); one clear error when it cannot run."""
     cc = profile.crosscheck
     command = cc.command or bench_serving.default_command()
-    has_media = profile.workload.mix.text < 1.0
     kind = cc.reference
     if kind == "auto":
-        kind = "bench_serving" if command is not None and not has_media else "h11"
+        kind = "bench_serving" if command is not None and _expressible(profile) else "h11"
     if kind == "h11":
         return H11Reference(api=profile.workload.api, url=cc.reference_url)
     if command is None:
         raise SweepError("crosscheck.reference=bench_serving: sglang is not importable here and crosscheck.command "
                          "is not set")
-    if has_media:
-        raise SweepError("crosscheck.reference=bench_serving cannot send media requests; use "
-                         "crosscheck.reference=h11 for a multimodal workload")
-    return bench_serving.BenchServingReference(command, profile.workload.api, tokenizer, lexicon,
+    return bench_serving.BenchServingReference(command, profile.workload, tokenizer, lexicon,
                                                url=cc.reference_url, seed=profile.workload.seed)
+
+
+def _expressible(profile: Profile) -> bool:
+    """Whether bench_serving can run this workload (text as the same requests, images as the same shape)."""
+    if profile.workload.mix.text == 1.0:
+        return True
+    try:
+        bench_serving.image_dataset_args(profile.workload)
+    except SweepError:
+        return False
+    return True
 
 
 def flush_cache(url: str, headers: dict[str, str], deadline_s: float = FLUSH_DEADLINE_S) -> bool:
@@ -116,7 +123,7 @@ class CrossChecker:
                                                     min(window.warmup_requests, concurrency),
                                                     window.measure_seconds + window.drain_seconds)
                 ref_stats = dict(ref_stats, warmup_requests=window.warmup_requests, warmup_s=window.warmup_seconds)
-                self.store.finish_run(ref_id, ref_stats, [], [], 0.0)
+                self.store.finish_run(ref_id, ref_stats, [], [], 0.0, reason=self.reference.note or None)
         except SweepError as exc:
             self.store.mark_run(ref_id, "failed", str(exc))
             self.say(f"[yellow]cross-check at c={concurrency}: {self.reference.name} failed: {exc}[/]")

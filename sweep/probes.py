@@ -161,12 +161,16 @@ WINDOW_HISTOGRAMS: tuple[str, ...] = (
 HISTOGRAM_SOURCE = "histogram"
 
 
+def buckets_as_samples(name: str, buckets: Buckets, t: float) -> list[Sample]:
+    """One histogram's cumulative (le, count) buckets as samples: value = count, labels le=X."""
+    return [Sample(t, HISTOGRAM_SOURCE, name, count, f"le={le!r}") for le, count in buckets]
+
+
 def histogram_samples(start: MetricsSnapshot | None, end: MetricsSnapshot | None, t: float) -> list[Sample]:
-    """The window's delta of each WINDOW_HISTOGRAMS histogram as samples: value = cumulative count, labels le=X."""
+    """The window's delta of each WINDOW_HISTOGRAMS histogram as samples (buckets_as_samples)."""
     if start is None or end is None:
         return []
-    return [Sample(t, HISTOGRAM_SOURCE, name, count, f"le={le!r}")
-            for name in WINDOW_HISTOGRAMS for le, count in histogram_delta(start, end, name)]
+    return [s for name in WINDOW_HISTOGRAMS for s in buckets_as_samples(name, histogram_delta(start, end, name), t)]
 
 
 def histograms_from_samples(samples: list[dict[str, Any]]) -> dict[str, Buckets]:

@@ -3,6 +3,7 @@ agreeing within tolerance; and a reference that sees every reply 300 ms late (a 
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sqlite3
 import subprocess
@@ -106,3 +107,23 @@ def test_crosscheck_flags_a_reference_that_sees_replies_late(tmp_path: Path) -> 
     assert verdict["TTFT P50 (ms)"] == "**DIFFERS**"
     assert verdict["output tok/s"] == "**DIFFERS**"  # closed loop: 300 ms more per request is fewer requests
     assert verdict["TPOT P50 (ms)"] == "agrees"  # a delay line shifts every token alike
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--driver", "virtual"], "a cross-check compares clients over real sockets"),
+    (["--reference", "bench_serving"], "crosscheck.reference=bench_serving: sglang is not importable here"),
+    (["--reference", "wrk"], "--reference 'wrk': expected auto, h11 or bench_serving"),
+])
+def test_a_crosscheck_that_cannot_run_is_one_line_and_stores_nothing(tmp_path: Path, extra: list[str],
+                                                                    message: str) -> None:
+    if "bench_serving" in extra and importlib.util.find_spec("sglang") is not None:
+        pytest.skip("sglang is importable here")
+    proc, db = _crosscheck(tmp_path, "[4]", *extra)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: ") and message in lines[-1], proc.stderr
+    assert "Traceback" not in proc.stderr
+    if db.exists():  # at most an empty, migrated database: no study, no run
+        con = sqlite3.connect(db)
+        assert con.execute("SELECT count(*) FROM sweep_studies").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0

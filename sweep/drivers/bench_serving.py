@@ -7,8 +7,11 @@ It cannot take sweep's requests as token ids, nor a timed window, so the nearest
 - the same step: --max-concurrency = the step's concurrency with --request-rate inf (a closed loop), and as many
   prompts as sweep's own measured window started (at least 2 per user), after --warmup-requests;
 - its own summary figures (median/P99 TTFT and TPOT, output throughput over its run) become the reference row.
-The API key, if any, goes through the environment (OPENAI_API_KEY), never argv. Media requests are not
-expressible in that dataset: a step with media needs the h11 reference instead.
+The API key, if any, goes through the environment (OPENAI_API_KEY), never argv.
+Media requests are not expressible in that dataset. An image workload (every request one image of one size, no
+shared prefixes, uniform or fixed lengths with one range ratio for prompt and output) runs bench_serving's `image`
+dataset instead: the same shape (resolution, format, length distributions), not the same requests; other media
+workloads need the h11 reference.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 
 from sweep.errors import SweepError
 from sweep.lexicon import Lexicon
+from sweep.profile import LengthDist, Workload
 from sweep.types import RequestSpec
 
 NAME = "sglang-bench_serving"
@@ -81,15 +85,39 @@ def dataset_lines(specs: Sequence[RequestSpec], n: int, lexicon: Lexicon, specia
     return out
 
 
-def argv(command: Sequence[str], *, api: str, url: str, model_name: str, tokenizer: str, dataset: Path,
+def _full_and_ratio(d: LengthDist) -> tuple[int, float]:
+    """bench_serving's random lengths are U(full × ratio, full): (full, ratio) of a fixed or uniform length."""
+    if d.kind == "fixed" and d.value:
+        return d.value, 1.0
+    if d.kind == "uniform" and d.low and d.high:
+        return d.high, d.low / d.high
+    raise SweepError(f"bench_serving's image dataset cannot draw {d.kind} lengths (uniform or fixed only)")
+
+
+def image_dataset_args(w: Workload) -> list[str]:
+    """bench_serving's `image` dataset arguments of the same shape as an image workload; SweepError if there is none."""
+    if w.mix.image != 1.0 or w.shared_prefix.share > 0 or w.dataset is not None:
+        raise SweepError("bench_serving can replay an image workload only as its image dataset: every request one "
+                         "image (workload.mix.image 1), no shared prefixes, no dataset; use crosscheck.reference=h11")
+    (p_full, p_ratio), (o_full, o_ratio) = _full_and_ratio(w.prompt_len), _full_and_ratio(w.output_len)
+    if abs(p_ratio - o_ratio) > 1e-9:
+        raise SweepError(f"bench_serving draws prompt and output lengths with one range ratio ({p_ratio:g} vs "
+                         f"{o_ratio:g} here); use crosscheck.reference=h11")
+    m = w.media
+    return ["--dataset-name", "image", "--image-count", "1", "--image-resolution", f"{m.image_height}x{m.image_width}",
+            "--image-format", m.image_format, "--image-content", "random", "--random-input-len", str(p_full),
+            "--random-output-len", str(o_full), "--random-range-ratio", f"{p_ratio:g}"]
+
+
+def argv(command: Sequence[str], *, api: str, url: str, model_name: str, tokenizer: str, dataset: Path | list[str],
          num_prompts: int, concurrency: int, warmup: int, output: Path, seed: int) -> list[str]:
-    """The bench_serving command line of one step."""
+    """The bench_serving command line of one step (dataset: a custom JSONL file, or image-dataset arguments)."""
     if api not in BACKENDS:
         raise SweepError(f"bench_serving reference: no backend for workload.api={api!r}")
+    data = ["--dataset-name", "custom", "--dataset-path", str(dataset)] if isinstance(dataset, Path) else dataset
     return [*command, "--backend", BACKENDS[api], "--base-url", url, "--model", model_name, "--tokenizer", tokenizer,
-            "--dataset-name", "custom", "--dataset-path", str(dataset), "--num-prompts", str(num_prompts),
-            "--max-concurrency", str(concurrency), "--request-rate", "inf", "--warmup-requests", str(warmup),
-            "--output-file", str(output), "--seed", str(seed), "--disable-tqdm"]
+            *data, "--num-prompts", str(num_prompts), "--max-concurrency", str(concurrency), "--request-rate", "inf",
+            "--warmup-requests", str(warmup), "--output-file", str(output), "--seed", str(seed), "--disable-tqdm"]
 
 
 def stats_from_result(result: dict[str, Any], num_prompts: int) -> dict[str, Any]:
@@ -107,10 +135,13 @@ class BenchServingReference:
 
     name = NAME
 
-    def __init__(self, command: Sequence[str], api: str, tokenizer: str, lexicon: Lexicon, model_name: str = "default",
-                 url: str | None = None, seed: int = 1):
+    def __init__(self, command: Sequence[str], workload: Workload, tokenizer: str, lexicon: Lexicon,
+                 model_name: str = "default", url: str | None = None, seed: int = 1):
         self.command = list(command)
-        self.api = api
+        self.api = workload.api
+        # an image workload runs as bench_serving's image dataset (same shape); a text one as the same requests
+        self.image_args = image_dataset_args(workload) if workload.mix.text < 1.0 else None
+        self.note = "bench_serving image dataset: the same shape, not the same requests" if self.image_args else ""
         self.tokenizer = tokenizer
         self.lexicon = lexicon
         self.model_name = model_name
@@ -128,10 +159,12 @@ class BenchServingReference:
             env["OPENAI_API_KEY"] = api_key
         with tempfile.TemporaryDirectory(prefix="sweep-bench-serving-") as tmp:
             data, out = Path(tmp) / "requests.jsonl", Path(tmp) / "result.jsonl"
-            lines = dataset_lines(specs, n, self.lexicon, added_special_tokens(self.tokenizer))
-            data.write_text("\n".join(lines) + "\n")
+            if self.image_args is None:
+                data.write_text("\n".join(dataset_lines(specs, n, self.lexicon, added_special_tokens(self.tokenizer)))
+                                + "\n")
             cmd = argv(self.command, api=self.api, url=(self.url or url).rstrip("/"), model_name=self.model_name,
-                       tokenizer=self.tokenizer, dataset=data, num_prompts=n, concurrency=concurrency,
+                       tokenizer=self.tokenizer, dataset=self.image_args or data, num_prompts=n,
+                       concurrency=concurrency,
                        warmup=max(1, warmup), output=out, seed=self.seed)
             self.last_argv = cmd
             try:
