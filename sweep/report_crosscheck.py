@@ -45,6 +45,8 @@ def reference_lines(ctx: dict[str, Any]) -> list[str]:
              f"than {tol.describe()} (throughput: {tol.rel:.0%}).", ""]
     judged = agreed = 0
     body: list[str] = []
+    notes = [f"- run {r['id']} ({r['driver']}): {r['reason']}" for r in refs if r["status"] == "completed"
+             and r.get("reason")]
     for ref in refs:
         mine = ours.get(ref["reference_for_run_id"])
         if mine is None:
@@ -67,7 +69,7 @@ def reference_lines(ctx: dict[str, Any]) -> list[str]:
     lines += [f"**{agreed} of {judged} cross-checked steps agree.**" if judged else "No step could be judged.", "",
               "| config | concurrency | reference | figure | sweep | reference | reference − sweep | allowed | "
               "verdict |", "|---|---|---|---|---|---|---|---|---|", *body, ""]
-    return lines
+    return lines + ([*notes, ""] if notes else [])
 
 
 def server_histogram_lines(ctx: dict[str, Any]) -> list[str]:
