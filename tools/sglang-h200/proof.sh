@@ -54,7 +54,7 @@ case "$stage" in
   crosscheck)
     # After each of sweep's windows, SGLang's own bench_serving (from the same bundle) replays the same requests at
     # the same concurrency on the same server; REFERENCE=h11 uses sweep's second HTTP stack instead.
-    python3 -m sweep.cli crosscheck --profile interactive "${common[@]}" "${short[@]}" --study h200-crosscheck \
+    python3 -m sweep.cli crosscheck --profile interactive "${common[@]}" "${short[@]}" --study "h200-crosscheck-${REFERENCE:-bench_serving}" \
       --reference "${REFERENCE:-bench_serving}" --set "crosscheck.command=$bench" \
       --config max_running_requests=256,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
       --set 'ladder=[16,32]' \
@@ -62,7 +62,7 @@ case "$stage" in
   crosscheck-vl)
     # The Qwen2.5-VL shape, every request one 448x448 PNG and text: bench_serving's image dataset of the same shape
     # (it cannot replay sweep's own images; REFERENCE=h11 replays them exactly).
-    python3 -m sweep.cli crosscheck --profile multimodal "${common[@]}" "${short[@]}" --study h200-crosscheck-vl \
+    python3 -m sweep.cli crosscheck --profile multimodal "${common[@]}" "${short[@]}" --study "h200-crosscheck-vl-${REFERENCE:-bench_serving}" \
       --reference "${REFERENCE:-bench_serving}" --set "crosscheck.command=$bench" \
       --config max_running_requests=32,mem_fraction_static=0.7,chunked_prefill_size=8192 \
       --set 'workload.mix={"text":0.0,"image":1.0}' --set 'workload.shared_prefix={"groups":0,"share":0.0}' \
