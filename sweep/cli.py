@@ -13,15 +13,17 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sweep import interrupt
-from sweep.errors import ProfileError, SweepError, UsageError
+from sweep.errors import LaunchError, ProfileError, SweepError, UsageError
 from sweep.profile import Profile, load_profile, resolve_profile_path
+from sweep.progress import StudyProgress, make_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Find the SLA-constrained goodput knee of an SGLang server configuration.")
-console = Console(stderr=True, width=200, soft_wrap=True)
+console = make_console()
 DEFAULT_DB = "sqlite:///results.db"
 
 
@@ -51,77 +53,6 @@ def _interrupted(exc: KeyboardInterrupt) -> None:
     raise typer.Exit(interrupt.exit_code(sig))
 
 
-def _on_step(config: Any, concurrency: int, row: dict[str, Any]) -> None:
-    verdict = "[green]pass[/]" if row["passes_sla"] else f"[red]fail[/] {row['sla_failures']}"
-    console.print(f"  {config.label():<40} c={concurrency:<4} thr {row['output_tps'] or 0:8.0f} tok/s  "
-                  f"goodput {row['goodput_tps'] or 0:8.0f}  TTFT p99 {(row['ttft_p99_ms'] or 0) / 1000:6.2f} s  "
-                  f"TPOT p99 {row['tpot_p99_ms'] or 0:6.1f} ms  retr {row['retractions'] or 0:<5} {verdict}")
-
-
-class StudyProgress:
-    """rich progress on stderr: one bar for the study (every planned step, ETA) and one for the current step."""
-
-    def __init__(self, prof: Profile, enabled: bool):
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        from sweep.search import grid_size
-
-        n_cfg = prof.search.n_trials or grid_size(prof.search.space)
-        self.per_config = len(prof.ladder)
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/"
-                                 "{task.total:.0f}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                                 console=console, disable=not enabled, transient=False)
-        self.study = self.progress.add_task("study (steps)", total=n_cfg * self.per_config)
-        self.step = self.progress.add_task("step", total=1, visible=False)
-        self.done_in_config = 0
-        self._timer: Any = None
-
-    def __enter__(self) -> StudyProgress:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop_timer()
-        self.progress.update(self.step, visible=False)
-        self.progress.__exit__(None, None, None)
-
-    def _stop_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.set()
-            self._timer = None
-
-    def step_start(self, config: Any, concurrency: int, expected_s: float) -> None:
-        """A window begins: the step bar counts wall seconds toward warm-up + window + drain."""
-        import threading
-        import time
-
-        self._stop_timer()
-        stop = threading.Event()
-        self._timer = stop
-        self.progress.reset(self.step, total=max(expected_s, 1.0), visible=True,
-                            description=f"{config.label()} c={concurrency}")
-        t0 = time.monotonic()
-
-        def tick() -> None:
-            while not stop.wait(0.5):
-                self.progress.update(self.step, completed=min(time.monotonic() - t0, expected_s))
-
-        threading.Thread(target=tick, daemon=True).start()
-
-    def step_done(self, config: Any, concurrency: int, row: dict[str, Any]) -> None:
-        self._stop_timer()
-        self.progress.advance(self.study)
-        self.done_in_config += 1
-        _on_step(config, concurrency, row)
-
-    def trial_done(self, outcome: Any) -> None:
-        """A ladder stopped early (saturation, pruning, launch failure): its unrun steps leave the plan."""
-        skipped = max(0, self.per_config - self.done_in_config)
-        task = self.progress.tasks[self.study]
-        self.progress.update(self.study, total=max(task.completed, (task.total or 0) - skipped))
-        self.done_in_config = 0
-
-
 @app.command()
 def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name or YAML path"),
          db: str = typer.Option(DEFAULT_DB, help="results database (path or SQLAlchemy URL)"),
@@ -136,7 +67,9 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          client_procs: int = typer.Option(1, "--client-procs", min=1,
                                           help="HTTP driver: shard the load over N client processes"),
          crosscheck: bool = typer.Option(False, "--crosscheck",
-                                         help="after every window, measure the same step with a reference client")) -> None:
+                                         help="after every window, measure the same step with a reference client"),
+         live: bool = typer.Option(False, "--live", help="serve the live page on 127.0.0.1 while the study runs"),
+         live_port: int = typer.Option(8765, "--live-port", help="the live page's port (0: any free port)")) -> None:
     """Search the profile's space, climb the ladder per configuration, name the knee, write the report."""
     from sweep.app import Orchestrator
 
@@ -145,17 +78,34 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     prof = _load(profile, list(set_) + extra)
     orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
                         client_procs=client_procs)
+    page = None
+    if live:
+        from sweep.live import LiveServer
+
+        page = LiveServer(db_url(db), study, port=live_port)
+        console.print(f"live page {page.start()}")
     try:
-        with interrupt.stop_like_sigint(), StudyProgress(prof, progress) as bars:
+        with interrupt.stop_like_sigint(), StudyProgress(prof, progress, console) as bars:
             run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done, on_step_start=bars.step_start,
                             on_trial=bars.trial_done)
     except KeyboardInterrupt as exc:
         _interrupted(exc)
         return
+    finally:
+        if page is not None:
+            page.stop()
     win = run.winner
     tag = " [SIMULATED]" if run.simulated else ""
+    for f in run.failures:
+        console.print(f"[red]{escape(f.failure_class)}[/] {escape(f.label)}: {escape(f.reason[:400])}", highlight=False)
+    if not run.measured and run.failures:
+        typer.echo(f"error: every configuration failed ({len(run.failures)}), nothing was measured; "
+                   f"study {run.study_name}, report {run.report.markdown}", err=True)
+        raise typer.Exit(LaunchError.exit_code)
     if win is None:
         console.print(f"[bold red]no configuration passed the SLA{tag}[/]")
+    elif run.report.missing:
+        pass  # the contract line below says why no knee is named
     else:
         k = win["knee"]
         ci = "" if k.get("ci_low") is None else f", 95% CI {k['ci_low']:.0f}–{k['ci_high']:.0f}"
@@ -197,7 +147,7 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
     knee(profile=profile, db=db, driver=driver, launcher=launcher, study=study, resume=False, out=out,
          set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
                             "search.screening.enabled=false"],
-         progress=True, soak=False, client_procs=client_procs, crosscheck=crosscheck)
+         progress=True, soak=False, client_procs=client_procs, crosscheck=crosscheck, live=False, live_port=0)
 
 
 @app.command("crosscheck")
@@ -216,6 +166,17 @@ def crosscheck_cmd(profile: str = typer.Option(..., "--profile", "-p"),
     extra = [f"crosscheck.reference={reference}"] if reference else []
     ladder(profile=profile, config=config, db=db, driver=driver, launcher=launcher, out=out,
            set_=list(set_) + extra, client_procs=client_procs, crosscheck=True, study=study)
+
+
+@app.command()
+def serve(db: str = typer.Option(DEFAULT_DB, help="results database (path or SQLAlchemy URL)"),
+          study: str | None = typer.Option(None, help="the study to watch (default: the newest in the database)"),
+          host: str = typer.Option("127.0.0.1", help="address to bind (another than 127.0.0.1 exposes the page)"),
+          port: int = typer.Option(8765, help="port (0: any free port)")) -> None:
+    """Serve the live page of a study: progress, ladder curves against the SLA, winner, failures, ETA."""
+    from sweep.live import serve as serve_page
+
+    serve_page(db_url(db), study, host, port, say=lambda line: console.print(line, highlight=False))
 
 
 @app.command()

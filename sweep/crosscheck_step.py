@@ -124,8 +124,8 @@ class CrossChecker:
                                                     window.measure_seconds + window.drain_seconds)
                 ref_stats = dict(ref_stats, warmup_requests=window.warmup_requests, warmup_s=window.warmup_seconds)
                 self.store.finish_run(ref_id, ref_stats, [], [], 0.0, reason=self.reference.note or None)
-        except SweepError as exc:
-            self.store.mark_run(ref_id, "failed", str(exc))
+        except (SweepError, OSError, RuntimeError, ValueError) as exc:  # a failed reference never stops the study
+            self.store.mark_run(ref_id, "failed", str(exc) or type(exc).__name__)
             self.say(f"[yellow]cross-check at c={concurrency}: {self.reference.name} failed: {exc}[/]")
             return None
         check = compare_runs(stats, ref_stats, self.tolerance)

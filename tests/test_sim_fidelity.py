@@ -34,13 +34,14 @@ def specs(n: int = 64) -> list[RequestSpec]:
 
 
 def test_unmodelled_flags_are_listed_in_server_info() -> None:
-    handle = VirtualLauncher(extra_args=["--attention-backend", "flashinfer", "--sampling-backend", "pytorch"]).start(
-        ServerConfig(schedule_policy="hrrn"))
+    handle = VirtualLauncher(extra_args=["--attention-backend", "flashinfer", "--sampling-backend", "flashinfer"]
+                             ).start(ServerConfig(schedule_policy="hrrn"))
     flags = handle.server_info["unmodelled_flags"]
-    assert [f.split(":")[0] for f in flags] == ["--attention-backend flashinfer", "--sampling-backend pytorch",
+    assert [f.split(":")[0] for f in flags] == ["--attention-backend flashinfer", "--sampling-backend flashinfer",
                                                 "--schedule-policy hrrn"]
-    plain = VirtualLauncher(extra_args=["--attention-backend", "triton", "--disable-cuda-graph"]).start(ServerConfig())
-    assert plain.server_info["unmodelled_flags"] == []  # the fitted backend, and a modelled flag
+    plain = VirtualLauncher(extra_args=["--attention-backend", "triton", "--sampling-backend", "pytorch",
+                                        "--disable-cuda-graph"]).start(ServerConfig())
+    assert plain.server_info["unmodelled_flags"] == []  # the fitted backends, and a modelled flag
 
 
 def test_the_http_simulator_reports_them_and_the_launcher_keeps_them() -> None:

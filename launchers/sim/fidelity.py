@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-FITTED_ATTENTION = "triton"  # the attention backend of the calibration runs (docs/calibration.md)
+FITTED_ATTENTION = "triton"  # the attention and sampling backends of the calibration runs (docs/calibration.md)
+FITTED_SAMPLING = "pytorch"
 # schedule policies the engine orders as another one (Engine._order)
 POLICY_AS = {"priority": "fcfs", "routing-key": "fcfs", "hrrn": "fcfs", "shortest-prefill-first": "fcfs",
              "dfs-weight": "lpm"}
@@ -26,9 +27,9 @@ def unmodelled_flags(args: argparse.Namespace) -> list[str]:
     if args.attention_backend not in (None, FITTED_ATTENTION):
         out.append(f"--attention-backend {args.attention_backend}: step times are fitted with "
                    f"{FITTED_ATTENTION} attention; other backends are not modelled")
-    if args.sampling_backend is not None:
-        out.append(f"--sampling-backend {args.sampling_backend}: not modelled (sampling is inside the fitted "
-                   "step overhead)")
+    if args.sampling_backend not in (None, FITTED_SAMPLING):
+        out.append(f"--sampling-backend {args.sampling_backend}: step times are fitted with {FITTED_SAMPLING} "
+                   "sampling; other backends are not modelled")
     if args.mm_attention_backend is not None:
         out.append(f"--mm-attention-backend {args.mm_attention_backend}: not modelled (one ViT efficiency for "
                    "every backend)")
