@@ -9,7 +9,7 @@ DRIVER ?= auto
 ARGS ?=
 STAMP := $(VENV)/.installed
 
-.PHONY: install test knee sweep lint bench clean pg-start pg-stop doctor
+.PHONY: install test knee sweep lint bench clean pg-start pg-stop doctor serve
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,7 @@ install: $(STAMP)
 
 # The tests run against real SQLite files and a real PostgreSQL server started here (127.0.0.1 only).
 test: $(STAMP)
+	@bash scripts/browser.sh
 	@url=$$(bash scripts/pg.sh start) && trap 'bash scripts/pg.sh stop' EXIT && \
 	  SWEEP_TEST_PG_URL=$$url $(PY) -m pytest -q $(ARGS)
 
@@ -31,6 +32,10 @@ knee: $(STAMP)
 sweep: $(STAMP)
 	$(VENV)/bin/sweep sweep --profile $(PROFILE) --db $(DB) --driver $(DRIVER) \
 	  $(if $(STUDY),--study $(STUDY) --resume,) $(ARGS)
+
+# The live page of a study (default: the newest in DB) on 127.0.0.1:8765; STUDY=name picks one.
+serve: $(STAMP)
+	$(VENV)/bin/sweep serve --db $(DB) $(if $(STUDY),--study $(STUDY),) $(ARGS)
 
 doctor: $(STAMP)
 	$(VENV)/bin/sweep doctor --profile $(PROFILE) --db $(DB)
