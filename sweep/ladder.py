@@ -145,6 +145,7 @@ class LadderRunner:
         self.on_step = on_step
         self.on_launch = on_launch
         self.on_step_start: StartCallback | None = None
+        self.crosscheck: Any = None  # sweep.crosscheck_step.CrossChecker: a reference client after every window
 
     def window_elapsed(self) -> float | None:
         """Seconds into the current window on the driver's clock; None where the driver cannot say."""
@@ -225,7 +226,8 @@ class LadderRunner:
         if self.on_launch:
             self.on_launch(handle)
         try:
-            self._climb(handle, config, config_id, steps_wanted, outcome, phase, should_stop)
+            # Steps are labelled with what ran (an attached server's own knobs), as the configuration row is.
+            self._climb(handle, handle.config, config_id, steps_wanted, outcome, phase, should_stop)
         finally:
             report = self.launcher.stop(handle)
             if report.killed_leftovers:
@@ -254,6 +256,8 @@ class LadderRunner:
                 self.on_step_start(StepStart(config, concurrency, phase, expected, self.window_elapsed))
             arrival = self.profile.step_arrival(concurrency)
             specs, not_flushed = self.inputs.before_step(handle, concurrency, window, arrival)
+            if self.crosscheck is not None:
+                self.crosscheck.before_window(handle)
             try:
                 result = self.driver.run_window(handle, specs, concurrency, window, arrival=arrival)
             except ServerDied as exc:
@@ -273,6 +277,9 @@ class LadderRunner:
             row = dict(stats, concurrency=concurrency, run_id=run_id, phase=phase)
             if self.on_step:
                 self.on_step(config, concurrency, row)
+            if self.crosscheck is not None and result.aborted is None:
+                self.crosscheck.after_window(handle, config_id, concurrency, run_id, stats, phase, window,
+                                             arrival=arrival, specs=specs)
             if result.aborted is not None:
                 outcome.status, outcome.failure = "failed", self._failure(handle, result.aborted, concurrency)
                 outcome.stop_reason = f"{result.aborted} at concurrency {concurrency}"

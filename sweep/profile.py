@@ -279,6 +279,21 @@ class Soak(_Strict):
     mem_slope_mib_per_min: float = Field(50.0, ge=0, description="GPU memory growth that fails the soak")
 
 
+class CrossCheck(_Strict):
+    """An independent reference client measured right after sweep's own window at every step (sweep crosscheck)."""
+
+    enabled: bool = False
+    # auto: SGLang's bench_serving where sglang is importable or `command` is set, else the h11 client (sweep.drivers.reference)
+    reference: Literal["auto", "h11", "bench_serving"] = "auto"
+    # argv prefix that runs `sglang.bench_serving` (e.g. the GPU host's bundle wrapper with SGLANG_MODULE set)
+    command: list[str] | None = None
+    # where the reference client sends its requests (default: the server's own URL)
+    reference_url: str | None = None
+    tolerance_pct: float = Field(10.0, ge=0, description="relative tolerance, percent of the larger figure")
+    tolerance_ms: float = Field(20.0, ge=0, description="absolute latency tolerance; the looser of the two counts")
+    min_tail: int = Field(5, ge=1, description="a percentile is judged when this many requests lie beyond it")
+
+
 class Profile(_Strict):
     name: str
     description: str = ""
@@ -290,6 +305,7 @@ class Profile(_Strict):
     server: ServerSpec = ServerSpec()
     search: Search = Search()
     soak: Soak = Soak()
+    crosscheck: CrossCheck = CrossCheck()
 
     @field_validator("ladder")
     @classmethod

@@ -5,8 +5,8 @@ tokens; max_new_tokens) beside prompt_tokens / output_tokens, which are what the
 runs.cache_hit_rate_predicted: the hit rate the workload's shared prefixes predict (sweep.cache_model).
 run_summary is recreated to show the new runs column.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-12-01
 
 Self-contained on purpose (no import of models): a migration must keep meaning what it meant when written.
@@ -17,8 +17,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
@@ -62,7 +62,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Drop the columns and restore 0002's run_summary."""
+    """Drop the columns and restore the run_summary of 0002 (0003 kept it)."""
     op.execute("DROP VIEW IF EXISTS run_summary")
     with op.batch_alter_table("requests") as batch:
         batch.drop_column("sent_output_tokens")
