@@ -8,7 +8,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sweep.errors import ProfileError
 
@@ -105,6 +113,12 @@ class Dataset(_Strict):
         description="jsonl (one object per line) or sharegpt (conversations)")
     on_bad_line: Literal["skip", "fail"] = Field("fail",
         description="skip malformed entries, or fail the profile on the first one")
+    _resolved: Path | None = PrivateAttr(None)  # set by load_profile: where `path` was found
+
+    @property
+    def file(self) -> Path:
+        """The dataset file load_profile found (the profile's folder, then the working directory)."""
+        return self._resolved or Path(self.path)
 
 
 class Workload(_Strict):
@@ -179,6 +193,12 @@ class TraceArrival(_Strict):
     time_scale: float = Field(1.0, gt=0, description="multiply every trace gap (0.5 = twice as fast)")
     max_in_flight: int = Field(1024, ge=1,
         description="cap on requests in flight; later arrivals wait and their latency counts the wait")
+    _resolved: Path | None = PrivateAttr(None)  # set by load_profile: where `path` was found
+
+    @property
+    def file(self) -> Path:
+        """The trace file load_profile found (the profile's folder, then the working directory)."""
+        return self._resolved or Path(self.path)
 
 
 Arrival = Annotated[ClosedArrival | RateArrival | GammaArrival | TraceArrival, Field(discriminator="kind")]
@@ -384,9 +404,26 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None) -> P
     for dotted, value in (overrides or {}).items():
         _set_field(data, dotted, value)
     try:
-        return Profile.model_validate(data)
+        prof = Profile.model_validate(data)
     except ValidationError as err:
         raise ProfileError(_format_error(p, err)) from None
+    if prof.workload.dataset is not None:
+        prof.workload.dataset._resolved = find_input(p, "workload.dataset.path", prof.workload.dataset.path)
+    if isinstance(prof.arrival, TraceArrival):
+        prof.arrival._resolved = find_input(p, "arrival.path", prof.arrival.path)
+    return prof
+
+
+def find_input(profile_path: Path, field: str, raw: str) -> Path:
+    """A file the profile names: absolute as given; relative, in the profile's folder, then the working
+    directory. Missing: one line that says where it looked."""
+    path = Path(raw).expanduser()
+    tried = [path] if path.is_absolute() else [profile_path.resolve().parent / path, Path.cwd() / path]
+    for candidate in tried:
+        if candidate.is_file():
+            return candidate
+    where = " or ".join(str(t) for t in dict.fromkeys(tried))
+    raise ProfileError(f"{profile_path}: {field}: {raw}: no such file (looked for {where})")
 
 
 def _set_field(data: dict[str, Any], dotted: str, value: Any) -> None:
