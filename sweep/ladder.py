@@ -219,7 +219,8 @@ class LadderRunner:
         if self.on_launch:
             self.on_launch(handle)
         try:
-            self._climb(handle, config, config_id, steps_wanted, outcome, phase, should_stop)
+            # Steps are labelled with what ran (an attached server's own knobs), as the configuration row is.
+            self._climb(handle, handle.config, config_id, steps_wanted, outcome, phase, should_stop)
         finally:
             report = self.launcher.stop(handle)
             if report.killed_leftovers:
