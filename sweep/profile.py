@@ -335,6 +335,22 @@ class Soak(_Strict):
     mem_slope_mib_per_min: float = Field(50.0, ge=0, description="GPU memory growth that fails the soak")
 
 
+class CrossCheck(_Strict):
+    """An independent reference client measured right after sweep's own window at every step (sweep crosscheck)."""
+
+    enabled: bool = Field(False, description="measure every step again with the reference client")
+    reference: Literal["auto", "h11", "bench_serving"] = Field("auto", description=(
+        "auto: SGLang's bench_serving where sglang is importable or `command` is set, else the h11 client "
+        "(sweep.drivers.reference)"))
+    command: list[str] | None = Field(None, description=(
+        "argv prefix that runs `sglang.bench_serving` (e.g. the GPU host's bundle wrapper with SGLANG_MODULE set)"))
+    reference_url: str | None = Field(None, description=(
+        "where the reference client sends its requests (default: the server's own URL)"))
+    tolerance_pct: float = Field(10.0, ge=0, description="relative tolerance, percent of the larger figure")
+    tolerance_ms: float = Field(20.0, ge=0, description="absolute latency tolerance; the looser of the two counts")
+    min_tail: int = Field(5, ge=1, description="a percentile is judged when this many requests lie beyond it")
+
+
 class Profile(_Strict):
     name: str = Field(description="the profile's name (default: the file name)")
     description: str = Field("", description="free text shown in the report")
@@ -349,6 +365,8 @@ class Profile(_Strict):
     server: ServerSpec = Field(ServerSpec(), description="how the server is started (section server)")
     search: Search = Field(Search(), description="the search over server configurations (section search)")
     soak: Soak = Field(Soak(), description="the winner's long Poisson run (section soak)")
+    crosscheck: CrossCheck = Field(CrossCheck(),
+        description="an independent reference client after every window (section crosscheck)")
 
     @field_validator("ladder")
     @classmethod
