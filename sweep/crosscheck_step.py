@@ -106,19 +106,23 @@ class CrossChecker:
             flush_cache(handle.url, handle.headers())
 
     def after_window(self, handle: ServerHandle, config_id: int, concurrency: int, run_id: int,
-                     stats: dict[str, Any], phase: str, window: Window, arrival: Any = None) -> CrossCheck | None:
-        """Measure the reference at this step, store its row linked to run_id, compare; None if it failed."""
+                     stats: dict[str, Any], phase: str, window: Window, arrival: Any = None,
+                     specs: Any = None) -> CrossCheck | None:
+        """Measure the reference at this step, store its row linked to run_id, compare; None if it failed.
+
+        specs: the requests sweep's window was given (default: the study's); the reference sends the same ones."""
+        specs = self.specs if specs is None else specs
         ref_id = self.store.create_run(self.study_id, config_id, concurrency, self.profile.fingerprint(),
                                        handle.simulated, self.reference.name, phase=phase, reference_for=run_id)
         if handle.url:
             flush_cache(self.profile.crosscheck.reference_url or handle.url, handle.headers())
         try:
             if isinstance(self.reference, H11Reference):
-                result = self.reference.run_window(handle, self.specs, concurrency, window, arrival=arrival)
+                result = self.reference.run_window(handle, specs, concurrency, window, arrival=arrival)
                 ref_stats = compute_stats(result, self.profile.sla)
                 self.store.finish_run(ref_id, ref_stats, result.records, result.samples, result.window_start)
             else:
-                ref_stats = self.reference.run_step(handle.url or "", handle.api_key, self.specs, concurrency,
+                ref_stats = self.reference.run_step(handle.url or "", handle.api_key, specs, concurrency,
                                                     int(stats.get("n_started") or 0),
                                                     min(window.warmup_requests, concurrency),
                                                     window.measure_seconds + window.drain_seconds)

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from sweep.drivers.reference import spec_at
 from sweep.errors import SweepError
 from sweep.lexicon import Lexicon
 from sweep.profile import LengthDist, Workload
@@ -74,7 +75,7 @@ def dataset_lines(specs: Sequence[RequestSpec], n: int, lexicon: Lexicon, specia
     tokenizer counts as output_tokens (`specials` fewer words: the tokens it adds to every text)."""
     out = []
     for k in range(n):
-        spec = specs[k % len(specs)]
+        spec = spec_at(specs, k)
         if spec.media:
             raise SweepError("bench_serving's custom dataset has no media: cross-check a multimodal workload "
                              "with crosscheck.reference=h11")

@@ -37,6 +37,12 @@ Clock = Callable[[], float]
 NAME = "reference-h11"
 
 
+def spec_at(specs: Any, k: int) -> RequestSpec:
+    """Request k of a window's requests: a stream view's at(k), or a pool's k-th entry cycled."""
+    at = getattr(specs, "at", None)
+    return at(k) if at is not None else specs[k % len(specs)]
+
+
 class H11Reference:
     """Runs one closed-loop window like HttpDriver does, over asyncio streams + h11; records, never computes."""
 
@@ -100,7 +106,7 @@ class H11Reference:
                 ws = coord.window_start()
                 if ws is not None and now >= ws + window.measure_seconds:
                     return
-                spec = specs[(j * users + u) % len(specs)]
+                spec = spec_at(specs, j * users + u)
                 j += 1
                 rec = RequestRecord(index=spec.index, concurrency=users, scheduled_at=now, sent_at=now,
                                     prompt_tokens=spec.prompt_tokens, modality=spec.modality,
