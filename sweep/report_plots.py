@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 MARKERS = ("o", "s", "^")
-SLA_STYLE = {"color": "#d62728", "linestyle": (0, (6, 3)), "linewidth": 1.4}
+SLA_STYLE: dict[str, Any] = {"color": "#d62728", "linestyle": (0, (6, 3)), "linewidth": 1.4}
 
 
 def style(i: int) -> dict[str, Any]:
