@@ -179,6 +179,20 @@ def serve(db: str = typer.Option(DEFAULT_DB, help="results database (path or SQL
     serve_page(db_url(db), study, host, port, say=lambda line: console.print(line, highlight=False))
 
 
+@app.command("profile-schema")
+def profile_schema(out: Path = typer.Option(Path("docs/profile.md"), help="where the reference goes ('-': stdout)")
+                   ) -> None:
+    """Write the profile reference (every field, its default and meaning) from the pydantic models."""
+    from sweep.profile_doc import reference
+
+    text = reference()
+    if str(out) == "-":
+        typer.echo(text, nl=False)
+        return
+    out.write_text(text)
+    console.print(f"wrote {out}")
+
+
 @app.command()
 def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: str | None = None,
          since: str | None = typer.Option(None, help="ISO date or e.g. 7d, 12h"), status: str | None = None,
