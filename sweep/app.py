@@ -5,14 +5,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from launchers.base import Launcher, ServerHandle
-from sweep.errors import SweepError
+from sweep.errors import ProfileError, SweepError, UsageError
 from sweep.knee import find_knee, knee_goodput_ci
 from sweep.ladder import LadderOutcome, LadderRunner, step_points
 from sweep.lexicon import for_model
@@ -73,7 +75,7 @@ def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path) -> La
         from launchers.attach import AttachLauncher
 
         if not spec.url:
-            raise SweepError("server.url is required with launcher attach")
+            raise ProfileError("server.url is required with launcher attach")
         return AttachLauncher(spec.url)
     from launchers.sglang import SGLangLauncher
 
@@ -123,13 +125,19 @@ class Orchestrator:
                  driver: str | None = None, console: Any = None, client_procs: int = 1):
         self.profile = profile
         self.client_procs = client_procs
-        self.store = Store(db_url)
         self.db_url = db_url
         self.kind = resolve_launcher_kind(profile, launcher_kind)
         self.driver_name = resolve_driver(self.kind, driver)
+        if self.kind == "attach" and not profile.server.url:
+            raise ProfileError("server.url is required with launcher attach")
         self.simulated = self.kind == "sim"
         self.out_dir = out_dir
         self.console = console
+
+    @cached_property
+    def store(self) -> Store:
+        """The results database, opened (and created) on first use: after every input check has passed."""
+        return Store(self.db_url)
 
     def say(self, msg: str) -> None:
         if self.console is not None:
@@ -165,6 +173,9 @@ class Orchestrator:
 
     def knee(self, study_name: str | None = None, resume: bool = False, on_step: Any = None,
              on_step_start: Any = None, on_trial: Any = None) -> KneeRun:
+        # Input first (the dataset, --out): a bad one is one line and nothing written, no study left running.
+        specs = build_workload(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+        check_writable_dir(self.out_dir)
         if self.simulated:
             self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
                      f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
@@ -174,7 +185,6 @@ class Orchestrator:
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir)
         env = normalise_env(launcher.environment(), self.profile, self.simulated)
         self.store.record_environment(study_id, env)
-        specs = build_workload(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
 
         def on_launch(handle: ServerHandle) -> None:
@@ -233,6 +243,16 @@ class Orchestrator:
         if study is None:
             raise SweepError(f"no study {study_id}")
         return write_report(study_context(self.store, study_id), self.out_dir / study["name"])
+
+
+def check_writable_dir(path: Path) -> None:
+    """--out exists or can be made, and takes a file; UsageError (one line, exit 2) otherwise."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out {path}: cannot write there ({exc.strerror or exc})") from None
 
 
 def kill_leftover_servers(store: Store, study_id: int) -> list[int]:

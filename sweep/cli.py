@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweep.errors import ProfileError, SweepError, UsageError
-from sweep.profile import Profile, load_profile, resolve_profile_path
+from sweep.profile import Profile, check_study_name, is_loopback, load_profile, resolve_profile_path
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Find the SLA-constrained goodput knee of an SGLang server configuration.")
@@ -127,10 +127,14 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          client_procs: int = typer.Option(1, "--client-procs", min=1,
                                           help="HTTP driver: shard the load over N client processes")) -> None:
     """Search the profile's space, climb the ladder per configuration, name the knee, write the report."""
-    from sweep.app import Orchestrator
-
     extra = [] if soak is None else [f"soak.enabled={json.dumps(soak)}"]
     prof = _load(profile, list(set_) + extra)
+    if study is not None:
+        check_study_name(study)
+    from sweep.app import Orchestrator  # heavy (optuna, matplotlib): after the cheap input checks
+    if not is_loopback(prof.server.host):
+        console.print(f"[bold yellow]warning[/]: the server listens on {prof.server.host} "
+                      "(server.allow_non_loopback_host): other hosts can reach it")
     orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
                         client_procs=client_procs)
     with StudyProgress(prof, progress) as bars:

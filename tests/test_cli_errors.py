@@ -88,3 +88,36 @@ def test_sigint_mid_study_prints_one_line_not_a_traceback(tmp_path: Path) -> Non
     assert "Traceback" not in text and "KeyboardInterrupt" not in text and "failed with" not in text, text
     errors = [ln for ln in error_lines(text) if ln.startswith("error:")]
     assert len(errors) == 1, text
+
+
+def test_study_name_with_a_path_is_refused_before_anything_is_written(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    db, out = tmp_path / "r.db", tmp_path / "out"
+    rc, lines = run_main(["knee", "-p", SMOKE, "--db", str(db), "--out", str(out), "--study", "../../x"], capsys)
+    assert rc == 2
+    assert len(lines) == 1 and lines[0].startswith("error: --study '../../x' must be"), lines
+    assert not db.exists() and not out.exists()
+
+
+def test_unwritable_out_is_one_line_and_no_study_is_left_running(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    db = tmp_path / "r.db"
+    rc, lines = run_main(["knee", "-p", SMOKE, "--db", str(db), "--out", str(blocker / "reports"),
+                          "--no-progress"], capsys)
+    assert rc == 2
+    assert lines == [f"error: --out {blocker / 'reports'}: cannot write there (Not a directory)"]
+    assert not db.exists()  # checked before the study is opened: nothing stays `running`
+
+
+def test_a_non_loopback_host_needs_the_opt_in_and_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["knee", "-p", SMOKE, "--db", str(tmp_path / "r.db"), "--out", str(tmp_path / "out"), "--driver",
+            "virtual", "--no-progress", "--set", "server.host=0.0.0.0", "--set", "ladder=[2]",
+            "--set", "search.space.max_running_requests=[4]"]
+    rc, lines = run_main(base, capsys)
+    assert rc == 2 and len(lines) == 1 and "server.host: '0.0.0.0' is not a loopback address" in lines[0]
+    rc, lines = run_main([*base, "--set", "server.allow_non_loopback_host=true"], capsys)
+    assert rc == 0, lines
+    assert lines[0] == ("warning: the server listens on 0.0.0.0 (server.allow_non_loopback_host): "
+                        "other hosts can reach it")
