@@ -12,19 +12,34 @@ server is declared dead only after `failures_to_die` consecutive failed checks.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
-from launchers.base import ServerHandle, StopReport
+from launchers import procs
+from launchers.base import ServerHandle, SpawnCallback, StopReport
 from launchers.sglang import pick_server_info
 from sweep.errors import LaunchError
 from sweep.types import ServerConfig
 
 _KNOBS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
+
+
+def on_this_host(url: str) -> bool:
+    """Whether a server URL points at this machine: a loopback address, localhost or this host's own name."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host in ("localhost", socket.gethostname().lower()):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def config_from_server_info(info: dict[str, Any]) -> ServerConfig:
@@ -46,13 +61,15 @@ class AttachLauncher:
     LIVENESS_PATH = "/model_info"
 
     def __init__(self, url: str, api_key: str | None = None, wait_s: float = 10.0, check_interval_s: float = 1.0,
-                 check_timeout_s: float = 5.0, failures_to_die: int = 3):
+                 check_timeout_s: float = 5.0, failures_to_die: int = 3,
+                 gpu_inventory: Callable[[], list[dict[str, Any]]] = procs.gpu_inventory):
         self.url = url.rstrip("/")
         self.api_key = api_key
         self.wait_s = wait_s
         self.check_interval_s = check_interval_s
         self.check_timeout_s = check_timeout_s
         self.failures_to_die = failures_to_die
+        self.gpu_inventory = gpu_inventory
         self.simulated = False
         self._info: dict[str, Any] | None = None
         self._live_lock = threading.Lock()  # alive() may be called from the driver's liveness thread
@@ -76,13 +93,18 @@ class AttachLauncher:
                     raise LaunchError(f"{self.url}/server_info refused the API key (HTTP {r.status_code})",
                                       reason="crash")
                 r.raise_for_status()
-                return pick_server_info(dict(r.json()))  # only the knobs: raw server_args may carry keys
+                raw = dict(r.json())
+                info = pick_server_info(raw)  # only the knobs: raw server_args may carry keys
+                if raw.get("simulated") and raw.get("sim_gpu"):
+                    info["sim_gpu"] = str(raw["sim_gpu"])  # the GPU the simulator models
+                return info
             except (httpx.HTTPError, ValueError) as exc:
                 last = exc
         raise LaunchError(f"{self.url}/server_info unreadable: {last}", reason="crash")
 
-    def start(self, config: ServerConfig) -> ServerHandle:
-        """Check /health (waiting up to wait_s) and describe the server; `config` is ignored, it cannot change."""
+    def start(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:
+        """Check /health (waiting up to wait_s) and describe the server; `config` is ignored, it cannot change.
+        Nothing is spawned, so on_spawn is never called."""
         t0 = time.monotonic()
         status: str = "no answer"
         while True:
@@ -134,13 +156,27 @@ class AttachLauncher:
             return False
 
     def environment(self) -> dict[str, Any]:
-        """What the server reports about itself; the GPU side is unknown from here."""
+        """What the server reports about itself; plus this host's GPUs (NVML) when the server listens here.
+
+        A server on another host: its GPUs are unknown from here. A simulated server (its /server_info says
+        so) gets no real GPU, only the one it models, labelled simulated.
+        """
         info = self._info
         if info is None:
             try:
                 info = self._server_info()
             except LaunchError:
                 info = {}
-        return {"kind": self.kind, "url": self.url, "simulated": bool(info.get("simulated", False)),
-                "sglang": info.get("version"), "model_path": info.get("model_path"),
-                "host": socket.gethostname()}
+        simulated = bool(info.get("simulated", False))
+        env: dict[str, Any] = {"kind": self.kind, "url": self.url, "simulated": simulated,
+                               "sglang": info.get("version"), "model_path": info.get("model_path"),
+                               "host": socket.gethostname()}
+        if simulated and info.get("sim_gpu"):
+            env["gpu_name"], env["gpu_count"] = f"{info['sim_gpu']} (simulated)", 1
+        if not simulated and on_this_host(self.url):
+            gpus = self.gpu_inventory()
+            if gpus:
+                env["gpus"] = [{k: g[k] for k in ("name", "memory_total_mib")} for g in gpus]
+                env["gpu_driver"] = gpus[0].get("driver")
+                env["gpu_scope"] = "every GPU of this host (the attached server listens here)"
+        return env

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from launchers import flags, procs
-from launchers.base import READY_LINE, ServerHandle, StopReport
+from launchers.base import READY_LINE, LaunchRecord, ServerHandle, SpawnCallback, StopReport
 from sweep.errors import LaunchError, ServerDied
 from sweep.profile import ServerSpec
 from sweep.types import ServerConfig
@@ -104,6 +105,16 @@ def check_alive(handle: ServerHandle) -> None:
                        f"[last lines: {last}] log: {handle.log_path}", reason, proc.returncode, handle.log_path)
 
 
+def spawn_record(proc: subprocess.Popen[bytes], log_path: str | None) -> LaunchRecord:
+    """The LaunchRecord of a process just started in its own session (its pid is its pgid and sid)."""
+    try:
+        created = psutil.Process(proc.pid).create_time()
+    except psutil.Error:
+        created = time.time()  # already gone: any later process with this pid has a later start time
+    return LaunchRecord(pid=proc.pid, pgid=proc.pid, sid=proc.pid, create_time=created,
+                        host=LaunchRecord.this_host(), log_path=log_path)
+
+
 @dataclass
 class _Run:
     """What the launcher remembers about one started server, beyond the public handle."""
@@ -182,19 +193,22 @@ class SGLangLauncher:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self.gpu_ids)
         return env
 
-    def start(self, config: ServerConfig) -> ServerHandle:
-        """Launch one configuration and wait until it is ready; raise LaunchError(reason=...) otherwise."""
+    def start(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:
+        """Launch one configuration and wait until it is ready; raise LaunchError(reason=...) otherwise.
+
+        on_spawn(record) runs right after each spawn, before the (possibly minutes long) wait for readiness:
+        an orchestrator killed during that wait leaves a record its resume can kill the server by."""
         if self.validate:
             probe = self.launch_args(config, 1, "x")
             flags.validate_flags(probe, flags.help_text(self._base_command(), env=self._env()), self._version())
         try:
-            return self._start_once(config)
+            return self._start_once(config, on_spawn)
         except LaunchError as exc:
             if exc.reason != "port_in_use":
                 raise
-            return self._start_once(config)  # the free port was taken between our probe and its bind
+            return self._start_once(config, on_spawn)  # the free port was taken between our probe and its bind
 
-    def _start_once(self, config: ServerConfig) -> ServerHandle:
+    def _start_once(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:
         port = procs.free_port(self.spec.host)
         api_key = secrets.token_hex(24)  # hex: a urlsafe token can start with "-" and argparse takes it for a flag
         argv = self._base_command() + self.launch_args(config, port, api_key)
@@ -216,6 +230,8 @@ class SGLangLauncher:
                               log_path=str(log_path), api_key=api_key, simulated=self.simulated,
                               process=proc)
         try:
+            if on_spawn is not None:
+                on_spawn(spawn_record(proc, str(log_path)))
             self._wait_ready(handle, run, t0)
             handle.startup_s = time.monotonic() - t0
             run.tree.update(procs.snapshot_tree(proc.pid))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -22,7 +23,8 @@ from sweep.profile import Profile
 from sweep.report import ReportFiles, write_report
 from sweep.search import Search, StudyResult
 from sweep.store import Store
-from sweep.types import ServerConfig
+from sweep.study_view import build_view
+from sweep.types import RequestSpec, ServerConfig
 from sweep.workload import build_workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,7 +156,7 @@ class Orchestrator:
             if existing["fingerprint"] != self.profile.fingerprint():
                 raise SweepError(f"study {study_name} was run with another workload fingerprint "
                                  f"({existing['fingerprint']} vs {self.profile.fingerprint()})")
-            killed = kill_leftover_servers(self.store, existing["id"])
+            killed = kill_leftover_servers(self.store, existing["id"], self.say)
             if killed:
                 self.say(f"resume: killed leftover server process(es) {killed} of the interrupted launch")
             aborted = self.store.abort_running(existing["id"])
@@ -165,6 +167,7 @@ class Orchestrator:
                     aborted += 1
             if aborted:
                 self.say(f"resume: marked {aborted} interrupted run(s)/launch(es) aborted; they will be redone")
+            self.store.reopen_study(existing["id"])
             return existing["id"], study_name
         study_id = self.store.create_study(
             study_name, self.profile.name, self.profile.model_dump_json(), self.profile.fingerprint(),
@@ -181,6 +184,16 @@ class Orchestrator:
                      f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
                      "Numbers are labelled simulated everywhere.")
         study_id, study_name = self._open_study(study_name, resume)
+        try:
+            return self._knee(study_id, study_name, specs, on_step, on_step_start, on_trial)
+        except BaseException as exc:
+            # Stopped by a signal or an orchestrator error: the study is resumable, and says it stopped.
+            with contextlib.suppress(Exception):
+                self.store.finish_study(study_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+            raise
+
+    def _knee(self, study_id: int, study_name: str, specs: list[RequestSpec], on_step: Any, on_step_start: Any,
+              on_trial: Any) -> KneeRun:
         log_dir = self.out_dir / study_name / "logs"
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir)
         env = normalise_env(launcher.environment(), self.profile, self.simulated)
@@ -255,19 +268,27 @@ def check_writable_dir(path: Path) -> None:
         raise UsageError(f"--out {path}: cannot write there ({exc.strerror or exc})") from None
 
 
-def kill_leftover_servers(store: Store, study_id: int) -> list[int]:
-    """Kill server processes a SIGKILLed orchestrator left behind: by recorded pid + create time, never by name."""
+def kill_leftover_servers(store: Store, study_id: int, say: Any = None) -> list[int]:
+    """Kill server processes a SIGKILLed orchestrator left behind, from the LaunchRecord written at spawn:
+    by recorded pid + create time, process group and session (never by name), on this host only."""
     import psutil
 
     from launchers import procs
+    from launchers.base import LaunchRecord
 
     killed: list[int] = []
+    here = LaunchRecord.this_host()
     for c in store.server_configs(study_id):
         if c["status"] not in ("running", "pending"):
             continue
         info = json.loads(c.get("server_info_json") or "{}").get("sweep_launch") or {}
         pid, created = info.get("pid"), info.get("create_time")
         if not pid or created is None:
+            continue
+        if info.get("host") not in (None, here):
+            if say is not None:
+                say(f"resume: the interrupted launch of configuration {c['id']} ran on {info['host']}, not here "
+                    f"({here}): stop its server (pid {pid}) there")
             continue
         try:
             proc = psutil.Process(int(pid))
@@ -276,7 +297,8 @@ def kill_leftover_servers(store: Store, study_id: int) -> list[int]:
         except psutil.Error:
             continue
         pgid = int(info.get("pgid") or pid)
-        members = {p.pid: p for p in procs.session_or_group_members(int(pid), pgid)}
+        sid = int(info.get("sid") or pid)
+        members = {p.pid: p for p in procs.session_or_group_members(sid, pgid)}
         members.setdefault(proc.pid, proc)
         killed += procs.kill_all(members.values())
     return sorted(killed)
@@ -371,7 +393,9 @@ def study_context(store: Store, study_id: int) -> dict[str, Any]:
                                               "schedule_policy") if c[k] is not None}}
     return {"study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
             "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv,
-            "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile)}
+            "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile),
+            "view": build_view(store.requests_for_run, configs, runs, knees, winner, pool,
+                               coupled=profile["search"].get("mode") == "coupled")}
 
 
 def soak_verdicts(store: Store, runs: list[dict[str, Any]], profile: dict[str, Any]) -> dict[int, Any]:
@@ -380,7 +404,7 @@ def soak_verdicts(store: Store, runs: list[dict[str, Any]], profile: dict[str, A
     from sweep.soak import judge
 
     soak = Soak(**profile.get("soak", {}))
-    return {r["id"]: judge(store.samples_for_run(r["id"]), soak) for r in runs
+    return {r["id"]: judge(store.samples_for_run(r["id"]), soak, r.get("sla_failures")) for r in runs
             if r.get("phase") == "soak" and r["status"] == "completed"}
 
 

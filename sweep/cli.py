@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from sweep import interrupt
 from sweep.errors import ProfileError, SweepError, UsageError
 from sweep.profile import Profile, check_study_name, is_loopback, load_profile, resolve_profile_path
 
@@ -137,7 +138,7 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
                       "(server.allow_non_loopback_host): other hosts can reach it")
     orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
                         client_procs=client_procs)
-    with StudyProgress(prof, progress) as bars:
+    with interrupt.stop_like_sigint(), StudyProgress(prof, progress) as bars:
         run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done, on_step_start=bars.step_start,
                         on_trial=bars.trial_done)
     win = run.winner
@@ -387,20 +388,44 @@ def main(argv: list[str] | None = None) -> int:
         typer.main.get_command(app).main(args=argv, prog_name="sweep", standalone_mode=True)
         rc: int = 0
     except SystemExit as done:
-        rc = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        stop = _interrupt_behind(done)  # typer turns KeyboardInterrupt into a silent exit 130
+        if stop is not None:
+            return _interrupted(stop, argv)
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
     except SweepError as exc:
         typer.echo(f"error: {_one_line(str(exc), type(exc).__name__)}", err=True)
         return exc.exit_code
-    except KeyboardInterrupt:
-        rc = 130
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc, argv)
     except OSError as exc:
         typer.echo(f"error: {_os_error_line(exc)}", err=True)
         return 1
     finally:
         optuna_log.removeFilter(quiet)
-    if rc == 130:  # Ctrl-C: typer exits 130 without a word
-        typer.echo("error: interrupted", err=True)
     return rc
+
+
+def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt (Ctrl-C, or SIGTERM/SIGHUP inside a study) an exit was raised from, if any."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return None
+        if isinstance(seen, KeyboardInterrupt):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _interrupted(exc: KeyboardInterrupt, argv: list[str] | None) -> int:
+    """Ctrl-C, SIGTERM or SIGHUP: one line, exit 128 + the signal. A study's server is already stopped."""
+    sig = interrupt.received(exc)
+    command = (sys.argv[1:] if argv is None else argv)[:1]
+    study = command in (["knee"], ["sweep"])
+    hint = (": the server was stopped and the attempt marked aborted; run the same command with --resume to "
+            "measure it again") if study else ""
+    typer.echo(f"error: interrupted by {sig.name}{hint}", err=True)
+    return interrupt.exit_code(sig)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -11,13 +12,20 @@ from typing import Any
 import numpy as np
 import optuna
 
-from sweep.ladder import LadderOutcome, LadderRunner
+from sweep.ladder import LadderOutcome, LadderRunner, orchestrator_failure
 from sweep.profile import FloatRange, IntRange, Profile, Space
 from sweep.types import ServerConfig
 
 KNOBS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
 FEASIBLE_ATTR = "feasible"
 CONSTRAINT_ATTR = "constraint"  # <= 0 feasible, > 0 infeasible (Optuna's convention)
+# Why a trial did not yield a measured configuration. An orchestrator failure (signal, database, disk: the
+# trial is FAIL) is retried on resume; a configuration failure (the server crashed, OOMed, hung: the trial is
+# COMPLETE and infeasible) is a result and is not.
+FAILURE_ATTR = "failure"
+ORCHESTRATOR_FAILURE = "orchestrator"
+CONFIGURATION_FAILURE = "configuration"
+REQUEUED_ATTR = "requeued_from"  # on a re-queued copy: the number of the FAIL trial it redoes
 
 
 def expand(values: Any) -> list[Any] | None:
@@ -118,26 +126,43 @@ class Search:
                                              if profile.search.pruning else optuna.pruners.NopPruner())
         self.study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize",
                                          sampler=make_sampler(profile), pruner=pruner, load_if_exists=True)
+        self.storage = storage
+        self.study_id = storage.get_study_id_from_name(study_name)
 
     def requeue_interrupted(self) -> int:
-        """Trials left RUNNING by a killed orchestrator become FAIL and their configuration is queued again.
+        """Re-queue, once each, the trials whose configuration the orchestrator failed to measure.
 
-        The queued copy keeps the failed trial's grid point (GridSampler counts a FAIL as visited and
-        would otherwise never revisit it, nor know which point the copy covers).
+        A trial left RUNNING by a killed orchestrator becomes FAIL (an orchestrator failure). Every FAIL trial
+        that is an orchestrator failure (FAILURE_ATTR, or no attr: a kill leaves none) and has no copy yet gets
+        one WAITING copy with its parameters and grid point (GridSampler counts a FAIL as visited and would
+        never revisit it, nor know which point the copy covers). A configuration failure (the server crashed,
+        OOMed or hung) is a COMPLETE trial with a violated constraint: it is never re-queued. A trial that died
+        before any parameter or grid point was chosen needs no copy: the sampler picks that point again.
         """
-        storage = self.study._storage
-        n = 0
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
-            self.study.enqueue_trial(t.params, user_attrs={"requeued_from": t.number}, skip_if_exists=False)
-            waiting = storage.get_all_trials(self.study._study_id, deepcopy=False,
-                                             states=(optuna.trial.TrialState.WAITING,))
-            copy = max(waiting, key=lambda w: w.number)
+            tid = self._trial_id(t.number)
+            self.storage.set_trial_user_attr(tid, FAILURE_ATTR, ORCHESTRATOR_FAILURE)
+            self.storage.set_trial_state_values(tid, optuna.trial.TrialState.FAIL)
+        trials = self.study.get_trials(deepcopy=False)
+        copied = {t.user_attrs.get(REQUEUED_ATTR) for t in trials}
+        n = 0
+        for t in trials:
+            if (t.state != optuna.trial.TrialState.FAIL or t.number in copied
+                    or t.user_attrs.get(FAILURE_ATTR, ORCHESTRATOR_FAILURE) != ORCHESTRATOR_FAILURE):
+                continue
+            if not t.params and "grid_id" not in t.system_attrs:
+                continue
+            self.study.enqueue_trial(t.params, user_attrs={REQUEUED_ATTR: t.number}, skip_if_exists=False)
+            waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+            copy = self._trial_id(max(w.number for w in waiting))
             for attr in ("grid_id", "search_space"):
                 if attr in t.system_attrs:
-                    storage.set_trial_system_attr(copy._trial_id, attr, t.system_attrs[attr])
+                    self.storage.set_trial_system_attr(copy, attr, t.system_attrs[attr])
             n += 1
         return n
+
+    def _trial_id(self, number: int) -> int:
+        return self.storage.get_trial_id_from_study_id_trial_number(self.study_id, number)
 
     def n_trials(self) -> int:
         if self.profile.search.n_trials is not None:
@@ -158,6 +183,15 @@ class Search:
         remaining = self.n_trials() - len(self._complete())
 
         def objective(trial: optuna.Trial) -> float:
+            try:
+                return measure(trial)
+            except BaseException as exc:  # the orchestrator's failure: Optuna marks the trial FAIL
+                with contextlib.suppress(Exception):  # best effort: the database may be what failed
+                    trial.set_user_attr(FAILURE_ATTR, ORCHESTRATOR_FAILURE)
+                    trial.set_user_attr("failure_reason", orchestrator_failure(exc))
+                raise
+
+        def measure(trial: optuna.Trial) -> float:
             config = suggest(trial, self.space)
             t0 = self.clock()
             outcome = reuse(config, phase) if reuse else None
@@ -177,6 +211,8 @@ class Search:
             trial.set_constraint("feasible", 0.0 if feasible else 1.0)
             trial.set_user_attr("config_id", outcome.config_id)
             trial.set_user_attr("status", outcome.status)
+            if outcome.status == "failed":
+                trial.set_user_attr(FAILURE_ATTR, CONFIGURATION_FAILURE)
             trial.set_user_attr("phase", phase)
             trial.set_user_attr("pruned", outcome.stop_reason.startswith("pruned"))
             for i, step in enumerate(outcome.steps):

@@ -6,7 +6,7 @@ import argparse
 import time
 from typing import Any
 
-from launchers.base import ServerHandle, StopReport
+from launchers.base import ServerHandle, SpawnCallback, StopReport
 from launchers.sim.cli import build_parser, knobs_from, server_info
 from launchers.sim.engine import Engine
 from launchers.sim.params import SimOOM, SimParams, gpu_preset, model_preset
@@ -35,7 +35,8 @@ class VirtualLauncher:
         except SystemExit as exc:  # argparse rejected a flag: same reason a real launch would give
             raise LaunchError(f"bad server flag in {self.extra_args + config.to_args()}", reason="bad_flag") from exc
 
-    def start(self, config: ServerConfig) -> ServerHandle:
+    def start(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:
+        """An in-process engine: no process is spawned, so on_spawn is never called."""
         t0 = time.perf_counter()
         args = self._args(config)
         params = SimParams(gpu=gpu_preset(args.sim_gpu), model=model_preset(args.sim_model), speed=args.sim_speed)

@@ -36,6 +36,7 @@ from sweep.drivers.worker import (
     WorkerResult,
     cpu_fraction,
     loop_lag_max,
+    loop_lag_p99,
     run_worker,
 )
 from sweep.profile import Window
@@ -265,6 +266,7 @@ class HttpDriver:
             "cap_wait_p99_ms": float(np.percentile(waits, 99)) * 1000.0 if waits.size else 0.0,
             "cap_waited": float(waits.size),
             "loop_lag_max_ms": max((loop_lag_max(r.ticks, ws, we) for r in results), default=0.0) * 1000.0,
+            "loop_lag_p99_ms": max((loop_lag_p99(r.ticks, ws, we) for r in results), default=0.0) * 1000.0,
             "cpu": max(cpus, default=0.0),  # busiest process, fraction of one core
             "cpu_total": float(sum(cpus)),
             "client_procs": float(len(results)),
