@@ -28,7 +28,7 @@ from sweep.profile import ServerSpec
 from sweep.types import ServerConfig
 
 KEPT_INFO = ("mem_fraction_static", "max_total_num_tokens", "chunked_prefill_size", "max_running_requests",
-             "schedule_policy", "version", "simulated", "model_path")
+             "schedule_policy", "version", "simulated", "model_path", "unmodelled_flags")
 GPU_TOLERANCE_BYTES = 2**30
 GPU_RELEASE_WAIT_S = 30.0
 READY_LINE_GRACE_S = 3.0  # /health 200 without our ready line: maybe another server owns the port

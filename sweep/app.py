@@ -132,6 +132,10 @@ class Orchestrator:
         self.driver_name = resolve_driver(self.kind, driver)
         if self.kind == "attach" and not profile.server.url:
             raise ProfileError("server.url is required with launcher attach")
+        if self.driver_name == "virtual":
+            from launchers.sim.virtual import refuse_faults
+
+            refuse_faults(profile.server.extra_args)  # before the database is touched
         self.simulated = self.kind == "sim"
         self.out_dir = out_dir
         self.console = console
@@ -200,6 +204,8 @@ class Orchestrator:
         self.store.record_environment(study_id, env)
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
 
+        unmodelled: list[str] = []
+
         def on_launch(handle: ServerHandle) -> None:
             # A server that says it is simulated (an attached or wrapped sim) is labelled so, whatever
             # launcher started it: simulated numbers must never pass for a measurement of SGLang.
@@ -210,6 +216,13 @@ class Orchestrator:
                 env["simulated"] = True
                 self.store.record_environment(study_id, env)
                 self.say("[bold yellow]SIMULATED[/]: the server reports it is sweep's simulator; labelled so.")
+            flags = [f for f in handle.server_info.get("unmodelled_flags") or [] if f not in unmodelled]
+            if flags:  # the simulator accepted these and ignored them: the terminal, the DB and the report say so
+                unmodelled.extend(flags)
+                env["sim_unmodelled_flags"] = list(unmodelled)
+                self.store.record_environment(study_id, env)
+                for f in flags:
+                    self.say(f"[bold yellow]SIMULATOR does not model[/] {f}")
             # The server's own /server_info is the surest version (a wrapper script hides the package).
             if handle.version and handle.version != env.get("sglang_version"):
                 env["sglang_version"] = handle.version

@@ -131,9 +131,31 @@ def soak_lines(ctx: dict[str, Any]) -> list[str]:
         text = verdict.summary() if verdict is not None else (r.get("reason") or r["status"])
         out += [f"- run {r['id']} ({ctx['labels'].get(r['server_config_id'])}), {r['status']}, window "
                 f"{_fmt(r.get('window_s'))} s: throughput {_fmt(r.get('output_tps'))} tok/s, goodput "
-                f"{_fmt(r.get('goodput_tps'))} tok/s, TTFT P99 {_fmt(r.get('ttft_p99_ms'), 2, 1e-3)} s, "
-                f"preemptions {_fmt(r.get('retractions'))}", f"- **verdict**: {text}"]
+                f"{_fmt(r.get('goodput_tps'))} tok/s, {_soak_ttft(ctx, r)}TTFT P99 "
+                f"{_fmt(r.get('ttft_p99_ms'), 2, 1e-3)} s, preemptions {_fmt(r.get('retractions'))}, peak GPU "
+                f"memory {_fmt(r.get('peak_gpu_mem_mib'), 1, 1 / 1024)} GiB"
+                + (" (**client-bound**: the load generator may have limited this window)"
+                   if r.get("client_bound") else ""), f"- **verdict**: {text}"]
     return out + [""]
+
+
+def unmodelled_lines(env: dict[str, Any]) -> list[str]:
+    """The flags the simulator accepted but did not model (recorded at launch), as a warning block."""
+    flags = env.get("sim_unmodelled_flags") or []
+    if not flags:
+        return []
+    return ["> **The simulator accepted but does not model these flags**; numbers that depend on them are not "
+            "simulated:", *[f"> - `{f}`" for f in flags], ""]
+
+
+def _soak_ttft(ctx: dict[str, Any], run: dict[str, Any]) -> str:
+    """`TTFT P95 3.50 s (SLA ≤ 2.00 s), ` for the SLA's own percentile when the runs table has it."""
+    sla = ctx["profile"].get("sla", {})
+    q, bound = sla.get("ttft_percentile"), sla.get("ttft_ms")
+    col = f"ttft_p{q:g}_ms" if isinstance(q, int | float) else ""
+    if q == 99 or col not in run or bound is None:
+        return ""
+    return f"TTFT P{q:g} {_fmt(run[col], 2, 1e-3)} s (SLA ≤ {_fmt(bound, 2, 1e-3)} s), "
 
 
 def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
@@ -144,6 +166,7 @@ def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
     lines: list[str] = [f"# Knee report: {study['name']}", ""]
     if study.get("simulated"):
         lines += [SIM_BANNER, ""]
+    lines += unmodelled_lines(ctx.get("env") or {})
     view = ctx.get("view") or StudyView()
     lines += setup_lines(ctx)
     lines += steps_table(ctx)

@@ -73,8 +73,8 @@ def winner_lines(ctx: dict[str, Any], view: StudyView) -> list[str]:
     if view.ties:
         tied = ", ".join(f"{labels.get(cid)} ({fmt(ctx['knees'][cid]['goodput_tps'])} tok/s, CI "
                          f"{ci_text(ctx['knees'][cid])})" for cid in view.ties)
-        lines += [f"> **Ties**: {tied}: their 95% CIs overlap the winner's, so these data do not tell them apart "
-                  "from the winner.", ""]
+        lines += [f"> **Ties**: {tied}: each 95% CI overlaps the winner's, so these data do not rank "
+                  f"{'it' if len(view.ties) == 1 else 'them'} below the winner.", ""]
     knee_run = next((r for r in ctx["runs"] if r["server_config_id"] == winner["id"] and r["status"] == "completed"
                      and r["concurrency"] == knee["concurrency"] and (r.get("phase") or "final") == knee["phase"]),
                     None)

@@ -15,6 +15,7 @@ from typing import Any
 from sweep.measure import percentile
 
 BRACKETING_STATUSES = ("completed", "failed")  # a failed step above the knee still bounds it
+MODALITY_ORDER = {"text": 0, "image": 1, "video": 2, "audio": 3}
 
 
 @dataclass(frozen=True)
@@ -46,13 +47,13 @@ class StudyView:
 
 
 def modality_stats(requests: Sequence[Mapping[str, Any]], window_s: float | None) -> tuple[ModalityStats, ...]:
-    """Per modality (sorted by name), the window's requests' TTFT, TPOT and E2E P50/P99 and counts.
+    """Per modality (text, image, video, audio), the window's requests' TTFT, TPOT and E2E P50/P99 and counts.
 
     `requests` are stored requests rows (scheduled_at in seconds from the window start).
     """
     measured = [r for r in requests if not r["warmup"] and window_s is not None and 0 <= r["scheduled_at"] < window_s]
     out = []
-    for modality in sorted({r["modality"] for r in measured}):
+    for modality in sorted({r["modality"] for r in measured}, key=lambda m: (MODALITY_ORDER.get(m, 99), m)):
         rows = [r for r in measured if r["modality"] == modality]
         ok = [r for r in rows if r["error"] is None and r["e2e_ms"] is not None]
 

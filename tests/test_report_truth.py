@@ -113,7 +113,7 @@ def test_configurations_whose_intervals_overlap_the_winners_are_named_ties(tmp_p
     tie = re.search(r"> \*\*Ties\*\*: (.+)", md)
     assert tie is not None, md
     loser = "mrr=16 mem=0.85" if "**mrr=8 mem=0.85**" in md else "mrr=8 mem=0.85"
-    assert loser in tie.group(1) and "overlap the winner's" in tie.group(1)
+    assert loser in tie.group(1) and "overlaps the winner's" in tie.group(1)
 
 
 def test_distinct_configurations_are_not_ties(smoke: tuple[Path, KneeRun]) -> None:
@@ -214,6 +214,8 @@ def test_a_soak_that_misses_the_sla_is_reported_as_a_fail(tmp_path: Path) -> Non
     md = run.report.markdown.read_text()
     verdict = next(ln for ln in md.splitlines() if ln.startswith("- **verdict**"))
     assert "soak FAIL" in verdict and "SLA missed: TTFT P95" in verdict
+    soak_line = next(ln for ln in md.splitlines() if ln.startswith("- run ") and "TTFT P95" in ln)
+    assert "(SLA ≤ 1.00 s)" in soak_line and "peak GPU memory" in soak_line
     assert "SLA missed: TTFT P95" in run.report.html.read_text()  # type: ignore[union-attr]
 
 
@@ -226,7 +228,7 @@ def test_mixed_workload_has_a_per_modality_table(tmp_path: Path) -> None:
     rows = _table_rows(md, "| phase | concurrency | modality")
     head = rows[0]
     by = {(r[1], r[2]): dict(zip(head, r, strict=True)) for r in rows[1:]}
-    assert {m for _, m in by} == {"text", "image", "video"}
+    assert [r[2] for r in rows[1:4]] == ["text", "image", "video"]
     db = sqlite3.connect(tmp_path / "r.db")
     for (conc, modality), row in by.items():
         c = int(conc.split()[0])
@@ -249,3 +251,29 @@ def _stored(db: sqlite3.Connection, concurrency: int, modality: str) -> tuple[in
 
 def test_text_only_workload_has_no_per_modality_table(smoke: tuple[Path, KneeRun]) -> None:
     assert "Per modality" not in smoke[1].report.markdown.read_text()
+
+
+def _req(modality: str, at: float, ttft: float | None, warmup: bool = False, error: str | None = None) -> dict[str, Any]:
+    return {"modality": modality, "warmup": warmup, "scheduled_at": at, "error": error, "ttft_ms": ttft,
+            "tpot_ms": None if ttft is None else ttft / 10, "e2e_ms": None if error else (ttft or 0) + 100}
+
+
+def test_modality_stats_count_what_measure_counts() -> None:
+    from sweep.study_view import modality_stats
+
+    rows = [_req("image", 0.5, 300.0), _req("image", 1.0, 500.0), _req("text", 0.1, 40.0),
+            _req("text", 0.2, 9999.0, warmup=True), _req("text", 10.0, 9999.0),  # warm-up; sent after the window
+            _req("image", 1.5, None, error="HTTP 500")]
+    text, image = modality_stats(rows, window_s=5.0)
+    assert (text.modality, text.count, text.errors, text.ttft_p50_ms) == ("text", 1, 0, 40.0)
+    assert (image.modality, image.count, image.errors) == ("image", 2, 1)
+    assert image.ttft_p50_ms == 400.0 and image.ttft_p99_ms == 498.0 and image.e2e_p50_ms == 500.0
+
+
+def test_ties_need_both_intervals_and_an_overlap() -> None:
+    from sweep.study_view import tied_with
+
+    pool = {1: {"ci_low": 900, "ci_high": 1000}, 2: {"ci_low": 990, "ci_high": 1100},
+            3: {"ci_low": 700, "ci_high": 899}, 4: {"ci_low": None, "ci_high": None}}
+    assert tied_with(1, pool) == (2,)
+    assert tied_with(4, pool) == () and tied_with(None, pool) == ()
