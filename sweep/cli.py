@@ -194,7 +194,7 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     """List past runs (one row per measured ladder step)."""
     from sweep.store import Store
 
-    rows = Store(db_url(db)).list_runs(study=study, profile=profile, since=_since(since), status=status, limit=limit)
+    rows = Store(db_url(db), create=False).list_runs(study=study, profile=profile, since=_since(since), status=status, limit=limit)
     cols = ["run_id", "study_name", "profile_name", "simulated", "max_running_requests", "mem_fraction_static",
             "chunked_prefill_size", "schedule_policy", "phase", "concurrency", "status", "output_tps", "goodput_tps",
             "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at"]
@@ -207,7 +207,7 @@ def show(run_id: int, db: str = typer.Option(DEFAULT_DB),
     """Show one run: its configuration, window and every stat."""
     from sweep.store import Store
 
-    row = Store(db_url(db)).get_run(run_id)
+    row = Store(db_url(db), create=False).get_run(run_id)
     if row is None:
         raise SweepError(f"no run {run_id} in {db}")
     if fmt == "json":
@@ -228,7 +228,7 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
     from sweep.report import write_report
     from sweep.store import Store
 
-    store = Store(db_url(db))
+    store = Store(db_url(db), create=False)
     s = store.get_study_by_name(study)
     if s is None:
         raise SweepError(f"no study named {study} in {db}")
@@ -245,7 +245,7 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
     from sweep.report import compare_markdown
     from sweep.store import Store
 
-    store = Store(db_url(db))
+    store = Store(db_url(db), create=False)
     left, right = _side(store, a), _side(store, b)
     if left["fingerprint"] != right["fingerprint"]:
         msg = (f"{a} and {b} ran different workloads (fingerprint {left['fingerprint']} vs {right['fingerprint']}): "

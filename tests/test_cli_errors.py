@@ -121,3 +121,13 @@ def test_a_non_loopback_host_needs_the_opt_in_and_warns(tmp_path: Path, capsys: 
     assert rc == 0, lines
     assert lines[0] == ("warning: the server listens on 0.0.0.0 (server.allow_non_loopback_host): "
                         "other hosts can reach it")
+
+
+@pytest.mark.parametrize("argv", [["runs"], ["show", "1"], ["report", "some-study"], ["compare", "a", "b"]])
+def test_read_only_commands_refuse_a_missing_database(argv: list[str], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "nosuch.db"
+    rc, lines = run_main([*argv, "--db", str(db)], capsys)
+    assert rc == 5
+    assert lines == [f"error: no results database at {db} (run a study first, or pass --db)"]
+    assert not db.exists() and list(tmp_path.iterdir()) == []
