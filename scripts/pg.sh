@@ -42,6 +42,10 @@ case "${1:-}" in
     url "$p" ;;
   stop)
     [ -n "$bin" ] && [ -f "$dir/PG_VERSION" ] && as_pg "$bin/pg_ctl" -D "$dir" -m fast stop >/dev/null 2>&1 || true ;;
-  url) url "$(port)" ;;
+  url)
+    if [ -z "${SWEEP_PG_PORT:-}" ] && [ ! -s "$dir/sweep-port" ]; then
+      echo "no PostgreSQL started for this checkout yet (scripts/pg.sh start)" >&2; exit 1
+    fi
+    url "$(port)" ;;
   *) echo "usage: $0 start|stop|url" >&2; exit 2 ;;
 esac

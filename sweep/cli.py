@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweep import interrupt
-from sweep.errors import ProfileError, SweepError, UsageError
+from sweep.errors import ProfileError, StoreError, SweepError, UsageError
 from sweep.profile import Profile, check_study_name, is_loopback, load_profile, resolve_profile_path
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -365,7 +365,8 @@ class _NoTrialTraceback(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, KeyboardInterrupt | SweepError | OSError):
+        if exc is not None and (isinstance(exc, KeyboardInterrupt | SweepError | OSError)
+                                or _database_error_line(exc) is not None):
             self._swallowing = True
             return False
         if self._swallowing and "failed with value" in str(record.msg):
@@ -378,7 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run one `sweep` command and return its exit code: the one place errors become a line and a status.
 
     SweepError subclasses carry their own exit code (ProfileError and UsageError 2, LaunchError 3,
-    StoreError 5, ...); typer's own usage errors exit 2, Ctrl-C 130, an OS failure such as a full disk 1.
+    StoreError 5, ...); typer's own usage errors exit 2; Ctrl-C, SIGTERM, SIGHUP 128 + the signal; an OS
+    failure such as a full disk 1; a database failure in Optuna's storage 5. Anything else is a bug and keeps
+    its traceback.
     """
     quiet = _NoTrialTraceback()
     optuna_log = logging.getLogger(quiet.LOGGER)
@@ -400,9 +403,30 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         typer.echo(f"error: {_os_error_line(exc)}", err=True)
         return 1
+    except Exception as exc:  # noqa: BLE001 - re-raised below unless it is a database failure
+        line = _database_error_line(exc)
+        if line is None:
+            raise  # a bug: keep its traceback
+        typer.echo(f"error: {line}", err=True)
+        return StoreError.exit_code
     finally:
         optuna_log.removeFilter(quiet)
     return rc
+
+
+def _database_error_line(exc: BaseException) -> str | None:
+    """A database failure outside sweep's store (Optuna's storage shares the database): disk full, I/O, locks."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    seen: BaseException | None = exc
+    for _ in range(4):  # Optuna wraps it (StorageInternalError from the SQLAlchemy error)
+        if seen is None:
+            return None
+        if isinstance(seen, SQLAlchemyError):
+            cause = getattr(seen, "orig", None) or seen
+            return f"the results database failed: {_one_line(str(cause), type(cause).__name__)}"
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:

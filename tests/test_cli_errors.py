@@ -131,3 +131,25 @@ def test_read_only_commands_refuse_a_missing_database(argv: list[str], tmp_path:
     assert rc == 5
     assert lines == [f"error: no results database at {db} (run a study first, or pass --db)"]
     assert not db.exists() and list(tmp_path.iterdir()) == []
+
+
+def _file_size_limit(limit: int) -> None:
+    """In the child: files cannot grow past `limit` bytes, and writes past it fail (EFBIG) as on a full disk."""
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("limit", [300_000, 700_000])  # in Optuna's schema setup; in Optuna's trial writes
+def test_a_full_disk_is_one_line_not_a_traceback(limit: int, tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    proc = subprocess.run([sys.executable, "-m", "sweep.cli", "knee", "-p", SMOKE, "--db", str(db), "--out",
+                           str(tmp_path / "out"), "--no-progress"], capture_output=True, text=True, timeout=300,
+                          env=ENV, preexec_fn=lambda: _file_size_limit(limit))
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [ln for ln in error_lines(proc.stderr) if ln.startswith("error:")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    # (the study's status cannot be written on a full disk; the resume finds and redoes the attempt)
