@@ -18,10 +18,11 @@ from rich.table import Table
 from sweep import interrupt
 from sweep.errors import ProfileError, StoreError, SweepError, UsageError
 from sweep.profile import Profile, check_study_name, is_loopback, load_profile, resolve_profile_path
+from sweep.progress import StudyProgress, make_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Find the SLA-constrained goodput knee of an SGLang server configuration.")
-console = Console(stderr=True, width=200, soft_wrap=True)
+console = make_console()
 DEFAULT_DB = "sqlite:///results.db"
 
 
@@ -41,77 +42,6 @@ def _load(profile: str, overrides: list[str]) -> Profile:
         except json.JSONDecodeError:
             parsed[key] = raw
     return load_profile(resolve_profile_path(profile), parsed)
-
-
-def _on_step(config: Any, concurrency: int, row: dict[str, Any]) -> None:
-    verdict = "[green]pass[/]" if row["passes_sla"] else f"[red]fail[/] {row['sla_failures']}"
-    console.print(f"  {config.label():<40} c={concurrency:<4} thr {row['output_tps'] or 0:8.0f} tok/s  "
-                  f"goodput {row['goodput_tps'] or 0:8.0f}  TTFT p99 {(row['ttft_p99_ms'] or 0) / 1000:6.2f} s  "
-                  f"TPOT p99 {row['tpot_p99_ms'] or 0:6.1f} ms  retr {row['retractions'] or 0:<5} {verdict}")
-
-
-class StudyProgress:
-    """rich progress on stderr: one bar for the study (every planned step, ETA) and one for the current step."""
-
-    def __init__(self, prof: Profile, enabled: bool):
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        from sweep.search import grid_size
-
-        n_cfg = prof.search.n_trials or grid_size(prof.search.space)
-        self.per_config = len(prof.ladder)
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/"
-                                 "{task.total:.0f}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                                 console=console, disable=not enabled, transient=False)
-        self.study = self.progress.add_task("study (steps)", total=n_cfg * self.per_config)
-        self.step = self.progress.add_task("step", total=1, visible=False)
-        self.done_in_config = 0
-        self._timer: Any = None
-
-    def __enter__(self) -> StudyProgress:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop_timer()
-        self.progress.update(self.step, visible=False)
-        self.progress.__exit__(None, None, None)
-
-    def _stop_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.set()
-            self._timer = None
-
-    def step_start(self, config: Any, concurrency: int, expected_s: float) -> None:
-        """A window begins: the step bar counts wall seconds toward warm-up + window + drain."""
-        import threading
-        import time
-
-        self._stop_timer()
-        stop = threading.Event()
-        self._timer = stop
-        self.progress.reset(self.step, total=max(expected_s, 1.0), visible=True,
-                            description=f"{config.label()} c={concurrency}")
-        t0 = time.monotonic()
-
-        def tick() -> None:
-            while not stop.wait(0.5):
-                self.progress.update(self.step, completed=min(time.monotonic() - t0, expected_s))
-
-        threading.Thread(target=tick, daemon=True).start()
-
-    def step_done(self, config: Any, concurrency: int, row: dict[str, Any]) -> None:
-        self._stop_timer()
-        self.progress.advance(self.study)
-        self.done_in_config += 1
-        _on_step(config, concurrency, row)
-
-    def trial_done(self, outcome: Any) -> None:
-        """A ladder stopped early (saturation, pruning, launch failure): its unrun steps leave the plan."""
-        skipped = max(0, self.per_config - self.done_in_config)
-        task = self.progress.tasks[self.study]
-        self.progress.update(self.study, total=max(task.completed, (task.total or 0) - skipped))
-        self.done_in_config = 0
 
 
 @app.command()
@@ -138,7 +68,7 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
                       "(server.allow_non_loopback_host): other hosts can reach it")
     orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
                         client_procs=client_procs)
-    with interrupt.stop_like_sigint(), StudyProgress(prof, progress) as bars:
+    with interrupt.stop_like_sigint(), StudyProgress(prof, progress, console) as bars:
         run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done, on_step_start=bars.step_start,
                         on_trial=bars.trial_done)
     win = run.winner

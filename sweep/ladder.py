@@ -47,7 +47,21 @@ class LadderOutcome:
 
 
 StepCallback = Callable[[ServerConfig, int, dict[str, Any]], None]
-StartCallback = Callable[[ServerConfig, int, float], None]  # config, concurrency, expected wall seconds
+
+
+@dataclass(frozen=True)
+class StepStart:
+    """A window about to begin, for progress: `expected_s` and `elapsed()` run on the driver's own clock
+    (simulated seconds with the virtual driver), so an ETA is their rate against the wall clock."""
+
+    config: ServerConfig
+    concurrency: int
+    phase: str  # screen | final | soak
+    expected_s: float
+    elapsed: Callable[[], float | None]
+
+
+StartCallback = Callable[[StepStart], None]
 StopCheck = Callable[[int, dict[str, Any]], bool]  # step index, stats -> True stops the ladder (pruning)
 
 
@@ -125,6 +139,11 @@ class LadderRunner:
         self.on_step = on_step
         self.on_launch = on_launch
         self.on_step_start: StartCallback | None = None
+
+    def window_elapsed(self) -> float | None:
+        """Seconds into the current window on the driver's clock; None where the driver cannot say."""
+        elapsed = getattr(self.driver, "window_elapsed", None)
+        return elapsed() if elapsed is not None else None
 
     def window_for(self, phase: str) -> Window:
         """The measured window of a phase: screening shortens measure_seconds by the profile's fraction."""
@@ -225,7 +244,7 @@ class LadderRunner:
             run_id = self.store.create_run(self.study_id, config_id, concurrency, fingerprint,
                                            handle.simulated, self.driver_name, phase=phase)
             if self.on_step_start:
-                self.on_step_start(config, concurrency, expected)
+                self.on_step_start(StepStart(config, concurrency, phase, expected, self.window_elapsed))
             try:
                 result = self.driver.run_window(handle, self.specs, concurrency, window,
                                                 arrival=self.profile.step_arrival(concurrency))
@@ -238,7 +257,7 @@ class LadderRunner:
             status = "completed" if result.aborted is None else "failed"
             self.store.finish_run(run_id, stats, result.records, result.samples, result.window_start,
                                   status=status, reason=result.aborted)
-            row = dict(stats, concurrency=concurrency, run_id=run_id)
+            row = dict(stats, concurrency=concurrency, run_id=run_id, phase=phase)
             if self.on_step:
                 self.on_step(config, concurrency, row)
             if result.aborted is not None:

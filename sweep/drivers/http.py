@@ -79,6 +79,12 @@ class HttpDriver:
         self.clock = clock
         self.client_procs = client_procs
         self.seed = seed
+        self._window_t0: float | None = None
+
+    def window_elapsed(self) -> float | None:
+        """Seconds into the current window on the driver's clock (None between windows), for progress."""
+        t0 = self._window_t0
+        return None if t0 is None else self.clock() - t0
 
     def run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
                    window: Window, arrival: Any = None) -> WindowResult:
@@ -90,7 +96,11 @@ class HttpDriver:
         """
         assert handle.url, "the HTTP driver needs a server URL"
         plans, ws_off = self._plans(handle, specs, concurrency, window, arrival)
-        return run_loop(self._run(handle, plans, concurrency, window, ws_off))
+        self._window_t0 = self.clock()
+        try:
+            return run_loop(self._run(handle, plans, concurrency, window, ws_off))
+        finally:
+            self._window_t0 = None
 
     def _plans(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int, window: Window,
                arrival: Any) -> tuple[list[Plan], float | None]:
