@@ -56,9 +56,8 @@ def flags_in_argv(argv: Iterable[str]) -> list[str]:
 
 # Flags the launcher sets itself on every launch: a copy in extra_args would silently win (argparse keeps the
 # last), e.g. --host 0.0.0.0 opens the server to the network, --port points the client at nothing, --api-key
-# turns every request into a 401. The simulator's preset flags are owned by server.sim_gpu / server.sim_model.
-OWNED_FLAGS = ("--model-path", "--model", "--host", "--port", "--api-key", "--enable-metrics",
-               "--sim-gpu", "--sim-model")
+# turns every request into a 401.
+OWNED_FLAGS = ("--model-path", "--model", "--host", "--port", "--api-key", "--enable-metrics")
 
 
 def owned_flags_in(argv: Iterable[str]) -> list[str]:

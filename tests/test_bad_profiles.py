@@ -7,6 +7,7 @@ run as real subprocesses against an existing database that must stay byte-for-by
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sqlite3
@@ -47,7 +48,10 @@ def test_bad_profile_is_one_line_exit_2_and_nothing_written(name: str, tmp_path:
 
 
 def _digest(db: Path) -> str:
-    return "".join(hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(db.parent.glob(db.name + "*")))
+    """The database file's bytes and its logical content (a WAL may hold writes the file does not show yet)."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        dump = "\n".join(conn.iterdump())
+    return hashlib.sha256(db.read_bytes()).hexdigest() + hashlib.sha256(dump.encode()).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +76,6 @@ def test_bad_profile_as_a_real_process_leaves_an_existing_database_untouched(nam
     assert [ln for ln in proc.stderr.splitlines() if ln.strip()] == [expected_line(name)]
     assert "Traceback" not in proc.stdout + proc.stderr
     assert _digest(existing_db) == before
-    with sqlite3.connect(existing_db) as conn:
+    with contextlib.closing(sqlite3.connect(existing_db)) as conn:
         assert conn.execute("SELECT count(*) FROM sweep_studies").fetchone()[0] == 0
     assert not (tmp_path / "reports").exists()
