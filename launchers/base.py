@@ -57,6 +57,9 @@ class LaunchRecord:
     create_time: float
     host: str
     log_path: str | None = None
+    # sha256 of the launch's random API key (never the key): the resume of a kill -9 finds the key wherever the
+    # dead run's server printed it into its log (SGLang prints server_args, api_key included) and scrubs it.
+    credential_digest: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -8,7 +8,7 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
@@ -20,7 +20,7 @@ from sweep.knee import find_knee, knee_goodput_ci
 from sweep.ladder import LadderOutcome, LadderRunner, step_points
 from sweep.lexicon import for_model
 from sweep.profile import Profile
-from sweep.report import ReportFiles, write_report
+from sweep.report import ReportFiles, config_missing, write_report
 from sweep.search import Search, StudyResult
 from sweep.store import Store
 from sweep.study_view import build_view
@@ -28,6 +28,7 @@ from sweep.types import RequestSpec, ServerConfig
 from sweep.workload import build_workload
 
 ROOT = Path(__file__).resolve().parent.parent
+KNOB_NAMES = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
 
 
 def gpu_count() -> int:
@@ -106,7 +107,8 @@ def make_driver(profile: Profile, driver: str, launcher: Launcher, client_procs:
 
     # Think time travels with the arrival process the ladder passes to every window.
     return HttpDriver(api=profile.workload.api, model_name="default", probes=probes, alive=launcher.alive,
-                      seed=profile.workload.seed, client_procs=client_procs)
+                      seed=profile.workload.seed, client_procs=client_procs,
+                      stall_timeout_s=profile.server.stall_timeout_s)
 
 
 @dataclass
@@ -118,6 +120,33 @@ class KneeRun:
     simulated: bool
     driver: str
     winner: dict[str, Any] | None = None  # the study's winner from the store (covers trials of earlier processes)
+    failures: list[ConfigFailure] = field(default_factory=list)  # configurations that failed or never started
+    measured: bool = True  # whether any configuration got a completed measured step
+
+
+@dataclass(frozen=True)
+class ConfigFailure:
+    """One configuration that yielded no ladder: its label, failure class (oom, timeout, bad_flag, crash, hung,
+    errors, ...) and the stored reason."""
+
+    label: str
+    failure_class: str
+    reason: str
+
+
+def config_failures(store: Store, study_id: int) -> tuple[list[ConfigFailure], bool]:
+    """(failed or infeasible-at-launch configurations of a study, whether any configuration measured a step)."""
+    configs = [c for c in store.server_configs(study_id) if c["status"] != "aborted"]
+    done = {r["server_config_id"] for r in store.study_runs(study_id) if r["status"] == "completed"}
+    out = []
+    for c in configs:
+        reason = c.get("failure_reason")
+        if c["status"] not in ("failed", "infeasible") or not reason:
+            continue
+        label = ServerConfig(**{k: c[k] for k in KNOB_NAMES}).label()
+        cls = reason.split(":", 1)[0] if ":" in reason.split(" ", 1)[0] else "failed"
+        out.append(ConfigFailure(label, cls, reason))
+    return out, any(c["id"] in done for c in configs)
 
 
 class Orchestrator:
@@ -249,8 +278,9 @@ class Orchestrator:
         report = self.report(study_id)
         self.store.finish_study(study_id, "completed", winner_config_id=winner["id"] if winner else None,
                                 report_path=str(report.markdown))
+        failures, measured = config_failures(self.store, study_id)
         return KneeRun(study_id, study_name, result, report, self.simulated, self.driver_name,
-                       study_context(self.store, study_id)["winner"])
+                       study_context(self.store, study_id)["winner"], failures, measured)
 
     def _reuse(self, study_id: int, config: ServerConfig, phase: str = "final") -> LadderOutcome | None:
         """A configuration whose ladder (of this phase) completed before a kill is not measured twice."""
@@ -283,11 +313,10 @@ def check_writable_dir(path: Path) -> None:
 
 def kill_leftover_servers(store: Store, study_id: int, say: Any = None) -> list[int]:
     """Kill server processes a SIGKILLed orchestrator left behind, from the LaunchRecord written at spawn:
-    by recorded pid + create time, process group and session (never by name), on this host only."""
-    import psutil
-
-    from launchers import procs
+    by recorded pid + create time, process group and session (never by name), on this host only. Then scrub
+    the API key from those launches' logs (the killed orchestrator never got to)."""
     from launchers.base import LaunchRecord
+    from launchers.sglang import scrub_log
 
     killed: list[int] = []
     here = LaunchRecord.this_host()
@@ -295,26 +324,35 @@ def kill_leftover_servers(store: Store, study_id: int, say: Any = None) -> list[
         if c["status"] not in ("running", "pending"):
             continue
         info = json.loads(c.get("server_info_json") or "{}").get("sweep_launch") or {}
-        pid, created = info.get("pid"), info.get("create_time")
-        if not pid or created is None:
+        if not info.get("pid") or info.get("create_time") is None:
             continue
         if info.get("host") not in (None, here):
             if say is not None:
                 say(f"resume: the interrupted launch of configuration {c['id']} ran on {info['host']}, not here "
-                    f"({here}): stop its server (pid {pid}) there")
+                    f"({here}): stop its server (pid {info['pid']}) there")
             continue
-        try:
-            proc = psutil.Process(int(pid))
-            if abs(proc.create_time() - float(created)) > 0.01:
-                continue  # the pid was reused by an unrelated process
-        except psutil.Error:
-            continue
-        pgid = int(info.get("pgid") or pid)
-        sid = int(info.get("sid") or pid)
-        members = {p.pid: p for p in procs.session_or_group_members(sid, pgid)}
-        members.setdefault(proc.pid, proc)
-        killed += procs.kill_all(members.values())
+        killed += _kill_launch(info)
+        scrub_log(info.get("log_path") or c.get("log_path"), info.get("credential_digest"))
     return sorted(killed)
+
+
+def _kill_launch(info: dict[str, Any]) -> list[int]:
+    """SIGKILL a recorded launch's process, its group and its session, if that process is still the same one."""
+    import psutil
+
+    from launchers import procs
+
+    pid = int(info["pid"])
+    try:
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - float(info["create_time"])) > 0.01:
+            return []  # the pid was reused by an unrelated process
+    except psutil.Error:
+        return []
+    members = {p.pid: p for p in procs.session_or_group_members(int(info.get("sid") or pid),
+                                                                int(info.get("pgid") or pid))}
+    members.setdefault(proc.pid, proc)
+    return procs.kill_all(members.values())
 
 
 def soak_done(store: Store, study_id: int) -> bool:
@@ -398,6 +436,10 @@ def study_context(store: Store, study_id: int) -> dict[str, Any]:
     winner = None
     finals = {i: k for i, k in knees.items() if k["phase"] == "final"}
     pool = finals or knees
+    # A candidate ran its ladder to the end (a failed one never wins) and meets the report contract itself.
+    status = {c["id"]: c["status"] for c in configs}
+    pool = {i: k for i, k in pool.items() if status[i] == "completed"
+            and not config_missing([r for r in runs if r["server_config_id"] == i])}
     if pool:
         cid = max(pool, key=lambda i: pool[i]["goodput_tps"])
         c = next(c for c in configs if c["id"] == cid)

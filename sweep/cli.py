@@ -13,10 +13,11 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sweep import interrupt
-from sweep.errors import ProfileError, StoreError, SweepError, UsageError
+from sweep.errors import LaunchError, ProfileError, StoreError, SweepError, UsageError
 from sweep.profile import Profile, check_study_name, is_loopback, load_profile, resolve_profile_path
 from sweep.progress import StudyProgress, make_console
 
@@ -56,7 +57,9 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          progress: bool = typer.Option(True, help="rich progress bars with ETA on stderr"),
          soak: bool | None = typer.Option(None, help="force the winner's soak on/off (default: the profile's)"),
          client_procs: int = typer.Option(1, "--client-procs", min=1,
-                                          help="HTTP driver: shard the load over N client processes")) -> None:
+                                          help="HTTP driver: shard the load over N client processes"),
+         live: bool = typer.Option(False, "--live", help="serve the live page on 127.0.0.1 while the study runs"),
+         live_port: int = typer.Option(8765, "--live-port", help="the live page's port (0: any free port)")) -> None:
     """Search the profile's space, climb the ladder per configuration, name the knee, write the report."""
     extra = [] if soak is None else [f"soak.enabled={json.dumps(soak)}"]
     prof = _load(profile, list(set_) + extra)
@@ -68,13 +71,30 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
                       "(server.allow_non_loopback_host): other hosts can reach it")
     orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
                         client_procs=client_procs)
-    with interrupt.stop_like_sigint(), StudyProgress(prof, progress, console) as bars:
-        run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done, on_step_start=bars.step_start,
-                        on_trial=bars.trial_done)
+    page = None
+    if live:
+        from sweep.live import LiveServer
+
+        page = LiveServer(db_url(db), study, port=live_port)
+        console.print(f"live page {page.start()}")
+    try:
+        with interrupt.stop_like_sigint(), StudyProgress(prof, progress, console) as bars:
+            run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done, on_step_start=bars.step_start,
+                            on_trial=bars.trial_done)
+    finally:
+        if page is not None:
+            page.stop()
     win = run.winner
     tag = " [SIMULATED]" if run.simulated else ""
+    for f in run.failures:
+        console.print(f"[red]{escape(f.failure_class)}[/] {escape(f.label)}: {escape(f.reason[:400])}", highlight=False)
+    if not run.measured and run.failures:
+        raise LaunchError(f"every configuration failed ({len(run.failures)}), nothing was measured; "
+                          f"study {run.study_name}, report {run.report.markdown}")
     if win is None:
         console.print(f"[bold red]no configuration passed the SLA{tag}[/]")
+    elif run.report.missing:
+        pass  # the contract line below says why no knee is named
     else:
         k = win["knee"]
         ci = "" if k.get("ci_low") is None else f", 95% CI {k['ci_low']:.0f}–{k['ci_high']:.0f}"
@@ -113,7 +133,18 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
     knee(profile=profile, db=db, driver=driver, launcher=launcher, study=None, resume=False, out=out,
          set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
                             "search.screening.enabled=false"],
-         progress=True, soak=False, client_procs=client_procs)
+         progress=True, soak=False, client_procs=client_procs, live=False, live_port=0)
+
+
+@app.command()
+def serve(db: str = typer.Option(DEFAULT_DB, help="results database (path or SQLAlchemy URL)"),
+          study: str | None = typer.Option(None, help="the study to watch (default: the newest in the database)"),
+          host: str = typer.Option("127.0.0.1", help="address to bind (another than 127.0.0.1 exposes the page)"),
+          port: int = typer.Option(8765, help="port (0: any free port)")) -> None:
+    """Serve the live page of a study: progress, ladder curves against the SLA, winner, failures, ETA."""
+    from sweep.live import serve as serve_page
+
+    serve_page(db_url(db), study, host, port, say=lambda line: console.print(line, highlight=False))
 
 
 @app.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
@@ -14,7 +15,7 @@ from sweep.knee import KneeResult, StepPoint, find_knee
 from sweep.measure import compute_stats
 from sweep.profile import Profile, Window
 from sweep.store import Store
-from sweep.types import RequestSpec, ServerConfig, WindowResult
+from sweep.types import SERVER_DIED, RequestRecord, RequestSpec, ServerConfig, WindowResult
 
 
 class Driver(Protocol):
@@ -218,7 +219,8 @@ class LadderRunner:
         if self.on_launch:
             self.on_launch(handle)
         try:
-            self._climb(handle, config, config_id, steps_wanted, outcome, phase, should_stop)
+            # Steps are labelled with what ran (an attached server's own knobs), as the configuration row is.
+            self._climb(handle, handle.config, config_id, steps_wanted, outcome, phase, should_stop)
         finally:
             report = self.launcher.stop(handle)
             if report.killed_leftovers:
@@ -261,10 +263,17 @@ class LadderRunner:
             if self.on_step:
                 self.on_step(config, concurrency, row)
             if result.aborted is not None:
-                outcome.status, outcome.failure = "failed", result.aborted
+                outcome.status, outcome.failure = "failed", self._failure(handle, result.aborted, concurrency)
                 outcome.stop_reason = f"{result.aborted} at concurrency {concurrency}"
                 return
             outcome.steps.append(row)
+            if not stats.get("n_completed") and stats.get("n_started"):
+                # Not saturation: a server that fails every request is broken at this load, not queueing.
+                broken = f"every request at concurrency {concurrency} failed ({error_kinds(result.records)})"
+                outcome.stop_reason = f"stopped: {broken}"
+                if len(outcome.steps) == 1:
+                    outcome.status, outcome.failure = "failed", f"errors: {broken}"
+                return
             if not stats["passes_sla"]:
                 why = saturated(stats, previous)
                 if why:
@@ -276,3 +285,18 @@ class LadderRunner:
                 outcome.stop_reason = f"pruned after concurrency {concurrency}: goodput trails earlier ladders"
                 return
         outcome.stop_reason = outcome.stop_reason or "ladder complete"
+
+    def _failure(self, handle: ServerHandle, aborted: str, concurrency: int) -> str:
+        """The stored reason of a window that could not complete, led by its class (crash, hung, ...):
+        a dead server's exit status and last log lines come from its launcher where it has them."""
+        if aborted != SERVER_DIED:
+            return aborted if ":" in aborted.split()[0] else f"aborted: {aborted}"
+        detail = getattr(self.launcher, "exit_detail", None)
+        why = detail(handle) if detail is not None else None
+        return f"crash: {SERVER_DIED} at concurrency {concurrency}" + (f": {why}" if why else "")
+
+
+def error_kinds(records: Sequence[RequestRecord]) -> str:
+    """The measured requests' failures by kind, most common first ("timeout 12, status 3")."""
+    kinds = Counter(r.error_kind or "error" for r in records if r.error is not None and not r.warmup)
+    return ", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "no measured request"

@@ -223,6 +223,9 @@ class ServerSpec(_Strict):
     extra_args: list[str] = Field(default_factory=list)
     startup_timeout_s: float = Field(900.0, gt=0, le=DAY_S)
     shutdown_grace_s: float = Field(60.0, gt=0, le=DAY_S, description="SIGTERM drain budget before the group is killed")
+    stall_timeout_s: float = Field(120.0, gt=0, le=DAY_S,
+                                   description="no response bytes this long (at most half the request timeout) "
+                                               "while requests are in flight: the server is hung")
     # A server on another interface than loopback answers other hosts: only with this opt-in (and a warning).
     allow_non_loopback_host: bool = False
     host: str = "127.0.0.1"

@@ -185,6 +185,11 @@ class Store:
         with self._read(f"read study {name!r}") as conn:
             return q.study_by_name(conn, name)
 
+    def latest_study(self) -> dict[str, Any] | None:
+        """The most recently created study, or None in an empty database."""
+        with self._read("read the latest study") as conn:
+            return q.latest_study(conn)
+
     def finish_study(self, study_id: int, status: str, winner_config_id: int | None = None,
                      report_path: str | None = None) -> None:
         """Set a study's final status (and winner / report path when given) and its finish time."""

@@ -175,6 +175,11 @@ def study_by_name(conn: Connection, name: str) -> dict[str, Any] | None:
     return _first(conn, select(studies_table).where(studies_table.c.name == name))
 
 
+def latest_study(conn: Connection) -> dict[str, Any] | None:
+    """The most recently created study, or None in an empty database."""
+    return _first(conn, select(studies_table).order_by(studies_table.c.id.desc()).limit(1))
+
+
 def completed_runs(conn: Connection, study_id: int, server_config_id: int | None = None) -> list[dict[str, Any]]:
     """Completed runs of a study (optionally one configuration), oldest first."""
     stmt = select(runs_table).where(runs_table.c.study_id == study_id, runs_table.c.status == "completed")
