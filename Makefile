@@ -9,7 +9,7 @@ DRIVER ?= auto
 ARGS ?=
 STAMP := $(VENV)/.installed
 
-.PHONY: install test knee sweep lint bench clean pg-start pg-stop doctor serve dashboard
+.PHONY: install test knee sweep lint bench clean pg-start pg-stop doctor serve dashboard profile-schema
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ serve: $(STAMP)
 DB_URL = $(if $(findstring ://,$(DB)),$(DB),sqlite:///$(DB))
 dashboard: $(STAMP)
 	$(VENV)/bin/optuna-dashboard --host 127.0.0.1 --port $(or $(PORT),8080) $(DB_URL)
+
+# docs/profile.md from the profile models (a test checks it is current).
+profile-schema: $(STAMP)
+	$(VENV)/bin/sweep profile-schema --out docs/profile.md
 
 doctor: $(STAMP)
 	$(VENV)/bin/sweep doctor --profile $(PROFILE) --db $(DB)

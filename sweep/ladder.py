@@ -140,6 +140,7 @@ class LadderRunner:
         self.on_step = on_step
         self.on_launch = on_launch
         self.on_step_start: StartCallback | None = None
+        self.crosscheck: Any = None  # sweep.crosscheck_step.CrossChecker: a reference client after every window
 
     def window_elapsed(self) -> float | None:
         """Seconds into the current window on the driver's clock; None where the driver cannot say."""
@@ -247,6 +248,8 @@ class LadderRunner:
                                            handle.simulated, self.driver_name, phase=phase)
             if self.on_step_start:
                 self.on_step_start(StepStart(config, concurrency, phase, expected, self.window_elapsed))
+            if self.crosscheck is not None:
+                self.crosscheck.before_window(handle)
             try:
                 result = self.driver.run_window(handle, self.specs, concurrency, window,
                                                 arrival=self.profile.step_arrival(concurrency))
@@ -262,6 +265,9 @@ class LadderRunner:
             row = dict(stats, concurrency=concurrency, run_id=run_id, phase=phase)
             if self.on_step:
                 self.on_step(config, concurrency, row)
+            if self.crosscheck is not None and result.aborted is None:
+                self.crosscheck.after_window(handle, config_id, concurrency, run_id, stats, phase, window,
+                                             arrival=self.profile.step_arrival(concurrency))
             if result.aborted is not None:
                 outcome.status, outcome.failure = "failed", self._failure(handle, result.aborted, concurrency)
                 outcome.stop_reason = f"{result.aborted} at concurrency {concurrency}"

@@ -205,6 +205,9 @@ def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
         lines += ["## Winner", "", "No configuration passed the SLA at any step: every configuration is infeasible.", ""]
     lines += modality_table(ctx, view)
     lines += soak_lines(ctx)
+    from sweep.report_crosscheck import crosscheck_lines
+
+    lines += crosscheck_lines(ctx)
     from sweep.report_html import history_plot, write_html
 
     plots = _plots(ctx, out_dir)
