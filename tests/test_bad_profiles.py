@@ -1,7 +1,7 @@
 """Every malformed profile in tests/fixtures/bad_profiles/: exit 2, its one expected line, nothing written.
 
 Each NAME.yaml (a directory, for one case) has a NAME.expected holding the one stderr line it must produce,
-`{profile}` standing for the path given on the command line. Most run in-process through cli.main(); a few
+`{profile}` standing for the path given on the command line ({dir}: that folder, {root}: the repository). Most run in-process through cli.main(); a few
 run as real subprocesses against an existing database that must stay byte-for-byte the same.
 """
 
@@ -26,7 +26,9 @@ SUBPROCESS_CASES = ["ladder_bool", "name_traversal", "utf16", "a_directory", "ex
 
 
 def expected_line(name: str) -> str:
-    return (BAD / f"{name}.expected").read_text().strip().replace("{profile}", str(BAD / f"{name}.yaml"))
+    """The expected line; {profile} is the path given, {dir} this folder, {root} the repository (the cwd)."""
+    text = (BAD / f"{name}.expected").read_text().strip()
+    return text.replace("{profile}", str(BAD / f"{name}.yaml")).replace("{dir}", str(BAD)).replace("{root}", str(ROOT))
 
 
 def test_there_are_at_least_60_and_each_has_its_line() -> None:
