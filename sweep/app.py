@@ -22,10 +22,11 @@ from sweep.lexicon import for_model
 from sweep.profile import Profile
 from sweep.report import ReportFiles, config_missing, write_report
 from sweep.search import Search, StudyResult
+from sweep.step_inputs import refuse_short_dataset
 from sweep.store import Store
+from sweep.stream import RequestStream
 from sweep.study_view import build_view
-from sweep.types import RequestSpec, ServerConfig
-from sweep.workload import build_workload
+from sweep.types import ServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 KNOB_NAMES = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
@@ -214,16 +215,19 @@ class Orchestrator:
     def knee(self, study_name: str | None = None, resume: bool = False, on_step: Any = None,
              on_step_start: Any = None, on_trial: Any = None) -> KneeRun:
         # Input first (the dataset, --out): a bad one is one line and nothing written, no study left running.
-        specs = build_workload(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+        # Requests are made on demand and never repeat on one server (sweep.stream); replay only when asked.
+        # Made before the study row, so a dataset that cannot serve one ladder writes nothing.
+        specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+        refuse_short_dataset(self.profile, specs)
+        if self.profile.crosscheck.enabled:  # a reference that cannot run is one clear line before anything is stored
+            from sweep.crosscheck_step import choose_reference
+
+            choose_reference(self.profile, model_path(self.profile), for_model(model_path(self.profile)))
         check_writable_dir(self.out_dir)
         if self.simulated:
             self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
                      f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
                      "Numbers are labelled simulated everywhere.")
-        if self.profile.crosscheck.enabled:  # a reference that cannot run is one clear line before anything is stored
-            from sweep.crosscheck_step import choose_reference
-
-            choose_reference(self.profile, model_path(self.profile), for_model(model_path(self.profile)))
         study_id, study_name = self._open_study(study_name, resume)
         try:
             return self._knee(study_id, study_name, specs, on_step, on_step_start, on_trial)
@@ -233,7 +237,7 @@ class Orchestrator:
                 self.store.finish_study(study_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
             raise
 
-    def _knee(self, study_id: int, study_name: str, specs: list[RequestSpec], on_step: Any, on_step_start: Any,
+    def _knee(self, study_id: int, study_name: str, specs: RequestStream, on_step: Any, on_step_start: Any,
               on_trial: Any) -> KneeRun:
         log_dir = self.out_dir / study_name / "logs"
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir)
@@ -464,7 +468,8 @@ def study_context(store: Store, study_id: int) -> dict[str, Any]:
             "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile),
             "reference_runs": store.reference_runs(study_id), "histograms": store.window_histograms(study_id),
             "view": build_view(store.requests_for_run, configs, runs, knees, winner, pool,
-                               coupled=profile["search"].get("mode") == "coupled")}
+                               coupled=profile["search"].get("mode") == "coupled"),
+            "request_tokens": store.study_request_tokens(study_id)}
 
 
 def soak_verdicts(store: Store, runs: list[dict[str, Any]], profile: dict[str, Any]) -> dict[int, Any]:
