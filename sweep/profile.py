@@ -176,7 +176,7 @@ class ServerSpec(_Strict):
     host: str = "127.0.0.1"
     url: str | None = None  # attach only
     sim_gpu: str = "H200"  # the simulated server's GPU preset
-    sim_model: str = "llama3-8b"  # the simulated server's model preset
+    sim_model: str = "llama3-8b-shape"  # the simulated server's model preset (the default model_path's shape)
     # argv that starts the real server instead of `python -m sglang.launch_server`, e.g. the
     # GPU host's wrapper script ["bash", "tools/sglang-h200/start-server.sh", BUNDLE, "--"]
     command: list[str] | None = None
