@@ -9,12 +9,12 @@ DRIVER ?= auto
 ARGS ?=
 STAMP := $(VENV)/.installed
 
-.PHONY: install test knee sweep lint bench clean pg-start pg-stop doctor serve
+.PHONY: install test knee sweep lint bench clean pg-start pg-stop doctor serve dashboard profile-schema
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,postgres,gp,bench]'
+	$(PY) -m pip install -q -e '.[dev,postgres,gp,bench,dashboard]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -36,6 +36,15 @@ sweep: $(STAMP)
 # The live page of a study (default: the newest in DB) on 127.0.0.1:8765; STUDY=name picks one.
 serve: $(STAMP)
 	$(VENV)/bin/sweep serve --db $(DB) $(if $(STUDY),--study $(STUDY),) $(ARGS)
+
+# Optuna's dashboard over the same database (a path is a SQLite file), on 127.0.0.1:8080.
+DB_URL = $(if $(findstring ://,$(DB)),$(DB),sqlite:///$(DB))
+dashboard: $(STAMP)
+	$(VENV)/bin/optuna-dashboard --host 127.0.0.1 --port $(or $(PORT),8080) $(DB_URL)
+
+# docs/profile.md from the profile models (a test checks it is current).
+profile-schema: $(STAMP)
+	$(VENV)/bin/sweep profile-schema --out docs/profile.md
 
 doctor: $(STAMP)
 	$(VENV)/bin/sweep doctor --profile $(PROFILE) --db $(DB)

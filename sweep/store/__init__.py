@@ -262,11 +262,11 @@ class Store:
     # --- runs ---------------------------------------------------------------------------------------
 
     def create_run(self, study_id: int, server_config_id: int, concurrency: int, fingerprint: str,
-                   simulated: bool, driver: str, phase: str = "final") -> int:
-        """Insert a running measured window and return its id."""
+                   simulated: bool, driver: str, phase: str = "final", reference_for: int | None = None) -> int:
+        """Insert a running measured window and return its id (reference_for: sweep's run a reference row checks)."""
         row = dict(study_id=study_id, server_config_id=server_config_id, concurrency=int(concurrency),
                    status="running", fingerprint=fingerprint, simulated=bool(simulated), driver=driver,
-                   phase=phase, started_at=q.utcnow())
+                   phase=phase, started_at=q.utcnow(), reference_for_run_id=reference_for)
         with self._write(f"create run at concurrency {concurrency}") as conn:
             return _new_id(conn, insert(runs_table).values(row))
 
@@ -343,6 +343,11 @@ class Store:
         with self._read(f"read requests of run {run_id}") as conn:
             return q.requests_for_run(conn, run_id)
 
+    def study_request_tokens(self, study_id: int) -> list[tuple[Any, ...]]:
+        """(modality, sent prompt, counted prompt, sent output, counted output, error) of each measured request."""
+        with self._read(f"read request tokens of study {study_id}") as conn:
+            return q.study_request_tokens(conn, study_id)
+
     def samples_for_run(self, run_id: int, name: str | None = None) -> list[dict[str, Any]]:
         """Probe samples of a run (optionally one metric name) in time order."""
         with self._read(f"read samples of run {run_id}") as conn:
@@ -357,6 +362,22 @@ class Store:
         """Every run of a study (any status), oldest first."""
         with self._read(f"read runs of study {study_id}") as conn:
             return q.study_runs(conn, study_id)
+
+    def window_histograms(self, study_id: int) -> dict[int, dict[str, list[tuple[float, float]]]]:
+        """Per run of a study, the server's latency histograms over its window: {run_id: {name: [(le, count)]}}."""
+        from sweep.probes import HISTOGRAM_SOURCE, histograms_from_samples
+
+        with self._read(f"read histograms of study {study_id}") as conn:
+            rows = q.histogram_samples(conn, study_id, HISTOGRAM_SOURCE)
+        by_run: dict[int, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_run.setdefault(int(row["run_id"]), []).append(row)
+        return {run_id: histograms_from_samples(rs) for run_id, rs in by_run.items()}
+
+    def reference_runs(self, study_id: int) -> list[dict[str, Any]]:
+        """The cross-check reference-client rows of a study, oldest first."""
+        with self._read(f"read reference runs of study {study_id}") as conn:
+            return q.reference_runs(conn, study_id)
 
     def environment(self, study_id: int) -> dict[str, Any] | None:
         """Where a study ran (latest record), extra fields merged in."""
