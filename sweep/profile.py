@@ -290,8 +290,8 @@ class ServerSpec(_Strict):
     url: str | None = Field(None, pattern=r"^https?://\S+$", description="the server's URL, for launcher attach only")  # attach only
     sim_gpu: str = Field("H200",
         description="GPU preset of the simulated server")  # the simulated server's GPU preset
-    sim_model: str = Field("llama3-8b",
-        description="model preset of the simulated server")  # the simulated server's model preset
+    sim_model: str = Field("llama3-8b-shape",
+        description="model preset of the simulated server")  # the default model_path's shape
     # argv that starts the real server instead of `python -m sglang.launch_server`, e.g. the
     # GPU host's wrapper script ["bash", "tools/sglang-h200/start-server.sh", BUNDLE, "--"]
     command: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1,
