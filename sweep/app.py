@@ -6,14 +6,16 @@ import contextlib
 import importlib.util
 import json
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from launchers.base import Launcher, ServerHandle
-from sweep.errors import SweepError, UsageError
+from sweep.errors import ProfileError, SweepError, UsageError
 from sweep.knee import find_knee, knee_goodput_ci
 from sweep.ladder import LadderOutcome, LadderRunner, step_points
 from sweep.lexicon import for_model
@@ -77,7 +79,7 @@ def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path) -> La
         from launchers.attach import AttachLauncher
 
         if not spec.url:
-            raise SweepError("server.url is required with launcher attach")
+            raise ProfileError("server.url is required with launcher attach")
         return AttachLauncher(spec.url)
     from launchers.sglang import SGLangLauncher
 
@@ -155,8 +157,11 @@ class Orchestrator:
                  driver: str | None = None, console: Any = None, client_procs: int = 1):
         self.profile = profile
         self.client_procs = client_procs
+        self.db_url = db_url
         self.kind = resolve_launcher_kind(profile, launcher_kind)
         self.driver_name = resolve_driver(self.kind, driver)
+        if self.kind == "attach" and not profile.server.url:
+            raise ProfileError("server.url is required with launcher attach")
         if profile.crosscheck.enabled and self.driver_name == "virtual":
             if driver == "virtual":
                 raise UsageError("a cross-check compares clients over real sockets: use --driver http (or auto)")
@@ -165,11 +170,14 @@ class Orchestrator:
             from launchers.sim.virtual import refuse_faults
 
             refuse_faults(profile.server.extra_args)  # before the database is touched
-        self.store = Store(db_url)
-        self.db_url = db_url
         self.simulated = self.kind == "sim"
         self.out_dir = out_dir
         self.console = console
+
+    @cached_property
+    def store(self) -> Store:
+        """The results database, opened (and created) on first use: after every input check has passed."""
+        return Store(self.db_url)
 
     def say(self, msg: str) -> None:
         if self.console is not None:
@@ -206,10 +214,7 @@ class Orchestrator:
 
     def knee(self, study_name: str | None = None, resume: bool = False, on_step: Any = None,
              on_step_start: Any = None, on_trial: Any = None) -> KneeRun:
-        if self.simulated:
-            self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
-                     f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
-                     "Numbers are labelled simulated everywhere.")
+        # Input first (the dataset, --out): a bad one is one line and nothing written, no study left running.
         # Requests are made on demand and never repeat on one server (sweep.stream); replay only when asked.
         # Made before the study row, so a dataset that cannot serve one ladder writes nothing.
         specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
@@ -218,6 +223,11 @@ class Orchestrator:
             from sweep.crosscheck_step import choose_reference
 
             choose_reference(self.profile, model_path(self.profile), for_model(model_path(self.profile)))
+        check_writable_dir(self.out_dir)
+        if self.simulated:
+            self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
+                     f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
+                     "Numbers are labelled simulated everywhere.")
         study_id, study_name = self._open_study(study_name, resume)
         try:
             return self._knee(study_id, study_name, specs, on_step, on_step_start, on_trial)
@@ -306,6 +316,16 @@ class Orchestrator:
         if study is None:
             raise SweepError(f"no study {study_id}")
         return write_report(study_context(self.store, study_id), self.out_dir / study["name"])
+
+
+def check_writable_dir(path: Path) -> None:
+    """--out exists or can be made, and takes a file; UsageError (one line, exit 2) otherwise."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out {path}: cannot write there ({exc.strerror or exc})") from None
 
 
 def kill_leftover_servers(store: Store, study_id: int, say: Any = None) -> list[int]:
