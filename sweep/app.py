@@ -6,14 +6,16 @@ import contextlib
 import importlib.util
 import json
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from launchers.base import Launcher, ServerHandle
-from sweep.errors import SweepError
+from sweep.errors import ProfileError, SweepError, UsageError
 from sweep.knee import find_knee, knee_goodput_ci
 from sweep.ladder import LadderOutcome, LadderRunner, step_points
 from sweep.lexicon import for_model
@@ -21,10 +23,11 @@ from sweep.profile import Profile
 from sweep.report import ReportFiles, config_missing, write_report
 from sweep.resume import kill_leftover_servers
 from sweep.search import Search, StudyResult
+from sweep.step_inputs import refuse_short_dataset
 from sweep.store import Store
+from sweep.stream import RequestStream
 from sweep.study_view import build_view
 from sweep.types import ServerConfig
-from sweep.workload import build_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 KNOB_NAMES = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
@@ -77,7 +80,7 @@ def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path) -> La
         from launchers.attach import AttachLauncher
 
         if not spec.url:
-            raise SweepError("server.url is required with launcher attach")
+            raise ProfileError("server.url is required with launcher attach")
         return AttachLauncher(spec.url)
     from launchers.sglang import SGLangLauncher
 
@@ -155,17 +158,27 @@ class Orchestrator:
                  driver: str | None = None, console: Any = None, client_procs: int = 1):
         self.profile = profile
         self.client_procs = client_procs
+        self.db_url = db_url
         self.kind = resolve_launcher_kind(profile, launcher_kind)
         self.driver_name = resolve_driver(self.kind, driver)
+        if self.kind == "attach" and not profile.server.url:
+            raise ProfileError("server.url is required with launcher attach")
+        if profile.crosscheck.enabled and self.driver_name == "virtual":
+            if driver == "virtual":
+                raise UsageError("a cross-check compares clients over real sockets: use --driver http (or auto)")
+            self.driver_name = "http"
         if self.driver_name == "virtual":
             from launchers.sim.virtual import refuse_faults
 
             refuse_faults(profile.server.extra_args)  # before the database is touched
-        self.store = Store(db_url)
-        self.db_url = db_url
         self.simulated = self.kind == "sim"
         self.out_dir = out_dir
         self.console = console
+
+    @cached_property
+    def store(self) -> Store:
+        """The results database, opened (and created) on first use: after every input check has passed."""
+        return Store(self.db_url)
 
     def say(self, msg: str) -> None:
         if self.console is not None:
@@ -202,25 +215,35 @@ class Orchestrator:
 
     def knee(self, study_name: str | None = None, resume: bool = False, on_step: Any = None,
              on_step_start: Any = None, on_trial: Any = None) -> KneeRun:
+        # Input first (the dataset, --out): a bad one is one line and nothing written, no study left running.
+        # Requests are made on demand and never repeat on one server (sweep.stream); replay only when asked.
+        # Made before the study row, so a dataset that cannot serve one ladder writes nothing.
+        specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+        refuse_short_dataset(self.profile, specs)
+        if self.profile.crosscheck.enabled:  # a reference that cannot run is one clear line before anything is stored
+            from sweep.crosscheck_step import choose_reference
+
+            choose_reference(self.profile, model_path(self.profile), for_model(model_path(self.profile)))
+        check_writable_dir(self.out_dir)
         if self.simulated:
             self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
                      f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
                      "Numbers are labelled simulated everywhere.")
         study_id, study_name = self._open_study(study_name, resume)
         try:
-            return self._knee(study_id, study_name, on_step, on_step_start, on_trial)
+            return self._knee(study_id, study_name, specs, on_step, on_step_start, on_trial)
         except BaseException as exc:
             # Stopped by a signal or an orchestrator error: the study is resumable, and says it stopped.
             with contextlib.suppress(Exception):
                 self.store.finish_study(study_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
             raise
 
-    def _knee(self, study_id: int, study_name: str, on_step: Any, on_step_start: Any, on_trial: Any) -> KneeRun:
+    def _knee(self, study_id: int, study_name: str, specs: RequestStream, on_step: Any, on_step_start: Any,
+              on_trial: Any) -> KneeRun:
         log_dir = self.out_dir / study_name / "logs"
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir)
         env = normalise_env(launcher.environment(), self.profile, self.simulated)
         self.store.record_environment(study_id, env)
-        specs = build_workload(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
 
         unmodelled: list[str] = []
@@ -250,6 +273,11 @@ class Orchestrator:
         runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name,
                               on_step=on_step, on_launch=on_launch)
         runner.on_step_start = on_step_start
+        if self.profile.crosscheck.enabled:
+            from sweep.crosscheck_step import CrossChecker
+
+            runner.crosscheck = CrossChecker(self.profile, self.store, study_id, specs, model_path(self.profile),
+                                             for_model(model_path(self.profile)), say=self.say)
         search = Search(self.profile, runner, self.db_url, study_name, on_trial=on_trial)
         requeued = search.requeue_interrupted()
         if requeued:
@@ -289,6 +317,16 @@ class Orchestrator:
         if study is None:
             raise SweepError(f"no study {study_id}")
         return write_report(study_context(self.store, study_id), self.out_dir / study["name"])
+
+
+def check_writable_dir(path: Path) -> None:
+    """--out exists or can be made, and takes a file; UsageError (one line, exit 2) otherwise."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out {path}: cannot write there ({exc.strerror or exc})") from None
 
 
 def soak_done(store: Store, study_id: int) -> bool:
@@ -385,8 +423,10 @@ def study_context(store: Store, study_id: int) -> dict[str, Any]:
     return {"study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
             "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv,
             "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile),
+            "reference_runs": store.reference_runs(study_id), "histograms": store.window_histograms(study_id),
             "view": build_view(store.requests_for_run, configs, runs, knees, winner, pool,
-                               coupled=profile["search"].get("mode") == "coupled")}
+                               coupled=profile["search"].get("mode") == "coupled"),
+            "request_tokens": store.study_request_tokens(study_id)}
 
 
 def soak_verdicts(store: Store, runs: list[dict[str, Any]], profile: dict[str, Any]) -> dict[int, Any]:

@@ -82,13 +82,18 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
-def _make_engine(url: str) -> Engine:
-    """An engine for url; SQLite files get their parent folder created and the pragmas above."""
+def _make_engine(url: str, create: bool = True) -> Engine:
+    """An engine for url; SQLite files get their parent folder created (create) and the pragmas above.
+
+    With create=False a SQLite file that does not exist is a StoreError: reading commands never make one.
+    """
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(parsed, pool_pre_ping=True)
     db = parsed.database
     if db and db != ":memory:" and not db.startswith("file:"):
+        if not create and not Path(db).expanduser().is_file():
+            raise StoreError(f"no results database at {db} (run a study first, or pass --db)")
         Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_MS / 1000})
     event.listen(engine, "connect", _sqlite_connect)
@@ -97,14 +102,17 @@ def _make_engine(url: str) -> Engine:
 
 
 class Store:
-    """The results database behind one SQLAlchemy URL, migrated to head on open."""
+    """The results database behind one SQLAlchemy URL, migrated to head on open.
 
-    def __init__(self, url: str) -> None:
+    create=False (the reading commands): a SQLite file that does not exist is refused, not made.
+    """
+
+    def __init__(self, url: str, create: bool = True) -> None:
         self.url = url
         self._shown = url.split("@")[-1]  # never echo a password, even before the URL has parsed
         with self._guard("open the results database"):
             self._shown = make_url(url).render_as_string(hide_password=True)
-            self.engine = _make_engine(url)
+            self.engine = _make_engine(url, create)
             self._migrate()
 
     def close(self) -> None:
@@ -176,6 +184,11 @@ class Store:
         """The study row named `name`, or None."""
         with self._read(f"read study {name!r}") as conn:
             return q.study_by_name(conn, name)
+
+    def latest_study(self) -> dict[str, Any] | None:
+        """The most recently created study, or None in an empty database."""
+        with self._read("read the latest study") as conn:
+            return q.latest_study(conn)
 
     def finish_study(self, study_id: int, status: str, winner_config_id: int | None = None,
                      report_path: str | None = None) -> None:
@@ -257,11 +270,11 @@ class Store:
     # --- runs ---------------------------------------------------------------------------------------
 
     def create_run(self, study_id: int, server_config_id: int, concurrency: int, fingerprint: str,
-                   simulated: bool, driver: str, phase: str = "final") -> int:
-        """Insert a running measured window and return its id."""
+                   simulated: bool, driver: str, phase: str = "final", reference_for: int | None = None) -> int:
+        """Insert a running measured window and return its id (reference_for: sweep's run a reference row checks)."""
         row = dict(study_id=study_id, server_config_id=server_config_id, concurrency=int(concurrency),
                    status="running", fingerprint=fingerprint, simulated=bool(simulated), driver=driver,
-                   phase=phase, started_at=q.utcnow())
+                   phase=phase, started_at=q.utcnow(), reference_for_run_id=reference_for)
         with self._write(f"create run at concurrency {concurrency}") as conn:
             return _new_id(conn, insert(runs_table).values(row))
 
@@ -338,6 +351,11 @@ class Store:
         with self._read(f"read requests of run {run_id}") as conn:
             return q.requests_for_run(conn, run_id)
 
+    def study_request_tokens(self, study_id: int) -> list[tuple[Any, ...]]:
+        """(modality, sent prompt, counted prompt, sent output, counted output, error) of each measured request."""
+        with self._read(f"read request tokens of study {study_id}") as conn:
+            return q.study_request_tokens(conn, study_id)
+
     def samples_for_run(self, run_id: int, name: str | None = None) -> list[dict[str, Any]]:
         """Probe samples of a run (optionally one metric name) in time order."""
         with self._read(f"read samples of run {run_id}") as conn:
@@ -352,6 +370,22 @@ class Store:
         """Every run of a study (any status), oldest first."""
         with self._read(f"read runs of study {study_id}") as conn:
             return q.study_runs(conn, study_id)
+
+    def window_histograms(self, study_id: int) -> dict[int, dict[str, list[tuple[float, float]]]]:
+        """Per run of a study, the server's latency histograms over its window: {run_id: {name: [(le, count)]}}."""
+        from sweep.probes import HISTOGRAM_SOURCE, histograms_from_samples
+
+        with self._read(f"read histograms of study {study_id}") as conn:
+            rows = q.histogram_samples(conn, study_id, HISTOGRAM_SOURCE)
+        by_run: dict[int, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_run.setdefault(int(row["run_id"]), []).append(row)
+        return {run_id: histograms_from_samples(rs) for run_id, rs in by_run.items()}
+
+    def reference_runs(self, study_id: int) -> list[dict[str, Any]]:
+        """The cross-check reference-client rows of a study, oldest first."""
+        with self._read(f"read reference runs of study {study_id}") as conn:
+            return q.reference_runs(conn, study_id)
 
     def environment(self, study_id: int) -> dict[str, Any] | None:
         """Where a study ran (latest record), extra fields merged in."""

@@ -15,6 +15,7 @@ from sweep import measure
 from sweep.errors import StoreError
 from sweep.store.models import (
     KNOB_COLUMNS,
+    PREDICTED_COLUMNS,
     STAT_COLUMNS,
     STAT_TYPES,
     WINDOW_COLUMNS,
@@ -49,7 +50,7 @@ run_summary = Table(
     *(Column(k, configs_table.c[k].type) for k in KNOB_COLUMNS),
     Column("launcher", configs_table.c.launcher.type),
     Column("config_status", configs_table.c.status.type),
-    *(Column(c, runs_table.c[c].type) for c in (*_RUN_HEAD, *STAT_COLUMNS)),
+    *(Column(c, runs_table.c[c].type) for c in (*_RUN_HEAD, *STAT_COLUMNS, *PREDICTED_COLUMNS)),
 )
 
 _SECRET_WORDS = ("key", "token", "secret", "password")
@@ -119,10 +120,11 @@ def _plain(value: Any, kind: type) -> Any:
 
 def stat_values(stats: Mapping[str, Any]) -> dict[str, Any]:
     """The runs columns for one window's stats; unknown keys raise (they are bugs upstream)."""
-    unknown = sorted(set(stats) - set(STAT_COLUMNS) - set(WINDOW_COLUMNS))
+    unknown = sorted(set(stats) - set(STAT_COLUMNS) - set(WINDOW_COLUMNS) - set(PREDICTED_COLUMNS))
     if unknown:
         raise UnknownColumnError(f"unknown stat column(s) for runs: {', '.join(unknown)}")
-    kinds: dict[str, type] = {**STAT_TYPES, "window_s": float, "warmup_requests": int, "warmup_s": float}
+    kinds: dict[str, type] = {**STAT_TYPES, "window_s": float, "warmup_requests": int, "warmup_s": float,
+                              **dict.fromkeys(PREDICTED_COLUMNS, float)}
     return {k: _plain(v, kinds[k]) for k, v in stats.items()}
 
 
@@ -138,6 +140,8 @@ def request_rows(run_id: int, records: Iterable[RequestRecord], window_start: fl
         "scheduled_at": float(r.scheduled_at - window_start), "sent_at": float(r.sent_at - window_start),
         "ttft_ms": _ms(measure.ttft_ms(r)), "tpot_ms": _ms(measure.tpot_ms(r)), "e2e_ms": _ms(measure.e2e_ms(r)),
         "prompt_tokens": int(r.prompt_tokens), "output_tokens": int(r.output_tokens),
+        "sent_prompt_tokens": int(r.sent_prompt_tokens) if r.sent_prompt_tokens else None,
+        "sent_output_tokens": int(r.sent_output_tokens) if r.sent_output_tokens else None,
         "cached_tokens": int(r.cached_tokens), "num_retractions": int(r.num_retractions),
         "error": r.error, "error_kind": r.error_kind,
     } for r in records]
@@ -175,9 +179,15 @@ def study_by_name(conn: Connection, name: str) -> dict[str, Any] | None:
     return _first(conn, select(studies_table).where(studies_table.c.name == name))
 
 
+def latest_study(conn: Connection) -> dict[str, Any] | None:
+    """The most recently created study, or None in an empty database."""
+    return _first(conn, select(studies_table).order_by(studies_table.c.id.desc()).limit(1))
+
+
 def completed_runs(conn: Connection, study_id: int, server_config_id: int | None = None) -> list[dict[str, Any]]:
     """Completed runs of a study (optionally one configuration), oldest first."""
-    stmt = select(runs_table).where(runs_table.c.study_id == study_id, runs_table.c.status == "completed")
+    stmt = select(runs_table).where(runs_table.c.study_id == study_id, runs_table.c.status == "completed",
+                                    runs_table.c.reference_for_run_id.is_(None))
     if server_config_id is not None:
         stmt = stmt.where(runs_table.c.server_config_id == server_config_id)
     return _dicts(conn, stmt.order_by(runs_table.c.id))
@@ -223,6 +233,16 @@ def requests_for_run(conn: Connection, run_id: int) -> list[dict[str, Any]]:
     return _dicts(conn, select(requests_table).where(r.run_id == run_id).order_by(r.sent_at, r.id))
 
 
+def study_request_tokens(conn: Connection, study_id: int) -> list[tuple[Any, ...]]:
+    """(modality, sent_prompt_tokens, prompt_tokens, sent_output_tokens, output_tokens, error) of every measured
+    (not warm-up) request of the study's completed runs."""
+    r, q = runs_table.c, requests_table.c
+    stmt = (select(q.modality, q.sent_prompt_tokens, q.prompt_tokens, q.sent_output_tokens, q.output_tokens, q.error)
+            .join(runs_table, r.id == q.run_id)
+            .where(r.study_id == study_id, r.status == "completed", q.warmup.is_(False)))
+    return [tuple(row) for row in conn.execute(stmt)]
+
+
 def samples_for_run(conn: Connection, run_id: int, name: str | None = None) -> list[dict[str, Any]]:
     """Probe samples of a run (optionally one metric name), in time order."""
     s = samples_table.c
@@ -251,8 +271,17 @@ def study_by_id(conn: Connection, study_id: int) -> dict[str, Any] | None:
 
 
 def study_runs(conn: Connection, study_id: int) -> list[dict[str, Any]]:
-    """Every run of a study, whatever its status, in creation order."""
-    return _dicts(conn, select(runs_table).where(runs_table.c.study_id == study_id).order_by(runs_table.c.id))
+    """Every run of a study, whatever its status, in creation order (reference-client rows left out)."""
+    t = runs_table.c
+    return _dicts(conn, select(runs_table).where(t.study_id == study_id, t.reference_for_run_id.is_(None))
+                  .order_by(t.id))
+
+
+def reference_runs(conn: Connection, study_id: int) -> list[dict[str, Any]]:
+    """The cross-check reference-client rows of a study (each names sweep's run in reference_for_run_id)."""
+    t = runs_table.c
+    return _dicts(conn, select(runs_table).where(t.study_id == study_id, t.reference_for_run_id.is_not(None))
+                  .order_by(t.id))
 
 
 def environment(conn: Connection, study_id: int) -> dict[str, Any] | None:
@@ -263,3 +292,11 @@ def environment(conn: Connection, study_id: int) -> dict[str, Any] | None:
         return None
     extra = json.loads(row.pop("extra_json") or "{}")
     return {**extra, **row}
+
+
+def histogram_samples(conn: Connection, study_id: int, source: str) -> list[dict[str, Any]]:
+    """Every sample of `source` (the window histograms) of a study's runs, with its run_id."""
+    sm, r = samples_table.c, runs_table.c
+    stmt = (select(samples_table).join(runs_table, r.id == sm.run_id)
+            .where(r.study_id == study_id, sm.source == source).order_by(sm.run_id, sm.id))
+    return _dicts(conn, stmt)
