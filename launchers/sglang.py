@@ -135,7 +135,8 @@ class SGLangLauncher:
     def __init__(self, spec: ServerSpec, log_dir: Path, python: str = sys.executable,
                  module: str = "sglang.launch_server", extra_env: dict[str, str] | None = None,
                  gpu_ids: list[int] | None = None, validate: bool = True, drain_s: float = 30.0,
-                 command_prefix: list[str] | None = None, simulated: bool = False):
+                 command_prefix: list[str] | None = None, simulated: bool = False,
+                 ports: tuple[int, int] | None = None):
         self.spec = spec
         self.log_dir = Path(log_dir)
         self.python = python
@@ -146,6 +147,7 @@ class SGLangLauncher:
         self.drain_s = drain_s
         self.command_prefix = list(command_prefix) if command_prefix else None
         self.simulated = simulated
+        self.ports = ports  # [low, high): several workers on one host never pick the same server port
         self._runs: dict[int, _Run] = {}
         self._env_cache: dict[str, Any] | None = None
         _LIVE.add(self)
@@ -195,7 +197,10 @@ class SGLangLauncher:
             return self._start_once(config)  # the free port was taken between our probe and its bind
 
     def _start_once(self, config: ServerConfig) -> ServerHandle:
-        port = procs.free_port(self.spec.host)
+        try:
+            port = procs.free_port(self.spec.host, self.ports)
+        except OSError as exc:
+            raise LaunchError(str(exc), reason="port_in_use") from None
         api_key = secrets.token_hex(24)  # hex: a urlsafe token can start with "-" and argparse takes it for a flag
         argv = self._base_command() + self.launch_args(config, port, api_key)
         log_path = self._log_path(config)

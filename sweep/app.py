@@ -6,17 +6,20 @@ import importlib.util
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from launchers.base import Launcher, ServerHandle
 from sweep.errors import SweepError
+from sweep.hardware import WorkerSeat, detect
 from sweep.knee import find_knee, knee_goodput_ci
 from sweep.ladder import LadderOutcome, LadderRunner, step_points
 from sweep.lexicon import for_model
+from sweep.liveness import WorkerIdentity, sweep_version
 from sweep.profile import Profile
+from sweep.recovery import clean_after_dead, kill_leftover_servers, on_requeued, worker_ended
 from sweep.report import ReportFiles, write_report
 from sweep.search import Search, StudyResult
 from sweep.store import Store
@@ -24,6 +27,7 @@ from sweep.types import ServerConfig
 from sweep.workload import build_workload
 
 ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["KneeRun", "Orchestrator", "kill_leftover_servers", "study_context"]
 
 
 def gpu_count() -> int:
@@ -62,7 +66,7 @@ def model_path(profile: Profile) -> str:
     return str(p if p.is_absolute() or not (ROOT / p).exists() else ROOT / p)
 
 
-def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path) -> Launcher:
+def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path, seat: WorkerSeat | None = None) -> Launcher:
     spec = profile.server.model_copy(update={"model_path": model_path(profile)})
     if kind == "sim" and driver == "virtual":
         from launchers.sim.virtual import VirtualLauncher
@@ -80,8 +84,18 @@ def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path) -> La
     if kind == "sim":
         sim = spec.model_copy(update={"extra_args": [*spec.extra_args, "--sim-gpu", spec.sim_gpu,
                                                      "--sim-model", spec.sim_model]})
-        return SGLangLauncher(sim, log_dir, module="launchers.sim", simulated=True, drain_s=spec.shutdown_grace_s)
-    return SGLangLauncher(spec, log_dir, command_prefix=spec.command, drain_s=spec.shutdown_grace_s)
+        return SGLangLauncher(sim, log_dir, module="launchers.sim", simulated=True, drain_s=spec.shutdown_grace_s,
+                              **_seat_args(seat))
+    return SGLangLauncher(spec, log_dir, command_prefix=spec.command, drain_s=spec.shutdown_grace_s,
+                          **_seat_args(seat))
+
+
+def _seat_args(seat: WorkerSeat | None) -> dict[str, Any]:
+    """A worker's GPU group and port range as SGLangLauncher arguments."""
+    if seat is None:
+        return {}
+    return {"gpu_ids": None if seat.gpus is None else list(seat.gpus), "ports": seat.ports,
+            "extra_env": dict(seat.extra_env)}
 
 
 def make_driver(profile: Profile, driver: str, launcher: Launcher, client_procs: int = 1) -> Any:
@@ -120,8 +134,10 @@ class Orchestrator:
     """Runs a profile's study end to end; every step lands in the store before the next begins."""
 
     def __init__(self, profile: Profile, db_url: str, out_dir: Path, launcher_kind: str | None = None,
-                 driver: str | None = None, console: Any = None, client_procs: int = 1):
+                 driver: str | None = None, console: Any = None, client_procs: int = 1,
+                 seat: WorkerSeat | None = None):
         self.profile = profile
+        self.seat = seat or WorkerSeat()
         self.client_procs = client_procs
         self.store = Store(db_url)
         self.db_url = db_url
@@ -146,22 +162,19 @@ class Orchestrator:
             if existing["fingerprint"] != self.profile.fingerprint():
                 raise SweepError(f"study {study_name} was run with another workload fingerprint "
                                  f"({existing['fingerprint']} vs {self.profile.fingerprint()})")
-            killed = kill_leftover_servers(self.store, existing["id"])
-            if killed:
-                self.say(f"resume: killed leftover server process(es) {killed} of the interrupted launch")
-            aborted = self.store.abort_running(existing["id"])
-            for c in self.store.server_configs(existing["id"]):
-                if c["status"] == "pending":
-                    self.store.update_server_config(c["id"], status="aborted",
-                                                    failure_reason="orchestrator stopped before launch")
-                    aborted += 1
-            if aborted:
-                self.say(f"resume: marked {aborted} interrupted run(s)/launch(es) aborted; they will be redone")
+            # Only what dead workers left: another live worker of this study keeps its server and its rows.
+            clean_after_dead(self.store, existing["id"], self.say)
             return existing["id"], study_name
         study_id = self.store.create_study(
             study_name, self.profile.name, self.profile.model_dump_json(), self.profile.fingerprint(),
             self.profile.search.sampler, self.simulated, self.driver_name, study_name)
         return study_id, study_name
+
+    def create_study(self, study_name: str) -> int:
+        """Create the study (results store and Optuna) without measuring: workers join it later."""
+        if self.store.get_study_by_name(study_name) is not None:
+            raise SweepError(f"study {study_name} exists")
+        return self._open_study(study_name, resume=False)[0]
 
     def knee(self, study_name: str | None = None, resume: bool = False, on_step: Any = None,
              on_step_start: Any = None, on_trial: Any = None) -> KneeRun:
@@ -170,8 +183,19 @@ class Orchestrator:
                      f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
                      "Numbers are labelled simulated everywhere.")
         study_id, study_name = self._open_study(study_name, resume)
-        log_dir = self.out_dir / study_name / "logs"
-        launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir)
+        return self._work(study_id, study_name, on_step, on_step_start, on_trial)
+
+    def _work(self, study_id: int, study_name: str, on_step: Any = None, on_step_start: Any = None,
+              on_trial: Any = None) -> KneeRun:
+        """Measure trials of the study as one of its workers until its work is done, then write the report."""
+        seat = self.seat
+        identity = WorkerIdentity.this_process()
+        worker_id = self.store.register_worker(
+            study_id, seat.label or f"{identity.host}:{identity.pid}", identity.host, identity.pid, identity.started,
+            seat.gpus_text(), sweep_version(), self.profile.fingerprint())
+        identity = replace(identity, worker_id=worker_id)
+        log_dir = self.out_dir / study_name / "logs" / (seat.label or "")
+        launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir, seat)
         env = normalise_env(launcher.environment(), self.profile, self.simulated)
         self.store.record_environment(study_id, env)
         specs = build_workload(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
@@ -195,21 +219,35 @@ class Orchestrator:
         runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name,
                               on_step=on_step, on_launch=on_launch)
         runner.on_step_start = on_step_start
-        search = Search(self.profile, runner, self.db_url, study_name, on_trial=on_trial)
+        runner.placement = detect(self.kind if self.driver_name != "virtual" else "virtual", self.profile,
+                                  seat.gpus, worker_id)
+        search = Search(self.profile, runner, self.db_url, study_name, on_trial=on_trial, worker=identity,
+                        on_requeued=on_requeued(self.store, study_id, self.say),
+                        ended=lambda wid: worker_ended(self.store, study_id, wid))
         requeued = search.requeue_interrupted()
         if requeued:
             self.say(f"resume: {requeued} interrupted trial(s) queued again")
-        result = search.run(reuse=lambda cfg, phase: self._reuse(study_id, cfg, phase))
-        if result.stopped_reason:
-            self.say(f"search stopped early: {result.stopped_reason}")
-        ctx = study_context(self.store, study_id)
-        winner = ctx["winner"]
-        if winner is not None and self.profile.soak.enabled and not soak_done(self.store, study_id):
+
+        def soak() -> None:
             from sweep.soak import run_soak
 
+            ctx = study_context(self.store, study_id)
+            if ctx["winner"] is None or soak_done(self.store, study_id):
+                return
             self.say(f"soak: {self.profile.soak.duration_s:.0f} s of Poisson arrivals at the winner's knee rate")
-            verdict = run_soak(self.profile, runner, winner, ctx)
+            verdict = run_soak(self.profile, runner, ctx["winner"], ctx)
             self.say(f"soak verdict: {verdict.summary()}")
+
+        status = "failed"
+        try:
+            result = search.run(reuse=lambda cfg, phase: self._reuse(study_id, cfg, phase),
+                                soak=soak if self.profile.soak.enabled else None)
+            status = "done"
+        finally:
+            self.store.set_worker_status(worker_id, status)
+        if result.stopped_reason:
+            self.say(f"search stopped early: {result.stopped_reason}")
+        winner = study_context(self.store, study_id)["winner"]
         report = self.report(study_id)
         self.store.finish_study(study_id, "completed", winner_config_id=winner["id"] if winner else None,
                                 report_path=str(report.markdown))
@@ -233,33 +271,6 @@ class Orchestrator:
         if study is None:
             raise SweepError(f"no study {study_id}")
         return write_report(study_context(self.store, study_id), self.out_dir / study["name"])
-
-
-def kill_leftover_servers(store: Store, study_id: int) -> list[int]:
-    """Kill server processes a SIGKILLed orchestrator left behind: by recorded pid + create time, never by name."""
-    import psutil
-
-    from launchers import procs
-
-    killed: list[int] = []
-    for c in store.server_configs(study_id):
-        if c["status"] not in ("running", "pending"):
-            continue
-        info = json.loads(c.get("server_info_json") or "{}").get("sweep_launch") or {}
-        pid, created = info.get("pid"), info.get("create_time")
-        if not pid or created is None:
-            continue
-        try:
-            proc = psutil.Process(int(pid))
-            if abs(proc.create_time() - float(created)) > 0.01:
-                continue  # the pid was reused by an unrelated process
-        except psutil.Error:
-            continue
-        pgid = int(info.get("pgid") or pid)
-        members = {p.pid: p for p in procs.session_or_group_members(int(pid), pgid)}
-        members.setdefault(proc.pid, proc)
-        killed += procs.kill_all(members.values())
-    return sorted(killed)
 
 
 def soak_done(store: Store, study_id: int) -> bool:

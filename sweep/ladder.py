@@ -12,7 +12,7 @@ from sweep.knee import KneeResult, StepPoint, find_knee
 from sweep.measure import compute_stats
 from sweep.profile import Profile, Window
 from sweep.store import Store
-from sweep.types import RequestSpec, ServerConfig, WindowResult
+from sweep.types import Placement, RequestSpec, ServerConfig, WindowResult
 
 
 class Driver(Protocol):
@@ -107,6 +107,7 @@ class LadderRunner:
         self.on_step = on_step
         self.on_launch = on_launch
         self.on_step_start: StartCallback | None = None
+        self.placement: Placement | None = None  # the study worker, host and GPU group every row records
 
     def window_for(self, phase: str) -> Window:
         """The measured window of a phase: screening shortens measure_seconds by the profile's fraction."""
@@ -151,7 +152,8 @@ class LadderRunner:
     def _run_one(self, config: ServerConfig, trial_number: int | None, phase: str, steps_wanted: list[int],
                  should_stop: StopCheck | None) -> LadderOutcome:
         """Launch once, climb `steps_wanted`, stop the server; every step lands in the store."""
-        config_id = self.store.create_server_config(self.study_id, config, self.launcher.kind, [], trial_number)
+        config_id = self.store.create_server_config(self.study_id, config, self.launcher.kind, [], trial_number,
+                                                    placement=self.placement)
         self.store.update_server_config(config_id, status="running")
         try:
             handle = self.launcher.start(config)
@@ -194,7 +196,7 @@ class LadderRunner:
         expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
         for i, concurrency in enumerate(ladder):
             run_id = self.store.create_run(self.study_id, config_id, concurrency, fingerprint,
-                                           handle.simulated, self.driver_name, phase=phase)
+                                           handle.simulated, self.driver_name, phase=phase, placement=self.placement)
             if self.on_step_start:
                 self.on_step_start(config, concurrency, expected)
             try:

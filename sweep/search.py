@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 import optuna
 
+from sweep import liveness
 from sweep.ladder import LadderOutcome, LadderRunner
+from sweep.liveness import WorkerIdentity
 from sweep.profile import FloatRange, IntRange, Profile, Space
 from sweep.types import ServerConfig
 
@@ -63,7 +65,8 @@ def make_sampler(profile: Profile) -> optuna.samplers.BaseSampler:
     if kind == "gp":
         return optuna.samplers.GPSampler(seed=seed)
     # Constraints come from Trial.set_constraint (Optuna 5; constraints_func is deprecated there).
-    return optuna.samplers.TPESampler(seed=seed, multivariate=True)
+    # constant_liar: with several workers, a running trial counts as a poor result so others look elsewhere.
+    return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
 
 
 def suggest(trial: optuna.Trial, space: dict[str, list[Any]]) -> ServerConfig:
@@ -102,42 +105,56 @@ def promoted(values: list[tuple[dict[str, Any], float]], keep: float, min_keep: 
 
 
 class Search:
-    """Drives an Optuna study over the profile's space, resumable from RDB storage."""
+    """Drives an Optuna study over the profile's space, resumable from RDB storage, shared by any number of workers.
+
+    Each phase is an Optuna study of its own: the screen (or the whole search without screening) is the
+    study named `study_name`; the final ladders of the promoted configurations are `<name>:final`; the soak
+    is `<name>:soak` (one trial). A worker takes trials from a phase until the phase's work is all claimed,
+    then waits for the others' running trials (one of them may die and be queued again) before moving on.
+    """
 
     def __init__(self, profile: Profile, runner: LadderRunner, storage_url: str, study_name: str,
                  clock: Callable[[], float] = time.monotonic,
-                 on_trial: Callable[[LadderOutcome], None] | None = None):
+                 on_trial: Callable[[LadderOutcome], None] | None = None,
+                 worker: WorkerIdentity | None = None, on_requeued: liveness.Requeued | None = None,
+                 wait: Callable[[float], None] = time.sleep, ended: Callable[[int], bool] | None = None):
         self.profile = profile
         self.runner = runner
         self.space = grid(profile.search.space)
         self.clock = clock
         self.on_trial = on_trial
+        self.worker = worker or WorkerIdentity.this_process()
+        self.on_requeued = on_requeued
+        self.wait = wait
+        self.ended = ended  # worker id -> whether that worker has stopped (so any trial it holds is orphaned)
+        self.study_name = study_name
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        storage = optuna.storages.RDBStorage(storage_url, engine_kwargs=_engine_kwargs(storage_url))
+        sp = profile.search
+        self.grace_s = sp.grace_s or 4 * sp.heartbeat_s
+        self.storage = liveness.optuna_storage(storage_url, sp.heartbeat_s, sp.grace_s, on_requeued)
         pruner: optuna.pruners.BasePruner = (optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0)
-                                             if profile.search.pruning else optuna.pruners.NopPruner())
-        self.study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize",
+                                             if sp.pruning else optuna.pruners.NopPruner())
+        self.study = optuna.create_study(study_name=study_name, storage=self.storage, direction="maximize",
                                          sampler=make_sampler(profile), pruner=pruner, load_if_exists=True)
 
     def requeue_interrupted(self) -> int:
-        """Trials left RUNNING by a killed orchestrator become FAIL and their configuration is queued again.
+        """Trials a dead worker left RUNNING become FAIL and their configuration is queued again (each once).
 
-        The queued copy keeps the failed trial's grid point (GridSampler counts a FAIL as visited and
-        would otherwise never revisit it, nor know which point the copy covers).
+        Only trials whose worker is certainly dead (see liveness.requeue_dead); a live worker's trial, here or
+        on another host, is never touched.
         """
-        storage = self.study._storage
         n = 0
-        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
-            self.study.enqueue_trial(t.params, user_attrs={"requeued_from": t.number}, skip_if_exists=False)
-            waiting = storage.get_all_trials(self.study._study_id, deepcopy=False,
-                                             states=(optuna.trial.TrialState.WAITING,))
-            copy = max(waiting, key=lambda w: w.number)
-            for attr in ("grid_id", "search_space"):
-                if attr in t.system_attrs:
-                    storage.set_trial_system_attr(copy._trial_id, attr, t.system_attrs[attr])
-            n += 1
+        for study in self._phase_studies():
+            n += liveness.requeue_dead(study, self.grace_s, self.on_requeued, self.ended)
         return n
+
+    def _phase_studies(self) -> list[optuna.Study]:
+        out = [self.study]
+        names = {s.study_name for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False)}
+        for suffix in (":final", ":soak"):
+            if self.study_name + suffix in names:
+                out.append(optuna.load_study(study_name=self.study_name + suffix, storage=self.storage))
+        return out
 
     def n_trials(self) -> int:
         if self.profile.search.n_trials is not None:
@@ -145,19 +162,54 @@ class Search:
         return grid_size(self.profile.search.space)
 
     def _complete(self) -> list[optuna.trial.FrozenTrial]:
-        return [t for t in self.study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+        return [t for t in self.study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE
+                and not t.user_attrs.get(liveness.SURPLUS_ATTR)]
 
-    def run(self, reuse: ReuseFn | None = None) -> StudyResult:
-        """Run trials until the grid, the trial count or the time budget is spent; then the finals if screening."""
+    def _phase_study(self, suffix: str, param: str, n: int) -> optuna.Study:
+        """The study of a fixed list of n work items: trial k (k < n) measures item k, whichever worker asks."""
+        return optuna.create_study(study_name=self.study_name + suffix, storage=self.storage, direction="maximize",
+                                   sampler=optuna.samplers.GridSampler({param: list(range(n))}), load_if_exists=True)
+
+    def _begin(self, study: optuna.Study, trial: optuna.Trial, total: int) -> None:
+        """Claim the trial for this worker; a trial created after the phase's work ran out is dropped as surplus."""
+        trial.set_user_attr(liveness.WORKER_ATTR, self.worker.attr())
+        frozen = study._storage.get_trial(trial._trial_id)
+        if "fixed_params" in frozen.system_attrs:
+            return  # a queued copy of a dead worker's trial: always real work
+        earlier = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number]
+        if liveness.work_items(earlier) >= total:
+            trial.set_user_attr(liveness.SURPLUS_ATTR, True)
+            raise optuna.TrialPruned("surplus: every work item of this phase is claimed")
+
+    def _drain(self, study: optuna.Study, total: int, objective: Callable[[optuna.Trial], float],
+               may_start: Callable[[], bool]) -> None:
+        """Run trials of one phase until its `total` work items are claimed; then wait out the others' trials."""
+        while True:
+            liveness.fail_stale(study)
+            liveness.requeue_dead(study, self.grace_s, self.on_requeued, self.ended)
+            trials = study.get_trials(deepcopy=False)
+            waiting = any(t.state == optuna.trial.TrialState.WAITING for t in trials)
+            if (waiting or liveness.work_items(trials) < total) and may_start():
+                study.optimize(objective, n_trials=1, catch=())
+                continue
+            if any(t.state == optuna.trial.TrialState.RUNNING for t in trials):
+                self.wait(min(self.profile.search.heartbeat_s, 5.0))  # another worker's trial may yet die
+                continue
+            return  # every item is measured, or this worker's budget is spent and the rest is left to others
+
+    def run(self, reuse: ReuseFn | None = None, soak: Callable[[], None] | None = None) -> StudyResult:
+        """Run trials until the grid, the trial count or the time budget is spent; then the finals if screening,
+        then the soak (one trial, on whichever worker asks first) when `soak` is given."""
         result = StudyResult()
         started = self.clock()
         budget = self.profile.search.time_budget_s
         screening = self.profile.search.screening
         phase = "screen" if screening.enabled else "final"
         durations: list[float] = []
-        remaining = self.n_trials() - len(self._complete())
+        total = self.n_trials()
 
         def objective(trial: optuna.Trial) -> float:
+            self._begin(self.study, trial, total)
             config = suggest(trial, self.space)
             t0 = self.clock()
             outcome = reuse(config, phase) if reuse else None
@@ -171,63 +223,93 @@ class Search:
             if outcome is None:
                 outcome = self.runner.run(config, trial_number=trial.number, phase=phase, should_stop=prune_check)
             durations.append(self.clock() - t0)
-            feasible = outcome.value is not None
-            trial.set_user_attr(FEASIBLE_ATTR, feasible)
-            trial.set_user_attr(CONSTRAINT_ATTR, 0.0 if feasible else 1.0)
-            trial.set_constraint("feasible", 0.0 if feasible else 1.0)
-            trial.set_user_attr("config_id", outcome.config_id)
-            trial.set_user_attr("status", outcome.status)
-            trial.set_user_attr("phase", phase)
-            trial.set_user_attr("pruned", outcome.stop_reason.startswith("pruned"))
             for i, step in enumerate(outcome.steps):
                 if i not in reported:
                     trial.report(float(step.get("goodput_tps") or 0.0), step=i)
-            result.outcomes.append(outcome)
-            if self.on_trial:
-                self.on_trial(outcome)
-            # An infeasible configuration is told as 0 with a violated constraint; the winner is chosen among
-            # feasible trials only, so the 0 never competes with a real goodput.
-            return float(outcome.value) if outcome.value is not None else 0.0
+            return self._told(trial, outcome, phase, result.outcomes)
 
-        def budget_check(study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
+        def may_start() -> bool:
+            if result.stopped_reason:
+                return False
             if budget is None or not durations:
-                return
+                return True
             left = budget - (self.clock() - started)
             need = max(durations)
             if screening.enabled:  # keep room for the finals: each costs ~ a screen / fraction
                 need += max(durations) / screening.fraction * screening.min_keep
             if left < need:
                 result.stopped_reason = f"time budget: {left:.0f} s left, a trial takes ~{max(durations):.0f} s"
-                study.stop()
+                return False
+            return True
 
-        if remaining > 0:
-            self.study.optimize(objective, n_trials=remaining, callbacks=[budget_check], catch=())
+        self._drain(self.study, total, objective, may_start)
         if screening.enabled:
             self._finals(result, reuse, started, durations)
+        if soak is not None:
+            self._soak(soak)
         return result
 
+    def _told(self, trial: optuna.Trial, outcome: LadderOutcome, phase: str, into: list[LadderOutcome]) -> float:
+        """Record a ladder's outcome on its trial and return the trial value."""
+        feasible = outcome.value is not None
+        trial.set_user_attr(FEASIBLE_ATTR, feasible)
+        trial.set_user_attr(CONSTRAINT_ATTR, 0.0 if feasible else 1.0)
+        trial.set_constraint("feasible", 0.0 if feasible else 1.0)
+        trial.set_user_attr("config_id", outcome.config_id)
+        trial.set_user_attr("status", outcome.status)
+        trial.set_user_attr("phase", phase)
+        trial.set_user_attr("pruned", outcome.stop_reason.startswith("pruned"))
+        into.append(outcome)
+        if self.on_trial:
+            self.on_trial(outcome)
+        # An infeasible configuration is told as 0 with a violated constraint; the winner is chosen among
+        # feasible trials only, so the 0 never competes with a real goodput.
+        return float(outcome.value) if outcome.value is not None else 0.0
+
     def _finals(self, result: StudyResult, reuse: ReuseFn | None, started: float, durations: list[float]) -> None:
-        """Long-window ladders for the screened configurations that made the cut, best first."""
+        """Long-window ladders for the screened configurations that made the cut, shared out among workers.
+
+        Every worker computes the cut from the same finished screen; the first to get there stores it on the
+        finals study, and every worker measures from that stored list.
+        """
         sc = self.profile.search.screening
         values = [(dict(t.params), float(t.value)) for t in self._complete()
                   if t.user_attrs.get(FEASIBLE_ATTR) and t.value is not None]
+        cut = promoted(values, sc.keep, sc.min_keep)
+        if not cut:
+            return
+        study = self._phase_study(":final", "final", len(cut))
+        if "promoted" not in study.user_attrs:
+            study.set_user_attr("promoted", cut)
+        cut = study.user_attrs["promoted"]
         budget = self.profile.search.time_budget_s
         screen_cost = max(durations) if durations else 0.0
-        for params in promoted(values, sc.keep, sc.min_keep):
-            config = ServerConfig(**params)
+
+        def objective(trial: optuna.Trial) -> float:
+            self._begin(study, trial, len(cut))
+            config = ServerConfig(**cut[int(trial.suggest_categorical("final", list(range(len(cut)))))])
             outcome = reuse(config, "final") if reuse else None
             if outcome is None:
-                left = None if budget is None else budget - (self.clock() - started)
-                if left is not None and result.finals and left < screen_cost / sc.fraction:
-                    result.stopped_reason = f"time budget: {left:.0f} s left before every final ladder ran"
-                    break
                 outcome = self.runner.run(config, phase="final")
-            result.finals.append(outcome)
-            if self.on_trial:
-                self.on_trial(outcome)
+            return self._told(trial, outcome, "final", result.finals)
 
+        def may_start() -> bool:
+            left = None if budget is None else budget - (self.clock() - started)
+            if left is not None and result.finals and left < screen_cost / sc.fraction:
+                result.stopped_reason = f"time budget: {left:.0f} s left before every final ladder ran"
+                return False
+            return True
 
-def _engine_kwargs(url: str) -> dict[str, Any]:
-    if url.startswith("sqlite"):
-        return {"connect_args": {"timeout": 30}}
-    return {}
+        self._drain(study, len(cut), objective, may_start)
+
+    def _soak(self, soak: Callable[[], None]) -> None:
+        """The winner's soak: one trial of `<name>:soak`, run by the first worker that asks, after every final."""
+        study = self._phase_study(":soak", "soak", 1)
+
+        def objective(trial: optuna.Trial) -> float:
+            self._begin(study, trial, 1)
+            trial.suggest_categorical("soak", [0])
+            soak()
+            return 0.0
+
+        self._drain(study, 1, objective, lambda: True)

@@ -1,0 +1,98 @@
+"""Where a study worker measures: its host and GPU group (a Placement), and hardware groups for reports.
+
+Numbers measured on different GPU models are not comparable: a report ranks configurations within one
+hardware group (GPU model and memory) and refuses to rank across groups unless told to.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from launchers import procs
+from sweep.profile import Profile
+from sweep.types import Placement
+
+
+@dataclass(frozen=True)
+class WorkerSeat:
+    """What one study worker owns on its host: a label, its GPU group and the port range of its servers."""
+
+    label: str = ""
+    gpus: tuple[int, ...] | None = None  # CUDA_VISIBLE_DEVICES of its servers; None: whatever the host shows
+    ports: tuple[int, int] | None = None  # [low, high) for server ports; None: any free port
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def gpus_text(self) -> str | None:
+        return None if self.gpus is None else ",".join(str(g) for g in self.gpus)
+
+
+def visible_gpus(env: Mapping[str, str] | None = None) -> list[int] | None:
+    """The GPU indices CUDA_VISIBLE_DEVICES names (None when unset: every GPU)."""
+    raw = (env if env is not None else os.environ).get("CUDA_VISIBLE_DEVICES")
+    if raw is None or not raw.strip():
+        return None
+    try:
+        return [int(x) for x in raw.split(",") if x.strip()]
+    except ValueError:
+        return None  # UUIDs: NVML indices cannot be told from them here
+
+
+def detect(kind: str, profile: Profile, gpu_ids: Sequence[int] | None, worker_id: int | None) -> Placement:
+    """This worker's placement: the simulator's preset for sim/virtual, NVML's view of the group for SGLang."""
+    host = socket.gethostname()
+    index = ",".join(str(i) for i in gpu_ids) if gpu_ids is not None else None
+    if kind in ("sim", "virtual"):
+        from launchers.sim.params import gpu_preset
+
+        g = gpu_preset(profile.server.sim_gpu)
+        return Placement(worker_id, host, f"{g.name} (simulated)", index or "0", round(g.mem_bytes / 2**20), "sim")
+    if kind == "attach":
+        return Placement(worker_id, host)  # the server runs elsewhere; its GPU is not ours to see
+    gpus = procs.gpu_inventory()
+    chosen = [g for g in gpus if gpu_ids is None or g["index"] in gpu_ids]
+    if not chosen:
+        return Placement(worker_id, host, gpu_index=index)
+    first = chosen[0]
+    return Placement(worker_id, host, str(first["name"]), ",".join(str(g["index"]) for g in chosen),
+                     float(first["memory_total_mib"]), str(first["driver"]))
+
+
+def required_gpus(extra_args: Sequence[str]) -> int:
+    """GPUs one server needs: tensor parallel x data parallel size from the server's extra arguments."""
+    tp, dp = 1, 1
+    for i, a in enumerate(extra_args[:-1]):
+        if a in ("--tp-size", "--tp", "--tensor-parallel-size"):
+            tp = int(extra_args[i + 1])
+        if a in ("--dp-size", "--dp", "--data-parallel-size"):
+            dp = int(extra_args[i + 1])
+    return tp * dp
+
+
+def hardware_key(row: Mapping[str, Any]) -> str:
+    """A run's or configuration's hardware group: GPU model and memory (unknown for rows before workers)."""
+    name = row.get("gpu_name")
+    if not name:
+        return "unrecorded hardware"
+    mem = row.get("gpu_memory_mib")
+    return f"{name}, {mem / 1024:.0f} GiB" if mem else str(name)
+
+
+def hardware_groups(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Rows grouped by hardware_key, groups in first-seen order."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(hardware_key(r), []).append(r)
+    return out
+
+
+def mixed_hardware_reason(rows: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why configurations of these rows cannot be ranked together, or None when they share one GPU model."""
+    groups = [k for k in hardware_groups(rows) if k != "unrecorded hardware"]
+    if len(groups) <= 1:
+        return None
+    return (f"measured on {len(groups)} GPU models ({'; '.join(groups)}): a knee on one is not comparable "
+            "with a knee on another, so each group is ranked on its own")

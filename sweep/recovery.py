@@ -1,0 +1,123 @@
+"""What a study worker does about a dead worker's leftovers in the results store and on its own host.
+
+The Optuna side (failing the dead worker's trial, queueing its configuration again) is sweep.liveness; this
+module keeps the results store and the host in step: the dead worker's running rows become 'aborted' (its
+configuration is redone and the aborted attempt stays visible in the report), and its server processes are
+killed, by recorded pid and create time, never by name, by a worker on the host the launch record names.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import optuna
+
+from sweep.liveness import WORKER_ATTR, dead_on_this_host
+from sweep.store import Store
+
+Say = Callable[[str], None]
+
+
+def _launch_host(config: dict[str, Any]) -> str | None:
+    """The host a configuration's server was launched on: the launch record, else the configuration's column."""
+    info = json.loads(config.get("server_info_json") or "{}").get("sweep_launch") or {}
+    return info.get("host") or config.get("host")
+
+
+def kill_leftover_servers(store: Store, study_id: int, workers: Iterable[int | None] | None = None) -> list[int]:
+    """Kill server processes a SIGKILLed orchestrator left behind: by recorded pid + create time, never by name.
+
+    With `workers`, only servers those sweep_workers ids launched (None: launches that name no worker), and
+    only those launched on this host: a live worker's server, or one on another host, is never touched.
+    """
+    import psutil
+
+    from launchers import procs
+
+    only = None if workers is None else set(workers)
+    host = socket.gethostname()
+    killed: list[int] = []
+    for c in store.server_configs(study_id):
+        if c["status"] not in ("running", "pending", "aborted"):
+            continue
+        if only is not None and c.get("worker_id") not in only:
+            continue
+        if _launch_host(c) not in (None, host):
+            continue
+        info = json.loads(c.get("server_info_json") or "{}").get("sweep_launch") or {}
+        pid, created = info.get("pid"), info.get("create_time")
+        if not pid or created is None:
+            continue
+        try:
+            proc = psutil.Process(int(pid))
+            if abs(proc.create_time() - float(created)) > 0.01:
+                continue  # the pid was reused by an unrelated process
+        except psutil.Error:
+            continue
+        pgid = int(info.get("pgid") or pid)
+        members = {p.pid: p for p in procs.session_or_group_members(int(pid), pgid)}
+        members.setdefault(proc.pid, proc)
+        killed += procs.kill_all(members.values())
+    return sorted(killed)
+
+
+def dead_workers(store: Store, study_id: int) -> list[int]:
+    """Workers of this study that hold nothing any more: ended ones, and running ones whose process on this
+    host is gone (marked lost here). A running worker of another host is alive until its heartbeat says not."""
+    dead = []
+    for w in store.workers(study_id):
+        if w["status"] == "running":
+            if not dead_on_this_host({"host": w["host"], "pid": w["pid"], "started": w["process_started"]}):
+                continue
+            store.set_worker_status(w["id"], "lost")
+        dead.append(int(w["id"]))
+    return dead
+
+
+def worker_ended(store: Store, study_id: int, worker_id: int) -> bool:
+    """Whether a worker's sweep_workers row says it stopped (done, failed or lost): it holds no trial any more."""
+    return any(w["id"] == worker_id and w["status"] != "running" for w in store.workers(study_id))
+
+
+def clean_after_dead(store: Store, study_id: int, say: Say) -> None:
+    """On (re)joining a study: kill this host's servers of dead workers, abort their rows and unlaunched configs."""
+    dead: list[int | None] = [*dead_workers(store, study_id), None]  # None: rows of a sweep before workers
+    killed = kill_leftover_servers(store, study_id, dead)
+    if killed:
+        say(f"resume: killed leftover server process(es) {killed} of the interrupted launch")
+    aborted = store.abort_running(study_id, dead)
+    for c in store.server_configs(study_id):
+        if c["status"] == "pending" and c.get("worker_id") in dead:
+            store.update_server_config(c["id"], status="aborted", failure_reason="orchestrator stopped before launch")
+            aborted += 1
+    if aborted:
+        say(f"resume: marked {aborted} interrupted run(s)/launch(es) aborted; they will be redone")
+
+
+def on_requeued(store: Store, study_id: int, say: Say) -> Callable[[optuna.trial.FrozenTrial], None]:
+    """The hook run once per trial of a dead worker that was failed and queued again: its rows are aborted,
+    its servers killed when it ran on this host."""
+
+    def hook(trial: optuna.trial.FrozenTrial) -> None:
+        worker = trial.user_attrs.get(WORKER_ATTR) or {}
+        wid = worker.get("worker_id")
+        here = dead_on_this_host(worker)
+        if wid is not None:
+            if here:
+                kill_leftover_servers(store, study_id, [wid])
+            store.abort_running(study_id, [wid])
+            for c in store.server_configs(study_id):
+                if c["status"] == "pending" and c.get("worker_id") == wid:
+                    store.update_server_config(c["id"], status="aborted",
+                                               failure_reason="worker lost before launch")
+            try:
+                store.set_worker_status(int(wid), "lost")
+            except Exception:  # noqa: BLE001 - the worker row is informational; the requeue already happened
+                pass
+        where = f"worker {worker.get('host')}:{worker.get('pid')}" if worker else "an earlier orchestrator"
+        say(f"trial {trial.number} of {where} was lost; its configuration is queued again")
+
+    return hook
