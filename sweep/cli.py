@@ -358,6 +358,11 @@ def _emit(rows: list[dict[str, Any]], cols: list[str], fmt: str) -> None:
         _fail(SweepError(f"--format {fmt!r}: expected table, json or csv"))
 
 
+from sweep.cli_workers import register as _register_workers  # noqa: E402 - the commands need app defined
+
+_register_workers(app)
+
+
 def main() -> None:
     app()
 

@@ -16,10 +16,11 @@ heartbeat is fresh).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -35,6 +36,7 @@ REQUEUED_FROM = "requeued_from"
 SURPLUS_ATTR = "surplus"  # a trial created after the work ran out (two workers raced for the last item)
 GRID_ATTRS = ("grid_id", "search_space")
 
+_PG_OPTUNA_LOCK = 0x5357_4546  # one process at a time creates Optuna's tables ("SWEF")
 _ROOT = Path(__file__).resolve().parent.parent
 Requeued = Callable[[optuna.trial.FrozenTrial], None]
 
@@ -103,7 +105,7 @@ def optuna_storage(url: str, heartbeat_s: float, grace_s: float | None,
             on_requeued(trial)
 
     sqlite = url.startswith("sqlite")
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _one_at_a_time(url):
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: experimental since 2.9
         storage = optuna.storages.RDBStorage(
             url, engine_kwargs={"connect_args": {"timeout": 30}} if sqlite else {"pool_pre_ping": True},
@@ -112,6 +114,27 @@ def optuna_storage(url: str, heartbeat_s: float, grace_s: float | None,
     if sqlite:  # several workers on one host: Optuna reads a row and then updates it in one transaction
         serialize_sqlite(storage.engine, every_transaction=True)
     return storage
+
+
+@contextlib.contextmanager
+def _one_at_a_time(url: str) -> Iterator[None]:
+    """On PostgreSQL, hold an advisory lock while Optuna creates its tables: workers starting together on a
+    fresh database would otherwise race to CREATE TYPE and all but one fail."""
+    if not url.startswith("postgresql"):
+        yield
+        return
+    from sqlalchemy import create_engine
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql(f"SELECT pg_advisory_lock({_PG_OPTUNA_LOCK})")
+            try:
+                yield
+            finally:
+                conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_PG_OPTUNA_LOCK})")
+    finally:
+        engine.dispose()
 
 
 def requeue(study: optuna.Study, failed: optuna.trial.FrozenTrial) -> None:

@@ -1,0 +1,81 @@
+"""Resume with several workers: a live worker's trial and rows are never touched; a dead one's are, once."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+
+import optuna
+import psutil
+
+from sweep.app import Orchestrator
+from sweep.ladder import LadderRunner
+from sweep.profile import load_profile
+from sweep.search import Search
+from sweep.store import Store
+from sweep.types import Placement, ServerConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ROOT / "profiles" / "smoke.yaml"
+
+
+def _running_trial(url: str, name: str, worker: dict[str, object] | None) -> int:
+    """A RUNNING trial as a worker mid-ladder leaves it, owned by `worker`."""
+    study = optuna.load_study(study_name=name, storage=url)
+    trial = study.ask()
+    trial.suggest_categorical("max_running_requests", [4, 8])
+    if worker is not None:
+        trial.set_user_attr("worker", worker)
+    return trial.number
+
+
+def _search(url: str, name: str) -> Search:
+    prof = load_profile(SMOKE, {"search.heartbeat_s": 1, "search.grace_s": 2})
+    return Search(prof, LadderRunner.__new__(LadderRunner), url, name)
+
+
+def test_resume_leaves_a_live_workers_trial_and_rows_alone(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4, 8]}})
+    orch = Orchestrator(prof, url, tmp_path, driver="virtual")
+    sid = orch.create_study("shared")
+    me = psutil.Process()
+    store = Store(url)
+    wid = store.register_worker(sid, "live", socket.gethostname(), os.getpid(), me.create_time(), None, "v", "fp")
+    number = _running_trial(url, "shared", {"host": socket.gethostname(), "pid": os.getpid(),
+                                            "started": me.create_time(), "worker_id": wid})
+    cid = store.create_server_config(sid, ServerConfig(4), "sim", [], number)
+    store.update_server_config(cid, status="running", worker_id=wid)
+    rid = store.create_run(sid, cid, 2, "fp", True, "virtual", placement=Placement(worker_id=wid))
+    store.close()
+    assert _search(url, "shared").requeue_interrupted() == 0
+    Orchestrator(prof, url, tmp_path, driver="virtual")._open_study("shared", resume=True)
+    study = optuna.load_study(study_name="shared", storage=url)
+    assert [t.state.name for t in study.get_trials()] == ["RUNNING"]
+    with Store(url) as s:
+        assert s.get_run(rid)["status"] == "running"  # type: ignore[index]
+        assert s.server_configs(sid)[0]["status"] == "running"
+
+
+def test_a_dead_workers_trial_is_requeued_exactly_once_when_two_workers_look_at_once(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4, 8]}})
+    Orchestrator(prof, url, tmp_path, driver="virtual").create_study("s")
+    gone = psutil.Popen(["true"])
+    gone.wait()
+    number = _running_trial(url, "s", {"host": socket.gethostname(), "pid": gone.pid, "started": 1.0,
+                                       "worker_id": None})
+    searches = [_search(url, "s") for _ in range(4)]
+    counts: list[int] = []
+    threads = [threading.Thread(target=lambda s=s: counts.append(s.requeue_interrupted())) for s in searches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sum(counts) == 1, counts
+    trials = optuna.load_study(study_name="s", storage=url).get_trials()
+    assert [(t.state.name, t.user_attrs.get("requeued_from")) for t in trials] == [("FAIL", None),
+                                                                                     ("WAITING", number)]
+    assert trials[1].system_attrs["fixed_params"] == trials[0].params
