@@ -1,19 +1,45 @@
-"""Use a server someone else started: read its knobs, never start or stop anything."""
+"""Use a server someone else started: read its knobs, never start or stop anything.
+
+Liveness during a window (alive()) is not /health: SGLang's /health runs a one-token generation through the
+scheduler (up to 20 s under load, 503 on its timeout), so polling it adds requests to the load being measured
+and reads a busy server as a dead one. alive() asks /model_info instead (answered by the HTTP front end, no
+scheduler round trip, no generation): any answer below 500 means the server is up (a 404 from an older
+version without /model_info too). SGLang takes its whole process tree down when the scheduler dies, so a
+dead server stops answering there; a hung scheduler shows up as request timeouts. Checks are rate-limited
+(one per check_interval_s, whatever the caller's rate) on one persistent client with a timeout, and the
+server is declared dead only after `failures_to_die` consecutive failed checks.
+"""
 
 from __future__ import annotations
 
+import ipaddress
 import socket
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
+from launchers import procs
 from launchers.base import ServerHandle, StopReport
 from launchers.sglang import pick_server_info
 from sweep.errors import LaunchError
 from sweep.types import ServerConfig
 
 _KNOBS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
+
+
+def on_this_host(url: str) -> bool:
+    """Whether a server URL points at this machine: a loopback address, localhost or this host's own name."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host in ("localhost", socket.gethostname().lower()):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def config_from_server_info(info: dict[str, Any]) -> ServerConfig:
@@ -32,12 +58,24 @@ class AttachLauncher:
 
     kind = "attach"
 
-    def __init__(self, url: str, api_key: str | None = None, wait_s: float = 10.0):
+    LIVENESS_PATH = "/model_info"
+
+    def __init__(self, url: str, api_key: str | None = None, wait_s: float = 10.0, check_interval_s: float = 1.0,
+                 check_timeout_s: float = 5.0, failures_to_die: int = 3,
+                 gpu_inventory: Callable[[], list[dict[str, Any]]] = procs.gpu_inventory):
         self.url = url.rstrip("/")
         self.api_key = api_key
         self.wait_s = wait_s
+        self.check_interval_s = check_interval_s
+        self.check_timeout_s = check_timeout_s
+        self.failures_to_die = failures_to_die
+        self.gpu_inventory = gpu_inventory
         self.simulated = False
         self._info: dict[str, Any] | None = None
+        self._live_lock = threading.Lock()  # alive() may be called from the driver's liveness thread
+        self._live_client: httpx.Client | None = None
+        self._checked_at = -float("inf")
+        self._failures = 0
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -55,7 +93,11 @@ class AttachLauncher:
                     raise LaunchError(f"{self.url}/server_info refused the API key (HTTP {r.status_code})",
                                       reason="crash")
                 r.raise_for_status()
-                return pick_server_info(dict(r.json()))  # only the knobs: raw server_args may carry keys
+                raw = dict(r.json())
+                info = pick_server_info(raw)  # only the knobs: raw server_args may carry keys
+                if raw.get("simulated") and raw.get("sim_gpu"):
+                    info["sim_gpu"] = str(raw["sim_gpu"])  # the GPU the simulator models
+                return info
             except (httpx.HTTPError, ValueError) as exc:
                 last = exc
         raise LaunchError(f"{self.url}/server_info unreadable: {last}", reason="crash")
@@ -84,24 +126,56 @@ class AttachLauncher:
                             server_info=info)
 
     def stop(self, handle: ServerHandle) -> StopReport:
-        """Nothing to stop: the server belongs to someone else."""
+        """Nothing to stop: the server belongs to someone else (only the liveness client is closed)."""
+        with self._live_lock:
+            if self._live_client is not None:
+                self._live_client.close()
+                self._live_client = None
+            self._checked_at, self._failures = -float("inf"), 0
         return StopReport(graceful=True, seconds=0.0)
 
     def alive(self, handle: ServerHandle) -> bool:
-        """No process to watch here, so alive means /health answers 200."""
+        """False once `failures_to_die` checks in a row failed; at most one check per check_interval_s.
+
+        Blocks for one check at most (check_timeout_s): call it off the event loop (the HTTP driver does).
+        """
+        with self._live_lock:
+            if time.monotonic() - self._checked_at >= self.check_interval_s:
+                self._failures = 0 if self._ping() else self._failures + 1
+                self._checked_at = time.monotonic()  # after the check: a slow answer does not cause a burst
+            return self._failures < self.failures_to_die
+
+    def _ping(self) -> bool:
+        """One liveness check on the persistent client: any answer below 500 from LIVENESS_PATH."""
+        if self._live_client is None:
+            self._live_client = httpx.Client(headers=self._headers(), timeout=self.check_timeout_s)
         try:
-            return self._get("/health", timeout=5.0).status_code == 200
+            return self._live_client.get(f"{self.url}{self.LIVENESS_PATH}").status_code < 500
         except httpx.HTTPError:
             return False
 
     def environment(self) -> dict[str, Any]:
-        """What the server reports about itself; the GPU side is unknown from here."""
+        """What the server reports about itself; plus this host's GPUs (NVML) when the server listens here.
+
+        A server on another host: its GPUs are unknown from here. A simulated server (its /server_info says
+        so) gets no real GPU, only the one it models, labelled simulated.
+        """
         info = self._info
         if info is None:
             try:
                 info = self._server_info()
             except LaunchError:
                 info = {}
-        return {"kind": self.kind, "url": self.url, "simulated": bool(info.get("simulated", False)),
-                "sglang": info.get("version"), "model_path": info.get("model_path"),
-                "host": socket.gethostname()}
+        simulated = bool(info.get("simulated", False))
+        env: dict[str, Any] = {"kind": self.kind, "url": self.url, "simulated": simulated,
+                               "sglang": info.get("version"), "model_path": info.get("model_path"),
+                               "host": socket.gethostname()}
+        if simulated and info.get("sim_gpu"):
+            env["gpu_name"], env["gpu_count"] = f"{info['sim_gpu']} (simulated)", 1
+        if not simulated and on_this_host(self.url):
+            gpus = self.gpu_inventory()
+            if gpus:
+                env["gpus"] = [{k: g[k] for k in ("name", "memory_total_mib")} for g in gpus]
+                env["gpu_driver"] = gpus[0].get("driver")
+                env["gpu_scope"] = "every GPU of this host (the attached server listens here)"
+        return env

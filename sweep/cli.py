@@ -1,10 +1,12 @@
-"""The `sweep` command. Errors of the SweepError family become one line and an exit code, never a traceback."""
+"""The `sweep` command. Commands raise; `main()` alone turns an error into one line and an exit code, never a traceback."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import logging
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sweep.errors import SweepError
+from sweep.errors import ProfileError, SweepError, UsageError
 from sweep.profile import Profile, load_profile, resolve_profile_path
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -30,20 +32,14 @@ def db_url(db: str) -> str:
 def _load(profile: str, overrides: list[str]) -> Profile:
     parsed: dict[str, Any] = {}
     for item in overrides:
-        if "=" not in item:
-            raise SweepError(f"--set {item!r}: expected key.path=value")
-        key, raw = item.split("=", 1)
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip("."):
+            raise ProfileError(f"--set {item!r}: expected key.path=value")
         try:
             parsed[key] = json.loads(raw)
         except json.JSONDecodeError:
             parsed[key] = raw
     return load_profile(resolve_profile_path(profile), parsed)
-
-
-def _fail(exc: SweepError) -> None:
-    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    typer.echo(f"error: {msg}", err=True)
-    raise typer.Exit(exc.exit_code)
 
 
 def _on_step(config: Any, concurrency: int, row: dict[str, Any]) -> None:
@@ -133,17 +129,13 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     """Search the profile's space, climb the ladder per configuration, name the knee, write the report."""
     from sweep.app import Orchestrator
 
-    try:
-        extra = [] if soak is None else [f"soak.enabled={json.dumps(soak)}"]
-        prof = _load(profile, list(set_) + extra)
-        orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
-                            client_procs=client_procs)
-        with StudyProgress(prof, progress) as bars:
-            run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done, on_step_start=bars.step_start,
-                            on_trial=bars.trial_done)
-    except SweepError as exc:
-        _fail(exc)
-        return
+    extra = [] if soak is None else [f"soak.enabled={json.dumps(soak)}"]
+    prof = _load(profile, list(set_) + extra)
+    orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
+                        client_procs=client_procs)
+    with StudyProgress(prof, progress) as bars:
+        run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done, on_step_start=bars.step_start,
+                        on_trial=bars.trial_done)
     win = run.winner
     tag = " [SIMULATED]" if run.simulated else ""
     if win is None:
@@ -177,11 +169,11 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
     for part in filter(None, config.split(",")):
         key, _, raw = part.partition("=")
         if key not in KNOBS:
-            _fail(SweepError(f"--config: unknown knob {key!r} (knobs: {', '.join(KNOBS)})"))
+            raise UsageError(f"--config: unknown knob {key!r} (knobs: {', '.join(KNOBS)})")
         try:
             knobs[key] = raw if key == "schedule_policy" else json.loads(raw)
         except json.JSONDecodeError:
-            _fail(SweepError(f"--config: {key}={raw!r} is not a number"))
+            raise UsageError(f"--config: {key}={raw!r} is not a number") from None
     space = {k: [v] for k, v in knobs.items()}
     knee(profile=profile, db=db, driver=driver, launcher=launcher, study=None, resume=False, out=out,
          set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
@@ -197,12 +189,7 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     """List past runs (one row per measured ladder step)."""
     from sweep.store import Store
 
-    try:
-        rows = Store(db_url(db)).list_runs(study=study, profile=profile, since=_since(since), status=status,
-                                           limit=limit)
-    except SweepError as exc:
-        _fail(exc)
-        return
+    rows = Store(db_url(db)).list_runs(study=study, profile=profile, since=_since(since), status=status, limit=limit)
     cols = ["run_id", "study_name", "profile_name", "simulated", "max_running_requests", "mem_fraction_static",
             "chunked_prefill_size", "schedule_policy", "phase", "concurrency", "status", "output_tps", "goodput_tps",
             "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at"]
@@ -217,8 +204,7 @@ def show(run_id: int, db: str = typer.Option(DEFAULT_DB),
 
     row = Store(db_url(db)).get_run(run_id)
     if row is None:
-        _fail(SweepError(f"no run {run_id} in {db}"))
-        return
+        raise SweepError(f"no run {run_id} in {db}")
     if fmt == "json":
         typer.echo(json.dumps(row, default=str, indent=2))
         return
@@ -240,8 +226,7 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
     store = Store(db_url(db))
     s = store.get_study_by_name(study)
     if s is None:
-        _fail(SweepError(f"no study named {study} in {db}"))
-        return
+        raise SweepError(f"no study named {study} in {db}")
     files = write_report(study_context(store, s["id"]), out / study)
     console.print(f"report {files.markdown}")
 
@@ -256,17 +241,12 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
     from sweep.store import Store
 
     store = Store(db_url(db))
-    try:
-        left, right = _side(store, a), _side(store, b)
-    except SweepError as exc:
-        _fail(exc)
-        return
+    left, right = _side(store, a), _side(store, b)
     if left["fingerprint"] != right["fingerprint"]:
         msg = (f"{a} and {b} ran different workloads (fingerprint {left['fingerprint']} vs {right['fingerprint']}): "
                "their numbers are not comparable")
         if not force:
-            typer.echo(f"error: {msg}; pass --force to compare anyway", err=True)
-            raise typer.Exit(2)
+            raise UsageError(f"{msg}; pass --force to compare anyway")
         console.print(f"[bold red on yellow]WARNING: {msg}. Comparing anyway because of --force.[/]")
     text = compare_markdown(left, right, forced=left["fingerprint"] != right["fingerprint"])
     if out is not None:
@@ -294,11 +274,7 @@ def doctor(profile: str = typer.Option("interactive", "--profile", "-p"), db: st
     """Check GPUs, sglang and its flags, leftover server processes, ports and the database."""
     from sweep.doctor import render, run_doctor
 
-    try:
-        checks = run_doctor(_load(profile, []), db_url(db))
-    except SweepError as exc:
-        _fail(exc)
-        return
+    checks = run_doctor(_load(profile, []), db_url(db))
     render(checks, Console())
     if any(c.ok is False for c in checks):
         raise typer.Exit(1)
@@ -313,8 +289,7 @@ def _since(raw: str | None) -> datetime | None:
     try:
         return datetime.fromisoformat(raw)
     except ValueError:
-        _fail(SweepError(f"--since {raw!r}: expected an ISO date or a span like 7d / 12h"))
-        return None
+        raise UsageError(f"--since {raw!r}: expected an ISO date or a span like 7d / 12h") from None
 
 
 # Table headers short enough that a terminal shows them whole; json/csv keep the column names.
@@ -355,7 +330,7 @@ def _emit(rows: list[dict[str, Any]], cols: list[str], fmt: str) -> None:
             t.add_row(*[_cell(r.get(c)) for c in cols])
         Console(width=250).print(t)
     else:
-        _fail(SweepError(f"--format {fmt!r}: expected table, json or csv"))
+        raise UsageError(f"--format {fmt!r}: expected table, json or csv")
 
 
 from sweep.cli_workers import register as _register_workers  # noqa: E402 - the commands need app defined
@@ -363,9 +338,71 @@ from sweep.cli_workers import register as _register_workers  # noqa: E402 - the 
 _register_workers(app)
 
 
-def main() -> None:
-    app()
+def _one_line(text: str, fallback: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[0] if lines else fallback
+
+
+def _os_error_line(exc: OSError) -> str:
+    """An OS failure (disk full, permission denied) as one line naming the file."""
+    what = exc.strerror or _one_line(str(exc), type(exc).__name__)
+    name = exc.filename if exc.filename is not None else None
+    return f"{name}: {what}" if name is not None else what
+
+
+class _NoTrialTraceback(logging.Filter):
+    """Optuna logs a trial that raised as two warnings (the second with the traceback) before re-raising.
+
+    For the errors main() reports itself (Ctrl-C, a SweepError, an OS failure) both are dropped: the user
+    sees one line, not a traceback followed by the same error again.
+    """
+
+    LOGGER = "optuna.study._optimize"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._swallowing = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, KeyboardInterrupt | SweepError | OSError):
+            self._swallowing = True
+            return False
+        if self._swallowing and "failed with value" in str(record.msg):
+            self._swallowing = False
+            return False
+        return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one `sweep` command and return its exit code: the one place errors become a line and a status.
+
+    SweepError subclasses carry their own exit code (ProfileError and UsageError 2, LaunchError 3,
+    StoreError 5, ...); typer's own usage errors exit 2, Ctrl-C 130, an OS failure such as a full disk 1.
+    """
+    quiet = _NoTrialTraceback()
+    optuna_log = logging.getLogger(quiet.LOGGER)
+    optuna_log.addFilter(quiet)
+    try:
+        # typer reports its own usage errors (exit 2) and turns Ctrl-C into exit 130; the rest propagates here.
+        typer.main.get_command(app).main(args=argv, prog_name="sweep", standalone_mode=True)
+        rc: int = 0
+    except SystemExit as done:
+        rc = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except SweepError as exc:
+        typer.echo(f"error: {_one_line(str(exc), type(exc).__name__)}", err=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        rc = 130
+    except OSError as exc:
+        typer.echo(f"error: {_os_error_line(exc)}", err=True)
+        return 1
+    finally:
+        optuna_log.removeFilter(quiet)
+    if rc == 130:  # Ctrl-C: typer exits 130 without a word
+        typer.echo("error: interrupted", err=True)
+    return rc
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

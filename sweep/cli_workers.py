@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from sweep.errors import SweepError
+from sweep.errors import UsageError
 from sweep.profile import Profile
 
 study_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Create studies that workers join.")
@@ -26,9 +26,9 @@ def parse_gpus(raw: str | None) -> tuple[int, ...] | None:
     try:
         ids = tuple(int(x) for x in raw.split(",") if x.strip())
     except ValueError:
-        raise SweepError(f"--gpus {raw!r}: expected GPU indices like 0,1,2") from None
+        raise UsageError(f"--gpus {raw!r}: expected GPU indices like 0,1,2") from None
     if not ids or len(set(ids)) != len(ids) or min(ids) < 0:
-        raise SweepError(f"--gpus {raw!r}: expected distinct GPU indices like 0,1,2")
+        raise UsageError(f"--gpus {raw!r}: expected distinct GPU indices like 0,1,2")
     return ids
 
 
@@ -40,9 +40,9 @@ def parse_ports(raw: str | None) -> tuple[int, int] | None:
     try:
         low, high = int(lo), int(hi)
     except ValueError:
-        raise SweepError(f"--ports {raw!r}: expected a range like 30000-30100") from None
+        raise UsageError(f"--ports {raw!r}: expected a range like 30000-30100") from None
     if not sep or not 0 < low < high <= 65536:
-        raise SweepError(f"--ports {raw!r}: expected a range like 30000-30100")
+        raise UsageError(f"--ports {raw!r}: expected a range like 30000-30100")
     return low, high
 
 
@@ -53,13 +53,13 @@ def stored_profile(db: str, study: str, overrides: list[str]) -> Profile:
     with Store(db) as store:
         row = store.get_study_by_name(study)
     if row is None:
-        raise SweepError(f"no study named {study} in {db.split('@')[-1]}: create it with `sweep study create` "
+        raise UsageError(f"no study named {study} in {db.split('@')[-1]}: create it with `sweep study create` "
                          "or `sweep sweep`")
     data = json.loads(row["profile_json"])
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep:
-            raise SweepError(f"--set {item!r}: expected key.path=value")
+            raise UsageError(f"--set {item!r}: expected key.path=value")
         node = data
         *parents, leaf = key.split(".")
         for part in parents:
@@ -74,16 +74,16 @@ def stored_profile(db: str, study: str, overrides: list[str]) -> Profile:
         prof = Profile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise SweepError(f"--set: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+        raise UsageError(f"--set: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
     if prof.fingerprint() != row["fingerprint"]:
-        raise SweepError(f"--set changes the workload fingerprint of study {study} ({row['fingerprint']} vs "
+        raise UsageError(f"--set changes the workload fingerprint of study {study} ({row['fingerprint']} vs "
                          f"{prof.fingerprint()}): a worker must measure what the study measures")
     return prof
 
 
 def register(app: typer.Typer) -> None:
     """Add `worker` and `study` to the sweep command."""
-    from sweep.cli import DEFAULT_DB, StudyProgress, _fail, console, db_url
+    from sweep.cli import DEFAULT_DB, StudyProgress, console, db_url
 
     @app.command()
     def worker(study: str = typer.Option(..., help="the study to join (see `sweep study create`)"),
@@ -101,24 +101,18 @@ def register(app: typer.Typer) -> None:
         """Join a study and measure its configurations until it is done or this worker's budget is spent."""
         from sweep.app import Orchestrator
         from sweep.hardware import WorkerSeat
+        from sweep.store import Store
 
-        try:
-            url = db_url(db)
-            prof = stored_profile(url, study, list(set_))
-            from sweep.store import Store
-
-            with Store(url) as store:
-                row = store.get_study_by_name(study)
-            chosen = row["driver"] if driver == "auto" and row else driver
-            seat = WorkerSeat(label or "", parse_gpus(gpus), parse_ports(ports))
-            orch = Orchestrator(prof, url, out, launcher_kind=launcher, driver=chosen, console=console,
-                                client_procs=client_procs, seat=seat)
-            with StudyProgress(prof, progress) as bars:
-                run = orch.join(study, on_step=bars.step_done, on_step_start=bars.step_start,
-                                on_trial=bars.trial_done)
-        except SweepError as exc:
-            _fail(exc)
-            return
+        url = db_url(db)
+        seat = WorkerSeat(label or "", parse_gpus(gpus), parse_ports(ports))
+        prof = stored_profile(url, study, list(set_))
+        with Store(url) as store:
+            row = store.get_study_by_name(study)
+        chosen = row["driver"] if driver == "auto" and row else driver
+        orch = Orchestrator(prof, url, out, launcher_kind=launcher, driver=chosen, console=console,
+                            client_procs=client_procs, seat=seat)
+        with StudyProgress(prof, progress) as bars:
+            run = orch.join(study, on_step=bars.step_done, on_step_start=bars.step_start, on_trial=bars.trial_done)
         win = run.winner
         knee = "no configuration passed the SLA" if win is None else (
             f"knee so far: {' '.join(f'{a}={b}' for a, b in win['knobs'].items())} at concurrency "
@@ -136,13 +130,8 @@ def register(app: typer.Typer) -> None:
         from sweep.app import Orchestrator
         from sweep.cli import _load
 
-        try:
-            prof = _load(profile, list(set_))
-            url = db_url(db)
-            sid = Orchestrator(prof, url, Path("reports"), launcher_kind=launcher, driver=driver).create_study(study)
-        except SweepError as exc:
-            _fail(exc)
-            return
+        prof = _load(profile, list(set_))
+        sid = Orchestrator(prof, db_url(db), Path("reports"), launcher_kind=launcher, driver=driver).create_study(study)
         join = shlex.join(["sweep", "worker", "--study", study, "--db", _shown(db)])
         console.print(f"study {study} (id {sid}) created in {_shown(db)}; join it with: {join}")
 

@@ -15,6 +15,12 @@ class ProfileError(SweepError):
     exit_code = 2
 
 
+class UsageError(SweepError):
+    """A command-line argument is invalid (a --format, --since or --config value, a refused comparison)."""
+
+    exit_code = 2
+
+
 class WorkloadError(SweepError):
     """A dataset or workload definition cannot be turned into requests."""
 
@@ -34,12 +40,6 @@ class LaunchError(SweepError):
 
 class ServerDied(SweepError):
     """The server process exited while a window was being measured."""
-
-    exit_code = 4
-
-
-class WindowAborted(SweepError):
-    """A measured window could not complete (server died, client failed)."""
 
     exit_code = 4
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from launchers.base import Launcher, ServerHandle
@@ -166,8 +166,10 @@ class LadderRunner:
         launched = launch_record(handle)
         if launched:
             info["sweep_launch"] = launched
+        # The knobs of the server that ran: an attached server's are its own (from /server_info), not the request.
+        ran = asdict(handle.config) if handle.config != config else {}
         self.store.update_server_config(config_id, argv=handle.argv, startup_s=handle.startup_s,
-                                        log_path=handle.log_path, server_info=info)
+                                        log_path=handle.log_path, server_info=info, **ran)
         outcome = LadderOutcome(config, config_id, "completed")
         if self.on_launch:
             self.on_launch(handle)

@@ -15,7 +15,14 @@ Conventions (DESIGN.md, "Definitions"):
 - steady: the window's two halves (by send time) are compared on completed-request throughput and TTFT P50;
   drift = the larger relative difference |a − b| / max(a, b); steady = drift <= STEADY_DRIFT (0.2).
 - client_bound: the load generator, not the server, may have limited the step: client dispatch lag P99
-  > 50 ms or client CPU (client['cpu_frac'], fraction of one core; 'cpu' accepted) > 0.9.
+  > 50 ms, or client CPU (client['cpu_frac'], fraction of one core; 'cpu' accepted) > 0.9, or the
+  client's event loop stalled: loop_lag_p99_ms > loop_lag_limit_ms(sla) = min(20 ms, 10% of the SLA's
+  TTFT bound). A chunk that arrives while the loop is stalled is timed when the loop wakes, so every
+  TTFT / ITL of that window can read up to the stall too high; 20 ms is the cross-check's absolute tolerance.
+- loop_lag_p99_ms / loop_lag_max_ms: P99 and max of the client's self-check lag (how late a 20 ms sleep
+  woke, ticks inside the window; the busiest client process), from client['loop_lag_p99_ms'] /
+  client['loop_lag_max_ms']; None where the driver has no event loop (the virtual driver). The max is
+  stored but not judged: one garbage-collection pause is not a client-bound window.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ from sweep.types import RequestRecord, Sample, WindowResult
 STEADY_DRIFT = 0.2
 DISPATCH_LAG_LIMIT_MS = 50.0
 CLIENT_CPU_LIMIT = 0.9
+LOOP_LAG_LIMIT_MS = 20.0
+LOOP_LAG_TTFT_FRACTION = 0.1
 
 _LAT_STATS = ("p50", "p90", "p95", "p99", "mean", "max")
 _LAT_KEYS = [f"{m}_{s}_ms" for m in ("ttft", "tpot", "itl", "e2e") for s in _LAT_STATS]
@@ -67,6 +76,8 @@ STATS_KEYS: tuple[str, ...] = (
     "client_bound",
     "passes_sla",
     "sla_failures",
+    "loop_lag_p99_ms",
+    "loop_lag_max_ms",
     "window_s",
     "warmup_requests",
     "warmup_s",
@@ -308,8 +319,12 @@ def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed:
     out["drift"] = drift
     out["steady"] = drift is not None and drift <= STEADY_DRIFT
     cpu = result.client.get("cpu_frac", result.client.get("cpu", 0.0))
+    lag_p99, lag_max = result.client.get("loop_lag_p99_ms"), result.client.get("loop_lag_max_ms")
+    out["loop_lag_p99_ms"] = float(lag_p99) if lag_p99 is not None else None
+    out["loop_lag_max_ms"] = float(lag_max) if lag_max is not None else None
     out["client_bound"] = bool(
         result.client.get("dispatch_lag_p99_ms", 0.0) > DISPATCH_LAG_LIMIT_MS or cpu > CLIENT_CPU_LIMIT
+        or (lag_p99 is not None and lag_p99 > loop_lag_limit_ms(sla))
     )
 
     fails = _sla_failures(sla, ttfts, tpots, e2es, error_rate, n_completed, result.aborted)
@@ -319,6 +334,11 @@ def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed:
     out["warmup_requests"] = result.warmup_requests
     out["warmup_s"] = result.warmup_seconds
     return {k: out[k] for k in STATS_KEYS}
+
+
+def loop_lag_limit_ms(sla: SLA) -> float:
+    """The client event-loop lag P99 above which a window is client-bound: min(20 ms, 10% of the TTFT bound)."""
+    return min(LOOP_LAG_LIMIT_MS, LOOP_LAG_TTFT_FRACTION * sla.ttft_ms)
 
 
 def histogram_quantile(buckets: list[tuple[float, float]], q: float) -> float:

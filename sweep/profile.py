@@ -330,15 +330,26 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None) -> P
         raise ProfileError(f"{p}: <root>: expected a mapping of profile fields")
     data.setdefault("name", p.stem)
     for dotted, value in (overrides or {}).items():
-        node = data
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
+        _set_field(data, dotted, value)
     try:
         return Profile.model_validate(data)
     except ValidationError as err:
         raise ProfileError(_format_error(p, err)) from None
+
+
+def _set_field(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Apply one `--set key.path=value` override; every step of the path must be a mapping."""
+    node: Any = data
+    *parents, leaf = dotted.split(".")
+    for i, part in enumerate(parents):
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ProfileError(f"--set {dotted}={_shown(value)}: {'.'.join(parents[:i + 1])} is not a mapping")
+    node[leaf] = value
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def resolve_profile_path(name_or_path: str, profiles_dir: Path | None = None) -> Path:

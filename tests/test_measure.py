@@ -81,7 +81,7 @@ def window(records: list[RequestRecord], **kw: object) -> WindowResult:
 def test_keys_are_exactly_stats_keys() -> None:
     stats = compute_stats(window(five_requests()), SLA_DEFAULT)
     assert tuple(stats) == STATS_KEYS
-    assert len(STATS_KEYS) == len(set(STATS_KEYS)) == 57
+    assert len(STATS_KEYS) == len(set(STATS_KEYS)) == 59
 
 
 def test_counts_exclude_warmup_and_out_of_window() -> None:
@@ -265,6 +265,27 @@ def test_steady_when_halves_agree_within_20_percent() -> None:
 )
 def test_client_bound(client: dict[str, float], bound: bool) -> None:
     assert compute_stats(window(five_requests(), client=client), SLA_DEFAULT)["client_bound"] is bound
+
+
+@pytest.mark.parametrize(
+    "lag_p99,ttft_bound,bound",
+    [
+        (None, 1000.0, False),  # no event loop (the virtual driver): nothing to judge
+        (5.0, 1000.0, False),
+        (25.0, 1000.0, True),  # above the 20 ms cap
+        (15.0, 1000.0, False),
+        (15.0, 100.0, True),  # above 10% of a 100 ms TTFT bound
+        (9.0, 100.0, False),
+    ],
+)
+def test_client_bound_by_event_loop_lag(lag_p99: float | None, ttft_bound: float, bound: bool) -> None:
+    client = {"dispatch_lag_p99_ms": 1.0, "cpu_frac": 0.2, "loop_lag_max_ms": 190.0}
+    if lag_p99 is not None:
+        client["loop_lag_p99_ms"] = lag_p99
+    sla = SLA_DEFAULT.model_copy(update={"ttft_ms": ttft_bound})
+    s = compute_stats(window(five_requests(), client=client), sla)
+    assert s["client_bound"] is bound  # a single 190 ms stall (the max) alone is not client-bound
+    assert s["loop_lag_p99_ms"] == lag_p99 and s["loop_lag_max_ms"] == 190.0
 
 
 def test_aborted_window_does_not_pass() -> None:

@@ -17,6 +17,7 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
 from sweep import measure
@@ -28,6 +29,7 @@ from sweep.types import RequestRecord, Sample, ServerConfig
 
 TABLES = {"sweep_studies", "environments", "server_configs", "runs", "requests", "samples", "sweep_workers"}
 PG_URL = os.environ.get("SWEEP_TEST_PG_URL")
+HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()  # the newest migration's revision
 
 
 def _schema_diff(conn: Any) -> list[Any]:
@@ -146,7 +148,7 @@ def test_fresh_sqlite_file_gets_tables_view_wal_and_own_version_table(store: Sto
     assert "run_summary" in insp.get_view_names()
     with sqlite3.connect(db_path) as raw:
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert raw.execute("SELECT version_num FROM sweep_alembic_version").fetchall() == [("0002",)]
+        assert raw.execute("SELECT version_num FROM sweep_alembic_version").fetchall() == [(HEAD,)]
     with store.engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     assert {ix["column_names"][0] for ix in insp.get_indexes("requests")} == {"run_id"}
@@ -274,7 +276,7 @@ def test_opening_an_existing_database_again_changes_nothing(store: Store, db_pat
         assert again.get_study_by_name("kept")["id"] == sid  # type: ignore[index]
     with sqlite3.connect(db_path) as raw:
         assert raw.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall() == schema
-        assert raw.execute("SELECT version_num FROM sweep_alembic_version").fetchall() == [("0002",)]
+        assert raw.execute("SELECT version_num FROM sweep_alembic_version").fetchall() == [(HEAD,)]
 
 
 def test_database_failures_become_one_line_store_errors(tmp_path: Path, store: Store) -> None:
@@ -300,7 +302,7 @@ def test_workers_opening_a_fresh_database_at_once_all_succeed(tmp_path: Path) ->
     with ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn")) as pool:
         assert list(pool.map(_open_and_count, [url] * 4)) == [0, 0, 0, 0]
     with sqlite3.connect(tmp_path / "race.db") as raw:
-        assert raw.execute("SELECT version_num FROM sweep_alembic_version").fetchall() == [("0002",)]
+        assert raw.execute("SELECT version_num FROM sweep_alembic_version").fetchall() == [(HEAD,)]
 
 
 @pytest.mark.parametrize("optuna_first", [False, True])

@@ -10,6 +10,9 @@ Closed loop: N shards of concurrency/N users; the warm-up count is global (a loc
 the dispatch that completes it sets the shared window start, as in one process. Open loop: the whole
 schedule is computed here, shard i takes requests i, i+N, ... (rate/N each, disjoint, deterministic),
 the cap is split likewise, and the window start is known before t0.
+
+Liveness: the launcher's alive() is called in a thread of its own every ALIVE_INTERVAL_S, never on the
+event loop, so a slow check (attach mode asks the server over HTTP) cannot delay the streams' chunks.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import asyncio
 import multiprocessing as mp
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -32,6 +36,7 @@ from sweep.drivers.worker import (
     WorkerResult,
     cpu_fraction,
     loop_lag_max,
+    loop_lag_p99,
     run_worker,
 )
 from sweep.profile import Window
@@ -39,6 +44,7 @@ from sweep.types import RequestSpec, Sample, WindowResult
 
 Clock = Callable[[], float]
 START_MARGIN_S = 0.05  # t0 is this far after the start barrier, so every worker is waiting when it comes
+ALIVE_INTERVAL_S = 0.25  # how often the launcher's alive() runs (in its own thread) during a window
 
 
 def run_loop(coro: Any) -> Any:
@@ -60,7 +66,7 @@ class HttpDriver:
     def __init__(self, api: str = "generate", model_name: str = "default", metrics_interval_s: float = 1.0,
                  think_time_s: float = 0.0, probes: Callable[[ServerHandle, Clock], list[Any]] | None = None,
                  alive: Callable[[ServerHandle], bool] | None = None, clock: Clock = time.perf_counter,
-                 client_procs: int = 1, seed: int = 0):
+                 client_procs: int = 1, seed: int = 0, alive_interval_s: float = ALIVE_INTERVAL_S):
         if client_procs < 1:
             raise ValueError("client_procs must be >= 1")
         self.api = api
@@ -69,6 +75,7 @@ class HttpDriver:
         self.think_time_s = think_time_s
         self.probes = probes
         self.alive = alive
+        self.alive_interval_s = alive_interval_s
         self.clock = clock
         self.client_procs = client_procs
         self.seed = seed
@@ -132,6 +139,18 @@ class HttpDriver:
     async def _supervise(self, handle: ServerHandle, coord: Coord, workers: Sequence[asyncio.Future[Any]],
                          window: Window, metrics: Any) -> tuple[list[WorkerResult], str | None, tuple[Any, Any, float]]:
         """Snapshot /metrics at the window's start and end, stop dispatch if the server dies, collect results."""
+        dead = asyncio.Event()
+        watcher = asyncio.create_task(self._watch_alive(handle, dead)) if self.alive is not None else None
+        try:
+            return await self._supervise_loop(coord, workers, window, metrics, dead)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
+
+    async def _supervise_loop(self, coord: Coord, workers: Sequence[asyncio.Future[Any]], window: Window,
+                              metrics: Any, dead: asyncio.Event
+                              ) -> tuple[list[WorkerResult], str | None, tuple[Any, Any, float]]:
         start_snap: Any = None
         end_snap: Any = None
         aborted: str | None = None
@@ -139,7 +158,7 @@ class HttpDriver:
         while not all(w.done() for w in workers):
             ws = coord.window_start()
             now = self.clock()
-            if aborted is None and self.alive is not None and not self.alive(handle):
+            if aborted is None and dead.is_set():
                 aborted = "server died during the window"
                 coord.stop()
             if ws is not None and now >= ws and start_snap is None:
@@ -162,6 +181,26 @@ class HttpDriver:
                 raise exc
             results.append(w.result())
         return results, aborted, (start_snap or None, end_snap or None, ws if ws is not None else float("nan"))
+
+    async def _watch_alive(self, handle: ServerHandle, dead: asyncio.Event) -> None:
+        """Call alive() every alive_interval_s in a thread of its own; set `dead` at the first False.
+
+        Never on the event loop: the loop reads every stream's chunks, and a check that blocks it (attach
+        mode asks the server over HTTP; SGLang's /health even runs a generation) would delay them all.
+        One dedicated thread, so the executor that waits on client processes cannot starve it.
+        """
+        assert self.alive is not None
+        alive = self.alive
+        loop = asyncio.get_running_loop()
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-alive")
+        try:
+            while True:
+                if not await loop.run_in_executor(pool, alive, handle):
+                    dead.set()
+                    return
+                await asyncio.sleep(self.alive_interval_s)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)  # a check in flight ends on its own timeout
 
     async def _run_procs(self, handle: ServerHandle, plans: list[Plan], window: Window, ws_off: float | None,
                          metrics: Any) -> tuple[list[WorkerResult], str | None, tuple[Any, Any, float], float]:
@@ -227,6 +266,7 @@ class HttpDriver:
             "cap_wait_p99_ms": float(np.percentile(waits, 99)) * 1000.0 if waits.size else 0.0,
             "cap_waited": float(waits.size),
             "loop_lag_max_ms": max((loop_lag_max(r.ticks, ws, we) for r in results), default=0.0) * 1000.0,
+            "loop_lag_p99_ms": max((loop_lag_p99(r.ticks, ws, we) for r in results), default=0.0) * 1000.0,
             "cpu": max(cpus, default=0.0),  # busiest process, fraction of one core
             "cpu_total": float(sum(cpus)),
             "client_procs": float(len(results)),

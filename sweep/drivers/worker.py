@@ -298,3 +298,11 @@ def loop_lag_max(ticks: np.ndarray, start: float, end: float) -> float:
     inside = ticks[(ticks[:, 0] >= start) & (ticks[:, 0] <= end), 1]
     return float(inside.max()) if inside.size else 0.0
 
+
+def loop_lag_p99(ticks: np.ndarray, start: float, end: float) -> float:
+    """P99 of the event-loop lag (seconds) over the ticks inside the window."""
+    if ticks.size == 0:
+        return 0.0
+    inside = ticks[(ticks[:, 0] >= start) & (ticks[:, 0] <= end), 1]
+    return float(np.percentile(inside, 99)) if inside.size else 0.0
+

@@ -45,6 +45,7 @@ STAT_COLUMNS: tuple[str, ...] = (
     "ttft_p99_ci_low", "ttft_p99_ci_high", "tpot_p99_ci_low", "tpot_p99_ci_high",
     "goodput_ci_low", "goodput_ci_high",
     "steady", "drift", "client_bound", "passes_sla", "sla_failures",
+    "loop_lag_p99_ms", "loop_lag_max_ms",  # 0002: the client's event-loop lag (client_bound judges the P99)
 )
 
 _INT_STATS = frozenset({"n_started", "n_completed", "n_errors", "n_warmup", "retractions"})
