@@ -23,11 +23,12 @@ import httpx
 from launchers import flags, procs
 from launchers.base import READY_LINE, ServerHandle, StopReport
 from sweep.errors import LaunchError, ServerDied
+from sweep.hardware import required_gpus
 from sweep.profile import ServerSpec
 from sweep.types import ServerConfig
 
 KEPT_INFO = ("mem_fraction_static", "max_total_num_tokens", "chunked_prefill_size", "max_running_requests",
-             "schedule_policy", "version", "simulated", "model_path")
+             "schedule_policy", "version", "simulated", "model_path", "cuda_visible_devices")
 GPU_TOLERANCE_BYTES = 2**30
 GPU_RELEASE_WAIT_S = 30.0
 READY_LINE_GRACE_S = 3.0  # /health 200 without our ready line: maybe another server owns the port
@@ -186,6 +187,11 @@ class SGLangLauncher:
 
     def start(self, config: ServerConfig) -> ServerHandle:
         """Launch one configuration and wait until it is ready; raise LaunchError(reason=...) otherwise."""
+        need = required_gpus(self.spec.extra_args)
+        if self.gpu_ids is not None and need > len(self.gpu_ids):
+            raise LaunchError(f"skipped: the server needs {need} GPUs (tp x dp in server.extra_args) and this "
+                              f"worker's group has {len(self.gpu_ids)} (CUDA_VISIBLE_DEVICES="
+                              f"{','.join(map(str, self.gpu_ids))})", reason="too_few_gpus")
         if self.validate:
             probe = self.launch_args(config, 1, "x")
             flags.validate_flags(probe, flags.help_text(self._base_command(), env=self._env()), self._version())
@@ -225,6 +231,8 @@ class SGLangLauncher:
             handle.startup_s = time.monotonic() - t0
             run.tree.update(procs.snapshot_tree(proc.pid))
             handle.server_info = self._server_info(handle)
+            if self.gpu_ids is not None:  # what the server was given (SGLang's /server_info does not say)
+                handle.server_info.setdefault("cuda_visible_devices", self._env()["CUDA_VISIBLE_DEVICES"])
             handle.version = str(handle.server_info.get("version") or self._version())
             return handle
         except BaseException:

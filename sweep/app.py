@@ -17,7 +17,7 @@ from sweep.hardware import WorkerSeat, detect
 from sweep.knee import find_knee, knee_goodput_ci
 from sweep.ladder import LadderOutcome, LadderRunner, step_points
 from sweep.lexicon import for_model
-from sweep.liveness import WorkerIdentity, optuna_storage, sweep_version
+from sweep.liveness import WorkerIdentity, sweep_version
 from sweep.profile import Profile
 from sweep.recovery import clean_after_dead, kill_leftover_servers, on_requeued, worker_ended
 from sweep.report import ReportFiles, write_report
@@ -151,7 +151,8 @@ class Orchestrator:
         if self.console is not None:
             self.console.print(msg)
 
-    def _open_study(self, study_name: str | None, resume: bool) -> tuple[int, str]:
+    def open_study(self, study_name: str | None, resume: bool) -> tuple[int, str]:
+        """The study's id and name: created, or (resume) found and cleaned of what dead workers left."""
         if study_name is None:
             stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
             study_name = f"{self.profile.name}-{stamp}" + ("-sim" if self.simulated else "")
@@ -176,22 +177,8 @@ class Orchestrator:
         if existing is None:
             raise SweepError(f"no study named {study_name} in {self.store._shown}: create it with "
                              "`sweep study create` or `sweep sweep`")
-        self._open_study(study_name, resume=True)
+        self.open_study(study_name, resume=True)
         return self._work(existing["id"], study_name, on_step, on_step_start, on_trial)
-
-    def create_study(self, study_name: str) -> int:
-        """Create the study (results store and Optuna) without measuring: workers join it later."""
-        if self.store.get_study_by_name(study_name) is not None:
-            raise SweepError(f"study {study_name} exists")
-        study_id = self._open_study(study_name, resume=False)[0]
-        import optuna
-
-        from sweep.search import make_sampler
-
-        sp = self.profile.search  # Optuna's tables and study exist before the first worker arrives
-        optuna.create_study(study_name=study_name, storage=optuna_storage(self.db_url, sp.heartbeat_s, sp.grace_s),
-                            direction="maximize", sampler=make_sampler(self.profile), load_if_exists=True)
-        return study_id
 
     def knee(self, study_name: str | None = None, resume: bool = False, on_step: Any = None,
              on_step_start: Any = None, on_trial: Any = None) -> KneeRun:
@@ -199,7 +186,7 @@ class Orchestrator:
             self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
                      f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
                      "Numbers are labelled simulated everywhere.")
-        study_id, study_name = self._open_study(study_name, resume)
+        study_id, study_name = self.open_study(study_name, resume)
         return self._work(study_id, study_name, on_step, on_step_start, on_trial)
 
     def _work(self, study_id: int, study_name: str, on_step: Any = None, on_step_start: Any = None,

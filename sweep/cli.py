@@ -125,7 +125,10 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          progress: bool = typer.Option(True, help="rich progress bars with ETA on stderr"),
          soak: bool | None = typer.Option(None, help="force the winner's soak on/off (default: the profile's)"),
          client_procs: int = typer.Option(1, "--client-procs", min=1,
-                                          help="HTTP driver: shard the load over N client processes")) -> None:
+                                          help="HTTP driver: shard the load over N client processes"),
+         gpus: str | None = typer.Option(None, help="one worker per GPU group of this host on one study, e.g. 0,1,2,3"),
+         gpus_per_server: int | None = typer.Option(None, "--gpus-per-server", min=1,
+                                                    help="GPUs per server with --gpus (default: tp x dp)")) -> None:
     """Search the profile's space, climb the ladder per configuration, name the knee, write the report."""
     from sweep.app import Orchestrator
 
@@ -133,9 +136,15 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     prof = _load(profile, list(set_) + extra)
     orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
                         client_procs=client_procs)
-    with StudyProgress(prof, progress) as bars:
-        run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done, on_step_start=bars.step_start,
-                        on_trial=bars.trial_done)
+    if gpus is not None:
+        from sweep.cli_workers import knee_on_gpus
+
+        run = knee_on_gpus(orch, gpus, gpus_per_server, study, resume, db_url(db), out, launcher, driver,
+                           client_procs)
+    else:
+        with StudyProgress(prof, progress) as bars:
+            run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done, on_step_start=bars.step_start,
+                            on_trial=bars.trial_done)
     win = run.winner
     tag = " [SIMULATED]" if run.simulated else ""
     if win is None:
@@ -178,7 +187,7 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
     knee(profile=profile, db=db, driver=driver, launcher=launcher, study=None, resume=False, out=out,
          set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
                             "search.screening.enabled=false"],
-         progress=True, soak=False, client_procs=client_procs)
+         progress=True, soak=False, client_procs=client_procs, gpus=None, gpus_per_server=None)
 
 
 @app.command()

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from sweep.errors import UsageError
+from sweep.errors import SweepError, UsageError
 from sweep.profile import Profile
 
 study_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Create studies that workers join.")
@@ -131,7 +132,10 @@ def register(app: typer.Typer) -> None:
         from sweep.cli import _load
 
         prof = _load(profile, list(set_))
-        sid = Orchestrator(prof, db_url(db), Path("reports"), launcher_kind=launcher, driver=driver).create_study(study)
+        from sweep.shared_study import create_study
+
+        sid = create_study(Orchestrator(prof, db_url(db), Path("reports"), launcher_kind=launcher, driver=driver),
+                           study)
         join = shlex.join(["sweep", "worker", "--study", study, "--db", _shown(db)])
         console.print(f"study {study} (id {sid}) created in {_shown(db)}; join it with: {join}")
 
@@ -146,3 +150,26 @@ def _shown(db: str) -> str:
 
     return make_url(db).render_as_string(hide_password=True)
 
+
+
+def knee_on_gpus(orch: Any, gpus: str, per_server: int | None, study: str | None, resume: bool, url: str,
+                 out: Path, launcher: str | None, driver: str, client_procs: int) -> Any:
+    """`sweep sweep --gpus ...`: the study created (or resumed) here, one worker process per GPU group."""
+    from sweep import fleet
+    from sweep.cli import console
+    from sweep.hardware import required_gpus
+
+    ids = parse_gpus(gpus)
+    if ids is None:
+        raise UsageError("--gpus: expected GPU indices like 0,1,2,3")
+    need = per_server or required_gpus(orch.profile.server.extra_args)
+    seats, left = fleet.plan(ids, need)
+    if left:
+        console.print(f"[yellow]GPU(s) {','.join(map(str, left))} fill no group of {need} and stay unused[/]")
+    from sweep.shared_study import open_shared_study, summary
+
+    study_id, name = open_shared_study(orch, study, resume)
+    rc = fleet.run_fleet(seats, name, url, out, orch.driver_name, orch.kind, client_procs, console, study_id)
+    if rc != 0:
+        raise SweepError(f"a worker of study {name} failed (exit {rc}); the study is resumable with --resume")
+    return summary(orch, study_id, name)

@@ -50,16 +50,22 @@ StopCheck = Callable[[int, dict[str, Any]], bool]  # step index, stats -> True s
 
 
 def launch_record(handle: ServerHandle) -> dict[str, Any]:
-    """Pid and create time of a launched server process, so a later resume can find a leftover exactly."""
+    """Pid and create time of a launched server process, so a later resume can find a leftover exactly;
+    the host, port and GPU group it was given, so workers sharing a host can be checked and cleaned up after."""
     if not handle.pid:
         return {}
     try:
+        import socket
+
         import psutil
 
         created = psutil.Process(handle.pid).create_time()
     except Exception:  # noqa: BLE001 - gone already: nothing to record
         return {}
-    return {"pid": handle.pid, "pgid": handle.pgid, "create_time": created}
+    port = handle.url.rsplit(":", 1)[-1] if handle.url else None
+    return {"pid": handle.pid, "pgid": handle.pgid, "create_time": created, "host": socket.gethostname(),
+            "port": int(port) if port and port.isdigit() else None,
+            "cuda_visible_devices": (handle.server_info or {}).get("cuda_visible_devices")}
 
 
 def step_points(steps: Sequence[dict[str, Any]]) -> list[StepPoint]:

@@ -14,6 +14,7 @@ from sweep.app import Orchestrator
 from sweep.ladder import LadderRunner
 from sweep.profile import load_profile
 from sweep.search import Search
+from sweep.shared_study import create_study
 from sweep.store import Store
 from sweep.types import Placement, ServerConfig
 
@@ -39,8 +40,7 @@ def _search(url: str, name: str) -> Search:
 def test_resume_leaves_a_live_workers_trial_and_rows_alone(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'r.db'}"
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4, 8]}})
-    orch = Orchestrator(prof, url, tmp_path, driver="virtual")
-    sid = orch.create_study("shared")
+    sid = create_study(Orchestrator(prof, url, tmp_path, driver="virtual"), "shared")
     me = psutil.Process()
     store = Store(url)
     wid = store.register_worker(sid, "live", socket.gethostname(), os.getpid(), me.create_time(), None, "v", "fp")
@@ -51,7 +51,7 @@ def test_resume_leaves_a_live_workers_trial_and_rows_alone(tmp_path: Path) -> No
     rid = store.create_run(sid, cid, 2, "fp", True, "virtual", placement=Placement(worker_id=wid))
     store.close()
     assert _search(url, "shared").requeue_interrupted() == 0
-    Orchestrator(prof, url, tmp_path, driver="virtual")._open_study("shared", resume=True)
+    Orchestrator(prof, url, tmp_path, driver="virtual").open_study("shared", resume=True)
     study = optuna.load_study(study_name="shared", storage=url)
     assert [t.state.name for t in study.get_trials()] == ["RUNNING"]
     with Store(url) as s:
@@ -62,7 +62,7 @@ def test_resume_leaves_a_live_workers_trial_and_rows_alone(tmp_path: Path) -> No
 def test_a_dead_workers_trial_is_requeued_exactly_once_when_two_workers_look_at_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'r.db'}"
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4, 8]}})
-    Orchestrator(prof, url, tmp_path, driver="virtual").create_study("s")
+    create_study(Orchestrator(prof, url, tmp_path, driver="virtual"), "s")
     gone = psutil.Popen(["true"])
     gone.wait()
     number = _running_trial(url, "s", {"host": socket.gethostname(), "pid": gone.pid, "started": 1.0,
@@ -79,3 +79,20 @@ def test_a_dead_workers_trial_is_requeued_exactly_once_when_two_workers_look_at_
     assert [(t.state.name, t.user_attrs.get("requeued_from")) for t in trials] == [("FAIL", None),
                                                                                      ("WAITING", number)]
     assert trials[1].system_attrs["fixed_params"] == trials[0].params
+
+
+def test_doctor_fails_when_a_running_worker_runs_other_code_or_another_workload(tmp_path: Path) -> None:
+    from sweep.doctor import workers_check
+    from sweep.liveness import sweep_version
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4]}})
+    sid = create_study(Orchestrator(prof, url, tmp_path, driver="virtual"), "d")
+    with Store(url) as store:
+        store.register_worker(sid, "same", "h1", 1, 1.0, "0", sweep_version(), prof.fingerprint())
+        assert workers_check(url).ok is True
+        store.register_worker(sid, "old", "h2", 2, 1.0, "1", "0.0.1+deadbeef", prof.fingerprint())
+        store.register_worker(sid, "other", "h3", 3, 1.0, "2", sweep_version(), "f" * 16)
+    check = workers_check(url)
+    assert check.ok is False
+    assert "old@h2 of d runs sweep 0.0.1+deadbeef" in check.detail and "other@h3 of d measures workload" in check.detail

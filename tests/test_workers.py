@@ -21,6 +21,7 @@ from sqlalchemy import create_engine, text
 
 from sweep.app import Orchestrator
 from sweep.profile import load_profile
+from sweep.shared_study import create_study
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -58,7 +59,7 @@ def _q(url: str, sql: str, **params: Any) -> list[Any]:
 
 def _create(url: str, name: str, tmp: Path, overrides: dict[str, Any]) -> int:
     prof = load_profile(SMOKE, {**FAST, **overrides})
-    return Orchestrator(prof, url, tmp / "reports", driver=overrides.get("_driver", "virtual")).create_study(name)
+    return create_study(Orchestrator(prof, url, tmp / "reports", driver="virtual"), name)
 
 
 def _worker(url: str, name: str, tmp: Path, label: str, *extra: str) -> subprocess.Popen[str]:
@@ -123,8 +124,8 @@ def test_kill_9_of_a_worker_mid_window_loses_nothing_and_its_config_is_measured_
         pg: str, tmp_path: Path) -> None:
     name = f"kill9-{os.getpid()}-{time.monotonic_ns()}"
     over = {"search.space": {"max_running_requests": [4, 8], "mem_fraction_static": [0.8, 0.85]}, "ladder": [2, 4],
-            "window.measure_seconds": 2, "window.drain_seconds": 2, "_driver": "http"}
-    sid = _create(pg, name, tmp_path, {k: v for k, v in over.items() if k != "_driver"})
+            "window.measure_seconds": 2, "window.drain_seconds": 2}
+    sid = _create(pg, name, tmp_path, over)
     victim = _worker(pg, name, tmp_path, "victim", "--driver", "http", "--launcher", "sim")
     vid = _wait(lambda: _q(pg, "SELECT id FROM sweep_workers WHERE study_id = :s AND pid = :p", s=sid, p=victim.pid),
                 90, "the victim to register")[0][0]

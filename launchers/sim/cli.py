@@ -102,7 +102,9 @@ def server_info(args: argparse.Namespace, eng: Engine) -> dict[str, Any]:
                 mem_fraction_static=c.mem_fraction_static, chunked_prefill_size=c.chunked_prefill_size,
                 context_len=c.context_len, schedule_policy=c.schedule_policy, version=VERSION, simulated=True,
                 sim_gpu=eng.params.gpu.name, sim_model=eng.params.model.name, page_size=eng.params.page_size,
-                served_model_name=args.served_model_name or args.model_path, api_key=None)
+                served_model_name=args.served_model_name or args.model_path, api_key=None,
+                # the GPU group its launcher gave it: a simulated fleet is checked from the launch records
+                cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
     return info
 
 
