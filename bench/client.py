@@ -65,8 +65,8 @@ def _install_lag_probe() -> None:
     orig = sse._event
     clock = time.perf_counter
 
-    def _event(payload: bytes, rec: Any, chat: bool, seen: int, now: float) -> int:
-        out = orig(payload, rec, chat, seen, now)
+    def _event(payload: bytes, rec: Any, chat: bool, seen: int, now: float, sink: Any) -> int:
+        out = orig(payload, rec, chat, seen, now, sink)
         fields = _send_fields(payload)
         if fields is not None:
             lags = rec.__dict__.get("bench_lag")

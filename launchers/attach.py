@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from launchers import procs
-from launchers.base import ServerHandle, StopReport
+from launchers.base import ServerHandle, SpawnCallback, StopReport
 from launchers.sglang import pick_server_info
 from sweep.errors import LaunchError
 from sweep.types import ServerConfig
@@ -102,8 +102,9 @@ class AttachLauncher:
                 last = exc
         raise LaunchError(f"{self.url}/server_info unreadable: {last}", reason="crash")
 
-    def start(self, config: ServerConfig) -> ServerHandle:
-        """Check /health (waiting up to wait_s) and describe the server; `config` is ignored, it cannot change."""
+    def start(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:
+        """Check /health (waiting up to wait_s) and describe the server; `config` is ignored, it cannot change.
+        Nothing is spawned, so on_spawn is never called."""
         t0 = time.monotonic()
         status: str = "no answer"
         while True:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import socket
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from sweep.types import ServerConfig
@@ -43,12 +45,41 @@ class StopReport:
     exit_code: int | None = None
 
 
+@dataclass(frozen=True)
+class LaunchRecord:
+    """Who a spawned server process is, written down the moment it exists (long before it is ready), so a
+    later resume can find and kill it exactly: pid + create time (a pid can be reused), its process group
+    and session, the host it runs on (a pid means nothing elsewhere) and its log file."""
+
+    pid: int
+    pgid: int
+    sid: int
+    create_time: float
+    host: str
+    log_path: str | None = None
+    port: int | None = None  # several workers on one host: never a port twice at once
+    cuda_visible_devices: str | None = None  # ... nor a GPU (the group the server was given)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def this_host() -> str:
+        return socket.gethostname()
+
+
+SpawnCallback = Callable[[LaunchRecord], None]
+
+
 @runtime_checkable
 class Launcher(Protocol):
     kind: str  # "sglang" | "sim" | "attach" | "virtual"
     simulated: bool
 
-    def start(self, config: ServerConfig) -> ServerHandle: ...
+    def start(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:
+        """Start one configuration and wait until it is ready. A launcher that spawns a process calls
+        on_spawn(record) right after the spawn (again for a retried spawn), before waiting for readiness."""
+        ...
 
     def stop(self, handle: ServerHandle) -> StopReport: ...
 

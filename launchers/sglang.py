@@ -19,16 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 from launchers import flags, procs
-from launchers.base import READY_LINE, ServerHandle, StopReport
+from launchers.base import READY_LINE, LaunchRecord, ServerHandle, SpawnCallback, StopReport
 from sweep.errors import LaunchError, ServerDied
 from sweep.hardware import required_gpus
 from sweep.profile import ServerSpec
 from sweep.types import ServerConfig
 
 KEPT_INFO = ("mem_fraction_static", "max_total_num_tokens", "chunked_prefill_size", "max_running_requests",
-             "schedule_policy", "version", "simulated", "model_path", "cuda_visible_devices")
+             "schedule_policy", "version", "simulated", "model_path", "unmodelled_flags", "cuda_visible_devices")
 GPU_TOLERANCE_BYTES = 2**30
 GPU_RELEASE_WAIT_S = 30.0
 READY_LINE_GRACE_S = 3.0  # /health 200 without our ready line: maybe another server owns the port
@@ -103,6 +104,17 @@ def check_alive(handle: ServerHandle) -> None:
     last = " | ".join(ln.strip() for ln in tail.splitlines()[-3:] if ln.strip())
     raise ServerExited(f"server pid {handle.pid} exited with code {proc.returncode} ({reason}): {line} "
                        f"[last lines: {last}] log: {handle.log_path}", reason, proc.returncode, handle.log_path)
+
+
+def spawn_record(proc: subprocess.Popen[bytes], log_path: str | None, port: int | None = None,
+                 gpus: str | None = None) -> LaunchRecord:
+    """The LaunchRecord of a process just started in its own session (its pid is its pgid and sid)."""
+    try:
+        created = psutil.Process(proc.pid).create_time()
+    except psutil.Error:
+        created = time.time()  # already gone: any later process with this pid has a later start time
+    return LaunchRecord(pid=proc.pid, pgid=proc.pid, sid=proc.pid, create_time=created,
+                        host=LaunchRecord.this_host(), log_path=log_path, port=port, cuda_visible_devices=gpus)
 
 
 @dataclass
@@ -185,8 +197,11 @@ class SGLangLauncher:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self.gpu_ids)
         return env
 
-    def start(self, config: ServerConfig) -> ServerHandle:
-        """Launch one configuration and wait until it is ready; raise LaunchError(reason=...) otherwise."""
+    def start(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:
+        """Launch one configuration and wait until it is ready; raise LaunchError(reason=...) otherwise.
+
+        on_spawn(record) runs right after each spawn, before the (possibly minutes long) wait for readiness:
+        an orchestrator killed during that wait leaves a record its resume can kill the server by."""
         need = required_gpus(self.spec.extra_args)
         if self.gpu_ids is not None and need > len(self.gpu_ids):
             raise LaunchError(f"skipped: the server needs {need} GPUs (tp x dp in server.extra_args) and this "
@@ -196,13 +211,13 @@ class SGLangLauncher:
             probe = self.launch_args(config, 1, "x")
             flags.validate_flags(probe, flags.help_text(self._base_command(), env=self._env()), self._version())
         try:
-            return self._start_once(config)
+            return self._start_once(config, on_spawn)
         except LaunchError as exc:
             if exc.reason != "port_in_use":
                 raise
-            return self._start_once(config)  # the free port was taken between our probe and its bind
+            return self._start_once(config, on_spawn)  # the free port was taken between our probe and its bind
 
-    def _start_once(self, config: ServerConfig) -> ServerHandle:
+    def _start_once(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:
         try:
             port = procs.free_port(self.spec.host, self.ports)
         except OSError as exc:
@@ -227,6 +242,8 @@ class SGLangLauncher:
                               log_path=str(log_path), api_key=api_key, simulated=self.simulated,
                               process=proc)
         try:
+            if on_spawn is not None:
+                on_spawn(spawn_record(proc, str(log_path), port, self._env().get("CUDA_VISIBLE_DEVICES")))
             self._wait_ready(handle, run, t0)
             handle.startup_s = time.monotonic() - t0
             run.tree.update(procs.snapshot_tree(proc.pid))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -19,10 +20,11 @@ from sweep.ladder import LadderOutcome, LadderRunner, step_points
 from sweep.lexicon import for_model
 from sweep.liveness import WorkerIdentity, sweep_version
 from sweep.profile import Profile
-from sweep.recovery import clean_after_dead, kill_leftover_servers, on_requeued, worker_ended
+from sweep.recovery import alone, clean_after_dead, kill_leftover_servers, on_requeued, worker_ended
 from sweep.report import ReportFiles, write_report
 from sweep.search import Search, StudyResult
 from sweep.store import Store
+from sweep.study_view import build_view
 from sweep.types import ServerConfig
 from sweep.workload import build_workload
 
@@ -139,10 +141,14 @@ class Orchestrator:
         self.profile = profile
         self.seat = seat or WorkerSeat()
         self.client_procs = client_procs
-        self.store = Store(db_url)
-        self.db_url = db_url
         self.kind = resolve_launcher_kind(profile, launcher_kind)
         self.driver_name = resolve_driver(self.kind, driver)
+        if self.driver_name == "virtual":
+            from launchers.sim.virtual import refuse_faults
+
+            refuse_faults(profile.server.extra_args)  # before the database is touched
+        self.store = Store(db_url)
+        self.db_url = db_url
         self.simulated = self.kind == "sim"
         self.out_dir = out_dir
         self.console = console
@@ -165,6 +171,7 @@ class Orchestrator:
                                  f"({existing['fingerprint']} vs {self.profile.fingerprint()})")
             # Only what dead workers left: another live worker of this study keeps its server and its rows.
             clean_after_dead(self.store, existing["id"], self.say)
+            self.store.reopen_study(existing["id"])
             return existing["id"], study_name
         study_id = self.store.create_study(
             study_name, self.profile.name, self.profile.model_dump_json(), self.profile.fingerprint(),
@@ -187,7 +194,13 @@ class Orchestrator:
                      f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
                      "Numbers are labelled simulated everywhere.")
         study_id, study_name = self.open_study(study_name, resume)
-        return self._work(study_id, study_name, on_step, on_step_start, on_trial)
+        try:
+            return self._work(study_id, study_name, on_step, on_step_start, on_trial)
+        except BaseException as exc:
+            # Stopped by a signal or an orchestrator error: the study is resumable, and says it stopped.
+            with contextlib.suppress(Exception):
+                self.store.finish_study(study_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+            raise
 
     def _work(self, study_id: int, study_name: str, on_step: Any = None, on_step_start: Any = None,
               on_trial: Any = None) -> KneeRun:
@@ -205,6 +218,8 @@ class Orchestrator:
         specs = build_workload(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
 
+        unmodelled: list[str] = []
+
         def on_launch(handle: ServerHandle) -> None:
             # A server that says it is simulated (an attached or wrapped sim) is labelled so, whatever
             # launcher started it: simulated numbers must never pass for a measurement of SGLang.
@@ -215,6 +230,13 @@ class Orchestrator:
                 env["simulated"] = True
                 self.store.record_environment(study_id, env)
                 self.say("[bold yellow]SIMULATED[/]: the server reports it is sweep's simulator; labelled so.")
+            flags = [f for f in handle.server_info.get("unmodelled_flags") or [] if f not in unmodelled]
+            if flags:  # the simulator accepted these and ignored them: the terminal, the DB and the report say so
+                unmodelled.extend(flags)
+                env["sim_unmodelled_flags"] = list(unmodelled)
+                self.store.record_environment(study_id, env)
+                for f in flags:
+                    self.say(f"[bold yellow]SIMULATOR does not model[/] {f}")
             # The server's own /server_info is the surest version (a wrapper script hides the package).
             if handle.version and handle.version != env.get("sglang_version"):
                 env["sglang_version"] = handle.version
@@ -227,7 +249,8 @@ class Orchestrator:
                                   seat.gpus, worker_id)
         search = Search(self.profile, runner, self.db_url, study_name, on_trial=on_trial, worker=identity,
                         on_requeued=on_requeued(self.store, study_id, self.say),
-                        ended=lambda wid: worker_ended(self.store, study_id, wid))
+                        ended=lambda wid: worker_ended(self.store, study_id, wid),
+                        alone=lambda: alone(self.store, study_id, worker_id))
         requeued = search.requeue_interrupted()
         if requeued:
             self.say(f"resume: {requeued} interrupted trial(s) queued again")
@@ -366,7 +389,9 @@ def study_context(store: Store, study_id: int) -> dict[str, Any]:
                                               "schedule_policy") if c[k] is not None}}
     return {"study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
             "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv,
-            "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile)}
+            "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile),
+            "view": build_view(store.requests_for_run, configs, runs, knees, winner, pool,
+                               coupled=profile["search"].get("mode") == "coupled")}
 
 
 def soak_verdicts(store: Store, runs: list[dict[str, Any]], profile: dict[str, Any]) -> dict[int, Any]:
@@ -375,7 +400,7 @@ def soak_verdicts(store: Store, runs: list[dict[str, Any]], profile: dict[str, A
     from sweep.soak import judge
 
     soak = Soak(**profile.get("soak", {}))
-    return {r["id"]: judge(store.samples_for_run(r["id"]), soak) for r in runs
+    return {r["id"]: judge(store.samples_for_run(r["id"]), soak, r.get("sla_failures")) for r in runs
             if r.get("phase") == "soak" and r["status"] == "completed"}
 
 

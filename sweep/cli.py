@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from sweep import interrupt
 from sweep.errors import ProfileError, SweepError, UsageError
 from sweep.profile import Profile, load_profile, resolve_profile_path
 
@@ -40,6 +41,14 @@ def _load(profile: str, overrides: list[str]) -> Profile:
         except json.JSONDecodeError:
             parsed[key] = raw
     return load_profile(resolve_profile_path(profile), parsed)
+
+
+def _interrupted(exc: KeyboardInterrupt) -> None:
+    """Ctrl-C, SIGTERM or SIGHUP: one line, exit 128 + the signal (the server is already stopped)."""
+    sig = interrupt.received(exc)
+    typer.echo(f"interrupted by {sig.name}: the server was stopped and the attempt marked aborted; "
+               "run the same command with --resume to measure it again", err=True)
+    raise typer.Exit(interrupt.exit_code(sig))
 
 
 def _on_step(config: Any, concurrency: int, row: dict[str, Any]) -> None:
@@ -136,15 +145,20 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     prof = _load(profile, list(set_) + extra)
     orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
                         client_procs=client_procs)
-    if gpus is not None:
-        from sweep.cli_workers import knee_on_gpus
+    try:
+        with interrupt.stop_like_sigint():
+            if gpus is not None:
+                from sweep.cli_workers import knee_on_gpus
 
-        run = knee_on_gpus(orch, gpus, gpus_per_server, study, resume, db_url(db), out, launcher, driver,
-                           client_procs)
-    else:
-        with StudyProgress(prof, progress) as bars:
-            run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done, on_step_start=bars.step_start,
-                            on_trial=bars.trial_done)
+                run = knee_on_gpus(orch, gpus, gpus_per_server, study, resume, db_url(db), out, launcher, driver,
+                                   client_procs)
+            else:
+                with StudyProgress(prof, progress) as bars:
+                    run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done,
+                                    on_step_start=bars.step_start, on_trial=bars.trial_done)
+    except KeyboardInterrupt as exc:
+        _interrupted(exc)
+        return
     win = run.winner
     tag = " [SIMULATED]" if run.simulated else ""
     if win is None:

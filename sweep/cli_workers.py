@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 
+from sweep import interrupt
 from sweep.errors import SweepError, UsageError
 from sweep.profile import Profile
 
@@ -112,8 +113,15 @@ def register(app: typer.Typer) -> None:
         chosen = row["driver"] if driver == "auto" and row else driver
         orch = Orchestrator(prof, url, out, launcher_kind=launcher, driver=chosen, console=console,
                             client_procs=client_procs, seat=seat)
-        with StudyProgress(prof, progress) as bars:
-            run = orch.join(study, on_step=bars.step_done, on_step_start=bars.step_start, on_trial=bars.trial_done)
+        try:
+            with interrupt.stop_like_sigint(), StudyProgress(prof, progress) as bars:
+                run = orch.join(study, on_step=bars.step_done, on_step_start=bars.step_start,
+                                on_trial=bars.trial_done)
+        except KeyboardInterrupt as exc:
+            sig = interrupt.received(exc)
+            typer.echo(f"interrupted by {sig.name}: the server was stopped and its configuration queued again for "
+                       "any worker of the study; start `sweep worker` again to continue", err=True)
+            raise typer.Exit(interrupt.exit_code(sig)) from None
         win = run.winner
         knee = "no configuration passed the SLA" if win is None else (
             f"knee so far: {' '.join(f'{a}={b}' for a, b in win['knobs'].items())} at concurrency "

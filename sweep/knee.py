@@ -101,7 +101,8 @@ def knee_goodput_ci(points: list[StepPoint], flatten_threshold: float, n: int = 
 
     Each step's goodput is redrawn from a normal fitted to its measured interval (measure's bootstrap over
     requests), so the interval covers both the noise of the winning step and the chance that a neighbour
-    would have been picked instead. Steps without an interval count as exact. (None, None) when infeasible.
+    would have been picked instead. Steps without an interval count as exact. (None, None) when infeasible, and
+    when no step has an interval (nothing is known about the spread: the point is not a zero-width interval).
     """
     base = find_knee(points, flatten_threshold)
     if base.point is None:
@@ -109,7 +110,7 @@ def knee_goodput_ci(points: list[StepPoint], flatten_threshold: float, n: int = 
     import numpy as np
 
     if all(p.goodput_ci_low is None or p.goodput_ci_high is None for p in points):
-        return base.point.goodput_tps, base.point.goodput_tps
+        return None, None
     rng = np.random.default_rng(seed)
     sd = [max(0.0, ((p.goodput_ci_high or 0) - (p.goodput_ci_low or 0)) / 3.92)
           if p.goodput_ci_low is not None and p.goodput_ci_high is not None else 0.0 for p in points]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
-from launchers.base import Launcher, ServerHandle
+from launchers.base import Launcher, LaunchRecord, ServerHandle
+from sweep import interrupt
 from sweep.errors import LaunchError, ServerDied
 from sweep.knee import KneeResult, StepPoint, find_knee
 from sweep.measure import compute_stats
@@ -49,23 +51,33 @@ StartCallback = Callable[[ServerConfig, int, float], None]  # config, concurrenc
 StopCheck = Callable[[int, dict[str, Any]], bool]  # step index, stats -> True stops the ladder (pruning)
 
 
-def launch_record(handle: ServerHandle) -> dict[str, Any]:
-    """Pid and create time of a launched server process, so a later resume can find a leftover exactly;
-    the host, port and GPU group it was given, so workers sharing a host can be checked and cleaned up after."""
-    if not handle.pid:
-        return {}
-    try:
-        import socket
+def orchestrator_failure(exc: BaseException) -> str:
+    """One line saying why the orchestrator (not the configuration) stopped: the signal, or the error."""
+    if isinstance(exc, KeyboardInterrupt):
+        return f"interrupted by {interrupt.received(exc).name}"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
 
-        import psutil
 
-        created = psutil.Process(handle.pid).create_time()
-    except Exception:  # noqa: BLE001 - gone already: nothing to record
-        return {}
-    port = handle.url.rsplit(":", 1)[-1] if handle.url else None
-    return {"pid": handle.pid, "pgid": handle.pgid, "create_time": created, "host": socket.gethostname(),
-            "port": int(port) if port and port.isdigit() else None,
-            "cuda_visible_devices": (handle.server_info or {}).get("cuda_visible_devices")}
+class SpawnLog:
+    """The on_spawn callback of one launch: each spawned server's LaunchRecord goes into its server_configs
+    row at once, so a resume after kill -9 during a minutes-long start still finds and kills that server."""
+
+    def __init__(self, store: Store, config_id: int):
+        self.store = store
+        self.config_id = config_id
+        self.record: LaunchRecord | None = None
+
+    def __call__(self, record: LaunchRecord) -> None:
+        self.record = record
+        self.store.update_server_config(self.config_id, log_path=record.log_path,
+                                        server_info={"sweep_launch": record.as_dict()})
+
+    def server_info(self, handle: ServerHandle) -> dict[str, Any]:
+        """The ready server's /server_info knobs with the launch record kept beside them."""
+        info = dict(handle.server_info or {})
+        if self.record is not None:
+            info["sweep_launch"] = self.record.as_dict()
+        return info
 
 
 def step_points(steps: Sequence[dict[str, Any]]) -> list[StepPoint]:
@@ -162,20 +174,29 @@ class LadderRunner:
                                                     placement=self.placement)
         self.store.update_server_config(config_id, status="running")
         try:
-            handle = self.launcher.start(config)
+            return self._launch_and_climb(config, config_id, phase, steps_wanted, should_stop)
+        except BaseException as exc:
+            # Not the configuration's fault (a signal, the database, the disk): the attempt is aborted, and the
+            # search re-queues its trial so the resume measures it again. Best effort: the store may be the
+            # failure, and then the resume's abort_running does the same.
+            with contextlib.suppress(Exception):
+                self.store.abort_config(config_id, f"orchestrator: {orchestrator_failure(exc)}")
+            raise
+
+    def _launch_and_climb(self, config: ServerConfig, config_id: int, phase: str, steps_wanted: list[int],
+                          should_stop: StopCheck | None) -> LadderOutcome:
+        spawned = SpawnLog(self.store, config_id)
+        try:
+            handle = self.launcher.start(config, on_spawn=spawned)
         except LaunchError as exc:
             status = "infeasible" if exc.reason == "oom" else "failed"
             self.store.update_server_config(config_id, status=status, failure_reason=f"{exc.reason}: {exc}",
                                             log_path=exc.log_path)
             return LadderOutcome(config, config_id, status, failure=str(exc), stop_reason=f"launch {exc.reason}")
-        info = dict(handle.server_info or {})
-        launched = launch_record(handle)
-        if launched:
-            info["sweep_launch"] = launched
         # The knobs of the server that ran: an attached server's are its own (from /server_info), not the request.
         ran = asdict(handle.config) if handle.config != config else {}
         self.store.update_server_config(config_id, argv=handle.argv, startup_s=handle.startup_s,
-                                        log_path=handle.log_path, server_info=info, **ran)
+                                        log_path=handle.log_path, server_info=spawned.server_info(handle), **ran)
         outcome = LadderOutcome(config, config_id, "completed")
         if self.on_launch:
             self.on_launch(handle)

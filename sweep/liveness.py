@@ -32,7 +32,9 @@ import psutil
 from sweep.store import serialize_sqlite
 
 WORKER_ATTR = "worker"
-REQUEUED_FROM = "requeued_from"
+REQUEUED_FROM = "requeued_from"  # on a re-queued copy: the number of the FAIL trial it redoes
+FAILURE_ATTR = "failure"  # why a FAIL trial failed; ORCHESTRATOR_FAILURE is retried (sweep.search)
+ORCHESTRATOR_FAILURE = "orchestrator"
 SURPLUS_ATTR = "surplus"  # a trial created after the work ran out (two workers raced for the last item)
 GRID_ATTRS = ("grid_id", "search_space")
 
@@ -137,23 +139,45 @@ def _one_at_a_time(url: str) -> Iterator[None]:
         engine.dispose()
 
 
-def requeue(study: optuna.Study, failed: optuna.trial.FrozenTrial) -> None:
-    """Queue the failed trial's configuration again, on its grid point, in one insert.
+def _claimed_nothing(trial: optuna.trial.FrozenTrial) -> bool:
+    """A trial that died before any parameter or grid point was chosen: the sampler picks that point again."""
+    return not trial.params and "grid_id" not in trial.system_attrs
+
+
+def requeue(study: optuna.Study, failed: optuna.trial.FrozenTrial) -> bool:
+    """Queue the failed trial's configuration again, on its grid point, in one insert; False when there was
+    nothing to queue (no parameters chosen yet) or a copy exists already.
 
     The copy carries the failed trial's grid point (GridSampler counts a FAIL as visited and would otherwise
     never revisit it, nor know which point the copy covers) and `requeued_from`, which makes the failed trial
     count as handed over rather than as lost work.
     """
+    if _claimed_nothing(failed):
+        return False
+    if any(t.user_attrs.get(REQUEUED_FROM) == failed.number for t in study.get_trials(deepcopy=False)):
+        return False
     system: dict[str, Any] = {"fixed_params": dict(failed.params)}
     system.update({a: failed.system_attrs[a] for a in GRID_ATTRS if a in failed.system_attrs})
     study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.WAITING, system_attrs=system,
                                               user_attrs={REQUEUED_FROM: failed.number}))
+    return True
+
+
+def requeue_orchestrator_failures(study: optuna.Study) -> int:
+    """FAIL trials of an orchestrator failure (FAILURE_ATTR, or none: a kill leaves none) that have no copy
+    yet (the failing worker could not write one) get one; returns how many."""
+    n = 0
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
+        if t.user_attrs.get(FAILURE_ATTR, ORCHESTRATOR_FAILURE) == ORCHESTRATOR_FAILURE and requeue(study, t):
+            n += 1
+    return n
 
 
 def fail_and_requeue(study: optuna.Study, trial: optuna.trial.FrozenTrial, on_requeued: Requeued | None) -> bool:
     """Fail a RUNNING trial and queue its configuration once; False when another process got there first."""
     storage = study._storage
     try:
+        storage.set_trial_user_attr(trial._trial_id, FAILURE_ATTR, ORCHESTRATOR_FAILURE)
         if not storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL):
             return False
     except optuna.exceptions.UpdateFinishedTrialError:
@@ -165,20 +189,23 @@ def fail_and_requeue(study: optuna.Study, trial: optuna.trial.FrozenTrial, on_re
 
 
 def requeue_dead(study: optuna.Study, grace_s: float, on_requeued: Requeued | None = None,
-                 ended: Callable[[int], bool] | None = None) -> int:
+                 ended: Callable[[int], bool] | None = None, alone: Callable[[], bool] | None = None) -> int:
     """Fail and queue again the RUNNING trials whose worker is certainly dead; returns how many.
 
     Certainly dead: a worker of this host whose process is gone; a worker that `ended` says has ended (its
     sweep_workers row is no longer running: it left the trial behind when it stopped); a trial that names no
-    worker and started more than the grace period ago (an orchestrator of a sweep before workers, or one
-    killed before its trial began). Other hosts' trials are otherwise left to the heartbeat (fail_stale).
+    worker and started more than the grace period ago, or at all when `alone` says no other worker of the
+    study can be alive (an orchestrator of a sweep before workers, or one killed before its trial began).
+    Other hosts' trials are otherwise left to the heartbeat (fail_stale).
     """
     host = socket.gethostname()
     cutoff = datetime.now() - timedelta(seconds=grace_s)
     n = 0
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+    running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    nobody_else = alone is not None and any(WORKER_ATTR not in t.user_attrs for t in running) and alone()
+    for t in running:
         worker = t.user_attrs.get(WORKER_ATTR)
-        unowned = worker is None and t.datetime_start is not None and t.datetime_start < cutoff
+        unowned = worker is None and (nobody_else or (t.datetime_start is not None and t.datetime_start < cutoff))
         gone = worker is not None and (dead_on_this_host(worker, host) or (
             ended is not None and worker.get("worker_id") is not None and ended(int(worker["worker_id"]))))
         if (unowned or gone) and fail_and_requeue(study, t, on_requeued):
@@ -194,8 +221,9 @@ def fail_stale(study: optuna.Study) -> None:
 
 
 def work_items(trials: list[optuna.trial.FrozenTrial]) -> int:
-    """How many units of work these trials stand for: a failed trial handed to a queued copy and a surplus
-    trial count for nothing; everything else (finished, running, waiting) counts once."""
+    """How many units of work these trials stand for: a failed trial handed to a queued copy (or one that died
+    before it chose a configuration) and a surplus trial count for nothing; everything else (finished,
+    running, waiting) counts once."""
     handed = {t.user_attrs[REQUEUED_FROM] for t in trials if REQUEUED_FROM in t.user_attrs}
     return sum(1 for t in trials if not t.user_attrs.get(SURPLUS_ATTR)
-               and not (t.state == optuna.trial.TrialState.FAIL and t.number in handed))
+               and not (t.state == optuna.trial.TrialState.FAIL and (t.number in handed or _claimed_nothing(t))))

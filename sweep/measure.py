@@ -11,6 +11,23 @@ Conventions (DESIGN.md, "Definitions"):
   a request with < 2 output tokens has no TPOT and cannot miss the TPOT bound.
 - ITL: every gap between consecutive content chunks; a chunk carrying k tokens counts as k gaps of gap/k
   (what SGLang's bench_serving reports).
+- output_tps: output tokens that *arrived* inside [window_start, window_end), per window second, from every
+  record (warm-up, errored and drained requests included): a chunk carrying k tokens at time t adds k when t is
+  in the window. Counting the tokens of requests *sent* in the window instead reads high when closed-loop
+  users are in phase (they all start together): each user's last request is counted whole although it ends
+  after the window, by about E2E / (2 x window) (6% for 2.4 s requests in a 20 s window). Records keep every
+  chunk's time and token count, so this is exact; a record whose output_tokens exceed its chunks' sum (a final
+  usage count larger than what the stream carried) gets the excess at its last chunk (at finished_at when it has
+  no chunk).
+- goodput_tps: the same arrival count restricted to records that meet the SLA (any send time, so the SLA-meeting
+  warm-up requests still streaming when the window opens contribute their in-window tokens, as they do to
+  output_tps); goodput_tps <= output_tps always. goodput_rps and attainment count requests sent in the window.
+- goodput CI (goodput_ci_low/high, requests/s): the union of two 95% intervals, so it never collapses to a
+  point while the outcome is uncertain: (a) a block bootstrap of SLA-meeting sends over GOODPUT_BLOCKS equal
+  time blocks (the rate's own noise; zero width when every block holds the same count, as evenly spaced
+  open-loop arrivals give), and (b) the Wilson score interval of attainment (meeting of started) times the
+  started rate (the binomial uncertainty of each request's SLA outcome; not zero when all or none meet).
+  None without started requests, a window of zero length, or bootstrap=0.
 - Ratios with a zero denominator are None (no data), never 0.
 - steady: the window's two halves (by send time) are compared on completed-request throughput and TTFT P50;
   drift = the larger relative difference |a − b| / max(a, b); steady = drift <= STEADY_DRIFT (0.2).
@@ -159,6 +176,16 @@ def itl_gaps_ms(rec: RequestRecord) -> list[float]:
     return gaps
 
 
+def arrived_tokens(rec: RequestRecord, start: float, end: float) -> int:
+    """Output tokens of rec that arrived in [start, end); output_tokens beyond its chunks arrive with the last one."""
+    n = sum(k for t, k in zip(rec.chunk_times, rec.chunk_tokens, strict=False) if start <= t < end)
+    extra = rec.output_tokens - sum(rec.chunk_tokens)
+    last = rec.chunk_times[-1] if rec.chunk_times else rec.finished_at
+    if extra > 0 and last is not None and start <= last < end:
+        n += extra
+    return n
+
+
 def meets_sla(rec: RequestRecord, sla: SLA) -> bool:
     """Finished without error with TTFT, TPOT (and E2E if bounded) inside the per-request SLA."""
     if not succeeded(rec):
@@ -206,6 +233,18 @@ def _bootstrap_ci(
     draws = np.array([stat(values[rng.integers(0, values.size, values.size)]) for _ in range(n)])
     low, high = np.percentile(draws, [2.5, 97.5])
     return float(low), float(high)
+
+
+WILSON_Z = 1.959964  # two-sided 95%
+
+
+def wilson_interval(k: int, n: int, z: float = WILSON_Z) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion k/n (n > 0)."""
+    p = k / n
+    den = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _half_drift(recs: list[RequestRecord], start: float, end: float) -> float | None:
@@ -273,14 +312,16 @@ def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed:
         "error_rate": error_rate,
         "throughput_rps": ratio(n_completed, window_s),
         "input_tps": ratio(sum(r.prompt_tokens for r in ok), window_s),
-        "output_tps": ratio(sum(r.output_tokens for r in ok), window_s),
+        "output_tps": ratio(sum(arrived_tokens(r, start, end) for r in result.records), window_s),
     }
     for metric, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2e", e2es)):
         for stat, v in latency_summary(values).items():
             out[f"{metric}_{stat}_ms"] = v
 
     out["goodput_rps"] = ratio(len(meeting), window_s)
-    out["goodput_tps"] = ratio(sum(r.output_tokens for r in meeting), window_s)
+    out["goodput_tps"] = ratio(
+        sum(arrived_tokens(r, start, end) for r in result.records if meets_sla(r, sla)), window_s
+    )
     out["attainment"] = ratio(len(meeting), n_started)
     out["cache_hit_rate"] = ratio(sum(r.cached_tokens for r in ok), sum(r.prompt_tokens for r in ok))
     cached_d = _counter_delta(result, "cached_tokens_total")
@@ -311,9 +352,12 @@ def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed:
     # resample time blocks of the window instead (a block bootstrap), which carries the rate's own noise.
     per_block = _block_counts([r.scheduled_at for r in recs if meets_sla(r, sla)], start, end, GOODPUT_BLOCKS)
     total = (lambda a: float(a.sum()) * GOODPUT_BLOCKS / a.size / window_s) if window_s > 0 else None
-    out["goodput_ci_low"], out["goodput_ci_high"] = _bootstrap_ci(
-        per_block, total, bootstrap if window_s > 0 and recs else 0, rng
-    )
+    lo, hi = _bootstrap_ci(per_block, total, bootstrap if window_s > 0 and recs else 0, rng)
+    if lo is not None and hi is not None:
+        # each request's SLA outcome is itself uncertain: the attainment's binomial interval at the started rate
+        w_lo, w_hi = wilson_interval(len(meeting), n_started)
+        lo, hi = min(lo, w_lo * n_started / window_s), max(hi, w_hi * n_started / window_s)
+    out["goodput_ci_low"], out["goodput_ci_high"] = lo, hi
 
     drift = _half_drift(recs, start, end)
     out["drift"] = drift

@@ -27,29 +27,36 @@ def _launch_host(config: dict[str, Any]) -> str | None:
     return info.get("host") or config.get("host")
 
 
-def kill_leftover_servers(store: Store, study_id: int, workers: Iterable[int | None] | None = None) -> list[int]:
-    """Kill server processes a SIGKILLed orchestrator left behind: by recorded pid + create time, never by name.
+def kill_leftover_servers(store: Store, study_id: int, say: Say | None = None,
+                          workers: Iterable[int | None] | None = None) -> list[int]:
+    """Kill server processes a SIGKILLed orchestrator left behind, from the LaunchRecord written at spawn:
+    by recorded pid + create time, process group and session (never by name), on this host only.
 
-    With `workers`, only servers those sweep_workers ids launched (None: launches that name no worker), and
-    only those launched on this host: a live worker's server, or one on another host, is never touched.
+    With `workers`, only servers those sweep_workers ids launched (None: launches that name no worker): a live
+    worker's server is never touched. A dead worker's configuration may already be 'aborted' (another host
+    noticed it through the heartbeat) while its server still runs here.
     """
     import psutil
 
     from launchers import procs
 
     only = None if workers is None else set(workers)
-    host = socket.gethostname()
+    here = socket.gethostname()
     killed: list[int] = []
     for c in store.server_configs(study_id):
         if c["status"] not in ("running", "pending", "aborted"):
             continue
         if only is not None and c.get("worker_id") not in only:
             continue
-        if _launch_host(c) not in (None, host):
-            continue
         info = json.loads(c.get("server_info_json") or "{}").get("sweep_launch") or {}
         pid, created = info.get("pid"), info.get("create_time")
         if not pid or created is None:
+            continue
+        host = _launch_host(c)
+        if host not in (None, here):
+            if say is not None and c["status"] != "aborted":
+                say(f"resume: the interrupted launch of configuration {c['id']} ran on {host}, not here "
+                    f"({here}): stop its server (pid {pid}) there")
             continue
         try:
             proc = psutil.Process(int(pid))
@@ -58,7 +65,8 @@ def kill_leftover_servers(store: Store, study_id: int, workers: Iterable[int | N
         except psutil.Error:
             continue
         pgid = int(info.get("pgid") or pid)
-        members = {p.pid: p for p in procs.session_or_group_members(int(pid), pgid)}
+        sid = int(info.get("sid") or pid)
+        members = {p.pid: p for p in procs.session_or_group_members(sid, pgid)}
         members.setdefault(proc.pid, proc)
         killed += procs.kill_all(members.values())
     return sorted(killed)
@@ -82,10 +90,16 @@ def worker_ended(store: Store, study_id: int, worker_id: int) -> bool:
     return any(w["id"] == worker_id and w["status"] != "running" for w in store.workers(study_id))
 
 
+def alone(store: Store, study_id: int, me: int) -> bool:
+    """Whether no other worker of the study may be alive: every other one ended, or is dead on this host."""
+    return not any(w["id"] != me and w["status"] == "running" and not dead_on_this_host(
+        {"host": w["host"], "pid": w["pid"], "started": w["process_started"]}) for w in store.workers(study_id))
+
+
 def clean_after_dead(store: Store, study_id: int, say: Say) -> None:
     """On (re)joining a study: kill this host's servers of dead workers, abort their rows and unlaunched configs."""
     dead: list[int | None] = [*dead_workers(store, study_id), None]  # None: rows of a sweep before workers
-    killed = kill_leftover_servers(store, study_id, dead)
+    killed = kill_leftover_servers(store, study_id, say, dead)
     if killed:
         say(f"resume: killed leftover server process(es) {killed} of the interrupted launch")
     aborted = store.abort_running(study_id, dead)
@@ -107,7 +121,7 @@ def on_requeued(store: Store, study_id: int, say: Say) -> Callable[[optuna.trial
         here = dead_on_this_host(worker)
         if wid is not None:
             if here:
-                kill_leftover_servers(store, study_id, [wid])
+                kill_leftover_servers(store, study_id, None, [wid])
             store.abort_running(study_id, [wid])
             for c in store.server_configs(study_id):
                 if c["status"] == "pending" and c.get("worker_id") == wid:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from sweep.report_setup import setup_lines  # noqa: E402
+from sweep.report_tables import ci_text as _ci  # noqa: E402
+from sweep.report_tables import configs_table, modality_table, steps_table  # noqa: E402
+from sweep.report_tables import fmt as _fmt  # noqa: E402
+from sweep.report_winner import winner_lines  # noqa: E402
+from sweep.study_view import StudyView  # noqa: E402
 
 SIM_BANNER = ("> **SIMULATED** — these numbers come from sweep's simulated SGLang server, not from a GPU. "
               "They exercise the tool; they are not a measurement of SGLang.")
@@ -61,32 +67,6 @@ class ReportFiles:
     html: Path | None = None
 
 
-def _fmt(v: Any, nd: int = 0, scale: float = 1.0) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    return f"{v * scale:,.{nd}f}"
-
-
-def launch_command(model_path: str, knobs: dict[str, Any], extra_args: list[str]) -> str:
-    """The ready-to-paste command for the winning configuration."""
-    parts = ["python -m sglang.launch_server", f"--model-path {model_path}"]
-    for k, v in knobs.items():
-        if v is not None:
-            parts.append(f"--{k.replace('_', '-')} {v}")
-    i = 0
-    while i < len(extra_args):  # keep each flag on one line with its value
-        if i + 1 < len(extra_args) and not extra_args[i + 1].startswith("--"):
-            parts.append(f"{extra_args[i]} {extra_args[i + 1]}")
-            i += 2
-        else:
-            parts.append(extra_args[i])
-            i += 1
-    parts.append("--enable-metrics")
-    return " \\\n  ".join(parts)
-
-
 def _plots(ctx: dict[str, Any], out_dir: Path) -> list[Path]:
     by_cfg: dict[int, list[dict[str, Any]]] = {}
     aborted = {c["id"] for c in ctx["configs"] if c["status"] == "aborted"}
@@ -95,16 +75,17 @@ def _plots(ctx: dict[str, Any], out_dir: Path) -> list[Path]:
             by_cfg.setdefault(r["server_config_id"], []).append(r)
     if not by_cfg:
         return []
-    panels = [("output_tps", "throughput (output tok/s)"), ("goodput_tps", "goodput (output tok/s)"),
-              ("ttft_p99_ms", "TTFT P99 (ms)"), ("tpot_p99_ms", "TPOT P99 (ms)"),
-              ("cache_hit_rate", "cache hit rate"), ("retractions", "retractions"),
-              ("kv_usage_max", "KV usage max"), ("queue_len_mean", "queue length mean")]
-    fig, axes = plt.subplots(2, 4, figsize=(18, 8))
-    for ax, (col, title) in zip(axes.flat, panels, strict=False):
+    panels = [("output_tps", "throughput (output tok/s)", 1.0), ("goodput_tps", "goodput (output tok/s)", 1.0),
+              ("ttft_p99_ms", "TTFT P99 (ms)", 1.0), ("tpot_p99_ms", "TPOT P99 (ms)", 1.0),
+              ("cache_hit_rate", "cache hit rate", 1.0), ("retractions", "retractions", 1.0),
+              ("kv_usage_max", "KV usage max", 1.0), ("queue_len_mean", "queue length mean", 1.0),
+              ("peak_gpu_mem_mib", "peak GPU memory (GiB)", 1 / 1024)]
+    fig, axes = plt.subplots(3, 3, figsize=(16, 12))
+    for ax, (col, title, scale) in zip(axes.flat, panels, strict=False):
         for cid, runs in sorted(by_cfg.items()):
             runs = sorted(runs, key=lambda r: r["concurrency"])
             xs = [r["concurrency"] for r in runs]
-            ys = [r.get(col) if r.get(col) is not None else float("nan") for r in runs]
+            ys = [r[col] * scale if r.get(col) is not None else float("nan") for r in runs]
             dash = "--" if runs[0].get("phase") == "screen" else "-"
             ax.plot(xs, ys, dash, marker="o", label=ctx["labels"].get(cid, str(cid)) + _phase_tag(runs[0]))
         ax.set_xscale("log", base=2)
@@ -139,11 +120,6 @@ def _phase_tag(run: dict[str, Any]) -> str:
     return " (screen)" if run.get("phase") == "screen" else ""
 
 
-def _ci(knee: dict[str, Any]) -> str:
-    lo, hi = knee.get("ci_low"), knee.get("ci_high")
-    return "—" if lo is None or hi is None else f"{lo:,.0f}–{hi:,.0f}"
-
-
 def soak_lines(ctx: dict[str, Any]) -> list[str]:
     """The soak section: each soak run's rate, stats and verdict recomputed from its stored samples."""
     soaks = [r for r in ctx["runs"] if r.get("phase") == "soak"]
@@ -155,78 +131,55 @@ def soak_lines(ctx: dict[str, Any]) -> list[str]:
         text = verdict.summary() if verdict is not None else (r.get("reason") or r["status"])
         out += [f"- run {r['id']} ({ctx['labels'].get(r['server_config_id'])}), {r['status']}, window "
                 f"{_fmt(r.get('window_s'))} s: throughput {_fmt(r.get('output_tps'))} tok/s, goodput "
-                f"{_fmt(r.get('goodput_tps'))} tok/s, TTFT P99 {_fmt(r.get('ttft_p99_ms'), 2, 1e-3)} s, "
-                f"preemptions {_fmt(r.get('retractions'))}", f"- **verdict**: {text}"]
+                f"{_fmt(r.get('goodput_tps'))} tok/s, {_soak_ttft(ctx, r)}TTFT P99 "
+                f"{_fmt(r.get('ttft_p99_ms'), 2, 1e-3)} s, preemptions {_fmt(r.get('retractions'))}, peak GPU "
+                f"memory {_fmt(r.get('peak_gpu_mem_mib'), 1, 1 / 1024)} GiB"
+                + (" (**client-bound**: the load generator may have limited this window)"
+                   if r.get("client_bound") else ""), f"- **verdict**: {text}"]
     return out + [""]
+
+
+def unmodelled_lines(env: dict[str, Any]) -> list[str]:
+    """The flags the simulator accepted but did not model (recorded at launch), as a warning block."""
+    flags = env.get("sim_unmodelled_flags") or []
+    if not flags:
+        return []
+    return ["> **The simulator accepted but does not model these flags**; numbers that depend on them are not "
+            "simulated:", *[f"> - `{f}`" for f in flags], ""]
+
+
+def _soak_ttft(ctx: dict[str, Any], run: dict[str, Any]) -> str:
+    """`TTFT P95 3.50 s (SLA ≤ 2.00 s), ` for the SLA's own percentile when the runs table has it."""
+    sla = ctx["profile"].get("sla", {})
+    q, bound = sla.get("ttft_percentile"), sla.get("ttft_ms")
+    col = f"ttft_p{q:g}_ms" if isinstance(q, int | float) else ""
+    if q == 99 or col not in run or bound is None:
+        return ""
+    return f"TTFT P{q:g} {_fmt(run[col], 2, 1e-3)} s (SLA ≤ {_fmt(bound, 2, 1e-3)} s), "
 
 
 def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
     """Write report.md (and PNG plots) for a study context gathered from the store."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    study, env, profile = ctx["study"], ctx["env"], ctx["profile"]
+    study = ctx["study"]
     missing = missing_contract_fields(ctx)
     lines: list[str] = [f"# Knee report: {study['name']}", ""]
     if study.get("simulated"):
         lines += [SIM_BANNER, ""]
-    lines += ["## Setup (report contract)", "",
-              f"- model path: `{env.get('model_path')}`; SGLang version: `{env.get('sglang_version')}`",
-              f"- GPU: {env.get('gpu_name')} ×{env.get('gpu_count') or 1}; parallel: {env.get('parallel')}",
-              f"- profile `{study.get('profile_name')}`, workload fingerprint `{study.get('fingerprint')}`",
-              f"- input distribution: {json.dumps(profile.get('workload', {}).get('mix'))}; prompt length "
-              f"{json.dumps(profile.get('workload', {}).get('prompt_len'))}; output length "
-              f"{json.dumps(profile.get('workload', {}).get('output_len'))}",
-              f"- arrival: {json.dumps(profile.get('arrival'))}; ladder {profile.get('ladder')}",
-              f"- window: warm-up {profile.get('window', {}).get('warmup_requests')} requests / "
-              f"{profile.get('window', {}).get('warmup_seconds')} s, measured "
-              f"{profile.get('window', {}).get('measure_seconds')} s, drain {profile.get('window', {}).get('drain_seconds')} s",
-              f"- SLA: {json.dumps(profile.get('sla'))}",
-              f"- driver: {study.get('driver')}; TPOT = (last − first token) / (tokens − 1) per request; "
-              "ITL counts a k-token chunk as k gaps", ""]
-    lines += ["## Every configuration and step", "",
-              "Screening rows (phase `screen`) ran short windows and only rank configurations; the winner comes "
-              "from `final` rows. Rows of an aborted attempt (orchestrator killed) are kept but never counted.", "",
-              "| config | phase | concurrency | throughput (tok/s) | goodput (tok/s) | TTFT P50 (s) | TTFT P99 (s) | "
-              "TPOT P50 (ms) | TPOT P99 (ms) | cache hit | preemptions | KV max | queue mean | SLA |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    aborted = {c["id"] for c in ctx["configs"] if c["status"] == "aborted"}
-    for r in sorted(ctx["runs"], key=lambda r: (r["server_config_id"], r["concurrency"])):
-        phase = (r.get("phase") or "final") + (" (aborted attempt)" if r["server_config_id"] in aborted else "")
-        if r["status"] != "completed":
-            lines.append(f"| {ctx['labels'].get(r['server_config_id'])} | {phase} | {r['concurrency']} | "
-                         f"{r['status']}: {r.get('reason') or ''} |" + " |" * 10)
-            continue
-        lines.append(
-            f"| {ctx['labels'].get(r['server_config_id'])} | {phase} | {r['concurrency']} | {_fmt(r['output_tps'])} | "
-            f"{_fmt(r['goodput_tps'])} | {_fmt(r['ttft_p50_ms'], 2, 1e-3)} | {_fmt(r['ttft_p99_ms'], 2, 1e-3)} | "
-            f"{_fmt(r['tpot_p50_ms'], 1)} | {_fmt(r['tpot_p99_ms'], 1)} | {_fmt(r['cache_hit_rate'], 0, 100)}% | "
-            f"{_fmt(r['retractions'])} | {_fmt(r['kv_usage_max'], 2)} | {_fmt(r['queue_len_mean'], 1)} | "
-            f"{'pass' if r['passes_sla'] else 'fail: ' + (r.get('sla_failures') or '')} |")
-    lines += ["", "## Configurations", "",
-              "| config | status | phase | knee concurrency | knee goodput (tok/s) | 95% CI | why the ladder stopped |",
-              "|---|---|---|---|---|---|---|"]
-    for c in ctx["configs"]:
-        knee = ctx["knees"].get(c["id"])
-        lines.append(f"| {ctx['labels'].get(c['id'])} | {c['status']} | {knee['phase'] if knee else '—'} | "
-                     f"{knee['concurrency'] if knee else '—'} | {_fmt(knee['goodput_tps']) if knee else '—'} | "
-                     f"{_ci(knee) if knee else '—'} | {c.get('stop_reason') or c.get('failure_reason') or ''} |")
-    lines += [""]
+    lines += unmodelled_lines(ctx.get("env") or {})
+    view = ctx.get("view") or StudyView()
+    lines += setup_lines(ctx)
+    lines += steps_table(ctx)
+    lines += configs_table(ctx, view)
     if missing:
         lines += ["## No conclusion", "", "The report contract is not met; missing: " + ", ".join(missing) + ".",
                   "A report missing any of these fields may not name a winner.", ""]
     winner = ctx.get("winner")
     if winner and not missing:
-        lines += ["## Winner", "",
-                  f"**{ctx['labels'].get(winner['id'])}**: knee at concurrency {winner['knee']['concurrency']}, "
-                  f"goodput {_fmt(winner['knee']['goodput_tps'])} output tok/s inside the SLA (95% CI "
-                  f"{_ci(winner['knee'])}, knee re-chosen in every bootstrap resample)"
-                  + (" (simulated)." if study.get("simulated") else "."), ""]
-        if winner.get("screen_only"):
-            lines += ["> Screening only: no final (long-window) ladder ran, so this winner rests on short windows.", ""]
-        lines += ["```",
-                  launch_command(env.get("model_path") or "MODEL", winner["knobs"], profile.get("server", {}).get("extra_args", [])),
-                  "```", ""]
+        lines += winner_lines(ctx, view)
     elif winner is None:
         lines += ["## Winner", "", "No configuration passed the SLA at any step: every configuration is infeasible.", ""]
+    lines += modality_table(ctx, view)
     lines += soak_lines(ctx)
     from sweep.report_html import history_plot, write_html
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -12,7 +13,7 @@ import numpy as np
 import optuna
 
 from sweep import liveness
-from sweep.ladder import LadderOutcome, LadderRunner
+from sweep.ladder import LadderOutcome, LadderRunner, orchestrator_failure
 from sweep.liveness import WorkerIdentity
 from sweep.profile import FloatRange, IntRange, Profile, Space
 from sweep.types import ServerConfig
@@ -20,6 +21,13 @@ from sweep.types import ServerConfig
 KNOBS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
 FEASIBLE_ATTR = "feasible"
 CONSTRAINT_ATTR = "constraint"  # <= 0 feasible, > 0 infeasible (Optuna's convention)
+# Why a trial did not yield a measured configuration. An orchestrator failure (signal, database, disk: the
+# trial is FAIL) is retried; a configuration failure (the server crashed, OOMed, hung: the trial is COMPLETE
+# and infeasible) is a result and is not.
+FAILURE_ATTR = liveness.FAILURE_ATTR
+ORCHESTRATOR_FAILURE = liveness.ORCHESTRATOR_FAILURE
+CONFIGURATION_FAILURE = "configuration"
+REQUEUED_ATTR = liveness.REQUEUED_FROM  # on a re-queued copy: the number of the FAIL trial it redoes
 
 
 def expand(values: Any) -> list[Any] | None:
@@ -117,7 +125,8 @@ class Search:
                  clock: Callable[[], float] = time.monotonic,
                  on_trial: Callable[[LadderOutcome], None] | None = None,
                  worker: WorkerIdentity | None = None, on_requeued: liveness.Requeued | None = None,
-                 wait: Callable[[float], None] = time.sleep, ended: Callable[[int], bool] | None = None):
+                 wait: Callable[[float], None] = time.sleep, ended: Callable[[int], bool] | None = None,
+                 alone: Callable[[], bool] | None = None):
         self.profile = profile
         self.runner = runner
         self.space = grid(profile.search.space)
@@ -127,6 +136,7 @@ class Search:
         self.on_requeued = on_requeued
         self.wait = wait
         self.ended = ended  # worker id -> whether that worker has stopped (so any trial it holds is orphaned)
+        self.alone = alone  # whether no other worker of the study may be alive (then an unowned trial is dead)
         self.study_name = study_name
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         sp = profile.search
@@ -138,14 +148,19 @@ class Search:
                                          sampler=make_sampler(profile), pruner=pruner, load_if_exists=True)
 
     def requeue_interrupted(self) -> int:
-        """Trials a dead worker left RUNNING become FAIL and their configuration is queued again (each once).
+        """Re-queue, once each, the trials whose configuration an orchestrator failed to measure.
 
-        Only trials whose worker is certainly dead (see liveness.requeue_dead); a live worker's trial, here or
-        on another host, is never touched.
+        A trial a dead worker left RUNNING becomes FAIL and is queued again (liveness.requeue_dead): only when
+        its worker is certainly dead, so a live worker's trial, here or on another host, is never touched. A
+        FAIL trial that is an orchestrator failure (a signal, the database, the disk) and has no copy yet gets
+        one. A configuration failure (the server crashed, OOMed or hung) is a COMPLETE trial with a violated
+        constraint: never re-queued. A trial that died before any parameter or grid point was chosen needs no
+        copy: the sampler picks that point again.
         """
         n = 0
         for study in self._phase_studies():
-            n += liveness.requeue_dead(study, self.grace_s, self.on_requeued, self.ended)
+            n += liveness.requeue_dead(study, self.grace_s, self.on_requeued, self.ended, self.alone)
+            n += liveness.requeue_orchestrator_failures(study)
         return n
 
     def _phase_studies(self) -> list[optuna.Study]:
@@ -170,6 +185,25 @@ class Search:
         return optuna.create_study(study_name=self.study_name + suffix, storage=self.storage, direction="maximize",
                                    sampler=optuna.samplers.GridSampler({param: list(range(n))}), load_if_exists=True)
 
+    @staticmethod
+    def _guarded(study: optuna.Study, measure: Callable[[optuna.Trial], float]) -> Callable[[optuna.Trial], float]:
+        """The objective: `measure`, and on the orchestrator's own failure (a signal, the database, the disk)
+        the trial marked so and its configuration queued again at once, for any worker to take."""
+
+        def objective(trial: optuna.Trial) -> float:
+            try:
+                return measure(trial)
+            except optuna.TrialPruned:
+                raise
+            except BaseException as exc:  # Optuna marks the trial FAIL once this propagates
+                with contextlib.suppress(Exception):  # best effort: the database may be what failed
+                    trial.set_user_attr(FAILURE_ATTR, ORCHESTRATOR_FAILURE)
+                    trial.set_user_attr("failure_reason", orchestrator_failure(exc))
+                    liveness.requeue(study, study._storage.get_trial(trial._trial_id))
+                raise
+
+        return objective
+
     def _begin(self, study: optuna.Study, trial: optuna.Trial, total: int) -> None:
         """Claim the trial for this worker; a trial created after the phase's work ran out is dropped as surplus."""
         trial.set_user_attr(liveness.WORKER_ATTR, self.worker.attr())
@@ -186,7 +220,7 @@ class Search:
         """Run trials of one phase until its `total` work items are claimed; then wait out the others' trials."""
         while True:
             liveness.fail_stale(study)
-            liveness.requeue_dead(study, self.grace_s, self.on_requeued, self.ended)
+            liveness.requeue_dead(study, self.grace_s, self.on_requeued, self.ended, self.alone)
             trials = study.get_trials(deepcopy=False)
             waiting = any(t.state == optuna.trial.TrialState.WAITING for t in trials)
             if (waiting or liveness.work_items(trials) < total) and may_start():
@@ -208,7 +242,7 @@ class Search:
         durations: list[float] = []
         total = self.n_trials()
 
-        def objective(trial: optuna.Trial) -> float:
+        def measure(trial: optuna.Trial) -> float:
             self._begin(self.study, trial, total)
             config = suggest(trial, self.space)
             t0 = self.clock()
@@ -242,7 +276,7 @@ class Search:
                 return False
             return True
 
-        self._drain(self.study, total, objective, may_start)
+        self._drain(self.study, total, self._guarded(self.study, measure), may_start)
         if screening.enabled:
             self._finals(result, reuse, started, durations)
         if soak is not None:
@@ -257,6 +291,8 @@ class Search:
         trial.set_constraint("feasible", 0.0 if feasible else 1.0)
         trial.set_user_attr("config_id", outcome.config_id)
         trial.set_user_attr("status", outcome.status)
+        if outcome.status == "failed":
+            trial.set_user_attr(FAILURE_ATTR, CONFIGURATION_FAILURE)
         trial.set_user_attr("phase", phase)
         trial.set_user_attr("pruned", outcome.stop_reason.startswith("pruned"))
         into.append(outcome)
@@ -285,7 +321,7 @@ class Search:
         budget = self.profile.search.time_budget_s
         screen_cost = max(durations) if durations else 0.0
 
-        def objective(trial: optuna.Trial) -> float:
+        def measure(trial: optuna.Trial) -> float:
             self._begin(study, trial, len(cut))
             config = ServerConfig(**cut[int(trial.suggest_categorical("final", list(range(len(cut)))))])
             outcome = reuse(config, "final") if reuse else None
@@ -300,16 +336,16 @@ class Search:
                 return False
             return True
 
-        self._drain(study, len(cut), objective, may_start)
+        self._drain(study, len(cut), self._guarded(study, measure), may_start)
 
     def _soak(self, soak: Callable[[], None]) -> None:
         """The winner's soak: one trial of `<name>:soak`, run by the first worker that asks, after every final."""
         study = self._phase_study(":soak", "soak", 1)
 
-        def objective(trial: optuna.Trial) -> float:
+        def measure(trial: optuna.Trial) -> float:
             self._begin(study, trial, 1)
             trial.suggest_categorical("soak", [0])
             soak()
             return 0.0
 
-        self._drain(study, 1, objective, lambda: True)
+        self._drain(study, 1, self._guarded(study, measure), lambda: True)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from sweep.errors import LaunchError, ServerDied
-from sweep.ladder import LadderRunner, launch_record
+from sweep.ladder import LadderRunner, SpawnLog
 from sweep.measure import compute_stats
 from sweep.profile import Profile, RateArrival, Soak
 from sweep.types import ServerConfig
@@ -72,10 +72,16 @@ def slope_per_min(t: np.ndarray, v: np.ndarray) -> float | None:
     return float(np.polyfit(t, v, 1)[0]) * 60.0
 
 
-def judge(samples: Iterable[Any], soak: Soak) -> SoakVerdict:
-    """Storm (retraction rate high and rising), growing queue and growing GPU memory, from a soak's samples."""
+def judge(samples: Iterable[Any], soak: Soak, sla_failures: str | None = None) -> SoakVerdict:
+    """Storm (retraction rate high and rising), growing queue and growing GPU memory, from a soak's samples.
+
+    `sla_failures` is the window's `runs.sla_failures` (measure's "; "-joined misses): a soak that misses
+    the profile's SLA fails, however flat its queue and memory stay.
+    """
     rows = list(samples)
     verdict = SoakVerdict(passed=True)
+    if sla_failures:
+        verdict.reasons.append(f"SLA missed: {sla_failures}")
     t, v = series(rows, RETRACTION_COUNTERS, "metrics")
     if len(t):
         verdict.minutes = float(t.max() - t.min()) / 60.0
@@ -116,14 +122,14 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any], ctx
     config_id = store.create_server_config(runner.study_id, config, runner.launcher.kind, [], None,
                                            placement=runner.placement)
     store.update_server_config(config_id, status="running")
+    spawned = SpawnLog(store, config_id)
     try:
-        handle = runner.launcher.start(config)
+        handle = runner.launcher.start(config, on_spawn=spawned)
     except LaunchError as exc:
         store.update_server_config(config_id, status="failed", failure_reason=f"soak launch {exc.reason}: {exc}")
         return SoakVerdict(False, [f"the winner failed to start for the soak: {exc.reason}"])
-    info = dict(handle.server_info or {}, sweep_launch=launch_record(handle))
     store.update_server_config(config_id, argv=handle.argv, startup_s=handle.startup_s, log_path=handle.log_path,
-                               server_info=info)
+                               server_info=spawned.server_info(handle))
     run_id = store.create_run(runner.study_id, config_id, soak.max_in_flight, profile.fingerprint(),
                               handle.simulated, runner.driver_name, phase="soak", placement=runner.placement)
     try:
@@ -135,7 +141,7 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any], ctx
     finally:
         runner.launcher.stop(handle)
     stats = compute_stats(result, profile.sla)
-    verdict = judge(result.samples, soak)
+    verdict = judge(result.samples, soak, stats["sla_failures"])
     if result.aborted:
         verdict.passed = False
         verdict.reasons.append(f"window aborted: {result.aborted}")

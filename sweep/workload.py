@@ -227,5 +227,6 @@ def chat_body(spec: RequestSpec, model: str, stream: bool = True, *, prefix_len:
     body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": spec.output_tokens,
                             "ignore_eos": True, "temperature": 0, "stream": stream}
     if stream:
-        body["stream_options"] = {"include_usage": True}
+        # continuous usage: every content chunk says how many tokens it completes (one chunk can hold several)
+        body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
     return body

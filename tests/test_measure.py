@@ -95,7 +95,8 @@ def test_throughput_per_window_second() -> None:
     s = compute_stats(window(five_requests()), SLA_DEFAULT)
     assert s["throughput_rps"] == pytest.approx(0.4)
     assert s["input_tps"] == pytest.approx(50.0)  # (100+200+100+100) / 10
-    assert s["output_tps"] == pytest.approx(1.5)  # (5+5+2+3) / 10
+    # tokens that arrived in [0, 10): (5+5+2+3) of R0..R3 and the warm-up R90's 2; R91's and R92's fall outside
+    assert s["output_tps"] == pytest.approx(1.7)
 
 
 def test_ttft_tpot_e2e_percentiles_hand_computed() -> None:
@@ -133,7 +134,7 @@ def test_itl_counts_k_gaps_for_a_chunk_of_k_tokens() -> None:
 def test_goodput_and_attainment_count_errors_as_misses() -> None:
     s = compute_stats(window(five_requests()), SLA_DEFAULT)
     assert s["goodput_rps"] == pytest.approx(0.2)  # R0 and R1
-    assert s["goodput_tps"] == pytest.approx(1.0)  # (5 + 5) tokens / 10 s
+    assert s["goodput_tps"] == pytest.approx(1.2)  # (5 + 5) tokens, + the SLA-meeting warm-up's 2 in-window tokens
     assert s["attainment"] == pytest.approx(0.4)  # 2 of 5 started; the error is a miss
 
 
@@ -318,3 +319,48 @@ def test_client_ttft_agrees_with_server_histogram_within_bucket() -> None:
         upper = next(le for le in bounds if le >= server)
         lower = max([0.0] + [le for le in bounds if le < upper])
         assert lower <= client <= upper, (q, client, server)
+
+
+def test_output_tps_counts_tokens_that_arrived_inside_the_window() -> None:
+    recs = [
+        rec(0, 9.0, [(9.5, 1), (10.5, 4)]),  # sent inside: 1 of its 5 tokens arrives before the window ends
+        rec(1, -1.0, [(-0.5, 1), (0.5, 3)], warmup=True),  # warm-up still streaming: 3 tokens arrive inside
+        rec(2, 2.0, [(2.5, 1), (3.0, 2)], error="stream cut"),  # what arrived before the error still arrived
+    ]
+    short = rec(3, 4.0, [(4.5, 1), (4.8, 1)])
+    short.output_tokens = 6  # the final usage said 6 but the stream carried 2: the rest lands with the last chunk
+    s = compute_stats(window([*recs, short]), SLA_DEFAULT)
+    assert s["output_tps"] == pytest.approx((1 + 3 + 3 + 6) / 10)
+
+
+def test_phase_locked_closed_loop_reads_the_true_token_rate() -> None:
+    """4 users in step, each request 16 tokens over 2 s; a 9 s window. Truth: 4 x 8 tok/s = 32 tok/s.
+
+    Counting the requests sent in the window gives 5 sends x 16 tokens x 4 users / 9 s = 35.6 (11% high).
+    """
+    recs = []
+    for u in range(4):
+        for j, s0 in enumerate(np.arange(-4.0, 10.0, 2.0).tolist()):
+            recs.append(rec(u * 100 + j, s0, [(s0 + 0.125 * k, 1) for k in range(1, 17)], warmup=s0 < 0))
+    w = WindowResult(concurrency=4, records=recs, samples=[], window_start=0.0, window_end=9.0,
+                     warmup_requests=0, warmup_seconds=0.0)
+    s = compute_stats(w, SLA(ttft_ms=1000, tpot_ms=1000))
+    assert s["output_tps"] == pytest.approx(32.0)
+    assert s["goodput_tps"] == pytest.approx(32.0)
+
+
+def test_goodput_tps_never_exceeds_output_tps() -> None:
+    s = compute_stats(window(five_requests()), SLA_DEFAULT)
+    assert 0 < s["goodput_tps"] <= s["output_tps"]
+
+
+def test_goodput_ci_has_width_for_evenly_spaced_arrivals_that_all_meet_the_sla() -> None:
+    """Constant-rate open loop, 10 req/s for 10 s, every request meets: each block holds the same count, and a
+    block bootstrap alone reported the point estimate as its interval ("2048-2048")."""
+    recs = [rec(i, i * 0.1, [(i * 0.1 + 0.05, 1), (i * 0.1 + 0.06, 1)]) for i in range(100)]
+    s = compute_stats(window(recs), SLA_DEFAULT)
+    assert s["goodput_rps"] == pytest.approx(10.0)
+    assert s["goodput_ci_low"] < s["goodput_rps"] <= s["goodput_ci_high"]
+    assert s["goodput_ci_low"] > 9.0  # 100 of 100 met: the attainment is at least ~96% at 95%
+    none_meet = compute_stats(window(recs), SLA(ttft_ms=1, tpot_ms=1))
+    assert none_meet["goodput_rps"] == 0 and none_meet["goodput_ci_high"] > 0

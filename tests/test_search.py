@@ -134,3 +134,9 @@ def test_tpe_and_gp_samplers_run_a_study_with_the_infeasible_config_as_a_constra
         for t in done:  # the constraint Optuna's samplers read: > 0 exactly when the configuration was infeasible
             assert (t.constraints["feasible"] > 0) == (t.params["mem_fraction_static"] == 0.05)
         assert run.winner is None or run.winner["knobs"]["mem_fraction_static"] == 0.85
+
+
+def test_knee_interval_is_unknown_when_no_step_has_one() -> None:
+    """Steps without a measured interval used to give the knee's point as its '95% CI' (zero width)."""
+    pts = [StepPoint(c, g / 100, g, g, 100.0, 0, True) for c, g in ((2, 200.0), (4, 380.0))]
+    assert knee_goodput_ci(pts, 0.0) == (None, None)

@@ -235,12 +235,15 @@ def test_abort_running_marks_what_a_killed_orchestrator_left_behind(store: Store
     ocid = store.create_server_config(other, ServerConfig(32), "sim", [], 0)
     untouched = store.create_run(other, ocid, 16, "fp", True, "virtual")
 
-    assert store.abort_running(sid) == 2  # one run, one config
+    assert store.abort_running(sid) == 3  # two runs (the finished step of the attempt too), one config
     assert store.abort_running(sid) == 0
     stale_row = store.get_run(stale)
     assert stale_row is not None and stale_row["status"] == "aborted" and stale_row["finished_at"] is not None
     assert "orchestrator stopped" in stale_row["reason"]
-    assert store.get_run(finished)["status"] == "completed"  # type: ignore[index]
+    # The attempt's finished step keeps its stats but is no ordinary completed row: the configuration is redone.
+    done_row = store.get_run(finished)
+    assert done_row is not None and done_row["status"] == "aborted" and done_row["n_started"] is not None
+    assert done_row["reason"].startswith("attempt aborted: ")
     assert store.get_run(untouched)["status"] == "running"  # type: ignore[index]
     assert store.server_configs(sid)[0]["status"] == "aborted"
 

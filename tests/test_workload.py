@@ -269,7 +269,7 @@ def test_chat_bodies() -> None:
     b = chat_body(img, "qwen")
     assert b["model"] == "qwen" and b["max_tokens"] == img.output_tokens
     assert b["ignore_eos"] is True and b["temperature"] == 0 and b["stream"] is True
-    assert b["stream_options"] == {"include_usage": True}
+    assert b["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
     content = b["messages"][0]["content"]
     assert b["messages"][0]["role"] == "user"
     assert content[0] == {"type": "image_url", "image_url": {"url": img.media[0].data_urls[0]}}

@@ -18,8 +18,10 @@ import uvicorn
 
 from launchers.base import READY_LINE
 from launchers.sim.engine import Engine
+from launchers.sim.fidelity import unmodelled_flags
 from launchers.sim.params import EngineKnobs, SimOOM, SimParams, gpu_preset, model_from_config, model_preset
 from launchers.sim.server import VERSION, Faults, SimServer
+from launchers.sim.tokenizer import load as load_tokenizer
 
 POLICIES = ["lpm", "random", "fcfs", "dfs-weight", "lof", "priority", "routing-key", "hrrn", "shortest-prefill-first"]
 
@@ -83,7 +85,7 @@ def make_params(args: argparse.Namespace) -> SimParams:
             model = replace(model, tp=args.tp_size)
     else:
         model = model_from_config(args.model_path, tp=args.tp_size) or model_preset("llama3-8b")
-    return SimParams(gpu=gpu, model=model, speed=args.sim_speed)
+    return SimParams(gpu=gpu, model=model, speed=args.sim_speed, cuda_graph=not args.disable_cuda_graph)
 
 
 def knobs_from(args: argparse.Namespace) -> EngineKnobs:
@@ -103,6 +105,7 @@ def server_info(args: argparse.Namespace, eng: Engine) -> dict[str, Any]:
                 context_len=c.context_len, schedule_policy=c.schedule_policy, version=VERSION, simulated=True,
                 sim_gpu=eng.params.gpu.name, sim_model=eng.params.model.name, page_size=eng.params.page_size,
                 served_model_name=args.served_model_name or args.model_path, api_key=None,
+                unmodelled_flags=unmodelled_flags(args),
                 # the GPU group its launcher gave it: a simulated fleet is checked from the launch records
                 cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
     return info
@@ -121,9 +124,12 @@ async def serve(args: argparse.Namespace, eng: Engine) -> int:
     faults = Faults(args.sim_crash_after_s, args.sim_crash_after_requests, args.sim_hang_after_s,
                     args.sim_slow_start_s, args.sim_malformed_sse_rate, args.sim_http500_rate, args.sim_slow_metrics_s)
     info = server_info(args, eng)
+    tokenizer = load_tokenizer(args.model_path)
+    info["tokenizer"] = tokenizer.source
+    log(f"Prompt tokens are counted with {tokenizer.source}")
     sim = SimServer(eng, info, info["served_model_name"], faults, log, api_key=args.api_key,
                     enable_metrics=args.enable_metrics, stream_interval=args.stream_interval,
-                    seed=args.random_seed or 0, has_vision=eng.params.model.vision_params > 0)
+                    seed=args.random_seed or 0, has_vision=eng.params.model.vision_params > 0, tokenizer=tokenizer)
     config = uvicorn.Config(sim.app(), host=args.host, port=args.port, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=5)
     server = _Server(config)
@@ -207,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.random_seed is None:
         args.random_seed = random.randrange(1 << 30)
+    for line in unmodelled_flags(args):
+        log(f"WARNING: accepted but not simulated: {line}")
     log(f"server_args=ServerArgs(model_path='{args.model_path}', mem_fraction_static={args.mem_fraction_static}, "
         f"max_running_requests={args.max_running_requests}, chunked_prefill_size={args.chunked_prefill_size}, "
         f"schedule_policy='{args.schedule_policy}', tp_size={args.tp_size}, host='{args.host}', port={args.port}, "

@@ -15,6 +15,7 @@ class CostModel:
     def __init__(self, p: SimParams):
         g, m, e = p.gpu, p.model, p.eff
         self.speed = p.speed
+        self.decode_speed = p.speed * (1.0 if p.cuda_graph else e.no_cuda_graph_decode)  # decode forwards only
         tp = m.tp
         bw = g.bandwidth * e.bandwidth
         self.peak_gemm = g.flops * e.flops
@@ -39,7 +40,7 @@ class CostModel:
         """One decode forward of n requests whose contexts sum to ctx_sum tokens."""
         mem = self.llm_weight_s + ctx_sum * self.kv_s_per_token
         comp = n * self.gemm_s_per_token + ctx_sum * self.attn_flops_per_ctx / self.peak_attn
-        return (max(mem, comp) + self.step_s + n * (self.per_req_s + self.tp_s_per_token) + self.tp_fixed_s) * self.speed
+        return (max(mem, comp) + self.step_s + n * (self.per_req_s + self.tp_s_per_token) + self.tp_fixed_s) * self.decode_speed
 
     def decode_terms(self, n: int) -> tuple[float, float, float, float]:
         """(mem0, mem_per_ctx, comp0, comp_per_ctx) and fixed part, for the engine's macro-step loop."""

@@ -330,7 +330,7 @@ class Engine:
         d0 = len(self.dec_times)
         k = min(heap[0][0] - d0 if heap else 1 << 30, max(1, self._avail() // n), max_steps)
         mem0, mem_c, comp0, comp_c = self.cost.decode_terms(n)
-        fixed, speed = self.cost.decode_fixed(n), self.cost.speed
+        fixed, speed = self.cost.decode_fixed(n), self.cost.decode_speed
         ctx, end, times = float(self.dec_ctx), t, self.dec_times
         for _ in range(k):
             ctx += n

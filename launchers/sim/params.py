@@ -103,6 +103,12 @@ class Efficiency:
     # host_s_per_inflight=1e-3 (docs/calibration.md); not the preset yet (HTTP and virtual modes disagree on TTFT).
     host_s_per_inflight: float = 0.0
     media_host_s_per_token: float = 0.00035  # CPU media preprocessing (resize, normalise) per media token
+    # --disable-cuda-graph: every decode forward launches its kernels one by one. Multiplies the decode forward
+    # time; fitted on ONE H200 point only (llama3-8b shape, concurrency 16, prompts ~1,050, outputs U(64,256):
+    # real TPOT P50 18.8 ms without CUDA graphs vs 7.4 ms with them, 2.54x). Prefill forwards, which run without
+    # graphs either way, are not slowed, so decode needs 3.30x for the simulator's own TPOT P50 to move 2.54x
+    # at that point (tools/fit_cuda_graph.py). Other batch sizes, models and GPUs: an extrapolation.
+    no_cuda_graph_decode: float = 3.30
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,7 @@ class SimParams:
     eff: Efficiency = Efficiency()
     speed: float = 1.0  # multiplies every step time (e.g. 4.0 = a GPU four times slower)
     page_size: int = 16  # radix cache granularity; SGLang uses 1, pages keep the tree small
+    cuda_graph: bool = True  # False = --disable-cuda-graph (decode forwards slowed by eff.no_cuda_graph_decode)
 
     @classmethod
     def preset(cls, gpu: str = "H200", model: str = "llama3-8b", speed: float = 1.0) -> SimParams:

@@ -18,21 +18,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from launchers.sim import openai_api
 from launchers.sim.engine import Engine, SimRequest
 from launchers.sim.media import count_items
 from launchers.sim.metrics import exposition
+from launchers.sim.tokenizer import SimTokenizer, load
 
 VERSION = "0.5.17-sim"
 EXEMPT = ("/health", "/ready", "/metrics")  # srt/utils/auth.py: always reachable without a key
 
 
-def encode(text: str) -> list[int]:
-    """A trivial deterministic tokenizer: whitespace words hashed to ids 3..999."""
-    return [3 + zlib.crc32(w.encode()) % 997 for w in text.split()]
-
-
-def out_ids(seed: int, start: int, end: int) -> list[int]:
-    return [3 + (seed * 2654435761 + i * 40503) % 997 for i in range(start, end)]
+def out_tokens(seed: int, start: int, end: int) -> list[int]:
+    """Pseudo-random generated token numbers of one request (the tokenizer maps each to a word and its id)."""
+    return [(seed * 2654435761 + i * 40503) % 997 for i in range(start, end)]
 
 
 @dataclass
@@ -40,6 +38,7 @@ class Stream:
     """One in-flight HTTP request: the engine loop posts (tokens, done) updates to its queue."""
 
     rid: str
+    tokenizer: SimTokenizer
     queue: asyncio.Queue[tuple[int, bool]] = field(default_factory=asyncio.Queue)
     sent: int = 0
     ids: list[int] = field(default_factory=list)
@@ -48,9 +47,9 @@ class Stream:
 
     def grow(self, n: int) -> None:
         if n > len(self.ids):
-            new = out_ids(self.seed, len(self.ids), n)
-            self.ids += new
-            self.text += "".join(f" t{i}" for i in new)
+            pieces = [self.tokenizer.out_piece(k) for k in out_tokens(self.seed, len(self.ids), n)]
+            self.ids += [i for i, _ in pieces]
+            self.text += "".join(t for _, t in pieces)
 
 
 @dataclass
@@ -69,8 +68,10 @@ class SimServer:
 
     def __init__(self, engine: Engine, info: dict[str, Any], model_name: str, faults: Faults,
                  log: Callable[[str], None], api_key: str | None = None, enable_metrics: bool = False,
-                 stream_interval: int = 1, seed: int = 0, has_vision: bool = False):
+                 stream_interval: int = 1, seed: int = 0, has_vision: bool = False,
+                 tokenizer: SimTokenizer | None = None):
         self.engine, self.info, self.model_name, self.faults, self.log = engine, info, model_name, faults, log
+        self.tokenizer = tokenizer or load(str(info.get("model_path") or ""))
         self.api_key, self.enable_metrics, self.stream_interval = api_key, enable_metrics, max(1, stream_interval)
         self.has_vision = has_vision
         self.rng = random.Random(seed)
@@ -140,7 +141,7 @@ class SimServer:
     def _submit(self, ids: list[int], max_new: int, media: dict[str, int], streaming: bool,
                 rid: str | None) -> tuple[Stream, Any]:
         rid = rid or uuid.uuid4().hex
-        st = Stream(rid, seed=zlib.crc32(rid.encode()))
+        st = Stream(rid, self.tokenizer, seed=zlib.crc32(rid.encode()))
         self.streams[rid] = st
         r = self.engine.submit(SimRequest(rid, tuple(ids), max_new, media, streaming=streaming), self.now())
         self.wake.set()
@@ -198,7 +199,7 @@ class SimServer:
         if "input_ids" in body and body["input_ids"] is not None:
             ids = [int(x) for x in body["input_ids"]]
         elif isinstance(body.get("text"), str):
-            ids = encode(body["text"])
+            ids = self.tokenizer.encode(body["text"])
         else:
             return JSONResponse({"error": {"message": "exactly one of text or input_ids is required", "code": 400}}, 400)
         media: dict[str, int] = {}
@@ -234,81 +235,10 @@ class SimServer:
             self._close(st, r)
 
     async def chat(self, request: Request) -> Response:
-        body = await self._body(request)
-        if isinstance(body, Response):
-            return body
-        ids: list[int] = []
-        media: dict[str, int] = {}
-        for msg in body.get("messages") or []:
-            ids += [1001, 3 + zlib.crc32(str(msg.get("role", "user")).encode()) % 997]  # <|im_start|>role
-            content = msg.get("content")
-            parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if isinstance(content, str) else \
-                [p for p in (content or []) if isinstance(p, dict)]
-            for part in parts:
-                if part.get("type") == "text":
-                    ids += encode(str(part.get("text", "")))
-                elif part.get("type") in ("image_url", "video_url", "audio_url", "input_audio"):
-                    kind = {"image_url": "image", "video_url": "video"}.get(part["type"], "audio")
-                    url = (part.get(part["type"]) or {}).get("url") or (part.get("input_audio") or {}).get("data", "")
-                    n, extra = count_items(kind, [str(url)])
-                    media[kind] = media.get(kind, 0) + n
-                    ids += extra
-            ids.append(1002)  # <|im_end|>
-        ids += [1001, 3]  # the assistant turn header
-        max_new = int(body.get("max_completion_tokens") or body.get("max_tokens") or 128)
-        stream = bool(body.get("stream"))
-        st, r = self._submit(ids, max_new, media, stream, body.get("rid"))
-        cid, created = f"chatcmpl-{st.rid[:24]}", int(time.time())
-        model = body.get("model") or self.model_name
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        if stream:
-            return StreamingResponse(self._chat_stream(st, r, cid, created, model, include_usage, media),
-                                     media_type="text/event-stream")
-        try:
-            async for _n, _done in self._updates(st):
-                pass
-            st.grow(self.engine.output_len(r))
-            return JSONResponse({"id": cid, "object": "chat.completion", "created": created, "model": model,
-                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": st.text.strip()},
-                                              "finish_reason": self._oai_reason(r)}],
-                                 "usage": self._usage(r, st, media)})
-        finally:
-            self._close(st, r)
+        return await openai_api.chat(self, request)
 
-    def _oai_reason(self, r: Any) -> str:
-        return "length" if (r.finish_reason or {}).get("type") == "length" else "abort"
-
-    def _usage(self, r: Any, st: Stream, media: dict[str, int]) -> dict[str, Any]:
-        details: dict[str, Any] | None = None
-        if self.info.get("enable_cache_report") or media:
-            details = {"cached_tokens": r.cached_tokens if self.info.get("enable_cache_report") else 0}
-            details.update({f"{k}_tokens": v for k, v in media.items()})
-        return {"prompt_tokens": r.prompt_len, "completion_tokens": len(st.ids),
-                "total_tokens": r.prompt_len + len(st.ids), "reasoning_tokens": 0, "prompt_tokens_details": details}
-
-    async def _chat_stream(self, st: Stream, r: Any, cid: str, created: int, model: str, include_usage: bool,
-                           media: dict[str, int]) -> AsyncIterator[str]:
-        def chunk(delta: dict[str, Any], reason: str | None) -> dict[str, Any]:
-            return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
-
-        try:
-            yield self._sse(chunk({"role": "assistant", "content": ""}, None))
-            sent_chars = 0
-            async for n, done in self._updates(st):
-                st.grow(n)
-                piece = st.text[sent_chars:]
-                sent_chars = len(st.text)
-                if piece:
-                    yield self._sse(chunk({"content": piece}, None))
-                if done:
-                    yield self._sse(chunk({}, self._oai_reason(r)))
-            if include_usage:
-                yield self._sse({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                                 "choices": [], "usage": self._usage(r, st, media)})
-            yield "data: [DONE]\n\n"
-        finally:
-            self._close(st, r)
+    async def completions(self, request: Request) -> Response:
+        return await openai_api.completions(self, request)
 
     async def health(self, request: Request) -> Response:
         if self.hung:  # health_generate never gets its token; SGLang answers 503 after 20 s
@@ -351,6 +281,7 @@ class SimServer:
     def app(self) -> Callable[..., Awaitable[None]]:
         routes = [Route("/generate", self.generate, methods=["POST"]),
                   Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                  Route("/v1/completions", self.completions, methods=["POST"]),
                   Route("/health", self.health), Route("/health_generate", self.health), Route("/ready", self.health),
                   Route("/server_info", self.server_info), Route("/get_server_info", self.server_info),
                   Route("/model_info", self.model_info), Route("/get_model_info", self.model_info),

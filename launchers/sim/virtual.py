@@ -6,13 +6,24 @@ import argparse
 import time
 from typing import Any
 
-from launchers.base import ServerHandle, StopReport
-from launchers.sim.cli import build_parser, knobs_from, server_info
+from launchers.base import ServerHandle, SpawnCallback, StopReport
+from launchers.sim.cli import build_parser, knobs_from, make_params, server_info
 from launchers.sim.engine import Engine
-from launchers.sim.params import SimOOM, SimParams, gpu_preset, model_preset
+from launchers.sim.fidelity import FAULT_FLAGS, fault_flags
+from launchers.sim.params import SimOOM, gpu_preset, model_preset
 from launchers.sim.server import VERSION
-from sweep.errors import LaunchError
+from sweep.errors import LaunchError, ProfileError
 from sweep.types import ServerConfig
+
+FAULT_SPELLINGS = {"--" + k.replace("_", "-") for k in FAULT_FLAGS}
+
+
+def refuse_faults(extra_args: list[str]) -> None:
+    """The virtual driver runs no server process, so process faults cannot happen: say so instead of ignoring them."""
+    named = sorted({a.split("=", 1)[0] for a in extra_args if a.split("=", 1)[0] in FAULT_SPELLINGS})
+    if named:
+        raise ProfileError(f"server.extra_args: {', '.join(named)} fault(s) the simulated server process, which "
+                           "the virtual driver does not run; use --driver http to apply them")
 
 
 class VirtualLauncher:
@@ -25,6 +36,7 @@ class VirtualLauncher:
                  model_path: str = "models/llama3-8b-shape"):
         self.gpu, self.model, self.model_path = gpu, model, model_path
         self.extra_args = list(extra_args or [])
+        refuse_faults(self.extra_args)
         gpu_preset(gpu)  # fail fast on unknown presets
         model_preset(model)
 
@@ -35,10 +47,15 @@ class VirtualLauncher:
         except SystemExit as exc:  # argparse rejected a flag: same reason a real launch would give
             raise LaunchError(f"bad server flag in {self.extra_args + config.to_args()}", reason="bad_flag") from exc
 
-    def start(self, config: ServerConfig) -> ServerHandle:
+    def start(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:
+        """An in-process engine: no process is spawned, so on_spawn is never called."""
         t0 = time.perf_counter()
         args = self._args(config)
-        params = SimParams(gpu=gpu_preset(args.sim_gpu), model=model_preset(args.sim_model), speed=args.sim_speed)
+        faults = fault_flags(args)  # an abbreviated spelling got past refuse_faults
+        if faults:
+            raise LaunchError(f"the virtual driver cannot apply {', '.join(faults)} (no server process)",
+                              reason="bad_flag")
+        params = make_params(args)
         try:
             eng = Engine(params, knobs_from(args), seed=args.random_seed or 0)
         except SimOOM as exc:

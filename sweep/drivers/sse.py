@@ -37,15 +37,22 @@ class SseSink:
     Chunks may split events anywhere; each `data:` line is one event, and every event that arrived in one
     network chunk gets that chunk's receive time. `done` turns true at `data: [DONE]`; `feed` raises
     StreamError for an error event, an abort or a malformed event.
+
+    Tokens per event: /generate events carry the cumulative meta_info.completion_tokens. A chat content event
+    carries usage.completion_tokens (cumulative) when the server sends continuous usage stats (chat_body asks
+    for them; SGLang and vLLM honour `stream_options.continuous_usage_stats`). Without it an event may still
+    hold several tokens (`--stream-interval`), so content events count one each until [DONE], and then the
+    final usage count is shared out over them in proportion to their text length (at least one each).
     """
 
-    __slots__ = ("rec", "chat", "clock", "buf", "seen", "done")
+    __slots__ = ("rec", "chat", "clock", "buf", "seen", "done", "chars")
 
     def __init__(self, rec: RequestRecord, chat: bool, clock: Clock):
         self.rec, self.chat, self.clock = rec, chat, clock
         self.buf = b""
         self.seen = 0
         self.done = False
+        self.chars: list[int] | None = [] if chat else None  # content length per counted event, no usage seen
 
     def feed(self, chunk: bytes, now: float) -> None:
         if self.done:
@@ -62,7 +69,7 @@ class SseSink:
             if payload == b"[DONE]":
                 self._finish()
                 return
-            self.seen = _event(payload, self.rec, self.chat, self.seen, now)
+            self.seen = _event(payload, self.rec, self.chat, self.seen, now, self)
 
     def end(self) -> None:
         """The response body ended: fine after [DONE] (also an unterminated last line), else a disconnect."""
@@ -74,12 +81,32 @@ class SseSink:
         raise StreamError("disconnect", "stream ended without [DONE]")
 
     def _finish(self) -> None:
-        self.rec.output_tokens = max(self.rec.output_tokens, self.seen)
+        rec = self.rec
+        if self.chars and rec.output_tokens > sum(rec.chunk_tokens):
+            rec.chunk_tokens = share_by_length(rec.output_tokens, self.chars)
+        rec.output_tokens = max(rec.output_tokens, self.seen)
         self.rec.finished_at = self.clock()
         self.done = True
 
 
-def _event(payload: bytes, rec: RequestRecord, chat: bool, seen: int, now: float) -> int:
+def share_by_length(total: int, lengths: list[int]) -> list[int]:
+    """Split total tokens over events in proportion to their text lengths: at least 1 each, largest remainders."""
+    weights = [max(1, n) for n in lengths]
+    w = sum(weights)
+    raw = [total * x / w for x in weights]
+    out = [max(1, int(r)) for r in raw]
+    order = sorted(range(len(out)), key=lambda i: out[i] - raw[i])  # furthest below its share first
+    i = 0
+    while sum(out) < total:
+        out[order[i % len(out)]] += 1
+        i += 1
+    for j in reversed(order):  # over (floors of 1 pushed it up): take back from the most over-served
+        while sum(out) > total and out[j] > 1:
+            out[j] -= 1
+    return out
+
+
+def _event(payload: bytes, rec: RequestRecord, chat: bool, seen: int, now: float, sink: SseSink) -> int:
     """Apply one event to rec; returns the tokens seen so far."""
     try:
         event = json.loads(payload)
@@ -91,7 +118,7 @@ def _event(payload: bytes, rec: RequestRecord, chat: bool, seen: int, now: float
         err = event["error"]
         msg = err.get("message", err) if isinstance(err, dict) else err
         raise StreamError("server_error", f"server error event: {msg}")
-    total = _tokens_so_far(event, seen, chat)
+    total = _tokens_so_far(event, seen, chat, sink)
     if total > seen:
         if rec.first_token_at is None:
             rec.first_token_at = now
@@ -102,12 +129,19 @@ def _event(payload: bytes, rec: RequestRecord, chat: bool, seen: int, now: float
     return seen
 
 
-def _tokens_so_far(event: dict[str, Any], seen: int, chat: bool) -> int:
+def _tokens_so_far(event: dict[str, Any], seen: int, chat: bool, sink: SseSink) -> int:
     if chat:
         choices = event.get("choices") or []
-        if choices and (choices[0].get("delta") or {}).get("content"):
-            return seen + 1
-        return seen
+        content = (choices[0].get("delta") or {}).get("content") if choices else None
+        if not content:
+            return seen
+        usage = event.get("usage")
+        if isinstance(usage, dict) and "completion_tokens" in usage:
+            sink.chars = None  # exact counts from here on: nothing to share out at the end
+            return max(seen, int(usage["completion_tokens"]))
+        if sink.chars is not None:
+            sink.chars.append(len(content))
+        return seen + 1
     meta = event.get("meta_info") or {}
     if "completion_tokens" in meta:
         return int(meta["completion_tokens"])

@@ -56,7 +56,7 @@ class VirtualDriver:
 
     simulated = True
 
-    def __init__(self, sample_interval_s: float = 1.0, stream_interval: int = 1, seed: int = 0):
+    def __init__(self, sample_interval_s: float = 1.0, stream_interval: int | None = None, seed: int = 0):
         self.sample_interval_s = sample_interval_s
         self.stream_interval = stream_interval
         self.seed = seed
@@ -74,6 +74,8 @@ class VirtualDriver:
         if eng is None or not specs:
             raise ValueError("VirtualDriver needs handle.engine and at least one RequestSpec")
         cpu0 = time.process_time()
+        # tokens per streamed chunk: the launched server's --stream-interval unless the driver was given one
+        per_chunk = self.stream_interval or int((handle.server_info or {}).get("stream_interval") or 1)
         wid = next(self._windows)
         start = eng.now
         built: dict[int, SimRequest] = {}
@@ -129,7 +131,7 @@ class VirtualDriver:
             rec, _ = in_flight.pop(rid)
             r = eng.reqs[rid]
             times = eng.token_times(r)
-            rec.chunk_times, rec.chunk_tokens = chunk_record(times, self.stream_interval)
+            rec.chunk_times, rec.chunk_tokens = chunk_record(times, per_chunk)
             rec.first_token_at = times[0] if times else None
             rec.output_tokens = len(times)
             rec.cached_tokens = r.cached_tokens

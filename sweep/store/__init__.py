@@ -21,6 +21,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     Insert,
+    case,
     create_engine,
     event,
     func,
@@ -205,6 +206,13 @@ class Store:
             self._require_one(conn.execute(update(t).where(t.c.id == study_id).values(values)).rowcount,
                               f"study {study_id}")
 
+    def reopen_study(self, study_id: int) -> None:
+        """A resumed study is running again (it may have been left interrupted or failed)."""
+        with self._write(f"reopen study {study_id}") as conn:
+            t = q.studies_table
+            self._require_one(conn.execute(update(t).where(t.c.id == study_id)
+                                           .values(status="running", finished_at=None)).rowcount, f"study {study_id}")
+
     def mark_study_simulated(self, study_id: int) -> None:
         """Label a study (and its runs so far) simulated: its server turned out to be the simulator."""
         with self._write(f"mark study {study_id} simulated") as conn:
@@ -301,23 +309,42 @@ class Store:
 
     def abort_running(self, study_id: int, workers: Sequence[int | None] | None = None) -> int:
         """Mark runs and configs a killed orchestrator left 'running' as 'aborted'; returns how many rows changed.
+        The completed steps of such an attempt become 'aborted' too: the configuration is measured again, and
+        `sweep runs` / run_summary must not list its first, partial ladder as ordinary completed rows.
 
         With `workers`, only rows measured by those sweep_workers ids (None: rows that name no worker) change:
         another live worker's running rows are never touched.
         """
         reason = "orchestrator stopped before this finished"
         changed = 0
+
+        def owned(table: Any) -> Any:
+            """The rows of the given workers (all rows without `workers`)."""
+            if workers is None:
+                return True
+            ids = [w for w in workers if w is not None]
+            return (or_(table.c.worker_id.in_(ids), table.c.worker_id.is_(None)) if None in workers
+                    else table.c.worker_id.in_(ids))
+
         with self._write(f"abort stale runs of study {study_id}") as conn:
+            c = q.configs_table
+            stale = select(c.c.id).where(c.c.study_id == study_id, c.c.status == "running", owned(c))
+            changed += conn.execute(_abort_runs(runs_table.c.server_config_id.in_(stale), reason)).rowcount
             for table, why in ((runs_table, "reason"), (q.configs_table, "failure_reason")):
-                stmt = (update(table).where(table.c.study_id == study_id, table.c.status == "running")
+                stmt = (update(table).where(table.c.study_id == study_id, table.c.status == "running", owned(table))
                         .values({"status": "aborted", "finished_at": q.utcnow(),
                                  why: func.coalesce(table.c[why], reason)}))
-                if workers is not None:
-                    ids = [w for w in workers if w is not None]
-                    stmt = stmt.where(or_(table.c.worker_id.in_(ids), table.c.worker_id.is_(None))
-                                      if None in workers else table.c.worker_id.in_(ids))
                 changed += conn.execute(stmt).rowcount
         return changed
+
+    def abort_config(self, config_id: int, reason: str) -> None:
+        """An attempt the orchestrator gave up (signal, database or disk error): the configuration and every
+        run of it, completed ones included, become 'aborted' with the reason; the resume measures it again."""
+        with self._write(f"abort server config {config_id}") as conn:
+            conn.execute(_abort_runs(runs_table.c.server_config_id == config_id, reason))
+            t = q.configs_table
+            conn.execute(update(t).where(t.c.id == config_id).values(
+                status="aborted", failure_reason=reason, finished_at=q.utcnow()))
 
     # --- study workers ------------------------------------------------------------------------------
 
@@ -386,3 +413,12 @@ class Store:
         """Where a study ran (latest record), extra fields merged in."""
         with self._read(f"read environment of study {study_id}") as conn:
             return q.environment(conn, study_id)
+
+
+def _abort_runs(which: Any, reason: str) -> Any:
+    """UPDATE of the running and completed runs matching `which` to 'aborted' (a completed one keeps its stats
+    and says in its reason that its attempt was aborted)."""
+    r = runs_table.c
+    why = case((r.status == "completed", "attempt aborted: " + reason), else_=func.coalesce(r.reason, reason))
+    return (update(runs_table).where(which, r.status.in_(("running", "completed")))
+            .values(status="aborted", reason=why, finished_at=func.coalesce(r.finished_at, q.utcnow())))

@@ -1,0 +1,44 @@
+"""What the simulator accepts but does not model: one line per such flag, for the log and /server_info.
+
+Every sglang.launch_server flag the simulator parses is either modelled (it changes the engine, the cost model
+or the HTTP front), has no bearing on timing (--host, --log-level, --load-format, --trust-remote-code, ...), or
+is listed here when set, so a study that depends on it is told that the simulator ignored it.
+--disable-cuda-graph is modelled (launchers.sim.params.Efficiency.no_cuda_graph_decode).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+FITTED_ATTENTION = "triton"  # the attention and sampling backends of the calibration runs (docs/calibration.md)
+FITTED_SAMPLING = "pytorch"
+# schedule policies the engine orders as another one (Engine._order)
+POLICY_AS = {"priority": "fcfs", "routing-key": "fcfs", "hrrn": "fcfs", "shortest-prefill-first": "fcfs",
+             "dfs-weight": "lpm"}
+# The fault flags of the simulated server process (sim-only): the virtual driver has no process to fault.
+FAULT_FLAGS = {"sim_crash_after_s": None, "sim_crash_after_requests": None, "sim_hang_after_s": None,
+               "sim_slow_start_s": 0.0, "sim_malformed_sse_rate": 0.0, "sim_http500_rate": 0.0,
+               "sim_slow_metrics_s": 0.0, "sim_ignore_sigterm": False, "sim_spawn_orphan": False}
+
+
+def unmodelled_flags(args: argparse.Namespace) -> list[str]:
+    """Flags set on this launch that the simulator accepts but does not model, each with what it does instead."""
+    out: list[str] = []
+    if args.attention_backend not in (None, FITTED_ATTENTION):
+        out.append(f"--attention-backend {args.attention_backend}: step times are fitted with "
+                   f"{FITTED_ATTENTION} attention; other backends are not modelled")
+    if args.sampling_backend not in (None, FITTED_SAMPLING):
+        out.append(f"--sampling-backend {args.sampling_backend}: step times are fitted with {FITTED_SAMPLING} "
+                   "sampling; other backends are not modelled")
+    if args.mm_attention_backend is not None:
+        out.append(f"--mm-attention-backend {args.mm_attention_backend}: not modelled (one ViT efficiency for "
+                   "every backend)")
+    if args.schedule_policy in POLICY_AS:
+        out.append(f"--schedule-policy {args.schedule_policy}: scheduled as {POLICY_AS[args.schedule_policy]} "
+                   "(its own ordering is not modelled)")
+    return out
+
+
+def fault_flags(args: argparse.Namespace) -> list[str]:
+    """The simulated-process fault flags set in args, as command-line spellings."""
+    return ["--" + k.replace("_", "-") for k, default in FAULT_FLAGS.items() if getattr(args, k) != default]
