@@ -14,7 +14,7 @@ from typing import Any
 
 from launchers.base import Launcher, ServerHandle
 from sweep.errors import SweepError
-from sweep.hardware import WorkerSeat, detect
+from sweep.hardware import WorkerSeat, detect, pick_winner, rank_by_hardware
 from sweep.knee import find_knee, knee_goodput_ci
 from sweep.ladder import LadderOutcome, LadderRunner, step_points
 from sweep.lexicon import for_model
@@ -348,8 +348,12 @@ def _parallel(extra_args: list[str]) -> str:
     return f"TP {tp}, DP {dp}"
 
 
-def study_context(store: Store, study_id: int) -> dict[str, Any]:
-    """Everything a report needs about one study, from the store alone."""
+def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False) -> dict[str, Any]:
+    """Everything a report needs about one study, from the store alone.
+
+    A study measured on several GPU models has no single winner (each hardware group has its own) unless
+    `rank_mixed_hardware` says to rank across them anyway.
+    """
     study = store.get_study(study_id)
     if study is None:
         raise SweepError(f"no study {study_id}")
@@ -378,16 +382,11 @@ def study_context(store: Store, study_id: int) -> dict[str, Any]:
                               "goodput_rps": k.point.goodput_rps, "ci_low": lo, "ci_high": hi,
                               "phase": phases[c["id"]], "reason": k.reason,
                               "throughput_rps": steps[k.index or 0].get("throughput_rps")}
-    winner = None
-    finals = {i: k for i, k in knees.items() if k["phase"] == "final"}
-    pool = finals or knees
-    if pool:
-        cid = max(pool, key=lambda i: pool[i]["goodput_tps"])
-        c = next(c for c in configs if c["id"] == cid)
-        winner = {"id": cid, "knee": pool[cid], "screen_only": not finals,
-                  "knobs": {k: c[k] for k in ("max_running_requests", "mem_fraction_static", "chunked_prefill_size",
-                                              "schedule_policy") if c[k] is not None}}
-    return {"study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
+    winner, pool = pick_winner(configs, knees)
+    hardware = rank_by_hardware(configs, knees, rank_mixed_hardware)
+    if hardware.reason is not None:
+        winner = None  # knees on different GPU models are not comparable: see hardware.winners
+    return {"hardware": hardware, "study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
             "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv,
             "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile),
             "view": build_view(store.requests_for_run, configs, runs, knees, winner, pool,

@@ -240,7 +240,9 @@ def show(run_id: int, db: str = typer.Option(DEFAULT_DB),
 
 
 @app.command()
-def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Option(Path("reports"))) -> None:
+def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Option(Path("reports")),
+           rank_mixed_hardware: bool = typer.Option(False, help="rank configurations measured on different GPU "
+                                                    "models together (their knees are not comparable)")) -> None:
     """Rewrite the report of a stored study."""
     from sweep.app import study_context
     from sweep.report import write_report
@@ -250,7 +252,7 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
     s = store.get_study_by_name(study)
     if s is None:
         raise SweepError(f"no study named {study} in {db}")
-    files = write_report(study_context(store, s["id"]), out / study)
+    files = write_report(study_context(store, s["id"], rank_mixed_hardware), out / study)
     console.print(f"report {files.markdown}")
 
 

@@ -96,3 +96,61 @@ def mixed_hardware_reason(rows: Iterable[Mapping[str, Any]]) -> str | None:
         return None
     return (f"measured on {len(groups)} GPU models ({'; '.join(groups)}): a knee on one is not comparable "
             "with a knee on another, so each group is ranked on its own")
+
+
+KNOBS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
+
+
+def pick_winner(configs: Sequence[Mapping[str, Any]], knees: Mapping[int, dict[str, Any]]
+                ) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
+    """(winner, pool): the highest knee goodput among final ladders (or screens when no final ran)."""
+    finals = {i: k for i, k in knees.items() if k["phase"] == "final"}
+    pool = finals or dict(knees)
+    if not pool:
+        return None, pool
+    cid = max(pool, key=lambda i: pool[i]["goodput_tps"])
+    c = next(c for c in configs if c["id"] == cid)
+    return ({"id": cid, "knee": pool[cid], "screen_only": not finals,
+             "knobs": {k: c[k] for k in KNOBS if c[k] is not None}}, pool)
+
+
+@dataclass(frozen=True)
+class HardwareRanking:
+    """How a study's configurations are ranked given the GPUs they ran on."""
+
+    reason: str | None  # why they are not ranked together (None: one GPU model, or ranked anyway)
+    winners: dict[str, dict[str, Any] | None]  # hardware group -> the knee winner within it
+    mixed: bool  # measured on more than one GPU model
+    ranked_anyway: bool  # mixed, and the caller asked for one ranking regardless
+
+
+def rank_by_hardware(configs: Sequence[Mapping[str, Any]], knees: Mapping[int, dict[str, Any]],
+                     rank_mixed: bool = False) -> HardwareRanking:
+    """Each hardware group's own winner; across groups only when `rank_mixed` (their knees are not comparable)."""
+    measured = [c for c in configs if c["id"] in knees]
+    groups = hardware_groups(measured)
+    winners = {key: pick_winner(rows, {c["id"]: knees[c["id"]] for c in rows})[0] for key, rows in groups.items()}
+    reason = mixed_hardware_reason(measured)
+    return HardwareRanking(None if rank_mixed else reason, winners, reason is not None,
+                           rank_mixed and reason is not None)
+
+
+def hardware_lines(ranking: HardwareRanking | None, labels: Mapping[int, str]) -> list[str]:
+    """The report's section on a study measured on several GPU models (nothing for one model)."""
+    if ranking is None or not ranking.mixed:
+        return []
+    out = ["## Hardware groups", ""]
+    if ranking.ranked_anyway:
+        out += ["> Ranked across GPU models because this report was asked to (--rank-mixed-hardware): a knee on "
+                "one GPU model is not comparable with a knee on another.", ""]
+    else:
+        out += [f"No single winner: {ranking.reason}. Rewrite with `sweep report STUDY --rank-mixed-hardware` "
+                "to rank them together anyway.", ""]
+    out += ["| hardware | winner | knee concurrency | knee goodput (tok/s) |", "|---|---|---|---|"]
+    for key, w in ranking.winners.items():
+        if w is None:
+            out.append(f"| {key} | no configuration passed the SLA | — | — |")
+        else:
+            out.append(f"| {key} | {labels.get(w['id'])} | {w['knee']['concurrency']} | "
+                       f"{w['knee']['goodput_tps']:.0f} |")
+    return out + [""]

@@ -96,3 +96,40 @@ def test_doctor_fails_when_a_running_worker_runs_other_code_or_another_workload(
     check = workers_check(url)
     assert check.ok is False
     assert "old@h2 of d runs sweep 0.0.1+deadbeef" in check.detail and "other@h3 of d measures workload" in check.detail
+
+
+def test_a_study_measured_on_two_gpu_models_is_ranked_per_hardware_group_unless_told(tmp_path: Path) -> None:
+    """Worker A (H200) measures two configurations and is interrupted; worker B (A100) joins and does the rest."""
+    from sweep.app import study_context
+    from sweep.report import write_report
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    space = {"max_running_requests": [2, 4, 8, 16]}
+    h200 = load_profile(SMOKE, {"search.space": space, "ladder": [2, 4], "server.sim_gpu": "H200"})
+    seen: list[object] = []
+
+    def stop_after_two(outcome: object) -> None:
+        seen.append(outcome)
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+
+    import pytest
+
+    with pytest.raises(KeyboardInterrupt):
+        Orchestrator(h200, url, tmp_path, driver="virtual").knee("mixed", on_trial=stop_after_two)
+    a100 = h200.model_copy(update={"server": h200.server.model_copy(update={"sim_gpu": "A100-80G"})})
+    assert a100.fingerprint() == h200.fingerprint()  # the same workload, other hardware
+    Orchestrator(a100, url, tmp_path, driver="virtual").join("mixed")
+    with Store(url) as store:
+        sid = store.get_study_by_name("mixed")["id"]  # type: ignore[index]
+        kept = [c for c in store.server_configs(sid) if c["status"] in ("completed", "infeasible")]
+        assert sorted(c["gpu_name"] for c in kept) == ["A100-80G (simulated)"] * 2 + ["H200 (simulated)"] * 2
+        ctx = study_context(store, sid)
+        assert ctx["winner"] is None and ctx["hardware"].reason and "2 GPU models" in ctx["hardware"].reason
+        assert set(ctx["hardware"].winners) == {"H200 (simulated), 140 GiB", "A100-80G (simulated), 80 GiB"}
+        assert all(w is not None for w in ctx["hardware"].winners.values())
+        text = write_report(ctx, tmp_path / "rep").markdown.read_text()
+        assert "## Hardware groups" in text and "No single winner" in text and "every configuration is infeasible" \
+            not in text
+        anyway = study_context(store, sid, rank_mixed_hardware=True)
+        assert anyway["winner"] is not None and anyway["hardware"].ranked_anyway
