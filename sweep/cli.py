@@ -215,7 +215,8 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     rows = Store(db_url(db)).list_runs(study=study, profile=profile, since=_since(since), status=status, limit=limit)
     cols = ["run_id", "study_name", "profile_name", "simulated", "max_running_requests", "mem_fraction_static",
             "chunked_prefill_size", "schedule_policy", "phase", "concurrency", "status", "output_tps", "goodput_tps",
-            "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at"]
+            "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at",
+            "worker_id", "host", "gpu_index"]
     _emit(rows, cols, fmt)
 
 
@@ -323,7 +324,8 @@ SHORT = {"run_id": "run", "study_name": "study", "profile_name": "profile", "sim
          "schedule_policy": "policy", "concurrency": "conc", "output_tps": "out tok/s",
          "goodput_tps": "goodput tok/s", "ttft_p50_ms": "TTFT p50 ms", "ttft_p99_ms": "TTFT p99 ms",
          "tpot_p99_ms": "TPOT p99 ms", "cache_hit_rate": "cache hit", "retractions": "retr",
-         "passes_sla": "SLA", "phase": "phase", "started_at": "started (UTC)"}
+         "passes_sla": "SLA", "phase": "phase", "started_at": "started (UTC)", "worker_id": "worker",
+         "gpu_index": "GPU"}
 
 
 def _cell(v: Any) -> str:

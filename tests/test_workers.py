@@ -118,6 +118,12 @@ def test_three_workers_finish_a_12_configuration_grid_measuring_each_once(pg: st
     assert all(has and host and gpu for has, host, gpu in placed), placed
     real = [t for t in _trials(pg, name) if not t[2].get("surplus")]
     assert Counter(state for _, state, _ in real) == {"COMPLETE": 12}
+    listed = subprocess.run([sys.executable, "-m", "sweep.cli", "runs", "--study", name, "--db", pg, "--format",
+                             "json"], capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert listed.returncode == 0, listed.stderr
+    shown = json.loads(listed.stdout)
+    stored = _q(pg, "SELECT count(*) FROM runs WHERE study_id = :s", s=sid)[0][0]
+    assert len(shown) == stored and len({r["worker_id"] for r in shown}) >= 2  # every worker's steps, one listing
 
 
 def test_kill_9_of_a_worker_mid_window_loses_nothing_and_its_config_is_measured_again_once(
