@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -106,15 +107,42 @@ def check_alive(handle: ServerHandle) -> None:
                        f"[last lines: {last}] log: {handle.log_path}", reason, proc.returncode, handle.log_path)
 
 
-def spawn_record(proc: subprocess.Popen[bytes], log_path: str | None, port: int | None = None,
-                 gpus: str | None = None) -> LaunchRecord:
+def spawn_record(proc: subprocess.Popen[bytes], log_path: str | None, api_key: str | None = None,
+                 port: int | None = None, gpus: str | None = None) -> LaunchRecord:
     """The LaunchRecord of a process just started in its own session (its pid is its pgid and sid)."""
     try:
         created = psutil.Process(proc.pid).create_time()
     except psutil.Error:
         created = time.time()  # already gone: any later process with this pid has a later start time
     return LaunchRecord(pid=proc.pid, pgid=proc.pid, sid=proc.pid, create_time=created,
-                        host=LaunchRecord.this_host(), log_path=log_path, port=port, cuda_visible_devices=gpus)
+                        host=LaunchRecord.this_host(), log_path=log_path, port=port, cuda_visible_devices=gpus,
+                        credential_digest=_digest(api_key) if api_key else None)
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+_KEY_SHAPE = re.compile(rb"\b[0-9a-f]{48}\b")  # secrets.token_hex(24), the launcher's API keys
+
+
+def scrub_log(path: str | None, credential_digest: str | None) -> bool:
+    """Replace, in a server log, every token whose sha256 is the launch's credential digest by ***; for the
+    log of a launch whose orchestrator was killed before it could scrub it. True if something was replaced."""
+    if not path or not credential_digest:
+        return False
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return False
+    keys = {m for m in set(_KEY_SHAPE.findall(data)) if _digest(m.decode()) == credential_digest}
+    if not keys:
+        return False
+    for key in keys:
+        data = data.replace(key, b"***")
+    with contextlib.suppress(OSError):
+        Path(path).write_bytes(data)
+    return True
 
 
 @dataclass
@@ -243,7 +271,7 @@ class SGLangLauncher:
                               process=proc)
         try:
             if on_spawn is not None:
-                on_spawn(spawn_record(proc, str(log_path), port, self._env().get("CUDA_VISIBLE_DEVICES")))
+                on_spawn(spawn_record(proc, str(log_path), api_key, port, self._env().get("CUDA_VISIBLE_DEVICES")))
             self._wait_ready(handle, run, t0)
             handle.startup_s = time.monotonic() - t0
             run.tree.update(procs.snapshot_tree(proc.pid))
@@ -329,6 +357,19 @@ class SGLangLauncher:
             return False
         run.tree.update(procs.snapshot_tree(run.proc.pid))
         return True
+
+    def exit_detail(self, handle: ServerHandle) -> str | None:
+        """Exit status, classified reason and last log lines of a server that exited; None while it runs."""
+        proc = handle.process
+        if proc is None:
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=2.0)
+        try:
+            check_alive(handle)
+        except ServerExited as exc:
+            return str(exc)
+        return None
 
     # ---------------------------------------------------------------- stop
 

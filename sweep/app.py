@@ -7,7 +7,7 @@ import importlib.util
 import json
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from sweep.lexicon import for_model
 from sweep.liveness import WorkerIdentity, sweep_version
 from sweep.profile import Profile
 from sweep.recovery import alone, clean_after_dead, kill_leftover_servers, on_requeued, worker_ended
-from sweep.report import ReportFiles, write_report
+from sweep.report import ReportFiles, config_missing, write_report
 from sweep.search import Search, StudyResult
 from sweep.store import Store
 from sweep.study_view import build_view
@@ -30,6 +30,7 @@ from sweep.workload import build_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 __all__ = ["KneeRun", "Orchestrator", "kill_leftover_servers", "study_context"]
+KNOB_NAMES = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
 
 
 def gpu_count() -> int:
@@ -118,7 +119,8 @@ def make_driver(profile: Profile, driver: str, launcher: Launcher, client_procs:
 
     # Think time travels with the arrival process the ladder passes to every window.
     return HttpDriver(api=profile.workload.api, model_name="default", probes=probes, alive=launcher.alive,
-                      seed=profile.workload.seed, client_procs=client_procs)
+                      seed=profile.workload.seed, client_procs=client_procs,
+                      stall_timeout_s=profile.server.stall_timeout_s)
 
 
 @dataclass
@@ -130,6 +132,33 @@ class KneeRun:
     simulated: bool
     driver: str
     winner: dict[str, Any] | None = None  # the study's winner from the store (covers trials of earlier processes)
+    failures: list[ConfigFailure] = field(default_factory=list)  # configurations that failed or never started
+    measured: bool = True  # whether any configuration got a completed measured step
+
+
+@dataclass(frozen=True)
+class ConfigFailure:
+    """One configuration that yielded no ladder: its label, failure class (oom, timeout, bad_flag, crash, hung,
+    errors, ...) and the stored reason."""
+
+    label: str
+    failure_class: str
+    reason: str
+
+
+def config_failures(store: Store, study_id: int) -> tuple[list[ConfigFailure], bool]:
+    """(failed or infeasible-at-launch configurations of a study, whether any configuration measured a step)."""
+    configs = [c for c in store.server_configs(study_id) if c["status"] != "aborted"]
+    done = {r["server_config_id"] for r in store.study_runs(study_id) if r["status"] == "completed"}
+    out = []
+    for c in configs:
+        reason = c.get("failure_reason")
+        if c["status"] not in ("failed", "infeasible") or not reason:
+            continue
+        label = ServerConfig(**{k: c[k] for k in KNOB_NAMES}).label()
+        cls = reason.split(":", 1)[0] if ":" in reason.split(" ", 1)[0] else "failed"
+        out.append(ConfigFailure(label, cls, reason))
+    return out, any(c["id"] in done for c in configs)
 
 
 class Orchestrator:
@@ -278,8 +307,9 @@ class Orchestrator:
         report = self.report(study_id)
         self.store.finish_study(study_id, "completed", winner_config_id=winner["id"] if winner else None,
                                 report_path=str(report.markdown))
+        failures, measured = config_failures(self.store, study_id)
         return KneeRun(study_id, study_name, result, report, self.simulated, self.driver_name,
-                       study_context(self.store, study_id)["winner"])
+                       study_context(self.store, study_id)["winner"], failures, measured)
 
     def _reuse(self, study_id: int, config: ServerConfig, phase: str = "final") -> LadderOutcome | None:
         """A configuration whose ladder (of this phase) completed before a kill is not measured twice."""
@@ -382,8 +412,14 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
                               "goodput_rps": k.point.goodput_rps, "ci_low": lo, "ci_high": hi,
                               "phase": phases[c["id"]], "reason": k.reason,
                               "throughput_rps": steps[k.index or 0].get("throughput_rps")}
-    winner, pool = pick_winner(configs, knees)
-    hardware = rank_by_hardware(configs, knees, rank_mixed_hardware)
+    # A candidate ran its ladder to the end (a failed one never wins) and meets the report contract itself.
+    status = {c["id"]: c["status"] for c in configs}
+
+    def eligible(i: int) -> bool:
+        return status[i] == "completed" and not config_missing([r for r in runs if r["server_config_id"] == i])
+
+    winner, pool = pick_winner(configs, knees, eligible)
+    hardware = rank_by_hardware(configs, knees, rank_mixed_hardware, eligible)
     if hardware.reason is not None:
         winner = None  # knees on different GPU models are not comparable: see hardware.winners
     return {"hardware": hardware, "study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,

@@ -13,15 +13,17 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sweep import interrupt
-from sweep.errors import ProfileError, SweepError, UsageError
+from sweep.errors import LaunchError, ProfileError, SweepError, UsageError
 from sweep.profile import Profile, load_profile, resolve_profile_path
+from sweep.progress import StudyProgress, make_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Find the SLA-constrained goodput knee of an SGLang server configuration.")
-console = Console(stderr=True, width=200, soft_wrap=True)
+console = make_console()
 DEFAULT_DB = "sqlite:///results.db"
 
 
@@ -49,77 +51,6 @@ def _interrupted(exc: KeyboardInterrupt) -> None:
     typer.echo(f"interrupted by {sig.name}: the server was stopped and the attempt marked aborted; "
                "run the same command with --resume to measure it again", err=True)
     raise typer.Exit(interrupt.exit_code(sig))
-
-
-def _on_step(config: Any, concurrency: int, row: dict[str, Any]) -> None:
-    verdict = "[green]pass[/]" if row["passes_sla"] else f"[red]fail[/] {row['sla_failures']}"
-    console.print(f"  {config.label():<40} c={concurrency:<4} thr {row['output_tps'] or 0:8.0f} tok/s  "
-                  f"goodput {row['goodput_tps'] or 0:8.0f}  TTFT p99 {(row['ttft_p99_ms'] or 0) / 1000:6.2f} s  "
-                  f"TPOT p99 {row['tpot_p99_ms'] or 0:6.1f} ms  retr {row['retractions'] or 0:<5} {verdict}")
-
-
-class StudyProgress:
-    """rich progress on stderr: one bar for the study (every planned step, ETA) and one for the current step."""
-
-    def __init__(self, prof: Profile, enabled: bool):
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        from sweep.search import grid_size
-
-        n_cfg = prof.search.n_trials or grid_size(prof.search.space)
-        self.per_config = len(prof.ladder)
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/"
-                                 "{task.total:.0f}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                                 console=console, disable=not enabled, transient=False)
-        self.study = self.progress.add_task("study (steps)", total=n_cfg * self.per_config)
-        self.step = self.progress.add_task("step", total=1, visible=False)
-        self.done_in_config = 0
-        self._timer: Any = None
-
-    def __enter__(self) -> StudyProgress:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop_timer()
-        self.progress.update(self.step, visible=False)
-        self.progress.__exit__(None, None, None)
-
-    def _stop_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.set()
-            self._timer = None
-
-    def step_start(self, config: Any, concurrency: int, expected_s: float) -> None:
-        """A window begins: the step bar counts wall seconds toward warm-up + window + drain."""
-        import threading
-        import time
-
-        self._stop_timer()
-        stop = threading.Event()
-        self._timer = stop
-        self.progress.reset(self.step, total=max(expected_s, 1.0), visible=True,
-                            description=f"{config.label()} c={concurrency}")
-        t0 = time.monotonic()
-
-        def tick() -> None:
-            while not stop.wait(0.5):
-                self.progress.update(self.step, completed=min(time.monotonic() - t0, expected_s))
-
-        threading.Thread(target=tick, daemon=True).start()
-
-    def step_done(self, config: Any, concurrency: int, row: dict[str, Any]) -> None:
-        self._stop_timer()
-        self.progress.advance(self.study)
-        self.done_in_config += 1
-        _on_step(config, concurrency, row)
-
-    def trial_done(self, outcome: Any) -> None:
-        """A ladder stopped early (saturation, pruning, launch failure): its unrun steps leave the plan."""
-        skipped = max(0, self.per_config - self.done_in_config)
-        task = self.progress.tasks[self.study]
-        self.progress.update(self.study, total=max(task.completed, (task.total or 0) - skipped))
-        self.done_in_config = 0
 
 
 @app.command()
@@ -153,7 +84,7 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
                 run = knee_on_gpus(orch, gpus, gpus_per_server, study, resume, db_url(db), out, launcher, driver,
                                    client_procs)
             else:
-                with StudyProgress(prof, progress) as bars:
+                with StudyProgress(prof, progress, console) as bars:
                     run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done,
                                     on_step_start=bars.step_start, on_trial=bars.trial_done)
     except KeyboardInterrupt as exc:
@@ -161,8 +92,16 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
         return
     win = run.winner
     tag = " [SIMULATED]" if run.simulated else ""
+    for f in run.failures:
+        console.print(f"[red]{escape(f.failure_class)}[/] {escape(f.label)}: {escape(f.reason[:400])}", highlight=False)
+    if not run.measured and run.failures:
+        typer.echo(f"error: every configuration failed ({len(run.failures)}), nothing was measured; "
+                   f"study {run.study_name}, report {run.report.markdown}", err=True)
+        raise typer.Exit(LaunchError.exit_code)
     if win is None:
         console.print(f"[bold red]no configuration passed the SLA{tag}[/]")
+    elif run.report.missing:
+        pass  # the contract line below says why no knee is named
     else:
         k = win["knee"]
         ci = "" if k.get("ci_low") is None else f", 95% CI {k['ci_low']:.0f}–{k['ci_high']:.0f}"

@@ -85,7 +85,8 @@ def stored_profile(db: str, study: str, overrides: list[str]) -> Profile:
 
 def register(app: typer.Typer) -> None:
     """Add `worker` and `study` to the sweep command."""
-    from sweep.cli import DEFAULT_DB, StudyProgress, console, db_url
+    from sweep.cli import DEFAULT_DB, console, db_url
+    from sweep.progress import StudyProgress
 
     @app.command()
     def worker(study: str = typer.Option(..., help="the study to join (see `sweep study create`)"),
@@ -114,7 +115,7 @@ def register(app: typer.Typer) -> None:
         orch = Orchestrator(prof, url, out, launcher_kind=launcher, driver=chosen, console=console,
                             client_procs=client_procs, seat=seat)
         try:
-            with interrupt.stop_like_sigint(), StudyProgress(prof, progress) as bars:
+            with interrupt.stop_like_sigint(), StudyProgress(prof, progress, console, worker=label) as bars:
                 run = orch.join(study, on_step=bars.step_done, on_step_start=bars.step_start,
                                 on_trial=bars.trial_done)
         except KeyboardInterrupt as exc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,11 +101,11 @@ def mixed_hardware_reason(rows: Iterable[Mapping[str, Any]]) -> str | None:
 KNOBS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
 
 
-def pick_winner(configs: Sequence[Mapping[str, Any]], knees: Mapping[int, dict[str, Any]]
-                ) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
-    """(winner, pool): the highest knee goodput among final ladders (or screens when no final ran)."""
+def pick_winner(configs: Sequence[Mapping[str, Any]], knees: Mapping[int, dict[str, Any]],
+                eligible: Callable[[int], bool] = lambda _: True) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
+    """(winner, pool): the highest knee goodput among the eligible final ladders (or screens when no final ran)."""
     finals = {i: k for i, k in knees.items() if k["phase"] == "final"}
-    pool = finals or dict(knees)
+    pool = {i: k for i, k in (finals or dict(knees)).items() if eligible(i)}
     if not pool:
         return None, pool
     cid = max(pool, key=lambda i: pool[i]["goodput_tps"])
@@ -125,11 +125,12 @@ class HardwareRanking:
 
 
 def rank_by_hardware(configs: Sequence[Mapping[str, Any]], knees: Mapping[int, dict[str, Any]],
-                     rank_mixed: bool = False) -> HardwareRanking:
+                     rank_mixed: bool = False, eligible: Callable[[int], bool] = lambda _: True) -> HardwareRanking:
     """Each hardware group's own winner; across groups only when `rank_mixed` (their knees are not comparable)."""
     measured = [c for c in configs if c["id"] in knees]
     groups = hardware_groups(measured)
-    winners = {key: pick_winner(rows, {c["id"]: knees[c["id"]] for c in rows})[0] for key, rows in groups.items()}
+    winners = {key: pick_winner(rows, {c["id"]: knees[c["id"]] for c in rows}, eligible)[0]
+               for key, rows in groups.items()}
     reason = mixed_hardware_reason(measured)
     return HardwareRanking(None if rank_mixed else reason, winners, reason is not None,
                            rank_mixed and reason is not None)

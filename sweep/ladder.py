@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
@@ -14,7 +15,7 @@ from sweep.knee import KneeResult, StepPoint, find_knee
 from sweep.measure import compute_stats
 from sweep.profile import Profile, Window
 from sweep.store import Store
-from sweep.types import Placement, RequestSpec, ServerConfig, WindowResult
+from sweep.types import SERVER_DIED, Placement, RequestRecord, RequestSpec, ServerConfig, WindowResult
 
 
 class Driver(Protocol):
@@ -47,7 +48,21 @@ class LadderOutcome:
 
 
 StepCallback = Callable[[ServerConfig, int, dict[str, Any]], None]
-StartCallback = Callable[[ServerConfig, int, float], None]  # config, concurrency, expected wall seconds
+
+
+@dataclass(frozen=True)
+class StepStart:
+    """A window about to begin, for progress: `expected_s` and `elapsed()` run on the driver's own clock
+    (simulated seconds with the virtual driver), so an ETA is their rate against the wall clock."""
+
+    config: ServerConfig
+    concurrency: int
+    phase: str  # screen | final | soak
+    expected_s: float
+    elapsed: Callable[[], float | None]
+
+
+StartCallback = Callable[[StepStart], None]
 StopCheck = Callable[[int, dict[str, Any]], bool]  # step index, stats -> True stops the ladder (pruning)
 
 
@@ -126,6 +141,11 @@ class LadderRunner:
         self.on_launch = on_launch
         self.on_step_start: StartCallback | None = None
         self.placement: Placement | None = None  # the study worker, host and GPU group every row records
+
+    def window_elapsed(self) -> float | None:
+        """Seconds into the current window on the driver's clock; None where the driver cannot say."""
+        elapsed = getattr(self.driver, "window_elapsed", None)
+        return elapsed() if elapsed is not None else None
 
     def window_for(self, phase: str) -> Window:
         """The measured window of a phase: screening shortens measure_seconds by the profile's fraction."""
@@ -227,7 +247,7 @@ class LadderRunner:
             run_id = self.store.create_run(self.study_id, config_id, concurrency, fingerprint,
                                            handle.simulated, self.driver_name, phase=phase, placement=self.placement)
             if self.on_step_start:
-                self.on_step_start(config, concurrency, expected)
+                self.on_step_start(StepStart(config, concurrency, phase, expected, self.window_elapsed))
             try:
                 result = self.driver.run_window(handle, self.specs, concurrency, window,
                                                 arrival=self.profile.step_arrival(concurrency))
@@ -240,14 +260,21 @@ class LadderRunner:
             status = "completed" if result.aborted is None else "failed"
             self.store.finish_run(run_id, stats, result.records, result.samples, result.window_start,
                                   status=status, reason=result.aborted)
-            row = dict(stats, concurrency=concurrency, run_id=run_id)
+            row = dict(stats, concurrency=concurrency, run_id=run_id, phase=phase)
             if self.on_step:
                 self.on_step(config, concurrency, row)
             if result.aborted is not None:
-                outcome.status, outcome.failure = "failed", result.aborted
+                outcome.status, outcome.failure = "failed", self._failure(handle, result.aborted, concurrency)
                 outcome.stop_reason = f"{result.aborted} at concurrency {concurrency}"
                 return
             outcome.steps.append(row)
+            if not stats.get("n_completed") and stats.get("n_started"):
+                # Not saturation: a server that fails every request is broken at this load, not queueing.
+                broken = f"every request at concurrency {concurrency} failed ({error_kinds(result.records)})"
+                outcome.stop_reason = f"stopped: {broken}"
+                if len(outcome.steps) == 1:
+                    outcome.status, outcome.failure = "failed", f"errors: {broken}"
+                return
             if not stats["passes_sla"]:
                 why = saturated(stats, previous)
                 if why:
@@ -259,3 +286,18 @@ class LadderRunner:
                 outcome.stop_reason = f"pruned after concurrency {concurrency}: goodput trails earlier ladders"
                 return
         outcome.stop_reason = outcome.stop_reason or "ladder complete"
+
+    def _failure(self, handle: ServerHandle, aborted: str, concurrency: int) -> str:
+        """The stored reason of a window that could not complete, led by its class (crash, hung, ...):
+        a dead server's exit status and last log lines come from its launcher where it has them."""
+        if aborted != SERVER_DIED:
+            return aborted if ":" in aborted.split()[0] else f"aborted: {aborted}"
+        detail = getattr(self.launcher, "exit_detail", None)
+        why = detail(handle) if detail is not None else None
+        return f"crash: {SERVER_DIED} at concurrency {concurrency}" + (f": {why}" if why else "")
+
+
+def error_kinds(records: Sequence[RequestRecord]) -> str:
+    """The measured requests' failures by kind, most common first ("timeout 12, status 3")."""
+    kinds = Counter(r.error_kind or "error" for r in records if r.error is not None and not r.warmup)
+    return ", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "no measured request"

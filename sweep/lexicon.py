@@ -1,9 +1,10 @@
 """Prompt text that the server's tokenizer reads as exactly one token per word.
 
-A workload is token ids (ids 3..999); APIs that take text (the chat API, multimodal /generate) need words. The
-simulator reads one word as one token, so any word list works there, but a real tokenizer does not: the shipped
-llama3-8b-shape tokenizer reads a word like "t123" as about 5 tokens, and on the H200 a chat ladder sent ~4,800-token
-prompts for a profile that asked for ~950. So when the model folder has a tokenizer.json, words are taken from its
+A workload is token ids (ids 3..999); APIs that take text (the chat API, multimodal /generate) need words, and a
+real tokenizer does not read any word as one token (nor does the simulator, which counts with the model folder's
+tokenizer too, one token per word only when the folder has none): the shipped llama3-8b-shape tokenizer reads a
+word like "t123" as about 5 tokens, and on the H200 a chat ladder sent ~4,800-token prompts for a profile that
+asked for ~950. So when the model folder has a tokenizer.json, words are taken from its
 own vocabulary: letter words that are one token both after a space and at the start of a text, checked joined.
 """
 
@@ -42,7 +43,7 @@ class Lexicon:
         return " ".join(self._arr[arr % len(self.words)].tolist())
 
 
-SIM = Lexicon(tuple(f"t{i:03d}" for i in range(N_IDS)), "tNNN words (the simulator reads one word as one token)")
+SIM = Lexicon(tuple(f"t{i:03d}" for i in range(N_IDS)), "tNNN words (one token each only for a server without a tokenizer)")
 
 
 @lru_cache(maxsize=8)

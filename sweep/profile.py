@@ -170,6 +170,9 @@ class ServerSpec(_Strict):
     extra_args: list[str] = Field(default_factory=list)
     startup_timeout_s: float = Field(900.0, gt=0)
     shutdown_grace_s: float = Field(60.0, gt=0, description="SIGTERM drain budget before the group is killed")
+    stall_timeout_s: float = Field(120.0, gt=0, allow_inf_nan=False,
+                                   description="no response bytes this long (at most half the request timeout) "
+                                               "while requests are in flight: the server is hung")
     host: str = "127.0.0.1"
     url: str | None = None  # attach only
     sim_gpu: str = "H200"  # the simulated server's GPU preset

@@ -30,7 +30,8 @@ def _launch_host(config: dict[str, Any]) -> str | None:
 def kill_leftover_servers(store: Store, study_id: int, say: Say | None = None,
                           workers: Iterable[int | None] | None = None) -> list[int]:
     """Kill server processes a SIGKILLed orchestrator left behind, from the LaunchRecord written at spawn:
-    by recorded pid + create time, process group and session (never by name), on this host only.
+    by recorded pid + create time, process group and session (never by name), on this host only. Then scrub
+    the API key from those launches' logs (the killed orchestrator never got to).
 
     With `workers`, only servers those sweep_workers ids launched (None: launches that name no worker): a live
     worker's server is never touched. A dead worker's configuration may already be 'aborted' (another host
@@ -39,6 +40,7 @@ def kill_leftover_servers(store: Store, study_id: int, say: Say | None = None,
     import psutil
 
     from launchers import procs
+    from launchers.sglang import scrub_log
 
     only = None if workers is None else set(workers)
     here = socket.gethostname()
@@ -58,6 +60,7 @@ def kill_leftover_servers(store: Store, study_id: int, say: Say | None = None,
                 say(f"resume: the interrupted launch of configuration {c['id']} ran on {host}, not here "
                     f"({here}): stop its server (pid {pid}) there")
             continue
+        scrub_log(info.get("log_path") or c.get("log_path"), info.get("credential_digest"))
         try:
             proc = psutil.Process(int(pid))
             if abs(proc.create_time() - float(created)) > 0.01:
@@ -69,6 +72,7 @@ def kill_leftover_servers(store: Store, study_id: int, say: Say | None = None,
         members = {p.pid: p for p in procs.session_or_group_members(sid, pgid)}
         members.setdefault(proc.pid, proc)
         killed += procs.kill_all(members.values())
+        scrub_log(info.get("log_path") or c.get("log_path"), info.get("credential_digest"))  # what it printed last
     return sorted(killed)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from sweep.errors import LaunchError, ServerDied
-from sweep.ladder import LadderRunner, SpawnLog
+from sweep.ladder import LadderRunner, SpawnLog, StepStart
 from sweep.measure import compute_stats
 from sweep.profile import Profile, RateArrival, Soak
 from sweep.types import ServerConfig
@@ -132,6 +132,9 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any], ctx
                                server_info=spawned.server_info(handle))
     run_id = store.create_run(runner.study_id, config_id, soak.max_in_flight, profile.fingerprint(),
                               handle.simulated, runner.driver_name, phase="soak", placement=runner.placement)
+    if runner.on_step_start:
+        expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
+        runner.on_step_start(StepStart(config, soak.max_in_flight, "soak", expected, runner.window_elapsed))
     try:
         result = runner.driver.run_window(handle, runner.specs, soak.max_in_flight, window, arrival=arrival)
     except ServerDied as exc:
@@ -148,4 +151,7 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any], ctx
     store.finish_run(run_id, stats, result.records, result.samples, result.window_start,
                      status="completed" if result.aborted is None else "failed", reason=verdict.summary())
     store.update_server_config(config_id, status="completed", stop_reason=f"soak at {arrival.rate:.2f} req/s")
+    if runner.on_step:
+        runner.on_step(config, soak.max_in_flight, dict(stats, concurrency=soak.max_in_flight, run_id=run_id,
+                                                        phase="soak"))
     return verdict

@@ -108,6 +108,9 @@ class Sample:
     labels: str = ""  # compact "k=v,k=v" form
 
 
+SERVER_DIED = "server died during the window"  # WindowResult.aborted when the server process exited
+
+
 @dataclass
 class WindowResult:
     """Everything a driver observed for one ladder step; the driver computes no statistics."""

@@ -19,7 +19,16 @@ import httpx
 import pytest
 
 from sweep.measure import histogram_quantile
-from sweep.probes import GpuProbe, MetricsProbe, MetricsSnapshot, ProcessProbe, histogram_delta, parse_metrics
+from sweep.probes import (
+    SAMPLED,
+    GpuProbe,
+    MetricsProbe,
+    MetricsSnapshot,
+    ProcessProbe,
+    histogram_delta,
+    only_names,
+    parse_metrics,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sglang-0.5.17-metrics.txt"
 
@@ -307,3 +316,11 @@ def test_metrics_probe_loop_counts_errors_instead_of_dying() -> None:
 
     probe = asyncio.run(run())
     assert probe.samples == [] and probe.last_error and "Connect" in probe.last_error
+
+
+def test_a_probe_parses_only_its_own_lines_and_reads_the_same_values() -> None:
+    probe = MetricsProbe("http://127.0.0.1:9")
+    for text in (FIXTURE.read_text(), OLD_STYLE):
+        full, few = parse_metrics(text), parse_metrics(only_names(text, probe._lines))
+        assert {n: few.get(n) for n in SAMPLED} == {n: full.get(n) for n in SAMPLED}
+        assert not few.histograms  # the buckets, most of a real scrape, are skipped

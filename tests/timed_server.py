@@ -8,6 +8,7 @@
 - GET /health: answers 200 after health_ms (SGLang's /health runs a one-token generation and is slow under
   load), and counts the calls (GET /stats returns {"health_calls": N, "model_info_calls": M}).
 - GET /model_info, /server_info: JSON at once (the knobs given with --server-info JSON).
+- GET /metrics: the text of --metrics-file (e.g. a real SGLang 0.5.17 scrape), 404 without one.
 Prints `ready` once listening. Used by tests/test_attach_timing.py.
 """
 
@@ -74,6 +75,9 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, a:
                 _STATS["health_calls"] += 1
                 await asyncio.sleep(a.health_ms / 1000.0)
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: keep-alive\r\n\r\n")
+            elif target == b"/metrics" and a.metrics_body:
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: %d\r\n"
+                             b"connection: keep-alive\r\n\r\n%s" % (len(a.metrics_body), a.metrics_body))
             elif target == b"/stats":
                 writer.write(_json(_STATS))
             elif target == b"/model_info":
@@ -103,7 +107,10 @@ def main() -> None:
     p.add_argument("--itl-ms", type=float, default=10.0)
     p.add_argument("--health-ms", type=float, default=80.0)
     p.add_argument("--server-info", default="{}", help="JSON object merged into /server_info")
-    asyncio.run(_serve(p.parse_args()))
+    p.add_argument("--metrics-file", default=None, help="text served at /metrics")
+    a = p.parse_args()
+    a.metrics_body = open(a.metrics_file, "rb").read() if a.metrics_file else b""  # noqa: SIM115
+    asyncio.run(_serve(a))
 
 
 if __name__ == "__main__":

@@ -219,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         f"max_running_requests={args.max_running_requests}, chunked_prefill_size={args.chunked_prefill_size}, "
         f"schedule_policy='{args.schedule_policy}', tp_size={args.tp_size}, host='{args.host}', port={args.port}, "
         f"random_seed={args.random_seed}, stream_interval={args.stream_interval}, sim_gpu='{params.gpu.name}', "
-        f"sim_model='{params.model.name}', sim_speed={params.speed})")
+        f"sim_model='{params.model.name}', sim_speed={params.speed}, "
+        f"api_key={args.api_key!r})")  # as SGLang's server_args line does: the key is in the log
     if args.sim_spawn_orphan:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", "sim-orphan"],
                                  start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -40,9 +40,10 @@ from sweep.drivers.worker import (
     run_worker,
 )
 from sweep.profile import Window
-from sweep.types import RequestSpec, Sample, WindowResult
+from sweep.types import SERVER_DIED, RequestSpec, Sample, WindowResult
 
 Clock = Callable[[], float]
+STALL_TIMEOUT_S = 120.0  # no response bytes this long while requests are in flight: the server is hung
 START_MARGIN_S = 0.05  # t0 is this far after the start barrier, so every worker is waiting when it comes
 ALIVE_INTERVAL_S = 0.25  # how often the launcher's alive() runs (in its own thread) during a window
 
@@ -66,7 +67,8 @@ class HttpDriver:
     def __init__(self, api: str = "generate", model_name: str = "default", metrics_interval_s: float = 1.0,
                  think_time_s: float = 0.0, probes: Callable[[ServerHandle, Clock], list[Any]] | None = None,
                  alive: Callable[[ServerHandle], bool] | None = None, clock: Clock = time.perf_counter,
-                 client_procs: int = 1, seed: int = 0, alive_interval_s: float = ALIVE_INTERVAL_S):
+                 client_procs: int = 1, seed: int = 0, alive_interval_s: float = ALIVE_INTERVAL_S,
+                 stall_timeout_s: float | None = STALL_TIMEOUT_S):
         if client_procs < 1:
             raise ValueError("client_procs must be >= 1")
         self.api = api
@@ -79,6 +81,13 @@ class HttpDriver:
         self.clock = clock
         self.client_procs = client_procs
         self.seed = seed
+        self.stall_timeout_s = stall_timeout_s
+        self._window_t0: float | None = None
+
+    def window_elapsed(self) -> float | None:
+        """Seconds into the current window on the driver's clock (None between windows), for progress."""
+        t0 = self._window_t0
+        return None if t0 is None else self.clock() - t0
 
     def run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
                    window: Window, arrival: Any = None) -> WindowResult:
@@ -90,7 +99,11 @@ class HttpDriver:
         """
         assert handle.url, "the HTTP driver needs a server URL"
         plans, ws_off = self._plans(handle, specs, concurrency, window, arrival)
-        return run_loop(self._run(handle, plans, concurrency, window, ws_off))
+        self._window_t0 = self.clock()
+        try:
+            return run_loop(self._run(handle, plans, concurrency, window, ws_off))
+        finally:
+            self._window_t0 = None
 
     def _plans(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int, window: Window,
                arrival: Any) -> tuple[list[Plan], float | None]:
@@ -159,7 +172,10 @@ class HttpDriver:
             ws = coord.window_start()
             now = self.clock()
             if aborted is None and dead.is_set():
-                aborted = "server died during the window"
+                aborted = SERVER_DIED
+                coord.stop()
+            if aborted is None and (hung := self._hung(coord, now, window)):
+                aborted = hung
                 coord.stop()
             if ws is not None and now >= ws and start_snap is None:
                 start_snap = await self._snapshot(metrics) or False
@@ -180,7 +196,8 @@ class HttpDriver:
             if exc is not None:
                 raise exc
             results.append(w.result())
-        return results, aborted, (start_snap or None, end_snap or None, ws if ws is not None else float("nan"))
+        start, end = _parsed(start_snap or None), _parsed(end_snap or None)  # now: the window's streams are done
+        return results, aborted, (start, end, ws if ws is not None else float("nan"))
 
     async def _watch_alive(self, handle: ServerHandle, dead: asyncio.Event) -> None:
         """Call alive() every alive_interval_s in a thread of its own; set `dead` at the first False.
@@ -206,7 +223,7 @@ class HttpDriver:
                          metrics: Any) -> tuple[list[WorkerResult], str | None, tuple[Any, Any, float], float]:
         """Spawn one process per plan, start them all at one t0, supervise, gather their pickled results."""
         ctx = mp.get_context("spawn")
-        coord = SharedCoord(ctx)
+        coord = SharedCoord(ctx, n_shards=len(plans))
         pipes, procs = [], []
         for plan in plans:
             parent, child = ctx.Pipe()
@@ -240,11 +257,24 @@ class HttpDriver:
                 raise RuntimeError(f"client process failed: {r.error}")
         return results, aborted, snaps, t0
 
-    async def _snapshot(self, metrics: Any) -> Any:
+    def _hung(self, coord: Coord, now: float, window: Window) -> str | None:
+        """The no-progress deadline: nothing from the server for stall_timeout_s (at most half the request
+        timeout, so a lone request cannot time out first and hide it) while requests are in flight."""
+        if self.stall_timeout_s is None:
+            return None
+        limit = min(self.stall_timeout_s, window.request_timeout_s / 2)
+        silent, in_flight = coord.stalled_for(now)
+        if silent < limit:
+            return None
+        return f"hung: no response bytes for {silent:.0f} s while {in_flight} request(s) were in flight"
+
+    async def _snapshot(self, metrics: Any) -> tuple[str, float] | None:
+        """The /metrics text and its time, parsed only after the window (a full parse stalls the loop ~50 ms)."""
         if metrics is None:
             return None
         try:
-            return await metrics.scrape_once()
+            text, t = await metrics.fetch()
+            return str(text), float(t)
         except Exception:  # noqa: BLE001 - a failed scrape leaves counters empty, measure copes
             return None
 
@@ -281,6 +311,20 @@ class HttpDriver:
             warmup_requests=window.warmup_requests, warmup_seconds=window.warmup_seconds,
             counters_start=counters_start, counters_end=counters_end, ttft_histogram=hist, client=client,
             simulated=simulated, aborted=aborted)
+
+
+def _parsed(raw: tuple[str, float] | None) -> Any:
+    """A MetricsSnapshot of a fetched /metrics text (None when there is none or it does not parse)."""
+    if raw is None:
+        return None
+    from sweep.probes import parse_metrics
+
+    try:
+        snap = parse_metrics(raw[0])
+    except Exception:  # noqa: BLE001 - an unparsable scrape leaves counters empty, measure copes
+        return None
+    snap.t = raw[1]
+    return snap
 
 
 def _child(plan: Plan, coord: SharedCoord, conn: Any) -> None:

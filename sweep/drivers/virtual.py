@@ -61,9 +61,25 @@ class VirtualDriver:
         self.stream_interval = stream_interval
         self.seed = seed
         self._windows = itertools.count()
+        self._window: tuple[Engine, float] | None = None  # the running window's engine and its start
+
+    def window_elapsed(self) -> float | None:
+        """Simulated seconds into the current window (None between windows): progress runs on this clock."""
+        current = self._window
+        return None if current is None else current[0].now - current[1]
 
     def run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
                    window: Window, arrival: Any = None) -> WindowResult:
+        """One window in simulated time; window_elapsed() follows its clock meanwhile."""
+        eng = handle.engine
+        self._window = (eng, eng.now) if eng is not None else None
+        try:
+            return self._run_window(handle, specs, concurrency, window, arrival)
+        finally:
+            self._window = None
+
+    def _run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
+                    window: Window, arrival: Any = None) -> WindowResult:
         """Closed loop (`concurrency` users) or, for an open-loop arrival, sends at the scheduled times.
 
         Open loop: the schedule is arrivals.plan(arrival, window, seed, concurrency); a request over

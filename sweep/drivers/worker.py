@@ -25,12 +25,34 @@ TICK_S = 0.02  # self-check period: event-loop lag and CPU are sampled this ofte
 
 
 class Coord:
-    """Window start, warm-up dispatch count and stop flag for workers in one process."""
+    """Window start, warm-up dispatch count and stop flag for workers in one process; and progress: how many
+    requests are in flight and when the server last sent anything, so the parent can tell a hung server
+    (nothing arrives while requests wait) from a slow one."""
 
     def __init__(self, window_start: float | None = None):
         self._ws = window_start
         self._count = 0
         self._stop = False
+        self._in_flight = 0
+        self._since = math.inf  # last response bytes, or the moment requests went in flight after none were
+
+    def sent(self, shard: int, now: float) -> None:
+        """A request of `shard` is in flight from now."""
+        if self._in_flight == 0:
+            self._since = now
+        self._in_flight += 1
+
+    def done(self, shard: int) -> None:
+        self._in_flight -= 1
+
+    def progress(self, shard: int, now: float) -> None:
+        """Response bytes arrived."""
+        self._since = now
+
+    def stalled_for(self, now: float) -> tuple[float, int]:
+        """(seconds without any response bytes while requests were in flight, requests in flight); 0 when idle."""
+        n = self._in_flight
+        return (max(0.0, now - self._since) if n > 0 else 0.0), n
 
     def window_start(self) -> float | None:
         return self._ws
@@ -56,10 +78,28 @@ class Coord:
 class SharedCoord(Coord):
     """Coord across spawned processes: multiprocessing shared values (the count is locked, warm-up only)."""
 
-    def __init__(self, ctx: Any, window_start: float | None = None):
+    def __init__(self, ctx: Any, window_start: float | None = None, n_shards: int = 1):
         self._ws_v = ctx.RawValue("d", math.nan if window_start is None else window_start)
         self._count_v = ctx.Value("q", 0)
         self._stop_v = ctx.RawValue("b", 0)
+        # One slot per shard, each written by its own process only: no lock needed.
+        self._in_flight_v = ctx.RawArray("q", n_shards)
+        self._since_v = ctx.RawArray("d", [-math.inf] * n_shards)
+
+    def sent(self, shard: int, now: float) -> None:
+        if self._in_flight_v[shard] == 0:
+            self._since_v[shard] = now
+        self._in_flight_v[shard] += 1
+
+    def done(self, shard: int) -> None:
+        self._in_flight_v[shard] -= 1
+
+    def progress(self, shard: int, now: float) -> None:
+        self._since_v[shard] = now
+
+    def stalled_for(self, now: float) -> tuple[float, int]:
+        n = int(sum(self._in_flight_v))
+        return (max(0.0, now - max(self._since_v)) if n > 0 else 0.0), n
 
     def window_start(self) -> float | None:
         v = self._ws_v.value
@@ -189,12 +229,31 @@ async def _tick(out: list[tuple[float, float, float]], clock: Clock) -> None:
         prev = now
 
 
-async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestRecord, clock: Clock) -> None:
+class _WatchedSink(SseSink):
+    """SseSink that tells the Coord each time response bytes arrive (the hang watch's evidence of progress)."""
+
+    __slots__ = ("coord", "shard")
+
+    def __init__(self, rec: RequestRecord, chat: bool, clock: Clock, coord: Coord, shard: int):
+        super().__init__(rec, chat, clock)
+        self.coord, self.shard = coord, shard
+
+    def feed(self, chunk: bytes, now: float) -> None:
+        self.coord.progress(self.shard, now)
+        super().feed(chunk, now)
+
+
+async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestRecord, clock: Clock,
+                   coord: Coord | None = None) -> None:
     """Send one streamed request and fill rec; a failed request is recorded (rec.error), never raised."""
     path, body = request_for(plan.api, spec, plan.model_name)
+    chat = plan.api == "chat"
+    sink = SseSink(rec, chat, clock) if coord is None else _WatchedSink(rec, chat, clock, coord, plan.shard)
+    if coord is not None:
+        coord.sent(plan.shard, clock())
     try:
         async with asyncio.timeout(plan.window.request_timeout_s):
-            await client.stream(path, body, SseSink(rec, plan.api == "chat", clock))
+            await client.stream(path, body, sink)
     except StreamError as exc:
         rec.error, rec.error_kind = str(exc), exc.kind
     except TimeoutError:
@@ -204,6 +263,9 @@ async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestReco
         if rec.finished_at is None and rec.error is None:
             rec.error, rec.error_kind = "still running when the drain grace ended", "drain_cutoff"
         raise
+    finally:
+        if coord is not None:
+            coord.done(plan.shard)
 
 
 async def _user(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, u: int,
@@ -225,7 +287,7 @@ async def _user(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, u
         rec = RequestRecord(index=spec.index, concurrency=plan.concurrency, scheduled_at=now, sent_at=now,
                             prompt_tokens=spec.prompt_tokens, modality=spec.modality, warmup=warm)
         st.records.append(rec)
-        await _request(client, plan, spec, rec, clock)
+        await _request(client, plan, spec, rec, clock, coord)
         if plan.think_time_s:
             await asyncio.sleep(plan.think_time_s)
         ready_at = clock()
@@ -260,20 +322,21 @@ async def _open_loop(client: Pool, plan: Plan, coord: Coord, t0: float, st: _Sta
             st.waits.append((sched, eligible - sched))
         else:
             await slots.acquire()
-        task = asyncio.create_task(_open_request(client, plan, spec, rec, eligible, slots, st, clock))
+        task = asyncio.create_task(_open_request(client, plan, spec, rec, eligible, slots, st, clock, coord))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
     return end
 
 
 async def _open_request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestRecord,
-                        eligible: float, slots: asyncio.Semaphore, st: _State, clock: Clock) -> None:
+                        eligible: float, slots: asyncio.Semaphore, st: _State, clock: Clock,
+                        coord: Coord | None = None) -> None:
     st.in_flight += 1
     st.peak = max(st.peak, st.in_flight)
     try:
         rec.sent_at = clock()
         st.lags.append((rec.scheduled_at, max(0.0, rec.sent_at - eligible)))
-        await _request(client, plan, spec, rec, clock)
+        await _request(client, plan, spec, rec, clock, coord)
     finally:
         st.in_flight -= 1
         slots.release()

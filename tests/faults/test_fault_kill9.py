@@ -74,3 +74,22 @@ def test_kill9_while_measuring_then_resume(tmp_path: Path) -> None:
     pids = first.server_pids()
     first.kill9()
     _resume_and_check(tmp_path, "m", sets, pids, n_configs=2, ladder_len=2, before=completed_runs(db))
+
+
+def test_kill9_leaves_the_api_key_in_the_log_and_the_resume_scrubs_it(tmp_path: Path) -> None:
+    """Item 16: the server prints its arguments (api_key included) into its log; after a kill -9 of sweep
+    nobody scrubbed it. The resume does, found by the key's digest in the launch record."""
+    import re
+
+    first = Sweep(tmp_path, sweep_argv(tmp_path, "k", overrides(extra=["--sim-slow-start-s", "120"])))
+    log = wait_for(lambda: list((tmp_path / "reports").glob("*/logs/*.log")), 60, "the server's log file")[0]
+    key = wait_for(lambda: re.findall(r"api_key='([0-9a-f]{48})'", log.read_text()), 60, "the key in the log")[0]
+    wait_for(lambda: q(tmp_path / "results.db", "SELECT id FROM server_configs WHERE server_info_json LIKE "
+                                                "'%credential_digest%'"), 30, "the launch record")
+    first.kill9()
+    assert key in log.read_text()
+    _resume_and_check(tmp_path, "k", overrides(), [], n_configs=1, ladder_len=1, before=[])
+    assert key not in log.read_text() and "api_key='***'" in log.read_text()
+    for other in (tmp_path / "reports").glob("*/logs/*.log"):
+        assert not re.search(r"api_key='[0-9a-f]{48}'", other.read_text()), other
+    assert key not in (tmp_path / "results.db").read_bytes().decode("latin-1")

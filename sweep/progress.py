@@ -1,0 +1,162 @@
+"""What a study prints while it runs: one result line per window, and live bars on a terminal.
+
+On a terminal (stderr is a TTY) two bars sit under the result lines: the study (every planned step and
+its ETA) and the current window, whose progress runs on the driver's own clock (simulated seconds with
+the virtual driver, so its ETA is the simulated time left over the simulated seconds per wall second).
+Nothing assumes a width: rich measures the terminal, the bars are narrow and every line fits 80 columns.
+In a pipe (stderr not a TTY) there are no bars: each finished window prints one plain line that starts
+with `[done/total]`.
+
+Every result line says its phase (screen, final or soak) and, with several workers, the worker's name.
+The study count never passes its total: the plan grows when a phase turns out larger than planned and
+shrinks when a ladder stops early.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from sweep.profile import Profile
+
+if TYPE_CHECKING:
+    from sweep.ladder import StepStart
+
+WIDE = 120  # at least this many columns: one result line per window, else a head line and a numbers line
+LABEL_CHARS = 34  # a bar's description is cut to this, so the bars fit 80 columns
+
+
+def make_console() -> Console:
+    """stderr, at the terminal's real width; in a pipe, lines are never broken (one line per message)."""
+    console = Console(stderr=True)
+    console.soft_wrap = not console.is_terminal
+    return console
+
+
+def study_plan(prof: Profile) -> int:
+    """Steps the study expects: the screen (or only) ladders, the finals screening promotes, the soak."""
+    from sweep.search import grid_size
+
+    n_cfg = prof.search.n_trials or grid_size(prof.search.space)
+    per_config = len(prof.ladder)
+    steps = n_cfg * per_config
+    sc = prof.search.screening
+    if sc.enabled:
+        steps += min(n_cfg, max(sc.min_keep, math.ceil(sc.keep * n_cfg))) * per_config
+    return steps + (1 if prof.soak.enabled else 0)
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def result_lines(phase: str, label: str, concurrency: int, row: dict[str, Any], width: int,
+                 worker: str | None = None) -> list[str]:
+    """A finished window as rich-markup lines: one line when `width` allows, else two that fit 80 columns."""
+    verdict = "[green]pass[/]" if row.get("passes_sla") else f"[red]fail[/] {row.get('sla_failures') or ''}".rstrip()
+    who = f"{worker} " if worker else ""
+    head = f"{who}{phase:<6} {label} c={concurrency}"
+    ttft = (row.get("ttft_p99_ms") or 0) / 1000
+    nums = (f"goodput {row.get('goodput_tps') or 0:.0f} tok/s  TTFT p99 {ttft:.2f} s  "
+            f"TPOT p99 {row.get('tpot_p99_ms') or 0:.1f} ms  thr {row.get('output_tps') or 0:.0f}  "
+            f"retr {row.get('retractions') or 0}")
+    if width >= WIDE:
+        return [f"{head}  {nums}  {verdict}"]
+    return [f"{head}  {verdict}", f"    {nums}"]
+
+
+class StudyProgress:
+    """The study's terminal output: result lines always, bars only on a terminal and when `enabled`."""
+
+    def __init__(self, prof: Profile, enabled: bool, console: Console | None = None, worker: str | None = None):
+        self.console = console or make_console()
+        self.worker = worker
+        self.per_config = len(prof.ladder)
+        self.live = enabled and self.console.is_terminal
+        self.total = study_plan(prof)
+        self.done = 0
+        self.done_in_config = 0
+        self.phase = "screen" if prof.search.screening.enabled else "final"
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=12),
+                                 TextColumn("{task.fields[count]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                                 TimeRemainingColumn(), console=self.console, disable=not self.live,
+                                 transient=False)
+        self.study: TaskID = self.progress.add_task("study", total=self.total, count=self._count())
+        self.step: TaskID = self.progress.add_task("step", total=1, visible=False, count="")
+        self._timer: threading.Event | None = None
+
+    def _count(self) -> str:
+        return f"{self.done}/{self.total}"
+
+    def _show_study(self) -> None:
+        self.total = max(self.total, self.done)  # a count never passes its total
+        self.progress.update(self.study, total=self.total, completed=self.done, count=self._count(),
+                             description=_clip(f"study ({self.phase})", LABEL_CHARS))
+
+    def __enter__(self) -> StudyProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self._stop_timer()
+        if exc_type is None:  # the study finished: what ran was the whole plan
+            self.total = self.done
+            self._show_study()
+        self.progress.update(self.step, visible=False)
+        self.progress.__exit__(None, None, None)
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.set()
+            self._timer = None
+
+    def step_start(self, start: StepStart) -> None:
+        """A window begins: the step bar follows the driver's clock toward warm-up + window + drain."""
+        self._stop_timer()
+        if start.phase != self.phase:
+            self.phase = start.phase
+            self._show_study()
+        if not self.live:
+            return
+        stop = threading.Event()
+        self._timer = stop
+        expected = max(start.expected_s, 1.0)
+        desc = _clip(f"{start.phase} {start.config.label()} c={start.concurrency}", LABEL_CHARS)
+        self.progress.reset(self.step, total=expected, visible=True, description=desc, count=f"0/{expected:.0f} s")
+        t0 = time.monotonic()
+
+        def tick() -> None:
+            while not stop.wait(0.25):
+                elapsed = start.elapsed()
+                at = min(elapsed if elapsed is not None else time.monotonic() - t0, expected)
+                self.progress.update(self.step, completed=at, count=f"{at:.0f}/{expected:.0f} s")
+
+        threading.Thread(target=tick, daemon=True).start()
+
+    def step_done(self, config: Any, concurrency: int, row: dict[str, Any]) -> None:
+        self._stop_timer()
+        self.done += 1
+        phase = str(row.get("phase") or self.phase)
+        if phase != "soak":
+            self.done_in_config += 1
+        self._show_study()
+        lines = result_lines(phase, config.label(), concurrency, row, self.console.width, self.worker)
+        if not self.live:  # a pipe: one plain line per window, counted
+            self.console.print(escape(f"[{self._count()}] ") + lines[0] + ("  " + lines[1].strip() if len(lines) > 1 else ""),
+                               markup=True, highlight=False, soft_wrap=True)
+            return
+        for line in lines:
+            self.console.print(line, highlight=False)
+
+    def trial_done(self, outcome: Any) -> None:
+        """A ladder stopped early (saturation, pruning, launch failure, reuse): its unrun steps leave the plan."""
+        skipped = max(0, self.per_config - self.done_in_config)
+        self.total = max(self.done, self.total - skipped)
+        self.done_in_config = 0
+        self._show_study()

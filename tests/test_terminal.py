@@ -1,0 +1,147 @@
+"""What a person sees: a real study on the virtual driver in an 80-column pseudo-terminal, and in a pipe.
+
+The pty's output is played through pyte (a VT terminal emulator), so the assertions are about the screen
+a person would read: the study bar once (not wrapped and repeated), every result line once with its phase.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pyte
+from rich.console import Console
+
+from sweep.ladder import StepStart
+from sweep.profile import load_profile
+from sweep.progress import StudyProgress
+from sweep.types import ServerConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ROOT / "profiles" / "smoke.yaml"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+# screening on (screen + final phases) and the soak: all three phases print result lines
+ARGS = ["knee", "--profile", str(SMOKE), "--driver", "virtual", "--soak", "--study", "term",
+        "--set", "search.screening.enabled=true", "--set", "search.screening.fraction=0.5"]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
+    env.update(TERM="xterm-256color", PYTHONPATH=str(ROOT))
+    return env
+
+
+def run_in_pty(args: list[str], cwd: Path, cols: int = 80, rows: int = 200, deadline_s: float = 240) -> str:
+    """Run `sweep` with stdin/stdout/stderr on a pty of cols x rows; everything it wrote, as decoded text."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "sweep.cli", *args], stdin=slave, stdout=slave, stderr=slave,
+                            cwd=cwd, env=_env(), close_fds=True)
+    os.close(slave)
+    out = bytearray()
+    end = time.monotonic() + deadline_s
+    try:
+        while time.monotonic() < end:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the pty
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            elif proc.poll() is not None:
+                break
+        assert proc.wait(timeout=max(1.0, end - time.monotonic())) == 0, out.decode(errors="replace")[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    return out.decode(errors="replace")
+
+
+def screen_of(raw: str, cols: int = 80, rows: int = 200) -> list[str]:
+    screen = pyte.Screen(cols, rows)
+    stream = pyte.Stream(screen)
+    stream.feed(raw.replace("\n", "\r\n"))  # the pty's onlcr, which pyte does not do itself
+    return [line.rstrip() for line in screen.display if line.strip()]
+
+
+def test_an_80_column_terminal_shows_each_line_once_with_its_phase(tmp_path: Path) -> None:
+    raw = run_in_pty([*ARGS, "--db", str(tmp_path / "r.db"), "--out", str(tmp_path / "rep")], tmp_path)
+    lines = screen_of(raw)
+    text = "\n".join(lines)
+    study = [ln for ln in lines if ln.startswith("study (")]
+    assert len(study) == 1, text  # the bar is redrawn in place, never wrapped into copies
+    heads = [ln for ln in lines if re.match(r"(screen|final|soak)\s+mrr=", ln)]
+    assert len(heads) == len(set(heads)), text
+    assert {h.split()[0] for h in heads} == {"screen", "final", "soak"}, text
+    assert sum(h.startswith("screen") for h in heads) == 6  # 2 configurations x 3 steps
+    for head in heads:  # the numbers line follows its head line, whole
+        nxt = lines[lines.index(head) + 1]
+        assert nxt.startswith("    goodput ") and nxt.rstrip().split()[-2] == "retr", text
+    # every study count drawn, at any moment, stays within its total; the last one is the whole plan
+    counts = [(int(a), int(b)) for a, b in re.findall(r"study \(\w+\)\D*?(\d+)/(\d+)", ANSI.sub("", raw))]
+    assert counts and all(a <= b for a, b in counts), counts
+    done, total = map(int, re.search(r"(\d+)/(\d+)", study[0]).groups())  # type: ignore[union-attr]
+    assert done == total == len(heads)
+
+
+def test_a_pipe_gets_plain_counted_lines(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "sweep.cli", *ARGS, "--db", str(tmp_path / "r.db"), "--out",
+                           str(tmp_path / "rep")], capture_output=True, text=True, timeout=240, cwd=tmp_path,
+                          env=_env())
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stderr and "\r" not in proc.stderr
+    counted = [ln for ln in proc.stderr.splitlines() if ln.startswith("[")]
+    pairs = [tuple(map(int, re.match(r"\[(\d+)/(\d+)\]", ln).groups())) for ln in counted]  # type: ignore[union-attr]
+    assert [a for a, _ in pairs] == list(range(1, len(pairs) + 1))
+    assert all(a <= b for a, b in pairs), pairs
+    phases = [ln.split()[1] for ln in counted]
+    assert phases[:6] == ["screen"] * 6 and phases[-1] == "soak" and "final" in phases
+    assert all("goodput" in ln and "TTFT p99" in ln for ln in counted)
+
+
+def test_the_step_eta_runs_on_the_drivers_clock() -> None:
+    """A 30 s simulated window that runs at 10 simulated seconds per wall second ends in ~3 s, not 30."""
+    console = Console(file=io.StringIO(), force_terminal=True, width=80)
+    prof = load_profile(SMOKE, {})
+    t0 = time.monotonic()
+    start = StepStart(ServerConfig(max_running_requests=8), 4, "final", 30.0, lambda: (time.monotonic() - t0) * 10)
+    with StudyProgress(prof, True, console) as bars:
+        bars.step_start(start)
+        deadline = time.monotonic() + 10
+        eta = None
+        while time.monotonic() < deadline:
+            task = bars.progress.tasks[bars.step]
+            if task.completed > 0 and task.time_remaining is not None:
+                eta = task.time_remaining
+                break
+            threading.Event().wait(0.05)
+        bars.step_done(start.config, 4, {"phase": "final", "passes_sla": True})
+    assert eta is not None and eta < 3.5, eta
+
+
+def test_counts_never_pass_their_totals_when_the_finals_outnumber_the_plan() -> None:
+    console = Console(file=io.StringIO(), force_terminal=False, width=80)
+    prof = load_profile(SMOKE, {"soak.enabled": False})
+    bars = StudyProgress(prof, False, console)
+    cfg = SimpleNamespace(label=lambda: "mrr=4")
+    for i in range(bars.total + 5):
+        bars.step_done(cfg, 2, {"phase": "final", "passes_sla": True, "goodput_tps": 1.0 + i})
+        assert bars.done <= bars.total
+    printed = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert printed[-1].startswith(f"[{bars.total}/{bars.total}] final")
