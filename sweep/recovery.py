@@ -37,9 +37,6 @@ def kill_leftover_servers(store: Store, study_id: int, say: Say | None = None,
     worker's server is never touched. A dead worker's configuration may already be 'aborted' (another host
     noticed it through the heartbeat) while its server still runs here.
     """
-    import psutil
-
-    from launchers import procs
     from launchers.sglang import scrub_log
 
     only = None if workers is None else set(workers)
@@ -60,20 +57,26 @@ def kill_leftover_servers(store: Store, study_id: int, say: Say | None = None,
                 say(f"resume: the interrupted launch of configuration {c['id']} ran on {host}, not here "
                     f"({here}): stop its server (pid {pid}) there")
             continue
+        killed += _kill_launch(int(pid), float(created), int(info.get("pgid") or pid), int(info.get("sid") or pid))
         scrub_log(info.get("log_path") or c.get("log_path"), info.get("credential_digest"))
-        try:
-            proc = psutil.Process(int(pid))
-            if abs(proc.create_time() - float(created)) > 0.01:
-                continue  # the pid was reused by an unrelated process
-        except psutil.Error:
-            continue
-        pgid = int(info.get("pgid") or pid)
-        sid = int(info.get("sid") or pid)
-        members = {p.pid: p for p in procs.session_or_group_members(sid, pgid)}
-        members.setdefault(proc.pid, proc)
-        killed += procs.kill_all(members.values())
-        scrub_log(info.get("log_path") or c.get("log_path"), info.get("credential_digest"))  # what it printed last
     return sorted(killed)
+
+
+def _kill_launch(pid: int, created: float, pgid: int, sid: int) -> list[int]:
+    """SIGKILL a recorded launch's process, its group and its session, if that process is still the same one."""
+    import psutil
+
+    from launchers import procs
+
+    try:
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - created) > 0.01:
+            return []  # the pid was reused by an unrelated process
+    except psutil.Error:
+        return []
+    members = {p.pid: p for p in procs.session_or_group_members(sid, pgid)}
+    members.setdefault(proc.pid, proc)
+    return procs.kill_all(members.values())
 
 
 def dead_workers(store: Store, study_id: int) -> list[int]:
