@@ -52,6 +52,8 @@ def detect(kind: str, profile: Profile, gpu_ids: Sequence[int] | None, worker_id
         return Placement(worker_id, host, f"{g.name} (simulated)", index or "0", round(g.mem_bytes / 2**20), "sim")
     if kind == "attach":
         return Placement(worker_id, host)  # the server runs elsewhere; its GPU is not ours to see
+    if gpu_ids is None:
+        gpu_ids = visible_gpus()  # the worker itself was started with CUDA_VISIBLE_DEVICES
     gpus = procs.gpu_inventory()
     chosen = [g for g in gpus if gpu_ids is None or g["index"] in gpu_ids]
     if not chosen:
