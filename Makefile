@@ -9,18 +9,19 @@ DRIVER ?= auto
 ARGS ?=
 STAMP := $(VENV)/.installed
 
-.PHONY: install test knee sweep lint bench clean pg-start pg-stop doctor
+.PHONY: install test knee sweep lint bench clean pg-start pg-stop doctor serve dashboard profile-schema
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,postgres,gp,bench]'
+	$(PY) -m pip install -q -e '.[dev,postgres,gp,bench,dashboard]'
 	@touch $(STAMP)
 
 install: $(STAMP)
 
 # The tests run against real SQLite files and a real PostgreSQL server started here (127.0.0.1 only).
 test: $(STAMP)
+	@bash scripts/browser.sh
 	@url=$$(bash scripts/pg.sh start) && trap 'bash scripts/pg.sh stop' EXIT && \
 	  SWEEP_TEST_PG_URL=$$url $(PY) -m pytest -q $(ARGS)
 
@@ -31,6 +32,19 @@ knee: $(STAMP)
 sweep: $(STAMP)
 	$(VENV)/bin/sweep sweep --profile $(PROFILE) --db $(DB) --driver $(DRIVER) \
 	  $(if $(STUDY),--study $(STUDY) --resume,) $(ARGS)
+
+# The live page of a study (default: the newest in DB) on 127.0.0.1:8765; STUDY=name picks one.
+serve: $(STAMP)
+	$(VENV)/bin/sweep serve --db $(DB) $(if $(STUDY),--study $(STUDY),) $(ARGS)
+
+# Optuna's dashboard over the same database (a path is a SQLite file), on 127.0.0.1:8080.
+DB_URL = $(if $(findstring ://,$(DB)),$(DB),sqlite:///$(DB))
+dashboard: $(STAMP)
+	$(VENV)/bin/optuna-dashboard --host 127.0.0.1 --port $(or $(PORT),8080) $(DB_URL)
+
+# docs/profile.md from the profile models (a test checks it is current).
+profile-schema: $(STAMP)
+	$(VENV)/bin/sweep profile-schema --out docs/profile.md
 
 doctor: $(STAMP)
 	$(VENV)/bin/sweep doctor --profile $(PROFILE) --db $(DB)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from launchers.base import Launcher, ServerHandle
-from sweep.errors import SweepError
+from sweep.errors import SweepError, UsageError
 from sweep.hardware import WorkerSeat, detect, pick_winner, rank_by_hardware
 from sweep.knee import find_knee, knee_goodput_ci
 from sweep.ladder import LadderOutcome, LadderRunner, step_points
@@ -172,6 +172,10 @@ class Orchestrator:
         self.client_procs = client_procs
         self.kind = resolve_launcher_kind(profile, launcher_kind)
         self.driver_name = resolve_driver(self.kind, driver)
+        if profile.crosscheck.enabled and self.driver_name == "virtual":
+            if driver == "virtual":
+                raise UsageError("a cross-check compares clients over real sockets: use --driver http (or auto)")
+            self.driver_name = "http"
         if self.driver_name == "virtual":
             from launchers.sim.virtual import refuse_faults
 
@@ -222,6 +226,10 @@ class Orchestrator:
             self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
                      f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
                      "Numbers are labelled simulated everywhere.")
+        if self.profile.crosscheck.enabled:  # a reference that cannot run is one clear line before anything is stored
+            from sweep.crosscheck_step import choose_reference
+
+            choose_reference(self.profile, model_path(self.profile), for_model(model_path(self.profile)))
         study_id, study_name = self.open_study(study_name, resume)
         try:
             return self._work(study_id, study_name, on_step, on_step_start, on_trial)
@@ -274,6 +282,11 @@ class Orchestrator:
         runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name,
                               on_step=on_step, on_launch=on_launch)
         runner.on_step_start = on_step_start
+        if self.profile.crosscheck.enabled:
+            from sweep.crosscheck_step import CrossChecker
+
+            runner.crosscheck = CrossChecker(self.profile, self.store, study_id, specs, model_path(self.profile),
+                                             for_model(model_path(self.profile)), say=self.say)
         runner.placement = detect(self.kind if self.driver_name != "virtual" else "virtual", self.profile,
                                   seat.gpus, worker_id)
         search = Search(self.profile, runner, self.db_url, study_name, on_trial=on_trial, worker=identity,
@@ -425,6 +438,7 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
     return {"hardware": hardware, "study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
             "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv,
             "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile),
+            "reference_runs": store.reference_runs(study_id), "histograms": store.window_histograms(study_id),
             "view": build_view(store.requests_for_run, configs, runs, knees, winner, pool,
                                coupled=profile["search"].get("mode") == "coupled")}
 

@@ -66,6 +66,10 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          soak: bool | None = typer.Option(None, help="force the winner's soak on/off (default: the profile's)"),
          client_procs: int = typer.Option(1, "--client-procs", min=1,
                                           help="HTTP driver: shard the load over N client processes"),
+         crosscheck: bool = typer.Option(False, "--crosscheck",
+                                         help="after every window, measure the same step with a reference client"),
+         live: bool = typer.Option(False, "--live", help="serve the live page on 127.0.0.1 while the study runs"),
+         live_port: int = typer.Option(8765, "--live-port", help="the live page's port (0: any free port)"),
          gpus: str | None = typer.Option(None, help="one worker per GPU group of this host on one study, e.g. 0,1,2,3"),
          gpus_per_server: int | None = typer.Option(None, "--gpus-per-server", min=1,
                                                     help="GPUs per server with --gpus (default: tp x dp)")) -> None:
@@ -73,9 +77,16 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     from sweep.app import Orchestrator
 
     extra = [] if soak is None else [f"soak.enabled={json.dumps(soak)}"]
+    extra += ["crosscheck.enabled=true"] if crosscheck else []
     prof = _load(profile, list(set_) + extra)
     orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
                         client_procs=client_procs)
+    page = None
+    if live:
+        from sweep.live import LiveServer
+
+        page = LiveServer(db_url(db), study, port=live_port)
+        console.print(f"live page {page.start()}")
     try:
         with interrupt.stop_like_sigint():
             if gpus is not None:
@@ -90,6 +101,9 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     except KeyboardInterrupt as exc:
         _interrupted(exc)
         return
+    finally:
+        if page is not None:
+            page.stop()
     win = run.winner
     tag = " [SIMULATED]" if run.simulated else ""
     for f in run.failures:
@@ -123,7 +137,10 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
            db: str = typer.Option(DEFAULT_DB), driver: str = typer.Option("auto"),
            launcher: str | None = typer.Option(None), out: Path = typer.Option(Path("reports")),
            set_: list[str] = typer.Option([], "--set"),
-           client_procs: int = typer.Option(1, "--client-procs", min=1)) -> None:
+           client_procs: int = typer.Option(1, "--client-procs", min=1),
+           crosscheck: bool = typer.Option(False, "--crosscheck",
+                                           help="after every window, measure the same step with a reference client"),
+           study: str | None = typer.Option(None, help="study name (default: profile + timestamp)")) -> None:
     """Climb the ladder for one server configuration (no search, no screening, no soak)."""
     from sweep.search import KNOBS
 
@@ -137,10 +154,54 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
         except json.JSONDecodeError:
             raise UsageError(f"--config: {key}={raw!r} is not a number") from None
     space = {k: [v] for k, v in knobs.items()}
-    knee(profile=profile, db=db, driver=driver, launcher=launcher, study=None, resume=False, out=out,
+    knee(profile=profile, db=db, driver=driver, launcher=launcher, study=study, resume=False, out=out,
          set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
                             "search.screening.enabled=false"],
-         progress=True, soak=False, client_procs=client_procs, gpus=None, gpus_per_server=None)
+         progress=True, soak=False, client_procs=client_procs, crosscheck=crosscheck, live=False, live_port=0,
+         gpus=None, gpus_per_server=None)
+
+
+@app.command("crosscheck")
+def crosscheck_cmd(profile: str = typer.Option(..., "--profile", "-p"),
+                   config: str = typer.Option("", help="knobs, e.g. max_running_requests=64,mem_fraction_static=0.8"),
+                   db: str = typer.Option(DEFAULT_DB), driver: str = typer.Option("auto", help="auto | http"),
+                   launcher: str | None = typer.Option(None), out: Path = typer.Option(Path("reports")),
+                   set_: list[str] = typer.Option([], "--set"),
+                   reference: str | None = typer.Option(None, help="auto | h11 | bench_serving "
+                                                        "(default: the profile's crosscheck.reference)"),
+                   study: str | None = typer.Option(None, help="study name (default: profile + timestamp)"),
+                   client_procs: int = typer.Option(1, "--client-procs", min=1)) -> None:
+    """Climb one configuration's ladder; after each window an independent client measures the same step."""
+    if reference is not None and reference not in ("auto", "h11", "bench_serving"):
+        raise UsageError(f"--reference {reference!r}: expected auto, h11 or bench_serving")
+    extra = [f"crosscheck.reference={reference}"] if reference else []
+    ladder(profile=profile, config=config, db=db, driver=driver, launcher=launcher, out=out,
+           set_=list(set_) + extra, client_procs=client_procs, crosscheck=True, study=study)
+
+
+@app.command()
+def serve(db: str = typer.Option(DEFAULT_DB, help="results database (path or SQLAlchemy URL)"),
+          study: str | None = typer.Option(None, help="the study to watch (default: the newest in the database)"),
+          host: str = typer.Option("127.0.0.1", help="address to bind (another than 127.0.0.1 exposes the page)"),
+          port: int = typer.Option(8765, help="port (0: any free port)")) -> None:
+    """Serve the live page of a study: progress, ladder curves against the SLA, winner, failures, ETA."""
+    from sweep.live import serve as serve_page
+
+    serve_page(db_url(db), study, host, port, say=lambda line: console.print(line, highlight=False))
+
+
+@app.command("profile-schema")
+def profile_schema(out: Path = typer.Option(Path("docs/profile.md"), help="where the reference goes ('-': stdout)")
+                   ) -> None:
+    """Write the profile reference (every field, its default and meaning) from the pydantic models."""
+    from sweep.profile_doc import reference
+
+    text = reference()
+    if str(out) == "-":
+        typer.echo(text, nl=False)
+        return
+    out.write_text(text)
+    console.print(f"wrote {out}")
 
 
 @app.command()
@@ -152,7 +213,7 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     from sweep.store import Store
 
     rows = Store(db_url(db)).list_runs(study=study, profile=profile, since=_since(since), status=status, limit=limit)
-    cols = ["run_id", "study_name", "profile_name", "simulated", "max_running_requests", "mem_fraction_static",
+    cols = ["run_id", "study_name", "profile_name", "simulated", "driver", "max_running_requests", "mem_fraction_static",
             "chunked_prefill_size", "schedule_policy", "phase", "concurrency", "status", "output_tps", "goodput_tps",
             "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at",
             "worker_id", "host", "gpu_index"]

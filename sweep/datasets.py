@@ -122,7 +122,7 @@ def _sharegpt_item(obj: Any, line: int, root: Path) -> DatasetItem:
 
 def load_dataset(ds: Dataset, base_dir: Path | None = None) -> tuple[list[DatasetItem], list[str]]:
     """Read ds.path (relative to base_dir); return usable items and "path:LINE: problem" for skipped ones."""
-    path = Path(ds.path)
+    path = ds.file
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir) / path
     if not path.is_file():

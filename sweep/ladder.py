@@ -141,6 +141,7 @@ class LadderRunner:
         self.on_launch = on_launch
         self.on_step_start: StartCallback | None = None
         self.placement: Placement | None = None  # the study worker, host and GPU group every row records
+        self.crosscheck: Any = None  # sweep.crosscheck_step.CrossChecker: a reference client after every window
 
     def window_elapsed(self) -> float | None:
         """Seconds into the current window on the driver's clock; None where the driver cannot say."""
@@ -221,7 +222,8 @@ class LadderRunner:
         if self.on_launch:
             self.on_launch(handle)
         try:
-            self._climb(handle, config, config_id, steps_wanted, outcome, phase, should_stop)
+            # Steps are labelled with what ran (an attached server's own knobs), as the configuration row is.
+            self._climb(handle, handle.config, config_id, steps_wanted, outcome, phase, should_stop)
         finally:
             report = self.launcher.stop(handle)
             if report.killed_leftovers:
@@ -248,6 +250,8 @@ class LadderRunner:
                                            handle.simulated, self.driver_name, phase=phase, placement=self.placement)
             if self.on_step_start:
                 self.on_step_start(StepStart(config, concurrency, phase, expected, self.window_elapsed))
+            if self.crosscheck is not None:
+                self.crosscheck.before_window(handle)
             try:
                 result = self.driver.run_window(handle, self.specs, concurrency, window,
                                                 arrival=self.profile.step_arrival(concurrency))
@@ -263,6 +267,9 @@ class LadderRunner:
             row = dict(stats, concurrency=concurrency, run_id=run_id, phase=phase)
             if self.on_step:
                 self.on_step(config, concurrency, row)
+            if self.crosscheck is not None and result.aborted is None:
+                self.crosscheck.after_window(handle, config_id, concurrency, run_id, stats, phase, window,
+                                             arrival=self.profile.step_arrival(concurrency))
             if result.aborted is not None:
                 outcome.status, outcome.failure = "failed", self._failure(handle, result.aborted, concurrency)
                 outcome.stop_reason = f"{result.aborted} at concurrency {concurrency}"

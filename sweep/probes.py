@@ -171,6 +171,37 @@ def histogram_delta(start: MetricsSnapshot | None, end: MetricsSnapshot, name: s
     return delta
 
 
+# Latency histograms whose window delta is stored with every run (source HISTOGRAM_SOURCE samples, one per bucket).
+WINDOW_HISTOGRAMS: tuple[str, ...] = (
+    "time_to_first_token_seconds",
+    "time_per_output_token_seconds",  # older SGLang only
+    "inter_token_latency_seconds",
+    "e2e_request_latency_seconds",
+)
+HISTOGRAM_SOURCE = "histogram"
+
+
+def buckets_as_samples(name: str, buckets: Buckets, t: float) -> list[Sample]:
+    """One histogram's cumulative (le, count) buckets as samples: value = count, labels le=X."""
+    return [Sample(t, HISTOGRAM_SOURCE, name, count, f"le={le!r}") for le, count in buckets]
+
+
+def histogram_samples(start: MetricsSnapshot | None, end: MetricsSnapshot | None, t: float) -> list[Sample]:
+    """The window's delta of each WINDOW_HISTOGRAMS histogram as samples (buckets_as_samples)."""
+    if start is None or end is None:
+        return []
+    return [s for name in WINDOW_HISTOGRAMS for s in buckets_as_samples(name, histogram_delta(start, end, name), t)]
+
+
+def histograms_from_samples(samples: list[dict[str, Any]]) -> dict[str, Buckets]:
+    """Stored histogram samples (rows with source, name, labels, value) back to {name: [(le, count), ...]}."""
+    out: dict[str, Buckets] = defaultdict(list)
+    for s in samples:
+        if s["source"] == HISTOGRAM_SOURCE and s["labels"].startswith("le="):
+            out[s["name"]].append((float(s["labels"][3:]), float(s["value"])))
+    return {name: sorted(b) for name, b in out.items()}
+
+
 class _HasUrl(Protocol):
     url: str | None
 

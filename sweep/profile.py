@@ -8,7 +8,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from sweep.errors import ProfileError
 
@@ -21,25 +29,35 @@ class SLA(_Strict):
     """Percentile bounds a ladder step must meet, and the per-request bounds behind goodput."""
 
     ttft_ms: float = Field(1000, gt=0, description="per-request TTFT bound (goodput) and percentile bound")
-    tpot_ms: float = Field(100, gt=0)
-    e2e_ms: float | None = Field(None, gt=0)
-    ttft_percentile: float = Field(95, gt=0, le=100)
-    tpot_percentile: float = Field(95, gt=0, le=100)
-    e2e_percentile: float = Field(95, gt=0, le=100)
-    max_error_rate: float = Field(0.01, ge=0, le=1)
+    tpot_ms: float = Field(100, gt=0,
+        description=("per-request TPOT bound (goodput) and percentile bound, ms per output token "
+                     "after the first"))
+    e2e_ms: float | None = Field(None, gt=0,
+        description="optional end-to-end latency bound per request, ms (none: not judged)")
+    ttft_percentile: float = Field(95, gt=0, le=100,
+        description="the TTFT percentile a step must keep under ttft_ms")
+    tpot_percentile: float = Field(95, gt=0, le=100,
+        description="the TPOT percentile a step must keep under tpot_ms")
+    e2e_percentile: float = Field(95, gt=0, le=100,
+        description="the end-to-end percentile a step must keep under e2e_ms")
+    max_error_rate: float = Field(0.01, ge=0, le=1,
+        description="largest share of failed requests a passing step may have")
 
 
 class LengthDist(_Strict):
     """A token-length distribution with clamps."""
 
-    kind: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
-    value: int | None = Field(None, ge=1)  # fixed
-    low: int | None = Field(None, ge=1)  # uniform
-    high: int | None = Field(None, ge=1)
-    mean: float | None = Field(None, gt=0)  # normal / lognormal (mean of the distribution)
-    std: float | None = Field(None, ge=0)
-    min: int = Field(1, ge=1)
-    max: int = Field(32768, ge=1)
+    kind: Literal["fixed", "uniform", "normal", "lognormal"] = Field("fixed",
+        description="fixed (value), uniform (low..high), normal or lognormal (mean, std)")
+    value: int | None = Field(None, ge=1, description="the length, for kind fixed")  # fixed
+    low: int | None = Field(None, ge=1, description="smallest length, for kind uniform")  # uniform
+    high: int | None = Field(None, ge=1, description="largest length, for kind uniform")
+    mean: float | None = Field(None, gt=0,
+        description=("mean length, for kind normal or "
+                     "lognormal"))  # normal / lognormal (mean of the distribution)
+    std: float | None = Field(None, ge=0, description="standard deviation, for kind normal or lognormal")
+    min: int = Field(1, ge=1, description="every drawn length is clamped to at least this")
+    max: int = Field(32768, ge=1, description="every drawn length is clamped to at most this")
 
     @model_validator(mode="after")
     def _params(self) -> LengthDist:
@@ -58,10 +76,10 @@ class LengthDist(_Strict):
 class ModalMix(_Strict):
     """Shares of each input modality; must sum to 1."""
 
-    text: float = Field(1.0, ge=0, le=1)
-    image: float = Field(0.0, ge=0, le=1)
-    video: float = Field(0.0, ge=0, le=1)
-    audio: float = Field(0.0, ge=0, le=1)
+    text: float = Field(1.0, ge=0, le=1, description="share of text-only requests")
+    image: float = Field(0.0, ge=0, le=1, description="share of requests carrying an image")
+    video: float = Field(0.0, ge=0, le=1, description="share of requests carrying a video")
+    audio: float = Field(0.0, ge=0, le=1, description="share of requests carrying audio")
 
     @model_validator(mode="after")
     def _sums_to_one(self) -> ModalMix:
@@ -72,64 +90,86 @@ class ModalMix(_Strict):
 
 
 class MediaSpec(_Strict):
-    image_width: int = Field(448, ge=16, le=8192)
-    image_height: int = Field(448, ge=16, le=8192)
-    image_format: Literal["png", "jpeg"] = "png"
-    video_frames: int = Field(8, ge=1, le=512)
-    video_width: int = Field(336, ge=16, le=4096)
-    video_height: int = Field(336, ge=16, le=4096)
-    audio_seconds: float = Field(5.0, gt=0, le=600)
+    image_width: int = Field(448, ge=16, le=8192, description="generated image width, pixels")
+    image_height: int = Field(448, ge=16, le=8192, description="generated image height, pixels")
+    image_format: Literal["png", "jpeg"] = Field("png", description="generated image encoding")
+    video_frames: int = Field(8, ge=1, le=512, description="frames per generated video")
+    video_width: int = Field(336, ge=16, le=4096, description="generated video width, pixels")
+    video_height: int = Field(336, ge=16, le=4096, description="generated video height, pixels")
+    audio_seconds: float = Field(5.0, gt=0, le=600, description="length of generated audio clips, seconds")
 
 
 class SharedPrefix(_Strict):
     groups: int = Field(0, ge=0, description="number of distinct system prompts")
-    length: int = Field(512, ge=1)
+    length: int = Field(512, ge=1, description="tokens in each shared system prompt")
     share: float = Field(0.0, ge=0, le=1, description="share of requests that start with one")
 
 
 class Dataset(_Strict):
-    path: str
-    format: Literal["jsonl", "sharegpt"] = "jsonl"
-    on_bad_line: Literal["skip", "fail"] = "fail"
+    path: str = Field(
+        description=("file of prompts: relative paths are looked up in the profile's folder, then the "
+                     "working directory"))
+    format: Literal["jsonl", "sharegpt"] = Field("jsonl",
+        description="jsonl (one object per line) or sharegpt (conversations)")
+    on_bad_line: Literal["skip", "fail"] = Field("fail",
+        description="skip malformed entries, or fail the profile on the first one")
+    _resolved: Path | None = PrivateAttr(None)  # set by load_profile: where `path` was found
+
+    @property
+    def file(self) -> Path:
+        """The dataset file load_profile found (the profile's folder, then the working directory)."""
+        return self._resolved or Path(self.path)
 
 
 class Workload(_Strict):
-    seed: int = 0
+    seed: int = Field(0,
+        description="seed of every random draw (lengths, media, prefixes, open-loop schedules)")
     num_requests: int = Field(20000, ge=1, description="size of the generated request pool (cycled)")
-    mix: ModalMix = ModalMix()
-    prompt_len: LengthDist = LengthDist(kind="uniform", low=128, high=1024)
-    output_len: LengthDist = LengthDist(kind="uniform", low=64, high=512)
-    shared_prefix: SharedPrefix = SharedPrefix()
-    media: MediaSpec = MediaSpec()
-    dataset: Dataset | None = None
-    api: Literal["generate", "chat"] = "generate"
+    mix: ModalMix = Field(ModalMix(), description="shares of each input modality (section workload.mix)")
+    prompt_len: LengthDist = Field(LengthDist(kind="uniform", low=128, high=1024),
+        description="prompt length in tokens (section workload.prompt_len)")
+    output_len: LengthDist = Field(LengthDist(kind="uniform", low=64, high=512),
+        description="output length in tokens, sent as the max new tokens (section workload.output_len)")
+    shared_prefix: SharedPrefix = Field(SharedPrefix(),
+        description="system prompts shared by a share of requests (section workload.shared_prefix)")
+    media: MediaSpec = Field(MediaSpec(),
+        description="shape of generated images, videos and audio (section workload.media)")
+    dataset: Dataset | None = Field(None,
+        description="prompts from a file instead of generated ones (section workload.dataset)")
+    api: Literal["generate", "chat"] = Field("generate",
+        description="generate (SGLang's /generate) or chat (/v1/chat/completions)")
 
 
 class ClosedArrival(_Strict):
-    kind: Literal["closed"] = "closed"
-    think_time_s: float = Field(0.0, ge=0)
+    kind: Literal["closed"] = Field("closed",
+        description="closed: `concurrency` users, each sends when its previous request ends")
+    think_time_s: float = Field(0.0, ge=0,
+        description="pause of a user between a response and its next request, seconds")
 
 
 class RateArrival(_Strict):
     """Open loop at `rate` requests/s: evenly spaced (constant) or exponential gaps (poisson)."""
 
-    kind: Literal["constant", "poisson"]
+    kind: Literal["constant", "poisson"] = Field(
+        description="constant (evenly spaced) or poisson (exponential gaps)")
     rate: float = Field(gt=0, description="requests per second")
     rates: list[Annotated[float, Field(gt=0)]] | None = Field(
         None, description="offered rate per ladder step (req/s), one per step; overrides rate")
-    max_in_flight: int = Field(1024, ge=1)
+    max_in_flight: int = Field(1024, ge=1,
+        description="cap on requests in flight; later arrivals wait and their latency counts the wait")
 
 
 class GammaArrival(_Strict):
     """Open loop with gamma gaps: mean 1/rate, burstiness by shape (cv = 1/sqrt(shape)); cv > 1 is burstier."""
 
-    kind: Literal["gamma"] = "gamma"
+    kind: Literal["gamma"] = Field("gamma", description="gamma: gamma-distributed gaps (bursty when cv > 1)")
     rate: float = Field(gt=0, description="requests per second")
     shape: float | None = Field(None, gt=0, description="gamma shape k (1 = poisson)")
     cv: float | None = Field(None, gt=0, description="coefficient of variation of the gaps (alternative to shape)")
     rates: list[Annotated[float, Field(gt=0)]] | None = Field(
         None, description="offered rate per ladder step (req/s), one per step; overrides rate")
-    max_in_flight: int = Field(1024, ge=1)
+    max_in_flight: int = Field(1024, ge=1,
+        description="cap on requests in flight; later arrivals wait and their latency counts the wait")
 
     @model_validator(mode="after")
     def _one_of(self) -> GammaArrival:
@@ -146,10 +186,19 @@ class GammaArrival(_Strict):
 class TraceArrival(_Strict):
     """Open loop replaying send times (seconds, one per line, first column of CSV) from a file."""
 
-    kind: Literal["trace"] = "trace"
-    path: str
+    kind: Literal["trace"] = Field("trace", description="trace: replay send times from a file")
+    path: str = Field(
+        description=("the trace file: relative paths are looked up in the profile's folder, then the "
+                     "working directory"))
     time_scale: float = Field(1.0, gt=0, description="multiply every trace gap (0.5 = twice as fast)")
-    max_in_flight: int = Field(1024, ge=1)
+    max_in_flight: int = Field(1024, ge=1,
+        description="cap on requests in flight; later arrivals wait and their latency counts the wait")
+    _resolved: Path | None = PrivateAttr(None)  # set by load_profile: where `path` was found
+
+    @property
+    def file(self) -> Path:
+        """The trace file load_profile found (the profile's folder, then the working directory)."""
+        return self._resolved or Path(self.path)
 
 
 Arrival = Annotated[ClosedArrival | RateArrival | GammaArrival | TraceArrival, Field(discriminator="kind")]
@@ -157,35 +206,47 @@ OpenArrival = RateArrival | GammaArrival | TraceArrival
 
 
 class Window(_Strict):
-    warmup_requests: int = Field(100, ge=0)
-    warmup_seconds: float = Field(0.0, ge=0)
-    measure_seconds: float = Field(900.0, gt=0)
-    drain_seconds: float = Field(30.0, ge=0)
-    request_timeout_s: float = Field(600.0, gt=0)
+    warmup_requests: int = Field(100, ge=0,
+        description="requests completed before the measured window opens (0: warm-up by time)")
+    warmup_seconds: float = Field(0.0, ge=0,
+        description="warm-up time before the measured window, used when warmup_requests is 0")
+    measure_seconds: float = Field(900.0, gt=0,
+        description="length of the measured window of each ladder step, seconds")
+    drain_seconds: float = Field(30.0, ge=0,
+        description="how long requests still in flight after the window may finish before they are cut")
+    request_timeout_s: float = Field(600.0, gt=0,
+        description="a request with no complete response after this long is an error")
 
 
 class ServerSpec(_Strict):
-    launcher: Literal["auto", "sglang", "sim", "attach"] = "auto"
-    model_path: str = "models/llama3-8b-shape"
-    extra_args: list[str] = Field(default_factory=list)
-    startup_timeout_s: float = Field(900.0, gt=0)
+    launcher: Literal["auto", "sglang", "sim", "attach"] = Field("auto",
+        description="auto (SGLang where a GPU and sglang exist, else the simulator), sglang, sim or attach")
+    model_path: str = Field("models/llama3-8b-shape",
+        description="model folder (or hub name) given to SGLang's --model-path; relative to the repository")
+    extra_args: list[str] = Field(default_factory=list,
+        description="extra SGLang flags for every launch, e.g. [--tp-size, '2']")
+    startup_timeout_s: float = Field(900.0, gt=0,
+        description="a server not healthy this long after launch has failed to start")
     shutdown_grace_s: float = Field(60.0, gt=0, description="SIGTERM drain budget before the group is killed")
     stall_timeout_s: float = Field(120.0, gt=0, allow_inf_nan=False,
                                    description="no response bytes this long (at most half the request timeout) "
                                                "while requests are in flight: the server is hung")
-    host: str = "127.0.0.1"
-    url: str | None = None  # attach only
-    sim_gpu: str = "H200"  # the simulated server's GPU preset
-    sim_model: str = "llama3-8b"  # the simulated server's model preset
+    host: str = Field("127.0.0.1", description="address the launched server binds")
+    url: str | None = Field(None, description="the server's URL, for launcher attach only")  # attach only
+    sim_gpu: str = Field("H200",
+        description="GPU preset of the simulated server")  # the simulated server's GPU preset
+    sim_model: str = Field("llama3-8b",
+        description="model preset of the simulated server")  # the simulated server's model preset
     # argv that starts the real server instead of `python -m sglang.launch_server`, e.g. the
     # GPU host's wrapper script ["bash", "tools/sglang-h200/start-server.sh", BUNDLE, "--"]
-    command: list[str] | None = None
+    command: list[str] | None = Field(None,
+        description="argv that starts the real server instead of python -m sglang.launch_server (a wrapper)")
 
 
 class IntRange(_Strict):
-    low: int
-    high: int
-    step: int = Field(1, ge=1)
+    low: int = Field(description="smallest value")
+    high: int = Field(description="largest value")
+    step: int = Field(1, ge=1, description="spacing of the values")
 
     @model_validator(mode="after")
     def _ordered(self) -> IntRange:
@@ -195,9 +256,9 @@ class IntRange(_Strict):
 
 
 class FloatRange(_Strict):
-    low: float
-    high: float
-    step: float | None = Field(None, gt=0)
+    low: float = Field(description="smallest value")
+    high: float = Field(description="largest value")
+    step: float | None = Field(None, gt=0, description="spacing of the values (none: continuous, for tpe/gp)")
 
     @model_validator(mode="after")
     def _ordered(self) -> FloatRange:
@@ -209,10 +270,14 @@ class FloatRange(_Strict):
 class Space(_Strict):
     """Each knob is a list of values, a range, or absent (server default)."""
 
-    max_running_requests: list[int] | IntRange | None = None
-    mem_fraction_static: list[float] | FloatRange | None = None
-    chunked_prefill_size: list[int] | IntRange | None = None
-    schedule_policy: list[Literal["lpm", "fcfs", "random", "dfs-weight", "lof"]] | None = None
+    max_running_requests: list[int] | IntRange | None = Field(None,
+        description="values of --max-running-requests (list or range; absent: the server's default)")
+    mem_fraction_static: list[float] | FloatRange | None = Field(None,
+        description="values of --mem-fraction-static, each in 0.05..0.99")
+    chunked_prefill_size: list[int] | IntRange | None = Field(None,
+        description="values of --chunked-prefill-size")
+    schedule_policy: list[Literal["lpm", "fcfs", "random", "dfs-weight", "lof"]] | None = Field(None,
+        description="values of --schedule-policy")
 
     @field_validator("mem_fraction_static")
     @classmethod
@@ -234,22 +299,27 @@ class Space(_Strict):
 class Screening(_Strict):
     """Successive halving: short windows over every configuration, long ones for the promising few."""
 
-    enabled: bool = False
+    enabled: bool = Field(False, description="screen every configuration with short windows first")
     fraction: float = Field(0.25, gt=0, le=1, description="screen window = window.measure_seconds x fraction")
     keep: float = Field(0.25, gt=0, le=1, description="share of feasible screened configurations measured fully")
     min_keep: int = Field(1, ge=1, description="at least this many configurations get a final ladder")
 
 
 class Search(_Strict):
-    space: Space = Space()
-    sampler: Literal["grid", "tpe", "gp", "auto"] = "grid"
-    n_trials: int | None = Field(None, ge=1)
-    time_budget_s: float | None = Field(None, gt=0)
+    space: Space = Field(Space(), description="the knobs and their values (section search.space)")
+    sampler: Literal["grid", "tpe", "gp", "auto"] = Field("grid",
+        description="grid (every combination), tpe, gp, or auto (grid when it fits n_trials)")
+    n_trials: int | None = Field(None, ge=1,
+        description="configurations to measure (default: the whole grid)")
+    time_budget_s: float | None = Field(None, gt=0,
+        description="stop starting configurations when one more would not fit, seconds")
     flatten_threshold: float = Field(0.10, ge=0, le=1, description="min throughput gain per doubling")
     # ladder: one launch per configuration, client concurrency climbs; coupled: the article's experiment,
     # --max-running-requests follows client concurrency step by step (a relaunch per step), other knobs fixed
-    mode: Literal["ladder", "coupled"] = "ladder"
-    screening: Screening = Screening()
+    mode: Literal["ladder", "coupled"] = Field("ladder",
+        description=("ladder (one launch per configuration) or coupled (--max-running-requests "
+                     "follows concurrency)"))
+    screening: Screening = Field(Screening(), description="successive halving (section search.screening)")
     pruning: bool = Field(False, description="stop a ladder whose goodput trails the median of earlier ones")
     # Several workers share a study: a worker silent for grace_s (default 4 x heartbeat_s) is dead, and its
     # configuration is measured again by another worker (Optuna's trial heartbeat).
@@ -260,26 +330,47 @@ class Search(_Strict):
 class Soak(_Strict):
     """The article's regression step: the winner under Poisson arrivals at its knee rate, for an hour or more."""
 
-    enabled: bool = False
-    duration_s: float = Field(3600.0, gt=0)
+    enabled: bool = Field(False, description="soak the winner after the search")
+    duration_s: float = Field(3600.0, gt=0, description="length of the soak window, seconds")
     rate_fraction: float = Field(0.85, gt=0, le=2, description="share of the knee's request rate to offer")
-    max_in_flight: int = Field(1024, ge=1)
+    max_in_flight: int = Field(1024, ge=1, description="cap on requests in flight during the soak")
     storm_slope_per_min: float = Field(1.0, ge=0, description="retractions/min growth that makes a storm")
     queue_slope_per_min: float = Field(0.5, ge=0, description="queue growth (requests/min) that fails the soak")
     mem_slope_mib_per_min: float = Field(50.0, ge=0, description="GPU memory growth that fails the soak")
 
 
+class CrossCheck(_Strict):
+    """An independent reference client measured right after sweep's own window at every step (sweep crosscheck)."""
+
+    enabled: bool = Field(False, description="measure every step again with the reference client")
+    reference: Literal["auto", "h11", "bench_serving"] = Field("auto", description=(
+        "auto: SGLang's bench_serving where sglang is importable or `command` is set, else the h11 client "
+        "(sweep.drivers.reference)"))
+    command: list[str] | None = Field(None, description=(
+        "argv prefix that runs `sglang.bench_serving` (e.g. the GPU host's bundle wrapper with SGLANG_MODULE set)"))
+    reference_url: str | None = Field(None, description=(
+        "where the reference client sends its requests (default: the server's own URL)"))
+    tolerance_pct: float = Field(10.0, ge=0, description="relative tolerance, percent of the larger figure")
+    tolerance_ms: float = Field(20.0, ge=0, description="absolute latency tolerance; the looser of the two counts")
+    min_tail: int = Field(5, ge=1, description="a percentile is judged when this many requests lie beyond it")
+
+
 class Profile(_Strict):
-    name: str
-    description: str = ""
-    sla: SLA = SLA()
-    workload: Workload = Workload()
-    arrival: Arrival = ClosedArrival()
-    ladder: list[int] = Field(default_factory=lambda: [16, 32, 64, 128])
-    window: Window = Window()
-    server: ServerSpec = ServerSpec()
-    search: Search = Search()
-    soak: Soak = Soak()
+    name: str = Field(description="the profile's name (default: the file name)")
+    description: str = Field("", description="free text shown in the report")
+    sla: SLA = Field(SLA(), description="the latency bounds a step must meet (section sla)")
+    workload: Workload = Field(Workload(), description="what the requests look like (section workload)")
+    arrival: Arrival = Field(ClosedArrival(),
+        description="how requests are sent: closed, constant, poisson, gamma or trace (section arrival)")
+    ladder: list[int] = Field(default_factory=lambda: [16, 32, 64, 128],
+        description="client concurrencies climbed per configuration, strictly ascending")
+    window: Window = Field(Window(),
+        description="warm-up, measured window and drain of every step (section window)")
+    server: ServerSpec = Field(ServerSpec(), description="how the server is started (section server)")
+    search: Search = Field(Search(), description="the search over server configurations (section search)")
+    soak: Soak = Field(Soak(), description="the winner's long Poisson run (section soak)")
+    crosscheck: CrossCheck = Field(CrossCheck(),
+        description="an independent reference client after every window (section crosscheck)")
 
     @field_validator("ladder")
     @classmethod
@@ -335,9 +426,26 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None) -> P
     for dotted, value in (overrides or {}).items():
         _set_field(data, dotted, value)
     try:
-        return Profile.model_validate(data)
+        prof = Profile.model_validate(data)
     except ValidationError as err:
         raise ProfileError(_format_error(p, err)) from None
+    if prof.workload.dataset is not None:
+        prof.workload.dataset._resolved = find_input(p, "workload.dataset.path", prof.workload.dataset.path)
+    if isinstance(prof.arrival, TraceArrival):
+        prof.arrival._resolved = find_input(p, "arrival.path", prof.arrival.path)
+    return prof
+
+
+def find_input(profile_path: Path, field: str, raw: str) -> Path:
+    """A file the profile names: absolute as given; relative, in the profile's folder, then the working
+    directory. Missing: one line that says where it looked."""
+    path = Path(raw).expanduser()
+    tried = [path] if path.is_absolute() else [profile_path.resolve().parent / path, Path.cwd() / path]
+    for candidate in tried:
+        if candidate.is_file():
+            return candidate
+    where = " or ".join(str(t) for t in dict.fromkeys(tried))
+    raise ProfileError(f"{profile_path}: {field}: {raw}: no such file (looked for {where})")
 
 
 def _set_field(data: dict[str, Any], dotted: str, value: Any) -> None:

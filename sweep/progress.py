@@ -57,14 +57,17 @@ def _clip(text: str, n: int) -> str:
 
 
 def result_lines(phase: str, label: str, concurrency: int, row: dict[str, Any], width: int,
-                 worker: str | None = None) -> list[str]:
-    """A finished window as rich-markup lines: one line when `width` allows, else two that fit 80 columns."""
+                 worker: str | None = None, percentiles: tuple[int, int] = (99, 99)) -> list[str]:
+    """A finished window as rich-markup lines: one line when `width` allows, else two that fit 80 columns.
+    TTFT and TPOT are shown at the SLA's percentiles (`percentiles`)."""
     verdict = "[green]pass[/]" if row.get("passes_sla") else f"[red]fail[/] {row.get('sla_failures') or ''}".rstrip()
     who = f"{worker} " if worker else ""
-    head = f"{who}{phase:<6} {label} c={concurrency}"
-    ttft = (row.get("ttft_p99_ms") or 0) / 1000
-    nums = (f"goodput {row.get('goodput_tps') or 0:.0f} tok/s  TTFT p99 {ttft:.2f} s  "
-            f"TPOT p99 {row.get('tpot_p99_ms') or 0:.1f} ms  thr {row.get('output_tps') or 0:.0f}  "
+    load = f"in-flight cap {concurrency}" if phase == "soak" else f"c={concurrency}"
+    head = f"{who}{phase:<6} {label} {load}"
+    pt, pp = percentiles
+    ttft = (row.get(f"ttft_p{pt}_ms") or 0) / 1000
+    nums = (f"goodput {row.get('goodput_tps') or 0:.0f} tok/s  TTFT p{pt} {ttft:.2f} s  "
+            f"TPOT p{pp} {row.get(f'tpot_p{pp}_ms') or 0:.1f} ms  thr {row.get('output_tps') or 0:.0f}  "
             f"retr {row.get('retractions') or 0}")
     if width >= WIDE:
         return [f"{head}  {nums}  {verdict}"]
@@ -78,6 +81,7 @@ class StudyProgress:
         self.console = console or make_console()
         self.worker = worker
         self.per_config = len(prof.ladder)
+        self.percentiles = (int(prof.sla.ttft_percentile), int(prof.sla.tpot_percentile))
         self.live = enabled and self.console.is_terminal
         self.total = study_plan(prof)
         self.done = 0
@@ -146,7 +150,8 @@ class StudyProgress:
         if phase != "soak":
             self.done_in_config += 1
         self._show_study()
-        lines = result_lines(phase, config.label(), concurrency, row, self.console.width, self.worker)
+        lines = result_lines(phase, config.label(), concurrency, row, self.console.width, self.worker,
+                             self.percentiles)
         if not self.live:  # a pipe: one plain line per window, counted
             self.console.print(escape(f"[{self._count()}] ") + lines[0] + ("  " + lines[1].strip() if len(lines) > 1 else ""),
                                markup=True, highlight=False, soft_wrap=True)

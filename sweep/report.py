@@ -6,18 +6,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from sweep.hardware import hardware_lines  # noqa: E402
-from sweep.report_setup import setup_lines  # noqa: E402
-from sweep.report_tables import ci_text as _ci  # noqa: E402
-from sweep.report_tables import configs_table, modality_table, steps_table  # noqa: E402
-from sweep.report_tables import fmt as _fmt  # noqa: E402
-from sweep.report_winner import winner_lines  # noqa: E402
-from sweep.study_view import StudyView  # noqa: E402
+from sweep.hardware import hardware_lines
+from sweep.report_setup import setup_lines
+from sweep.report_tables import ci_text as _ci
+from sweep.report_tables import configs_table, modality_table, steps_table
+from sweep.report_tables import fmt as _fmt
+from sweep.report_winner import winner_lines
+from sweep.study_view import StudyView
 
 SIM_BANNER = ("> **SIMULATED** — these numbers come from sweep's simulated SGLang server, not from a GPU. "
               "They exercise the tool; they are not a measurement of SGLang.")
@@ -93,52 +88,10 @@ class ReportFiles:
 
 
 def _plots(ctx: dict[str, Any], out_dir: Path) -> list[Path]:
-    by_cfg: dict[int, list[dict[str, Any]]] = {}
-    aborted = {c["id"] for c in ctx["configs"] if c["status"] == "aborted"}
-    for r in ctx["runs"]:
-        if r["status"] == "completed" and r.get("phase") != "soak" and r["server_config_id"] not in aborted:
-            by_cfg.setdefault(r["server_config_id"], []).append(r)
-    if not by_cfg:
-        return []
-    panels = [("output_tps", "throughput (output tok/s)", 1.0), ("goodput_tps", "goodput (output tok/s)", 1.0),
-              ("ttft_p99_ms", "TTFT P99 (ms)", 1.0), ("tpot_p99_ms", "TPOT P99 (ms)", 1.0),
-              ("cache_hit_rate", "cache hit rate", 1.0), ("retractions", "retractions", 1.0),
-              ("kv_usage_max", "KV usage max", 1.0), ("queue_len_mean", "queue length mean", 1.0),
-              ("peak_gpu_mem_mib", "peak GPU memory (GiB)", 1 / 1024)]
-    fig, axes = plt.subplots(3, 3, figsize=(16, 12))
-    for ax, (col, title, scale) in zip(axes.flat, panels, strict=False):
-        for cid, runs in sorted(by_cfg.items()):
-            runs = sorted(runs, key=lambda r: r["concurrency"])
-            xs = [r["concurrency"] for r in runs]
-            ys = [r[col] * scale if r.get(col) is not None else float("nan") for r in runs]
-            dash = "--" if runs[0].get("phase") == "screen" else "-"
-            ax.plot(xs, ys, dash, marker="o", label=ctx["labels"].get(cid, str(cid)) + _phase_tag(runs[0]))
-        ax.set_xscale("log", base=2)
-        steps = sorted({r["concurrency"] for runs in by_cfg.values() for r in runs})
-        ax.set_xticks(steps, [str(c) for c in steps])  # the ladder's own steps, not powers of two
-        ax.minorticks_off()
-        ax.set_title(title)
-        ax.set_xlabel("client concurrency")
-    axes.flat[0].legend(fontsize=7)
-    title = ctx["study"]["name"] + ("  [SIMULATED]" if ctx["study"].get("simulated") else "")
-    fig.suptitle(title)
-    fig.tight_layout()
-    p1 = out_dir / "ladder.png"
-    fig.savefig(p1, dpi=90)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for cid, runs in sorted(by_cfg.items()):
-        ax.scatter([r.get("ttft_p99_ms") or float("nan") for r in runs], [r.get("goodput_tps") or 0 for r in runs],
-                   label=ctx["labels"].get(cid, str(cid)))
-    ax.set_xlabel("TTFT P99 (ms)")
-    ax.set_ylabel("goodput (output tok/s)")
-    ax.set_title("goodput vs TTFT P99 (every step)" + (" [SIMULATED]" if ctx["study"].get("simulated") else ""))
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    p2 = out_dir / "pareto.png"
-    fig.savefig(p2, dpi=90)
-    plt.close(fig)
-    return [p1, p2]
+    """ladder.png and pareto.png (sweep/report_plots.py)."""
+    from sweep.report_plots import plots
+
+    return plots(ctx, out_dir)
 
 
 def _phase_tag(run: dict[str, Any]) -> str:
@@ -208,6 +161,9 @@ def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
         lines += ["## Winner", "", "No configuration passed the SLA at any step: every configuration is infeasible.", ""]
     lines += modality_table(ctx, view)
     lines += soak_lines(ctx)
+    from sweep.report_crosscheck import crosscheck_lines
+
+    lines += crosscheck_lines(ctx)
     from sweep.report_html import history_plot, write_html
 
     plots = _plots(ctx, out_dir)

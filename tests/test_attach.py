@@ -119,5 +119,5 @@ def test_ladder_on_an_attached_server_is_labelled_with_its_own_knobs(tmp_path: P
                         "FROM server_configs").fetchall()
     assert row == (12, real.mem_fraction_static, 1024, real.schedule_policy)
     out = " ".join(proc.stderr.split())
-    assert "the server's defaults" not in out
+    assert "the server's defaults" not in out and " defaults c=2" not in out  # knee line and step lines
     assert "max_running_requests=12" in out and "chunked_prefill_size=1024" in out

@@ -112,7 +112,8 @@ def test_a_pipe_gets_plain_counted_lines(tmp_path: Path) -> None:
     assert all(a <= b for a, b in pairs), pairs
     phases = [ln.split()[1] for ln in counted]
     assert phases[:6] == ["screen"] * 6 and phases[-1] == "soak" and "final" in phases
-    assert all("goodput" in ln and "TTFT p99" in ln for ln in counted)
+    assert all("goodput" in ln and "TTFT p95" in ln and "TPOT p95" in ln for ln in counted)  # smoke's SLA
+    assert "soak" in counted[-1] and "in-flight cap 1024" in counted[-1]
 
 
 def test_the_step_eta_runs_on_the_drivers_clock() -> None:

@@ -43,7 +43,10 @@ def test_short_window_records_warmup_samples_and_counters() -> None:
     assert {"num_running_reqs", "num_queue_reqs", "token_usage", "cache_hit_rate", "num_retracted_reqs"} <= names
     ts = sorted({s.t for s in res.samples})
     assert ts[1] - ts[0] == pytest.approx(1.0)
-    assert {s.source for s in res.samples} == {"metrics", "gpu"}
+    assert {s.source for s in res.samples} == {"metrics", "gpu", "histogram"}
+    # the window's TTFT histogram is stored with the run, as the HTTP driver stores the server's
+    stored = [(float(s.labels[3:]), s.value) for s in res.samples if s.source == "histogram"]
+    assert stored == [(le, c) for le, c in res.ttft_histogram]
     assert all("simulated=1" in s.labels for s in res.samples if s.source == "gpu")
     done = res.counters_end["num_requests_total"] - res.counters_start["num_requests_total"]
     assert done > 0 and res.counters_end["generation_tokens_total"] > res.counters_start["generation_tokens_total"]

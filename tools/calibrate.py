@@ -1,143 +1,144 @@
-"""Fit the simulator's H200 Efficiency constants to real SGLang windows; prints real vs sim tables.
+"""Fit the simulator's H200 Efficiency constants to real SGLang windows; prints real vs sim tables and held-out errors.
 
-Usage: .venv/bin/python tools/calibrate.py [--db /work/.device/6/results.db] [--fit] [--bootstrap 0]
+Usage: .venv/bin/python tools/calibrate.py [--holdout] [--fit SPLIT] [--export results.db --pool 0.14=52275,...]
 
-Each real window is replayed in virtual time with the study's stored profile (workload seed, window, warm-up),
-the same knobs and the same ladder order on one engine per configuration (a real ladder reuses its server, so
-the radix cache carries over). The fit is a coordinate-descent grid search minimising the squared log error of
-output tok/s, TPOT P50/P99 and TTFT P50 over the text (llama3-8b) windows.
+The real windows live in the repo (docs/calibration-data/, see tools/calibration_data.py). Each is replayed in virtual
+time with the study's stored profile (workload seed, window, warm-up), the model shape the real server ran (the
+profile's model folder), the same knobs and the same ladder order on one engine per configuration (a real ladder
+reuses its server, so the radix cache carries over). The fit is a coordinate-descent grid search minimising the
+squared log error of output tok/s, TPOT P50/P99 and TTFT P50 over the windows of one split's training set; the
+held-out windows are only ever compared. Session-1 windows (2026-11-29) enter with throughput and TPOT only: their
+TTFT was measured by the first HTTP driver (before the protocol data path and the liveness fix of 2026-12-01), whose
+own delay the server-side model must not absorb.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import math
 import re
-import sqlite3
 import sys
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from calibration_data import DATA, RealWindow, export_db, load_all  # noqa: E402
 
 from launchers.base import ServerHandle  # noqa: E402
 from launchers.sim.engine import Engine  # noqa: E402
-from launchers.sim.params import Efficiency, EngineKnobs, SimParams, gpu_preset, model_preset  # noqa: E402
+from launchers.sim.params import (  # noqa: E402
+    Efficiency,
+    ModelPreset,
+    SimParams,
+    gpu_preset,
+    model_from_config,
+    model_preset,
+    resolve,
+)
 from sweep.drivers.virtual import VirtualDriver  # noqa: E402
-from sweep.measure import compute_stats, ttft_ms  # noqa: E402
+from sweep.knee import StepPoint, find_knee  # noqa: E402
+from sweep.measure import compute_stats  # noqa: E402
 from sweep.profile import Profile  # noqa: E402
 from sweep.types import ServerConfig  # noqa: E402
 from sweep.workload import build_workload  # noqa: E402
 
-DEFAULT_DB = "/work/.device/6/results.db"
-DEFAULT_LOGS = "/work/.device/*/*-server-log-tail.txt"
+DEFAULT_LOGS = "decode-lines-*.txt"  # under --data
 DECODE_RE = re.compile(r"Decode batch, #running-req: (\d+), #token: (\d+),.*gen throughput \(token/s\): ([\d.]+), "
                        r"#queue-req: (\d+)")
 # The KV-read slope and the per-request cost are collinear in the log (context grows with the batch), so the
 # bandwidth share is fixed at a typical achieved HBM share and the log fits the two fixed costs around it.
 DECODE_BANDWIDTH = 0.80
 METRICS = ("output_tps", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms")
-# The constants the fit moves, each with the grid factors tried per round (multiplicative around the current value).
-PREFILL_KEYS = ("flops", "prefill_overhead_s", "host_latency_s", "host_s_per_inflight")
-ALL_KEYS = ("bandwidth", "step_overhead_s", "per_req_overhead_s", *PREFILL_KEYS)
-COARSE = (0.4, 0.6, 0.8, 1.25, 1.6, 2.5)
+SIM_KEYS = (*METRICS, "ttft_p99_ms", "goodput_tps", "goodput_rps", "passes_sla", "queue_len_mean", "kv_usage_max",
+            "retractions", "cache_hit_rate")
+ALL_KEYS = ("bandwidth", "step_overhead_s", "per_req_overhead_s", "flops", "prefill_overhead_s", "host_latency_s")
 FINE = (0.85, 0.93, 1.07, 1.15)
 
 
-@dataclass
-class RealWindow:
-    """One measured window of the real server and what is needed to replay it."""
+@dataclass(frozen=True)
+class Split:
+    """Which windows a fit may see; every other window is held out."""
 
-    run_id: int
-    study: str
-    config_id: int
-    profile: Profile
-    knobs: EngineKnobs
-    concurrency: int
-    real: dict[str, float]
-    ttft_by_modality: dict[str, float] = field(default_factory=dict)
+    name: str
+    describe: str
+    train: Callable[[RealWindow], bool]
 
 
-def load_real(db: str) -> list[RealWindow]:
-    """Every completed run of every study in a real results.db, in ladder order."""
-    con = sqlite3.connect(db)
-    con.row_factory = sqlite3.Row
-    rows = con.execute(
-        "SELECT r.*, s.name AS study, s.profile_json, c.max_running_requests AS mrr, c.mem_fraction_static AS mfs,"
-        " c.chunked_prefill_size AS cps, c.schedule_policy AS pol FROM runs r JOIN sweep_studies s ON s.id = r.study_id"
-        " JOIN server_configs c ON c.id = r.server_config_id WHERE r.status = 'completed' AND NOT r.simulated"
-        " ORDER BY r.server_config_id, r.concurrency").fetchall()
-    out = []
-    for r in rows:
-        prof = Profile.model_validate(json.loads(r["profile_json"]))
-        knobs = EngineKnobs(max_running_requests=r["mrr"], mem_fraction_static=r["mfs"], chunked_prefill_size=r["cps"],
-                            schedule_policy=r["pol"] or "fcfs")
-        by_mod: dict[str, list[float]] = {}
-        for q in con.execute("SELECT modality, ttft_ms FROM requests WHERE run_id = ? AND NOT warmup AND error IS NULL"
-                             " AND ttft_ms IS NOT NULL", (r["id"],)):
-            by_mod.setdefault(q["modality"], []).append(q["ttft_ms"])
-        out.append(RealWindow(r["id"], r["study"], r["server_config_id"], prof, knobs, r["concurrency"],
-                              {m: float(r[m]) for m in METRICS},
-                              {k: sum(v) / len(v) for k, v in by_mod.items()}))
-    return out
+def _mfs(w: RealWindow) -> float | None:
+    return w.knobs.mem_fraction_static
 
 
-def simulate(windows: list[RealWindow], eff: Efficiency, bootstrap: int = 0) -> dict[int, dict[str, float]]:
-    """Replay every window in virtual time; returns sim metrics (and TTFT means by modality) per run id."""
-    out: dict[int, dict[str, float]] = {}
-    specs_cache: dict[str, Any] = {}
-    configs: dict[int, list[RealWindow]] = {}
+SPLITS = {
+    "A": Split("A", "fit on kv-calib mem 0.17 + session 1; hold out kv-calib mem 0.14 (the KV-bound pool)",
+               lambda w: w.study != "kv-calib" or _mfs(w) == 0.17),
+    "B": Split("B", "fit on kv-calib mem 0.14 + session 1; hold out kv-calib mem 0.17",
+               lambda w: w.study != "kv-calib" or _mfs(w) == 0.14),
+}
+
+
+def metrics_of(w: RealWindow) -> tuple[str, ...]:
+    """Metrics a window is fitted and scored on: session-1 TTFT came from a client since replaced."""
+    return METRICS if w.study == "kv-calib" else METRICS[:3]
+
+
+def replay_model(prof: Profile) -> ModelPreset:
+    """The shape the real server ran: the profile's model folder when the repo has it, else the sim preset."""
+    folder = prof.server.model_path
+    found = model_from_config(ROOT / folder) if folder and not Path(folder).is_absolute() else None
+    return found or model_preset(prof.server.sim_model)
+
+
+_WORKLOADS: dict[str, Any] = {}
+
+
+def simulate(windows: list[RealWindow], eff: Efficiency, bootstrap: int = 0) -> dict[str, dict[str, float]]:
+    """Replay every window in virtual time; returns sim metrics per run id."""
+    out: dict[str, dict[str, float]] = {}
+    configs: dict[str, list[RealWindow]] = {}
     for w in windows:
         configs.setdefault(w.config_id, []).append(w)
     for ladder in configs.values():
         prof = ladder[0].profile
         key = prof.workload.model_dump_json()
-        if key not in specs_cache:
-            specs_cache[key] = build_workload(prof.workload, base_dir=ROOT)
-        specs = specs_cache[key]
-        params = SimParams(gpu=gpu_preset(prof.server.sim_gpu), model=model_preset(prof.server.sim_model), eff=eff)
+        if key not in _WORKLOADS:
+            _WORKLOADS[key] = build_workload(prof.workload, base_dir=ROOT)
+        params = SimParams(gpu=gpu_preset(prof.server.sim_gpu), model=replay_model(prof), eff=eff)
         eng = Engine(params, ladder[0].knobs)
         handle = ServerHandle(config=ServerConfig(), url=None, simulated=True, engine=eng)
         driver = VirtualDriver()
         for w in ladder:
-            res = driver.run_window(handle, specs, w.concurrency, prof.window)
+            res = driver.run_window(handle, _WORKLOADS[key], w.concurrency, prof.window)
             stats = compute_stats(res, prof.sla, bootstrap=bootstrap)
-            row = {m: float(stats[m] or 0.0) for m in METRICS}
-            by_mod: dict[str, list[float]] = {}
-            for rec in res.records:
-                t = ttft_ms(rec)
-                if not rec.warmup and rec.error is None and t is not None:
-                    by_mod.setdefault(rec.modality, []).append(t)
-            row.update({f"ttft_mean_{k}": sum(v) / len(v) for k, v in by_mod.items()})
-            out[w.run_id] = row
+            out[w.run_id] = {m: float(stats[m] or 0.0) for m in SIM_KEYS}
+            out[w.run_id]["pool_tokens"] = float(eng.total)
     return out
 
 
-def loss(windows: list[RealWindow], sim: dict[int, dict[str, float]]) -> float:
-    """Mean squared log ratio sim/real over every metric of every window."""
-    errs = [math.log(max(sim[w.run_id][m], 1e-9) / w.real[m]) ** 2 for w in windows for m in METRICS]
+def loss(windows: list[RealWindow], sim: dict[str, dict[str, float]]) -> float:
+    """Mean squared log ratio sim/real over every scored metric of every window."""
+    errs = [math.log(max(sim[w.run_id][m], 1e-9) / w.real[m]) ** 2 for w in windows for m in metrics_of(w)]
     return sum(errs) / len(errs)
 
 
-def decode_log_fit(pattern: str, eff: Efficiency) -> tuple[Efficiency, int, float]:
+def decode_log_fit(paths: list[Path], eff: Efficiency, model: ModelPreset) -> tuple[Efficiency, int, float]:
     """Least squares of per-step decode time on drain-phase `Decode batch` lines: (eff, n lines, rms ms).
 
     A line's gen throughput covers the 40 steps since the previous line; with no queue and no prefill line
     between, those steps were pure decode, so step time = mean batch / throughput at the mean context.
     """
-    p = SimParams(eff=replace(eff, bandwidth=DECODE_BANDWIDTH))
+    p = SimParams(model=model, eff=replace(eff, bandwidth=DECODE_BANDWIDTH))
     bw = p.gpu.bandwidth * DECODE_BANDWIDTH
     fixed_w, kv = p.model.params * p.model.dtype_bytes / bw, p.model.kv_bytes_per_token / bw
     xs: list[tuple[float, float]] = []  # (batch, step seconds left after the bandwidth terms)
-    for path in sorted(glob.glob(pattern)):
-        if "multimodal" in path:
-            continue  # another model shape
+    for path in paths:
         prev: tuple[int, int, float, int] | None = None
-        for line in Path(path).read_text().splitlines():
+        for line in path.read_text().splitlines():
             if "Prefill batch" in line:
                 prev = None
                 continue
@@ -151,8 +152,7 @@ def decode_log_fit(pattern: str, eff: Efficiency) -> tuple[Efficiency, int, floa
             prev = cur
     if len(xs) < 3:
         return eff, len(xs), float("nan")
-    # ordinary least squares of residual = step + n * per_req (two unknowns, closed form)
-    k = len(xs)
+    k = len(xs)  # ordinary least squares of residual = step + n * per_req (two unknowns, closed form)
     mx, my = sum(x for x, _ in xs) / k, sum(y for _, y in xs) / k
     slope = sum((x - mx) * (y - my) for x, y in xs) / sum((x - mx) ** 2 for x, _ in xs)
     icpt = my - slope * mx
@@ -179,111 +179,177 @@ def fit(windows: list[RealWindow], start: Efficiency, keys: tuple[str, ...], fac
     return best, best_loss
 
 
-def fit_media(windows: list[RealWindow], eff: Efficiency) -> Efficiency:
-    """1-D grid for the CPU media cost: match the image-minus-text TTFT gap of the mixed windows."""
-    def err(e: Efficiency) -> float:
-        sim = simulate(windows, e)
-        gaps = [(w.ttft_by_modality["image"] - w.ttft_by_modality.get("text", 0.0),
-                 sim[w.run_id].get("ttft_mean_image", 0.0) - sim[w.run_id].get("ttft_mean_text", 0.0))
-                for w in windows]
-        return sum((s - r) ** 2 for r, s in gaps)
-    grid = [i * 25e-6 for i in range(0, 25)]  # 0 .. 0.6 ms per media token
-    return min((replace(eff, media_host_s_per_token=v) for v in grid), key=err)
+def grid_fit(windows: list[RealWindow], start: Efficiency, grids: tuple[tuple[str, tuple[float, ...]], ...]
+             ) -> tuple[Efficiency, float]:
+    """Coordinate descent over absolute value grids, one constant at a time in the given order."""
+    best, best_loss = start, loss(windows, simulate(windows, start))
+    for key, values in grids:
+        for val in values:
+            cand = replace(best, **{key: val})
+            if cand == best:
+                continue
+            cand_loss = loss(windows, simulate(windows, cand))
+            if cand_loss < best_loss:
+                best, best_loss = cand, cand_loss
+        print(f"  {key:<20} -> {getattr(best, key):.6g}  loss {best_loss:.5f}", flush=True)
+    return best, best_loss
 
 
-def table(windows: list[RealWindow], sim: dict[int, dict[str, float]]) -> str:
-    """Markdown table: real / sim / error per metric per window, then mean |error| per metric."""
-    head = ("| run | study | knobs (mrr, mfs) | c | out tok/s real / sim | TPOT P50 ms | TPOT P99 ms | TTFT P50 ms |\n"
-            "|---|---|---|---|---|---|---|---|")
+HOST_GRID = (0.0005, 0.001, 0.002, 0.004, 0.008, 0.016)
+FLOPS_GRID = (0.47, 0.53, 0.59, 0.66, 0.74)
+
+
+def full_fit(train: list[RealWindow], eff: Efficiency, logs: list[Path], rounds: int) -> Efficiency:
+    """Stage 1 decode steps from the logs; stage 2 host stage and prefill GEMM share on the windows (value grids);
+    with rounds > 1, stage 3 refines every constant (multiplicative fine grid)."""
+    eff, n_lines, rms = decode_log_fit(logs, eff, replay_model(train[0].profile))
+    print(f"stage 1: decode steps from {n_lines} drain-phase log lines (bandwidth fixed at {DECODE_BANDWIDTH}):"
+          f" step_overhead_s={eff.step_overhead_s:.6g} per_req_overhead_s={eff.per_req_overhead_s:.6g}"
+          f" rms {rms:.2f} ms")
+    print("stage 2: host stage and prefill GEMM share on the training windows")
+    best, best_loss = grid_fit(train, eff, (("host_latency_s", HOST_GRID), ("flops", FLOPS_GRID),
+                                            ("host_latency_s", HOST_GRID)))
+    if rounds > 1:
+        print("stage 3: every constant on the training windows (fine grid)")
+        best, best_loss = fit(train, best, ALL_KEYS, FINE, rounds - 1)
+    print(f"training loss {best_loss:.5f}")
+    return best
+
+
+def table(windows: list[RealWindow], sim: dict[str, dict[str, float]]) -> str:
+    """Markdown table: real / sim / error per metric per window, then mean |error| per scored metric."""
+    head = ("| run | knobs (mrr, mfs, chunk) | c | out tok/s real / sim | TPOT P50 ms | TPOT P99 ms | TTFT P50 ms |"
+            " TTFT P99 ms |\n|---|---|---|---|---|---|---|---|")
     lines = [head]
-    abs_err: dict[str, list[float]] = {m: [] for m in METRICS}
+    abs_err: dict[str, list[float]] = {m: [] for m in (*METRICS, "ttft_p99_ms")}
     for w in windows:
         s = sim[w.run_id]
         cells = []
-        for m in METRICS:
+        for m in abs_err:
             err = s[m] / w.real[m] - 1
-            abs_err[m].append(abs(err))
-            cells.append(f"{w.real[m]:.0f} / {s[m]:.0f} ({err:+.0%})" if m == "output_tps"
-                         else f"{w.real[m]:.1f} / {s[m]:.1f} ({err:+.0%})")
+            scored = m in metrics_of(w) or (m == "ttft_p99_ms" and w.study == "kv-calib")
+            if scored:
+                abs_err[m].append(abs(err))
+            fmt = "{:.0f} / {:.0f}" if m == "output_tps" else "{:.1f} / {:.1f}"
+            cell = fmt.format(w.real[m], s[m]) + f" ({err:+.0%})"
+            cells.append(cell if scored else f"*{cell}*")
         k = w.knobs
-        lines.append(f"| {w.run_id} | {w.study} | {k.max_running_requests}, {k.mem_fraction_static} | "
+        lines.append(f"| {w.run_id} | {k.max_running_requests}, {k.mem_fraction_static}, {k.chunked_prefill_size} | "
                      f"{w.concurrency} | " + " | ".join(cells) + " |")
-    lines.append("| | **mean abs error** | | | " + " | ".join(f"{sum(v) / len(v):.0%}" for v in abs_err.values())
-                 + " |")
+    lines.append("| **mean abs error** | | | " + " | ".join(f"{sum(v) / len(v):.0%}" if v else "-"
+                                                           for v in abs_err.values()) + " |")
     return "\n".join(lines)
 
 
-def modality_table(windows: list[RealWindow], sim: dict[int, dict[str, float]]) -> str:
-    """Mean TTFT by modality where a window mixed text and images (real vs sim)."""
-    lines = ["| run | c | text TTFT mean real / sim ms | image TTFT mean real / sim ms |", "|---|---|---|---|"]
+def knee_of(points: list[tuple[int, dict[str, float]]], threshold: float) -> int | None:
+    """Knee concurrency of one ladder (sweep.knee's rule) from (concurrency, stats) pairs."""
+    steps = [StepPoint(c, s.get("goodput_rps", 0.0), s["goodput_tps"], s["output_tps"], s.get("ttft_p99_ms"),
+                       int(s.get("retractions", 0)), bool(s["passes_sla"])) for c, s in points]
+    res = find_knee(steps, threshold)
+    return None if res.point is None else res.point.concurrency
+
+
+def knee_table(windows: list[RealWindow], sim: dict[str, dict[str, float]]) -> str:
+    """Per configuration: the real and the simulated knee, KV pool sizes and the SLA verdict per step."""
+    lines = ["| configuration | KV pool real / sim (tokens) | ladder | SLA pass real / sim | knee real / sim |",
+             "|---|---|---|---|---|"]
+    configs: dict[str, list[RealWindow]] = {}
     for w in windows:
-        if "image" not in w.ttft_by_modality:
+        configs.setdefault(w.config_id, []).append(w)
+    for cid, ladder in configs.items():
+        if "passes_sla" not in ladder[0].real:
             continue
-        s = sim[w.run_id]
-        lines.append(f"| {w.run_id} | {w.concurrency} | {w.ttft_by_modality.get('text', 0):.0f} / "
-                     f"{s.get('ttft_mean_text', 0):.0f} | {w.ttft_by_modality['image']:.0f} / "
-                     f"{s.get('ttft_mean_image', 0):.0f} |")
+        thr = ladder[0].profile.search.flatten_threshold
+        real = knee_of([(w.concurrency, w.real) for w in ladder], thr)
+        simk = knee_of([(w.concurrency, sim[w.run_id]) for w in ladder], thr)
+        verdict = " ".join(f"{'P' if w.real['passes_sla'] else 'F'}/{'P' if sim[w.run_id]['passes_sla'] else 'F'}"
+                           for w in ladder)
+        k = ladder[0].knobs
+        pool = f"{ladder[0].pool_tokens or '?'} / {int(sim[ladder[0].run_id]['pool_tokens'])}"
+        lines.append(f"| {cid} (mrr {k.max_running_requests}, mfs {k.mem_fraction_static}) | {pool} | "
+                     f"{', '.join(str(w.concurrency) for w in ladder)} | {verdict} | {real} / {simk}"
+                     f"{'' if real == simk else ' **differs**'} |")
     return "\n".join(lines)
+
+
+def regime_table(windows: list[RealWindow], sim: dict[str, dict[str, float]]) -> str:
+    """The server-side signals of the KV-bound regime, real vs sim, where the real window recorded them."""
+    lines = ["| run | c | KV usage max real / sim | queue mean real / sim | retractions real / sim |"
+             " prefix cache hit real / sim |", "|---|---|---|---|---|---|"]
+    for w in windows:
+        if "kv_usage_max" not in w.real:
+            continue
+        s, r = sim[w.run_id], w.real
+        lines.append(f"| {w.run_id} | {w.concurrency} | {r['kv_usage_max']:.2f} / {s['kv_usage_max']:.2f} | "
+                     f"{r['queue_len_mean']:.1f} / {s['queue_len_mean']:.1f} | {r['retractions']:.0f} / "
+                     f"{s['retractions']:.0f} | {r.get('cache_hit_rate', 0):.0%} / {s['cache_hit_rate']:.0%} |")
+    return "\n".join(lines)
+
+
+def report(title: str, windows: list[RealWindow], sim: dict[str, dict[str, float]]) -> None:
+    print(f"### {title}\n\n{table(windows, sim)}\n\n{knee_table(windows, sim)}\n\n{regime_table(windows, sim)}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--db", default=DEFAULT_DB, help="real results.db (all four H200 studies)")
-    ap.add_argument("--fit", action="store_true", help="grid-search the constants (else: compare the preset)")
-    ap.add_argument("--logs", default=DEFAULT_LOGS, help="glob of real server logs with Decode batch lines")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--from-defaults", action="store_true",
-                    help="start the fit from the pre-calibration constants instead of the current preset")
-    ap.add_argument("--previous", action="store_true",
-                    help="start from the previous fit (constant host latency) instead of the current preset")
+    ap.add_argument("--data", type=Path, default=DATA, help="folder of the stored real windows")
+    ap.add_argument("--fit", choices=sorted(SPLITS), help="fit on the split's training windows, report held-out ones")
+    ap.add_argument("--holdout", action="store_true",
+                    help="compare the preset per split (training vs held-out errors), no fitting")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--from-defaults", action="store_true", help="start from the pre-calibration constants")
     ap.add_argument("--bootstrap", type=int, default=0, help="bootstrap resamples for CIs (0: skip, faster)")
+    ap.add_argument("--export", metavar="RESULTS_DB", help="write DATA/kv-calib.json from a real results.db")
+    ap.add_argument("--pool", default="", help="with --export: real KV pool per mem fraction, e.g. 0.14=52275")
     args = ap.parse_args(argv)
-    windows = load_real(args.db)
-    text = [w for w in windows if w.profile.server.sim_model == "llama3-8b"]
-    eff = PRE_CALIBRATION if args.from_defaults else CONSTANT_HOST_FIT if args.previous else Efficiency()
-    print(f"{len(windows)} real windows ({len(text)} llama3-8b text windows used for the fit)\n")
-    print("## current constants\n")
-    print(json.dumps(asdict(eff)))
-    sim = simulate(windows, eff, args.bootstrap)
-    print(f"loss (mean squared log error, text windows) {loss(text, sim):.5f}\n")
-    print(table(windows, sim) + "\n")
-    print(modality_table(windows, sim) + "\n")
+    if args.export:
+        pools = dict(kv.split("=") for kv in args.pool.split(",") if kv)
+        n = export_db(args.export, args.data / "kv-calib.json", {k: int(v) for k, v in pools.items()})
+        print(f"wrote {n} windows to {args.data / 'kv-calib.json'}")
+        return 0
+    windows = load_all(args.data)
+    eff = PRE_CALIBRATION if args.from_defaults else Efficiency()
+    print(f"{len(windows)} real windows\n\nconstants: {json.dumps(asdict(eff))}\n")
     if args.fit:
-        print("## fit\n")
-        eff, n_lines, rms = decode_log_fit(args.logs, eff)
-        print(f"stage 1: decode steps from {n_lines} drain-phase log lines (bandwidth fixed at {DECODE_BANDWIDTH}):"
-              f" step_overhead_s={eff.step_overhead_s:.6g} per_req_overhead_s={eff.per_req_overhead_s:.6g}"
-              f" rms {rms:.2f} ms")
-        print("stage 2: prefill constants on the windows (coarse grid)")
-        # a multiplicative grid cannot leave 0
-        eff = replace(eff, host_latency_s=eff.host_latency_s or 0.005, host_s_per_inflight=eff.host_s_per_inflight or 0.001)
-        eff, _ = fit(text, eff, PREFILL_KEYS, COARSE, args.rounds)
-        print("stage 3: every constant on the windows (fine grid)")
-        best, best_loss = fit(text, eff, ALL_KEYS, FINE, args.rounds)
-        mm = [w for w in windows if "image" in w.ttft_by_modality]
-        if mm:
-            best = fit_media(mm, best)
-            print(f"stage 4: media_host_s_per_token={best.media_host_s_per_token:.6g} on image TTFT means")
+        split = SPLITS[args.fit]
+        train = [w for w in windows if split.train(w)]
+        held = [w for w in windows if not split.train(w)]
+        print(f"## split {split.name}: {split.describe}\n")
+        # only the logs of training configurations (decode-lines-mfs<fraction>.txt)
+        fracs = {w.knobs.mem_fraction_static for w in train if w.study == "kv-calib"}
+        logs = [p for p in sorted(args.data.glob(DEFAULT_LOGS)) if float(p.stem.split("mfs")[-1]) in fracs]
+        eff = full_fit(train, eff, logs, args.rounds)
         print("\nfitted constants:")
         for f_ in fields(Efficiency):
-            print(f"  {f_.name} = {getattr(best, f_.name):.6g}")
-        sim = simulate(windows, best, args.bootstrap)
-        print(f"\nloss {best_loss:.5f}\n")
-        print(table(windows, sim) + "\n")
-        print(modality_table(windows, sim) + "\n")
+            print(f"  {f_.name} = {getattr(eff, f_.name):.6g}")
+        sim = simulate(windows, eff, args.bootstrap)
+        report(f"split {split.name}, training windows", train, sim)
+        report(f"split {split.name}, held-out windows", held, sim)
+        return 0
+    sim = simulate(windows, eff, args.bootstrap)
+    print(f"loss (mean squared log error, scored metrics) {loss(windows, sim):.5f}\n")
+    report("all windows", windows, sim)
+    if args.holdout:
+        for split in SPLITS.values():
+            report(f"split {split.name} held-out ({split.describe})", [w for w in windows if not split.train(w)], sim)
     return 0
 
 
-# The constants before calibration (kept so the before/after table in docs/calibration.md is reproducible).
+def pool_check(data: Path = DATA) -> list[tuple[float, int, int]]:
+    """(mem fraction, real pool, sim pool) for every stored configuration whose real pool is known."""
+    out = {}
+    for w in load_all(data):
+        if w.pool_tokens and w.knobs.mem_fraction_static is not None:
+            p = SimParams(gpu=gpu_preset(w.profile.server.sim_gpu), model=replay_model(w.profile))
+            out[w.knobs.mem_fraction_static] = (w.pool_tokens, resolve(p, w.knobs).max_total_num_tokens)
+    return [(f, r, s) for f, (r, s) in sorted(out.items())]
+
+
+# The constants before any calibration (kept so the before column of docs/calibration.md is reproducible).
 PRE_CALIBRATION = Efficiency(bandwidth=0.70, flops=0.55, attention_flops=0.35, encoder_flops=0.30,
                              step_overhead_s=0.0035, per_req_overhead_s=12e-6, prefill_overhead_s=0.004,
                              allreduce_latency_s=8e-6, host_latency_s=0.0, host_s_per_inflight=0.0,
                              media_host_s_per_token=0.0)
-# The first fit (constant host stage), kept so the previous-fit columns of docs/calibration.md are reproducible.
-CONSTANT_HOST_FIT = Efficiency(bandwidth=0.92, flops=0.474, attention_flops=0.35, encoder_flops=0.30,
-                               step_overhead_s=0.00094, per_req_overhead_s=15.2e-6, prefill_overhead_s=0.0058,
-                               allreduce_latency_s=8e-6, host_latency_s=0.031, host_s_per_inflight=0.0,
-                               media_host_s_per_token=0.00035)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -71,12 +71,16 @@ class ModelPreset:
 
 # llama3-8b: Meta-Llama-3-8B config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, head_dim 128,
 #   vocab 128256, context 8192); 8.03e9 params from the model card.
+# llama3-8b-shape: models/llama3-8b-shape/config.json, the shape the H200 proofs run with dummy weights: Llama-3-8B
+#   layers and heads but vocab 1024 and context 32768, so 6.99e9 params (13.0 GiB, not 15.0): at
+#   --mem-fraction-static 0.14 its KV pool is ~52k tokens (the real log: 52,275), not the 37k of llama3-8b.
 # llama3-70b: Meta-Llama-3-70B config.json (80 layers, hidden 8192, 64 heads, 8 KV heads); 70.6e9 params; TP 4.
 # qwen2.5-vl-7b: Qwen2.5-VL-7B-Instruct config.json (28 layers, hidden 3584, 28 heads, 4 KV heads,
 #   context 128000); LLM ~7.6e9 params, ViT (depth 32, hidden 1280, intermediate 3420 + merger) ~0.67e9.
 # tiny-llama: models/tiny-llama/config.json in this repo (2 layers, hidden 256, vocab 1024) ~1.7e6 params.
 MODELS: dict[str, ModelPreset] = {
     "llama3-8b": ModelPreset("llama3-8b", 32, 4096, 32, 8, 128, 8.03e9, 8192),
+    "llama3-8b-shape": ModelPreset("llama3-8b-shape", 32, 4096, 32, 8, 128, 6.98771e9, 32768),
     "llama3-70b": ModelPreset("llama3-70b", 80, 8192, 64, 8, 128, 70.6e9, 8192, tp=4),
     "qwen2.5-vl-7b": ModelPreset("qwen2.5-vl-7b", 28, 3584, 28, 4, 128, 7.6e9, 128000, vision_params=0.67e9),
     "tiny-llama": ModelPreset("tiny-llama", 2, 256, 4, 2, 64, 1.7e6, 4096),
@@ -87,20 +91,20 @@ MODELS: dict[str, ModelPreset] = {
 class Efficiency:
     """Fractions of roofline reached and fixed costs, fitted to SGLang 0.5.17 on one H200 (docs/calibration.md)."""
 
-    # Fitted by tools/calibrate.py against 9 real llama3-8b windows and 129 drain-phase Decode batch log lines
-    # (CUDA graphs on, triton attention). Other GPUs and models reuse these shares: an extrapolation.
-    bandwidth: float = 0.92  # achieved HBM bandwidth share in decode (weights + KV streaming)
-    flops: float = 0.474  # achieved tensor-core share in prefill GEMMs
+    # Fitted by `tools/calibrate.py --fit A` (docs/calibration.md): decode steps on the real mem-0.17 log, host stage and
+    # prefill share on the real mem-0.17 windows + session-1 throughput/TPOT; mem 0.14 (KV-bound) held out. CUDA graphs
+    # on, triton attention, models/llama3-8b-shape. Other GPUs and models reuse these shares: an extrapolation.
+    bandwidth: float = 0.80  # achieved HBM bandwidth share in decode (weights + KV streaming), pinned (collinear)
+    flops: float = 0.59  # achieved tensor-core share in prefill GEMMs
     attention_flops: float = 0.35  # attention kernels run further from peak than GEMMs (not identifiable here)
     encoder_flops: float = 0.30  # ViT runs small, unfused batches (ViT time is ~3 ms of a 448px image: unfitted)
-    step_overhead_s: float = 0.00094  # scheduler + launch cost of one forward (CUDA graphs on)
-    per_req_overhead_s: float = 15.2e-6  # per-request batch bookkeeping in the Python scheduler
+    step_overhead_s: float = 0.00146  # scheduler + launch cost of one forward (CUDA graphs on)
+    per_req_overhead_s: float = 15.4e-6  # per-request batch bookkeeping in the Python scheduler
     prefill_overhead_s: float = 0.0058  # extra host work of an extend batch (no CUDA graph)
     allreduce_latency_s: float = 8e-6  # per all-reduce (two per layer) under TP (no TP data: unfitted)
-    host_latency_s: float = 0.031  # HTTP + tokenizer manager + scheduler receive, before a request can be scheduled
-    # The host stage is one CPU loop shared with output streaming: its delay grows with the requests in flight
-    # (submitted, not yet finished) when a request arrives. 0 = a constant host_latency_s. Candidate fit: host_latency_s=0,
-    # host_s_per_inflight=1e-3 (docs/calibration.md); not the preset yet (HTTP and virtual modes disagree on TTFT).
+    host_latency_s: float = 0.008  # HTTP + tokenizer manager + scheduler receive, before a request can be scheduled
+    # The host stage as one CPU loop shared with output streaming (delay grows with requests in flight when a request
+    # arrives); 0 = a constant host_latency_s. Not fitted: HTTP and virtual modes disagree on the in-flight count.
     host_s_per_inflight: float = 0.0
     media_host_s_per_token: float = 0.00035  # CPU media preprocessing (resize, normalise) per media token
     # --disable-cuda-graph: every decode forward launches its kernels one by one. Multiplies the decode forward

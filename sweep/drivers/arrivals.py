@@ -66,7 +66,7 @@ def _gaps(arrival: OpenArrival, rng: np.random.Generator, n: int) -> np.ndarray:
 def schedule(arrival: OpenArrival, horizon_s: float, seed: int = 0, step: int = 0, min_count: int = 0) -> np.ndarray:
     """Send offsets covering [0, horizon_s) and at least min_count requests; the first request is at 0."""
     if isinstance(arrival, TraceArrival):
-        return load_trace(arrival.path, arrival.time_scale)
+        return load_trace(arrival.file, arrival.time_scale)
     if isinstance(arrival, RateArrival) and arrival.kind == "constant":  # exact multiples, no cumsum drift
         n = max(int(math.ceil(horizon_s * arrival.rate - 1e-9)), min_count)
         return np.arange(n, dtype=float) / arrival.rate

@@ -280,7 +280,7 @@ class HttpDriver:
 
     def _merge(self, results: list[WorkerResult], samples: list[Sample], snaps: tuple[Any, Any, float],
                concurrency: int, window: Window, t0: float, aborted: str | None, simulated: bool) -> WindowResult:
-        from sweep.probes import histogram_delta
+        from sweep.probes import histogram_delta, histogram_samples
 
         start_snap, end_snap, ws = snaps
         if ws != ws:  # nan: the warm-up never ended (every user failed or the server died first)
@@ -306,6 +306,7 @@ class HttpDriver:
         counters_end = dict(end_snap.counters) if end_snap is not None else {}
         hist = histogram_delta(start_snap, end_snap, "time_to_first_token_seconds") \
             if start_snap is not None and end_snap is not None else []
+        samples = samples + histogram_samples(start_snap, end_snap, we)
         return WindowResult(
             concurrency=concurrency, records=records, samples=samples, window_start=ws, window_end=we,
             warmup_requests=window.warmup_requests, warmup_seconds=window.warmup_seconds,

@@ -13,6 +13,7 @@ from launchers.base import ServerHandle
 from launchers.sim.engine import Engine, SimRequest
 from launchers.sim.media import audio_tokens, image_tokens, placeholder_ids, video_tokens
 from sweep.drivers import arrivals
+from sweep.probes import buckets_as_samples
 from sweep.profile import Window
 from sweep.types import RequestRecord, RequestSpec, Sample, WindowResult
 
@@ -229,6 +230,7 @@ class VirtualDriver:
             counters_end, hist_end = eng.counter_values(), eng.hist["time_to_first_token_seconds"].cumulative()
         hist_delta = [(le, c1 - c0) for (le, c1), (_, c0) in zip(hist_end, hist_start or [(0, 0.0)] * len(hist_end),
                                                                    strict=True)]
+        samples = samples + buckets_as_samples("time_to_first_token_seconds", hist_delta, we)
         client: dict[str, Any] = {"cpu_s": time.process_time() - cpu0, "engine_steps": float(steps),
                                   "dispatch_lag_s": 0.0, "virtual": 1.0}
         return WindowResult(

@@ -193,6 +193,11 @@ class Store:
         with self._read(f"read study {name!r}") as conn:
             return q.study_by_name(conn, name)
 
+    def latest_study(self) -> dict[str, Any] | None:
+        """The most recently created study, or None in an empty database."""
+        with self._read("read the latest study") as conn:
+            return q.latest_study(conn)
+
     def finish_study(self, study_id: int, status: str, winner_config_id: int | None = None,
                      report_path: str | None = None) -> None:
         """Set a study's final status (and winner / report path when given) and its finish time."""
@@ -273,11 +278,13 @@ class Store:
     # --- runs ---------------------------------------------------------------------------------------
 
     def create_run(self, study_id: int, server_config_id: int, concurrency: int, fingerprint: str,
-                   simulated: bool, driver: str, phase: str = "final", placement: Placement | None = None) -> int:
-        """Insert a running measured window and return its id."""
+                   simulated: bool, driver: str, phase: str = "final", reference_for: int | None = None,
+                   placement: Placement | None = None) -> int:
+        """Insert a running measured window and return its id (reference_for: sweep's run a reference row checks)."""
         row = dict(study_id=study_id, server_config_id=server_config_id, concurrency=int(concurrency),
                    status="running", fingerprint=fingerprint, simulated=bool(simulated), driver=driver,
-                   phase=phase, started_at=q.utcnow(), **(placement or Placement()).columns())
+                   phase=phase, started_at=q.utcnow(), reference_for_run_id=reference_for,
+                   **(placement or Placement()).columns())
         with self._write(f"create run at concurrency {concurrency}") as conn:
             return _new_id(conn, insert(runs_table).values(row))
 
@@ -408,6 +415,22 @@ class Store:
         """Every run of a study (any status), oldest first."""
         with self._read(f"read runs of study {study_id}") as conn:
             return q.study_runs(conn, study_id)
+
+    def window_histograms(self, study_id: int) -> dict[int, dict[str, list[tuple[float, float]]]]:
+        """Per run of a study, the server's latency histograms over its window: {run_id: {name: [(le, count)]}}."""
+        from sweep.probes import HISTOGRAM_SOURCE, histograms_from_samples
+
+        with self._read(f"read histograms of study {study_id}") as conn:
+            rows = q.histogram_samples(conn, study_id, HISTOGRAM_SOURCE)
+        by_run: dict[int, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_run.setdefault(int(row["run_id"]), []).append(row)
+        return {run_id: histograms_from_samples(rs) for run_id, rs in by_run.items()}
+
+    def reference_runs(self, study_id: int) -> list[dict[str, Any]]:
+        """The cross-check reference-client rows of a study, oldest first."""
+        with self._read(f"read reference runs of study {study_id}") as conn:
+            return q.reference_runs(conn, study_id)
 
     def environment(self, study_id: int) -> dict[str, Any] | None:
         """Where a study ran (latest record), extra fields merged in."""

@@ -195,6 +195,8 @@ runs_table = Table(
     Column("window_s", Float),
     Column("warmup_requests", Integer),
     Column("warmup_s", Float),
+    # a cross-check's reference-client row points at sweep's own row of the same step (None: a ladder step)
+    Column("reference_for_run_id", Integer, index=True),
     *(Column(name, _SQL_TYPES[STAT_TYPES[name]]) for name in STAT_COLUMNS),
     Column("worker_id", Integer),
     Column("host", String(200)),

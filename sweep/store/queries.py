@@ -178,9 +178,15 @@ def study_by_name(conn: Connection, name: str) -> dict[str, Any] | None:
     return _first(conn, select(studies_table).where(studies_table.c.name == name))
 
 
+def latest_study(conn: Connection) -> dict[str, Any] | None:
+    """The most recently created study, or None in an empty database."""
+    return _first(conn, select(studies_table).order_by(studies_table.c.id.desc()).limit(1))
+
+
 def completed_runs(conn: Connection, study_id: int, server_config_id: int | None = None) -> list[dict[str, Any]]:
     """Completed runs of a study (optionally one configuration), oldest first."""
-    stmt = select(runs_table).where(runs_table.c.study_id == study_id, runs_table.c.status == "completed")
+    stmt = select(runs_table).where(runs_table.c.study_id == study_id, runs_table.c.status == "completed",
+                                    runs_table.c.reference_for_run_id.is_(None))
     if server_config_id is not None:
         stmt = stmt.where(runs_table.c.server_config_id == server_config_id)
     return _dicts(conn, stmt.order_by(runs_table.c.id))
@@ -254,8 +260,17 @@ def study_by_id(conn: Connection, study_id: int) -> dict[str, Any] | None:
 
 
 def study_runs(conn: Connection, study_id: int) -> list[dict[str, Any]]:
-    """Every run of a study, whatever its status, in creation order."""
-    return _dicts(conn, select(runs_table).where(runs_table.c.study_id == study_id).order_by(runs_table.c.id))
+    """Every run of a study, whatever its status, in creation order (reference-client rows left out)."""
+    t = runs_table.c
+    return _dicts(conn, select(runs_table).where(t.study_id == study_id, t.reference_for_run_id.is_(None))
+                  .order_by(t.id))
+
+
+def reference_runs(conn: Connection, study_id: int) -> list[dict[str, Any]]:
+    """The cross-check reference-client rows of a study (each names sweep's run in reference_for_run_id)."""
+    t = runs_table.c
+    return _dicts(conn, select(runs_table).where(t.study_id == study_id, t.reference_for_run_id.is_not(None))
+                  .order_by(t.id))
 
 
 def environment(conn: Connection, study_id: int) -> dict[str, Any] | None:
@@ -266,3 +281,11 @@ def environment(conn: Connection, study_id: int) -> dict[str, Any] | None:
         return None
     extra = json.loads(row.pop("extra_json") or "{}")
     return {**extra, **row}
+
+
+def histogram_samples(conn: Connection, study_id: int, source: str) -> list[dict[str, Any]]:
+    """Every sample of `source` (the window histograms) of a study's runs, with its run_id."""
+    sm, r = samples_table.c, runs_table.c
+    stmt = (select(samples_table).join(runs_table, r.id == sm.run_id)
+            .where(r.study_id == study_id, sm.source == source).order_by(sm.run_id, sm.id))
+    return _dicts(conn, stmt)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
-#   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound | workers
+#   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound |
+#                                                             crosscheck | crosscheck-vl | workers
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/core/ (sweep's dependencies missing there; the
 # device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/; the image has tokenizers).
 # Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
@@ -17,6 +18,7 @@ bundle="$root/.sglang-bundle/sglang-0.5.17-site.tar.xz"
 # Unpack the SGLang bundle once so that `--help` (flag validation) is fast.
 bash "$here/start-server.sh" "$bundle" -- --help >/dev/null 2>&1 || true
 cmd="[\"bash\",\"$here/start-server.sh\",\"$bundle\",\"--\"]"
+bench="[\"env\",\"SGLANG_MODULE=sglang.bench_serving\",\"bash\",\"$here/start-server.sh\",\"$bundle\",\"--\"]"
 db="$work/results.db"
 common=(--db "$db" --out "$work/reports" --launcher sglang --set "server.command=$cmd")
 short=(--set window.warmup_requests=32 --set window.warmup_seconds=5 --set window.measure_seconds=${MEASURE_S:-20}
@@ -49,6 +51,25 @@ case "$stage" in
       --config max_running_requests=128,mem_fraction_static=0.2,chunked_prefill_size=8192,schedule_policy=lpm \
       --set 'ladder=[32,128]' \
       --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]' ;;
+  crosscheck)
+    # After each of sweep's windows, SGLang's own bench_serving (from the same bundle) replays the same requests at
+    # the same concurrency on the same server; REFERENCE=h11 uses sweep's second HTTP stack instead.
+    python3 -m sweep.cli crosscheck --profile interactive "${common[@]}" "${short[@]}" --study "h200-crosscheck-${REFERENCE:-bench_serving}" \
+      --reference "${REFERENCE:-bench_serving}" --set "crosscheck.command=$bench" \
+      --config max_running_requests=256,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
+      --set 'ladder=[16,32]' \
+      --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]' ;;
+  crosscheck-vl)
+    # The Qwen2.5-VL shape, every request one 448x448 PNG and text: bench_serving's image dataset of the same shape
+    # (it cannot replay sweep's own images; REFERENCE=h11 replays them exactly).
+    python3 -m sweep.cli crosscheck --profile multimodal "${common[@]}" "${short[@]}" --study "h200-crosscheck-vl-${REFERENCE:-bench_serving}" \
+      --reference "${REFERENCE:-bench_serving}" --set "crosscheck.command=$bench" \
+      --config max_running_requests=32,mem_fraction_static=0.7,chunked_prefill_size=8192 \
+      --set 'workload.mix={"text":0.0,"image":1.0}' --set 'workload.shared_prefix={"groups":0,"share":0.0}' \
+      --set 'workload.prompt_len={"kind":"uniform","low":128,"high":512}' \
+      --set 'workload.output_len={"kind":"uniform","low":64,"high":256}' \
+      --set 'ladder=[8,32]' --set workload.num_requests=4000 \
+      --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch","--mm-attention-backend","triton_attn"]' ;;
   workers)
     # Two study workers sharing one H200 (two-GPU machines are withheld): each worker's servers get
     # CUDA_VISIBLE_DEVICES=0, a port range of their own and a small static memory fraction (SGLang takes it of

@@ -1,7 +1,7 @@
 """Study workers: the sweep_workers table; runs and server configs record the worker, host and GPU.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-12-01
 
 Several workers (GPU groups, hosts) share one study; each measurement says where it ran so reports can
@@ -16,8 +16,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
@@ -78,7 +78,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Back to 0002: the placement columns and sweep_workers go."""
+    """Back to 0003: the placement columns and sweep_workers go."""
     op.execute("DROP VIEW IF EXISTS run_summary")
     for table in ("runs", "server_configs"):
         with op.batch_alter_table(table) as batch:

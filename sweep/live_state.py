@@ -1,0 +1,201 @@
+"""What the live page shows, read from the store alone: so it works for a finished study, for one running in
+another process and for a study several workers share (PostgreSQL).
+
+- configurations: planned = the profile's trial budget (n_trials, else the grid size); done = configurations
+  whose ladder completed or proved infeasible (screen and final counted apart); running; failed; queued =
+  planned - done - running - failed of the current phase (never below 0).
+- workers: one row per worker (the `worker_id` / `host` columns when the store has them, else one row "this
+  study"): what it runs now and how many windows it finished.
+- curves: every configuration's completed windows by concurrency: goodput, TTFT and TPOT at the SLA's
+  percentiles (the SLA bounds travel with them).
+- winner: the highest-goodput knee among final ladders (screens when no final exists yet), with its 95% CI.
+- ETA: queued configurations x the mean wall time of a finished configuration / the workers running now.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sweep.knee import find_knee, knee_goodput_ci
+from sweep.ladder import step_points
+from sweep.store import Store
+from sweep.types import ServerConfig
+
+KNOBS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
+DONE = ("completed", "infeasible")
+
+
+@dataclass(frozen=True)
+class Window:
+    run_id: int
+    config: str
+    phase: str
+    concurrency: int
+    worker: str
+    goodput_tps: float | None
+    ttft_ms: float | None
+    tpot_ms: float | None
+    passes_sla: bool
+
+
+@dataclass(frozen=True)
+class Curve:
+    config_id: int
+    config: str
+    phase: str
+    concurrency: list[int]
+    goodput_tps: list[float | None]
+    ttft_ms: list[float | None]
+    tpot_ms: list[float | None]
+
+
+@dataclass(frozen=True)
+class Failure:
+    config: str
+    what: str  # "launch" | "window c=16" | ...
+    reason: str
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    worker: str
+    running: str
+    windows_done: int
+
+
+@dataclass(frozen=True)
+class LiveState:
+    study: str
+    status: str
+    simulated: bool
+    phase: str  # the phase the counts are of: screen or final
+    sla: dict[str, float]
+    planned: int
+    done: int
+    running: int
+    queued: int
+    failed: int
+    windows_done: int
+    eta_s: float | None
+    winner: dict[str, Any] | None
+    workers: list[WorkerRow] = field(default_factory=list)
+    curves: list[Curve] = field(default_factory=list)
+    windows: list[Window] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+
+    def as_json(self) -> str:
+        return json.dumps(asdict(self), default=str)
+
+
+def _label(c: dict[str, Any]) -> str:
+    return ServerConfig(**{k: c.get(k) for k in KNOBS}).label()
+
+
+def _worker(row: dict[str, Any]) -> str:
+    """The worker a row ran on: host and worker id where the store records them (the workers' columns)."""
+    host, wid = row.get("host"), row.get("worker_id")
+    if host is None and wid is None:
+        return "this study"
+    return " ".join(str(p) for p in (host, f"worker {wid}" if wid is not None else None) if p)
+
+
+def _seconds(a: Any, b: Any) -> float | None:
+    return (b - a).total_seconds() if isinstance(a, datetime) and isinstance(b, datetime) else None
+
+
+def read_state(store: Store, study_id: int) -> LiveState:
+    study = store.get_study(study_id)
+    if study is None:
+        raise LookupError(f"no study {study_id}")
+    profile = json.loads(study["profile_json"])
+    sla = profile["sla"]
+    pt, pp = int(sla.get("ttft_percentile", 99)), int(sla.get("tpot_percentile", 99))
+    configs = [c for c in store.server_configs(study_id) if c["status"] != "aborted"]
+    runs = [r for r in store.study_runs(study_id) if r["status"] != "aborted"]
+    labels = {c["id"]: _label(c) for c in configs}
+    by_id = {c["id"]: c for c in configs}
+
+    windows: list[Window] = []
+    per_config: dict[int, list[dict[str, Any]]] = {}
+    for r in runs:
+        if r["status"] != "completed" or r["server_config_id"] not in by_id:
+            continue
+        windows.append(Window(r["id"], labels[r["server_config_id"]], r["phase"], r["concurrency"],
+                              _worker(r), r.get("goodput_tps"), r.get(f"ttft_p{pt}_ms", r.get("ttft_p99_ms")),
+                              r.get(f"tpot_p{pp}_ms", r.get("tpot_p99_ms")), bool(r.get("passes_sla"))))
+        if r["phase"] != "soak":
+            per_config.setdefault(r["server_config_id"], []).append(r)
+
+    curves, knees = [], {}
+    for cid, steps in per_config.items():
+        steps.sort(key=lambda r: r["concurrency"])
+        curves.append(Curve(cid, labels[cid], steps[0]["phase"], [r["concurrency"] for r in steps],
+                            [r.get("goodput_tps") for r in steps],
+                            [r.get(f"ttft_p{pt}_ms", r.get("ttft_p99_ms")) for r in steps],
+                            [r.get(f"tpot_p{pp}_ms", r.get("tpot_p99_ms")) for r in steps]))
+        if by_id[cid]["status"] in DONE or study["status"] != "running":
+            points = step_points(steps)
+            k = find_knee(points, profile["search"]["flatten_threshold"])
+            if k.point is not None:
+                lo, hi = knee_goodput_ci(points, profile["search"]["flatten_threshold"])
+                knees[cid] = {"config": labels[cid], "phase": steps[0]["phase"], "concurrency": k.point.concurrency,
+                              "goodput_tps": k.point.goodput_tps, "ci_low": lo, "ci_high": hi, "reason": k.reason}
+    finals = {i: k for i, k in knees.items() if k["phase"] == "final"}
+    pool = finals or knees
+    winner = pool[max(pool, key=lambda i: pool[i]["goodput_tps"])] if pool else None
+
+    failures = [Failure(labels[c["id"]], "launch" if not per_config.get(c["id"]) else "ladder",
+                        c.get("failure_reason") or c.get("stop_reason") or c["status"])
+                for c in configs if c["status"] == "failed"]
+    failures += [Failure(labels.get(r["server_config_id"], "?"), f"{r['phase']} window c={r['concurrency']}",
+                         r.get("reason") or "failed") for r in runs if r["status"] == "failed"]
+
+    soaks = {r["server_config_id"] for r in runs if r["phase"] == "soak"}
+    ladder_configs = [c for c in configs if c["id"] not in soaks]
+    phase = "final" if any(r["phase"] == "final" for r in runs) or not profile["search"]["screening"]["enabled"] \
+        else "screen"
+    in_phase = [c for c in ladder_configs if (per_config.get(c["id"]) or [{"phase": phase}])[0]["phase"] == phase]
+    planned = _planned(study["profile_json"], phase)
+    done = sum(c["status"] in DONE for c in in_phase)
+    running = sum(c["status"] in ("running", "pending") for c in in_phase)
+    failed = sum(c["status"] == "failed" for c in in_phase)
+    queued = 0 if study["status"] != "running" else max(0, planned - done - running - failed)
+
+    workers: dict[str, WorkerRow] = {}
+    for r in runs:
+        w = _worker(r)
+        prev = workers.get(w, WorkerRow(w, "", 0))
+        now = f"{labels.get(r['server_config_id'], '?')} c={r['concurrency']}" if r["status"] == "running" else \
+            prev.running
+        workers[w] = WorkerRow(w, now, prev.windows_done + (r["status"] == "completed"))
+
+    spans = [_seconds(min(x["started_at"] for x in steps), max(x["finished_at"] for x in steps if x["finished_at"]))
+             for cid, steps in per_config.items() if by_id[cid]["status"] in DONE]
+    known = [s for s in spans if s is not None]
+    eta = None
+    if study["status"] == "running" and known:
+        eta = (queued + running / 2) * (sum(known) / len(known)) / max(1, running)
+    return LiveState(study["name"], study["status"], bool(study["simulated"]), phase,
+                     {"ttft_ms": float(sla["ttft_ms"]), "tpot_ms": float(sla["tpot_ms"]), "ttft_percentile": pt,
+                      "tpot_percentile": pp}, planned, done, running, queued, failed, len(windows), eta, winner,
+                     list(workers.values()), curves, windows, failures)
+
+
+def _planned(profile_json: str, phase: str) -> int:
+    """Configurations the phase means to measure: the trial budget (else the grid's size); for the finals
+    after a screen, the share screening promotes."""
+    from sweep.profile import Profile
+    from sweep.search import grid_size
+
+    prof = Profile.model_validate_json(profile_json)
+    n = prof.search.n_trials or grid_size(prof.search.space)
+    sc = prof.search.screening
+    return min(n, max(sc.min_keep, math.ceil(sc.keep * n))) if sc.enabled and phase == "final" else n
+
+
+def now_utc() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

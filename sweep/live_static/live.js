@@ -1,0 +1,93 @@
+// The live page: renders /state.json (sweep/live_state.py) into the tables and three uPlot charts, every 2 s.
+"use strict";
+const $ = (id) => document.getElementById(id);
+const fmt = (v, d = 0) => (v === null || v === undefined ? "" : Number(v).toFixed(d));
+// distinct colours for up to 30 configurations: golden-angle hues, two lightness levels
+const colour = (i) => `hsl(${(210 + i * 137.508) % 360}, 70%, ${i % 2 ? 32 : 48}%)`;
+let charts = {}, lastCurves = "";
+
+function cell(text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (cls) td.className = cls;
+  return td;
+}
+
+function fill(tableId, rows, make) {
+  const body = document.querySelector(`#${tableId} tbody`);
+  body.replaceChildren(...rows.map((r) => { const tr = document.createElement("tr"); make(r, tr); return tr; }));
+}
+
+function duration(s) {
+  if (s === null || s === undefined) return "–";
+  s = Math.round(s);
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
+  return `${h}:${String(m).padStart(2, "0")}:${String(sec).padStart(2, "0")}`;
+}
+
+function chart(id, title, key, bound, unit, curves) {
+  const xs = [...new Set(curves.flatMap((c) => c.concurrency))].sort((a, b) => a - b);
+  const data = [xs];
+  const series = [{ label: "concurrency" }];
+  curves.forEach((c, i) => {
+    data.push(xs.map((x) => { const j = c.concurrency.indexOf(x); return j < 0 ? null : c[key][j]; }));
+    series.push({ label: `${c.phase} ${c.config}`, stroke: colour(i), width: 2, points: { show: true, size: 6 },
+                  spanGaps: true });
+  });
+  if (bound !== null) {
+    data.push(xs.map(() => bound));
+    series.push({ label: `SLA ${fmt(bound)} ${unit}`, stroke: "#dc2626", dash: [6, 4], width: 1.5,
+                  points: { show: false } });
+  }
+  if (charts[id]) charts[id].destroy();
+  const el = $(id);
+  el.replaceChildren();
+  if (!xs.length) { el.textContent = `${title}: no window yet`; return; }
+  charts[id] = new uPlot({ title, width: 460, height: 280, series,
+                           scales: { x: { time: false, distr: 3, log: 2 } },
+                           axes: [{ label: "client concurrency" }, { label: unit, size: 60 }] }, data, el);
+}
+
+function render(s) {
+  $("study").textContent = s.study;
+  $("sim").textContent = s.simulated ? "SIMULATED" : "";
+  $("sim").className = s.simulated ? "sim" : "";
+  $("status").textContent = `(${s.status})`;
+  for (const k of ["done", "planned", "running", "queued", "failed"]) $(`n-${k}`).textContent = s[k];
+  $("phase").textContent = s.phase;
+  $("n-windows").textContent = s.windows_done;
+  $("eta").textContent = s.status === "running" ? duration(s.eta_s) : "done";
+  const w = s.winner;
+  $("winner").className = w ? "" : "muted";
+  $("winner").textContent = w
+    ? `${w.config} (${w.phase}) at concurrency ${w.concurrency}: goodput ${fmt(w.goodput_tps)} output tok/s` +
+      (w.ci_low === null ? "" : `, 95% CI ${fmt(w.ci_low)}–${fmt(w.ci_high)}`) + ` — ${w.reason}`
+    : "no configuration has passed the SLA yet";
+  $("h-ttft").textContent = `TTFT p${s.sla.ttft_percentile} ms`;
+  $("h-tpot").textContent = `TPOT p${s.sla.tpot_percentile} ms`;
+  fill("workers", s.workers, (r, tr) => tr.append(cell(r.worker, "l"), cell(r.running || "idle", "l"),
+                                                  cell(r.windows_done)));
+  fill("failures", s.failures, (r, tr) => tr.append(cell(r.config, "l"), cell(r.what, "l"), cell(r.reason, "l")));
+  fill("windows", [...s.windows].reverse(), (r, tr) => {
+    tr.dataset.runId = r.run_id;
+    tr.append(cell(r.run_id), cell(r.phase, "l"), cell(r.config, "l"), cell(r.concurrency), cell(r.worker, "l"),
+              cell(fmt(r.goodput_tps)), cell(fmt(r.ttft_ms, 1)), cell(fmt(r.tpot_ms, 1)),
+              cell(r.passes_sla ? "pass" : "fail", r.passes_sla ? "pass" : "fail"));
+  });
+  const key = JSON.stringify(s.curves);
+  if (key !== lastCurves && typeof uPlot !== "undefined") {
+    lastCurves = key;
+    chart("chart-goodput", "goodput", "goodput_tps", null, "output tok/s", s.curves);
+    chart("chart-ttft", `TTFT p${s.sla.ttft_percentile}`, "ttft_ms", s.sla.ttft_ms, "ms", s.curves);
+    chart("chart-tpot", `TPOT p${s.sla.tpot_percentile}`, "tpot_ms", s.sla.tpot_ms, "ms", s.curves);
+  }
+  $("updated").textContent = new Date().toISOString().replace("T", " ").slice(0, 19) + " UTC";
+}
+
+render(JSON.parse($("state").textContent));
+setInterval(async () => {
+  try {
+    const r = await fetch("state.json" + location.search, { cache: "no-store" });
+    if (r.ok) render(await r.json());
+  } catch (e) { $("updated").textContent = `(the server did not answer: ${e})`; }
+}, 2000);

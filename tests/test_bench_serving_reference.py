@@ -1,0 +1,65 @@
+"""What sweep hands SGLang's bench_serving: the same requests as its custom dataset, or an image workload's shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from sweep.drivers.bench_serving import argv, dataset_lines, image_dataset_args, stats_from_result
+from sweep.errors import SweepError
+from sweep.lexicon import for_model
+from sweep.profile import Workload
+from sweep.types import RequestSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = ROOT / "models" / "llama3-8b-shape"
+
+
+def test_custom_dataset_lines_carry_each_prompt_and_a_completion_of_its_output_length() -> None:
+    lex = for_model(MODEL)
+    tok = Tokenizer.from_file(str(MODEL / "tokenizer.json"))
+    specs = [RequestSpec(index=i, input_ids=tuple(range(3 + i, 40 + 7 * i)), output_tokens=16 + 5 * i)
+             for i in range(3)]
+    lines = [json.loads(x) for x in dataset_lines(specs, 5, lex)]
+    assert len(lines) == 5  # cycled like the workload stream
+    for k, row in enumerate(lines):
+        spec = specs[k % 3]
+        user, assistant = row["conversations"]
+        assert user["content"] == lex.render(spec.input_ids)
+        # bench_serving takes a custom row's output length from its tokenizer's count of the completion
+        assert len(tok.encode(assistant["content"]).ids) == spec.output_tokens
+
+
+def test_image_workload_becomes_bench_servings_image_dataset_of_the_same_shape() -> None:
+    w = Workload(mix={"text": 0.0, "image": 1.0}, prompt_len={"kind": "uniform", "low": 128, "high": 512},
+                 output_len={"kind": "uniform", "low": 64, "high": 256},
+                 media={"image_width": 448, "image_height": 336, "image_format": "png"}, api="chat")
+    args = image_dataset_args(w)
+    pairs = dict(zip(args[::2], args[1::2], strict=True))
+    assert pairs == {"--dataset-name": "image", "--image-count": "1", "--image-resolution": "336x448",
+                     "--image-format": "png", "--image-content": "random", "--random-input-len": "512",
+                     "--random-output-len": "256", "--random-range-ratio": "0.25"}
+    with pytest.raises(SweepError, match="one range ratio"):
+        image_dataset_args(w.model_copy(update={"output_len": w.output_len.model_copy(update={"low": 200})}))
+    with pytest.raises(SweepError, match="every request one image"):
+        image_dataset_args(w.model_copy(update={"mix": w.mix.model_copy(update={"text": 0.5, "image": 0.5})}))
+
+
+def test_argv_is_a_closed_loop_at_the_steps_concurrency_and_carries_no_key() -> None:
+    cmd = argv(["python", "-m", "sglang.bench_serving"], api="generate", url="http://127.0.0.1:1", model_name="m",
+               tokenizer=str(MODEL), dataset=Path("/tmp/x.jsonl"), num_prompts=300, concurrency=16, warmup=8,
+               output=Path("/tmp/out.jsonl"), seed=1)
+    pairs = dict(zip(cmd[3::2], cmd[4::2], strict=False))
+    assert pairs["--backend"] == "sglang" and pairs["--dataset-name"] == "custom"
+    assert pairs["--max-concurrency"] == "16" and pairs["--request-rate"] == "inf" and pairs["--num-prompts"] == "300"
+    assert not any("key" in a.lower() for a in cmd)
+
+
+def test_summary_becomes_runs_columns() -> None:
+    stats = stats_from_result({"completed": 290, "duration": 20.5, "median_ttft_ms": 31.0, "p99_ttft_ms": 70.0,
+                               "median_tpot_ms": 7.0, "p99_tpot_ms": 9.0, "output_throughput": 2100.0}, 300)
+    assert stats["ttft_p50_ms"] == 31.0 and stats["tpot_p99_ms"] == 9.0 and stats["output_tps"] == 2100.0
+    assert stats["n_completed"] == 290 and stats["n_errors"] == 10 and stats["window_s"] == 20.5

@@ -1,0 +1,74 @@
+"""What the live page reads (sweep/live_state.py), from a real study's database: SQLite, and PostgreSQL in a
+database of its own, read by another process than the one that ran the study."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from sweep.live_state import read_state
+from sweep.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_URL = os.environ.get("SWEEP_TEST_PG_URL")
+
+
+def run_smoke(db: str, cwd: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "sweep.cli", "knee", "--profile", str(ROOT / "profiles" / "smoke.yaml"),
+                           "--db", db, "--driver", "virtual", "--study", "state", "--out", str(cwd / "rep")],
+                          capture_output=True, text=True, timeout=300, cwd=cwd,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr
+
+
+def check_finished(url: str) -> None:
+    store = Store(url)
+    study = store.get_study_by_name("state")
+    assert study is not None
+    s = read_state(store, study["id"])
+    assert (s.status, s.phase, s.planned, s.done, s.running, s.queued, s.failed) == \
+        ("completed", "final", 2, 2, 0, 0, 0)
+    assert s.windows_done == 6 and len(s.windows) == 6 and {w.phase for w in s.windows} == {"final"}
+    assert len(s.curves) == 2 and all(c.concurrency == [2, 4, 8] for c in s.curves)
+    assert s.sla == {"ttft_ms": 1000.0, "tpot_ms": 100.0, "ttft_percentile": 95, "tpot_percentile": 95}
+    assert all(t is not None for c in s.curves for t in c.ttft_ms)  # the SLA's P95, not a missing column
+    assert s.winner is not None and s.winner["ci_low"] <= s.winner["goodput_tps"] <= s.winner["ci_high"]
+    assert [(w.worker, w.windows_done) for w in s.workers] == [("this study", 6)]
+    assert s.failures == [] and s.eta_s is None
+    assert '"study": "state"' in s.as_json()
+
+
+def test_a_finished_sqlite_study(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    run_smoke(str(db), tmp_path)
+    check_finished(f"sqlite:///{db}")
+
+
+@pytest.fixture
+def pg_database() -> Iterator[str]:
+    assert PG_URL is not None
+    name = f"live_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(make_url(PG_URL).set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not PG_URL, reason="set SWEEP_TEST_PG_URL to a PostgreSQL SQLAlchemy URL")
+def test_a_postgresql_study_run_by_another_process(pg_database: str, tmp_path: Path) -> None:
+    run_smoke(pg_database, tmp_path)
+    check_finished(pg_database)

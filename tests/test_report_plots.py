@@ -1,0 +1,77 @@
+"""The report's plots on a 30-configuration study: legends outside the axes, 30 distinct styles, SLA bounds,
+the Pareto front and the winner marked. Checked on the matplotlib figures themselves (artists and extents)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+from matplotlib.colors import to_hex
+
+from sweep.report_plots import ladder_figure, pareto_figure, pareto_front, plots
+
+SLA = {"ttft_ms": 1000.0, "tpot_ms": 100.0, "ttft_percentile": 95, "tpot_percentile": 95}
+LADDER = [16, 32, 64, 128]
+
+
+def study(n: int = 30) -> dict[str, Any]:
+    configs, runs = [], []
+    for cid in range(1, n + 1):
+        configs.append({"id": cid, "status": "completed"})
+        for j, c in enumerate(LADDER):
+            runs.append({"server_config_id": cid, "status": "completed", "phase": "final", "concurrency": c,
+                         "output_tps": 100.0 * c + cid, "goodput_tps": 90.0 * c + 3 * cid - 20 * j * j,
+                         "ttft_p95_ms": 200.0 * (j + 1) + cid, "tpot_p95_ms": 20.0 * (j + 1), "cache_hit_rate": 0.5,
+                         "retractions": 0, "kv_usage_max": 0.5, "queue_len_mean": 1.0, "peak_gpu_mem_mib": 1024.0})
+    return {"configs": configs, "runs": runs, "labels": {cid: f"mrr={cid * 8}" for cid in range(1, n + 1)},
+            "study": {"name": "thirty", "simulated": True}, "profile": {"sla": SLA},
+            "winner": {"id": 30, "knee": {"concurrency": 64}}}
+
+
+def _overlap(a: Any, b: Any) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def test_the_ladder_legend_sits_outside_every_panel_and_30_configurations_look_different() -> None:
+    fig = ladder_figure(study())
+    assert fig is not None
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert all(not ax.get_legend() for ax in fig.axes)  # no legend inside a panel
+    assert not any(_overlap(legend, ax.get_window_extent(renderer)) for ax in fig.axes)
+    ttft = fig.axes[2]
+    lines = [ln for ln in ttft.get_lines() if ln.get_label().startswith("mrr=")]
+    assert len(lines) == 30
+    assert len({(to_hex(ln.get_color()), ln.get_marker()) for ln in lines}) == 30
+    bound = [ln for ln in ttft.get_lines() if ln.get_label() == "SLA bound"]
+    assert bound and set(bound[0].get_ydata()) == {1000.0}  # type: ignore[arg-type]
+    assert ttft.get_title() == "TTFT P95 (ms)"  # the SLA's own percentile, not P99
+    assert [ln.get_label() for ln in fig.axes[3].get_lines() if ln.get_label() == "SLA bound"]
+    plt.close(fig)
+
+
+def test_the_pareto_plot_marks_the_front_the_winner_and_the_bound() -> None:
+    fig = pareto_figure(study())
+    assert fig is not None
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    assert not _overlap(ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer))
+    labels = [h.get_label() for h in ax.get_legend().legend_handles]  # type: ignore[union-attr]
+    assert "Pareto front" in labels and "SLA TTFT P95 bound" in labels
+    assert any(lbl.startswith("winner: mrr=240 c=64") for lbl in labels)
+    front = next(ln for ln in ax.get_lines() if ln.get_label() == "Pareto front")
+    assert len(front.get_xdata()) >= 2  # type: ignore[arg-type]
+    plt.close(fig)
+
+
+def test_pareto_front_keeps_only_points_nothing_beats() -> None:
+    pts = [(100.0, 5.0), (200.0, 4.0), (150.0, 9.0), (300.0, 12.0), (250.0, 8.0)]
+    assert pareto_front(pts) == [(100.0, 5.0), (150.0, 9.0), (300.0, 12.0)]
+
+
+def test_plots_writes_both_files(tmp_path: Path) -> None:
+    files = plots(study(3), tmp_path)
+    assert [f.name for f in files] == ["ladder.png", "pareto.png"] and all(f.stat().st_size > 5000 for f in files)
