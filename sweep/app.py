@@ -23,10 +23,11 @@ from sweep.profile import Profile
 from sweep.recovery import alone, clean_after_dead, kill_leftover_servers, on_requeued, worker_ended
 from sweep.report import ReportFiles, config_missing, write_report
 from sweep.search import Search, StudyResult
+from sweep.step_inputs import refuse_short_dataset
 from sweep.store import Store
+from sweep.stream import RequestStream
 from sweep.study_view import build_view
 from sweep.types import ServerConfig
-from sweep.workload import build_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 __all__ = ["KneeRun", "Orchestrator", "kill_leftover_servers", "study_context"]
@@ -226,13 +227,17 @@ class Orchestrator:
             self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
                      f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
                      "Numbers are labelled simulated everywhere.")
+        # Requests are made on demand and never repeat on one server (sweep.stream); replay only when asked.
+        # Made before the study row, so a dataset that cannot serve one ladder writes nothing.
+        specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+        refuse_short_dataset(self.profile, specs)
         if self.profile.crosscheck.enabled:  # a reference that cannot run is one clear line before anything is stored
             from sweep.crosscheck_step import choose_reference
 
             choose_reference(self.profile, model_path(self.profile), for_model(model_path(self.profile)))
         study_id, study_name = self.open_study(study_name, resume)
         try:
-            return self._work(study_id, study_name, on_step, on_step_start, on_trial)
+            return self._work(study_id, study_name, on_step, on_step_start, on_trial, specs)
         except BaseException as exc:
             # Stopped by a signal or an orchestrator error: the study is resumable, and says it stopped.
             with contextlib.suppress(Exception):
@@ -240,8 +245,11 @@ class Orchestrator:
             raise
 
     def _work(self, study_id: int, study_name: str, on_step: Any = None, on_step_start: Any = None,
-              on_trial: Any = None) -> KneeRun:
+              on_trial: Any = None, specs: RequestStream | None = None) -> KneeRun:
         """Measure trials of the study as one of its workers until its work is done, then write the report."""
+        if specs is None:
+            specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+            refuse_short_dataset(self.profile, specs)
         seat = self.seat
         identity = WorkerIdentity.this_process()
         worker_id = self.store.register_worker(
@@ -252,7 +260,6 @@ class Orchestrator:
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir, seat)
         env = normalise_env(launcher.environment(), self.profile, self.simulated)
         self.store.record_environment(study_id, env)
-        specs = build_workload(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
 
         unmodelled: list[str] = []
@@ -440,7 +447,8 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
             "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile),
             "reference_runs": store.reference_runs(study_id), "histograms": store.window_histograms(study_id),
             "view": build_view(store.requests_for_run, configs, runs, knees, winner, pool,
-                               coupled=profile["search"].get("mode") == "coupled")}
+                               coupled=profile["search"].get("mode") == "coupled"),
+            "request_tokens": store.study_request_tokens(study_id)}
 
 
 def soak_verdicts(store: Store, runs: list[dict[str, Any]], profile: dict[str, Any]) -> dict[int, Any]:

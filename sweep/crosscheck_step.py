@@ -11,22 +11,20 @@ Which reference (profile crosscheck.reference):
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
-
-import httpx
 
 from launchers.base import ServerHandle
 from sweep.crosscheck import CrossCheck, Tolerance, compare_runs
 from sweep.drivers import bench_serving
+from sweep.drivers.flush import flush_over_http
 from sweep.drivers.reference import H11Reference
 from sweep.errors import SweepError
 from sweep.lexicon import Lexicon
 from sweep.measure import compute_stats
 from sweep.profile import Profile, Window
 from sweep.store import Store
-from sweep.types import RequestSpec
+from sweep.stream import Requests
 
 FLUSH_DEADLINE_S = 10.0
 
@@ -66,27 +64,14 @@ def _expressible(profile: Profile) -> bool:
 
 
 def flush_cache(url: str, headers: dict[str, str], deadline_s: float = FLUSH_DEADLINE_S) -> bool:
-    """POST /flush_cache until the server accepts it (400 while requests are still in flight); False if it never does."""
-    end = time.monotonic() + deadline_s
-    with httpx.Client(headers=headers, timeout=10.0) as client:
-        while True:
-            try:
-                resp = client.post(url.rstrip("/") + "/flush_cache")
-                if resp.status_code == 200:
-                    return True
-                if resp.status_code == 404:
-                    return False  # a server without the endpoint: nothing to flush
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() >= end:
-                return False
-            time.sleep(0.1)  # polling interval of a condition with a deadline
+    """POST /flush_cache until the server accepts it (sweep.drivers.flush); False if it never does or cannot."""
+    return flush_over_http(url, headers, deadline_s) is None
 
 
 class CrossChecker:
     """The ladder's cross-check hooks for one study."""
 
-    def __init__(self, profile: Profile, store: Store, study_id: int, specs: Sequence[RequestSpec], tokenizer: str,
+    def __init__(self, profile: Profile, store: Store, study_id: int, specs: Requests, tokenizer: str,
                  lexicon: Lexicon, say: Callable[[str], None] | None = None):
         self.profile = profile
         self.store = store

@@ -14,8 +14,10 @@ from sweep.errors import LaunchError, ServerDied
 from sweep.knee import KneeResult, StepPoint, find_knee
 from sweep.measure import compute_stats
 from sweep.profile import Profile, Window
+from sweep.step_inputs import StepInputs
 from sweep.store import Store
-from sweep.types import SERVER_DIED, Placement, RequestRecord, RequestSpec, ServerConfig, WindowResult
+from sweep.stream import Requests, StreamExhausted
+from sweep.types import SERVER_DIED, Placement, RequestRecord, ServerConfig, WindowResult
 
 
 class Driver(Protocol):
@@ -23,8 +25,10 @@ class Driver(Protocol):
 
     simulated: bool
 
-    def run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
+    def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
                    window: Window, arrival: Any = None) -> WindowResult: ...
+
+    def flush_cache(self, handle: ServerHandle) -> str | None: ...
 
 
 @dataclass
@@ -128,7 +132,7 @@ class LadderRunner:
     """Launches one configuration, climbs the profile's ladder on that instance, stops the server."""
 
     def __init__(self, profile: Profile, launcher: Launcher, driver: Driver, store: Store, study_id: int,
-                 specs: Sequence[RequestSpec], driver_name: str, on_step: StepCallback | None = None,
+                 specs: Requests, driver_name: str, on_step: StepCallback | None = None,
                  on_launch: Callable[[ServerHandle], None] | None = None):
         self.profile = profile
         self.launcher = launcher
@@ -136,6 +140,7 @@ class LadderRunner:
         self.store = store
         self.study_id = study_id
         self.specs = specs
+        self.inputs = StepInputs(profile, specs, driver)  # the stream continued step to step, the cache flushed
         self.driver_name = driver_name
         self.on_step = on_step
         self.on_launch = on_launch
@@ -159,6 +164,7 @@ class LadderRunner:
             ladder: Sequence[int] | None = None, should_stop: StopCheck | None = None) -> LadderOutcome:
         """Run the ladder for `config` (coupled mode: one launch per step); launch failures are recorded."""
         steps_wanted = list(ladder or self.profile.ladder)
+        self.inputs.begin()
         if self.profile.search.mode == "coupled":
             return self._run_coupled(config, trial_number, phase, steps_wanted, should_stop)
         return self._run_one(config, trial_number, phase, steps_wanted, should_stop)
@@ -250,26 +256,32 @@ class LadderRunner:
                                            handle.simulated, self.driver_name, phase=phase, placement=self.placement)
             if self.on_step_start:
                 self.on_step_start(StepStart(config, concurrency, phase, expected, self.window_elapsed))
+            arrival = self.profile.step_arrival(concurrency)
+            specs, not_flushed = self.inputs.before_step(handle, concurrency, window, arrival)
             if self.crosscheck is not None:
                 self.crosscheck.before_window(handle)
             try:
-                result = self.driver.run_window(handle, self.specs, concurrency, window,
-                                                arrival=self.profile.step_arrival(concurrency))
+                result = self.driver.run_window(handle, specs, concurrency, window, arrival=arrival)
             except ServerDied as exc:
                 self.store.mark_run(run_id, "failed", str(exc))
                 outcome.status, outcome.failure = "failed", str(exc)
                 outcome.stop_reason = f"server died at concurrency {concurrency}"
                 return
+            except StreamExhausted as exc:  # a dataset without replay ran out: the study stops with one line
+                self.store.mark_run(run_id, "failed", str(exc))
+                raise
             stats = compute_stats(result, self.profile.sla)
+            self.inputs.after_step(result, stats)
             status = "completed" if result.aborted is None else "failed"
+            note = f"prefix cache not emptied before this step: {not_flushed}" if not_flushed else None
             self.store.finish_run(run_id, stats, result.records, result.samples, result.window_start,
-                                  status=status, reason=result.aborted)
+                                  status=status, reason=result.aborted or note)
             row = dict(stats, concurrency=concurrency, run_id=run_id, phase=phase)
             if self.on_step:
                 self.on_step(config, concurrency, row)
             if self.crosscheck is not None and result.aborted is None:
                 self.crosscheck.after_window(handle, config_id, concurrency, run_id, stats, phase, window,
-                                             arrival=self.profile.step_arrival(concurrency))
+                                             arrival=arrival, specs=specs)
             if result.aborted is not None:
                 outcome.status, outcome.failure = "failed", self._failure(handle, result.aborted, concurrency)
                 outcome.stop_reason = f"{result.aborted} at concurrency {concurrency}"

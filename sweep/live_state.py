@@ -97,10 +97,11 @@ def _label(c: dict[str, Any]) -> str:
 
 def _worker(row: dict[str, Any]) -> str:
     """The worker a row ran on: host and worker id where the store records them (the workers' columns)."""
-    host, wid = row.get("host"), row.get("worker_id")
+    host, wid, gpus = row.get("host"), row.get("worker_id"), row.get("gpu_index")
     if host is None and wid is None:
         return "this study"
-    return " ".join(str(p) for p in (host, f"worker {wid}" if wid is not None else None) if p)
+    parts = (host, f"worker {wid}" if wid is not None else None, f"GPU {gpus}" if gpus else None)
+    return " ".join(str(p) for p in parts if p)
 
 
 def _seconds(a: Any, b: Any) -> float | None:

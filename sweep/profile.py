@@ -13,6 +13,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictBool,
     ValidationError,
     field_validator,
     model_validator,
@@ -124,7 +125,7 @@ class Dataset(_Strict):
 class Workload(_Strict):
     seed: int = Field(0,
         description="seed of every random draw (lengths, media, prefixes, open-loop schedules)")
-    num_requests: int = Field(20000, ge=1, description="size of the generated request pool (cycled)")
+    num_requests: int = Field(20000, ge=1, description="size of the replayed pool when workload.replay is on")
     mix: ModalMix = Field(ModalMix(), description="shares of each input modality (section workload.mix)")
     prompt_len: LengthDist = Field(LengthDist(kind="uniform", low=128, high=1024),
         description="prompt length in tokens (section workload.prompt_len)")
@@ -138,6 +139,9 @@ class Workload(_Strict):
         description="prompts from a file instead of generated ones (section workload.dataset)")
     api: Literal["generate", "chat"] = Field("generate",
         description="generate (SGLang's /generate) or chat (/v1/chat/completions)")
+    replay: StrictBool = Field(False, description=(
+        "cycle the first num_requests requests (or the dataset's entries) instead of fresh ones: a server then "
+        "sees requests again, and its prefix cache hits them"))
 
 
 class ClosedArrival(_Strict):
@@ -216,6 +220,9 @@ class Window(_Strict):
         description="how long requests still in flight after the window may finish before they are cut")
     request_timeout_s: float = Field(600.0, gt=0,
         description="a request with no complete response after this long is an error")
+    flush_cache: StrictBool = Field(True, description=(
+        "empty the server's prefix cache (SGLang POST /flush_cache) before every ladder step, so no step "
+        "inherits the previous step's cache"))
 
 
 class ServerSpec(_Strict):

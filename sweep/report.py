@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.hardware import hardware_lines
+from sweep.report_inputs import cache_lines, input_lines
 from sweep.report_setup import setup_lines
 from sweep.report_tables import ci_text as _ci
 from sweep.report_tables import configs_table, modality_table, steps_table
@@ -148,6 +149,7 @@ def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
     view = ctx.get("view") or StudyView()
     lines += setup_lines(ctx)
     lines += steps_table(ctx)
+    lines += [*input_lines(ctx.get("request_tokens") or []), *cache_lines(ctx)]
     lines += configs_table(ctx, view)
     if missing:
         lines += ["## No conclusion", "", "The report contract is not met; missing: " + ", ".join(missing) + ".",

@@ -46,7 +46,9 @@ def workload_text(w: Workload) -> str:
     else:
         head = (f"{mix_text(w)}; prompt length {length_text(w.prompt_len)}; output length "
                 f"{length_text(w.output_len)}; {prefix_text(w.shared_prefix)}")
-    return f"{head}; API `/{w.api}`; pool of {w.num_requests:,} requests, seed {w.seed}"
+    sent = (f"a replayed pool of {w.num_requests:,} requests" if w.replay
+            else "fresh requests (none sent twice to one server)")
+    return f"{head}; API `/{w.api}`; {sent}, seed {w.seed}"
 
 
 def arrival_text(a: Any) -> str:

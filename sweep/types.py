@@ -87,8 +87,10 @@ class RequestRecord:
     finished_at: float | None = None
     chunk_times: list[float] = field(default_factory=list)  # arrival of each content chunk
     chunk_tokens: list[int] = field(default_factory=list)  # new tokens carried by each chunk
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # as the server counted them (the client's own count where the server says nothing)
     output_tokens: int = 0
+    sent_prompt_tokens: int = 0  # as sent: text tokens plus the estimated media tokens (sweep.workload)
+    sent_output_tokens: int = 0  # as sent: max_new_tokens
     cached_tokens: int = 0
     num_retractions: int = 0
     modality: str = "text"

@@ -1,7 +1,8 @@
 """Turn a Workload profile into a deterministic request stream, hash it, and render request bodies.
 
-Every random draw comes from a private numpy Generator seeded with (w.seed, stream id), one stream per
-purpose, so the same profile gives a byte-identical stream (for one numpy/Pillow version).
+Every random draw comes from a private numpy Generator: one per block of BLOCK requests, seeded (w.seed, block
+number), and one for the shared prefixes, so request i is a pure function of (profile, i) and the same profile gives a
+byte-identical stream (for one numpy/Pillow version).
 Prompt lengths count text tokens; media placeholder tokens come on top (see media_tokens).
 """
 
@@ -14,6 +15,7 @@ import math
 import sys
 from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ log = logging.getLogger(__name__)
 
 MODALITIES: tuple[Modality, ...] = ("text", "image", "video", "audio")
 MIN_TAIL = 4  # unique tokens after a shared prefix when the sampled length is shorter than the prefix
+BLOCK = 32  # requests made together from one Generator (make_block)
 MARKERS = {
     "image": "<|vision_start|><|image_pad|><|vision_end|>",
     "video": "<|vision_start|><|video_pad|><|vision_end|>",
@@ -37,7 +40,7 @@ MARKERS = {
 _CHAT_PART = {"image": ("image_url", "image_url"), "video": ("video_url", "video_url"),
               "audio": ("audio_url", "audio_url")}
 # Stream ids: adding a stream never perturbs the others.
-_S_PROMPT, _S_OUTPUT, _S_MODAL, _S_PFX_FLAG, _S_PFX_GROUP, _S_PFX_IDS, _S_TAIL, _S_ORDER = range(1, 9)
+_S_PFX_IDS, _S_ORDER, _S_REQUEST = 6, 8, 9  # 1-5 and 7 were per-purpose streams of the old pooled generator
 
 
 def _rng(seed: int, stream: int) -> np.random.Generator:
@@ -65,15 +68,90 @@ def sample_lengths(d: LengthDist, n: int, rng: np.random.Generator) -> np.ndarra
     return np.clip(np.rint(x), d.min, d.max).astype(np.int64)
 
 
-def _modalities(w: Workload, n: int) -> np.ndarray:
-    """Index into MODALITIES for each request, drawn from the mix shares."""
+@dataclass(frozen=True)
+class WorkloadParts:
+    """What every request of one workload shares, made once: the shared prefixes and the dataset entries."""
+
+    prefixes: tuple[tuple[int, ...], ...]
+    prefix_texts: tuple[str, ...]
+    mix: tuple[float, ...]  # MODALITIES shares, normalised
+    items: tuple[DatasetItem, ...] | None = None  # dataset entries, in the seeded shuffled order
+
+
+def workload_parts(w: Workload, base_dir: Path | None = None, lexicon: Lexicon = SIM) -> WorkloadParts:
+    """The shared prefixes (one seeded stream) and, for a dataset workload, its entries in a seeded order."""
+    sp = w.shared_prefix
+    prefixes: tuple[tuple[int, ...], ...] = ()
+    texts: tuple[str, ...] = ()
+    if sp.groups > 0 and sp.share > 0:
+        arr = _rng(w.seed, _S_PFX_IDS).integers(ID_LOW, ID_HIGH + 1, size=(sp.groups, sp.length))
+        prefixes = tuple(tuple(row) for row in arr.tolist())
+        texts = tuple(lexicon.render(row) for row in arr)
+    items: tuple[DatasetItem, ...] | None = None
+    if w.dataset is not None:
+        loaded, problems = load_dataset(w.dataset, base_dir)
+        if problems:
+            log.warning("%s: skipped %d bad entries: %s", w.dataset.path, len(problems), "; ".join(problems[:5]))
+        order = _rng(w.seed, _S_ORDER).permutation(len(loaded))
+        items = tuple(loaded[int(j)] for j in order)
     p = np.array([w.mix.text, w.mix.image, w.mix.video, w.mix.audio], dtype=np.float64)
-    return _rng(w.seed, _S_MODAL).choice(len(MODALITIES), size=n, p=p / p.sum())
+    return WorkloadParts(prefixes, texts, tuple((p / p.sum()).tolist()), items)
 
 
-def _media(w: Workload, modality: str, counter: int, pool_size: int) -> tuple[MediaItem, ...]:
-    """The pooled media item for the counter-th request of this modality (round-robin)."""
-    m, slot = w.media, counter % pool_size
+def make_block(w: Workload, parts: WorkloadParts, block: int, *, lexicon: Lexicon = SIM,
+               pool_size: int = POOL_SIZE) -> list[RequestSpec]:
+    """Requests block*BLOCK .. block*BLOCK + BLOCK - 1 of the workload, each labelled with its own number.
+
+    Request c is a pure function of (w.seed, c): block c // BLOCK has a private Generator seeded (seed, request
+    stream, block) that draws, for the whole block in a fixed order, output lengths, modalities, shared-prefix
+    flags and groups, prompt lengths, then the tail ids (one Generator per block, not per request: seeding one
+    costs about as much as making a request). A dataset workload takes entry c % len(entries) of its seeded
+    shuffled order; media come round-robin from the pool by c.
+    """
+    n, first = BLOCK, block * BLOCK
+    rng = np.random.default_rng([w.seed % 2**63, _S_REQUEST, block])
+    out = sample_lengths(w.output_len, n, rng).tolist()
+    modal = np.minimum(np.searchsorted(np.cumsum(parts.mix), rng.random(n), side="right"), len(MODALITIES) - 1)
+    sp = w.shared_prefix
+    flags = (rng.random(n) < sp.share) if parts.prefixes else np.zeros(n, dtype=bool)
+    groups = rng.integers(0, max(sp.groups, 1), size=n).tolist()
+    plen = sp.length if parts.prefixes else 0
+    lens = sample_lengths(w.prompt_len, n, rng)
+    tails: list[tuple[tuple[int, ...], str, tuple[MediaItem, ...]]] = []
+    if parts.items is not None:
+        for k in range(n):
+            item = parts.items[(first + k) % len(parts.items)]
+            ids = item.input_ids[: max(w.prompt_len.max - plen, MIN_TAIL) if flags[k] else w.prompt_len.max]
+            text = item.text if item.text is not None and len(ids) == len(item.input_ids) else lexicon.render(ids)
+            if item.output_len is not None:
+                out[k] = item.output_len
+            elif "output_len" not in w.model_fields_set and item.ref_output_len is not None:
+                out[k] = min(max(item.ref_output_len, 1), w.output_len.max)
+            tails.append((ids, text, item.images))
+    else:
+        tail_len = np.where(flags, np.maximum(lens - plen, MIN_TAIL), lens)
+        ends = np.cumsum(tail_len)
+        flat = rng.integers(ID_LOW, ID_HIGH + 1, size=int(ends[-1]))
+        flat_list = flat.tolist()
+        tails = [(tuple(flat_list[a:b]), lexicon.render(flat[a:b]), ())
+                 for a, b in zip((ends - tail_len).tolist(), ends.tolist(), strict=True)]
+    specs = []
+    for k, (ids, text, media) in enumerate(tails):
+        c = first + k
+        modality: Modality = "image" if media else MODALITIES[int(modal[k])]
+        if not media and modality != "text":
+            media = _media(w, modality, c, pool_size)
+        group = groups[k] if flags[k] else None
+        if group is not None:
+            ids, text = parts.prefixes[group] + ids, parts.prefix_texts[group] + " " + text
+        specs.append(RequestSpec(index=c, input_ids=ids, output_tokens=int(out[k]), modality=modality, media=media,
+                                 prefix_group=group, text=text))
+    return specs
+
+
+def _media(w: Workload, modality: str, slot: int, pool_size: int) -> tuple[MediaItem, ...]:
+    """Pooled media item number `slot` of this modality."""
+    m, slot = w.media, slot % pool_size
     if modality == "image":
         return (pooled_image(w.seed, slot, m.image_width, m.image_height, m.image_format),)
     if modality == "video":
@@ -83,79 +161,27 @@ def _media(w: Workload, modality: str, counter: int, pool_size: int) -> tuple[Me
     return ()
 
 
-def _dataset_stream(w: Workload, items: list[DatasetItem], n: int, max_tail: np.ndarray, out: np.ndarray,
-                    lexicon: Lexicon) -> list[tuple[tuple[int, ...], str, tuple[MediaItem, ...]]]:
-    """Per request: (tail ids, tail text, dataset media), cycling items in a seeded shuffled order."""
-    order = _rng(w.seed, _S_ORDER).permutation(len(items))
-    use_ref = "output_len" not in w.model_fields_set
-    result = []
-    for i in range(n):
-        item = items[int(order[i % len(items)])]
-        ids = item.input_ids[: int(max_tail[i])]
-        text = item.text if item.text is not None and len(ids) == len(item.input_ids) else lexicon.render(ids)
-        if item.output_len is not None:
-            out[i] = item.output_len
-        elif use_ref and item.ref_output_len is not None:
-            out[i] = min(max(item.ref_output_len, 1), w.output_len.max)
-        result.append((ids, text, item.images))
-    return result
+def warm_media_pool(w: Workload, pool_size: int = POOL_SIZE) -> None:
+    """Encode every pooled media item of each modality the mix sends (each is encoded once per process)."""
+    for modality in MODALITIES[1:]:
+        if getattr(w.mix, modality) > 0:
+            for slot in range(pool_size):
+                _media(w, modality, slot, pool_size)
 
 
 def build_workload(w: Workload, base_dir: Path | None = None, *, pool_size: int = POOL_SIZE,
                    lexicon: Lexicon = SIM) -> list[RequestSpec]:
-    """w.num_requests RequestSpecs, deterministic from w.seed (dataset path relative to base_dir).
+    """The first w.num_requests requests of the workload's stream (dataset path relative to base_dir).
 
     The token ids are the workload; lexicon turns them into the text that text-taking APIs send (the server's
-    own tokenizer words, so text prompts have the token counts the profile asked for: sweep.lexicon).
+    own tokenizer words, so text prompts have the token counts the profile asked for: sweep.lexicon). A study
+    does not send this list: it sends sweep.stream.RequestStream, which makes requests on demand and never
+    repeats one on a server unless the profile sets workload.replay; this list is the replayed pool then.
     """
-    n = w.num_requests
-    out = sample_lengths(w.output_len, n, _rng(w.seed, _S_OUTPUT))
-    modal = _modalities(w, n)
-    sp = w.shared_prefix
-    if sp.groups > 0 and sp.share > 0:
-        flags = _rng(w.seed, _S_PFX_FLAG).random(n) < sp.share
-        groups = _rng(w.seed, _S_PFX_GROUP).integers(0, sp.groups, size=n)
-        pfx_arr = _rng(w.seed, _S_PFX_IDS).integers(ID_LOW, ID_HIGH + 1, size=(sp.groups, sp.length))
-        prefixes = [tuple(row) for row in pfx_arr.tolist()]
-        prefix_texts = [lexicon.render(row) for row in pfx_arr]
-    else:
-        flags, groups, prefixes, prefix_texts = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), [], []
-    plen = sp.length if prefixes else 0
-
-    tails: list[tuple[tuple[int, ...], str, tuple[MediaItem, ...]]]
-    if w.dataset is not None:
-        items, problems = load_dataset(w.dataset, base_dir)
-        if problems:
-            log.warning("%s: skipped %d bad entries: %s", w.dataset.path, len(problems), "; ".join(problems[:5]))
-        max_tail = np.where(flags, max(w.prompt_len.max - plen, MIN_TAIL), w.prompt_len.max)
-        tails = _dataset_stream(w, items, n, max_tail, out, lexicon)
-    else:
-        lens = sample_lengths(w.prompt_len, n, _rng(w.seed, _S_PROMPT))
-        tail_len = np.where(flags, np.maximum(lens - plen, MIN_TAIL), lens)
-        ends = np.cumsum(tail_len)
-        starts = ends - tail_len
-        flat = _rng(w.seed, _S_TAIL).integers(ID_LOW, ID_HIGH + 1, size=int(ends[-1]))
-        flat_list = flat.tolist()
-        tails = [(tuple(flat_list[a:b]), lexicon.render(flat[a:b]), ())
-                 for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
-
-    counters = dict.fromkeys(MODALITIES, 0)
-    specs: list[RequestSpec] = []
-    out_list, modal_list, flag_list, group_list = out.tolist(), modal.tolist(), flags.tolist(), groups.tolist()
-    for i in range(n):
-        tail_ids, tail_text, media = tails[i]
-        modality: Modality = "image" if media else MODALITIES[modal_list[i]]
-        if not media and modality != "text":
-            media = _media(w, modality, counters[modality], pool_size)
-            counters[modality] += 1
-        group = group_list[i] if flag_list[i] else None
-        if group is not None:
-            ids, text = prefixes[group] + tail_ids, prefix_texts[group] + " " + tail_text
-        else:
-            ids, text = tail_ids, tail_text
-        specs.append(RequestSpec(index=i, input_ids=ids, output_tokens=out_list[i], modality=modality,
-                                 media=media, prefix_group=group, text=text))
-    return specs
+    parts = workload_parts(w, base_dir, lexicon)
+    blocks = -(-w.num_requests // BLOCK)
+    return [spec for b in range(blocks) for spec in make_block(w, parts, b, lexicon=lexicon, pool_size=pool_size)
+            ][: w.num_requests]
 
 
 def workload_digest(specs: Sequence[RequestSpec]) -> str:

@@ -72,3 +72,11 @@ def pg_database() -> Iterator[str]:
 def test_a_postgresql_study_run_by_another_process(pg_database: str, tmp_path: Path) -> None:
     run_smoke(pg_database, tmp_path)
     check_finished(pg_database)
+
+
+def test_rows_of_several_workers_are_told_apart_by_their_placement_columns() -> None:
+    from sweep.live_state import _worker
+
+    assert _worker({"host": "gpu-a", "worker_id": 2, "gpu_index": "2,3"}) == "gpu-a worker 2 GPU 2,3"
+    assert _worker({"host": "gpu-b", "worker_id": None}) == "gpu-b"
+    assert _worker({}) == "this study"  # a store without the placement columns: one row for the study

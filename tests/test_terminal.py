@@ -102,9 +102,10 @@ def test_an_80_column_terminal_shows_each_line_once_with_its_phase(tmp_path: Pat
 
 def test_a_pipe_gets_plain_counted_lines(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "sweep.cli", *ARGS, "--db", str(tmp_path / "r.db"), "--out",
-                           str(tmp_path / "rep")], capture_output=True, text=True, timeout=240, cwd=tmp_path,
-                          env=_env())
+                           str(tmp_path / "rep"), "--live", "--live-port", "0"], capture_output=True, text=True,
+                          timeout=240, cwd=tmp_path, env=_env())
     assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^live page http://127\.0\.0\.1:\d+/$", proc.stderr, re.M), proc.stderr  # --live
     assert "\x1b" not in proc.stderr and "\r" not in proc.stderr
     counted = [ln for ln in proc.stderr.splitlines() if ln.startswith("[")]
     pairs = [tuple(map(int, re.match(r"\[(\d+)/(\d+)\]", ln).groups())) for ln in counted]  # type: ignore[union-attr]

@@ -45,8 +45,9 @@ from sweep.drivers.virtual import VirtualDriver  # noqa: E402
 from sweep.knee import StepPoint, find_knee  # noqa: E402
 from sweep.measure import compute_stats  # noqa: E402
 from sweep.profile import Profile  # noqa: E402
+from sweep.step_inputs import StepInputs  # noqa: E402
+from sweep.stream import RequestStream  # noqa: E402
 from sweep.types import ServerConfig  # noqa: E402
-from sweep.workload import build_workload  # noqa: E402
 
 DEFAULT_LOGS = "decode-lines-*.txt"  # under --data
 DECODE_RE = re.compile(r"Decode batch, #running-req: (\d+), #token: (\d+),.*gen throughput \(token/s\): ([\d.]+), "
@@ -107,14 +108,18 @@ def simulate(windows: list[RealWindow], eff: Efficiency, bootstrap: int = 0) -> 
         prof = ladder[0].profile
         key = prof.workload.model_dump_json()
         if key not in _WORKLOADS:
-            _WORKLOADS[key] = build_workload(prof.workload, base_dir=ROOT)
+            _WORKLOADS[key] = RequestStream(prof.workload, base_dir=ROOT)
         params = SimParams(gpu=gpu_preset(prof.server.sim_gpu), model=replay_model(prof), eff=eff)
         eng = Engine(params, ladder[0].knobs)
         handle = ServerHandle(config=ServerConfig(), url=None, simulated=True, engine=eng)
         driver = VirtualDriver()
+        # The requests the study sent: its stream continued step to step, the cache flushed as the study did.
+        inputs = StepInputs(prof, _WORKLOADS[key], driver)
         for w in ladder:
-            res = driver.run_window(handle, _WORKLOADS[key], w.concurrency, prof.window)
+            view, _ = inputs.before_step(handle, w.concurrency, prof.window, prof.arrival)
+            res = driver.run_window(handle, view, w.concurrency, prof.window)
             stats = compute_stats(res, prof.sla, bootstrap=bootstrap)
+            inputs.after_step(res, stats)
             out[w.run_id] = {m: float(stats[m] or 0.0) for m in SIM_KEYS}
             out[w.run_id]["pool_tokens"] = float(eng.total)
     return out

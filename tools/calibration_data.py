@@ -85,7 +85,11 @@ def load_export(path: Path) -> list[RealWindow]:
     doc = json.loads(path.read_text())
     out = []
     for st in doc["studies"]:
-        prof = Profile.model_validate(st["profile"])
+        stored = st["profile"]
+        if "replay" not in stored.get("workload", {}):  # measured before requests were fresh: the pool was cycled
+            stored = {**stored, "workload": {**stored.get("workload", {}), "replay": True},
+                      "window": {**stored.get("window", {}), "flush_cache": False}}
+        prof = Profile.model_validate(stored)
         for w in st["windows"]:
             by_mod: dict[str, list[float]] = {}
             for mod, t in zip(w["requests"]["modality"], w["requests"]["ttft_ms"], strict=True):

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from sweep.drivers.reference import spec_at
 from sweep.errors import SweepError
 from sweep.lexicon import Lexicon
 from sweep.profile import LengthDist, Workload
+from sweep.stream import spec_at
 from sweep.types import RequestSpec
 
 NAME = "sglang-bench_serving"

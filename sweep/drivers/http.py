@@ -40,7 +40,9 @@ from sweep.drivers.worker import (
     run_worker,
 )
 from sweep.profile import Window
-from sweep.types import SERVER_DIED, RequestSpec, Sample, WindowResult
+from sweep.stream import Requests, RequestStream, StreamExhausted
+from sweep.types import SERVER_DIED, Sample, WindowResult
+from sweep.workload import warm_media_pool
 
 Clock = Callable[[], float]
 STALL_TIMEOUT_S = 120.0  # no response bytes this long while requests are in flight: the server is hung
@@ -89,7 +91,7 @@ class HttpDriver:
         t0 = self._window_t0
         return None if t0 is None else self.clock() - t0
 
-    def run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
+    def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
                    window: Window, arrival: Any = None) -> WindowResult:
         """Warm up, measure one window, drain; returns every record and sample.
 
@@ -105,7 +107,13 @@ class HttpDriver:
         finally:
             self._window_t0 = None
 
-    def _plans(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int, window: Window,
+    def flush_cache(self, handle: ServerHandle) -> str | None:
+        """Empty the server's prefix cache (POST /flush_cache); None when done, else why not."""
+        from sweep.drivers.flush import flush_over_http
+
+        return flush_over_http(str(handle.url or ""), dict(handle.headers()))
+
+    def _plans(self, handle: ServerHandle, specs: Requests, concurrency: int, window: Window,
                arrival: Any) -> tuple[list[Plan], float | None]:
         n = self.client_procs
         base = Plan(url=str(handle.url or ""), headers=dict(handle.headers()), api=self.api,
@@ -146,6 +154,9 @@ class HttpDriver:
         finally:
             for p in probes:
                 await p.stop()
+        exhausted = next((r.exhausted for r in results if r.exhausted), None)
+        if exhausted is not None:
+            raise StreamExhausted(exhausted)
         samples: list[Sample] = [s for p in probes for s in getattr(p, "samples", [])]
         return self._merge(results, samples, snaps, concurrency, window, t0, aborted, handle.simulated)
 
@@ -331,6 +342,8 @@ def _parsed(raw: tuple[str, float] | None) -> Any:
 def _child(plan: Plan, coord: SharedCoord, conn: Any) -> None:
     """Spawned client process: report ready, wait for t0, run the worker, send back the pickled result."""
     try:
+        if isinstance(plan.specs, RequestStream):  # encode the media pool before the start barrier, not in the window
+            warm_media_pool(plan.specs.workload, plan.specs.pool_size)
         conn.send("ready")
         t0 = conn.recv()
         result = run_loop(run_worker(plan, coord, t0))

@@ -31,16 +31,11 @@ from sweep.drivers.sse import request_for
 from sweep.drivers.worker import Coord
 from sweep.errors import SweepError
 from sweep.profile import Window
+from sweep.stream import spec_at
 from sweep.types import RequestRecord, RequestSpec, WindowResult
 
 Clock = Callable[[], float]
 NAME = "reference-h11"
-
-
-def spec_at(specs: Any, k: int) -> RequestSpec:
-    """Request k of a window's requests: a stream view's at(k), or a pool's k-th entry cycled."""
-    at = getattr(specs, "at", None)
-    return at(k) if at is not None else specs[k % len(specs)]
 
 
 class H11Reference:

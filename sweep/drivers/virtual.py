@@ -6,7 +6,6 @@ import heapq
 import itertools
 import time
 from collections import deque
-from collections.abc import Sequence
 from typing import Any
 
 from launchers.base import ServerHandle
@@ -15,7 +14,9 @@ from launchers.sim.media import audio_tokens, image_tokens, placeholder_ids, vid
 from sweep.drivers import arrivals
 from sweep.probes import buckets_as_samples
 from sweep.profile import Window
+from sweep.stream import Requests, spec_at
 from sweep.types import RequestRecord, RequestSpec, Sample, WindowResult
+from sweep.workload import estimated_prompt_tokens
 
 GAUGES = ("num_running_reqs", "num_queue_reqs", "token_usage", "cache_hit_rate", "num_retracted_reqs",
           "gen_throughput", "new_token_ratio")
@@ -69,7 +70,14 @@ class VirtualDriver:
         current = self._window
         return None if current is None else current[0].now - current[1]
 
-    def run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
+    def flush_cache(self, handle: ServerHandle) -> str | None:
+        """Empty the engine's radix cache, as POST /flush_cache does; None when done, else why not."""
+        eng: Engine | None = handle.engine
+        if eng is None:
+            return "no engine"
+        return None if eng.flush_cache() else "the engine still holds requests"
+
+    def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
                    window: Window, arrival: Any = None) -> WindowResult:
         """One window in simulated time; window_elapsed() follows its clock meanwhile."""
         eng = handle.engine
@@ -79,7 +87,7 @@ class VirtualDriver:
         finally:
             self._window = None
 
-    def _run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
+    def _run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
                     window: Window, arrival: Any = None) -> WindowResult:
         """Closed loop (`concurrency` users) or, for an open-loop arrival, sends at the scheduled times.
 
@@ -123,11 +131,10 @@ class VirtualDriver:
 
         def dispatch(t: float, at: float | None = None) -> None:
             nonlocal k, ws, we
-            pos = k % len(specs)
-            spec = specs[pos]
-            if pos not in built:
-                built[pos] = spec_to_request(spec, "")
-            proto = built[pos]
+            spec = spec_at(specs, k)  # a dataset without replay that runs out stops the study (StreamExhausted)
+            proto = built.get(spec.index)
+            if proto is None:
+                proto = built[spec.index] = spec_to_request(spec, "")
             if ws is None and k >= window.warmup_requests:
                 ws = max(start + window.warmup_seconds, t)
                 we = ws + window.measure_seconds
@@ -137,7 +144,9 @@ class VirtualDriver:
             k += 1
             r = eng.submit(SimRequest(rid, proto.input_ids, proto.max_new_tokens, proto.media_tokens), t)
             rec = RequestRecord(index=spec.index, concurrency=concurrency, scheduled_at=scheduled, sent_at=t,
-                                prompt_tokens=r.prompt_len, modality=spec.modality, warmup=warm)
+                                prompt_tokens=r.prompt_len, modality=spec.modality, warmup=warm,
+                                sent_prompt_tokens=estimated_prompt_tokens(spec),
+                                sent_output_tokens=spec.output_tokens)
             records.append(rec)
             in_flight[rid] = (rec, t)
             heapq.heappush(deadlines, (t + window.request_timeout_s, rid))
@@ -219,10 +228,12 @@ class VirtualDriver:
             close(rid, eng.now, f"still running {window.drain_seconds}s after the window", "timeout")
         for at in [*waiting, *sched[nxt:]]:  # scheduled in the window but never sent: they count as misses
             if at < we:
-                spec = specs[k % len(specs)]
+                spec = spec_at(specs, k)
                 k += 1
                 records.append(RequestRecord(index=spec.index, concurrency=concurrency, scheduled_at=at, sent_at=at,
                                              prompt_tokens=spec.prompt_tokens, modality=spec.modality,
+                                             sent_prompt_tokens=estimated_prompt_tokens(spec),
+                                             sent_output_tokens=spec.output_tokens,
                                              warmup=ws is None or at < ws, error="never sent: the in-flight cap stayed full",
                                              error_kind="drain_cutoff"))
         assert ws is not None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,9 @@ import numpy as np
 from sweep.drivers.h1 import Pool
 from sweep.drivers.sse import Clock, SseSink, StreamError, request_for
 from sweep.profile import Window
+from sweep.stream import Requests, StreamExhausted, spec_at
 from sweep.types import RequestRecord, RequestSpec
+from sweep.workload import estimated_prompt_tokens
 
 TICK_S = 0.02  # self-check period: event-loop lag and CPU are sampled this often
 
@@ -135,7 +137,7 @@ class Plan:
     headers: dict[str, str]
     api: str
     model_name: str
-    specs: Sequence[RequestSpec]
+    specs: Requests  # a stream view (the study) or a list that cycles (tests, benches)
     window: Window
     concurrency: int  # the step label written into every record
     users: int = 0  # closed loop: this worker's users
@@ -157,11 +159,14 @@ class WorkerResult:
     ticks: np.ndarray  # rows (t, loop lag s, process cpu s)
     max_in_flight_seen: int = 0
     error: str | None = None
+    exhausted: str | None = None  # the request stream ran out (a dataset without replay): why
 
 
 @dataclass
 class _State:
     records: list[RequestRecord] = field(default_factory=list)
+    sent: int = 0  # closed loop: dispatches by this worker (its k-th takes stream request k * n_shards + shard)
+    exhausted: str | None = None
     lags: list[tuple[float, float]] = field(default_factory=list)  # (scheduled, lag)
     waits: list[tuple[float, float]] = field(default_factory=list)
     in_flight: int = 0
@@ -208,7 +213,7 @@ async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.pe
         records=st.records,
         dispatch_lags=np.array([lag for s, lag in st.lags if lo <= s < hi], dtype=float),
         cap_waits=np.array([wt for s, wt in st.waits if lo <= s < hi], dtype=float),
-        ticks=np.array(ticks, dtype=float).reshape(-1, 3), max_in_flight_seen=st.peak)
+        ticks=np.array(ticks, dtype=float).reshape(-1, 3), max_in_flight_seen=st.peak, exhausted=st.exhausted)
 
 
 async def _until_window_end(coord: Coord, w: Window, users: list[asyncio.Task[None]], clock: Clock) -> None:
@@ -272,20 +277,28 @@ async def _user(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, u
                 clock: Clock) -> None:
     """One closed-loop user: send, wait for the whole response, think, repeat until the window ends."""
     w = plan.window
-    j = 0
     ready_at = clock()
     while not coord.stopped():
         now = clock()
         ws = coord.window_start()
         if ws is not None and now >= ws + w.measure_seconds:
             return
-        k = (j * plan.users + u) * plan.n_shards + plan.shard  # a global request number, disjoint per shard
-        j += 1
-        spec = plan.specs[k % len(plan.specs)]
+        # The worker's users share one counter: the window sends the stream in order (disjoint per shard), so a
+        # finite dataset is used up only when the window really needed every entry.
+        k = st.sent * plan.n_shards + plan.shard
+        st.sent += 1
+        try:
+            spec = spec_at(plan.specs, k)
+        except StreamExhausted as exc:
+            st.exhausted = str(exc)
+            coord.stop()
+            return
         warm = coord.claim(now, t0, w)
         st.lags.append((now, max(0.0, now - ready_at)))
         rec = RequestRecord(index=spec.index, concurrency=plan.concurrency, scheduled_at=now, sent_at=now,
-                            prompt_tokens=spec.prompt_tokens, modality=spec.modality, warmup=warm)
+                            prompt_tokens=spec.prompt_tokens, modality=spec.modality, warmup=warm,
+                            sent_prompt_tokens=estimated_prompt_tokens(spec),
+                            sent_output_tokens=spec.output_tokens)
         st.records.append(rec)
         await _request(client, plan, spec, rec, clock, coord)
         if plan.think_time_s:
@@ -307,9 +320,16 @@ async def _open_loop(client: Pool, plan: Plan, coord: Coord, t0: float, st: _Sta
         if sched >= end or coord.stopped():
             break
         await sleep_until(sched, clock)
-        spec = plan.specs[int(k) % len(plan.specs)]
+        try:
+            spec = spec_at(plan.specs, int(k))
+        except StreamExhausted as exc:
+            st.exhausted = str(exc)
+            coord.stop()
+            break
         rec = RequestRecord(index=spec.index, concurrency=plan.concurrency, scheduled_at=sched, sent_at=sched,
-                            prompt_tokens=spec.prompt_tokens, modality=spec.modality, warmup=sched < ws)
+                            prompt_tokens=spec.prompt_tokens, modality=spec.modality, warmup=sched < ws,
+                            sent_prompt_tokens=estimated_prompt_tokens(spec),
+                            sent_output_tokens=spec.output_tokens)
         st.records.append(rec)
         eligible = sched
         if slots.locked():

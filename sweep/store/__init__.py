@@ -401,6 +401,11 @@ class Store:
         with self._read(f"read requests of run {run_id}") as conn:
             return q.requests_for_run(conn, run_id)
 
+    def study_request_tokens(self, study_id: int) -> list[tuple[Any, ...]]:
+        """(modality, sent prompt, counted prompt, sent output, counted output, error) of each measured request."""
+        with self._read(f"read request tokens of study {study_id}") as conn:
+            return q.study_request_tokens(conn, study_id)
+
     def samples_for_run(self, run_id: int, name: str | None = None) -> list[dict[str, Any]]:
         """Probe samples of a run (optionally one metric name) in time order."""
         with self._read(f"read samples of run {run_id}") as conn:

@@ -60,6 +60,8 @@ STAT_TYPES: dict[str, type] = {
 
 # Window facts that finish_run accepts beside the stats.
 WINDOW_COLUMNS: tuple[str, ...] = ("window_s", "warmup_requests", "warmup_s")
+# What the workload predicts for a window (floats, not measured: sweep.cache_model), accepted beside the stats.
+PREDICTED_COLUMNS: tuple[str, ...] = ("cache_hit_rate_predicted",)
 
 _SQL_TYPES: dict[type, type[TypeEngine[Any]]] = {int: Integer, bool: Boolean, str: Text, float: Float}
 
@@ -198,6 +200,7 @@ runs_table = Table(
     # a cross-check's reference-client row points at sweep's own row of the same step (None: a ladder step)
     Column("reference_for_run_id", Integer, index=True),
     *(Column(name, _SQL_TYPES[STAT_TYPES[name]]) for name in STAT_COLUMNS),
+    *(Column(name, Float) for name in PREDICTED_COLUMNS),
     Column("worker_id", Integer),
     Column("host", String(200)),
     Column("gpu_name", String(200)),
@@ -232,6 +235,8 @@ class RequestRow(Base):
     e2e_ms: Mapped[float | None] = mapped_column(Float)
     prompt_tokens: Mapped[int] = mapped_column(Integer)
     output_tokens: Mapped[int] = mapped_column(Integer)
+    sent_prompt_tokens: Mapped[int | None] = mapped_column(Integer)  # as sent; prompt_tokens is the server's count
+    sent_output_tokens: Mapped[int | None] = mapped_column(Integer)  # max_new_tokens as sent
     cached_tokens: Mapped[int] = mapped_column(Integer)
     num_retractions: Mapped[int] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)

@@ -16,6 +16,7 @@ from sweep.errors import StoreError
 from sweep.store.models import (
     KNOB_COLUMNS,
     PLACEMENT_COLUMNS,
+    PREDICTED_COLUMNS,
     STAT_COLUMNS,
     STAT_TYPES,
     WINDOW_COLUMNS,
@@ -52,7 +53,7 @@ run_summary = Table(
     *(Column(k, configs_table.c[k].type) for k in KNOB_COLUMNS),
     Column("launcher", configs_table.c.launcher.type),
     Column("config_status", configs_table.c.status.type),
-    *(Column(c, runs_table.c[c].type) for c in (*_RUN_HEAD, *STAT_COLUMNS, *PLACEMENT_COLUMNS)),
+    *(Column(c, runs_table.c[c].type) for c in (*_RUN_HEAD, *STAT_COLUMNS, *PREDICTED_COLUMNS, *PLACEMENT_COLUMNS)),
 )
 
 _SECRET_WORDS = ("key", "token", "secret", "password")
@@ -122,10 +123,11 @@ def _plain(value: Any, kind: type) -> Any:
 
 def stat_values(stats: Mapping[str, Any]) -> dict[str, Any]:
     """The runs columns for one window's stats; unknown keys raise (they are bugs upstream)."""
-    unknown = sorted(set(stats) - set(STAT_COLUMNS) - set(WINDOW_COLUMNS))
+    unknown = sorted(set(stats) - set(STAT_COLUMNS) - set(WINDOW_COLUMNS) - set(PREDICTED_COLUMNS))
     if unknown:
         raise UnknownColumnError(f"unknown stat column(s) for runs: {', '.join(unknown)}")
-    kinds: dict[str, type] = {**STAT_TYPES, "window_s": float, "warmup_requests": int, "warmup_s": float}
+    kinds: dict[str, type] = {**STAT_TYPES, "window_s": float, "warmup_requests": int, "warmup_s": float,
+                              **dict.fromkeys(PREDICTED_COLUMNS, float)}
     return {k: _plain(v, kinds[k]) for k, v in stats.items()}
 
 
@@ -141,6 +143,8 @@ def request_rows(run_id: int, records: Iterable[RequestRecord], window_start: fl
         "scheduled_at": float(r.scheduled_at - window_start), "sent_at": float(r.sent_at - window_start),
         "ttft_ms": _ms(measure.ttft_ms(r)), "tpot_ms": _ms(measure.tpot_ms(r)), "e2e_ms": _ms(measure.e2e_ms(r)),
         "prompt_tokens": int(r.prompt_tokens), "output_tokens": int(r.output_tokens),
+        "sent_prompt_tokens": int(r.sent_prompt_tokens) if r.sent_prompt_tokens else None,
+        "sent_output_tokens": int(r.sent_output_tokens) if r.sent_output_tokens else None,
         "cached_tokens": int(r.cached_tokens), "num_retractions": int(r.num_retractions),
         "error": r.error, "error_kind": r.error_kind,
     } for r in records]
@@ -230,6 +234,16 @@ def requests_for_run(conn: Connection, run_id: int) -> list[dict[str, Any]]:
     """Every request row of a run, in send order."""
     r = requests_table.c
     return _dicts(conn, select(requests_table).where(r.run_id == run_id).order_by(r.sent_at, r.id))
+
+
+def study_request_tokens(conn: Connection, study_id: int) -> list[tuple[Any, ...]]:
+    """(modality, sent_prompt_tokens, prompt_tokens, sent_output_tokens, output_tokens, error) of every measured
+    (not warm-up) request of the study's completed runs."""
+    r, q = runs_table.c, requests_table.c
+    stmt = (select(q.modality, q.sent_prompt_tokens, q.prompt_tokens, q.sent_output_tokens, q.output_tokens, q.error)
+            .join(runs_table, r.id == q.run_id)
+            .where(r.study_id == study_id, r.status == "completed", q.warmup.is_(False)))
+    return [tuple(row) for row in conn.execute(stmt)]
 
 
 def samples_for_run(conn: Connection, run_id: int, name: str | None = None) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Study workers: the sweep_workers table; runs and server configs record the worker, host and GPU.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 Create Date: 2026-12-01
 
 Several workers (GPU groups, hosts) share one study; each measurement says where it ran so reports can
@@ -16,8 +16,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
@@ -30,7 +30,7 @@ _STATS = ["n_started", "n_completed", "n_errors", "n_warmup", "error_rate", "thr
           "cache_hit_rate_server", "retractions", "queue_len_mean", "queue_len_max", "kv_usage_max",
           "running_mean", "peak_gpu_mem_mib", "ttft_p99_ci_low", "ttft_p99_ci_high", "tpot_p99_ci_low",
           "tpot_p99_ci_high", "goodput_ci_low", "goodput_ci_high", "steady", "drift", "client_bound",
-          "passes_sla", "sla_failures", "loop_lag_p99_ms", "loop_lag_max_ms"]
+          "passes_sla", "sla_failures", "loop_lag_p99_ms", "loop_lag_max_ms", "cache_hit_rate_predicted"]
 _RUN_HEAD = ["concurrency", "phase", "status", "reason", "simulated", "driver", "fingerprint", "started_at",
              "finished_at", "window_s", "warmup_requests", "warmup_s"]
 _KNOBS = ["max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy"]
@@ -78,7 +78,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Back to 0003: the placement columns and sweep_workers go."""
+    """Back to 0004: the placement columns and sweep_workers go."""
     op.execute("DROP VIEW IF EXISTS run_summary")
     for table in ("runs", "server_configs"):
         with op.batch_alter_table(table) as batch:

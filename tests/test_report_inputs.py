@@ -1,0 +1,55 @@
+"""The report shows what was sent and what the server counted (from the requests table) and the predicted cache hit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sweep.app import Orchestrator
+from sweep.profile import load_profile
+from sweep.report_inputs import cache_lines, input_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ROOT / "profiles" / "smoke.yaml"
+
+
+def test_input_rows_per_modality_by_hand() -> None:
+    rows = [("text", 100, 101, 20, 20, None), ("text", 300, 301, 40, 40, None),
+            ("image", 600, 650, 10, 9, None), ("image", 800, 850, 10, 0, "timeout"),
+            ("text", 50, 50, 5, 0, "never sent: the in-flight cap stayed full")]
+    text, image, every = input_rows(rows)
+    assert (text.modality, text.requests, image.modality, image.requests, every.requests) == ("text", 2, "image", 2, 4)
+    assert text.sent_prompt is not None and text.sent_prompt.mean == 200 and text.sent_prompt.p50 == 200
+    assert text.counted_prompt is not None and text.counted_prompt.mean == 201
+    assert image.counted_output is not None and image.counted_output.mean == 9  # the failed request is not counted
+    assert image.sent_prompt is not None and image.sent_prompt.p99 == pytest.approx(798)  # numpy's linear P99
+
+
+def test_cache_lines_flag_a_gap_over_ten_points() -> None:
+    runs = [{"status": "completed", "server_config_id": 1, "concurrency": c, "phase": "final",
+             "cache_hit_rate": hit, "cache_hit_rate_predicted": 0.11} for c, hit in ((2, 0.12), (4, 0.59))]
+    lines = cache_lines({"runs": runs, "labels": {1: "mrr=8"}, "profile": {"window": {}, "workload": {}}})
+    rows = [ln for ln in lines if ln.startswith("| mrr=8")]
+    assert "⚠" not in rows[0] and "+1 |" in rows[0]
+    assert "⚠" in rows[1] and "+48" in rows[1]
+
+
+def test_a_study_report_shows_sent_and_counted_inputs_and_predicted_hits(tmp_path: Path) -> None:
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": " ".join(["word"] * (20 + 7 * i)), "output_len": 8}) + "\n"
+                            for i in range(400)))
+    prof = load_profile(SMOKE, {"search.space.max_running_requests": [8], "ladder": [2], "window.measure_seconds": 3.0,
+                                "workload.dataset": {"path": str(data)}})
+    run = Orchestrator(prof, f"sqlite:///{tmp_path / 'r.db'}", tmp_path, driver="virtual").knee("inputs")
+    md = run.report.markdown.read_text()
+    assert "uniform 64–512" not in md and str(data) in md  # the dataset, not the profile's default lengths
+    section = md.split("## Inputs as sent and as the server counted them")[1].split("\n## ")[0]
+    text_row = next(ln for ln in section.splitlines() if ln.startswith("| text |"))
+    cells = [c.strip() for c in text_row.split("|")[1:-1]]
+    sent_mean = float(cells[2].split(" / ")[0].replace(",", ""))
+    assert 20 <= sent_mean <= 20 + 7 * 400 and cells[4].startswith("8 / 8 / 8")  # output_len 8 from every entry
+    assert "## Prefix cache: measured vs predicted" in md
+    html = run.report.html.read_text() if run.report.html else ""
+    assert "Inputs as sent and as the server counted them" in html and "Prefix cache: measured vs predicted" in html

@@ -1,0 +1,94 @@
+"""The request stream: request i is a pure function of (workload, i); replay and finite datasets; the hit-rate model."""
+
+from __future__ import annotations
+
+import math
+import pickle
+from pathlib import Path
+
+import pytest
+
+from sweep.cache_model import PrefixShape, predicted_hit_rate, prefix_shape
+from sweep.errors import ProfileError
+from sweep.profile import Workload, load_profile
+from sweep.stream import RequestStream, StreamExhausted, next_position, spec_at
+from sweep.types import RequestRecord
+from sweep.workload import build_workload
+
+FIX = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parent.parent
+PREFIXED = {"groups": 3, "length": 32, "share": 0.5}
+
+
+def test_request_i_is_the_same_from_any_view_and_after_pickling() -> None:
+    w = Workload(seed=3, num_requests=50, shared_prefix=PREFIXED)
+    stream = RequestStream(w)
+    later = RequestStream(w).starting_at(40)
+    assert [later.at(k) for k in range(20)] == [stream.at(40 + k) for k in range(20)]
+    assert [s.index for s in (later.at(k) for k in range(20))] == list(range(40, 60))
+    copy = pickle.loads(pickle.dumps(later))
+    assert copy.at(7) == stream.at(47)
+    assert build_workload(w) == [stream.at(i) for i in range(50)]  # the pool is the stream's first requests
+
+
+def test_fresh_stream_never_repeats_a_prompt_but_replay_cycles_the_pool() -> None:
+    w = Workload(seed=4, num_requests=30)
+    fresh = RequestStream(w)
+    prompts = [fresh.at(i).input_ids for i in range(90)]
+    assert len(set(prompts)) == 90  # past num_requests: still new requests
+    replay = RequestStream(w.model_copy(update={"replay": True}))
+    assert replay.at(31).input_ids == replay.at(1).input_ids == fresh.at(1).input_ids
+    assert replay.at(31).index == 31  # the position still names the send
+
+
+def test_a_dataset_runs_out_with_one_line_naming_replay() -> None:
+    w = Workload(dataset={"path": str(FIX / "workload_prompts.jsonl")})
+    stream = RequestStream(w)
+    assert stream.capacity == 4  # four entries (one line of the file is blank)
+    assert len({stream.at(i).input_ids for i in range(4)}) == 4
+    with pytest.raises(StreamExhausted, match="workload.replay: true") as exc:
+        stream.at(4)
+    assert "\n" not in str(exc.value)
+    replayed = RequestStream(w.model_copy(update={"replay": True}))
+    assert replayed.capacity is None and replayed.at(4).input_ids == replayed.at(0).input_ids
+
+
+def test_spec_at_cycles_a_plain_list_and_next_position_is_past_the_highest_used() -> None:
+    specs = build_workload(Workload(seed=1, num_requests=3))
+    assert spec_at(specs, 4) == specs[1]
+    recs = [RequestRecord(index=i, concurrency=1, scheduled_at=0, sent_at=0) for i in (10, 14, 12)]
+    assert next_position(recs, 10) == 15
+    assert next_position([], 10) == 10
+
+
+@pytest.mark.parametrize(("field", "value"), [("workload.replay", 1), ("workload.replay", "yes"),
+                                              ("window.flush_cache", 0), ("window.flush_cache", "no")])
+def test_new_switches_take_booleans_only(field: str, value: object) -> None:
+    with pytest.raises(ProfileError, match=field.split(".")[1]):
+        load_profile(ROOT / "profiles" / "smoke.yaml", {field: value})
+
+
+def test_defaults_send_fresh_requests_and_flush_between_steps() -> None:
+    prof = load_profile(ROOT / "profiles" / "smoke.yaml")
+    assert prof.workload.replay is False and prof.window.flush_cache is True
+
+
+def test_predicted_hit_rate_by_hand() -> None:
+    shape = PrefixShape(groups=2, length=100, share=0.5, mean_prompt_tokens=400.0)
+    # every group touched long before the window: s * L / P
+    assert predicted_hit_rate(shape, before=10_000, n=100) == pytest.approx(0.5 * 100 / 400)
+    # a cold cache and a 4-request window: F = 2 * (1 - 0.75^4) first touches among s*n = 2 prefixed requests
+    f = 2 * (1 - 0.75 ** 4)
+    assert predicted_hit_rate(shape, before=0, n=4) == pytest.approx((0.5 * 4 - f) * 100 / (4 * 400))
+    assert predicted_hit_rate(PrefixShape(0, 100, 0.0, 400.0), 0, 10) == 0.0
+    assert predicted_hit_rate(shape, 0, 0) is None
+
+
+def test_prefix_shape_counts_the_generated_requests() -> None:
+    w = Workload(seed=2, num_requests=400, shared_prefix=PREFIXED,
+                 prompt_len={"kind": "fixed", "value": 100})
+    shape = prefix_shape(w, build_workload(w))
+    assert shape.groups == 3 and shape.length == 32
+    assert abs(shape.share - 0.5) < 0.07
+    assert shape.mean_prompt_tokens == 100  # prefix + tail = the sampled length when it is longer than the prefix
+    assert math.isclose(predicted_hit_rate(shape, 10**6, 100) or 0, shape.share * 32 / 100)
