@@ -160,7 +160,10 @@ class Search:
         n = 0
         for study in self._phase_studies():
             n += liveness.requeue_dead(study, self.grace_s, self.on_requeued, self.ended, self.alone)
-            n += liveness.requeue_orchestrator_failures(study)
+            # The failing worker queues its own copy; this is for one that could not (its database failed). Only
+            # with no other worker alive: a live one may be writing the copy of a trial it just failed.
+            if self.alone is None or self.alone():
+                n += liveness.requeue_orchestrator_failures(study)
         return n
 
     def _phase_studies(self) -> list[optuna.Study]:

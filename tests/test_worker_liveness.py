@@ -34,7 +34,8 @@ def _running_trial(url: str, name: str, worker: dict[str, object] | None) -> int
 
 def _search(url: str, name: str) -> Search:
     prof = load_profile(SMOKE, {"search.heartbeat_s": 1, "search.grace_s": 2})
-    return Search(prof, LadderRunner.__new__(LadderRunner), url, name)
+    # Other workers may be alive: only liveness decides (no orphan sweep of failed trials).
+    return Search(prof, LadderRunner.__new__(LadderRunner), url, name, alone=lambda: False)
 
 
 def test_resume_leaves_a_live_workers_trial_and_rows_alone(tmp_path: Path) -> None:
