@@ -62,4 +62,5 @@ pg-stop:
 	@bash scripts/pg.sh stop
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache reports results.db results.db-wal results.db-shm
+	bash scripts/pg.sh stop
+	rm -rf .pg $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache reports results.db results.db-wal results.db-shm

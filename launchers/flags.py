@@ -54,6 +54,22 @@ def flags_in_argv(argv: Iterable[str]) -> list[str]:
     return out
 
 
+# Flags the launcher sets itself on every launch: a copy in extra_args would silently win (argparse keeps the
+# last), e.g. --host 0.0.0.0 opens the server to the network, --port points the client at nothing, --api-key
+# turns every request into a 401.
+OWNED_FLAGS = ("--model-path", "--model", "--host", "--port", "--api-key", "--enable-metrics")
+
+
+def owned_flags_in(argv: Iterable[str]) -> list[str]:
+    """The flags of argv the launcher owns, abbreviations included (argparse expands `--ho` to `--host`)."""
+    found = []
+    for flag in flags_in_argv(argv):
+        owned = [o for o in OWNED_FLAGS if o.startswith(flag)] if flag.startswith("--") and len(flag) > 3 else []
+        if owned:
+            found.append(flag if flag in owned else f"{flag} (short for {owned[0]})")
+    return list(dict.fromkeys(found))
+
+
 def explain_flag(flag: str, known: set[str], version: str) -> str | None:
     """Why `flag` would be rejected (or silently mis-parsed) by this version; None if it is valid."""
     if flag in known:

@@ -6,14 +6,16 @@ import contextlib
 import importlib.util
 import json
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from launchers.base import Launcher, ServerHandle
-from sweep.errors import SweepError, UsageError
+from sweep.errors import ProfileError, SweepError, UsageError
 from sweep.hardware import WorkerSeat, detect, pick_winner, rank_by_hardware
 from sweep.knee import find_knee, knee_goodput_ci
 from sweep.ladder import LadderOutcome, LadderRunner, step_points
@@ -81,7 +83,7 @@ def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path, seat:
         from launchers.attach import AttachLauncher
 
         if not spec.url:
-            raise SweepError("server.url is required with launcher attach")
+            raise ProfileError("server.url is required with launcher attach")
         return AttachLauncher(spec.url)
     from launchers.sglang import SGLangLauncher
 
@@ -171,8 +173,11 @@ class Orchestrator:
         self.profile = profile
         self.seat = seat or WorkerSeat()
         self.client_procs = client_procs
+        self.db_url = db_url
         self.kind = resolve_launcher_kind(profile, launcher_kind)
         self.driver_name = resolve_driver(self.kind, driver)
+        if self.kind == "attach" and not profile.server.url:
+            raise ProfileError("server.url is required with launcher attach")
         if profile.crosscheck.enabled and self.driver_name == "virtual":
             if driver == "virtual":
                 raise UsageError("a cross-check compares clients over real sockets: use --driver http (or auto)")
@@ -181,11 +186,14 @@ class Orchestrator:
             from launchers.sim.virtual import refuse_faults
 
             refuse_faults(profile.server.extra_args)  # before the database is touched
-        self.store = Store(db_url)
-        self.db_url = db_url
         self.simulated = self.kind == "sim"
         self.out_dir = out_dir
         self.console = console
+
+    @cached_property
+    def store(self) -> Store:
+        """The results database, opened (and created) on first use: after every input check has passed."""
+        return Store(self.db_url)
 
     def say(self, msg: str) -> None:
         if self.console is not None:
@@ -223,10 +231,7 @@ class Orchestrator:
 
     def knee(self, study_name: str | None = None, resume: bool = False, on_step: Any = None,
              on_step_start: Any = None, on_trial: Any = None) -> KneeRun:
-        if self.simulated:
-            self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
-                     f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
-                     "Numbers are labelled simulated everywhere.")
+        # Input first (the dataset, --out): a bad one is one line and nothing written, no study left running.
         # Requests are made on demand and never repeat on one server (sweep.stream); replay only when asked.
         # Made before the study row, so a dataset that cannot serve one ladder writes nothing.
         specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
@@ -235,6 +240,11 @@ class Orchestrator:
             from sweep.crosscheck_step import choose_reference
 
             choose_reference(self.profile, model_path(self.profile), for_model(model_path(self.profile)))
+        check_writable_dir(self.out_dir)
+        if self.simulated:
+            self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
+                     f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
+                     "Numbers are labelled simulated everywhere.")
         study_id, study_name = self.open_study(study_name, resume)
         try:
             return self._work(study_id, study_name, on_step, on_step_start, on_trial, specs)
@@ -348,6 +358,16 @@ class Orchestrator:
         if study is None:
             raise SweepError(f"no study {study_id}")
         return write_report(study_context(self.store, study_id), self.out_dir / study["name"])
+
+
+def check_writable_dir(path: Path) -> None:
+    """--out exists or can be made, and takes a file; UsageError (one line, exit 2) otherwise."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out {path}: cannot write there ({exc.strerror or exc})") from None
 
 
 def soak_done(store: Store, study_id: int) -> bool:

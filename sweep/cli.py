@@ -17,8 +17,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from sweep import interrupt
-from sweep.errors import LaunchError, ProfileError, SweepError, UsageError
-from sweep.profile import Profile, load_profile, resolve_profile_path
+from sweep.errors import LaunchError, ProfileError, StoreError, SweepError, UsageError
+from sweep.profile import Profile, check_study_name, is_loopback, load_profile, resolve_profile_path
 from sweep.progress import StudyProgress, make_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -45,14 +45,6 @@ def _load(profile: str, overrides: list[str]) -> Profile:
     return load_profile(resolve_profile_path(profile), parsed)
 
 
-def _interrupted(exc: KeyboardInterrupt) -> None:
-    """Ctrl-C, SIGTERM or SIGHUP: one line, exit 128 + the signal (the server is already stopped)."""
-    sig = interrupt.received(exc)
-    typer.echo(f"interrupted by {sig.name}: the server was stopped and the attempt marked aborted; "
-               "run the same command with --resume to measure it again", err=True)
-    raise typer.Exit(interrupt.exit_code(sig))
-
-
 @app.command()
 def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name or YAML path"),
          db: str = typer.Option(DEFAULT_DB, help="results database (path or SQLAlchemy URL)"),
@@ -74,11 +66,15 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          gpus_per_server: int | None = typer.Option(None, "--gpus-per-server", min=1,
                                                     help="GPUs per server with --gpus (default: tp x dp)")) -> None:
     """Search the profile's space, climb the ladder per configuration, name the knee, write the report."""
-    from sweep.app import Orchestrator
-
     extra = [] if soak is None else [f"soak.enabled={json.dumps(soak)}"]
     extra += ["crosscheck.enabled=true"] if crosscheck else []
     prof = _load(profile, list(set_) + extra)
+    if study is not None:
+        check_study_name(study)
+    from sweep.app import Orchestrator  # heavy (optuna, matplotlib): after the cheap input checks
+    if not is_loopback(prof.server.host):
+        console.print(f"[bold yellow]warning[/]: the server listens on {prof.server.host} "
+                      "(server.allow_non_loopback_host): other hosts can reach it")
     orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
                         client_procs=client_procs)
     page = None
@@ -98,9 +94,6 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
                 with StudyProgress(prof, progress, console) as bars:
                     run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done,
                                     on_step_start=bars.step_start, on_trial=bars.trial_done)
-    except KeyboardInterrupt as exc:
-        _interrupted(exc)
-        return
     finally:
         if page is not None:
             page.stop()
@@ -109,9 +102,8 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     for f in run.failures:
         console.print(f"[red]{escape(f.failure_class)}[/] {escape(f.label)}: {escape(f.reason[:400])}", highlight=False)
     if not run.measured and run.failures:
-        typer.echo(f"error: every configuration failed ({len(run.failures)}), nothing was measured; "
-                   f"study {run.study_name}, report {run.report.markdown}", err=True)
-        raise typer.Exit(LaunchError.exit_code)
+        raise LaunchError(f"every configuration failed ({len(run.failures)}), nothing was measured; "
+                          f"study {run.study_name}, report {run.report.markdown}")
     if win is None:
         console.print(f"[bold red]no configuration passed the SLA{tag}[/]")
     elif run.report.missing:
@@ -212,7 +204,8 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     """List past runs (one row per measured ladder step)."""
     from sweep.store import Store
 
-    rows = Store(db_url(db)).list_runs(study=study, profile=profile, since=_since(since), status=status, limit=limit)
+    rows = Store(db_url(db), create=False).list_runs(study=study, profile=profile, since=_since(since), status=status,
+                                                     limit=limit)
     cols = ["run_id", "study_name", "profile_name", "simulated", "driver", "max_running_requests", "mem_fraction_static",
             "chunked_prefill_size", "schedule_policy", "phase", "concurrency", "status", "output_tps", "goodput_tps",
             "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at",
@@ -226,7 +219,7 @@ def show(run_id: int, db: str = typer.Option(DEFAULT_DB),
     """Show one run: its configuration, window and every stat."""
     from sweep.store import Store
 
-    row = Store(db_url(db)).get_run(run_id)
+    row = Store(db_url(db), create=False).get_run(run_id)
     if row is None:
         raise SweepError(f"no run {run_id} in {db}")
     if fmt == "json":
@@ -249,7 +242,7 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
     from sweep.report import write_report
     from sweep.store import Store
 
-    store = Store(db_url(db))
+    store = Store(db_url(db), create=False)
     s = store.get_study_by_name(study)
     if s is None:
         raise SweepError(f"no study named {study} in {db}")
@@ -266,7 +259,7 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
     from sweep.report import compare_markdown
     from sweep.store import Store
 
-    store = Store(db_url(db))
+    store = Store(db_url(db), create=False)
     left, right = _side(store, a), _side(store, b)
     if left["fingerprint"] != right["fingerprint"]:
         msg = (f"{a} and {b} ran different workloads (fingerprint {left['fingerprint']} vs {right['fingerprint']}): "
@@ -392,7 +385,8 @@ class _NoTrialTraceback(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, KeyboardInterrupt | SweepError | OSError):
+        if exc is not None and (isinstance(exc, KeyboardInterrupt | SweepError | OSError)
+                                or _database_error_line(exc) is not None):
             self._swallowing = True
             return False
         if self._swallowing and "failed with value" in str(record.msg):
@@ -405,7 +399,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run one `sweep` command and return its exit code: the one place errors become a line and a status.
 
     SweepError subclasses carry their own exit code (ProfileError and UsageError 2, LaunchError 3,
-    StoreError 5, ...); typer's own usage errors exit 2, Ctrl-C 130, an OS failure such as a full disk 1.
+    StoreError 5, ...); typer's own usage errors exit 2; Ctrl-C, SIGTERM, SIGHUP 128 + the signal; an OS
+    failure such as a full disk 1; a database failure in Optuna's storage 5. Anything else is a bug and keeps
+    its traceback.
     """
     quiet = _NoTrialTraceback()
     optuna_log = logging.getLogger(quiet.LOGGER)
@@ -415,20 +411,65 @@ def main(argv: list[str] | None = None) -> int:
         typer.main.get_command(app).main(args=argv, prog_name="sweep", standalone_mode=True)
         rc: int = 0
     except SystemExit as done:
-        rc = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        stop = _interrupt_behind(done)  # typer turns KeyboardInterrupt into a silent exit 130
+        if stop is not None:
+            return _interrupted(stop, argv)
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
     except SweepError as exc:
         typer.echo(f"error: {_one_line(str(exc), type(exc).__name__)}", err=True)
         return exc.exit_code
-    except KeyboardInterrupt:
-        rc = 130
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc, argv)
     except OSError as exc:
         typer.echo(f"error: {_os_error_line(exc)}", err=True)
         return 1
+    except Exception as exc:  # noqa: BLE001 - re-raised below unless it is a database failure
+        line = _database_error_line(exc)
+        if line is None:
+            raise  # a bug: keep its traceback
+        typer.echo(f"error: {line}", err=True)
+        return StoreError.exit_code
     finally:
         optuna_log.removeFilter(quiet)
-    if rc == 130:  # Ctrl-C: typer exits 130 without a word
-        typer.echo("error: interrupted", err=True)
     return rc
+
+
+def _database_error_line(exc: BaseException) -> str | None:
+    """A database failure outside sweep's store (Optuna's storage shares the database): disk full, I/O, locks."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    seen: BaseException | None = exc
+    for _ in range(4):  # Optuna wraps it (StorageInternalError from the SQLAlchemy error)
+        if seen is None:
+            return None
+        if isinstance(seen, SQLAlchemyError):
+            cause = getattr(seen, "orig", None) or seen
+            return f"the results database failed: {_one_line(str(cause), type(cause).__name__)}"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt (Ctrl-C, or SIGTERM/SIGHUP inside a study) an exit was raised from, if any."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return None
+        if isinstance(seen, KeyboardInterrupt):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _interrupted(exc: KeyboardInterrupt, argv: list[str] | None) -> int:
+    """Ctrl-C, SIGTERM or SIGHUP: one line, exit 128 + the signal. A study's server is already stopped."""
+    sig = interrupt.received(exc)
+    command = (sys.argv[1:] if argv is None else argv)[:1]
+    study = command in (["knee"], ["sweep"])
+    hint = (": the server was stopped and the attempt marked aborted; run the same command with --resume to "
+            "measure it again") if study else ""
+    typer.echo(f"error: interrupted by {sig.name}{hint}", err=True)
+    return interrupt.exit_code(sig)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,17 @@
-"""The profile: SLA, workload, arrivals, ladder, windows, server and search space. Validated once, hashed."""
+"""The profile: SLA, workload, arrivals, ladder, windows, server and search space. Validated once, hashed.
+
+Everything a study needs from its profile is checked here, at load time, before any database is opened:
+strict types (a boolean is not an integer, a string is not a number), finite numbers, sane bounds on
+every count and duration, names safe as folder names, files that exist (dataset, trace) and simulator
+presets that exist. A bad profile is one ProfileError line naming the file and the field.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -15,25 +23,61 @@ from pydantic import (
     PrivateAttr,
     StrictBool,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from sweep.errors import ProfileError
+from launchers.flags import owned_flags_in
+from sweep.errors import ProfileError, UsageError
+
+# Sane bounds: far beyond any real study, small enough that nothing downstream overflows or exhausts memory.
+MAX_CONCURRENCY = 100_000  # ladder steps, in-flight caps, max_running_requests
+MAX_TOKENS = 2_097_152  # any length in tokens (prompt, output, chunk, shared prefix)
+MAX_REQUESTS = 1_000_000  # the generated request pool, warm-up requests
+MAX_GRID = 100_000  # configurations one search space may expand to (Optuna's grid enumerates them)
+DAY_S = 86_400.0
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+
+
+def check_name(value: str, what: str = "name") -> str:
+    """A profile or study name becomes a folder under --out: letters, digits and . _ + - only, no path."""
+    if not _NAME.fullmatch(value) or ".." in value:
+        raise ValueError(f"{what} {value!r} must be 1-100 letters, digits, '.', '_', '+' or '-' "
+                         "(it names a folder under --out), starting with a letter or digit")
+    return value
+
+
+def check_study_name(value: str) -> str:
+    """--study as a UsageError (exit 2) when it is not a safe folder name."""
+    try:
+        return check_name(value, "--study")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def is_loopback(host: str) -> bool:
+    """localhost or a loopback address (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class SLA(_Strict):
     """Percentile bounds a ladder step must meet, and the per-request bounds behind goodput."""
 
-    ttft_ms: float = Field(1000, gt=0, description="per-request TTFT bound (goodput) and percentile bound")
-    tpot_ms: float = Field(100, gt=0,
+    ttft_ms: float = Field(1000, gt=0, le=DAY_S * 1000, description="per-request TTFT bound (goodput) and percentile bound")
+    tpot_ms: float = Field(100, gt=0, le=DAY_S * 1000,
         description=("per-request TPOT bound (goodput) and percentile bound, ms per output token "
                      "after the first"))
-    e2e_ms: float | None = Field(None, gt=0,
+    e2e_ms: float | None = Field(None, gt=0, le=DAY_S * 1000,
         description="optional end-to-end latency bound per request, ms (none: not judged)")
     ttft_percentile: float = Field(95, gt=0, le=100,
         description="the TTFT percentile a step must keep under ttft_ms")
@@ -50,15 +94,15 @@ class LengthDist(_Strict):
 
     kind: Literal["fixed", "uniform", "normal", "lognormal"] = Field("fixed",
         description="fixed (value), uniform (low..high), normal or lognormal (mean, std)")
-    value: int | None = Field(None, ge=1, description="the length, for kind fixed")  # fixed
-    low: int | None = Field(None, ge=1, description="smallest length, for kind uniform")  # uniform
-    high: int | None = Field(None, ge=1, description="largest length, for kind uniform")
-    mean: float | None = Field(None, gt=0,
+    value: int | None = Field(None, ge=1, le=MAX_TOKENS, description="the length, for kind fixed")  # fixed
+    low: int | None = Field(None, ge=1, le=MAX_TOKENS, description="smallest length, for kind uniform")  # uniform
+    high: int | None = Field(None, ge=1, le=MAX_TOKENS, description="largest length, for kind uniform")
+    mean: float | None = Field(None, gt=0, le=MAX_TOKENS,
         description=("mean length, for kind normal or "
                      "lognormal"))  # normal / lognormal (mean of the distribution)
-    std: float | None = Field(None, ge=0, description="standard deviation, for kind normal or lognormal")
-    min: int = Field(1, ge=1, description="every drawn length is clamped to at least this")
-    max: int = Field(32768, ge=1, description="every drawn length is clamped to at most this")
+    std: float | None = Field(None, ge=0, le=MAX_TOKENS, description="standard deviation, for kind normal or lognormal")
+    min: int = Field(1, ge=1, le=MAX_TOKENS, description="every drawn length is clamped to at least this")
+    max: int = Field(32768, ge=1, le=MAX_TOKENS, description="every drawn length is clamped to at most this")
 
     @model_validator(mode="after")
     def _params(self) -> LengthDist:
@@ -101,13 +145,13 @@ class MediaSpec(_Strict):
 
 
 class SharedPrefix(_Strict):
-    groups: int = Field(0, ge=0, description="number of distinct system prompts")
-    length: int = Field(512, ge=1, description="tokens in each shared system prompt")
+    groups: int = Field(0, ge=0, le=MAX_REQUESTS, description="number of distinct system prompts")
+    length: int = Field(512, ge=1, le=MAX_TOKENS, description="tokens in each shared system prompt")
     share: float = Field(0.0, ge=0, le=1, description="share of requests that start with one")
 
 
 class Dataset(_Strict):
-    path: str = Field(
+    path: str = Field(min_length=1,
         description=("file of prompts: relative paths are looked up in the profile's folder, then the "
                      "working directory"))
     format: Literal["jsonl", "sharegpt"] = Field("jsonl",
@@ -123,9 +167,10 @@ class Dataset(_Strict):
 
 
 class Workload(_Strict):
-    seed: int = Field(0,
+    seed: int = Field(0, ge=0, le=2**63 - 1,
         description="seed of every random draw (lengths, media, prefixes, open-loop schedules)")
-    num_requests: int = Field(20000, ge=1, description="size of the replayed pool when workload.replay is on")
+    num_requests: int = Field(20000, ge=1, le=MAX_REQUESTS,
+                              description="size of the replayed pool when workload.replay is on")
     mix: ModalMix = Field(ModalMix(), description="shares of each input modality (section workload.mix)")
     prompt_len: LengthDist = Field(LengthDist(kind="uniform", low=128, high=1024),
         description="prompt length in tokens (section workload.prompt_len)")
@@ -147,7 +192,7 @@ class Workload(_Strict):
 class ClosedArrival(_Strict):
     kind: Literal["closed"] = Field("closed",
         description="closed: `concurrency` users, each sends when its previous request ends")
-    think_time_s: float = Field(0.0, ge=0,
+    think_time_s: float = Field(0.0, ge=0, le=DAY_S,
         description="pause of a user between a response and its next request, seconds")
 
 
@@ -159,7 +204,7 @@ class RateArrival(_Strict):
     rate: float = Field(gt=0, description="requests per second")
     rates: list[Annotated[float, Field(gt=0)]] | None = Field(
         None, description="offered rate per ladder step (req/s), one per step; overrides rate")
-    max_in_flight: int = Field(1024, ge=1,
+    max_in_flight: int = Field(1024, ge=1, le=MAX_CONCURRENCY,
         description="cap on requests in flight; later arrivals wait and their latency counts the wait")
 
 
@@ -172,7 +217,7 @@ class GammaArrival(_Strict):
     cv: float | None = Field(None, gt=0, description="coefficient of variation of the gaps (alternative to shape)")
     rates: list[Annotated[float, Field(gt=0)]] | None = Field(
         None, description="offered rate per ladder step (req/s), one per step; overrides rate")
-    max_in_flight: int = Field(1024, ge=1,
+    max_in_flight: int = Field(1024, ge=1, le=MAX_CONCURRENCY,
         description="cap on requests in flight; later arrivals wait and their latency counts the wait")
 
     @model_validator(mode="after")
@@ -191,11 +236,11 @@ class TraceArrival(_Strict):
     """Open loop replaying send times (seconds, one per line, first column of CSV) from a file."""
 
     kind: Literal["trace"] = Field("trace", description="trace: replay send times from a file")
-    path: str = Field(
+    path: str = Field(min_length=1,
         description=("the trace file: relative paths are looked up in the profile's folder, then the "
                      "working directory"))
-    time_scale: float = Field(1.0, gt=0, description="multiply every trace gap (0.5 = twice as fast)")
-    max_in_flight: int = Field(1024, ge=1,
+    time_scale: float = Field(1.0, ge=1e-6, le=1e6, description="multiply every trace gap (0.5 = twice as fast)")
+    max_in_flight: int = Field(1024, ge=1, le=MAX_CONCURRENCY,
         description="cap on requests in flight; later arrivals wait and their latency counts the wait")
     _resolved: Path | None = PrivateAttr(None)  # set by load_profile: where `path` was found
 
@@ -210,15 +255,15 @@ OpenArrival = RateArrival | GammaArrival | TraceArrival
 
 
 class Window(_Strict):
-    warmup_requests: int = Field(100, ge=0,
+    warmup_requests: int = Field(100, ge=0, le=MAX_REQUESTS,
         description="requests completed before the measured window opens (0: warm-up by time)")
-    warmup_seconds: float = Field(0.0, ge=0,
+    warmup_seconds: float = Field(0.0, ge=0, le=DAY_S,
         description="warm-up time before the measured window, used when warmup_requests is 0")
-    measure_seconds: float = Field(900.0, gt=0,
+    measure_seconds: float = Field(900.0, gt=0, le=7 * DAY_S,
         description="length of the measured window of each ladder step, seconds")
-    drain_seconds: float = Field(30.0, ge=0,
+    drain_seconds: float = Field(30.0, ge=0, le=DAY_S,
         description="how long requests still in flight after the window may finish before they are cut")
-    request_timeout_s: float = Field(600.0, gt=0,
+    request_timeout_s: float = Field(600.0, gt=0, le=DAY_S,
         description="a request with no complete response after this long is an error")
     flush_cache: StrictBool = Field(True, description=(
         "empty the server's prefix cache (SGLang POST /flush_cache) before every ladder step, so no step "
@@ -232,28 +277,72 @@ class ServerSpec(_Strict):
         description="model folder (or hub name) given to SGLang's --model-path; relative to the repository")
     extra_args: list[str] = Field(default_factory=list,
         description="extra SGLang flags for every launch, e.g. [--tp-size, '2']")
-    startup_timeout_s: float = Field(900.0, gt=0,
+    startup_timeout_s: float = Field(900.0, gt=0, le=DAY_S,
         description="a server not healthy this long after launch has failed to start")
-    shutdown_grace_s: float = Field(60.0, gt=0, description="SIGTERM drain budget before the group is killed")
-    stall_timeout_s: float = Field(120.0, gt=0, allow_inf_nan=False,
+    shutdown_grace_s: float = Field(60.0, gt=0, le=DAY_S, description="SIGTERM drain budget before the group is killed")
+    stall_timeout_s: float = Field(120.0, gt=0, le=DAY_S,
                                    description="no response bytes this long (at most half the request timeout) "
                                                "while requests are in flight: the server is hung")
+    # A server on another interface than loopback answers other hosts: only with this opt-in (and a warning).
+    allow_non_loopback_host: bool = Field(False,
+        description="let server.host be an address other hosts can reach (prints a warning)")
     host: str = Field("127.0.0.1", description="address the launched server binds")
-    url: str | None = Field(None, description="the server's URL, for launcher attach only")  # attach only
+    url: str | None = Field(None, pattern=r"^https?://\S+$", description="the server's URL, for launcher attach only")  # attach only
     sim_gpu: str = Field("H200",
         description="GPU preset of the simulated server")  # the simulated server's GPU preset
-    sim_model: str = Field("llama3-8b",
-        description="model preset of the simulated server")  # the simulated server's model preset
+    sim_model: str = Field("llama3-8b-shape",
+        description="model preset of the simulated server")  # the default model_path's shape
     # argv that starts the real server instead of `python -m sglang.launch_server`, e.g. the
     # GPU host's wrapper script ["bash", "tools/sglang-h200/start-server.sh", BUNDLE, "--"]
-    command: list[str] | None = Field(None,
+    command: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1,
         description="argv that starts the real server instead of python -m sglang.launch_server (a wrapper)")
+
+    @field_validator("extra_args")
+    @classmethod
+    def _no_owned_flags(cls, v: list[str]) -> list[str]:
+        owned = owned_flags_in(v)
+        if owned:
+            raise ValueError(f"{', '.join(owned)}: set by the launcher, not by extra_args "
+                             "(use server.host / server.model_path; port and API key are sweep's)")
+        return v
+
+    @field_validator("sim_gpu")
+    @classmethod
+    def _known_gpu(cls, v: str) -> str:
+        from launchers.sim.params import gpu_preset
+
+        gpu_preset(v)  # ValueError naming the known presets
+        return v
+
+    @field_validator("sim_model")
+    @classmethod
+    def _known_model(cls, v: str) -> str:
+        from launchers.sim.params import model_preset
+
+        model_preset(v)
+        return v
+
+    @field_validator("host")
+    @classmethod
+    def _loopback_unless_opted_in(cls, v: str, info: ValidationInfo) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9.:_-]{1,253}", v):
+            raise ValueError(f"{v!r} is not a host name or IP address")
+        if not is_loopback(v) and not info.data.get("allow_non_loopback_host"):
+            raise ValueError(f"{v!r} is not a loopback address: the server would answer other hosts; "
+                             "set server.allow_non_loopback_host: true to mean it")
+        return v
+
+    @model_validator(mode="after")
+    def _attach_has_url(self) -> ServerSpec:
+        if self.launcher == "attach" and not self.url:
+            raise ValueError("launcher attach needs server.url")
+        return self
 
 
 class IntRange(_Strict):
-    low: int = Field(description="smallest value")
-    high: int = Field(description="largest value")
-    step: int = Field(1, ge=1, description="spacing of the values")
+    low: int = Field(ge=-1, le=MAX_TOKENS, description="smallest value")
+    high: int = Field(ge=-1, le=MAX_TOKENS, description="largest value")
+    step: int = Field(1, ge=1, le=MAX_TOKENS, description="spacing of the values")
 
     @model_validator(mode="after")
     def _ordered(self) -> IntRange:
@@ -265,7 +354,7 @@ class IntRange(_Strict):
 class FloatRange(_Strict):
     low: float = Field(description="smallest value")
     high: float = Field(description="largest value")
-    step: float | None = Field(None, gt=0, description="spacing of the values (none: continuous, for tpe/gp)")
+    step: float | None = Field(None, ge=1e-6, description="spacing of the values (none: continuous, for tpe/gp)")
 
     @model_validator(mode="after")
     def _ordered(self) -> FloatRange:
@@ -277,11 +366,11 @@ class FloatRange(_Strict):
 class Space(_Strict):
     """Each knob is a list of values, a range, or absent (server default)."""
 
-    max_running_requests: list[int] | IntRange | None = Field(None,
+    max_running_requests: list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] | IntRange | None = Field(None,
         description="values of --max-running-requests (list or range; absent: the server's default)")
     mem_fraction_static: list[float] | FloatRange | None = Field(None,
         description="values of --mem-fraction-static, each in 0.05..0.99")
-    chunked_prefill_size: list[int] | IntRange | None = Field(None,
+    chunked_prefill_size: list[Annotated[int, Field(ge=-1, le=MAX_TOKENS)]] | IntRange | None = Field(None,
         description="values of --chunked-prefill-size")
     schedule_policy: list[Literal["lpm", "fcfs", "random", "dfs-weight", "lof"]] | None = Field(None,
         description="values of --schedule-policy")
@@ -295,12 +384,44 @@ class Space(_Strict):
                 raise ValueError(f"mem_fraction_static {x} outside 0.05..0.99")
         return v
 
-    @field_validator("max_running_requests", "chunked_prefill_size", "schedule_policy")
+    @field_validator("max_running_requests")
+    @classmethod
+    def _positive_range(cls, v: Any) -> Any:
+        if isinstance(v, IntRange) and not 1 <= v.low <= v.high <= MAX_CONCURRENCY:
+            raise ValueError(f"a range within 1..{MAX_CONCURRENCY}")
+        return v
+
+    @field_validator("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
     @classmethod
     def _nonempty(cls, v: Any) -> Any:
         if isinstance(v, list) and not v:
             raise ValueError("must list at least one value")
+        if isinstance(v, list) and len(set(v)) != len(v):
+            raise ValueError("lists a value twice")
         return v
+
+    @model_validator(mode="after")
+    def _grid_fits(self) -> Space:
+        total = 1
+        for name in type(self).model_fields:
+            n = _value_count(getattr(self, name))
+            if n > MAX_GRID:
+                raise ValueError(f"{name} expands to {n} values (at most {MAX_GRID}): use a larger step")
+            total *= n
+        if total > MAX_GRID:
+            raise ValueError(f"the space has {total} configurations (at most {MAX_GRID}): use larger steps")
+        return self
+
+
+def _value_count(v: Any) -> int:
+    """How many values a knob's list or range expands to (1 when absent)."""
+    if v is None:
+        return 1
+    if isinstance(v, list):
+        return len(v)
+    if isinstance(v, IntRange):
+        return (v.high - v.low) // v.step + 1
+    return 2 if v.step is None else int((v.high - v.low) / v.step + 1e-9) + 1
 
 
 class Screening(_Strict):
@@ -309,16 +430,16 @@ class Screening(_Strict):
     enabled: bool = Field(False, description="screen every configuration with short windows first")
     fraction: float = Field(0.25, gt=0, le=1, description="screen window = window.measure_seconds x fraction")
     keep: float = Field(0.25, gt=0, le=1, description="share of feasible screened configurations measured fully")
-    min_keep: int = Field(1, ge=1, description="at least this many configurations get a final ladder")
+    min_keep: int = Field(1, ge=1, le=MAX_GRID, description="at least this many configurations get a final ladder")
 
 
 class Search(_Strict):
     space: Space = Field(Space(), description="the knobs and their values (section search.space)")
     sampler: Literal["grid", "tpe", "gp", "auto"] = Field("grid",
         description="grid (every combination), tpe, gp, or auto (grid when it fits n_trials)")
-    n_trials: int | None = Field(None, ge=1,
+    n_trials: int | None = Field(None, ge=1, le=MAX_GRID,
         description="configurations to measure (default: the whole grid)")
-    time_budget_s: float | None = Field(None, gt=0,
+    time_budget_s: float | None = Field(None, gt=0, le=365 * DAY_S,
         description="stop starting configurations when one more would not fit, seconds")
     flatten_threshold: float = Field(0.10, ge=0, le=1, description="min throughput gain per doubling")
     # ladder: one launch per configuration, client concurrency climbs; coupled: the article's experiment,
@@ -338,7 +459,7 @@ class Soak(_Strict):
     """The article's regression step: the winner under Poisson arrivals at its knee rate, for an hour or more."""
 
     enabled: bool = Field(False, description="soak the winner after the search")
-    duration_s: float = Field(3600.0, gt=0, description="length of the soak window, seconds")
+    duration_s: float = Field(3600.0, gt=0, le=7 * DAY_S, description="length of the soak window, seconds")
     rate_fraction: float = Field(0.85, gt=0, le=2, description="share of the knee's request rate to offer")
     max_in_flight: int = Field(1024, ge=1, description="cap on requests in flight during the soak")
     storm_slope_per_min: float = Field(1.0, ge=0, description="retractions/min growth that makes a storm")
@@ -369,8 +490,8 @@ class Profile(_Strict):
     workload: Workload = Field(Workload(), description="what the requests look like (section workload)")
     arrival: Arrival = Field(ClosedArrival(),
         description="how requests are sent: closed, constant, poisson, gamma or trace (section arrival)")
-    ladder: list[int] = Field(default_factory=lambda: [16, 32, 64, 128],
-        description="client concurrencies climbed per configuration, strictly ascending")
+    ladder: list[Annotated[int, Field(le=MAX_CONCURRENCY)]] = Field(default_factory=lambda: [16, 32, 64, 128],
+        max_length=64, description="client concurrencies climbed per configuration, strictly ascending")
     window: Window = Field(Window(),
         description="warm-up, measured window and drain of every step (section window)")
     server: ServerSpec = Field(ServerSpec(), description="how the server is started (section server)")
@@ -378,6 +499,11 @@ class Profile(_Strict):
     soak: Soak = Field(Soak(), description="the winner's long Poisson run (section soak)")
     crosscheck: CrossCheck = Field(CrossCheck(),
         description="an independent reference client after every window (section crosscheck)")
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        return check_name(v)
 
     @field_validator("ladder")
     @classmethod
@@ -411,24 +537,32 @@ class Profile(_Strict):
 
 
 def _format_error(path: Path, err: ValidationError) -> str:
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"] if not (isinstance(p, str) and p in ("list[int]", "IntRange")))
-    return f"{path}: {loc or '<root>'}: {first['msg']}"
+    """One line: file, dotted field, problem. Of a union's alternatives, the one that got furthest is named."""
+    errors = err.errors()
+    field = _field_path(errors[0]["loc"])
+    same = [e for e in errors if _field_path(e["loc"])[:len(field)] == field]
+    # deepest first; at equal depth a broken constraint says more than "should be a list" of another member
+    first = max(same, key=lambda e: (len(_field_path(e["loc"])), not e["type"].endswith("_type")))
+    loc = ".".join(str(p) for p in _field_path(first["loc"]))
+    msg = _one_line(first["msg"]).removeprefix("Value error, ")
+    return f"{path}: {loc or '<root>'}: {msg}"
+
+
+_ARRIVAL_KINDS = frozenset({"closed", "constant", "poisson", "gamma", "trace"})
+
+
+def _field_path(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A pydantic error location without its union-member tags ('list[int]', 'IntRange', 'poisson', ...)."""
+    out = tuple(p for p in loc if not (isinstance(p, str) and (not p.isidentifier() or p[:1].isupper())))
+    if out[:1] == ("arrival",) and len(out) > 1 and out[1] in _ARRIVAL_KINDS:
+        out = out[:1] + out[2:]
+    return out
 
 
 def load_profile(path: str | Path, overrides: dict[str, Any] | None = None) -> Profile:
     """Read and validate a profile YAML file; raise ProfileError with one line on any problem."""
     p = Path(path)
-    if not p.exists():
-        raise ProfileError(f"{p}: no such profile file")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ProfileError(f"{p}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict):
-        raise ProfileError(f"{p}: <root>: expected a mapping of profile fields")
+    data = _read_yaml(p)
     data.setdefault("name", p.stem)
     for dotted, value in (overrides or {}).items():
         _set_field(data, dotted, value)
@@ -440,7 +574,58 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None) -> P
         prof.workload.dataset._resolved = find_input(p, "workload.dataset.path", prof.workload.dataset.path)
     if isinstance(prof.arrival, TraceArrival):
         prof.arrival._resolved = find_input(p, "arrival.path", prof.arrival.path)
+        _check_trace(p, prof.arrival)
     return prof
+
+
+def _read_yaml(p: Path) -> dict[str, Any]:
+    """The profile file as a mapping: UTF-8 YAML, one ProfileError line for anything else."""
+    if p.is_dir():
+        raise ProfileError(f"{p}: is a directory, not a profile file")
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ProfileError(f"{p}: no such profile file") from None
+    except OSError as exc:
+        raise ProfileError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        hint = " (UTF-16?)" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ProfileError(f"{p}: not UTF-8 text{hint} (byte {exc.start}); save the profile as UTF-8") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\x00" in text:
+        raise ProfileError(f"{p}: not UTF-8 text (NUL bytes; UTF-16?); save the profile as UTF-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = _one_line(str(getattr(exc, "problem", None) or exc))
+        raise ProfileError(f"{p}: not valid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise ProfileError(f"{p}: not valid YAML: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"{p}: <root>: expected a mapping of profile fields")
+    bad_keys = [k for k in data if not isinstance(k, str)]
+    if bad_keys:
+        raise ProfileError(f"{p}: <root>: field names must be strings (got {bad_keys[0]!r})")
+    return data
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _check_trace(p: Path, arrival: TraceArrival) -> None:
+    """The trace file parses (timestamps, non-decreasing, finite): its problem is the profile's, at load time."""
+    from sweep.drivers.arrivals import load_trace
+
+    try:
+        load_trace(arrival.file, arrival.time_scale)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ProfileError(f"{p}: arrival.path: {_one_line(str(exc))}") from None
 
 
 def find_input(profile_path: Path, field: str, raw: str) -> Path:

@@ -64,7 +64,8 @@ def _inline(text: str) -> str:
 
 
 def _table(rows: list[str]) -> str:
-    cells = [[c.strip() for c in r.strip().strip("|").split("|")] for r in rows]
+    # a cell's own `|` is escaped as `\|` (report_tables.cell): split on the others only
+    cells = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", r.strip().strip("|"))] for r in rows]
     head, body = cells[0], [r for r in cells[2:]]
     out = ["<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>"]
     out += ["<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in body]

@@ -20,6 +20,11 @@ def fmt(v: Any, nd: int = 0, scale: float = 1.0) -> str:
     return f"{v * scale:,.{nd}f}"
 
 
+def cell(text: Any) -> str:
+    """Free text as one markdown table cell: on one line, its `|` escaped so it cannot open a column."""
+    return " ".join(str(text or "").split()).replace("|", "\\|")
+
+
 def steps_table(ctx: dict[str, Any]) -> list[str]:
     """Every measured window of every configuration, client-bound windows flagged."""
     lines = ["## Every configuration and step", "",
@@ -35,7 +40,7 @@ def steps_table(ctx: dict[str, Any]) -> list[str]:
         label = ctx["labels"].get(r["server_config_id"])
         phase = (r.get("phase") or "final") + (" (aborted attempt)" if r["server_config_id"] in aborted else "")
         if r["status"] != "completed":
-            lines.append(f"| {label} | {phase} | {r['concurrency']} | {r['status']}: {r.get('reason') or ''} |"
+            lines.append(f"| {label} | {phase} | {r['concurrency']} | {r['status']}: {cell(r.get('reason'))} |"
                          + " |" * 12)
             continue
         if r.get("client_bound"):
@@ -46,7 +51,7 @@ def steps_table(ctx: dict[str, Any]) -> list[str]:
             f"{fmt(r['tpot_p50_ms'], 1)} | {fmt(r['tpot_p99_ms'], 1)} | {fmt(r['cache_hit_rate'], 0, 100)}% | "
             f"{fmt(r['retractions'])} | {fmt(r['kv_usage_max'], 2)} | {fmt(r['queue_len_mean'], 1)} | "
             f"{fmt(r.get('peak_gpu_mem_mib'), 1, 1 / 1024)} | {'**yes**' if r.get('client_bound') else 'no'} | "
-            f"{'pass' if r['passes_sla'] else 'fail: ' + (r.get('sla_failures') or '')} |")
+            f"{'pass' if r['passes_sla'] else 'fail: ' + cell(r.get('sla_failures'))} |")
     lines.append("")
     if bound:
         lines += [f"> **Client-bound**: {', '.join(bound)}. {CLIENT_BOUND_WHY[0].upper()}{CLIENT_BOUND_WHY[1:]}.", ""]
@@ -68,7 +73,7 @@ def configs_table(ctx: dict[str, Any], view: StudyView) -> list[str]:
         at = ("" if not knee else " (top of ladder: not bracketed)" if c["id"] in view.knee_at_top else "")
         lines.append(f"| {ctx['labels'].get(c['id'])} | {c['status']} | {knee['phase'] if knee else '—'} | "
                      f"{str(knee['concurrency']) + at if knee else '—'} | {fmt(knee['goodput_tps']) if knee else '—'} | "
-                     f"{ci_text(knee) if knee else '—'} | {c.get('stop_reason') or c.get('failure_reason') or ''} |")
+                     f"{ci_text(knee) if knee else '—'} | {cell(c.get('stop_reason') or c.get('failure_reason'))} |")
     lines.append("")
     top = [f"{ctx['labels'].get(cid)} (c={ctx['knees'][cid]['concurrency']})" for cid in sorted(view.knee_at_top)
            if cid in ctx["knees"]]

@@ -88,3 +88,68 @@ def test_sigint_mid_study_prints_one_line_not_a_traceback(tmp_path: Path) -> Non
     assert "Traceback" not in text and "KeyboardInterrupt" not in text and "failed with" not in text, text
     errors = [ln for ln in error_lines(text) if ln.startswith("error:")]
     assert len(errors) == 1, text
+
+
+def test_study_name_with_a_path_is_refused_before_anything_is_written(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    db, out = tmp_path / "r.db", tmp_path / "out"
+    rc, lines = run_main(["knee", "-p", SMOKE, "--db", str(db), "--out", str(out), "--study", "../../x"], capsys)
+    assert rc == 2
+    assert len(lines) == 1 and lines[0].startswith("error: --study '../../x' must be"), lines
+    assert not db.exists() and not out.exists()
+
+
+def test_unwritable_out_is_one_line_and_no_study_is_left_running(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    db = tmp_path / "r.db"
+    rc, lines = run_main(["knee", "-p", SMOKE, "--db", str(db), "--out", str(blocker / "reports"),
+                          "--no-progress"], capsys)
+    assert rc == 2
+    assert lines == [f"error: --out {blocker / 'reports'}: cannot write there (Not a directory)"]
+    assert not db.exists()  # checked before the study is opened: nothing stays `running`
+
+
+def test_a_non_loopback_host_needs_the_opt_in_and_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["knee", "-p", SMOKE, "--db", str(tmp_path / "r.db"), "--out", str(tmp_path / "out"), "--driver",
+            "virtual", "--no-progress", "--set", "server.host=0.0.0.0", "--set", "ladder=[2]",
+            "--set", "search.space.max_running_requests=[4]"]
+    rc, lines = run_main(base, capsys)
+    assert rc == 2 and len(lines) == 1 and "server.host: '0.0.0.0' is not a loopback address" in lines[0]
+    rc, lines = run_main([*base, "--set", "server.allow_non_loopback_host=true"], capsys)
+    assert rc == 0, lines
+    assert lines[0] == ("warning: the server listens on 0.0.0.0 (server.allow_non_loopback_host): "
+                        "other hosts can reach it")
+
+
+@pytest.mark.parametrize("argv", [["runs"], ["show", "1"], ["report", "some-study"], ["compare", "a", "b"]])
+def test_read_only_commands_refuse_a_missing_database(argv: list[str], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "nosuch.db"
+    rc, lines = run_main([*argv, "--db", str(db)], capsys)
+    assert rc == 5
+    assert lines == [f"error: no results database at {db} (run a study first, or pass --db)"]
+    assert not db.exists() and list(tmp_path.iterdir()) == []
+
+
+def _file_size_limit(limit: int) -> None:
+    """In the child: files cannot grow past `limit` bytes, and writes past it fail (EFBIG) as on a full disk."""
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("limit", [300_000, 700_000])  # in Optuna's schema setup; in Optuna's trial writes
+def test_a_full_disk_is_one_line_not_a_traceback(limit: int, tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    proc = subprocess.run([sys.executable, "-m", "sweep.cli", "knee", "-p", SMOKE, "--db", str(db), "--out",
+                           str(tmp_path / "out"), "--no-progress"], capture_output=True, text=True, timeout=300,
+                          env=ENV, preexec_fn=lambda: _file_size_limit(limit))
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [ln for ln in error_lines(proc.stderr) if ln.startswith("error:")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    # (the study's status cannot be written on a full disk; the resume finds and redoes the attempt)

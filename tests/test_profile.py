@@ -41,7 +41,7 @@ BAD = [
     ("workload: {mix: {text: 0.5, image: 0.2}}\n", "workload.mix", "sum to 1"),
     ("workload: {prompt_len: {kind: uniform, low: 10}}\n", "workload.prompt_len", "needs high"),
     ("search: {space: {mem_fraction_static: [0.8, 1.5]}}\n", "search.space.mem_fraction_static", "outside"),
-    ("arrival: {kind: poisson}\n", "arrival.poisson.rate", "Field required"),
+    ("arrival: {kind: poisson}\n", "arrival.rate", "Field required"),
     ("server: {launcher: docker}\n", "server.launcher", "Input should be"),
     ("window: {measure_seconds: 0}\n", "window.measure_seconds", "greater than 0"),
     ("ladder: [16, 32\n", "not valid YAML", "line"),

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from launchers.base import ServerHandle  # noqa: E402
 from launchers.sim.engine import Engine  # noqa: E402
-from launchers.sim.params import Efficiency, EngineKnobs, SimParams  # noqa: E402
+from launchers.sim.params import Efficiency, EngineKnobs, SimParams, model_preset  # noqa: E402
 from sweep.drivers.virtual import VirtualDriver  # noqa: E402
 from sweep.measure import compute_stats  # noqa: E402
 from sweep.profile import SLA, Window, load_profile  # noqa: E402
@@ -43,7 +43,8 @@ def specs() -> list:  # type: ignore[type-arg]
 
 
 def tpot_p50(factor: float, cuda_graph: bool, sp: list) -> float:  # type: ignore[type-arg]
-    params = SimParams(eff=replace(Efficiency(), no_cuda_graph_decode=factor), cuda_graph=cuda_graph)
+    params = SimParams(model=model_preset("llama3-8b-shape"), eff=replace(Efficiency(), no_cuda_graph_decode=factor),
+                       cuda_graph=cuda_graph)  # the shape the real point ran (vocab 1024)
     handle = ServerHandle(config=ServerConfig(), url=None, simulated=True, engine=Engine(params, KNOBS))
     res = VirtualDriver(seed=1).run_window(handle, sp, 16, WINDOW)
     return float(compute_stats(res, SLA(ttft_ms=1e9, tpot_ms=1e9))["tpot_p50_ms"])

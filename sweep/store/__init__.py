@@ -99,13 +99,18 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
-def _make_engine(url: str) -> Engine:
-    """An engine for url; SQLite files get their parent folder created and the pragmas above."""
+def _make_engine(url: str, create: bool = True) -> Engine:
+    """An engine for url; SQLite files get their parent folder created (create) and the pragmas above.
+
+    With create=False a SQLite file that does not exist is a StoreError: reading commands never make one.
+    """
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(parsed, pool_pre_ping=True)
     db = parsed.database
     if db and db != ":memory:" and not db.startswith("file:"):
+        if not create and not Path(db).expanduser().is_file():
+            raise StoreError(f"no results database at {db} (run a study first, or pass --db)")
         Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_MS / 1000})
     serialize_sqlite(engine)
@@ -113,14 +118,17 @@ def _make_engine(url: str) -> Engine:
 
 
 class Store:
-    """The results database behind one SQLAlchemy URL, migrated to head on open."""
+    """The results database behind one SQLAlchemy URL, migrated to head on open.
 
-    def __init__(self, url: str) -> None:
+    create=False (the reading commands): a SQLite file that does not exist is refused, not made.
+    """
+
+    def __init__(self, url: str, create: bool = True) -> None:
         self.url = url
         self._shown = url.split("@")[-1]  # never echo a password, even before the URL has parsed
         with self._guard("open the results database"):
             self._shown = make_url(url).render_as_string(hide_password=True)
-            self.engine = _make_engine(url)
+            self.engine = _make_engine(url, create)
             self._migrate()
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
 #   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound |
-#                                                             crosscheck | crosscheck-vl | workers
+#                                                             kvrepeat | crosscheck | crosscheck-vl | workers
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/core/ (sweep's dependencies missing there; the
 # device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/; the image has tokenizers).
 # Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
@@ -50,6 +50,13 @@ case "$stage" in
     python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" \
       --config max_running_requests=128,mem_fraction_static=0.2,chunked_prefill_size=8192,schedule_policy=lpm \
       --set 'ladder=[32,128]' \
+      --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]' ;;
+  kvrepeat)
+    # docs/calibration.md: a second KV-bound ladder (52k-token pool) around the knee, to tell the simulator's
+    # -34% TTFT P50 one step past it from window noise. ~4 minutes on a warm machine.
+    python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study kv-calib-2 \
+      --set 'search.space={"max_running_requests":[256],"mem_fraction_static":[0.14],"chunked_prefill_size":[4096],"schedule_policy":["lpm"]}' \
+      --set 'ladder=[48,64,96]' \
       --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]' ;;
   crosscheck)
     # After each of sweep's windows, SGLang's own bench_serving (from the same bundle) replays the same requests at
