@@ -9,6 +9,7 @@ BENCHES = {
     "client": "bench.client",  # load-generator capacity vs a reference client (issue: load generator)
     "virtual": "bench.virtual",  # CPU cost of a long virtual-time window (issue: simulated server)
     "search": "bench.search",  # GPU-hours to a near-best knee per sampler (issue: search)
+    "workers": "bench.workers",  # wall time of one study with 1, 2, 4 workers (issue: many workers)
 }
 
 

@@ -57,6 +57,8 @@ class LaunchRecord:
     create_time: float
     host: str
     log_path: str | None = None
+    port: int | None = None  # several workers on one host: never a port twice at once
+    cuda_visible_devices: str | None = None  # ... nor a GPU (the group the server was given)
     # sha256 of the launch's random API key (never the key): the resume of a kill -9 finds the key wherever the
     # dead run's server printed it into its log (SGLang prints server_args, api_key included) and scrubs it.
     credential_digest: str | None = None

@@ -14,14 +14,15 @@ import psutil
 from launchers.base import LaunchRecord
 
 
-def spawn_record(proc: subprocess.Popen[bytes], log_path: str | None, api_key: str | None = None) -> LaunchRecord:
+def spawn_record(proc: subprocess.Popen[bytes], log_path: str | None, api_key: str | None = None,
+                 port: int | None = None, gpus: str | None = None) -> LaunchRecord:
     """The LaunchRecord of a process just started in its own session (its pid is its pgid and sid)."""
     try:
         created = psutil.Process(proc.pid).create_time()
     except psutil.Error:
         created = time.time()  # already gone: any later process with this pid has a later start time
     return LaunchRecord(pid=proc.pid, pgid=proc.pid, sid=proc.pid, create_time=created,
-                        host=LaunchRecord.this_host(), log_path=log_path,
+                        host=LaunchRecord.this_host(), log_path=log_path, port=port, cuda_visible_devices=gpus,
                         credential_digest=_digest(api_key) if api_key else None)
 
 

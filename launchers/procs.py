@@ -125,11 +125,19 @@ def find_by_name_prefix(prefix: str) -> list[tuple[int, str]]:
     return out
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS reports free right now (it can still be taken before the server binds it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+def free_port(host: str = "127.0.0.1", within: tuple[int, int] | None = None) -> int:
+    """A port the OS reports free right now (it can still be taken before the server binds it).
+
+    within: [low, high), the range a study worker owns on its host; the first free port in it.
+    """
+    for port in range(*within) if within else [0]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise OSError(f"no free port in [{within[0]}, {within[1]}) on {host}" if within else f"no free port on {host}")
 
 
 def _nvml() -> Any:

@@ -24,11 +24,12 @@ from launchers import flags, procs
 from launchers.base import READY_LINE, ServerHandle, SpawnCallback, StopReport
 from launchers.launch_record import spawn_record
 from sweep.errors import LaunchError, ServerDied
+from sweep.hardware import required_gpus
 from sweep.profile import ServerSpec
 from sweep.types import ServerConfig
 
 KEPT_INFO = ("mem_fraction_static", "max_total_num_tokens", "chunked_prefill_size", "max_running_requests",
-             "schedule_policy", "version", "simulated", "model_path", "unmodelled_flags")
+             "schedule_policy", "version", "simulated", "model_path", "unmodelled_flags", "cuda_visible_devices")
 GPU_TOLERANCE_BYTES = 2**30
 GPU_RELEASE_WAIT_S = 30.0
 READY_LINE_GRACE_S = 3.0  # /health 200 without our ready line: maybe another server owns the port
@@ -136,7 +137,8 @@ class SGLangLauncher:
     def __init__(self, spec: ServerSpec, log_dir: Path, python: str = sys.executable,
                  module: str = "sglang.launch_server", extra_env: dict[str, str] | None = None,
                  gpu_ids: list[int] | None = None, validate: bool = True, drain_s: float = 30.0,
-                 command_prefix: list[str] | None = None, simulated: bool = False):
+                 command_prefix: list[str] | None = None, simulated: bool = False,
+                 ports: tuple[int, int] | None = None):
         self.spec = spec
         self.log_dir = Path(log_dir)
         self.python = python
@@ -147,6 +149,7 @@ class SGLangLauncher:
         self.drain_s = drain_s
         self.command_prefix = list(command_prefix) if command_prefix else None
         self.simulated = simulated
+        self.ports = ports  # [low, high): several workers on one host never pick the same server port
         self._runs: dict[int, _Run] = {}
         self._env_cache: dict[str, Any] | None = None
         _LIVE.add(self)
@@ -188,6 +191,11 @@ class SGLangLauncher:
 
         on_spawn(record) runs right after each spawn, before the (possibly minutes long) wait for readiness:
         an orchestrator killed during that wait leaves a record its resume can kill the server by."""
+        need = required_gpus(self.spec.extra_args)
+        if self.gpu_ids is not None and need > len(self.gpu_ids):
+            raise LaunchError(f"skipped: the server needs {need} GPUs (tp x dp in server.extra_args) and this "
+                              f"worker's group has {len(self.gpu_ids)} (CUDA_VISIBLE_DEVICES="
+                              f"{','.join(map(str, self.gpu_ids))})", reason="too_few_gpus")
         if self.validate:
             probe = self.launch_args(config, 1, "x")
             flags.validate_flags(probe, flags.help_text(self._base_command(), env=self._env()), self._version())
@@ -199,7 +207,10 @@ class SGLangLauncher:
             return self._start_once(config, on_spawn)  # the free port was taken between our probe and its bind
 
     def _start_once(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:
-        port = procs.free_port(self.spec.host)
+        try:
+            port = procs.free_port(self.spec.host, self.ports)
+        except OSError as exc:
+            raise LaunchError(str(exc), reason="port_in_use") from None
         api_key = secrets.token_hex(24)  # hex: a urlsafe token can start with "-" and argparse takes it for a flag
         argv = self._base_command() + self.launch_args(config, port, api_key)
         log_path = self._log_path(config)
@@ -221,11 +232,13 @@ class SGLangLauncher:
                               process=proc)
         try:
             if on_spawn is not None:
-                on_spawn(spawn_record(proc, str(log_path), api_key))
+                on_spawn(spawn_record(proc, str(log_path), api_key, port, self._env().get("CUDA_VISIBLE_DEVICES")))
             self._wait_ready(handle, run, t0)
             handle.startup_s = time.monotonic() - t0
             run.tree.update(procs.snapshot_tree(proc.pid))
             handle.server_info = self._server_info(handle)
+            if self.gpu_ids is not None:  # what the server was given (SGLang's /server_info does not say)
+                handle.server_info.setdefault("cuda_visible_devices", self._env()["CUDA_VISIBLE_DEVICES"])
             handle.version = str(handle.server_info.get("version") or self._version())
             return handle
         except BaseException:

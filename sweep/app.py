@@ -8,7 +8,7 @@ import json
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
@@ -16,12 +16,14 @@ from typing import Any
 
 from launchers.base import Launcher, ServerHandle
 from sweep.errors import ProfileError, SweepError, UsageError
+from sweep.hardware import WorkerSeat, detect, pick_winner, rank_by_hardware
 from sweep.knee import find_knee, knee_goodput_ci
 from sweep.ladder import LadderOutcome, LadderRunner, step_points
 from sweep.lexicon import for_model
+from sweep.liveness import WorkerIdentity, sweep_version
 from sweep.profile import Profile
+from sweep.recovery import alone, clean_after_dead, kill_leftover_servers, on_requeued, worker_ended
 from sweep.report import ReportFiles, config_missing, write_report
-from sweep.resume import kill_leftover_servers
 from sweep.search import Search, StudyResult
 from sweep.step_inputs import refuse_short_dataset
 from sweep.store import Store
@@ -30,6 +32,7 @@ from sweep.study_view import build_view
 from sweep.types import ServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["KneeRun", "Orchestrator", "kill_leftover_servers", "study_context"]
 KNOB_NAMES = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
 
 
@@ -69,7 +72,7 @@ def model_path(profile: Profile) -> str:
     return str(p if p.is_absolute() or not (ROOT / p).exists() else ROOT / p)
 
 
-def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path) -> Launcher:
+def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path, seat: WorkerSeat | None = None) -> Launcher:
     spec = profile.server.model_copy(update={"model_path": model_path(profile)})
     if kind == "sim" and driver == "virtual":
         from launchers.sim.virtual import VirtualLauncher
@@ -87,8 +90,18 @@ def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path) -> La
     if kind == "sim":
         sim = spec.model_copy(update={"extra_args": [*spec.extra_args, "--sim-gpu", spec.sim_gpu,
                                                      "--sim-model", spec.sim_model]})
-        return SGLangLauncher(sim, log_dir, module="launchers.sim", simulated=True, drain_s=spec.shutdown_grace_s)
-    return SGLangLauncher(spec, log_dir, command_prefix=spec.command, drain_s=spec.shutdown_grace_s)
+        return SGLangLauncher(sim, log_dir, module="launchers.sim", simulated=True, drain_s=spec.shutdown_grace_s,
+                              **_seat_args(seat))
+    return SGLangLauncher(spec, log_dir, command_prefix=spec.command, drain_s=spec.shutdown_grace_s,
+                          **_seat_args(seat))
+
+
+def _seat_args(seat: WorkerSeat | None) -> dict[str, Any]:
+    """A worker's GPU group and port range as SGLangLauncher arguments."""
+    if seat is None:
+        return {}
+    return {"gpu_ids": None if seat.gpus is None else list(seat.gpus), "ports": seat.ports,
+            "extra_env": dict(seat.extra_env)}
 
 
 def make_driver(profile: Profile, driver: str, launcher: Launcher, client_procs: int = 1) -> Any:
@@ -155,8 +168,10 @@ class Orchestrator:
     """Runs a profile's study end to end; every step lands in the store before the next begins."""
 
     def __init__(self, profile: Profile, db_url: str, out_dir: Path, launcher_kind: str | None = None,
-                 driver: str | None = None, console: Any = None, client_procs: int = 1):
+                 driver: str | None = None, console: Any = None, client_procs: int = 1,
+                 seat: WorkerSeat | None = None):
         self.profile = profile
+        self.seat = seat or WorkerSeat()
         self.client_procs = client_procs
         self.db_url = db_url
         self.kind = resolve_launcher_kind(profile, launcher_kind)
@@ -184,7 +199,8 @@ class Orchestrator:
         if self.console is not None:
             self.console.print(msg)
 
-    def _open_study(self, study_name: str | None, resume: bool) -> tuple[int, str]:
+    def open_study(self, study_name: str | None, resume: bool) -> tuple[int, str]:
+        """The study's id and name: created, or (resume) found and cleaned of what dead workers left."""
         if study_name is None:
             stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
             study_name = f"{self.profile.name}-{stamp}" + ("-sim" if self.simulated else "")
@@ -195,23 +211,23 @@ class Orchestrator:
             if existing["fingerprint"] != self.profile.fingerprint():
                 raise SweepError(f"study {study_name} was run with another workload fingerprint "
                                  f"({existing['fingerprint']} vs {self.profile.fingerprint()})")
-            killed = kill_leftover_servers(self.store, existing["id"], self.say)
-            if killed:
-                self.say(f"resume: killed leftover server process(es) {killed} of the interrupted launch")
-            aborted = self.store.abort_running(existing["id"])
-            for c in self.store.server_configs(existing["id"]):
-                if c["status"] == "pending":
-                    self.store.update_server_config(c["id"], status="aborted",
-                                                    failure_reason="orchestrator stopped before launch")
-                    aborted += 1
-            if aborted:
-                self.say(f"resume: marked {aborted} interrupted run(s)/launch(es) aborted; they will be redone")
+            # Only what dead workers left: another live worker of this study keeps its server and its rows.
+            clean_after_dead(self.store, existing["id"], self.say)
             self.store.reopen_study(existing["id"])
             return existing["id"], study_name
         study_id = self.store.create_study(
             study_name, self.profile.name, self.profile.model_dump_json(), self.profile.fingerprint(),
             self.profile.search.sampler, self.simulated, self.driver_name, study_name)
         return study_id, study_name
+
+    def join(self, study_name: str, on_step: Any = None, on_step_start: Any = None, on_trial: Any = None) -> KneeRun:
+        """Join an existing study as one more worker and measure until its work is done."""
+        existing = self.store.get_study_by_name(study_name)
+        if existing is None:
+            raise SweepError(f"no study named {study_name} in {self.store._shown}: create it with "
+                             "`sweep study create` or `sweep sweep`")
+        self.open_study(study_name, resume=True)
+        return self._work(existing["id"], study_name, on_step, on_step_start, on_trial)
 
     def knee(self, study_name: str | None = None, resume: bool = False, on_step: Any = None,
              on_step_start: Any = None, on_trial: Any = None) -> KneeRun:
@@ -229,19 +245,29 @@ class Orchestrator:
             self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
                      f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
                      "Numbers are labelled simulated everywhere.")
-        study_id, study_name = self._open_study(study_name, resume)
+        study_id, study_name = self.open_study(study_name, resume)
         try:
-            return self._knee(study_id, study_name, specs, on_step, on_step_start, on_trial)
+            return self._work(study_id, study_name, on_step, on_step_start, on_trial, specs)
         except BaseException as exc:
             # Stopped by a signal or an orchestrator error: the study is resumable, and says it stopped.
             with contextlib.suppress(Exception):
                 self.store.finish_study(study_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
             raise
 
-    def _knee(self, study_id: int, study_name: str, specs: RequestStream, on_step: Any, on_step_start: Any,
-              on_trial: Any) -> KneeRun:
-        log_dir = self.out_dir / study_name / "logs"
-        launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir)
+    def _work(self, study_id: int, study_name: str, on_step: Any = None, on_step_start: Any = None,
+              on_trial: Any = None, specs: RequestStream | None = None) -> KneeRun:
+        """Measure trials of the study as one of its workers until its work is done, then write the report."""
+        if specs is None:
+            specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+            refuse_short_dataset(self.profile, specs)
+        seat = self.seat
+        identity = WorkerIdentity.this_process()
+        worker_id = self.store.register_worker(
+            study_id, seat.label or f"{identity.host}:{identity.pid}", identity.host, identity.pid, identity.started,
+            seat.gpus_text(), sweep_version(), self.profile.fingerprint())
+        identity = replace(identity, worker_id=worker_id)
+        log_dir = self.out_dir / study_name / "logs" / (seat.label or "")
+        launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir, seat)
         env = normalise_env(launcher.environment(), self.profile, self.simulated)
         self.store.record_environment(study_id, env)
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
@@ -278,21 +304,36 @@ class Orchestrator:
 
             runner.crosscheck = CrossChecker(self.profile, self.store, study_id, specs, model_path(self.profile),
                                              for_model(model_path(self.profile)), say=self.say)
-        search = Search(self.profile, runner, self.db_url, study_name, on_trial=on_trial)
+        runner.placement = detect(self.kind if self.driver_name != "virtual" else "virtual", self.profile,
+                                  seat.gpus, worker_id)
+        search = Search(self.profile, runner, self.db_url, study_name, on_trial=on_trial, worker=identity,
+                        on_requeued=on_requeued(self.store, study_id, self.say),
+                        ended=lambda wid: worker_ended(self.store, study_id, wid),
+                        alone=lambda: alone(self.store, study_id, worker_id))
         requeued = search.requeue_interrupted()
         if requeued:
             self.say(f"resume: {requeued} interrupted trial(s) queued again")
-        result = search.run(reuse=lambda cfg, phase: self._reuse(study_id, cfg, phase))
-        if result.stopped_reason:
-            self.say(f"search stopped early: {result.stopped_reason}")
-        ctx = study_context(self.store, study_id)
-        winner = ctx["winner"]
-        if winner is not None and self.profile.soak.enabled and not soak_done(self.store, study_id):
+
+        def soak() -> None:
             from sweep.soak import run_soak
 
+            ctx = study_context(self.store, study_id)
+            if ctx["winner"] is None or soak_done(self.store, study_id):
+                return
             self.say(f"soak: {self.profile.soak.duration_s:.0f} s of Poisson arrivals at the winner's knee rate")
-            verdict = run_soak(self.profile, runner, winner, ctx)
+            verdict = run_soak(self.profile, runner, ctx["winner"], ctx)
             self.say(f"soak verdict: {verdict.summary()}")
+
+        status = "failed"
+        try:
+            result = search.run(reuse=lambda cfg, phase: self._reuse(study_id, cfg, phase),
+                                soak=soak if self.profile.soak.enabled else None)
+            status = "done"
+        finally:
+            self.store.set_worker_status(worker_id, status)
+        if result.stopped_reason:
+            self.say(f"search stopped early: {result.stopped_reason}")
+        winner = study_context(self.store, study_id)["winner"]
         report = self.report(study_id)
         self.store.finish_study(study_id, "completed", winner_config_id=winner["id"] if winner else None,
                                 report_path=str(report.markdown))
@@ -377,8 +418,12 @@ def _parallel(extra_args: list[str]) -> str:
     return f"TP {tp}, DP {dp}"
 
 
-def study_context(store: Store, study_id: int) -> dict[str, Any]:
-    """Everything a report needs about one study, from the store alone."""
+def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False) -> dict[str, Any]:
+    """Everything a report needs about one study, from the store alone.
+
+    A study measured on several GPU models has no single winner (each hardware group has its own) unless
+    `rank_mixed_hardware` says to rank across them anyway.
+    """
     study = store.get_study(study_id)
     if study is None:
         raise SweepError(f"no study {study_id}")
@@ -407,20 +452,17 @@ def study_context(store: Store, study_id: int) -> dict[str, Any]:
                               "goodput_rps": k.point.goodput_rps, "ci_low": lo, "ci_high": hi,
                               "phase": phases[c["id"]], "reason": k.reason,
                               "throughput_rps": steps[k.index or 0].get("throughput_rps")}
-    winner = None
-    finals = {i: k for i, k in knees.items() if k["phase"] == "final"}
-    pool = finals or knees
     # A candidate ran its ladder to the end (a failed one never wins) and meets the report contract itself.
     status = {c["id"]: c["status"] for c in configs}
-    pool = {i: k for i, k in pool.items() if status[i] == "completed"
-            and not config_missing([r for r in runs if r["server_config_id"] == i])}
-    if pool:
-        cid = max(pool, key=lambda i: pool[i]["goodput_tps"])
-        c = next(c for c in configs if c["id"] == cid)
-        winner = {"id": cid, "knee": pool[cid], "screen_only": not finals,
-                  "knobs": {k: c[k] for k in ("max_running_requests", "mem_fraction_static", "chunked_prefill_size",
-                                              "schedule_policy") if c[k] is not None}}
-    return {"study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
+
+    def eligible(i: int) -> bool:
+        return status[i] == "completed" and not config_missing([r for r in runs if r["server_config_id"] == i])
+
+    winner, pool = pick_winner(configs, knees, eligible)
+    hardware = rank_by_hardware(configs, knees, rank_mixed_hardware, eligible)
+    if hardware.reason is not None:
+        winner = None  # knees on different GPU models are not comparable: see hardware.winners
+    return {"hardware": hardware, "study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
             "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv,
             "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile),
             "reference_runs": store.reference_runs(study_id), "histograms": store.window_histograms(study_id),

@@ -61,7 +61,10 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          crosscheck: bool = typer.Option(False, "--crosscheck",
                                          help="after every window, measure the same step with a reference client"),
          live: bool = typer.Option(False, "--live", help="serve the live page on 127.0.0.1 while the study runs"),
-         live_port: int = typer.Option(8765, "--live-port", help="the live page's port (0: any free port)")) -> None:
+         live_port: int = typer.Option(8765, "--live-port", help="the live page's port (0: any free port)"),
+         gpus: str | None = typer.Option(None, help="one worker per GPU group of this host on one study, e.g. 0,1,2,3"),
+         gpus_per_server: int | None = typer.Option(None, "--gpus-per-server", min=1,
+                                                    help="GPUs per server with --gpus (default: tp x dp)")) -> None:
     """Search the profile's space, climb the ladder per configuration, name the knee, write the report."""
     extra = [] if soak is None else [f"soak.enabled={json.dumps(soak)}"]
     extra += ["crosscheck.enabled=true"] if crosscheck else []
@@ -81,9 +84,16 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
         page = LiveServer(db_url(db), study, port=live_port)
         console.print(f"live page {page.start()}")
     try:
-        with interrupt.stop_like_sigint(), StudyProgress(prof, progress, console) as bars:
-            run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done, on_step_start=bars.step_start,
-                            on_trial=bars.trial_done)
+        with interrupt.stop_like_sigint():
+            if gpus is not None:
+                from sweep.cli_workers import knee_on_gpus
+
+                run = knee_on_gpus(orch, gpus, gpus_per_server, study, resume, db_url(db), out, launcher, driver,
+                                   client_procs)
+            else:
+                with StudyProgress(prof, progress, console) as bars:
+                    run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done,
+                                    on_step_start=bars.step_start, on_trial=bars.trial_done)
     finally:
         if page is not None:
             page.stop()
@@ -139,7 +149,8 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
     knee(profile=profile, db=db, driver=driver, launcher=launcher, study=study, resume=False, out=out,
          set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
                             "search.screening.enabled=false"],
-         progress=True, soak=False, client_procs=client_procs, crosscheck=crosscheck, live=False, live_port=0)
+         progress=True, soak=False, client_procs=client_procs, crosscheck=crosscheck, live=False, live_port=0,
+         gpus=None, gpus_per_server=None)
 
 
 @app.command("crosscheck")
@@ -197,7 +208,8 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
                                                      limit=limit)
     cols = ["run_id", "study_name", "profile_name", "simulated", "driver", "max_running_requests", "mem_fraction_static",
             "chunked_prefill_size", "schedule_policy", "phase", "concurrency", "status", "output_tps", "goodput_tps",
-            "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at"]
+            "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at",
+            "worker_id", "host", "gpu_index"]
     _emit(rows, cols, fmt)
 
 
@@ -222,7 +234,9 @@ def show(run_id: int, db: str = typer.Option(DEFAULT_DB),
 
 
 @app.command()
-def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Option(Path("reports"))) -> None:
+def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Option(Path("reports")),
+           rank_mixed_hardware: bool = typer.Option(False, help="rank configurations measured on different GPU "
+                                                    "models together (their knees are not comparable)")) -> None:
     """Rewrite the report of a stored study."""
     from sweep.app import study_context
     from sweep.report import write_report
@@ -232,7 +246,7 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
     s = store.get_study_by_name(study)
     if s is None:
         raise SweepError(f"no study named {study} in {db}")
-    files = write_report(study_context(store, s["id"]), out / study)
+    files = write_report(study_context(store, s["id"], rank_mixed_hardware), out / study)
     console.print(f"report {files.markdown}")
 
 
@@ -303,7 +317,8 @@ SHORT = {"run_id": "run", "study_name": "study", "profile_name": "profile", "sim
          "schedule_policy": "policy", "concurrency": "conc", "output_tps": "out tok/s",
          "goodput_tps": "goodput tok/s", "ttft_p50_ms": "TTFT p50 ms", "ttft_p99_ms": "TTFT p99 ms",
          "tpot_p99_ms": "TPOT p99 ms", "cache_hit_rate": "cache hit", "retractions": "retr",
-         "passes_sla": "SLA", "phase": "phase", "started_at": "started (UTC)"}
+         "passes_sla": "SLA", "phase": "phase", "started_at": "started (UTC)", "worker_id": "worker",
+         "gpu_index": "GPU"}
 
 
 def _cell(v: Any) -> str:
@@ -336,6 +351,11 @@ def _emit(rows: list[dict[str, Any]], cols: list[str], fmt: str) -> None:
         Console(width=250).print(t)
     else:
         raise UsageError(f"--format {fmt!r}: expected table, json or csv")
+
+
+from sweep.cli_workers import register as _register_workers  # noqa: E402 - the commands need app defined
+
+_register_workers(app)
 
 
 def _one_line(text: str, fallback: str) -> str:

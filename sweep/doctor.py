@@ -136,7 +136,40 @@ def run_doctor(profile: Profile, db_url: str, python: str = sys.executable,
     else:
         checks.append(Check("flags", None, "skipped: sglang not importable"))
     checks += [_model(profile), _leftovers(), _port(profile.server.host), _database(db_url)]
+    if checks[-1].ok:
+        checks.append(workers_check(db_url))
     return checks
+
+
+def workers_check(db_url: str) -> Check:
+    """The running workers of each running study run this sweep's code and the study's workload fingerprint."""
+    from sqlalchemy import create_engine, inspect, text
+
+    from sweep.liveness import sweep_version
+
+    mine = sweep_version()
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            if "sweep_workers" not in inspect(conn).get_table_names():
+                return Check("workers", None, "no study workers recorded in this database yet")
+            rows = conn.execute(text(
+                "SELECT s.name, s.fingerprint, w.label, w.host, w.sweep_version, w.fingerprint FROM sweep_workers w "
+                "JOIN sweep_studies s ON s.id = w.study_id WHERE w.status = 'running' AND s.status = 'running'"
+            )).fetchall()
+    except Exception as exc:  # noqa: BLE001 - an unreadable table is a finding, not a crash
+        return Check("workers", False, f"cannot read the workers table: {str(exc).splitlines()[0]}")
+    finally:
+        engine.dispose()
+    if not rows:
+        return Check("workers", None, f"no running workers; this sweep is {mine}")
+    bad = [f"{label}@{host} of {study} runs sweep {version}" for study, _, label, host, version, _ in rows
+           if version != mine]
+    bad += [f"{label}@{host} of {study} measures workload {fp} (study: {want})"
+            for study, want, label, host, _, fp in rows if fp != want]
+    if bad:
+        return Check("workers", False, f"this sweep is {mine}; " + "; ".join(bad))
+    return Check("workers", True, f"{len(rows)} running worker(s), all on sweep {mine} and their study's workload")
 
 
 def render_checks(checks: list[Check], title: str = "sweep doctor") -> Table:

@@ -17,7 +17,7 @@ from sweep.profile import Profile, Window
 from sweep.step_inputs import StepInputs
 from sweep.store import Store
 from sweep.stream import Requests, StreamExhausted
-from sweep.types import SERVER_DIED, RequestRecord, ServerConfig, WindowResult
+from sweep.types import SERVER_DIED, Placement, RequestRecord, ServerConfig, WindowResult
 
 
 class Driver(Protocol):
@@ -145,6 +145,7 @@ class LadderRunner:
         self.on_step = on_step
         self.on_launch = on_launch
         self.on_step_start: StartCallback | None = None
+        self.placement: Placement | None = None  # the study worker, host and GPU group every row records
         self.crosscheck: Any = None  # sweep.crosscheck_step.CrossChecker: a reference client after every window
 
     def window_elapsed(self) -> float | None:
@@ -196,7 +197,8 @@ class LadderRunner:
     def _run_one(self, config: ServerConfig, trial_number: int | None, phase: str, steps_wanted: list[int],
                  should_stop: StopCheck | None) -> LadderOutcome:
         """Launch once, climb `steps_wanted`, stop the server; every step lands in the store."""
-        config_id = self.store.create_server_config(self.study_id, config, self.launcher.kind, [], trial_number)
+        config_id = self.store.create_server_config(self.study_id, config, self.launcher.kind, [], trial_number,
+                                                    placement=self.placement)
         self.store.update_server_config(config_id, status="running")
         try:
             return self._launch_and_climb(config, config_id, phase, steps_wanted, should_stop)
@@ -251,7 +253,7 @@ class LadderRunner:
         expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
         for i, concurrency in enumerate(ladder):
             run_id = self.store.create_run(self.study_id, config_id, concurrency, fingerprint,
-                                           handle.simulated, self.driver_name, phase=phase)
+                                           handle.simulated, self.driver_name, phase=phase, placement=self.placement)
             if self.on_step_start:
                 self.on_step_start(StepStart(config, concurrency, phase, expected, self.window_elapsed))
             arrival = self.profile.step_arrival(concurrency)

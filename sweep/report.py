@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweep.hardware import hardware_lines
 from sweep.report_inputs import cache_lines, input_lines
 from sweep.report_setup import setup_lines
 from sweep.report_tables import ci_text as _ci
@@ -154,9 +155,11 @@ def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
         lines += ["## No conclusion", "", "The report contract is not met; missing: " + ", ".join(missing) + ".",
                   "A report missing any of these fields may not name a winner.", ""]
     winner = ctx.get("winner")
+    hardware = ctx.get("hardware")
+    lines += hardware_lines(hardware, ctx["labels"])
     if winner and not missing:
         lines += winner_lines(ctx, view)
-    elif winner is None:
+    elif winner is None and not (hardware and hardware.reason):
         lines += ["## Winner", "", "No configuration passed the SLA at any step: every configuration is infeasible.", ""]
     lines += modality_table(ctx, view)
     lines += soak_lines(ctx)

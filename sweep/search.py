@@ -13,8 +13,10 @@ import numpy as np
 import optuna
 from sqlalchemy.exc import SQLAlchemyError
 
+from sweep import liveness
 from sweep.errors import StoreError
 from sweep.ladder import LadderOutcome, LadderRunner, orchestrator_failure
+from sweep.liveness import WorkerIdentity
 from sweep.profile import FloatRange, IntRange, Profile, Space
 from sweep.types import ServerConfig
 
@@ -22,12 +24,12 @@ KNOBS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", 
 FEASIBLE_ATTR = "feasible"
 CONSTRAINT_ATTR = "constraint"  # <= 0 feasible, > 0 infeasible (Optuna's convention)
 # Why a trial did not yield a measured configuration. An orchestrator failure (signal, database, disk: the
-# trial is FAIL) is retried on resume; a configuration failure (the server crashed, OOMed, hung: the trial is
-# COMPLETE and infeasible) is a result and is not.
-FAILURE_ATTR = "failure"
-ORCHESTRATOR_FAILURE = "orchestrator"
+# trial is FAIL) is retried; a configuration failure (the server crashed, OOMed, hung: the trial is COMPLETE
+# and infeasible) is a result and is not.
+FAILURE_ATTR = liveness.FAILURE_ATTR
+ORCHESTRATOR_FAILURE = liveness.ORCHESTRATOR_FAILURE
 CONFIGURATION_FAILURE = "configuration"
-REQUEUED_ATTR = "requeued_from"  # on a re-queued copy: the number of the FAIL trial it redoes
+REQUEUED_ATTR = liveness.REQUEUED_FROM  # on a re-queued copy: the number of the FAIL trial it redoes
 
 
 def expand(values: Any) -> list[Any] | None:
@@ -73,7 +75,8 @@ def make_sampler(profile: Profile) -> optuna.samplers.BaseSampler:
     if kind == "gp":
         return optuna.samplers.GPSampler(seed=seed)
     # Constraints come from Trial.set_constraint (Optuna 5; constraints_func is deprecated there).
-    return optuna.samplers.TPESampler(seed=seed, multivariate=True)
+    # constant_liar: with several workers, a running trial counts as a poor result so others look elsewhere.
+    return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
 
 
 def suggest(trial: optuna.Trial, space: dict[str, list[Any]]) -> ServerConfig:
@@ -112,59 +115,66 @@ def promoted(values: list[tuple[dict[str, Any], float]], keep: float, min_keep: 
 
 
 class Search:
-    """Drives an Optuna study over the profile's space, resumable from RDB storage."""
+    """Drives an Optuna study over the profile's space, resumable from RDB storage, shared by any number of workers.
+
+    Each phase is an Optuna study of its own: the screen (or the whole search without screening) is the
+    study named `study_name`; the final ladders of the promoted configurations are `<name>:final`; the soak
+    is `<name>:soak` (one trial). A worker takes trials from a phase until the phase's work is all claimed,
+    then waits for the others' running trials (one of them may die and be queued again) before moving on.
+    """
 
     def __init__(self, profile: Profile, runner: LadderRunner, storage_url: str, study_name: str,
                  clock: Callable[[], float] = time.monotonic,
-                 on_trial: Callable[[LadderOutcome], None] | None = None):
+                 on_trial: Callable[[LadderOutcome], None] | None = None,
+                 worker: WorkerIdentity | None = None, on_requeued: liveness.Requeued | None = None,
+                 wait: Callable[[float], None] = time.sleep, ended: Callable[[int], bool] | None = None,
+                 alone: Callable[[], bool] | None = None):
         self.profile = profile
         self.runner = runner
         self.space = grid(profile.search.space)
         self.clock = clock
         self.on_trial = on_trial
+        self.worker = worker or WorkerIdentity.this_process()
+        self.on_requeued = on_requeued
+        self.wait = wait
+        self.ended = ended  # worker id -> whether that worker has stopped (so any trial it holds is orphaned)
+        self.alone = alone  # whether no other worker of the study may be alive (then an unowned trial is dead)
+        self.study_name = study_name
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        storage = optuna.storages.RDBStorage(storage_url, engine_kwargs=_engine_kwargs(storage_url))
+        sp = profile.search
+        self.grace_s = sp.grace_s or 4 * sp.heartbeat_s
+        self.storage = liveness.optuna_storage(storage_url, sp.heartbeat_s, sp.grace_s, on_requeued)
         pruner: optuna.pruners.BasePruner = (optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0)
-                                             if profile.search.pruning else optuna.pruners.NopPruner())
-        self.study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize",
+                                             if sp.pruning else optuna.pruners.NopPruner())
+        self.study = optuna.create_study(study_name=study_name, storage=self.storage, direction="maximize",
                                          sampler=make_sampler(profile), pruner=pruner, load_if_exists=True)
-        self.storage = storage
-        self.study_id = storage.get_study_id_from_name(study_name)
 
     def requeue_interrupted(self) -> int:
-        """Re-queue, once each, the trials whose configuration the orchestrator failed to measure.
+        """Re-queue, once each, the trials whose configuration an orchestrator failed to measure.
 
-        A trial left RUNNING by a killed orchestrator becomes FAIL (an orchestrator failure). Every FAIL trial
-        that is an orchestrator failure (FAILURE_ATTR, or no attr: a kill leaves none) and has no copy yet gets
-        one WAITING copy with its parameters and grid point (GridSampler counts a FAIL as visited and would
-        never revisit it, nor know which point the copy covers). A configuration failure (the server crashed,
-        OOMed or hung) is a COMPLETE trial with a violated constraint: it is never re-queued. A trial that died
-        before any parameter or grid point was chosen needs no copy: the sampler picks that point again.
+        A trial a dead worker left RUNNING becomes FAIL and is queued again (liveness.requeue_dead): only when
+        its worker is certainly dead, so a live worker's trial, here or on another host, is never touched. A
+        FAIL trial that is an orchestrator failure (a signal, the database, the disk) and has no copy yet gets
+        one. A configuration failure (the server crashed, OOMed or hung) is a COMPLETE trial with a violated
+        constraint: never re-queued. A trial that died before any parameter or grid point was chosen needs no
+        copy: the sampler picks that point again.
         """
-        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            tid = self._trial_id(t.number)
-            self.storage.set_trial_user_attr(tid, FAILURE_ATTR, ORCHESTRATOR_FAILURE)
-            self.storage.set_trial_state_values(tid, optuna.trial.TrialState.FAIL)
-        trials = self.study.get_trials(deepcopy=False)
-        copied = {t.user_attrs.get(REQUEUED_ATTR) for t in trials}
         n = 0
-        for t in trials:
-            if (t.state != optuna.trial.TrialState.FAIL or t.number in copied
-                    or t.user_attrs.get(FAILURE_ATTR, ORCHESTRATOR_FAILURE) != ORCHESTRATOR_FAILURE):
-                continue
-            if not t.params and "grid_id" not in t.system_attrs:
-                continue
-            self.study.enqueue_trial(t.params, user_attrs={REQUEUED_ATTR: t.number}, skip_if_exists=False)
-            waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-            copy = self._trial_id(max(w.number for w in waiting))
-            for attr in ("grid_id", "search_space"):
-                if attr in t.system_attrs:
-                    self.storage.set_trial_system_attr(copy, attr, t.system_attrs[attr])
-            n += 1
+        for study in self._phase_studies():
+            n += liveness.requeue_dead(study, self.grace_s, self.on_requeued, self.ended, self.alone)
+            # The failing worker queues its own copy; this is for one that could not (its database failed). Only
+            # with no other worker alive: a live one may be writing the copy of a trial it just failed.
+            if self.alone is None or self.alone():
+                n += liveness.requeue_orchestrator_failures(study)
         return n
 
-    def _trial_id(self, number: int) -> int:
-        return self.storage.get_trial_id_from_study_id_trial_number(self.study_id, number)
+    def _phase_studies(self) -> list[optuna.Study]:
+        out = [self.study]
+        names = {s.study_name for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False)}
+        for suffix in (":final", ":soak"):
+            if self.study_name + suffix in names:
+                out.append(optuna.load_study(study_name=self.study_name + suffix, storage=self.storage))
+        return out
 
     def n_trials(self) -> int:
         if self.profile.search.n_trials is not None:
@@ -172,29 +182,79 @@ class Search:
         return grid_size(self.profile.search.space)
 
     def _complete(self) -> list[optuna.trial.FrozenTrial]:
-        return [t for t in self.study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+        return [t for t in self.study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE
+                and not t.user_attrs.get(liveness.SURPLUS_ATTR)]
 
-    def run(self, reuse: ReuseFn | None = None) -> StudyResult:
-        """Run trials until the grid, the trial count or the time budget is spent; then the finals if screening."""
+    def _phase_study(self, suffix: str, param: str, n: int) -> optuna.Study:
+        """The study of a fixed list of n work items: trial k (k < n) measures item k, whichever worker asks."""
+        return optuna.create_study(study_name=self.study_name + suffix, storage=self.storage, direction="maximize",
+                                   sampler=optuna.samplers.GridSampler({param: list(range(n))}), load_if_exists=True)
+
+    @staticmethod
+    def _guarded(study: optuna.Study, measure: Callable[[optuna.Trial], float]) -> Callable[[optuna.Trial], float]:
+        """The objective: `measure`, and on the orchestrator's own failure (a signal, the database, the disk)
+        the trial marked so and its configuration queued again at once, for any worker to take."""
+
+        def objective(trial: optuna.Trial) -> float:
+            try:
+                return measure(trial)
+            except optuna.TrialPruned:
+                raise
+            except BaseException as exc:  # Optuna marks the trial FAIL once this propagates
+                with contextlib.suppress(Exception):  # best effort: the database may be what failed
+                    trial.set_user_attr(FAILURE_ATTR, ORCHESTRATOR_FAILURE)
+                    trial.set_user_attr("failure_reason", orchestrator_failure(exc))
+                    liveness.requeue(study, study._storage.get_trial(trial._trial_id))
+                raise
+
+        return objective
+
+    def _begin(self, study: optuna.Study, trial: optuna.Trial, total: int) -> None:
+        """Claim the trial for this worker; a trial created after the phase's work ran out is dropped as surplus."""
+        trial.set_user_attr(liveness.WORKER_ATTR, self.worker.attr())
+        frozen = study._storage.get_trial(trial._trial_id)
+        if "fixed_params" in frozen.system_attrs:
+            return  # a queued copy of a dead worker's trial: always real work
+        earlier = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number]
+        if liveness.work_items(earlier) >= total:
+            trial.set_user_attr(liveness.SURPLUS_ATTR, True)
+            raise optuna.TrialPruned("surplus: every work item of this phase is claimed")
+
+    def _drain(self, study: optuna.Study, total: int, objective: Callable[[optuna.Trial], float],
+               may_start: Callable[[], bool]) -> None:
+        """Run trials of one phase until its `total` work items are claimed; then wait out the others' trials."""
+        while True:
+            liveness.fail_stale(study)
+            liveness.requeue_dead(study, self.grace_s, self.on_requeued, self.ended, self.alone)
+            trials = study.get_trials(deepcopy=False)
+            waiting = any(t.state == optuna.trial.TrialState.WAITING for t in trials)
+            if (waiting or liveness.work_items(trials) < total) and may_start():
+                try:
+                    study.optimize(objective, n_trials=1, catch=())
+                except BaseException as exc:
+                    reported = storage_error(exc)
+                    if reported is exc:
+                        raise
+                    raise reported from exc
+                continue
+            if any(t.state == optuna.trial.TrialState.RUNNING for t in trials):
+                self.wait(min(self.profile.search.heartbeat_s, 5.0))  # another worker's trial may yet die
+                continue
+            return  # every item is measured, or this worker's budget is spent and the rest is left to others
+
+    def run(self, reuse: ReuseFn | None = None, soak: Callable[[], None] | None = None) -> StudyResult:
+        """Run trials until the grid, the trial count or the time budget is spent; then the finals if screening,
+        then the soak (one trial, on whichever worker asks first) when `soak` is given."""
         result = StudyResult()
         started = self.clock()
         budget = self.profile.search.time_budget_s
         screening = self.profile.search.screening
         phase = "screen" if screening.enabled else "final"
         durations: list[float] = []
-        remaining = self.n_trials() - len(self._complete())
-
-        def objective(trial: optuna.Trial) -> float:
-            try:
-                return measure(trial)
-            except BaseException as exc:  # the orchestrator's failure: Optuna marks the trial FAIL
-                failures.append(exc)
-                with contextlib.suppress(Exception):  # best effort: the database may be what failed
-                    trial.set_user_attr(FAILURE_ATTR, ORCHESTRATOR_FAILURE)
-                    trial.set_user_attr("failure_reason", orchestrator_failure(exc))
-                raise
+        total = self.n_trials()
 
         def measure(trial: optuna.Trial) -> float:
+            self._begin(self.study, trial, total)
             config = suggest(trial, self.space)
             t0 = self.clock()
             outcome = reuse(config, phase) if reuse else None
@@ -208,83 +268,106 @@ class Search:
             if outcome is None:
                 outcome = self.runner.run(config, trial_number=trial.number, phase=phase, should_stop=prune_check)
             durations.append(self.clock() - t0)
-            feasible = outcome.value is not None
-            trial.set_user_attr(FEASIBLE_ATTR, feasible)
-            trial.set_user_attr(CONSTRAINT_ATTR, 0.0 if feasible else 1.0)
-            trial.set_constraint("feasible", 0.0 if feasible else 1.0)
-            trial.set_user_attr("config_id", outcome.config_id)
-            trial.set_user_attr("status", outcome.status)
-            if outcome.status == "failed":
-                trial.set_user_attr(FAILURE_ATTR, CONFIGURATION_FAILURE)
-            trial.set_user_attr("phase", phase)
-            trial.set_user_attr("pruned", outcome.stop_reason.startswith("pruned"))
             for i, step in enumerate(outcome.steps):
                 if i not in reported:
                     trial.report(float(step.get("goodput_tps") or 0.0), step=i)
-            result.outcomes.append(outcome)
-            if self.on_trial:
-                self.on_trial(outcome)
-            # An infeasible configuration is told as 0 with a violated constraint; the winner is chosen among
-            # feasible trials only, so the 0 never competes with a real goodput.
-            return float(outcome.value) if outcome.value is not None else 0.0
+            return self._told(trial, outcome, phase, result.outcomes)
 
-        def budget_check(study: optuna.Study, _trial: optuna.trial.FrozenTrial) -> None:
+        def may_start() -> bool:
+            if result.stopped_reason:
+                return False
             if budget is None or not durations:
-                return
+                return True
             left = budget - (self.clock() - started)
             need = max(durations)
             if screening.enabled:  # keep room for the finals: each costs ~ a screen / fraction
                 need += max(durations) / screening.fraction * screening.min_keep
             if left < need:
                 result.stopped_reason = f"time budget: {left:.0f} s left, a trial takes ~{max(durations):.0f} s"
-                study.stop()
+                return False
+            return True
 
-        failures: list[BaseException] = []
-        if remaining > 0:
-            try:
-                self.study.optimize(objective, n_trials=remaining, callbacks=[budget_check], catch=())
-            except BaseException as exc:
-                # When Optuna cannot record the failed trial either (the database is locked), it raises an
-                # AssertionError of its own; the error that stopped the trial is the one to report.
-                first = failures[-1] if failures and exc is not failures[-1] else exc
-                reported = storage_error(first)
-                if reported is exc:
-                    raise
-                raise reported from exc
+        self._drain(self.study, total, self._guarded(self.study, measure), may_start)
         if screening.enabled:
             self._finals(result, reuse, started, durations)
+        if soak is not None:
+            self._soak(soak)
         return result
 
+    def _told(self, trial: optuna.Trial, outcome: LadderOutcome, phase: str, into: list[LadderOutcome]) -> float:
+        """Record a ladder's outcome on its trial and return the trial value."""
+        feasible = outcome.value is not None
+        trial.set_user_attr(FEASIBLE_ATTR, feasible)
+        trial.set_user_attr(CONSTRAINT_ATTR, 0.0 if feasible else 1.0)
+        trial.set_constraint("feasible", 0.0 if feasible else 1.0)
+        trial.set_user_attr("config_id", outcome.config_id)
+        trial.set_user_attr("status", outcome.status)
+        if outcome.status == "failed":
+            trial.set_user_attr(FAILURE_ATTR, CONFIGURATION_FAILURE)
+        trial.set_user_attr("phase", phase)
+        trial.set_user_attr("pruned", outcome.stop_reason.startswith("pruned"))
+        into.append(outcome)
+        if self.on_trial:
+            self.on_trial(outcome)
+        # An infeasible configuration is told as 0 with a violated constraint; the winner is chosen among
+        # feasible trials only, so the 0 never competes with a real goodput.
+        return float(outcome.value) if outcome.value is not None else 0.0
+
     def _finals(self, result: StudyResult, reuse: ReuseFn | None, started: float, durations: list[float]) -> None:
-        """Long-window ladders for the screened configurations that made the cut, best first."""
+        """Long-window ladders for the screened configurations that made the cut, shared out among workers.
+
+        Every worker computes the cut from the same finished screen; the first to get there stores it on the
+        finals study, and every worker measures from that stored list.
+        """
         sc = self.profile.search.screening
         values = [(dict(t.params), float(t.value)) for t in self._complete()
                   if t.user_attrs.get(FEASIBLE_ATTR) and t.value is not None]
+        cut = promoted(values, sc.keep, sc.min_keep)
+        if not cut:
+            return
+        study = self._phase_study(":final", "final", len(cut))
+        if "promoted" not in study.user_attrs:
+            study.set_user_attr("promoted", cut)
+        cut = study.user_attrs["promoted"]
         budget = self.profile.search.time_budget_s
         screen_cost = max(durations) if durations else 0.0
-        for params in promoted(values, sc.keep, sc.min_keep):
-            config = ServerConfig(**params)
+
+        def measure(trial: optuna.Trial) -> float:
+            self._begin(study, trial, len(cut))
+            config = ServerConfig(**cut[int(trial.suggest_categorical("final", list(range(len(cut)))))])
             outcome = reuse(config, "final") if reuse else None
             if outcome is None:
-                left = None if budget is None else budget - (self.clock() - started)
-                if left is not None and result.finals and left < screen_cost / sc.fraction:
-                    result.stopped_reason = f"time budget: {left:.0f} s left before every final ladder ran"
-                    break
                 outcome = self.runner.run(config, phase="final")
-            result.finals.append(outcome)
-            if self.on_trial:
-                self.on_trial(outcome)
+            return self._told(trial, outcome, "final", result.finals)
 
+        def may_start() -> bool:
+            left = None if budget is None else budget - (self.clock() - started)
+            if left is not None and result.finals and left < screen_cost / sc.fraction:
+                result.stopped_reason = f"time budget: {left:.0f} s left before every final ladder ran"
+                return False
+            return True
 
-def _engine_kwargs(url: str) -> dict[str, Any]:
-    if url.startswith("sqlite"):
-        return {"connect_args": {"timeout": 30}}
-    return {}
+        self._drain(study, len(cut), self._guarded(study, measure), may_start)
+
+    def _soak(self, soak: Callable[[], None]) -> None:
+        """The winner's soak: one trial of `<name>:soak`, run by the first worker that asks, after every final."""
+        study = self._phase_study(":soak", "soak", 1)
+
+        def measure(trial: optuna.Trial) -> float:
+            self._begin(study, trial, 1)
+            trial.suggest_categorical("soak", [0])
+            soak()
+            return 0.0
+
+        self._drain(study, 1, self._guarded(study, measure), lambda: True)
 
 
 def storage_error(exc: BaseException) -> BaseException:
-    """Optuna's failure to write its study (disk full, database locked) as the one-line StoreError it is;
-    any other exception unchanged."""
+    """Optuna's failure to write its study (disk full, database locked) as the one-line StoreError it is; any
+    other exception unchanged. When Optuna cannot record a failed trial it raises an AssertionError of its own
+    ("Should not reach") while handling the storage error: that error is the one to report."""
+    if isinstance(exc, AssertionError) and exc.__context__ is not None:
+        exc = exc.__context__
     if not isinstance(exc, optuna.exceptions.StorageInternalError | SQLAlchemyError):
         return exc
     root: BaseException = exc

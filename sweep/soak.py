@@ -119,7 +119,8 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any], ctx
     arrival = RateArrival(kind="poisson", rate=soak_rate(profile, winner["knee"]), max_in_flight=soak.max_in_flight)
     window = profile.window.model_copy(update={"measure_seconds": soak.duration_s})
     store = runner.store
-    config_id = store.create_server_config(runner.study_id, config, runner.launcher.kind, [], None)
+    config_id = store.create_server_config(runner.study_id, config, runner.launcher.kind, [], None,
+                                           placement=runner.placement)
     store.update_server_config(config_id, status="running")
     spawned = SpawnLog(store, config_id)
     try:
@@ -130,7 +131,7 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any], ctx
     store.update_server_config(config_id, argv=handle.argv, startup_s=handle.startup_s, log_path=handle.log_path,
                                server_info=spawned.server_info(handle))
     run_id = store.create_run(runner.study_id, config_id, soak.max_in_flight, profile.fingerprint(),
-                              handle.simulated, runner.driver_name, phase="soak")
+                              handle.simulated, runner.driver_name, phase="soak", placement=runner.placement)
     if runner.on_step_start:
         expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
         runner.on_step_start(StepStart(config, soak.max_in_flight, "soak", expected, runner.window_elapsed))

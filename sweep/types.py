@@ -134,3 +134,19 @@ class WindowResult:
     @property
     def measured_seconds(self) -> float:
         return self.window_end - self.window_start
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a measurement ran: the study worker (its sweep_workers row), its host and its GPU group."""
+
+    worker_id: int | None = None
+    host: str | None = None
+    gpu_name: str | None = None
+    gpu_index: str | None = None  # the group's GPU indices, e.g. "0" or "2,3"
+    gpu_memory_mib: float | None = None
+    gpu_driver: str | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The runs / server_configs columns this placement fills."""
+        return asdict(self)

@@ -222,7 +222,8 @@ def test_port_collision_is_retried(make: Callable[..., sg.SGLangLauncher], mark:
     taken = blocker.getsockname()[1]
     ports = iter([taken])
     real = procs.free_port
-    monkeypatch.setattr(sg.procs, "free_port", lambda host="127.0.0.1": next(ports, None) or real(host))
+    monkeypatch.setattr(sg.procs, "free_port",
+                        lambda host="127.0.0.1", within=None: next(ports, None) or real(host, within))
     launcher = make()
     try:
         h = launcher.start(ServerConfig())

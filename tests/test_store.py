@@ -18,6 +18,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from pgdb import fresh_database
 from sqlalchemy import inspect, text
 
 from sweep import measure
@@ -27,7 +28,7 @@ from sweep.store.models import VERSION_TABLE, Base
 from sweep.store.queries import run_summary
 from sweep.types import RequestRecord, Sample, ServerConfig
 
-TABLES = {"sweep_studies", "environments", "server_configs", "runs", "requests", "samples"}
+TABLES = {"sweep_studies", "environments", "server_configs", "runs", "requests", "samples", "sweep_workers"}
 PG_URL = os.environ.get("SWEEP_TEST_PG_URL")
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()  # the newest migration's revision
 
@@ -350,31 +351,30 @@ def test_finish_run_stores_100k_requests_in_one_fast_transaction(store: Store) -
 @pytest.mark.postgres
 @pytest.mark.skipif(not PG_URL, reason="set SWEEP_TEST_PG_URL to a PostgreSQL SQLAlchemy URL")
 def test_round_trip_on_postgresql() -> None:
-    assert PG_URL is not None
-    with Store(PG_URL) as first:
-        _round_trip(first)
-        insp = inspect(first.engine)
-        assert TABLES | {"sweep_alembic_version"} <= set(insp.get_table_names())
-        assert "run_summary" in insp.get_view_names()
-        with first.engine.connect() as conn:
-            assert _schema_diff(conn) == []
-    with Store(PG_URL) as second:  # a second open is a no-op migration
-        _round_trip(second)
-        sid = _study(second)
-        cid = second.create_server_config(sid, ServerConfig(8), "sim", ["--api-key", "pg-secret"], None)
-        rid = second.create_run(sid, cid, 8, "fp", True, "virtual")
-        assert second.abort_running(sid) == 1 and second.get_run(rid)["status"] == "aborted"  # type: ignore[index]
-        assert "pg-secret" not in second.server_configs(sid)[0]["argv_json"]
+    with fresh_database("sweep_store") as url:  # a database of its own: the test server is shared
+        with Store(url) as first:
+            _round_trip(first)
+            insp = inspect(first.engine)
+            assert TABLES | {"sweep_alembic_version"} <= set(insp.get_table_names())
+            assert "run_summary" in insp.get_view_names()
+            with first.engine.connect() as conn:
+                assert _schema_diff(conn) == []
+        with Store(url) as second:  # a second open is a no-op migration
+            _round_trip(second)
+            sid = _study(second)
+            cid = second.create_server_config(sid, ServerConfig(8), "sim", ["--api-key", "pg-secret"], None)
+            rid = second.create_run(sid, cid, 8, "fp", True, "virtual")
+            assert second.abort_running(sid) == 1 and second.get_run(rid)["status"] == "aborted"  # type: ignore[index]
+            assert "pg-secret" not in second.server_configs(sid)[0]["argv_json"]
 
 
 @pytest.mark.postgres
 @pytest.mark.skipif(not PG_URL, reason="set SWEEP_TEST_PG_URL to a PostgreSQL SQLAlchemy URL")
 def test_optuna_rdb_storage_shares_the_postgresql_database() -> None:
     optuna = pytest.importorskip("optuna")
-    assert PG_URL is not None
-    with Store(PG_URL) as store:
+    with fresh_database("sweep_store") as url, Store(url) as store:
         name = f"pg-{uuid.uuid4().hex[:8]}"
-        study = optuna.create_study(storage=PG_URL, study_name=name, direction="maximize")
+        study = optuna.create_study(storage=url, study_name=name, direction="maximize")
         study.optimize(lambda trial: trial.suggest_int("mrr", 8, 256), n_trials=2)
         _round_trip(store)
-        assert len(optuna.load_study(study_name=name, storage=PG_URL).trials) == 2
+        assert len(optuna.load_study(study_name=name, storage=url).trials) == 2

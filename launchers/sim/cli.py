@@ -105,7 +105,9 @@ def server_info(args: argparse.Namespace, eng: Engine) -> dict[str, Any]:
                 context_len=c.context_len, schedule_policy=c.schedule_policy, version=VERSION, simulated=True,
                 sim_gpu=eng.params.gpu.name, sim_model=eng.params.model.name, page_size=eng.params.page_size,
                 served_model_name=args.served_model_name or args.model_path, api_key=None,
-                unmodelled_flags=unmodelled_flags(args))
+                unmodelled_flags=unmodelled_flags(args),
+                # the GPU group its launcher gave it: a simulated fleet is checked from the launch records
+                cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
     return info
 
 

@@ -27,6 +27,7 @@ from sqlalchemy import (
     func,
     insert,
     make_url,
+    or_,
     select,
     update,
 )
@@ -36,9 +37,9 @@ from sweep.errors import StoreError
 from sweep.store import queries as q
 from sweep.store.models import STAT_COLUMNS, WINDOW_COLUMNS, runs_table
 from sweep.store.queries import UnknownColumnError
-from sweep.types import RequestRecord, Sample, ServerConfig
+from sweep.types import Placement, RequestRecord, Sample, ServerConfig
 
-__all__ = ["STAT_COLUMNS", "WINDOW_COLUMNS", "Store", "UnknownColumnError", "alembic_config"]
+__all__ = ["STAT_COLUMNS", "WINDOW_COLUMNS", "Store", "UnknownColumnError", "alembic_config", "serialize_sqlite"]
 
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _PG_MIGRATION_LOCK = 0x5357_4545  # pg_advisory_xact_lock key: one migrating worker at a time ("SWEE")
@@ -60,6 +61,22 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
 def _sqlite_begin(conn: Connection) -> None:
     """BEGIN, or BEGIN IMMEDIATE for writers, so two writers queue on the busy timeout instead of deadlocking."""
     conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get('sqlite_begin', '')}".strip())
+
+
+def _sqlite_begin_immediate(conn: Connection) -> None:
+    """BEGIN IMMEDIATE for every transaction (for engines whose code reads then writes, like Optuna's)."""
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def serialize_sqlite(engine: Engine, every_transaction: bool = False) -> None:
+    """WAL, busy timeout and BEGIN IMMEDIATE writers on a SQLite engine, so several processes share the file.
+
+    every_transaction: reads begin IMMEDIATE too (Optuna reads a row and then updates it in one transaction;
+    under WAL a deferred reader that later writes fails at once with "database is locked").
+    """
+    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(engine, "begin", _sqlite_begin_immediate if every_transaction else _sqlite_begin)
+    engine.dispose()  # connections made before the listeners existed would miss the pragmas
 
 
 def _new_id(conn: Connection, stmt: Insert) -> int:
@@ -96,8 +113,7 @@ def _make_engine(url: str, create: bool = True) -> Engine:
             raise StoreError(f"no results database at {db} (run a study first, or pass --db)")
         Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_MS / 1000})
-    event.listen(engine, "connect", _sqlite_connect)
-    event.listen(engine, "begin", _sqlite_begin)
+    serialize_sqlite(engine)
     return engine
 
 
@@ -227,13 +243,13 @@ class Store:
     # --- server configurations ----------------------------------------------------------------------
 
     def create_server_config(self, study_id: int, config: ServerConfig, launcher: str, argv: Sequence[str],
-                             trial_number: int | None) -> int:
+                             trial_number: int | None, placement: Placement | None = None) -> int:
         """Insert a pending server configuration (credentials in argv redacted) and return its id."""
         row = dict(study_id=study_id, trial_number=trial_number, config_key=config.key(),
                    max_running_requests=config.max_running_requests, mem_fraction_static=config.mem_fraction_static,
                    chunked_prefill_size=config.chunked_prefill_size, schedule_policy=config.schedule_policy,
                    launcher=launcher, argv_json=json.dumps(q.redact_argv(argv)), status="pending",
-                   created_at=q.utcnow())
+                   created_at=q.utcnow(), **(placement or Placement()).columns())
         with self._write(f"create server config {config.label()!r}") as conn:
             return _new_id(conn, insert(q.configs_table).values(row))
 
@@ -270,11 +286,13 @@ class Store:
     # --- runs ---------------------------------------------------------------------------------------
 
     def create_run(self, study_id: int, server_config_id: int, concurrency: int, fingerprint: str,
-                   simulated: bool, driver: str, phase: str = "final", reference_for: int | None = None) -> int:
+                   simulated: bool, driver: str, phase: str = "final", reference_for: int | None = None,
+                   placement: Placement | None = None) -> int:
         """Insert a running measured window and return its id (reference_for: sweep's run a reference row checks)."""
         row = dict(study_id=study_id, server_config_id=server_config_id, concurrency=int(concurrency),
                    status="running", fingerprint=fingerprint, simulated=bool(simulated), driver=driver,
-                   phase=phase, started_at=q.utcnow(), reference_for_run_id=reference_for)
+                   phase=phase, started_at=q.utcnow(), reference_for_run_id=reference_for,
+                   **(placement or Placement()).columns())
         with self._write(f"create run at concurrency {concurrency}") as conn:
             return _new_id(conn, insert(runs_table).values(row))
 
@@ -304,18 +322,31 @@ class Store:
             self._require_one(conn.execute(update(runs_table).where(runs_table.c.id == run_id).values(values))
                               .rowcount, f"run {run_id}")
 
-    def abort_running(self, study_id: int) -> int:
+    def abort_running(self, study_id: int, workers: Sequence[int | None] | None = None) -> int:
         """Mark runs and configs a killed orchestrator left 'running' as 'aborted'; returns how many rows changed.
         The completed steps of such an attempt become 'aborted' too: the configuration is measured again, and
-        `sweep runs` / run_summary must not list its first, partial ladder as ordinary completed rows."""
+        `sweep runs` / run_summary must not list its first, partial ladder as ordinary completed rows.
+
+        With `workers`, only rows measured by those sweep_workers ids (None: rows that name no worker) change:
+        another live worker's running rows are never touched.
+        """
         reason = "orchestrator stopped before this finished"
         changed = 0
+
+        def owned(table: Any) -> Any:
+            """The rows of the given workers (all rows without `workers`)."""
+            if workers is None:
+                return True
+            ids = [w for w in workers if w is not None]
+            return (or_(table.c.worker_id.in_(ids), table.c.worker_id.is_(None)) if None in workers
+                    else table.c.worker_id.in_(ids))
+
         with self._write(f"abort stale runs of study {study_id}") as conn:
             c = q.configs_table
-            stale = select(c.c.id).where(c.c.study_id == study_id, c.c.status == "running")
+            stale = select(c.c.id).where(c.c.study_id == study_id, c.c.status == "running", owned(c))
             changed += conn.execute(_abort_runs(runs_table.c.server_config_id.in_(stale), reason)).rowcount
             for table, why in ((runs_table, "reason"), (q.configs_table, "failure_reason")):
-                stmt = (update(table).where(table.c.study_id == study_id, table.c.status == "running")
+                stmt = (update(table).where(table.c.study_id == study_id, table.c.status == "running", owned(table))
                         .values({"status": "aborted", "finished_at": q.utcnow(),
                                  why: func.coalesce(table.c[why], reason)}))
                 changed += conn.execute(stmt).rowcount
@@ -329,6 +360,33 @@ class Store:
             t = q.configs_table
             conn.execute(update(t).where(t.c.id == config_id).values(
                 status="aborted", failure_reason=reason, finished_at=q.utcnow()))
+
+    # --- study workers ------------------------------------------------------------------------------
+
+    def register_worker(self, study_id: int, label: str, host: str, pid: int, process_started: float,
+                        gpus: str | None, sweep_version: str, fingerprint: str) -> int:
+        """Insert a running study worker and return its id."""
+        row = dict(study_id=study_id, label=label, host=host, pid=pid, process_started=process_started, gpus=gpus,
+                   sweep_version=sweep_version, fingerprint=fingerprint, status="running", started_at=q.utcnow())
+        with self._write(f"register worker {label!r}") as conn:
+            return _new_id(conn, insert(q.workers_table).values(row))
+
+    def set_worker_status(self, worker_id: int, status: str) -> None:
+        """A worker finished (done) or was found dead (lost)."""
+        values: dict[str, Any] = {"status": status}
+        if status != "running":
+            values["finished_at"] = q.utcnow()
+        with self._write(f"mark worker {worker_id} {status}") as conn:
+            t = q.workers_table
+            self._require_one(conn.execute(update(t).where(t.c.id == worker_id).values(values)).rowcount,
+                              f"worker {worker_id}")
+
+    def workers(self, study_id: int) -> list[dict[str, Any]]:
+        """Every worker that joined a study, in joining order."""
+        with self._read(f"read workers of study {study_id}") as conn:
+            t = q.workers_table
+            return [dict(r._mapping) for r in conn.execute(select(t).where(t.c.study_id == study_id)
+                                                           .order_by(t.c.id))]
 
     def completed_runs(self, study_id: int, server_config_id: int | None = None) -> list[dict[str, Any]]:
         """Completed runs of a study (optionally of one configuration), oldest first."""

@@ -105,6 +105,25 @@ class Study(Base):
     report_path: Mapped[str | None] = mapped_column(Text)
 
 
+class Worker(Base):
+    """One `sweep worker` process that joined a study: where it runs and what code and workload it runs."""
+
+    __tablename__ = "sweep_workers"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("sweep_studies.id", ondelete="CASCADE"), index=True)
+    label: Mapped[str] = mapped_column(String(200))  # e.g. "gpu0-1": what progress lines call it
+    host: Mapped[str] = mapped_column(String(200))
+    pid: Mapped[int] = mapped_column(Integer)
+    process_started: Mapped[float] = mapped_column(Float)  # the pid's create time: a reused pid is another process
+    gpus: Mapped[str | None] = mapped_column(String(100))  # CUDA_VISIBLE_DEVICES of its servers
+    sweep_version: Mapped[str] = mapped_column(String(100))
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(20))  # running | done | lost
+    started_at: Mapped[datetime] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+
 class Environment(Base):
     """The host, software and GPU a study ran on (one row per worker host)."""
 
@@ -150,6 +169,13 @@ class ServerConfigRow(Base):
     stop_reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    # Where it was launched (see PLACEMENT_COLUMNS); no foreign key to sweep_workers (added by ALTER on SQLite).
+    worker_id: Mapped[int | None] = mapped_column(Integer)
+    host: Mapped[str | None] = mapped_column(String(200))
+    gpu_name: Mapped[str | None] = mapped_column(String(200))
+    gpu_index: Mapped[str | None] = mapped_column(String(50))
+    gpu_memory_mib: Mapped[float | None] = mapped_column(Float)
+    gpu_driver: Mapped[str | None] = mapped_column(String(50))
 
 
 # runs is built from STAT_COLUMNS so the statistics are listed exactly once.
@@ -175,6 +201,12 @@ runs_table = Table(
     Column("reference_for_run_id", Integer, index=True),
     *(Column(name, _SQL_TYPES[STAT_TYPES[name]]) for name in STAT_COLUMNS),
     *(Column(name, Float) for name in PREDICTED_COLUMNS),
+    Column("worker_id", Integer),
+    Column("host", String(200)),
+    Column("gpu_name", String(200)),
+    Column("gpu_index", String(50)),
+    Column("gpu_memory_mib", Float),
+    Column("gpu_driver", String(50)),
     CheckConstraint(_in("status", RUN_STATUSES), name="status"),
     CheckConstraint(_in("phase", RUN_PHASES), name="phase"),
 )
@@ -227,5 +259,7 @@ class SampleRow(Base):
 
 
 # Knob columns of server_configs, shown beside each run in the run_summary view.
+# Where a run or launch happened (sweep.types.Placement), on runs and server_configs and in run_summary.
+PLACEMENT_COLUMNS: tuple[str, ...] = ("worker_id", "host", "gpu_name", "gpu_index", "gpu_memory_mib", "gpu_driver")
 KNOB_COLUMNS: tuple[str, ...] = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size",
                                  "schedule_policy")

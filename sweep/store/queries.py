@@ -15,6 +15,7 @@ from sweep import measure
 from sweep.errors import StoreError
 from sweep.store.models import (
     KNOB_COLUMNS,
+    PLACEMENT_COLUMNS,
     PREDICTED_COLUMNS,
     STAT_COLUMNS,
     STAT_TYPES,
@@ -24,6 +25,7 @@ from sweep.store.models import (
     SampleRow,
     ServerConfigRow,
     Study,
+    Worker,
     runs_table,
 )
 from sweep.types import RequestRecord, Sample
@@ -33,6 +35,7 @@ environments_table: Table = Environment.__table__  # type: ignore[assignment]
 configs_table: Table = ServerConfigRow.__table__  # type: ignore[assignment]
 requests_table: Table = RequestRow.__table__  # type: ignore[assignment]
 samples_table: Table = SampleRow.__table__  # type: ignore[assignment]
+workers_table: Table = Worker.__table__  # type: ignore[assignment]
 
 # The run_summary view (created by the migration), typed so booleans and timestamps come back as such.
 _RUN_HEAD = ("concurrency", "phase", "status", "reason", "simulated", "driver", "fingerprint", "started_at",
@@ -50,7 +53,7 @@ run_summary = Table(
     *(Column(k, configs_table.c[k].type) for k in KNOB_COLUMNS),
     Column("launcher", configs_table.c.launcher.type),
     Column("config_status", configs_table.c.status.type),
-    *(Column(c, runs_table.c[c].type) for c in (*_RUN_HEAD, *STAT_COLUMNS, *PREDICTED_COLUMNS)),
+    *(Column(c, runs_table.c[c].type) for c in (*_RUN_HEAD, *STAT_COLUMNS, *PREDICTED_COLUMNS, *PLACEMENT_COLUMNS)),
 )
 
 _SECRET_WORDS = ("key", "token", "secret", "password")

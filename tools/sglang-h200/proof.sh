@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
 #   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound |
-#                                                             kvrepeat | crosscheck | crosscheck-vl
+#                                                             kvrepeat | crosscheck | crosscheck-vl | workers
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/core/ (sweep's dependencies missing there; the
 # device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/; the image has tokenizers).
 # Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
@@ -77,6 +77,27 @@ case "$stage" in
       --set 'workload.output_len={"kind":"uniform","low":64,"high":256}' \
       --set 'ladder=[8,32]' --set workload.num_requests=4000 \
       --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch","--mm-attention-backend","triton_attn"]' ;;
+  workers)
+    # Two study workers sharing one H200 (two-GPU machines are withheld): each worker's servers get
+    # CUDA_VISIBLE_DEVICES=0, a port range of their own and a small static memory fraction (SGLang takes it of
+    # the memory free when it starts, so two fit). The study is shared through one SQLite file on this host
+    # (WAL; Optuna's transactions BEGIN IMMEDIATE): no PostgreSQL on the GPU machine, none needed for one host.
+    python3 -m sweep.cli study create --profile interactive --db "$db" --study h200-workers --launcher sglang \
+      --set "server.command=$cmd" "${short[@]}" --set 'ladder=[16,64]' --set search.heartbeat_s=10 \
+      --set 'search.space={"max_running_requests":[32,64],"mem_fraction_static":[0.3],"chunked_prefill_size":[4096,8192],"schedule_policy":["lpm"]}' \
+      --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]' \
+      || exit $?
+    pids=()
+    for i in 0 1; do
+      python3 -m sweep.cli worker --study h200-workers --db "$db" --out "$work/reports" --launcher sglang \
+        --driver http --gpus 0 --ports "$((30000 + 100 * i))-$((30100 + 100 * i))" --label "w$i" --no-progress \
+        > "$out/workers-w$i.log" 2>&1 &
+      pids+=($!)
+    done
+    wrc=0; for p in "${pids[@]}"; do wait "$p" || wrc=$?; done
+    python3 -m sweep.cli report h200-workers --db "$db" --out "$work/reports"
+    python3 -m sweep.cli runs --study h200-workers --db "$db" --format csv > "$out/workers-runs.csv" || true
+    (exit $wrc) ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 rc=$?
