@@ -60,6 +60,8 @@ class WorkerIdentity:
         """The trial user attribute that names this worker."""
         return asdict(self)
 
+SQLITE_BUSY_S = 30.0  # Optuna storage on SQLite: how long a write waits for another writer's lock
+
 
 def sweep_version() -> str:
     """This sweep's package version and a hash of its code: workers of one study must run the same sweep."""
@@ -110,7 +112,7 @@ def optuna_storage(url: str, heartbeat_s: float, grace_s: float | None,
     with warnings.catch_warnings(), _one_at_a_time(url):
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: experimental since 2.9
         storage = optuna.storages.RDBStorage(
-            url, engine_kwargs={"connect_args": {"timeout": 30}} if sqlite else {"pool_pre_ping": True},
+            url, engine_kwargs={"connect_args": {"timeout": SQLITE_BUSY_S}} if sqlite else {"pool_pre_ping": True},
             heartbeat_interval=max(1, round(heartbeat_s)), grace_period=max(2, round(grace_s or 4 * heartbeat_s)),
             heartbeat_stale_trial_callback=stale)
     if sqlite:  # several workers on one host: Optuna reads a row and then updates it in one transaction

@@ -113,11 +113,11 @@ def test_database_locked_past_the_busy_timeout_then_resume(tmp_path: Path, monke
     30 s) while a window's results are stored. Whatever could not be written, the resume redoes it once."""
     import sqlite3
 
-    import sweep.search
+    import sweep.liveness
     import sweep.store
 
     monkeypatch.setattr(sweep.store, "_SQLITE_BUSY_MS", 300)
-    monkeypatch.setattr(sweep.search, "_engine_kwargs", lambda url: {"connect_args": {"timeout": 0.3}})
+    monkeypatch.setattr(sweep.liveness, "SQLITE_BUSY_S", 0.3)
     prof = _profile({"max_running_requests": [2, 4]}, [2, 4])
     url, db = f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "r.db"
     holder = sqlite3.connect(db, timeout=5, isolation_level=None)
