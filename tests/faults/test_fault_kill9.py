@@ -12,7 +12,6 @@ from faultkit import (
     assert_measured_once,
     assert_nothing_left,
     completed_runs,
-    kill_everything_in,
     overrides,
     q,
     run_sweep,
@@ -23,11 +22,6 @@ from faultkit import (
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(autouse=True)
-def _no_leftovers(tmp_path: Path):  # type: ignore[no-untyped-def]
-    yield
-    kill_everything_in(tmp_path)
 
 
 def _resume_and_check(tmp: Path, study: str, sets: list[str], leftover: list[int], n_configs: int,

@@ -10,7 +10,6 @@ import pytest
 from faultkit import (
     ROOT,
     assert_nothing_left,
-    kill_everything_in,
     overrides,
     q,
     run_sweep,
@@ -26,11 +25,6 @@ from sweep.types import ServerConfig
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(autouse=True)
-def _no_leftovers(tmp_path: Path):  # type: ignore[no-untyped-def]
-    yield
-    kill_everything_in(tmp_path)
 
 
 def _every_launch_fails(tmp: Path, sets: list[str], cls: str) -> str:

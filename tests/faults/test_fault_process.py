@@ -11,7 +11,6 @@ from faultkit import (
     assert_measured_once,
     assert_nothing_left,
     env,
-    kill_everything_in,
     overrides,
     q,
     run_sweep,
@@ -20,11 +19,6 @@ from faultkit import (
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(autouse=True)
-def _no_leftovers(tmp_path: Path):  # type: ignore[no-untyped-def]
-    yield
-    kill_everything_in(tmp_path)
 
 
 def test_an_orphan_the_server_spawned_in_its_own_session_is_killed_at_stop(tmp_path: Path) -> None:

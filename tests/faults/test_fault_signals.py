@@ -12,7 +12,6 @@ from faultkit import (
     assert_measured_once,
     assert_nothing_left,
     completed_runs,
-    kill_everything_in,
     overrides,
     q,
     run_sweep,
@@ -24,11 +23,6 @@ from faultkit import (
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(autouse=True)
-def _no_leftovers(tmp_path: Path):  # type: ignore[no-untyped-def]
-    yield
-    kill_everything_in(tmp_path)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)

@@ -6,15 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from faultkit import assert_nothing_left, kill_everything_in, overrides, q, run_sweep, sweep_argv
+from faultkit import assert_nothing_left, overrides, q, run_sweep, sweep_argv
 
 pytestmark = pytest.mark.slow
 
-
-@pytest.fixture(autouse=True)
-def _no_leftovers(tmp_path: Path):  # type: ignore[no-untyped-def]
-    yield
-    kill_everything_in(tmp_path)
 
 
 def _configs(tmp: Path) -> list[tuple[str, str | None, str | None]]:
