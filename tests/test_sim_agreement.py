@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from sweep.app import ROOT, make_driver, make_launcher
+from sweep.crosscheck import Tolerance
 from sweep.measure import compute_stats
 from sweep.profile import Profile, load_profile
 from sweep.types import ServerConfig
@@ -23,8 +24,8 @@ CONFIG = ServerConfig(max_running_requests=8, mem_fraction_static=0.85)
 def _profile() -> Profile:
     """The smoke profile with one longer window and longer prompts; launcher pinned to the sim.
 
-    Longer prompts make TTFT ~100 ms, so the few milliseconds of real socket and event-loop work that only
-    the HTTP mode pays stay a small share of it.
+    Longer prompts make TTFT ~60 ms (with the 8 ms host stage), so the few milliseconds of real socket and
+    event-loop work that only the HTTP mode pays stay a small share of it.
     """
     return load_profile(ROOT / "profiles" / "smoke.yaml", {
         "server.launcher": "sim", "window.measure_seconds": 6, "window.warmup_requests": 8,
@@ -59,9 +60,14 @@ def test_http_and_virtual_modes_agree_on_throughput_and_ttft(tmp_path: Path) -> 
         pytest.skip("machine too loaded for a wall-clock comparison (client-bound or load average above 1.5x cores)")
     assert http["n_errors"] == 0 and virtual["n_errors"] == 0
     assert http["n_completed"] >= 50 and virtual["n_completed"] >= 50  # enough requests for stable medians
-    for key in ("output_tps", "ttft_p50_ms"):
+    # "Agree" is sweep's one definition (the cross-check's Tolerance): within 10%, or 20 ms for a latency. Since
+    # the host stage was refitted to 8 ms (docs/calibration.md) TTFT P50 is ~60 ms here, and the few ms of real
+    # socket and event-loop work only the HTTP mode pays are ~10% of it.
+    tol = Tolerance()
+    for key, latency in (("output_tps", False), ("ttft_p50_ms", True)):
         h, v = http[key], virtual[key]
-        assert v > 0 and abs(h / v - 1) <= 0.10, f"{key}: http {h:.1f} vs virtual {v:.1f} ({h / v - 1:+.1%})"
+        assert v > 0 and abs(h - v) <= tol.allowed(h, v, latency), \
+            f"{key}: http {h:.1f} vs virtual {v:.1f} ({h / v - 1:+.1%})"
 
 
 @pytest.mark.slow
