@@ -42,6 +42,10 @@ def _handler(signum: int, frame: FrameType | None) -> None:
 def stop_like_sigint() -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP act as SIGINT; the previous handlers come back after it."""
     _received.clear()
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # A background job of a non-interactive shell (`sweep ... &` in a script, CI) starts with SIGINT ignored;
+        # an explicit SIGINT must still stop sweep cleanly, as it does in a terminal.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     for s in STOP_SIGNALS:
         signal.signal(s, _handler)
