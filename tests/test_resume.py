@@ -8,13 +8,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+from waiting import wait_for
 
 from sweep.app import Orchestrator
 from sweep.profile import load_profile
@@ -22,16 +22,6 @@ from sweep.profile import load_profile
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
-
-def _wait(cond: Any, timeout_s: float, what: str) -> Any:
-    """Poll cond() until truthy or the deadline passes (no fixed sleeps)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _q(db: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -66,7 +56,7 @@ def test_kill_9_mid_ladder_then_resume_over_http(tmp_path: Path) -> None:
            "--driver", "http", "--study", "night", "--resume", "--no-progress"]
     first = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait(lambda: _q(db, "SELECT id FROM runs WHERE status = 'completed'"), 120, "a completed run")
+        wait_for(lambda: _q(db, "SELECT id FROM runs WHERE status = 'completed'"), 120, "a completed run")
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(10)

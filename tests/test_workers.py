@@ -18,6 +18,7 @@ import psutil
 import pytest
 from pgdb import fresh_database, needs_pg
 from sqlalchemy import create_engine, text
+from waiting import wait_for
 
 from sweep.app import Orchestrator
 from sweep.profile import load_profile
@@ -36,16 +37,6 @@ def pg() -> Iterator[str]:
     with fresh_database("sweep_workers") as url:
         yield url
 
-
-def _wait(cond: Any, timeout_s: float, what: str) -> Any:
-    """Poll cond() until truthy or the deadline passes (no fixed sleeps)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _q(url: str, sql: str, **params: Any) -> list[Any]:
@@ -133,9 +124,9 @@ def test_kill_9_of_a_worker_mid_window_loses_nothing_and_its_config_is_measured_
             "window.measure_seconds": 2, "window.drain_seconds": 2}
     sid = _create(pg, name, tmp_path, over)
     victim = _worker(pg, name, tmp_path, "victim", "--driver", "http", "--launcher", "sim")
-    vid = _wait(lambda: _q(pg, "SELECT id FROM sweep_workers WHERE study_id = :s AND pid = :p", s=sid, p=victim.pid),
+    vid = wait_for(lambda: _q(pg, "SELECT id FROM sweep_workers WHERE study_id = :s AND pid = :p", s=sid, p=victim.pid),
                 90, "the victim to register")[0][0]
-    _wait(lambda: _q(pg, "SELECT id FROM runs WHERE worker_id = :w AND status = 'running'", w=vid), 90,
+    wait_for(lambda: _q(pg, "SELECT id FROM runs WHERE worker_id = :w AND status = 'running'", w=vid), 90,
           "the victim mid-window")
     launches = [json.loads(i or "{}").get("sweep_launch") for (i,) in _q(
         pg, "SELECT server_info_json FROM server_configs WHERE worker_id = :w AND status = 'running'", w=vid)]
@@ -162,7 +153,7 @@ def test_a_late_worker_takes_only_unclaimed_work(pg: str, tmp_path: Path) -> Non
     sid = _create(pg, name, tmp_path, {"search.space": {"max_running_requests": [2, 4, 8, 16, 32, 64]},
                                        "ladder": [2, 4, 8]})
     early = _worker(pg, name, tmp_path, "early")
-    _wait(lambda: len(_q(pg, "SELECT id FROM server_configs WHERE study_id = :s AND status IN "
+    wait_for(lambda: len(_q(pg, "SELECT id FROM server_configs WHERE study_id = :s AND status IN "
                              "('completed', 'infeasible')", s=sid)) >= 2, 120, "two configurations measured")
     joined = time.time()
     late = _worker(pg, name, tmp_path, "late")
@@ -178,3 +169,4 @@ def test_a_late_worker_takes_only_unclaimed_work(pg: str, tmp_path: Path) -> Non
     late_keys = [k for k, w in by_worker.items() if w == late_id]
     early_keys = [k for k, w in by_worker.items() if w != late_id]
     assert not set(late_keys) & set(early_keys)
+
