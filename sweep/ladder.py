@@ -252,6 +252,7 @@ class LadderRunner:
         window = self.window_for(phase)
         expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
         for i, concurrency in enumerate(ladder):
+            interrupt.check()  # a stop signal whose KeyboardInterrupt was swallowed still stops before the next step
             run_id = self.store.create_run(self.study_id, config_id, concurrency, fingerprint,
                                            handle.simulated, self.driver_name, phase=phase, placement=self.placement)
             if self.on_step_start:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from launchers.base import ServerHandle
+from sweep import interrupt
 from sweep.drivers import arrivals
 from sweep.drivers.worker import (
     Coord,
@@ -56,8 +57,10 @@ def run_loop(coro: Any) -> Any:
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(coro)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        factory = None
+    else:
+        factory = uvloop.new_event_loop
+    with interrupt.for_asyncio(), asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(coro)
 
 

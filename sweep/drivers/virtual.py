@@ -11,6 +11,7 @@ from typing import Any
 from launchers.base import ServerHandle
 from launchers.sim.engine import Engine, SimRequest
 from launchers.sim.media import audio_tokens, image_tokens, placeholder_ids, video_tokens
+from sweep import interrupt
 from sweep.drivers import arrivals
 from sweep.probes import buckets_as_samples
 from sweep.profile import Window
@@ -182,6 +183,7 @@ class VirtualDriver:
             for _ in range(concurrency):
                 dispatch(start)
         while True:
+            interrupt.check()  # a Ctrl-C raised inside a weakref callback of this loop's garbage was swallowed
             now = eng.now
             if open_loop:
                 release(now)
