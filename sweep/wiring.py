@@ -8,6 +8,7 @@ from typing import Any
 
 from launchers.base import Launcher, ServerHandle
 from launchers.procs import gpu_count
+from sweep.drivers import Driver
 from sweep.errors import ProfileError, SweepError
 from sweep.hardware import WorkerSeat
 from sweep.profile import Profile
@@ -69,7 +70,7 @@ def _seat_args(seat: WorkerSeat | None) -> dict[str, Any]:
             "extra_env": dict(seat.extra_env)}
 
 
-def make_driver(profile: Profile, driver: str, launcher: Launcher, client_procs: int = 1) -> Any:
+def make_driver(profile: Profile, driver: str, launcher: Launcher, client_procs: int = 1) -> Driver:
     """The driver for this study; open-loop schedules are seeded from the workload seed."""
     if driver == "virtual":
         from sweep.drivers.virtual import VirtualDriver
