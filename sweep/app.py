@@ -33,7 +33,6 @@ from sweep.types import ServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 __all__ = ["KneeRun", "Orchestrator", "kill_leftover_servers", "study_context"]
-KNOB_NAMES = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
 
 
 def gpu_count() -> int:
@@ -158,7 +157,7 @@ def config_failures(store: Store, study_id: int) -> tuple[list[ConfigFailure], b
         reason = c.get("failure_reason")
         if c["status"] not in ("failed", "infeasible") or not reason:
             continue
-        label = ServerConfig(**{k: c[k] for k in KNOB_NAMES}).label()
+        label = ServerConfig.from_mapping(c).label()
         cls = reason.split(":", 1)[0] if ":" in reason.split(" ", 1)[0] else "failed"
         out.append(ConfigFailure(label, cls, reason))
     return out, any(c["id"] in done for c in configs)
@@ -431,9 +430,7 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
     runs = store.study_runs(study_id)
     env = store.environment(study_id) or {}
     profile = json.loads(study["profile_json"])
-    labels = {c["id"]: ServerConfig(**{k: c[k] for k in ("max_running_requests", "mem_fraction_static",
-                                                            "chunked_prefill_size", "schedule_policy")}).label()
-              for c in configs}
+    labels = {c["id"]: ServerConfig.from_mapping(c).label() for c in configs}
     knees: dict[int, dict[str, Any]] = {}
     phases: dict[int, str] = {}
     for c in configs:
