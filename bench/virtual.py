@@ -6,10 +6,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from sweep.app import ROOT, Orchestrator, make_driver, make_launcher
 from sweep.measure import compute_stats
+from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
 from sweep.types import ServerConfig
+from sweep.wiring import ROOT, make_driver, make_launcher
 from sweep.workload import build_workload
 
 DOC = ROOT / "docs" / "bench-sim.md"

@@ -153,6 +153,17 @@ def _nvml() -> Any:
         return None
 
 
+def gpu_count() -> int:
+    """Number of NVIDIA GPUs visible through NVML (0 without a driver)."""
+    nv = _nvml()
+    if nv is None:
+        return 0
+    try:
+        return int(nv.nvmlDeviceGetCount())
+    except Exception:  # noqa: BLE001 - any NVML failure means no usable GPU here
+        return 0
+
+
 def gpu_inventory() -> list[dict[str, Any]]:
     """Name, total/used/free MiB and driver of each visible GPU; empty without NVML."""
     nv = _nvml()

@@ -72,7 +72,7 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     prof = _load(profile, list(set_) + extra)
     if study is not None:
         check_study_name(study)
-    from sweep.app import Orchestrator  # heavy (optuna, matplotlib): after the cheap input checks
+    from sweep.orchestrator import Orchestrator  # heavy (optuna, matplotlib): after the cheap input checks
     if not is_loopback(prof.server.host):
         console.print(f"[bold yellow]warning[/]: the server listens on {prof.server.host} "
                       "(server.allow_non_loopback_host): other hosts can reach it")
@@ -206,9 +206,9 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
 
     rows = Store(db_url(db), create=False).list_runs(study=study, profile=profile, since=_since(since), status=status,
                                                      limit=limit)
-    cols = ["run_id", "study_name", "profile_name", "simulated", "driver", *KNOB_NAMES, "phase", "concurrency", "status", "output_tps", "goodput_tps",
-            "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at",
-            "worker_id", "host", "gpu_index"]
+    cols = ["run_id", "study_name", "profile_name", "simulated", "driver", *KNOB_NAMES, "phase", "concurrency",
+            "status", "output_tps", "goodput_tps", "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate",
+            "retractions", "passes_sla", "started_at", "worker_id", "host", "gpu_index"]
     _emit(rows, cols, fmt)
 
 
@@ -237,9 +237,9 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
            rank_mixed_hardware: bool = typer.Option(False, help="rank configurations measured on different GPU "
                                                     "models together (their knees are not comparable)")) -> None:
     """Rewrite the report of a stored study."""
-    from sweep.app import study_context
     from sweep.report import write_report
     from sweep.store import Store
+    from sweep.study_context import study_context
 
     store = Store(db_url(db), create=False)
     s = store.get_study_by_name(study)
@@ -274,7 +274,7 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
 
 def _side(store: Any, ref: str) -> dict[str, Any]:
     """A comparison side: {'kind', 'name', 'fingerprint', 'ctx' (study) or 'run' (run)} from an id or a name."""
-    from sweep.app import study_context
+    from sweep.study_context import study_context
 
     if ref.isdigit():
         run = store.get_run(int(ref))

@@ -102,8 +102,8 @@ def register(app: typer.Typer) -> None:
                progress: bool = typer.Option(True, help="rich progress bars with ETA on stderr"),
                client_procs: int = typer.Option(1, "--client-procs", min=1)) -> None:
         """Join a study and measure its configurations until it is done or this worker's budget is spent."""
-        from sweep.app import Orchestrator
         from sweep.hardware import WorkerSeat
+        from sweep.orchestrator import Orchestrator
         from sweep.store import Store
 
         url = db_url(db)
@@ -137,8 +137,8 @@ def register(app: typer.Typer) -> None:
                launcher: str | None = typer.Option(None, help="override server.launcher: sglang | sim | attach"),
                set_: list[str] = typer.Option([], "--set", help="override a profile field: key.path=value")) -> None:
         """Store a study (profile, fingerprint) without measuring: start workers with `sweep worker`."""
-        from sweep.app import Orchestrator
         from sweep.cli import _load
+        from sweep.orchestrator import Orchestrator
 
         prof = _load(profile, list(set_))
         from sweep.shared_study import create_study

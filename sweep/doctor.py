@@ -116,7 +116,9 @@ def _database(db_url: str) -> Check:
 def _model(profile: Profile) -> Check:
     if profile.server.launcher == "attach":
         return Check("model", None, "attach: the server's own model is used")
-    from sweep.app import model_path  # the launcher's own resolution: repo-relative paths work from any cwd
+    from sweep.wiring import (
+        model_path,  # the launcher's own resolution: repo-relative paths work from any cwd
+    )
 
     path = Path(model_path(profile))
     if (path / "config.json").is_file():

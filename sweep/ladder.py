@@ -6,10 +6,11 @@ import contextlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 from launchers.base import Launcher, LaunchRecord, ServerHandle
 from sweep import interrupt
+from sweep.drivers import Driver
 from sweep.errors import LaunchError, ServerDied
 from sweep.knee import KneeResult, StepPoint, find_knee
 from sweep.measure import compute_stats
@@ -17,18 +18,7 @@ from sweep.profile import Profile, Window
 from sweep.step_inputs import StepInputs
 from sweep.store import Store
 from sweep.stream import Requests, StreamExhausted
-from sweep.types import SERVER_DIED, Placement, RequestRecord, ServerConfig, WindowResult
-
-
-class Driver(Protocol):
-    """Runs one window: closed loop with `concurrency` users, or the open-loop `arrival` process."""
-
-    simulated: bool
-
-    def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
-                   window: Window, arrival: Any = None) -> WindowResult: ...
-
-    def flush_cache(self, handle: ServerHandle) -> str | None: ...
+from sweep.types import SERVER_DIED, Placement, RequestRecord, ServerConfig
 
 
 @dataclass

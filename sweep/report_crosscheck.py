@@ -1,6 +1,6 @@
 """Report sections of the cross-checks: sweep vs the reference client, and every window vs the server's histograms.
 
-Markdown lines from a study context (sweep.app.study_context: runs, reference_runs, histograms, profile); the
+Markdown lines from a study context (sweep.study_context: runs, reference_runs, histograms, profile); the
 verdicts are recomputed by sweep.crosscheck with the profile's tolerance, so a report always judges alike.
 """
 

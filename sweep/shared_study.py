@@ -12,7 +12,7 @@ from sweep.liveness import optuna_storage
 from sweep.search import StudyResult, make_sampler
 
 if TYPE_CHECKING:
-    from sweep.app import KneeRun, Orchestrator
+    from sweep.orchestrator import KneeRun, Orchestrator
 
 
 def create_study(orch: Orchestrator, study_name: str) -> int:
@@ -34,7 +34,8 @@ def open_shared_study(orch: Orchestrator, study_name: str | None, resume: bool) 
 
 def summary(orch: Orchestrator, study_id: int, study_name: str) -> KneeRun:
     """What the study's workers found, from the store: its winner and a fresh report."""
-    from sweep.app import KneeRun, config_failures, study_context
+    from sweep.orchestrator import KneeRun
+    from sweep.study_context import config_failures, study_context
 
     report = orch.report(study_id)
     winner = study_context(orch.store, study_id)["winner"]

@@ -110,7 +110,7 @@ def test_an_open_loop_ladder_offers_each_steps_own_rate(tmp_path: Path) -> None:
     """With arrival.rates, step i of the ladder offers rates[i] req/s (a request-rate sweep)."""
     import sqlite3
 
-    from sweep.app import Orchestrator
+    from sweep.orchestrator import Orchestrator
     from sweep.profile import load_profile
 
     prof = load_profile(ROOT / "profiles" / "smoke.yaml", {

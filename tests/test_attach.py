@@ -21,7 +21,7 @@ from launchers import procs
 from launchers.attach import AttachLauncher, config_from_server_info, on_this_host
 from launchers.base import Launcher, ServerHandle
 from launchers.sglang import SGLangLauncher
-from sweep.app import normalise_env
+from sweep.environment import normalise_env
 from sweep.errors import LaunchError
 from sweep.profile import ServerSpec, load_profile
 from sweep.types import ServerConfig

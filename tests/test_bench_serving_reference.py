@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from sweep.drivers.bench_serving import argv, dataset_lines, image_dataset_args, stats_from_result
+from sweep.drivers.bench_serving import (
+    argv,
+    dataset_lines,
+    image_dataset_args,
+    stats_from_result,
+    steady_output_tps,
+    throughput_note,
+)
 from sweep.errors import SweepError
 from sweep.lexicon import for_model
 from sweep.profile import Workload
@@ -59,7 +66,22 @@ def test_argv_is_a_closed_loop_at_the_steps_concurrency_and_carries_no_key() -> 
 
 
 def test_summary_becomes_runs_columns() -> None:
+    # no total_output_tokens / mean E2E: its own output throughput stands
     stats = stats_from_result({"completed": 290, "duration": 20.5, "median_ttft_ms": 31.0, "p99_ttft_ms": 70.0,
-                               "median_tpot_ms": 7.0, "p99_tpot_ms": 9.0, "output_throughput": 2100.0}, 300)
+                               "median_tpot_ms": 7.0, "p99_tpot_ms": 9.0, "output_throughput": 2100.0}, 300, 16)
     assert stats["ttft_p50_ms"] == 31.0 and stats["tpot_p99_ms"] == 9.0 and stats["output_tps"] == 2100.0
     assert stats["n_completed"] == 290 and stats["n_errors"] == 10 and stats["window_s"] == 20.5
+
+
+def test_output_tps_is_the_closed_loops_steady_state_by_littles_law() -> None:
+    # 16 users, 130 requests of 160 output tokens on average, 1.12 s each: 16 / 1.12 requests a second in the
+    # steady state, 2,286 tok/s; bench_serving's own figure (tokens / whole duration with its ramp-down) is lower.
+    result = {"completed": 130, "total_output_tokens": 130 * 160, "mean_e2e_latency_ms": 1120.0, "duration": 10.9,
+              "output_throughput": 1903.0}
+    assert steady_output_tps(result, 16) == pytest.approx(16 * 160 / 1.12)
+    stats = stats_from_result(result, 130, 16)
+    assert stats["output_tps"] == pytest.approx(2285.7, abs=0.1)
+    note = throughput_note(result, 16)
+    assert "2,286" in note and "1,903" in note and "Little's law" in note
+    assert steady_output_tps({**result, "completed": 0}, 16) is None
+    assert stats_from_result({**result, "mean_e2e_latency_ms": None}, 130, 16)["output_tps"] == 1903.0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.app import Orchestrator
+from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sweep.app import Orchestrator
+from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
 from sweep.stream import RequestStream, StreamExhausted
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.app import KneeRun, Orchestrator
+from sweep.orchestrator import KneeRun, Orchestrator
 from sweep.profile import load_profile
 from sweep.report_html import markdown_to_html
 
@@ -52,9 +52,9 @@ def test_markdown_subset_renders_tables_code_and_escapes() -> None:
 
 
 def test_contract_gap_names_fields_and_draws_no_conclusion(run: KneeRun, tmp_path: Path) -> None:
-    from sweep.app import study_context
     from sweep.report import write_report
     from sweep.store import Store
+    from sweep.study_context import study_context
 
     ctx = study_context(Store(f"sqlite:///{run.report.markdown.parent.parent.parent / 'r.db'}"), run.study_id)
     ctx["env"] = dict(ctx["env"], sglang_version=None)

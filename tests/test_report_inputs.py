@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.app import Orchestrator
+from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
 from sweep.report_inputs import cache_lines, input_rows
 

@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from sweep.app import KneeRun, Orchestrator, study_context
+from sweep.orchestrator import KneeRun, Orchestrator
 from sweep.profile import Soak, load_profile
 from sweep.report import write_report
 from sweep.report_winner import launch_command, shape_only
 from sweep.soak import judge
 from sweep.store import Store
+from sweep.study_context import study_context
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"

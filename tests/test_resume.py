@@ -16,7 +16,7 @@ import psutil
 import pytest
 from waiting import wait_for
 
-from sweep.app import Orchestrator
+from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,9 +6,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from sweep.app import Orchestrator
 from sweep.knee import StepPoint, knee_goodput_ci
 from sweep.ladder import LadderOutcome
+from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
 from sweep.search import Search, promoted
 from sweep.types import ServerConfig

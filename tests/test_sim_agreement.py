@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from sweep.app import ROOT, make_driver, make_launcher
 from sweep.crosscheck import Tolerance
 from sweep.measure import compute_stats
 from sweep.profile import Profile, load_profile
 from sweep.types import ServerConfig
+from sweep.wiring import ROOT, make_driver, make_launcher
 from sweep.workload import build_workload
 
 # Low concurrency so a loaded 2-core CI machine's Python keeps up with the simulated GPU's wall clock:

@@ -16,10 +16,10 @@ from launchers.sglang import pick_server_info
 from launchers.sim.cost import CostModel
 from launchers.sim.params import Efficiency, SimParams
 from launchers.sim.virtual import VirtualLauncher
-from sweep.app import Orchestrator
 from sweep.drivers.virtual import VirtualDriver
 from sweep.errors import ProfileError
 from sweep.measure import compute_stats
+from sweep.orchestrator import Orchestrator
 from sweep.profile import SLA, Window, load_profile
 from sweep.types import RequestSpec, ServerConfig
 

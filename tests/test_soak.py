@@ -63,7 +63,7 @@ def test_soak_rate_is_the_knees_request_rate_times_the_fraction() -> None:
 
 
 def test_soak_over_http_stores_a_soak_run_and_a_verdict(tmp_path: Path) -> None:
-    from sweep.app import Orchestrator
+    from sweep.orchestrator import Orchestrator
 
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [8]}, "ladder": [2, 4],
                                 "soak": {"enabled": True, "duration_s": 4}})

@@ -10,8 +10,8 @@ from pathlib import Path
 import optuna
 import psutil
 
-from sweep.app import Orchestrator
 from sweep.ladder import LadderRunner
+from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
 from sweep.search import Search
 from sweep.shared_study import create_study
@@ -101,8 +101,8 @@ def test_doctor_fails_when_a_running_worker_runs_other_code_or_another_workload(
 
 def test_a_study_measured_on_two_gpu_models_is_ranked_per_hardware_group_unless_told(tmp_path: Path) -> None:
     """Worker A (H200) measures two configurations and is interrupted; worker B (A100) joins and does the rest."""
-    from sweep.app import study_context
     from sweep.report import write_report
+    from sweep.study_context import study_context
 
     url = f"sqlite:///{tmp_path / 'r.db'}"
     space = {"max_running_requests": [2, 4, 8, 16]}

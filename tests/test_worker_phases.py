@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from sweep.app import Orchestrator
+from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
 from sweep.shared_study import create_study
 

@@ -20,7 +20,7 @@ from pgdb import fresh_database, needs_pg
 from sqlalchemy import create_engine, text
 from waiting import wait_for
 
-from sweep.app import Orchestrator
+from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
 from sweep.shared_study import create_study
 

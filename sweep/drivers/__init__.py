@@ -1,0 +1,26 @@
+"""Drivers: what sends one measured window of requests to a server and records what came back.
+
+`HttpDriver` (sweep.drivers.http) talks to a real server over sockets; `VirtualDriver` (sweep.drivers.virtual)
+runs the simulator's engine on a virtual clock. The ladder sees only the `Driver` protocol.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from launchers.base import ServerHandle
+    from sweep.profile import Window
+    from sweep.stream import Requests
+    from sweep.types import WindowResult
+
+
+class Driver(Protocol):
+    """Runs one window: closed loop with `concurrency` users, or the open-loop `arrival` process."""
+
+    simulated: bool
+
+    def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
+                   window: Window, arrival: Any = None) -> WindowResult: ...
+
+    def flush_cache(self, handle: ServerHandle) -> str | None: ...

@@ -6,7 +6,12 @@ It cannot take sweep's requests as token ids, nor a timed window, so the nearest
   JSONL dataset (it shuffles the order with --seed and counts lengths with --tokenizer, the model folder);
 - the same step: --max-concurrency = the step's concurrency with --request-rate inf (a closed loop), and as many
   prompts as sweep's own measured window started (at least 2 per user), after --warmup-requests;
-- its own summary figures (median/P99 TTFT and TPOT, output throughput over its run) become the reference row.
+- its own summary figures (median/P99 TTFT and TPOT) become the reference row. Its output throughput is all
+  output tokens over its whole run, ramp-down included (the last requests run with fewer users in flight), which
+  reads below the steady state sweep's window measures (−15% on the H200). The row's output tok/s is therefore
+  the closed loop's steady state by Little's law from its own per-request figures: C users, each request taking
+  E2E on average with no think time, complete C / E2E requests a second, so output tok/s = C × (total output
+  tokens / completed) / mean E2E. Its own duration-based figure is kept in the row's note.
 The API key, if any, goes through the environment (OPENAI_API_KEY), never argv.
 Media requests are not expressible in that dataset. An image workload (every request one image of one size, no
 shared prefixes, uniform or fixed lengths with one range ratio for prompt and output) runs bench_serving's `image`
@@ -121,9 +126,32 @@ def argv(command: Sequence[str], *, api: str, url: str, model_name: str, tokeniz
             "--warmup-requests", str(warmup), "--output-file", str(output), "--seed", str(seed), "--disable-tqdm"]
 
 
-def stats_from_result(result: dict[str, Any], num_prompts: int) -> dict[str, Any]:
-    """bench_serving's summary line as runs columns (window_s = its benchmark duration)."""
+def steady_output_tps(result: dict[str, Any], concurrency: int) -> float | None:
+    """The closed loop's steady-state output tok/s from bench_serving's own figures (the module docstring):
+    C × (total_output_tokens / completed) / mean E2E; None when a figure is missing or zero."""
+    completed, tokens = result.get("completed"), result.get("total_output_tokens")
+    e2e_ms = result.get("mean_e2e_latency_ms")
+    if not completed or not tokens or not e2e_ms or concurrency < 1:
+        return None
+    return concurrency * (float(tokens) / float(completed)) / (float(e2e_ms) / 1000.0)
+
+
+def throughput_note(result: dict[str, Any], concurrency: int) -> str:
+    """What the reference row's output tok/s is, and bench_serving's own figure beside it."""
+    own, steady = result.get("output_throughput"), steady_output_tps(result, concurrency)
+    if steady is None or own is None:
+        return ""
+    return (f"output tok/s {steady:,.0f} = {concurrency} users x mean output / mean E2E (Little's law); "
+            f"bench_serving's own figure over its whole run, ramp-down included: {float(own):,.0f}")
+
+
+def stats_from_result(result: dict[str, Any], num_prompts: int, concurrency: int = 0) -> dict[str, Any]:
+    """bench_serving's summary line as runs columns (window_s = its benchmark duration; output_tps the steady
+    state by Little's law where its figures allow, else its own output throughput)."""
     stats: dict[str, Any] = {col: result.get(key) for key, col in RESULT_COLUMNS.items() if key in result}
+    steady = steady_output_tps(result, concurrency)
+    if steady is not None:
+        stats["output_tps"] = steady
     completed = int(result.get("completed") or 0)
     stats.update(n_started=num_prompts, n_completed=completed, n_errors=max(0, num_prompts - completed),
                  error_rate=(num_prompts - completed) / num_prompts if num_prompts else None,
@@ -142,13 +170,19 @@ class BenchServingReference:
         self.api = workload.api
         # an image workload runs as bench_serving's image dataset (same shape); a text one as the same requests
         self.image_args = image_dataset_args(workload) if workload.mix.text < 1.0 else None
-        self.note = "bench_serving image dataset: the same shape, not the same requests" if self.image_args else ""
+        self.dataset_note = "bench_serving image dataset: the same shape, not the same requests" if self.image_args else ""
+        self.step_note = ""  # the last step's throughput_note
         self.tokenizer = tokenizer
         self.lexicon = lexicon
         self.model_name = model_name
         self.url = url
         self.seed = seed
         self.last_argv: list[str] = []
+
+    @property
+    def note(self) -> str:
+        """What the last reference row is, for its stored reason (shown under the report's comparison)."""
+        return "; ".join(n for n in (self.dataset_note, self.step_note) if n)
 
     def run_step(self, url: str, api_key: str | None, specs: Sequence[RequestSpec], concurrency: int,
                  num_prompts: int, warmup: int, timeout_s: float) -> dict[str, Any]:
@@ -179,4 +213,5 @@ class BenchServingReference:
                 tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
                 raise SweepError(f"bench_serving failed (exit {proc.returncode}): {tail[0][:300]}")
             result = json.loads(out.read_text().strip().splitlines()[-1])
-        return stats_from_result(result, n)
+        self.step_note = throughput_note(result, concurrency)
+        return stats_from_result(result, n, concurrency)

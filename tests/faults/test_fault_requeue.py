@@ -14,8 +14,8 @@ import optuna
 import pytest
 from faultkit import SMOKE, assert_measured_once, q
 
-from sweep.app import Orchestrator
 from sweep.errors import StoreError
+from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
 from sweep.search import FAILURE_ATTR, ORCHESTRATOR_FAILURE, REQUEUED_ATTR
 from sweep.store import Store

@@ -7,10 +7,10 @@ from typing import Any
 
 from faultkit import SMOKE
 
-from sweep.app import study_context
 from sweep.profile import load_profile
 from sweep.report import write_report
 from sweep.store import Store
+from sweep.study_context import study_context
 from sweep.types import ServerConfig
 
 

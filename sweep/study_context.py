@@ -1,0 +1,121 @@
+"""Everything a report needs about one study, read back from the store alone: knees, winner, view, history."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sweep.errors import SweepError
+from sweep.hardware import pick_winner, rank_by_hardware
+from sweep.knee import find_knee, knee_goodput_ci
+from sweep.ladder import step_points
+from sweep.report import config_missing
+from sweep.store import Store
+from sweep.study_view import build_view
+from sweep.types import ServerConfig
+
+
+@dataclass(frozen=True)
+class ConfigFailure:
+    """One configuration that yielded no ladder: its label, failure class (oom, timeout, bad_flag, crash, hung,
+    errors, ...) and the stored reason."""
+
+    label: str
+    failure_class: str
+    reason: str
+
+
+def config_failures(store: Store, study_id: int) -> tuple[list[ConfigFailure], bool]:
+    """(failed or infeasible-at-launch configurations of a study, whether any configuration measured a step)."""
+    configs = [c for c in store.server_configs(study_id) if c["status"] != "aborted"]
+    done = {r["server_config_id"] for r in store.study_runs(study_id) if r["status"] == "completed"}
+    out = []
+    for c in configs:
+        reason = c.get("failure_reason")
+        if c["status"] not in ("failed", "infeasible") or not reason:
+            continue
+        label = ServerConfig.from_mapping(c).label()
+        cls = reason.split(":", 1)[0] if ":" in reason.split(" ", 1)[0] else "failed"
+        out.append(ConfigFailure(label, cls, reason))
+    return out, any(c["id"] in done for c in configs)
+
+
+def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False) -> dict[str, Any]:
+    """Everything a report needs about one study, from the store alone.
+
+    A study measured on several GPU models has no single winner (each hardware group has its own) unless
+    `rank_mixed_hardware` says to rank across them anyway.
+    """
+    study = store.get_study(study_id)
+    if study is None:
+        raise SweepError(f"no study {study_id}")
+    configs = store.server_configs(study_id)
+    runs = store.study_runs(study_id)
+    env = store.environment(study_id) or {}
+    profile = json.loads(study["profile_json"])
+    labels = {c["id"]: ServerConfig.from_mapping(c).label() for c in configs}
+    knees: dict[int, dict[str, Any]] = {}
+    phases: dict[int, str] = {}
+    for c in configs:
+        if c["status"] == "aborted":
+            continue  # an interrupted attempt: its steps stay stored but never count (the config was redone)
+        steps = [r for r in runs if r["server_config_id"] == c["id"] and r["status"] == "completed"
+                 and r.get("phase") != "soak"]
+        if not steps:
+            continue
+        phases[c["id"]] = steps[0].get("phase") or "final"
+        points = step_points(steps)
+        k = find_knee(points, profile["search"]["flatten_threshold"])
+        if k.point is not None:
+            lo, hi = knee_goodput_ci(points, profile["search"]["flatten_threshold"])
+            knees[c["id"]] = {"concurrency": k.point.concurrency, "goodput_tps": k.point.goodput_tps,
+                              "goodput_rps": k.point.goodput_rps, "ci_low": lo, "ci_high": hi,
+                              "phase": phases[c["id"]], "reason": k.reason,
+                              "throughput_rps": steps[k.index or 0].get("throughput_rps")}
+    # A candidate ran its ladder to the end (a failed one never wins) and meets the report contract itself.
+    status = {c["id"]: c["status"] for c in configs}
+
+    def eligible(i: int) -> bool:
+        return status[i] == "completed" and not config_missing([r for r in runs if r["server_config_id"] == i])
+
+    winner, pool = pick_winner(configs, knees, eligible)
+    hardware = rank_by_hardware(configs, knees, rank_mixed_hardware, eligible)
+    if hardware.reason is not None:
+        winner = None  # knees on different GPU models are not comparable: see hardware.winners
+    return {"hardware": hardware, "study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
+            "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv,
+            "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile),
+            "reference_runs": store.reference_runs(study_id), "histograms": store.window_histograms(study_id),
+            "view": build_view(store.requests_for_run, configs, runs, knees, winner, pool,
+                               coupled=profile["search"].get("mode") == "coupled"),
+            "request_tokens": store.study_request_tokens(study_id)}
+
+
+def soak_verdicts(store: Store, runs: list[dict[str, Any]], profile: dict[str, Any]) -> dict[int, Any]:
+    """Each completed soak run's verdict, recomputed from its stored samples (the verdict is pure)."""
+    from sweep.profile import Soak
+    from sweep.soak import judge
+
+    soak = Soak(**profile.get("soak", {}))
+    return {r["id"]: judge(store.samples_for_run(r["id"]), soak, r.get("sla_failures")) for r in runs
+            if r.get("phase") == "soak" and r["status"] == "completed"}
+
+
+def optuna_history(study: dict[str, Any], url: str) -> list[dict[str, Any]]:
+    """(number, state, value, feasible) of the study's Optuna trials, for the history plot; [] without one."""
+    import optuna
+
+    name = study.get("optuna_study_name")
+    if not name:
+        return []
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        st = optuna.load_study(study_name=name, storage=url)
+    except Exception:  # noqa: BLE001 - no Optuna study under that name (e.g. a report of a foreign DB)
+        return []
+    return [{"number": t.number, "state": t.state.name, "value": t.value,
+             "feasible": bool(t.user_attrs.get("feasible")), "phase": t.user_attrs.get("phase", "final")}
+            for t in st.get_trials(deepcopy=False)]
