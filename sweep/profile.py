@@ -296,7 +296,9 @@ class ServerSpec(_Strict):
     # argv that starts the real server instead of `python -m sglang.launch_server`, e.g. the
     # GPU host's wrapper script ["bash", "tools/sglang-h200/start-server.sh", BUNDLE, "--"]
     command: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1,
-        description="argv that starts the real server instead of python -m sglang.launch_server (a wrapper)")
+        description="argv that starts the real server instead of python -m sglang.launch_server (a wrapper; it "
+                    "must start the server with python3 -c \"$SWEEP_SERVER_SHIM\" MODULE \"$@\", which adds "
+                    "the API key from the environment)")
 
     @field_validator("extra_args")
     @classmethod
