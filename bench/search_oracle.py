@@ -24,7 +24,7 @@ from sweep.ladder import saturated, step_points
 from sweep.profile import Profile
 from sweep.run_stats import RunStats
 from sweep.search import grid
-from sweep.types import RequestSpec, ServerConfig
+from sweep.types import KNOB_NAMES, RequestSpec, ServerConfig
 
 CACHE_VERSION = "v1"
 CACHE_DIR = Path(os.environ.get("BENCH_SEARCH_CACHE", "/tmp/sweep-bench-search"))
@@ -186,7 +186,7 @@ def landscape_summary(values: dict[str, float], configs: Sequence[ServerConfig],
              f"median {q[len(q) // 2]:.0f}, min feasible {q[0]:.0f}",
              f"within {tol:.0%} of best: {len(near)} ({len(near) / len(vals):.1%} of the grid)"]
     lines += [f"  #{i + 1} {by_key[k].label()}: {v:.0f}" for i, (k, v) in enumerate(ranked[:5])]
-    for knob in ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy"):
+    for knob in KNOB_NAMES:
         per: dict[Any, float] = {}
         for k, v in values.items():
             x = getattr(by_key[k], knob)

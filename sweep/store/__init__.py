@@ -246,9 +246,7 @@ class Store:
     def create_server_config(self, study_id: int, config: ServerConfig, launcher: str, argv: Sequence[str],
                              trial_number: int | None, placement: Placement | None = None) -> int:
         """Insert a pending server configuration (credentials in argv redacted) and return its id."""
-        row = dict(study_id=study_id, trial_number=trial_number, config_key=config.key(),
-                   max_running_requests=config.max_running_requests, mem_fraction_static=config.mem_fraction_static,
-                   chunked_prefill_size=config.chunked_prefill_size, schedule_policy=config.schedule_policy,
+        row = dict(study_id=study_id, trial_number=trial_number, config_key=config.key(), **config.columns(),
                    launcher=launcher, argv_json=json.dumps(q.redact_argv(argv)), status="pending",
                    created_at=q.utcnow(), **(placement or Placement()).columns())
         with self._write(f"create server config {config.label()!r}") as conn:

@@ -27,6 +27,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
 
 from sweep import run_stats
+from sweep.types import KNOB_NAMES
 
 VERSION_TABLE = "sweep_alembic_version"  # Optuna's RDB storage owns `alembic_version` in the same database
 CONFIG_STATUSES = ("pending", "running", "completed", "failed", "infeasible", "aborted")
@@ -234,5 +235,4 @@ class SampleRow(Base):
 # Knob columns of server_configs, shown beside each run in the run_summary view.
 # Where a run or launch happened (sweep.types.Placement), on runs and server_configs and in run_summary.
 PLACEMENT_COLUMNS: tuple[str, ...] = ("worker_id", "host", "gpu_name", "gpu_index", "gpu_memory_mib", "gpu_driver")
-KNOB_COLUMNS: tuple[str, ...] = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size",
-                                 "schedule_policy")
+KNOB_COLUMNS: tuple[str, ...] = KNOB_NAMES  # server_configs has one typed column per ServerConfig knob
