@@ -26,10 +26,10 @@ from launchers.launch_record import spawn_record
 from sweep.errors import LaunchError, ServerDied
 from sweep.hardware import required_gpus
 from sweep.profile import ServerSpec
-from sweep.types import ServerConfig
+from sweep.types import KNOB_NAMES, ServerConfig
 
-KEPT_INFO = ("mem_fraction_static", "max_total_num_tokens", "chunked_prefill_size", "max_running_requests",
-             "schedule_policy", "version", "simulated", "model_path", "unmodelled_flags", "cuda_visible_devices")
+KEPT_INFO = (*KNOB_NAMES, "max_total_num_tokens", "version", "simulated", "model_path", "unmodelled_flags",
+             "cuda_visible_devices")
 GPU_TOLERANCE_BYTES = 2**30
 GPU_RELEASE_WAIT_S = 30.0
 READY_LINE_GRACE_S = 3.0  # /health 200 without our ready line: maybe another server owns the port

@@ -28,7 +28,6 @@ from sweep.store import Store
 from sweep.types import ServerConfig
 from sweep.worker_view import WorkerActivity, activity, worker_labels
 
-KNOBS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
 DONE = ("completed", "infeasible")
 
 
@@ -90,7 +89,7 @@ class LiveState:
 
 
 def _label(c: Mapping[str, Any]) -> str:
-    return ServerConfig(**{k: c.get(k) for k in KNOBS}).label()
+    return ServerConfig.from_mapping(c).label()
 
 
 def _seconds(a: Any, b: Any) -> float | None:

@@ -144,7 +144,7 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any], ctx
     finally:
         runner.launcher.stop(handle)
     stats = compute_stats(result, profile.sla)
-    verdict = judge(result.samples, soak, stats["sla_failures"])
+    verdict = judge(result.samples, soak, stats.sla_failures)
     if result.aborted:
         verdict.passed = False
         verdict.reasons.append(f"window aborted: {result.aborted}")
@@ -152,6 +152,6 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any], ctx
                      status="completed" if result.aborted is None else "failed", reason=verdict.summary())
     store.update_server_config(config_id, status="completed", stop_reason=f"soak at {arrival.rate:.2f} req/s")
     if runner.on_step:
-        runner.on_step(config, soak.max_in_flight, dict(stats, concurrency=soak.max_in_flight, run_id=run_id,
+        runner.on_step(config, soak.max_in_flight, dict(stats.columns(), concurrency=soak.max_in_flight, run_id=run_id,
                                                         phase="soak"))
     return verdict
