@@ -34,10 +34,14 @@ class WorkerActivity:
     configs_done: int
 
     def line(self) -> str:
-        """One progress line: where it runs, what it has done, what it does now."""
+        """One progress line (after the worker's name): where it runs, what it has done, what it does now."""
         where = " ".join(p for p in (self.host, f"GPU {self.gpus}" if self.gpus else None) if p)
-        return (f"{self.worker} ({where}): {self.windows_done} windows over {self.configs_done} configurations; "
-                f"{self.now}")
+        return (f"on {where or 'an unknown host'}: {_count(self.windows_done, 'window')} over "
+                f"{_count(self.configs_done, 'configuration')}; {self.now}")
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 def activity(workers: Sequence[Mapping[str, Any]], configs: Sequence[Mapping[str, Any]],
