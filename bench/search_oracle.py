@@ -22,8 +22,9 @@ from typing import Any
 from sweep.knee import find_knee
 from sweep.ladder import saturated, step_points
 from sweep.profile import Profile
+from sweep.run_stats import RunStats
 from sweep.search import grid
-from sweep.types import RequestSpec, ServerConfig
+from sweep.types import KNOB_NAMES, RequestSpec, ServerConfig
 
 CACHE_VERSION = "v1"
 CACHE_DIR = Path(os.environ.get("BENCH_SEARCH_CACHE", "/tmp/sweep-bench-search"))
@@ -104,7 +105,7 @@ def simulate_ladder(profile_json: str, knobs: dict[str, Any], measure_s: float, 
     for c in profile.ladder:
         t0 = handle.engine.now
         result = driver.run_window(handle, _SPECS, c, window, arrival=profile.arrival)
-        stats = compute_stats(result, profile.sla, bootstrap=0)
+        stats = compute_stats(result, profile.sla, bootstrap=0).columns()
         row = {k: stats.get(k) for k in KEEP if k != "concurrency"}
         row.update(concurrency=c, virtual_s=float(handle.engine.now - t0), aborted=result.aborted)
         steps.append(row)
@@ -153,14 +154,15 @@ def ladder_run(entry: dict[str, Any], prune: bool, flatten: float) -> tuple[floa
     if entry["oom"]:
         return None, RESTART_S, 0
     ran: list[dict[str, Any]] = []
-    previous: dict[str, Any] | None = None
+    previous: RunStats | None = None
     for row in entry["steps"]:
         ran.append(row)
         if row.get("aborted") is not None:
             break
-        if prune and not row["passes_sla"] and saturated(row, previous):
+        stats = RunStats.from_row(row)
+        if prune and not stats.passes_sla and saturated(stats, previous):
             break
-        previous = row
+        previous = stats
     knee = find_knee(step_points(ran), flatten)
     value = knee.point.goodput_tps if knee.point is not None else None
     return value, RESTART_S + sum(float(r["virtual_s"]) for r in ran), len(ran)
@@ -184,7 +186,7 @@ def landscape_summary(values: dict[str, float], configs: Sequence[ServerConfig],
              f"median {q[len(q) // 2]:.0f}, min feasible {q[0]:.0f}",
              f"within {tol:.0%} of best: {len(near)} ({len(near) / len(vals):.1%} of the grid)"]
     lines += [f"  #{i + 1} {by_key[k].label()}: {v:.0f}" for i, (k, v) in enumerate(ranked[:5])]
-    for knob in ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy"):
+    for knob in KNOB_NAMES:
         per: dict[Any, float] = {}
         for k, v in values.items():
             x = getattr(by_key[k], knob)

@@ -28,8 +28,6 @@ from launchers.sglang import pick_server_info
 from sweep.errors import LaunchError
 from sweep.types import ServerConfig
 
-_KNOBS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
-
 
 def on_this_host(url: str) -> bool:
     """Whether a server URL points at this machine: a loopback address, localhost or this host's own name."""
@@ -44,13 +42,7 @@ def on_this_host(url: str) -> bool:
 
 def config_from_server_info(info: dict[str, Any]) -> ServerConfig:
     """The ServerConfig a running server actually has, from its (picked) /server_info."""
-    values = {k: info.get(k) for k in _KNOBS}
-    return ServerConfig(
-        max_running_requests=int(values["max_running_requests"]) if values["max_running_requests"] is not None else None,
-        mem_fraction_static=float(values["mem_fraction_static"]) if values["mem_fraction_static"] is not None else None,
-        chunked_prefill_size=int(values["chunked_prefill_size"]) if values["chunked_prefill_size"] is not None else None,
-        schedule_policy=str(values["schedule_policy"]) if values["schedule_policy"] is not None else None,
-    )
+    return ServerConfig.from_mapping(info)
 
 
 class AttachLauncher:

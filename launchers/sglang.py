@@ -20,16 +20,16 @@ from typing import Any
 
 import httpx
 
-from launchers import flags, procs
+from launchers import flags, keyshim, procs
 from launchers.base import READY_LINE, ServerHandle, SpawnCallback, StopReport
 from launchers.launch_record import spawn_record
 from sweep.errors import LaunchError, ServerDied
 from sweep.hardware import required_gpus
 from sweep.profile import ServerSpec
-from sweep.types import ServerConfig
+from sweep.types import KNOB_NAMES, ServerConfig
 
-KEPT_INFO = ("mem_fraction_static", "max_total_num_tokens", "chunked_prefill_size", "max_running_requests",
-             "schedule_policy", "version", "simulated", "model_path", "unmodelled_flags", "cuda_visible_devices")
+KEPT_INFO = (*KNOB_NAMES, "max_total_num_tokens", "version", "simulated", "model_path", "unmodelled_flags",
+             "cuda_visible_devices")
 GPU_TOLERANCE_BYTES = 2**30
 GPU_RELEASE_WAIT_S = 30.0
 READY_LINE_GRACE_S = 3.0  # /health 200 without our ready line: maybe another server owns the port
@@ -157,17 +157,17 @@ class SGLangLauncher:
     # ---------------------------------------------------------------- start
 
     def _base_command(self) -> list[str]:
-        return list(self.command_prefix) if self.command_prefix else [self.python, "-m", self.module]
+        return list(self.command_prefix) if self.command_prefix else keyshim.command(self.python, self.module)
 
     def _version(self) -> str:
         if self.simulated:
             return "sim"
         return "unknown" if self.command_prefix else flags.installed_version(self.python, env=self._env())
 
-    def launch_args(self, config: ServerConfig, port: int, api_key: str) -> list[str]:
-        """The server arguments (after the module or prefix) for one configuration."""
+    def launch_args(self, config: ServerConfig, port: int) -> list[str]:
+        """The server arguments (after the module or prefix) for one configuration; the key is not one of them."""
         return ["--model-path", self.spec.model_path, "--host", self.spec.host, "--port", str(port),
-                "--enable-metrics", "--api-key", api_key, *config.to_args(), *self.spec.extra_args]
+                "--enable-metrics", *config.to_args(), *self.spec.extra_args]
 
     def _log_path(self, config: ServerConfig) -> Path:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -197,7 +197,7 @@ class SGLangLauncher:
                               f"worker's group has {len(self.gpu_ids)} (CUDA_VISIBLE_DEVICES="
                               f"{','.join(map(str, self.gpu_ids))})", reason="too_few_gpus")
         if self.validate:
-            probe = self.launch_args(config, 1, "x")
+            probe = [*self.launch_args(config, 1), "--api-key", "x"]
             flags.validate_flags(probe, flags.help_text(self._base_command(), env=self._env()), self._version())
         try:
             return self._start_once(config, on_spawn)
@@ -212,14 +212,14 @@ class SGLangLauncher:
         except OSError as exc:
             raise LaunchError(str(exc), reason="port_in_use") from None
         api_key = secrets.token_hex(24)  # hex: a urlsafe token can start with "-" and argparse takes it for a flag
-        argv = self._base_command() + self.launch_args(config, port, api_key)
+        argv = self._base_command() + self.launch_args(config, port)  # the key travels in the environment
         log_path = self._log_path(config)
         gpu_before = procs.gpu_used_bytes(self.gpu_ids)
         with open(log_path, "wb") as log:
             t0 = time.monotonic()
             try:
                 proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=self._env(), start_new_session=True)
+                                        env={**self._env(), **keyshim.child_env(api_key)}, start_new_session=True)
             except OSError as exc:
                 raise LaunchError(f"cannot execute {argv[0]}: {exc} | log: {log_path}", reason="crash",
                                   log_path=str(log_path)) from None
@@ -227,13 +227,17 @@ class SGLangLauncher:
                    tree=procs.snapshot_tree(proc.pid))
         self._runs[proc.pid] = run
         handle = ServerHandle(config=config, url=f"http://{self.spec.host}:{port}",
-                              argv=["***" if a == api_key else a for a in argv], pid=proc.pid, pgid=proc.pid,
+                              argv=keyshim.shown(argv), pid=proc.pid, pgid=proc.pid,
                               log_path=str(log_path), api_key=api_key, simulated=self.simulated,
                               process=proc)
         try:
             if on_spawn is not None:
                 on_spawn(spawn_record(proc, str(log_path), api_key, port, self._env().get("CUDA_VISIBLE_DEVICES")))
             self._wait_ready(handle, run, t0)
+            if keyshim.refuses_without_key(handle.url or "") is False:
+                raise LaunchError(f"the server answers requests without its API key: a server.command wrapper "
+                                  f"must start it with python3 -c \"${keyshim.SHIM_ENV}\" MODULE \"$@\" "
+                                  f"| log: {log_path}", reason="bad_flag", log_path=str(log_path))
             handle.startup_s = time.monotonic() - t0
             run.tree.update(procs.snapshot_tree(proc.pid))
             handle.server_info = self._server_info(handle)
@@ -403,8 +407,9 @@ class SGLangLauncher:
     def environment(self) -> dict[str, Any]:
         """sglang/torch/CUDA versions of the target python, GPUs, host and model path."""
         if self._env_cache is None:
+            launch = " ".join(keyshim.readable(self._base_command()))
             env: dict[str, Any] = {"kind": self.kind, "simulated": self.simulated, "host": socket.gethostname(),
-                                   "model_path": self.spec.model_path, "launch": " ".join(self._base_command()),
+                                   "model_path": self.spec.model_path, "launch": launch,
                                    "orchestrator_python": sys.version.split()[0]}
             env.update(_target_versions(self.python, self._env()) if not self.command_prefix else {})
             gpus = procs.gpu_inventory()

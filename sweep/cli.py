@@ -20,6 +20,7 @@ from sweep import interrupt
 from sweep.errors import LaunchError, ProfileError, StoreError, SweepError, UsageError
 from sweep.profile import Profile, check_study_name, is_loopback, load_profile, resolve_profile_path
 from sweep.progress import StudyProgress, make_console
+from sweep.types import KNOB_LABELS, KNOB_NAMES, ServerConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Find the SLA-constrained goodput knee of an SGLang server configuration.")
@@ -134,17 +135,16 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
                                            help="after every window, measure the same step with a reference client"),
            study: str | None = typer.Option(None, help="study name (default: profile + timestamp)")) -> None:
     """Climb the ladder for one server configuration (no search, no screening, no soak)."""
-    from sweep.search import KNOBS
-
-    knobs: dict[str, Any] = {}
+    given: dict[str, str] = {}
     for part in filter(None, config.split(",")):
         key, _, raw = part.partition("=")
-        if key not in KNOBS:
-            raise UsageError(f"--config: unknown knob {key!r} (knobs: {', '.join(KNOBS)})")
-        try:
-            knobs[key] = raw if key == "schedule_policy" else json.loads(raw)
-        except json.JSONDecodeError:
-            raise UsageError(f"--config: {key}={raw!r} is not a number") from None
+        if key not in KNOB_NAMES:
+            raise UsageError(f"--config: unknown knob {key!r} (knobs: {', '.join(KNOB_NAMES)})")
+        given[key] = raw
+    try:
+        knobs = ServerConfig.from_mapping(given).knobs()
+    except ValueError as exc:
+        raise UsageError(f"--config: {exc}") from None
     space = {k: [v] for k, v in knobs.items()}
     knee(profile=profile, db=db, driver=driver, launcher=launcher, study=study, resume=False, out=out,
          set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
@@ -206,10 +206,9 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
 
     rows = Store(db_url(db), create=False).list_runs(study=study, profile=profile, since=_since(since), status=status,
                                                      limit=limit)
-    cols = ["run_id", "study_name", "profile_name", "simulated", "driver", "max_running_requests", "mem_fraction_static",
-            "chunked_prefill_size", "schedule_policy", "phase", "concurrency", "status", "output_tps", "goodput_tps",
-            "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at",
-            "worker_id", "host", "gpu_index"]
+    cols = ["run_id", "study_name", "profile_name", "simulated", "driver", *KNOB_NAMES, "phase", "concurrency",
+            "status", "output_tps", "goodput_tps", "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate",
+            "retractions", "passes_sla", "started_at", "worker_id", "host", "gpu_index"]
     _emit(rows, cols, fmt)
 
 
@@ -313,8 +312,7 @@ def _since(raw: str | None) -> datetime | None:
 
 # Table headers short enough that a terminal shows them whole; json/csv keep the column names.
 SHORT = {"run_id": "run", "study_name": "study", "profile_name": "profile", "simulated": "sim",
-         "max_running_requests": "mrr", "mem_fraction_static": "mem", "chunked_prefill_size": "chunk",
-         "schedule_policy": "policy", "concurrency": "conc", "output_tps": "out tok/s",
+         **KNOB_LABELS, "concurrency": "conc", "output_tps": "out tok/s",
          "goodput_tps": "goodput tok/s", "ttft_p50_ms": "TTFT p50 ms", "ttft_p99_ms": "TTFT p99 ms",
          "tpot_p99_ms": "TPOT p99 ms", "cache_hit_rate": "cache hit", "retractions": "retr",
          "passes_sla": "SLA", "phase": "phase", "started_at": "started (UTC)", "worker_id": "worker",

@@ -11,7 +11,7 @@ Which reference (profile crosscheck.reference):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from launchers.base import ServerHandle
@@ -23,6 +23,7 @@ from sweep.errors import SweepError
 from sweep.lexicon import Lexicon
 from sweep.measure import compute_stats
 from sweep.profile import Profile, Window
+from sweep.run_stats import RunStats
 from sweep.store import Store
 from sweep.stream import Requests
 
@@ -91,7 +92,7 @@ class CrossChecker:
             flush_cache(handle.url, handle.headers())
 
     def after_window(self, handle: ServerHandle, config_id: int, concurrency: int, run_id: int,
-                     stats: dict[str, Any], phase: str, window: Window, arrival: Any = None,
+                     stats: RunStats, phase: str, window: Window, arrival: Any = None,
                      specs: Any = None) -> CrossCheck | None:
         """Measure the reference at this step, store its row linked to run_id, compare; None if it failed.
 
@@ -104,20 +105,20 @@ class CrossChecker:
         try:
             if isinstance(self.reference, H11Reference):
                 result = self.reference.run_window(handle, specs, concurrency, window, arrival=arrival)
-                ref_stats = compute_stats(result, self.profile.sla)
-                self.store.finish_run(ref_id, ref_stats, result.records, result.samples, result.window_start)
-            else:
-                ref_stats = self.reference.run_step(handle.url or "", handle.api_key, specs, concurrency,
-                                                    int(stats.get("n_started") or 0),
-                                                    min(window.warmup_requests, concurrency),
-                                                    window.measure_seconds + window.drain_seconds)
-                ref_stats = dict(ref_stats, warmup_requests=window.warmup_requests, warmup_s=window.warmup_seconds)
+                measured = compute_stats(result, self.profile.sla)
+                self.store.finish_run(ref_id, measured, result.records, result.samples, result.window_start)
+                ref_stats: Mapping[str, object] = measured.columns()
+            else:  # bench_serving's summary: a partial row of runs columns
+                summary = self.reference.run_step(handle.url or "", handle.api_key, specs, concurrency,
+                                                  stats.n_started, min(window.warmup_requests, concurrency),
+                                                  window.measure_seconds + window.drain_seconds)
+                ref_stats = dict(summary, warmup_requests=window.warmup_requests, warmup_s=window.warmup_seconds)
                 self.store.finish_run(ref_id, ref_stats, [], [], 0.0, reason=self.reference.note or None)
         except (SweepError, OSError, RuntimeError, ValueError) as exc:  # a failed reference never stops the study
             self.store.mark_run(ref_id, "failed", str(exc) or type(exc).__name__)
             self.say(f"[yellow]cross-check at c={concurrency}: {self.reference.name} failed: {exc}[/]")
             return None
-        check = compare_runs(stats, ref_stats, self.tolerance)
+        check = compare_runs(stats.columns(), ref_stats, self.tolerance)
         if check.agrees is None:
             verdict = "not judged (no figures on one side)"
         elif check.agrees:

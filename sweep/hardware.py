@@ -14,7 +14,7 @@ from typing import Any
 
 from launchers import procs
 from sweep.profile import Profile
-from sweep.types import Placement
+from sweep.types import Placement, ServerConfig
 
 
 @dataclass(frozen=True)
@@ -100,9 +100,6 @@ def mixed_hardware_reason(rows: Iterable[Mapping[str, Any]]) -> str | None:
             "with a knee on another, so each group is ranked on its own")
 
 
-KNOBS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
-
-
 def pick_winner(configs: Sequence[Mapping[str, Any]], knees: Mapping[int, dict[str, Any]],
                 eligible: Callable[[int], bool] = lambda _: True) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
     """(winner, pool): the highest knee goodput among the eligible final ladders (or screens when no final ran)."""
@@ -113,7 +110,7 @@ def pick_winner(configs: Sequence[Mapping[str, Any]], knees: Mapping[int, dict[s
     cid = max(pool, key=lambda i: pool[i]["goodput_tps"])
     c = next(c for c in configs if c["id"] == cid)
     return ({"id": cid, "knee": pool[cid], "screen_only": not finals,
-             "knobs": {k: c[k] for k in KNOBS if c[k] is not None}}, pool)
+             "knobs": ServerConfig.from_mapping(c).knobs()}, pool)
 
 
 @dataclass(frozen=True)

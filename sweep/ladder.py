@@ -16,6 +16,7 @@ from sweep.knee import KneeResult, StepPoint, find_knee
 from sweep.launch import Launch, launch_status
 from sweep.measure import compute_stats
 from sweep.profile import Profile, Window
+from sweep.run_stats import RunStats
 from sweep.step_inputs import StepInputs
 from sweep.store import Store
 from sweep.stream import Requests, StreamExhausted
@@ -59,7 +60,7 @@ class StepStart:
 
 StartCallback = Callable[[StepStart], None]
 StopCheck = Callable[[int, dict[str, Any]], bool]  # step index, stats -> True stops the ladder (pruning)
-StepJudge = Callable[[WindowResult, dict[str, Any]], str]  # a window and its stats -> the run's verdict line
+StepJudge = Callable[[WindowResult, RunStats], str]  # a window and its stats -> the run's verdict line
 
 
 @dataclass(frozen=True)
@@ -102,15 +103,15 @@ def _ci_tps(step: dict[str, Any], col: str) -> float | None:
     return float(v) * float(tps) / float(rps)
 
 
-def saturated(stats: dict[str, Any], previous: dict[str, Any] | None) -> str | None:
+def saturated(stats: RunStats, previous: RunStats | None) -> str | None:
     """The server's own signals that more load only lengthens the queue; None when not saturated."""
     signs = []
-    if (stats.get("queue_len_mean") or 0) >= 1.0:
-        signs.append(f"queue never empties (mean {stats['queue_len_mean']:.1f})")
-    if (stats.get("kv_usage_max") or 0) >= 0.95:
-        signs.append(f"KV usage {stats['kv_usage_max']:.2f}")
-    if previous is not None and (stats.get("retractions") or 0) > (previous.get("retractions") or 0):
-        signs.append(f"retractions rising ({previous.get('retractions') or 0} -> {stats['retractions']})")
+    if stats.queue_len_mean is not None and stats.queue_len_mean >= 1.0:
+        signs.append(f"queue never empties (mean {stats.queue_len_mean:.1f})")
+    if stats.kv_usage_max is not None and stats.kv_usage_max >= 0.95:
+        signs.append(f"KV usage {stats.kv_usage_max:.2f}")
+    if previous is not None and stats.retractions > previous.retractions:
+        signs.append(f"retractions rising ({previous.retractions} -> {stats.retractions})")
     return "; ".join(signs) if signs else None
 
 
@@ -232,7 +233,7 @@ class LadderRunner:
     def _climb(self, handle: ServerHandle, config: ServerConfig, config_id: int, climb: Climb,
                outcome: LadderOutcome, should_stop: StopCheck | None = None) -> None:
         fingerprint = self.profile.fingerprint()
-        previous: dict[str, Any] | None = None
+        previous: RunStats | None = None
         ladder, phase, window = climb.ladder, climb.phase, climb.window
         crosscheck = self.crosscheck if climb.judge is None else None
         expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
@@ -256,14 +257,13 @@ class LadderRunner:
             except StreamExhausted as exc:  # a dataset without replay ran out: the study stops with one line
                 self.store.mark_run(run_id, "failed", str(exc))
                 raise
-            stats = compute_stats(result, self.profile.sla)
-            self.inputs.after_step(result, stats)
+            stats = self.inputs.after_step(result, compute_stats(result, self.profile.sla))
             status = "completed" if result.aborted is None else "failed"
             note = f"prefix cache not emptied before this step: {not_flushed}" if not_flushed else None
             reason = climb.judge(result, stats) if climb.judge is not None else result.aborted or note
             self.store.finish_run(run_id, stats, result.records, result.samples, result.window_start,
                                   status=status, reason=reason)
-            row = dict(stats, concurrency=concurrency, run_id=run_id, phase=phase)
+            row = dict(stats.columns(), concurrency=concurrency, run_id=run_id, phase=phase)
             if self.on_step:
                 self.on_step(config, concurrency, row)
             if crosscheck is not None and result.aborted is None:
@@ -274,18 +274,18 @@ class LadderRunner:
                 outcome.stop_reason = f"{result.aborted} at concurrency {concurrency}"
                 return
             outcome.steps.append(row)
-            if not stats.get("n_completed") and stats.get("n_started"):
+            if not stats.n_completed and stats.n_started:
                 # Not saturation: a server that fails every request is broken at this load, not queueing.
                 broken = f"every request at concurrency {concurrency} failed ({error_kinds(result.records)})"
                 outcome.stop_reason = f"stopped: {broken}"
                 if len(outcome.steps) == 1:
                     outcome.status, outcome.failure = "failed", f"errors: {broken}"
                 return
-            if not stats["passes_sla"]:
+            if not stats.passes_sla:
                 why = saturated(stats, previous)
                 if why:
                     outcome.stop_reason = (f"stopped after concurrency {concurrency}: SLA failed "
-                                           f"({stats['sla_failures']}) and the server is saturated: {why}")
+                                           f"({stats.sla_failures}) and the server is saturated: {why}")
                     return
             previous = stats
             if should_stop is not None and i + 1 < len(ladder) and should_stop(i, row):

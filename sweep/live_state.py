@@ -25,7 +25,6 @@ from sweep.ladder import step_points
 from sweep.store import Store
 from sweep.types import ServerConfig
 
-KNOBS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
 DONE = ("completed", "infeasible")
 
 
@@ -92,7 +91,7 @@ class LiveState:
 
 
 def _label(c: dict[str, Any]) -> str:
-    return ServerConfig(**{k: c.get(k) for k in KNOBS}).label()
+    return ServerConfig.from_mapping(c).label()
 
 
 def _worker(row: dict[str, Any]) -> str:

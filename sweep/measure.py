@@ -1,6 +1,6 @@
 """Statistics of one measured window: the one place where TTFT, TPOT, ITL, goodput and attainment are defined.
 
-Pure: request records and probe samples in, a flat dict of numbers out (the plain columns of `runs`).
+Pure: request records and probe samples in, a frozen RunStats out (sweep.run_stats: the plain columns of `runs`).
 
 Conventions (DESIGN.md, "Definitions"):
 - A record counts when it is not warm-up and its scheduled_at (send time) is in [window_start, window_end).
@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from sweep.profile import SLA
+from sweep.run_stats import ClientStats, RunStats
 from sweep.types import RequestRecord, Sample, WindowResult
 
 STEADY_DRIFT = 0.2
@@ -59,47 +60,6 @@ LOOP_LAG_LIMIT_MS = 20.0
 LOOP_LAG_TTFT_FRACTION = 0.1
 
 _LAT_STATS = ("p50", "p90", "p95", "p99", "mean", "max")
-_LAT_KEYS = [f"{m}_{s}_ms" for m in ("ttft", "tpot", "itl", "e2e") for s in _LAT_STATS]
-
-STATS_KEYS: tuple[str, ...] = (
-    "n_started",
-    "n_completed",
-    "n_errors",
-    "n_warmup",
-    "error_rate",
-    "throughput_rps",
-    "input_tps",
-    "output_tps",
-    *_LAT_KEYS,
-    "goodput_rps",
-    "goodput_tps",
-    "attainment",
-    "cache_hit_rate",
-    "cache_hit_rate_server",
-    "retractions",
-    "queue_len_mean",
-    "queue_len_max",
-    "kv_usage_max",
-    "running_mean",
-    "peak_gpu_mem_mib",
-    "ttft_p99_ci_low",
-    "ttft_p99_ci_high",
-    "tpot_p99_ci_low",
-    "tpot_p99_ci_high",
-    "goodput_ci_low",
-    "goodput_ci_high",
-    "steady",
-    "drift",
-    "client_bound",
-    "passes_sla",
-    "sla_failures",
-    "loop_lag_p99_ms",
-    "loop_lag_max_ms",
-    "window_s",
-    "warmup_requests",
-    "warmup_s",
-)
-
 
 def percentile(values: list[float] | np.ndarray, q: float) -> float | None:
     """The q-th percentile (0..100, linear interpolation); None when there is no data."""
@@ -288,8 +248,8 @@ def _sla_failures(
     return fails
 
 
-def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed: int = 0) -> dict[str, Any]:
-    """All statistics of one window, keyed exactly by STATS_KEYS."""
+def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed: int = 0) -> RunStats:
+    """All statistics of one window (the columns of `runs`; cache_hit_rate_predicted is left None)."""
     start, end = result.window_start, result.window_end
     window_s = result.measured_seconds
     recs = [r for r in result.records if in_window(r, start, end)]
@@ -364,8 +324,8 @@ def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed:
     out["steady"] = drift is not None and drift <= STEADY_DRIFT
     cpu = result.client.get("cpu_frac", result.client.get("cpu", 0.0))
     lag_p99, lag_max = result.client.get("loop_lag_p99_ms"), result.client.get("loop_lag_max_ms")
-    out["loop_lag_p99_ms"] = float(lag_p99) if lag_p99 is not None else None
-    out["loop_lag_max_ms"] = float(lag_max) if lag_max is not None else None
+    client = ClientStats(loop_lag_p99_ms=float(lag_p99) if lag_p99 is not None else None,
+                         loop_lag_max_ms=float(lag_max) if lag_max is not None else None)
     out["client_bound"] = bool(
         result.client.get("dispatch_lag_p99_ms", 0.0) > DISPATCH_LAG_LIMIT_MS or cpu > CLIENT_CPU_LIMIT
         or (lag_p99 is not None and lag_p99 > loop_lag_limit_ms(sla))
@@ -377,7 +337,7 @@ def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed:
     out["window_s"] = window_s
     out["warmup_requests"] = result.warmup_requests
     out["warmup_s"] = result.warmup_seconds
-    return {k: out[k] for k in STATS_KEYS}
+    return RunStats(**out, client=client)
 
 
 def loop_lag_limit_ms(sla: SLA) -> float:

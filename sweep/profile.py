@@ -30,6 +30,7 @@ from pydantic import (
 
 from launchers.flags import owned_flags_in
 from sweep.errors import ProfileError, UsageError
+from sweep.types import KNOB_NAMES, SchedulePolicy
 
 # Sane bounds: far beyond any real study, small enough that nothing downstream overflows or exhausts memory.
 MAX_CONCURRENCY = 100_000  # ladder steps, in-flight caps, max_running_requests
@@ -295,7 +296,9 @@ class ServerSpec(_Strict):
     # argv that starts the real server instead of `python -m sglang.launch_server`, e.g. the
     # GPU host's wrapper script ["bash", "tools/sglang-h200/start-server.sh", BUNDLE, "--"]
     command: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1,
-        description="argv that starts the real server instead of python -m sglang.launch_server (a wrapper)")
+        description="argv that starts the real server instead of python -m sglang.launch_server (a wrapper; it "
+                    "must start the server with python3 -c \"$SWEEP_SERVER_SHIM\" MODULE \"$@\", which adds "
+                    "the API key from the environment)")
 
     @field_validator("extra_args")
     @classmethod
@@ -364,7 +367,7 @@ class FloatRange(_Strict):
 
 
 class Space(_Strict):
-    """Each knob is a list of values, a range, or absent (server default)."""
+    """One field per ServerConfig knob: a list of values, a range, or absent (server default)."""
 
     max_running_requests: list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] | IntRange | None = Field(None,
         description="values of --max-running-requests (list or range; absent: the server's default)")
@@ -372,8 +375,9 @@ class Space(_Strict):
         description="values of --mem-fraction-static, each in 0.05..0.99")
     chunked_prefill_size: list[Annotated[int, Field(ge=-1, le=MAX_TOKENS)]] | IntRange | None = Field(None,
         description="values of --chunked-prefill-size")
-    schedule_policy: list[Literal["lpm", "fcfs", "random", "dfs-weight", "lof"]] | None = Field(None,
-        description="values of --schedule-policy")
+    schedule_policy: list[SchedulePolicy] | None = Field(None,
+        description="values of --schedule-policy (SGLang's choices; the simulator orders dfs-weight as lpm and "
+                    "priority, routing-key, hrrn, shortest-prefill-first as fcfs, and says so)")
 
     @field_validator("mem_fraction_static")
     @classmethod
@@ -391,7 +395,7 @@ class Space(_Strict):
             raise ValueError(f"a range within 1..{MAX_CONCURRENCY}")
         return v
 
-    @field_validator("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
+    @field_validator(*KNOB_NAMES)  # a ServerConfig knob without a field here fails at import
     @classmethod
     def _nonempty(cls, v: Any) -> Any:
         if isinstance(v, list) and not v:

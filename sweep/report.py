@@ -14,6 +14,7 @@ from sweep.report_tables import configs_table, modality_table, steps_table
 from sweep.report_tables import fmt as _fmt
 from sweep.report_winner import winner_lines
 from sweep.study_view import StudyView
+from sweep.types import KNOB_NAMES
 
 SIM_BANNER = ("> **SIMULATED** — these numbers come from sweep's simulated SGLang server, not from a GPU. "
               "They exercise the tool; they are not a measurement of SGLang.")
@@ -184,7 +185,6 @@ COMPARE_METRICS = (("output_tps", "throughput (tok/s)", 0, 1.0), ("goodput_tps",
                    ("tpot_p50_ms", "TPOT P50 (ms)", 1, 1.0), ("tpot_p99_ms", "TPOT P99 (ms)", 1, 1.0),
                    ("cache_hit_rate", "cache hit", 2, 1.0), ("retractions", "preemptions", 0, 1.0),
                    ("passes_sla", "SLA pass", 0, 1.0))
-KNOB_COLS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
 
 
 def _side_steps(side: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -200,9 +200,9 @@ def _side_steps(side: dict[str, Any]) -> dict[int, dict[str, Any]]:
 
 def _side_knobs(side: dict[str, Any]) -> dict[str, Any]:
     if side["kind"] == "run":
-        return {k: side["run"].get(k) for k in KNOB_COLS}
+        return {k: side["run"].get(k) for k in KNOB_NAMES}
     win = side["ctx"].get("winner") or {}
-    return {k: (win.get("knobs") or {}).get(k) for k in KNOB_COLS}
+    return {k: (win.get("knobs") or {}).get(k) for k in KNOB_NAMES}
 
 
 def compare_markdown(a: dict[str, Any], b: dict[str, Any], forced: bool = False) -> str:
@@ -218,7 +218,7 @@ def compare_markdown(a: dict[str, Any], b: dict[str, Any], forced: bool = False)
         lines += [f"> SIMULATED: {', '.join(sim)}", ""]
     ka, kb = _side_knobs(a), _side_knobs(b)
     lines += ["## Knobs", "", f"| knob | {a['name']} | {b['name']} |", "|---|---|---|"]
-    lines += [f"| {k} | {_fmt_any(ka[k])} | {_fmt_any(kb[k])} |" for k in KNOB_COLS]
+    lines += [f"| {k} | {_fmt_any(ka[k])} | {_fmt_any(kb[k])} |" for k in KNOB_NAMES]
     if a["kind"] == "study" and b["kind"] == "study":
         lines += ["", "## Knees", "", f"| | {a['name']} | {b['name']} |", "|---|---|---|"]
         wa, wb = a["ctx"].get("winner"), b["ctx"].get("winner")

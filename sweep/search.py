@@ -18,9 +18,8 @@ from sweep.errors import StoreError
 from sweep.ladder import LadderOutcome, LadderRunner, orchestrator_failure
 from sweep.liveness import WorkerIdentity
 from sweep.profile import FloatRange, IntRange, Profile, Space
-from sweep.types import ServerConfig
+from sweep.types import KNOB_NAMES, ServerConfig
 
-KNOBS = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
 FEASIBLE_ATTR = "feasible"
 CONSTRAINT_ATTR = "constraint"  # <= 0 feasible, > 0 infeasible (Optuna's convention)
 # Why a trial did not yield a measured configuration. An orchestrator failure (signal, database, disk: the
@@ -51,7 +50,7 @@ def expand(values: Any) -> list[Any] | None:
 def grid(space: Space) -> dict[str, list[Any]]:
     """The search space as explicit value lists, knobs the profile leaves open omitted."""
     out = {}
-    for knob in KNOBS:
+    for knob in KNOB_NAMES:
         vals = expand(getattr(space, knob))
         if vals is not None:
             out[knob] = vals

@@ -16,6 +16,7 @@ import numpy as np
 
 from sweep.ladder import LadderRunner
 from sweep.profile import Profile, RateArrival, Soak
+from sweep.run_stats import RunStats
 from sweep.types import ServerConfig, WindowResult
 
 RETRACTION_COUNTERS = ("num_retracted_requests_total", "num_retracted_reqs")
@@ -118,8 +119,8 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any]) -> 
     window = profile.window.model_copy(update={"measure_seconds": soak.duration_s})
     verdicts: list[SoakVerdict] = []
 
-    def judged(result: WindowResult, stats: dict[str, Any]) -> str:
-        verdict = judge(result.samples, soak, stats["sla_failures"])
+    def judged(result: WindowResult, stats: RunStats) -> str:
+        verdict = judge(result.samples, soak, stats.sla_failures)
         if result.aborted:
             verdict.passed = False
             verdict.reasons.append(f"window aborted: {result.aborted}")

@@ -7,12 +7,14 @@ after_step() with its result; where positions start and why is in sweep.stream.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any, Protocol
 
 from launchers.base import ServerHandle
 from sweep.cache_model import SAMPLE, PrefixShape, predicted_hit_rate, prefix_shape
 from sweep.drivers import arrivals
 from sweep.profile import Profile, Window
+from sweep.run_stats import RunStats
 from sweep.stream import Requests, RequestStream, StreamExhausted, next_position, spec_at, view_from
 from sweep.types import WindowResult
 
@@ -59,14 +61,14 @@ class StepInputs:
             view.prefetch(min(self._expected(concurrency, window, arrival), self.profile.workload.num_requests))
         return view, note
 
-    def after_step(self, result: WindowResult, stats: dict[str, Any]) -> None:
-        """Advance the stream past what the window used; add the predicted hit rate to its stats."""
+    def after_step(self, result: WindowResult, stats: RunStats) -> RunStats:
+        """Advance the stream past what the window used; the stats with the predicted hit rate filled in."""
         used = len(result.records)
-        stats["cache_hit_rate_predicted"] = predicted_hit_rate(
-            self.shape(), self.since_flush + int(stats.get("n_warmup") or 0), int(stats.get("n_started") or 0))
+        predicted = predicted_hit_rate(self.shape(), self.since_flush + stats.n_warmup, stats.n_started)
         self.position = next_position(result.records, self.position)
         self.since_flush += used
         self._last = (result.concurrency, used)
+        return replace(stats, cache_hit_rate_predicted=predicted)
 
     def shape(self) -> PrefixShape:
         """The workload's shared-prefix facts, over its first SAMPLE requests (made once)."""

@@ -17,8 +17,6 @@ from sweep.store import Store
 from sweep.study_view import build_view
 from sweep.types import ServerConfig
 
-KNOB_NAMES = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy")
-
 
 @dataclass(frozen=True)
 class ConfigFailure:
@@ -39,7 +37,7 @@ def config_failures(store: Store, study_id: int) -> tuple[list[ConfigFailure], b
         reason = c.get("failure_reason")
         if c["status"] not in ("failed", "infeasible") or not reason:
             continue
-        label = ServerConfig(**{k: c[k] for k in KNOB_NAMES}).label()
+        label = ServerConfig.from_mapping(c).label()
         cls = reason.split(":", 1)[0] if ":" in reason.split(" ", 1)[0] else "failed"
         out.append(ConfigFailure(label, cls, reason))
     return out, any(c["id"] in done for c in configs)
@@ -58,8 +56,7 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
     runs = store.study_runs(study_id)
     env = store.environment(study_id) or {}
     profile = json.loads(study["profile_json"])
-    labels = {c["id"]: ServerConfig(**{k: c[k] for k in KNOB_NAMES}).label()
-              for c in configs}
+    labels = {c["id"]: ServerConfig.from_mapping(c).label() for c in configs}
     knees: dict[int, dict[str, Any]] = {}
     phases: dict[int, str] = {}
     for c in configs:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweep.measure import percentile
+from sweep.types import KNOB_NAMES
 
 BRACKETING_STATUSES = ("completed", "failed")  # a failed step above the knee still bounds it
 MODALITY_ORDER = {"text": 0, "image": 1, "video": 2, "audio": 3}
@@ -87,8 +88,7 @@ def knees_at_top(knees: Mapping[int, Mapping[str, Any]], runs: Sequence[Mapping[
 
 def coupled_ladders(configs: Sequence[Mapping[str, Any]]) -> dict[int, Any]:
     """Config id -> its coupled ladder: the knobs other than max_running_requests."""
-    return {c["id"]: tuple(c.get(k) for k in ("mem_fraction_static", "chunked_prefill_size", "schedule_policy"))
-            for c in configs}
+    return {c["id"]: tuple(c.get(k) for k in KNOB_NAMES if k != "max_running_requests") for c in configs}
 
 
 def tied_with(winner_id: int | None, pool: Mapping[int, Mapping[str, Any]]) -> tuple[int, ...]:

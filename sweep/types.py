@@ -8,23 +8,57 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal, get_args
 
 Modality = Literal["text", "image", "video", "audio"]
 
 
+# SGLang's --schedule-policy choices (0.5.23's launch_server --help); the simulator accepts the same set.
+SchedulePolicy = Literal["lpm", "random", "fcfs", "dfs-weight", "lof", "priority", "routing-key", "hrrn",
+                         "shortest-prefill-first"]
+SCHEDULE_POLICIES: tuple[str, ...] = get_args(SchedulePolicy)
+
+
+def _knob(label: str, kind: type) -> Any:
+    """A ServerConfig field: a server knob, its short label (tables, terminal) and its value type."""
+    return field(default=None, metadata={"label": label, "kind": kind})
+
+
 @dataclass(frozen=True)
 class ServerConfig:
-    """One server configuration: the knobs the search moves (None = server default)."""
+    """One server configuration: the knobs the search moves (None = server default).
 
-    max_running_requests: int | None = None
-    mem_fraction_static: float | None = None
-    chunked_prefill_size: int | None = None
-    schedule_policy: str | None = None
+    The one home of the knob vocabulary: a field here is a knob (its name is the store column and the
+    /server_info key, its `--flag` is the name with dashes), and every other module takes the list from
+    KNOB_NAMES / KNOB_LABELS."""
+
+    max_running_requests: int | None = _knob("mrr", int)
+    mem_fraction_static: float | None = _knob("mem", float)
+    chunked_prefill_size: int | None = _knob("chunk", int)
+    schedule_policy: str | None = _knob("policy", str)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> ServerConfig:
+        """The knobs found in any mapping (a store row, /server_info, `--config` text), each of its own type;
+        other keys are ignored, a missing or None knob is the server default. ValueError for a bad value."""
+        out: dict[str, Any] = {}
+        for f in fields(cls):
+            v, kind = values.get(f.name), f.metadata["kind"]
+            try:
+                out[f.name] = None if v is None else kind(v)
+            except (TypeError, ValueError):
+                raise ValueError(f"{f.name}={v!r} is not {'an' if kind is int else 'a'} {kind.__name__}") from None
+        return cls(**out)
 
     def knobs(self) -> dict[str, Any]:
+        """The knobs that are set (not the server default), by name."""
         return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def columns(self) -> dict[str, Any]:
+        """Every knob by name, None where unset (the store's server_configs columns)."""
+        return asdict(self)
 
     def key(self) -> str:
         """Stable short id of the knob set, used to de-duplicate launches."""
@@ -32,19 +66,19 @@ class ServerConfig:
         return hashlib.sha256(blob).hexdigest()[:12]
 
     def to_args(self) -> list[str]:
-        """The knobs as sglang.launch_server flags."""
+        """The knobs as sglang.launch_server flags: the one place a knob becomes a `--flag`."""
         args: list[str] = []
         for name, value in self.knobs().items():
             args += ["--" + name.replace("_", "-"), str(value)]
         return args
 
     def label(self) -> str:
-        parts = []
-        short = {"max_running_requests": "mrr", "mem_fraction_static": "mem",
-                 "chunked_prefill_size": "chunk", "schedule_policy": "policy"}
-        for name, value in self.knobs().items():
-            parts.append(f"{short[name]}={value}")
-        return " ".join(parts) or "defaults"
+        """Short text for tables and the terminal, e.g. "mrr=64 mem=0.85"."""
+        return " ".join(f"{KNOB_LABELS[k]}={v}" for k, v in self.knobs().items()) or "defaults"
+
+
+KNOB_NAMES: tuple[str, ...] = tuple(f.name for f in fields(ServerConfig))
+KNOB_LABELS: dict[str, str] = {f.name: f.metadata["label"] for f in fields(ServerConfig)}
 
 
 @dataclass(frozen=True)

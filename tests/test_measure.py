@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from sweep.measure import STATS_KEYS, compute_stats, histogram_quantile, itl_gaps_ms
+from sweep.measure import compute_stats, histogram_quantile, itl_gaps_ms
 from sweep.profile import SLA
+from sweep.run_stats import COLUMNS, RunStats
 from sweep.types import RequestRecord, Sample, WindowResult
 
 SLA_DEFAULT = SLA(ttft_ms=1000, tpot_ms=100, ttft_percentile=95, tpot_percentile=95, max_error_rate=0.01)
@@ -78,46 +79,48 @@ def window(records: list[RequestRecord], **kw: object) -> WindowResult:
     )  # type: ignore[arg-type]
 
 
-def test_keys_are_exactly_stats_keys() -> None:
+def test_columns_are_exactly_the_stat_columns() -> None:
     stats = compute_stats(window(five_requests()), SLA_DEFAULT)
-    assert tuple(stats) == STATS_KEYS
-    assert len(STATS_KEYS) == len(set(STATS_KEYS)) == 59
+    assert tuple(stats.columns()) == COLUMNS
+    assert len(COLUMNS) == len(set(COLUMNS)) == 60
+    assert stats.cache_hit_rate_predicted is None  # the ladder's, from the workload; not measured
+    assert RunStats.from_row(stats.columns()) == stats
 
 
 def test_counts_exclude_warmup_and_out_of_window() -> None:
     s = compute_stats(window(five_requests()), SLA_DEFAULT)
-    assert (s["n_started"], s["n_completed"], s["n_errors"], s["n_warmup"]) == (5, 4, 1, 1)
-    assert s["error_rate"] == pytest.approx(0.2)
-    assert s["window_s"] == 10.0 and s["warmup_requests"] == 1 and s["warmup_s"] == 0.5
+    assert (s.n_started, s.n_completed, s.n_errors, s.n_warmup) == (5, 4, 1, 1)
+    assert s.error_rate == pytest.approx(0.2)
+    assert s.window_s == 10.0 and s.warmup_requests == 1 and s.warmup_s == 0.5
 
 
 def test_throughput_per_window_second() -> None:
     s = compute_stats(window(five_requests()), SLA_DEFAULT)
-    assert s["throughput_rps"] == pytest.approx(0.4)
-    assert s["input_tps"] == pytest.approx(50.0)  # (100+200+100+100) / 10
+    assert s.throughput_rps == pytest.approx(0.4)
+    assert s.input_tps == pytest.approx(50.0)  # (100+200+100+100) / 10
     # tokens that arrived in [0, 10): (5+5+2+3) of R0..R3 and the warm-up R90's 2; R91's and R92's fall outside
-    assert s["output_tps"] == pytest.approx(1.7)
+    assert s.output_tps == pytest.approx(1.7)
 
 
 def test_ttft_tpot_e2e_percentiles_hand_computed() -> None:
     s = compute_stats(window(five_requests()), SLA_DEFAULT)
     # TTFT sorted [200, 300, 500, 1500]; linear interpolation at rank q*(n-1)
-    assert s["ttft_p50_ms"] == pytest.approx(400.0)
-    assert s["ttft_p90_ms"] == pytest.approx(1200.0)
-    assert s["ttft_p95_ms"] == pytest.approx(1350.0)
-    assert s["ttft_p99_ms"] == pytest.approx(1470.0)
-    assert s["ttft_mean_ms"] == pytest.approx(625.0)
-    assert s["ttft_max_ms"] == pytest.approx(1500.0)
+    assert s.ttft_p50_ms == pytest.approx(400.0)
+    assert s.ttft_p90_ms == pytest.approx(1200.0)
+    assert s.ttft_p95_ms == pytest.approx(1350.0)
+    assert s.ttft_p99_ms == pytest.approx(1470.0)
+    assert s.ttft_mean_ms == pytest.approx(625.0)
+    assert s.ttft_max_ms == pytest.approx(1500.0)
     # TPOT sorted [50, 100, 100, 300]
-    assert s["tpot_p50_ms"] == pytest.approx(100.0)
-    assert s["tpot_p90_ms"] == pytest.approx(240.0)
-    assert s["tpot_p95_ms"] == pytest.approx(270.0)
-    assert s["tpot_p99_ms"] == pytest.approx(294.0)
-    assert s["tpot_mean_ms"] == pytest.approx(137.5)
+    assert s.tpot_p50_ms == pytest.approx(100.0)
+    assert s.tpot_p90_ms == pytest.approx(240.0)
+    assert s.tpot_p95_ms == pytest.approx(270.0)
+    assert s.tpot_p99_ms == pytest.approx(294.0)
+    assert s.tpot_mean_ms == pytest.approx(137.5)
     # E2E sorted [400, 900, 900, 1600]
-    assert s["e2e_p50_ms"] == pytest.approx(900.0)
-    assert s["e2e_mean_ms"] == pytest.approx(950.0)
-    assert s["e2e_max_ms"] == pytest.approx(1600.0)
+    assert s.e2e_p50_ms == pytest.approx(900.0)
+    assert s.e2e_mean_ms == pytest.approx(950.0)
+    assert s.e2e_max_ms == pytest.approx(1600.0)
 
 
 def test_itl_counts_k_gaps_for_a_chunk_of_k_tokens() -> None:
@@ -125,30 +128,30 @@ def test_itl_counts_k_gaps_for_a_chunk_of_k_tokens() -> None:
     assert itl_gaps_ms(r) == pytest.approx([100, 100, 100, 100, 100, 100])
     s = compute_stats(window(five_requests()), SLA_DEFAULT)
     # gaps: 4x50 (R0), 4x100 (R1), 1x100 (R2), 2x300 (R3): 11 values
-    assert s["itl_mean_ms"] == pytest.approx(1300 / 11)
-    assert s["itl_p50_ms"] == pytest.approx(100.0)
-    assert s["itl_p90_ms"] == pytest.approx(300.0)
-    assert s["itl_max_ms"] == pytest.approx(300.0)
+    assert s.itl_mean_ms == pytest.approx(1300 / 11)
+    assert s.itl_p50_ms == pytest.approx(100.0)
+    assert s.itl_p90_ms == pytest.approx(300.0)
+    assert s.itl_max_ms == pytest.approx(300.0)
 
 
 def test_goodput_and_attainment_count_errors_as_misses() -> None:
     s = compute_stats(window(five_requests()), SLA_DEFAULT)
-    assert s["goodput_rps"] == pytest.approx(0.2)  # R0 and R1
-    assert s["goodput_tps"] == pytest.approx(1.2)  # (5 + 5) tokens, + the SLA-meeting warm-up's 2 in-window tokens
-    assert s["attainment"] == pytest.approx(0.4)  # 2 of 5 started; the error is a miss
+    assert s.goodput_rps == pytest.approx(0.2)  # R0 and R1
+    assert s.goodput_tps == pytest.approx(1.2)  # (5 + 5) tokens, + the SLA-meeting warm-up's 2 in-window tokens
+    assert s.attainment == pytest.approx(0.4)  # 2 of 5 started; the error is a miss
 
 
 def test_e2e_bound_applies_when_set() -> None:
     s = compute_stats(window(five_requests()), SLA(ttft_ms=1000, tpot_ms=100, e2e_ms=500))
-    assert s["goodput_rps"] == pytest.approx(0.1)  # only R0 (E2E 400)
-    assert "E2E P95" in s["sla_failures"]
+    assert s.goodput_rps == pytest.approx(0.1)  # only R0 (E2E 400)
+    assert "E2E P95" in s.sla_failures
 
 
 def test_cache_hit_rates_and_retractions() -> None:
     s = compute_stats(window(five_requests()), SLA_DEFAULT)
-    assert s["cache_hit_rate"] == pytest.approx(0.3)  # 150 cached / 500 prompt tokens (completed)
-    assert s["cache_hit_rate_server"] is None
-    assert s["retractions"] == 1  # per-request sum; the warm-up record's 4 do not count
+    assert s.cache_hit_rate == pytest.approx(0.3)  # 150 cached / 500 prompt tokens (completed)
+    assert s.cache_hit_rate_server is None
+    assert s.retractions == 1  # per-request sum; the warm-up record's 4 do not count
     counters = dict(
         counters_start={
             "cached_tokens_total": 1000.0,
@@ -162,8 +165,8 @@ def test_cache_hit_rates_and_retractions() -> None:
         },
     )
     s = compute_stats(window(five_requests(), **counters), SLA_DEFAULT)
-    assert s["cache_hit_rate_server"] == pytest.approx(0.3)
-    assert s["retractions"] == 2  # the server counter wins over per-request counts
+    assert s.cache_hit_rate_server == pytest.approx(0.3)
+    assert s.retractions == 2  # the server counter wins over per-request counts
 
 
 def test_samples_in_window_give_queue_kv_running_and_gpu_peak() -> None:
@@ -180,11 +183,11 @@ def test_samples_in_window_give_queue_kv_running_and_gpu_peak() -> None:
         Sample(5.0, "gpu", "gpu_util", 99, "gpu=0"),
     ]
     s = compute_stats(window(five_requests(), samples=samples), SLA_DEFAULT)
-    assert (s["queue_len_mean"], s["queue_len_max"]) == (pytest.approx(3.0), 4)
-    assert s["kv_usage_max"] == 0.9
-    assert s["running_mean"] == pytest.approx(4.0)
-    assert s["peak_gpu_mem_mib"] == 70000
-    assert compute_stats(window(five_requests()), SLA_DEFAULT)["peak_gpu_mem_mib"] is None
+    assert (s.queue_len_mean, s.queue_len_max) == (pytest.approx(3.0), 4)
+    assert s.kv_usage_max == 0.9
+    assert s.running_mean == pytest.approx(4.0)
+    assert s.peak_gpu_mem_mib == 70000
+    assert compute_stats(window(five_requests()), SLA_DEFAULT).peak_gpu_mem_mib is None
 
 
 def fast_and_slow(n_fast: int, n_slow: int) -> list[RequestRecord]:
@@ -199,27 +202,27 @@ def fast_and_slow(n_fast: int, n_slow: int) -> list[RequestRecord]:
 
 def test_passes_sla_false_when_p95_ttft_too_high() -> None:
     one_slow = compute_stats(window(fast_and_slow(19, 1)), SLA_DEFAULT)
-    assert one_slow["ttft_p95_ms"] == pytest.approx(345.0)  # 100 + 0.05 * 4900
-    assert one_slow["passes_sla"] is True and one_slow["sla_failures"] == ""
+    assert one_slow.ttft_p95_ms == pytest.approx(345.0)  # 100 + 0.05 * 4900
+    assert one_slow.passes_sla is True and one_slow.sla_failures == ""
     two_slow = compute_stats(window(fast_and_slow(18, 2)), SLA_DEFAULT)
-    assert two_slow["ttft_p95_ms"] == pytest.approx(5000.0)
-    assert two_slow["passes_sla"] is False
-    assert two_slow["sla_failures"] == "TTFT P95 5000 ms > 1000 ms"
+    assert two_slow.ttft_p95_ms == pytest.approx(5000.0)
+    assert two_slow.passes_sla is False
+    assert two_slow.sla_failures == "TTFT P95 5000 ms > 1000 ms"
 
 
 def test_errors_over_limit_fail_the_step() -> None:
     s = compute_stats(window(five_requests()), SLA(ttft_ms=10_000, tpot_ms=1000, max_error_rate=0.1))
-    assert s["passes_sla"] is False
-    assert s["sla_failures"] == "errors 20.0% > 10.0%"
+    assert s.passes_sla is False
+    assert s.sla_failures == "errors 20.0% > 10.0%"
     s = compute_stats(window(five_requests()), SLA(ttft_ms=10_000, tpot_ms=1000, max_error_rate=0.2))
-    assert s["passes_sla"] is True
+    assert s.passes_sla is True
 
 
 def test_empty_window_has_no_data_and_fails() -> None:
     s = compute_stats(window([]), SLA_DEFAULT)
-    assert s["n_started"] == 0 and s["ttft_p99_ms"] is None and s["attainment"] is None
-    assert s["ttft_p99_ci_low"] is None and s["drift"] is None and s["steady"] is False
-    assert s["passes_sla"] is False and s["sla_failures"] == "no completed requests"
+    assert s.n_started == 0 and s.ttft_p99_ms is None and s.attainment is None
+    assert s.ttft_p99_ci_low is None and s.drift is None and s.steady is False
+    assert s.passes_sla is False and s.sla_failures == "no completed requests"
 
 
 def test_bootstrap_ci_is_seeded_and_brackets_the_estimate() -> None:
@@ -232,11 +235,11 @@ def test_bootstrap_ci_is_seeded_and_brackets_the_estimate() -> None:
     a = compute_stats(window(recs), SLA(ttft_ms=300, tpot_ms=30), seed=7)
     b = compute_stats(window(recs), SLA(ttft_ms=300, tpot_ms=30), seed=7)
     assert a == b
-    assert a["ttft_p99_ci_low"] <= a["ttft_p99_ms"] <= a["ttft_p99_ci_high"]
-    assert a["tpot_p99_ci_low"] <= a["tpot_p99_ms"] <= a["tpot_p99_ci_high"]
-    assert a["goodput_ci_low"] < a["goodput_rps"] < a["goodput_ci_high"]
+    assert a.ttft_p99_ci_low <= a.ttft_p99_ms <= a.ttft_p99_ci_high
+    assert a.tpot_p99_ci_low <= a.tpot_p99_ms <= a.tpot_p99_ci_high
+    assert a.goodput_ci_low < a.goodput_rps < a.goodput_ci_high
     none = compute_stats(window(recs), SLA_DEFAULT, bootstrap=0)
-    assert none["goodput_ci_low"] is None and none["ttft_p99_ci_high"] is None
+    assert none.goodput_ci_low is None and none.ttft_p99_ci_high is None
 
 
 def steady_window(second_half_ttft: float) -> list[RequestRecord]:
@@ -250,9 +253,9 @@ def steady_window(second_half_ttft: float) -> list[RequestRecord]:
 
 def test_steady_when_halves_agree_within_20_percent() -> None:
     s = compute_stats(window(steady_window(0.1)), SLA_DEFAULT)
-    assert s["drift"] == pytest.approx(0.0) and s["steady"] is True
+    assert s.drift == pytest.approx(0.0) and s.steady is True
     s = compute_stats(window(steady_window(0.2)), SLA_DEFAULT)
-    assert s["drift"] == pytest.approx(0.5) and s["steady"] is False  # TTFT P50 100 -> 200 ms
+    assert s.drift == pytest.approx(0.5) and s.steady is False  # TTFT P50 100 -> 200 ms
 
 
 @pytest.mark.parametrize(
@@ -265,7 +268,7 @@ def test_steady_when_halves_agree_within_20_percent() -> None:
     ],
 )
 def test_client_bound(client: dict[str, float], bound: bool) -> None:
-    assert compute_stats(window(five_requests(), client=client), SLA_DEFAULT)["client_bound"] is bound
+    assert compute_stats(window(five_requests(), client=client), SLA_DEFAULT).client_bound is bound
 
 
 @pytest.mark.parametrize(
@@ -285,13 +288,13 @@ def test_client_bound_by_event_loop_lag(lag_p99: float | None, ttft_bound: float
         client["loop_lag_p99_ms"] = lag_p99
     sla = SLA_DEFAULT.model_copy(update={"ttft_ms": ttft_bound})
     s = compute_stats(window(five_requests(), client=client), sla)
-    assert s["client_bound"] is bound  # a single 190 ms stall (the max) alone is not client-bound
-    assert s["loop_lag_p99_ms"] == lag_p99 and s["loop_lag_max_ms"] == 190.0
+    assert s.client_bound is bound  # a single 190 ms stall (the max) alone is not client-bound
+    assert s.client.loop_lag_p99_ms == lag_p99 and s.client.loop_lag_max_ms == 190.0
 
 
 def test_aborted_window_does_not_pass() -> None:
     s = compute_stats(window(fast_and_slow(20, 0), aborted="server died"), SLA_DEFAULT)
-    assert s["passes_sla"] is False and s["sla_failures"] == "aborted: server died"
+    assert s.passes_sla is False and s.sla_failures == "aborted: server died"
 
 
 def test_histogram_quantile_interpolates_like_prometheus() -> None:
@@ -315,7 +318,7 @@ def test_client_ttft_agrees_with_server_histogram_within_bucket() -> None:
     s = compute_stats(window(recs), SLA_DEFAULT, bootstrap=0)
     for q, key in ((0.5, "ttft_p50_ms"), (0.9, "ttft_p90_ms"), (0.99, "ttft_p99_ms")):
         server = histogram_quantile(buckets, q)
-        client = s[key] / 1000.0
+        client = getattr(s, key) / 1000.0
         upper = next(le for le in bounds if le >= server)
         lower = max([0.0] + [le for le in bounds if le < upper])
         assert lower <= client <= upper, (q, client, server)
@@ -330,7 +333,7 @@ def test_output_tps_counts_tokens_that_arrived_inside_the_window() -> None:
     short = rec(3, 4.0, [(4.5, 1), (4.8, 1)])
     short.output_tokens = 6  # the final usage said 6 but the stream carried 2: the rest lands with the last chunk
     s = compute_stats(window([*recs, short]), SLA_DEFAULT)
-    assert s["output_tps"] == pytest.approx((1 + 3 + 3 + 6) / 10)
+    assert s.output_tps == pytest.approx((1 + 3 + 3 + 6) / 10)
 
 
 def test_phase_locked_closed_loop_reads_the_true_token_rate() -> None:
@@ -345,13 +348,13 @@ def test_phase_locked_closed_loop_reads_the_true_token_rate() -> None:
     w = WindowResult(concurrency=4, records=recs, samples=[], window_start=0.0, window_end=9.0,
                      warmup_requests=0, warmup_seconds=0.0)
     s = compute_stats(w, SLA(ttft_ms=1000, tpot_ms=1000))
-    assert s["output_tps"] == pytest.approx(32.0)
-    assert s["goodput_tps"] == pytest.approx(32.0)
+    assert s.output_tps == pytest.approx(32.0)
+    assert s.goodput_tps == pytest.approx(32.0)
 
 
 def test_goodput_tps_never_exceeds_output_tps() -> None:
     s = compute_stats(window(five_requests()), SLA_DEFAULT)
-    assert 0 < s["goodput_tps"] <= s["output_tps"]
+    assert 0 < s.goodput_tps <= s.output_tps
 
 
 def test_goodput_ci_has_width_for_evenly_spaced_arrivals_that_all_meet_the_sla() -> None:
@@ -359,8 +362,8 @@ def test_goodput_ci_has_width_for_evenly_spaced_arrivals_that_all_meet_the_sla()
     block bootstrap alone reported the point estimate as its interval ("2048-2048")."""
     recs = [rec(i, i * 0.1, [(i * 0.1 + 0.05, 1), (i * 0.1 + 0.06, 1)]) for i in range(100)]
     s = compute_stats(window(recs), SLA_DEFAULT)
-    assert s["goodput_rps"] == pytest.approx(10.0)
-    assert s["goodput_ci_low"] < s["goodput_rps"] <= s["goodput_ci_high"]
-    assert s["goodput_ci_low"] > 9.0  # 100 of 100 met: the attainment is at least ~96% at 95%
+    assert s.goodput_rps == pytest.approx(10.0)
+    assert s.goodput_ci_low < s.goodput_rps <= s.goodput_ci_high
+    assert s.goodput_ci_low > 9.0  # 100 of 100 met: the attainment is at least ~96% at 95%
     none_meet = compute_stats(window(recs), SLA(ttft_ms=1, tpot_ms=1))
-    assert none_meet["goodput_rps"] == 0 and none_meet["goodput_ci_high"] > 0
+    assert none_meet.goodput_rps == 0 and none_meet.goodput_ci_high > 0

@@ -54,18 +54,18 @@ def test_http_and_virtual_modes_agree_on_throughput_and_ttft(tmp_path: Path) -> 
     # average above 1.5x the cores says so; one retry, then a skip that names the reason instead of a flake.
     for attempt in range(2):
         http = _measure(profile, "http", tmp_path / f"logs{attempt}")
-        if not http["client_bound"] and os.getloadavg()[0] <= 1.5 * (os.cpu_count() or 1):
+        if not http.client_bound and os.getloadavg()[0] <= 1.5 * (os.cpu_count() or 1):
             break
     else:
         pytest.skip("machine too loaded for a wall-clock comparison (client-bound or load average above 1.5x cores)")
-    assert http["n_errors"] == 0 and virtual["n_errors"] == 0
-    assert http["n_completed"] >= 50 and virtual["n_completed"] >= 50  # enough requests for stable medians
+    assert http.n_errors == 0 and virtual.n_errors == 0
+    assert http.n_completed >= 50 and virtual.n_completed >= 50  # enough requests for stable medians
     # "Agree" is sweep's one definition (the cross-check's Tolerance): within 10%, or 20 ms for a latency. Since
     # the host stage was refitted to 8 ms (docs/calibration.md) TTFT P50 is ~60 ms here, and the few ms of real
     # socket and event-loop work only the HTTP mode pays are ~10% of it.
     tol = Tolerance()
     for key, latency in (("output_tps", False), ("ttft_p50_ms", True)):
-        h, v = http[key], virtual[key]
+        h, v = getattr(http, key), getattr(virtual, key)
         assert v > 0 and abs(h - v) <= tol.allowed(h, v, latency), \
             f"{key}: http {h:.1f} vs virtual {v:.1f} ({h / v - 1:+.1%})"
 
@@ -78,4 +78,4 @@ def test_agreement_is_sensitive_to_a_slower_simulated_gpu(tmp_path: Path) -> Non
         update={"extra_args": [*profile.server.extra_args, "--sim-speed", "3"]})})
     base = _measure(profile, "virtual", tmp_path / "logs")
     slowed = _measure(slow, "virtual", tmp_path / "logs")
-    assert slowed["output_tps"] < 0.8 * base["output_tps"]
+    assert slowed.output_tps < 0.8 * base.output_tps

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -23,7 +24,8 @@ from sqlalchemy import inspect, text
 
 from sweep import measure
 from sweep.errors import StoreError
-from sweep.store import STAT_COLUMNS, WINDOW_COLUMNS, Store, alembic_config
+from sweep.run_stats import ClientStats, RunStats
+from sweep.store import STAT_COLUMNS, Store, alembic_config
 from sweep.store.models import VERSION_TABLE, Base
 from sweep.store.queries import run_summary
 from sweep.types import RequestRecord, Sample, ServerConfig
@@ -164,11 +166,12 @@ def test_migration_builds_exactly_the_schema_the_models_describe(store: Store) -
 def test_run_summary_view_has_the_columns_queries_read(store: Store) -> None:
     view_columns = [c["name"] for c in inspect(store.engine).get_columns("run_summary")]
     assert view_columns == [c.name for c in run_summary.columns]
-    assert set(STAT_COLUMNS) | set(WINDOW_COLUMNS) <= set(view_columns)
+    assert set(STAT_COLUMNS) <= set(view_columns)
 
 
-def test_stat_columns_are_exactly_what_measure_produces() -> None:
-    assert tuple(measure.STATS_KEYS) == STAT_COLUMNS + WINDOW_COLUMNS
+def test_stat_columns_are_exactly_the_fields_of_run_stats() -> None:
+    own = [f.name for f in dataclasses.fields(RunStats) if f.name != "client"]
+    assert sorted(STAT_COLUMNS) == sorted(own + [f.name for f in dataclasses.fields(ClientStats)])
 
 
 def test_round_trip_on_sqlite(store: Store) -> None:

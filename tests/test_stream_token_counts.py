@@ -66,4 +66,4 @@ def test_itl_matches_tpot_with_a_stream_interval(api: str) -> None:
     # the server did group tokens 4 per event (a late reader may get two updates in one event, as from SGLang)
     assert statistics.median(k for r in ok for k in r.chunk_tokens[1:]) == 4
     s = compute_stats(res, SLA(ttft_ms=10_000, tpot_ms=10_000))
-    assert s["itl_p50_ms"] == pytest.approx(s["tpot_p50_ms"], rel=0.35), (s["itl_p50_ms"], s["tpot_p50_ms"])
+    assert s.itl_p50_ms == pytest.approx(s.tpot_p50_ms, rel=0.35), (s.itl_p50_ms, s.tpot_p50_ms)

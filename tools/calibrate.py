@@ -118,9 +118,8 @@ def simulate(windows: list[RealWindow], eff: Efficiency, bootstrap: int = 0) -> 
         for w in ladder:
             view, _ = inputs.before_step(handle, w.concurrency, prof.window, prof.arrival)
             res = driver.run_window(handle, view, w.concurrency, prof.window)
-            stats = compute_stats(res, prof.sla, bootstrap=bootstrap)
-            inputs.after_step(res, stats)
-            out[w.run_id] = {m: float(stats[m] or 0.0) for m in SIM_KEYS}
+            stats = inputs.after_step(res, compute_stats(res, prof.sla, bootstrap=bootstrap)).columns()
+            out[w.run_id] = {m: float(stats[m] or 0.0) for m in SIM_KEYS}  # type: ignore[arg-type]
             out[w.run_id]["pool_tokens"] = float(eng.total)
     return out
 

@@ -47,7 +47,7 @@ def tpot_p50(factor: float, cuda_graph: bool, sp: list) -> float:  # type: ignor
                        cuda_graph=cuda_graph)  # the shape the real point ran (vocab 1024)
     handle = ServerHandle(config=ServerConfig(), url=None, simulated=True, engine=Engine(params, KNOBS))
     res = VirtualDriver(seed=1).run_window(handle, sp, 16, WINDOW)
-    return float(compute_stats(res, SLA(ttft_ms=1e9, tpot_ms=1e9))["tpot_p50_ms"])
+    return float(compute_stats(res, SLA(ttft_ms=1e9, tpot_ms=1e9)).tpot_p50_ms or 0.0)
 
 
 def main() -> int:

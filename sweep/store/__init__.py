@@ -34,12 +34,13 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 
 from sweep.errors import StoreError
+from sweep.run_stats import RunStats
 from sweep.store import queries as q
-from sweep.store.models import STAT_COLUMNS, WINDOW_COLUMNS, runs_table
+from sweep.store.models import STAT_COLUMNS, runs_table
 from sweep.store.queries import UnknownColumnError
 from sweep.types import Placement, RequestRecord, Sample, ServerConfig
 
-__all__ = ["STAT_COLUMNS", "WINDOW_COLUMNS", "Store", "UnknownColumnError", "alembic_config", "serialize_sqlite"]
+__all__ = ["STAT_COLUMNS", "Store", "UnknownColumnError", "alembic_config", "serialize_sqlite"]
 
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _PG_MIGRATION_LOCK = 0x5357_4545  # pg_advisory_xact_lock key: one migrating worker at a time ("SWEE")
@@ -245,9 +246,7 @@ class Store:
     def create_server_config(self, study_id: int, config: ServerConfig, launcher: str, argv: Sequence[str],
                              trial_number: int | None, placement: Placement | None = None) -> int:
         """Insert a pending server configuration (credentials in argv redacted) and return its id."""
-        row = dict(study_id=study_id, trial_number=trial_number, config_key=config.key(),
-                   max_running_requests=config.max_running_requests, mem_fraction_static=config.mem_fraction_static,
-                   chunked_prefill_size=config.chunked_prefill_size, schedule_policy=config.schedule_policy,
+        row = dict(study_id=study_id, trial_number=trial_number, config_key=config.key(), **config.columns(),
                    launcher=launcher, argv_json=json.dumps(q.redact_argv(argv)), status="pending",
                    created_at=q.utcnow(), **(placement or Placement()).columns())
         with self._write(f"create server config {config.label()!r}") as conn:
@@ -296,7 +295,7 @@ class Store:
         with self._write(f"create run at concurrency {concurrency}") as conn:
             return _new_id(conn, insert(runs_table).values(row))
 
-    def finish_run(self, run_id: int, stats: Mapping[str, Any], records: Sequence[RequestRecord],
+    def finish_run(self, run_id: int, stats: RunStats | Mapping[str, object], records: Sequence[RequestRecord],
                    samples: Sequence[Sample], window_start: float, status: str = "completed",
                    reason: str | None = None) -> None:
         """Store a window's stats, requests and samples in one transaction (unknown stat keys raise)."""

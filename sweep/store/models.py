@@ -26,42 +26,20 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
 
+from sweep import run_stats
+from sweep.types import KNOB_NAMES
+
 VERSION_TABLE = "sweep_alembic_version"  # Optuna's RDB storage owns `alembic_version` in the same database
 CONFIG_STATUSES = ("pending", "running", "completed", "failed", "infeasible", "aborted")
 RUN_STATUSES = ("running", "completed", "failed", "aborted")
 RUN_PHASES = ("screen", "final", "soak")
 
-_LATENCIES = ("ttft", "tpot", "itl", "e2e")
-_LATENCY_STATS = ("p50", "p90", "p95", "p99", "mean", "max")
-
-# The per-window statistics, in the order they appear as columns of `runs`; measure produces them.
-STAT_COLUMNS: tuple[str, ...] = (
-    "n_started", "n_completed", "n_errors", "n_warmup", "error_rate",
-    "throughput_rps", "input_tps", "output_tps",
-    *(f"{lat}_{stat}_ms" for lat in _LATENCIES for stat in _LATENCY_STATS),
-    "goodput_rps", "goodput_tps", "attainment",
-    "cache_hit_rate", "cache_hit_rate_server", "retractions",
-    "queue_len_mean", "queue_len_max", "kv_usage_max", "running_mean", "peak_gpu_mem_mib",
-    "ttft_p99_ci_low", "ttft_p99_ci_high", "tpot_p99_ci_low", "tpot_p99_ci_high",
-    "goodput_ci_low", "goodput_ci_high",
-    "steady", "drift", "client_bound", "passes_sla", "sla_failures",
-    "loop_lag_p99_ms", "loop_lag_max_ms",  # 0002: the client's event-loop lag (client_bound judges the P99)
-)
-
-_INT_STATS = frozenset({"n_started", "n_completed", "n_errors", "n_warmup", "retractions"})
-_BOOL_STATS = frozenset({"steady", "client_bound", "passes_sla"})
-_TEXT_STATS = frozenset({"sla_failures"})
-
-# Python type of each stat column (everything not listed above is a float).
-STAT_TYPES: dict[str, type] = {
-    name: int if name in _INT_STATS else bool if name in _BOOL_STATS else str if name in _TEXT_STATS else float
-    for name in STAT_COLUMNS
-}
-
-# Window facts that finish_run accepts beside the stats.
+# The per-window statistics, in the order they appear as columns of `runs`: the fields of sweep.run_stats.RunStats
+# (what measure produces), so they are listed exactly once. Python type of each: int, float, bool or str.
+STAT_COLUMNS: tuple[str, ...] = run_stats.COLUMNS
+STAT_TYPES: dict[str, type] = run_stats.COLUMN_TYPES
+# The window facts among them, which run_summary shows right after the run's own head columns.
 WINDOW_COLUMNS: tuple[str, ...] = ("window_s", "warmup_requests", "warmup_s")
-# What the workload predicts for a window (floats, not measured: sweep.cache_model), accepted beside the stats.
-PREDICTED_COLUMNS: tuple[str, ...] = ("cache_hit_rate_predicted",)
 
 _SQL_TYPES: dict[type, type[TypeEngine[Any]]] = {int: Integer, bool: Boolean, str: Text, float: Float}
 
@@ -194,13 +172,9 @@ runs_table = Table(
     Column("phase", String(10), nullable=False),
     Column("started_at", DateTime, nullable=False),
     Column("finished_at", DateTime),
-    Column("window_s", Float),
-    Column("warmup_requests", Integer),
-    Column("warmup_s", Float),
     # a cross-check's reference-client row points at sweep's own row of the same step (None: a ladder step)
     Column("reference_for_run_id", Integer, index=True),
     *(Column(name, _SQL_TYPES[STAT_TYPES[name]]) for name in STAT_COLUMNS),
-    *(Column(name, Float) for name in PREDICTED_COLUMNS),
     Column("worker_id", Integer),
     Column("host", String(200)),
     Column("gpu_name", String(200)),
@@ -261,5 +235,4 @@ class SampleRow(Base):
 # Knob columns of server_configs, shown beside each run in the run_summary view.
 # Where a run or launch happened (sweep.types.Placement), on runs and server_configs and in run_summary.
 PLACEMENT_COLUMNS: tuple[str, ...] = ("worker_id", "host", "gpu_name", "gpu_index", "gpu_memory_mib", "gpu_driver")
-KNOB_COLUMNS: tuple[str, ...] = ("max_running_requests", "mem_fraction_static", "chunked_prefill_size",
-                                 "schedule_policy")
+KNOB_COLUMNS: tuple[str, ...] = KNOB_NAMES  # server_configs has one typed column per ServerConfig knob

@@ -13,10 +13,10 @@ from sqlalchemy import Column, Connection, MetaData, Table, case, func, select
 
 from sweep import measure
 from sweep.errors import StoreError
+from sweep.run_stats import RunStats
 from sweep.store.models import (
     KNOB_COLUMNS,
     PLACEMENT_COLUMNS,
-    PREDICTED_COLUMNS,
     STAT_COLUMNS,
     STAT_TYPES,
     WINDOW_COLUMNS,
@@ -53,7 +53,8 @@ run_summary = Table(
     *(Column(k, configs_table.c[k].type) for k in KNOB_COLUMNS),
     Column("launcher", configs_table.c.launcher.type),
     Column("config_status", configs_table.c.status.type),
-    *(Column(c, runs_table.c[c].type) for c in (*_RUN_HEAD, *STAT_COLUMNS, *PREDICTED_COLUMNS, *PLACEMENT_COLUMNS)),
+    *(Column(c, runs_table.c[c].type) for c in (*_RUN_HEAD, *(c for c in STAT_COLUMNS if c not in WINDOW_COLUMNS),
+                                                *PLACEMENT_COLUMNS)),
 )
 
 _SECRET_WORDS = ("key", "token", "secret", "password")
@@ -121,14 +122,13 @@ def _plain(value: Any, kind: type) -> Any:
     return kind(value)
 
 
-def stat_values(stats: Mapping[str, Any]) -> dict[str, Any]:
-    """The runs columns for one window's stats; unknown keys raise (they are bugs upstream)."""
-    unknown = sorted(set(stats) - set(STAT_COLUMNS) - set(WINDOW_COLUMNS) - set(PREDICTED_COLUMNS))
+def stat_values(stats: RunStats | Mapping[str, object]) -> dict[str, Any]:
+    """The runs columns for one window's stats (a mapping: an outside client's partial row); unknown keys raise."""
+    values = stats.columns() if isinstance(stats, RunStats) else stats
+    unknown = sorted(set(values) - set(STAT_COLUMNS))
     if unknown:
         raise UnknownColumnError(f"unknown stat column(s) for runs: {', '.join(unknown)}")
-    kinds: dict[str, type] = {**STAT_TYPES, "window_s": float, "warmup_requests": int, "warmup_s": float,
-                              **dict.fromkeys(PREDICTED_COLUMNS, float)}
-    return {k: _plain(v, kinds[k]) for k, v in stats.items()}
+    return {k: _plain(v, STAT_TYPES[k]) for k, v in values.items()}
 
 
 def _ms(value: float | None) -> float | None:
