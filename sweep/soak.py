@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from sweep.errors import LaunchError, ServerDied
-from sweep.ladder import LadderRunner, SpawnLog, StepStart
+from sweep.ladder import LadderRunner, LadderStep, SpawnLog, StepStart
 from sweep.measure import compute_stats
 from sweep.profile import Profile, RateArrival, Soak
 from sweep.types import ServerConfig
@@ -152,6 +152,5 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any], ctx
                      status="completed" if result.aborted is None else "failed", reason=verdict.summary())
     store.update_server_config(config_id, status="completed", stop_reason=f"soak at {arrival.rate:.2f} req/s")
     if runner.on_step:
-        runner.on_step(config, soak.max_in_flight, dict(stats.columns(), concurrency=soak.max_in_flight, run_id=run_id,
-                                                        phase="soak"))
+        runner.on_step(config, soak.max_in_flight, LadderStep(run_id, soak.max_in_flight, "soak", stats, config_id))
     return verdict
