@@ -5,21 +5,22 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from launchers.base import Launcher, LaunchRecord, ServerHandle
+from launchers.base import Launcher, ServerHandle
 from sweep import interrupt
 from sweep.drivers import Driver
 from sweep.errors import LaunchError, ServerDied
 from sweep.knee import KneeResult, StepPoint, find_knee
+from sweep.launch import Launch, launch_status
 from sweep.measure import compute_stats
 from sweep.profile import Profile, Window
 from sweep.run_stats import RunStats
 from sweep.step_inputs import StepInputs
 from sweep.store import Store
 from sweep.stream import Requests, StreamExhausted
-from sweep.types import SERVER_DIED, Placement, RequestRecord, ServerConfig
+from sweep.types import SERVER_DIED, Placement, RequestRecord, ServerConfig, WindowResult
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,23 @@ class StepStart:
 
 StartCallback = Callable[[StepStart], None]
 StopCheck = Callable[[int, LadderStep], bool]  # step index, step -> True stops the ladder (pruning)
+StepJudge = Callable[[WindowResult, RunStats], str]  # a window and its stats -> the run's verdict line
+
+
+@dataclass(frozen=True)
+class Climb:
+    """What one launch measures: its concurrencies in order, the phase and its window.
+
+    A judged climb (the soak) offers one fixed `arrival` process instead of the profile's per step, stores
+    `judge`'s verdict as each run's reason, runs no cross-check and is never ranked by a knee.
+    """
+
+    ladder: tuple[int, ...]
+    phase: str
+    window: Window
+    arrival: Any = None
+    judge: StepJudge | None = None
+    complete: str = "ladder complete"  # the stop_reason of a climb that ran every step
 
 
 def orchestrator_failure(exc: BaseException) -> str:
@@ -84,28 +102,6 @@ def orchestrator_failure(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt):
         return f"interrupted by {interrupt.received(exc).name}"
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
-
-
-class SpawnLog:
-    """The on_spawn callback of one launch: each spawned server's LaunchRecord goes into its server_configs
-    row at once, so a resume after kill -9 during a minutes-long start still finds and kills that server."""
-
-    def __init__(self, store: Store, config_id: int):
-        self.store = store
-        self.config_id = config_id
-        self.record: LaunchRecord | None = None
-
-    def __call__(self, record: LaunchRecord) -> None:
-        self.record = record
-        self.store.update_server_config(self.config_id, log_path=record.log_path,
-                                        server_info={"sweep_launch": record.as_dict()})
-
-    def server_info(self, handle: ServerHandle) -> dict[str, Any]:
-        """The ready server's /server_info knobs with the launch record kept beside them."""
-        info = dict(handle.server_info or {})
-        if self.record is not None:
-            info["sweep_launch"] = self.record.as_dict()
-        return info
 
 
 def step_points(steps: Sequence[LadderStep]) -> list[StepPoint]:
@@ -176,7 +172,15 @@ class LadderRunner:
         self.inputs.begin()
         if self.profile.search.mode == "coupled":
             return self._run_coupled(config, trial_number, phase, steps_wanted, should_stop)
-        return self._run_one(config, trial_number, phase, steps_wanted, should_stop)
+        return self._run_one(config, trial_number, Climb(tuple(steps_wanted), phase, self.window_for(phase)),
+                             should_stop)
+
+    def run_judged(self, config: ServerConfig, concurrency: int, window: Window, arrival: Any, judge: StepJudge,
+                   complete: str) -> LadderOutcome:
+        """One launch, one window of `arrival` at most `concurrency` in flight (phase soak), its run's reason
+        `judge`'s verdict; the configuration's stop_reason `complete` when the window ran."""
+        self.inputs.begin()
+        return self._run_one(config, None, Climb((concurrency,), "soak", window, arrival, judge, complete), None)
 
     def _run_coupled(self, config: ServerConfig, trial_number: int | None, phase: str, ladder: list[int],
                      should_stop: StopCheck | None) -> LadderOutcome:
@@ -184,7 +188,7 @@ class LadderRunner:
         total = LadderOutcome(config, 0, "completed")
         for i, c in enumerate(ladder):
             step_cfg = replace(config, max_running_requests=c)
-            one = self._run_one(step_cfg, trial_number, phase, [c], None)
+            one = self._run_one(step_cfg, trial_number, Climb((c,), phase, self.window_for(phase)), None)
             total.config_id = total.config_id or one.config_id
             if one.status == "failed" or not one.steps:
                 total.status, total.failure = ("failed", one.failure) if one.status == "failed" else (
@@ -195,22 +199,20 @@ class LadderRunner:
             if should_stop and should_stop(i, one.steps[-1]):
                 total.stop_reason = f"pruned after concurrency {c}"
                 break
-        total.knee = find_knee(step_points(total.steps), self.profile.search.flatten_threshold)
-        if total.knee.index is not None:
+        self._rank(total)
+        if total.knee is not None and total.knee.index is not None:
             total.config_id = total.steps[total.knee.index].server_config_id or total.config_id
-        if total.status == "completed" and total.knee.point is None:
-            total.status = "infeasible"
         total.stop_reason = total.stop_reason or "coupled ladder complete"
         return total
 
-    def _run_one(self, config: ServerConfig, trial_number: int | None, phase: str, steps_wanted: list[int],
+    def _run_one(self, config: ServerConfig, trial_number: int | None, climb: Climb,
                  should_stop: StopCheck | None) -> LadderOutcome:
-        """Launch once, climb `steps_wanted`, stop the server; every step lands in the store."""
+        """Launch once, climb, stop the server; every step lands in the store."""
         config_id = self.store.create_server_config(self.study_id, config, self.launcher.kind, [], trial_number,
                                                     placement=self.placement)
         self.store.update_server_config(config_id, status="running")
         try:
-            return self._launch_and_climb(config, config_id, phase, steps_wanted, should_stop)
+            return self._launch_and_climb(config, config_id, climb, should_stop)
         except BaseException as exc:
             # Not the configuration's fault (a signal, the database, the disk): the attempt is aborted, and the
             # search re-queues its trial so the resume measures it again. Best effort: the store may be the
@@ -219,46 +221,39 @@ class LadderRunner:
                 self.store.abort_config(config_id, f"orchestrator: {orchestrator_failure(exc)}")
             raise
 
-    def _launch_and_climb(self, config: ServerConfig, config_id: int, phase: str, steps_wanted: list[int],
+    def _launch_and_climb(self, config: ServerConfig, config_id: int, climb: Climb,
                           should_stop: StopCheck | None) -> LadderOutcome:
-        spawned = SpawnLog(self.store, config_id)
+        launch = Launch(self.launcher, self.store, config_id)
         try:
-            handle = self.launcher.start(config, on_spawn=spawned)
+            handle = launch.start(config)
         except LaunchError as exc:
-            status = "infeasible" if exc.reason == "oom" else "failed"
-            self.store.update_server_config(config_id, status=status, failure_reason=f"{exc.reason}: {exc}",
-                                            log_path=exc.log_path)
-            return LadderOutcome(config, config_id, status, failure=str(exc), stop_reason=f"launch {exc.reason}")
-        # The knobs of the server that ran: an attached server's are its own (from /server_info), not the request.
-        ran = asdict(handle.config) if handle.config != config else {}
-        self.store.update_server_config(config_id, argv=handle.argv, startup_s=handle.startup_s,
-                                        log_path=handle.log_path, server_info=spawned.server_info(handle), **ran)
+            return LadderOutcome(config, config_id, launch_status(exc), failure=str(exc),
+                                 stop_reason=f"launch {exc.reason}")
         outcome = LadderOutcome(config, config_id, "completed")
         if self.on_launch:
             self.on_launch(handle)
-        try:
+        with launch:
             # Steps are labelled with what ran (an attached server's own knobs), as the configuration row is.
-            self._climb(handle, handle.config, config_id, steps_wanted, outcome, phase, should_stop)
-        finally:
-            report = self.launcher.stop(handle)
-            if report.killed_leftovers:
-                outcome.stop_reason += f"; killed leftover pids {report.killed_leftovers}"
-            if not report.graceful:
-                outcome.stop_reason += "; server ignored SIGTERM for the drain budget and was killed"
-            if report.gpu_mem_released is False:
-                outcome.stop_reason += "; GPU memory did not return to its pre-launch level after stop"
-        outcome.knee = find_knee(step_points(outcome.steps), self.profile.search.flatten_threshold)
-        if outcome.status == "completed" and outcome.knee.point is None:
-            outcome.status = "infeasible"
+            self._climb(handle, handle.config, config_id, climb, outcome, should_stop)
+        outcome.stop_reason += launch.notes()
+        if climb.judge is None:
+            self._rank(outcome)
         self.store.update_server_config(config_id, status=outcome.status, stop_reason=outcome.stop_reason,
                                         failure_reason=outcome.failure)
         return outcome
 
-    def _climb(self, handle: ServerHandle, config: ServerConfig, config_id: int, ladder: list[int],
-               outcome: LadderOutcome, phase: str, should_stop: StopCheck | None = None) -> None:
+    def _rank(self, outcome: LadderOutcome) -> None:
+        """The ladder's knee; a ladder that ran to the end without one is infeasible."""
+        outcome.knee = find_knee(step_points(outcome.steps), self.profile.search.flatten_threshold)
+        if outcome.status == "completed" and outcome.knee.point is None:
+            outcome.status = "infeasible"
+
+    def _climb(self, handle: ServerHandle, config: ServerConfig, config_id: int, climb: Climb,
+               outcome: LadderOutcome, should_stop: StopCheck | None = None) -> None:
         fingerprint = self.profile.fingerprint()
         previous: RunStats | None = None
-        window = self.window_for(phase)
+        ladder, phase, window = climb.ladder, climb.phase, climb.window
+        crosscheck = self.crosscheck if climb.judge is None else None
         expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
         for i, concurrency in enumerate(ladder):
             interrupt.check()  # a stop signal whose KeyboardInterrupt was swallowed still stops before the next step
@@ -266,10 +261,10 @@ class LadderRunner:
                                            handle.simulated, self.driver_name, phase=phase, placement=self.placement)
             if self.on_step_start:
                 self.on_step_start(StepStart(config, concurrency, phase, expected, self.window_elapsed))
-            arrival = self.profile.step_arrival(concurrency)
+            arrival = climb.arrival or self.profile.step_arrival(concurrency)
             specs, not_flushed = self.inputs.before_step(handle, concurrency, window, arrival)
-            if self.crosscheck is not None:
-                self.crosscheck.before_window(handle)
+            if crosscheck is not None:
+                crosscheck.before_window(handle)
             try:
                 result = self.driver.run_window(handle, specs, concurrency, window, arrival=arrival)
             except ServerDied as exc:
@@ -283,13 +278,14 @@ class LadderRunner:
             stats = self.inputs.after_step(result, compute_stats(result, self.profile.sla))
             status = "completed" if result.aborted is None else "failed"
             note = f"prefix cache not emptied before this step: {not_flushed}" if not_flushed else None
+            reason = climb.judge(result, stats) if climb.judge is not None else result.aborted or note
             self.store.finish_run(run_id, stats, result.records, result.samples, result.window_start,
-                                  status=status, reason=result.aborted or note)
+                                  status=status, reason=reason)
             row = LadderStep(run_id, concurrency, phase, stats, config_id)
             if self.on_step:
                 self.on_step(config, concurrency, row)
-            if self.crosscheck is not None and result.aborted is None:
-                self.crosscheck.after_window(handle, config_id, concurrency, run_id, stats, phase, window,
+            if crosscheck is not None and result.aborted is None:
+                crosscheck.after_window(handle, config_id, concurrency, run_id, stats, phase, window,
                                              arrival=arrival, specs=specs)
             if result.aborted is not None:
                 outcome.status, outcome.failure = "failed", self._failure(handle, result.aborted, concurrency)
@@ -313,7 +309,7 @@ class LadderRunner:
             if should_stop is not None and i + 1 < len(ladder) and should_stop(i, row):
                 outcome.stop_reason = f"pruned after concurrency {concurrency}: goodput trails earlier ladders"
                 return
-        outcome.stop_reason = outcome.stop_reason or "ladder complete"
+        outcome.stop_reason = outcome.stop_reason or climb.complete
 
     def _failure(self, handle: ServerHandle, aborted: str, concurrency: int) -> str:
         """The stored reason of a window that could not complete, led by its class (crash, hung, ...):

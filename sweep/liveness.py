@@ -175,22 +175,36 @@ def requeue_orchestrator_failures(study: optuna.Study) -> int:
     return n
 
 
-def fail_and_requeue(study: optuna.Study, trial: optuna.trial.FrozenTrial, on_requeued: Requeued | None) -> bool:
-    """Fail a RUNNING trial and queue its configuration once; False when another process got there first."""
-    storage = study._storage
+def trial_id(storage: optuna.storages.BaseStorage, study: optuna.Study, number: int) -> int:
+    """The storage's id of a study's trial `number`, through BaseStorage's public lookups (Optuna keeps the
+    id of a Trial and a FrozenTrial private)."""
+    return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study.study_name), number)
+
+
+def stored_trial(storage: optuna.storages.BaseStorage, study: optuna.Study, number: int) -> optuna.trial.FrozenTrial:
+    """A study's trial `number` as stored now (system attributes included, which a live Trial does not show)."""
+    return storage.get_trial(trial_id(storage, study, number))
+
+
+def fail_and_requeue(storage: optuna.storages.BaseStorage, study: optuna.Study, trial: optuna.trial.FrozenTrial,
+                     on_requeued: Requeued | None) -> bool:
+    """Fail a RUNNING trial and queue its configuration once; False when another process got there first.
+
+    `storage` is the study's own (the one it was created or loaded with)."""
+    tid = trial_id(storage, study, trial.number)
     try:
-        storage.set_trial_user_attr(trial._trial_id, FAILURE_ATTR, ORCHESTRATOR_FAILURE)
-        if not storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL):
+        storage.set_trial_user_attr(tid, FAILURE_ATTR, ORCHESTRATOR_FAILURE)
+        if not storage.set_trial_state_values(tid, optuna.trial.TrialState.FAIL):
             return False
     except optuna.exceptions.UpdateFinishedTrialError:
         return False
-    requeue(study, storage.get_trial(trial._trial_id))
+    requeue(study, storage.get_trial(tid))
     if on_requeued is not None:
         on_requeued(trial)
     return True
 
 
-def requeue_dead(study: optuna.Study, grace_s: float, on_requeued: Requeued | None = None,
+def requeue_dead(storage: optuna.storages.BaseStorage, study: optuna.Study, grace_s: float, on_requeued: Requeued | None = None,
                  ended: Callable[[int], bool] | None = None, alone: Callable[[], bool] | None = None) -> int:
     """Fail and queue again the RUNNING trials whose worker is certainly dead; returns how many.
 
@@ -210,7 +224,7 @@ def requeue_dead(study: optuna.Study, grace_s: float, on_requeued: Requeued | No
         unowned = worker is None and (nobody_else or (t.datetime_start is not None and t.datetime_start < cutoff))
         gone = worker is not None and (dead_on_this_host(worker, host) or (
             ended is not None and worker.get("worker_id") is not None and ended(int(worker["worker_id"]))))
-        if (unowned or gone) and fail_and_requeue(study, t, on_requeued):
+        if (unowned or gone) and fail_and_requeue(storage, study, t, on_requeued):
             n += 1
     return n
 

@@ -183,7 +183,7 @@ class Orchestrator:
             if ctx["winner"] is None or soak_done(self.store, study_id):
                 return
             self.say(f"soak: {self.profile.soak.duration_s:.0f} s of Poisson arrivals at the winner's knee rate")
-            verdict = run_soak(self.profile, runner, ctx["winner"], ctx)
+            verdict = run_soak(self.profile, runner, ctx["winner"])
             self.say(f"soak verdict: {verdict.summary()}")
 
         status = "failed"

@@ -160,7 +160,7 @@ class Search:
         """
         n = 0
         for study in self._phase_studies():
-            n += liveness.requeue_dead(study, self.grace_s, self.on_requeued, self.ended, self.alone)
+            n += liveness.requeue_dead(self.storage, study, self.grace_s, self.on_requeued, self.ended, self.alone)
             # The failing worker queues its own copy; this is for one that could not (its database failed). Only
             # with no other worker alive: a live one may be writing the copy of a trial it just failed.
             if self.alone is None or self.alone():
@@ -189,8 +189,7 @@ class Search:
         return optuna.create_study(study_name=self.study_name + suffix, storage=self.storage, direction="maximize",
                                    sampler=optuna.samplers.GridSampler({param: list(range(n))}), load_if_exists=True)
 
-    @staticmethod
-    def _guarded(study: optuna.Study, measure: Callable[[optuna.Trial], float]) -> Callable[[optuna.Trial], float]:
+    def _guarded(self, study: optuna.Study, measure: Callable[[optuna.Trial], float]) -> Callable[[optuna.Trial], float]:
         """The objective: `measure`, and on the orchestrator's own failure (a signal, the database, the disk)
         the trial marked so and its configuration queued again at once, for any worker to take."""
 
@@ -203,7 +202,7 @@ class Search:
                 with contextlib.suppress(Exception):  # best effort: the database may be what failed
                     trial.set_user_attr(FAILURE_ATTR, ORCHESTRATOR_FAILURE)
                     trial.set_user_attr("failure_reason", orchestrator_failure(exc))
-                    liveness.requeue(study, study._storage.get_trial(trial._trial_id))
+                    liveness.requeue(study, liveness.stored_trial(self.storage, study, trial.number))
                 raise
 
         return objective
@@ -211,7 +210,7 @@ class Search:
     def _begin(self, study: optuna.Study, trial: optuna.Trial, total: int) -> None:
         """Claim the trial for this worker; a trial created after the phase's work ran out is dropped as surplus."""
         trial.set_user_attr(liveness.WORKER_ATTR, self.worker.attr())
-        frozen = study._storage.get_trial(trial._trial_id)
+        frozen = liveness.stored_trial(self.storage, study, trial.number)
         if "fixed_params" in frozen.system_attrs:
             return  # a queued copy of a dead worker's trial: always real work
         earlier = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number]
@@ -224,7 +223,7 @@ class Search:
         """Run trials of one phase until its `total` work items are claimed; then wait out the others' trials."""
         while True:
             liveness.fail_stale(study)
-            liveness.requeue_dead(study, self.grace_s, self.on_requeued, self.ended, self.alone)
+            liveness.requeue_dead(self.storage, study, self.grace_s, self.on_requeued, self.ended, self.alone)
             trials = study.get_trials(deepcopy=False)
             waiting = any(t.state == optuna.trial.TrialState.WAITING for t in trials)
             if (waiting or liveness.work_items(trials) < total) and may_start():

@@ -14,11 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from sweep.errors import LaunchError, ServerDied
-from sweep.ladder import LadderRunner, LadderStep, SpawnLog, StepStart
-from sweep.measure import compute_stats
+from sweep.ladder import LadderRunner
 from sweep.profile import Profile, RateArrival, Soak
-from sweep.types import ServerConfig
+from sweep.run_stats import RunStats
+from sweep.types import ServerConfig, WindowResult
 
 RETRACTION_COUNTERS = ("num_retracted_requests_total", "num_retracted_reqs")
 TREND_FACTOR = 1.5  # a late retraction rate this much above the early one is "trending up"
@@ -112,45 +111,26 @@ def soak_rate(profile: Profile, knee: dict[str, Any]) -> float:
     return float(base) * profile.soak.rate_fraction
 
 
-def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any], ctx: dict[str, Any]) -> SoakVerdict:
-    """Relaunch the winner, offer Poisson arrivals at its knee rate for soak.duration_s, store and judge it."""
+def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any]) -> SoakVerdict:
+    """Relaunch the winner, offer Poisson arrivals at its knee rate for soak.duration_s, store and judge it:
+    a one-step ladder (phase soak) whose run's reason is the verdict's summary."""
     soak = profile.soak
-    config = ServerConfig(**winner["knobs"])
     arrival = RateArrival(kind="poisson", rate=soak_rate(profile, winner["knee"]), max_in_flight=soak.max_in_flight)
     window = profile.window.model_copy(update={"measure_seconds": soak.duration_s})
-    store = runner.store
-    config_id = store.create_server_config(runner.study_id, config, runner.launcher.kind, [], None,
-                                           placement=runner.placement)
-    store.update_server_config(config_id, status="running")
-    spawned = SpawnLog(store, config_id)
-    try:
-        handle = runner.launcher.start(config, on_spawn=spawned)
-    except LaunchError as exc:
-        store.update_server_config(config_id, status="failed", failure_reason=f"soak launch {exc.reason}: {exc}")
-        return SoakVerdict(False, [f"the winner failed to start for the soak: {exc.reason}"])
-    store.update_server_config(config_id, argv=handle.argv, startup_s=handle.startup_s, log_path=handle.log_path,
-                               server_info=spawned.server_info(handle))
-    run_id = store.create_run(runner.study_id, config_id, soak.max_in_flight, profile.fingerprint(),
-                              handle.simulated, runner.driver_name, phase="soak", placement=runner.placement)
-    if runner.on_step_start:
-        expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
-        runner.on_step_start(StepStart(config, soak.max_in_flight, "soak", expected, runner.window_elapsed))
-    try:
-        result = runner.driver.run_window(handle, runner.specs, soak.max_in_flight, window, arrival=arrival)
-    except ServerDied as exc:
-        store.mark_run(run_id, "failed", f"soak: {exc}")
-        store.update_server_config(config_id, status="failed", failure_reason=str(exc))
-        return SoakVerdict(False, [f"server died during the soak: {exc}"])
-    finally:
-        runner.launcher.stop(handle)
-    stats = compute_stats(result, profile.sla)
-    verdict = judge(result.samples, soak, stats.sla_failures)
-    if result.aborted:
-        verdict.passed = False
-        verdict.reasons.append(f"window aborted: {result.aborted}")
-    store.finish_run(run_id, stats, result.records, result.samples, result.window_start,
-                     status="completed" if result.aborted is None else "failed", reason=verdict.summary())
-    store.update_server_config(config_id, status="completed", stop_reason=f"soak at {arrival.rate:.2f} req/s")
-    if runner.on_step:
-        runner.on_step(config, soak.max_in_flight, LadderStep(run_id, soak.max_in_flight, "soak", stats, config_id))
-    return verdict
+    verdicts: list[SoakVerdict] = []
+
+    def judged(result: WindowResult, stats: RunStats) -> str:
+        verdict = judge(result.samples, soak, stats.sla_failures)
+        if result.aborted:
+            verdict.passed = False
+            verdict.reasons.append(f"window aborted: {result.aborted}")
+        verdicts.append(verdict)
+        return verdict.summary()
+
+    outcome = runner.run_judged(ServerConfig(**winner["knobs"]), soak.max_in_flight, window, arrival, judged,
+                                complete=f"soak at {arrival.rate:.2f} req/s")
+    if verdicts:
+        return verdicts[-1]
+    if outcome.stop_reason.startswith("launch "):
+        return SoakVerdict(False, [f"the winner failed to start for the soak: {outcome.stop_reason[7:]}"])
+    return SoakVerdict(False, [f"server died during the soak: {outcome.failure}"])
