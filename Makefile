@@ -55,8 +55,8 @@ doctor: $(STAMP)
 	$(VENV)/bin/sweep doctor --profile $(PROFILE) --db $(DB)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check sweep launchers tests bench tools
-	$(VENV)/bin/mypy sweep launchers bench
+	$(VENV)/bin/ruff check sweep launchers sglang_sim tests bench tools
+	$(VENV)/bin/mypy sweep launchers sglang_sim bench
 
 bench: $(STAMP)
 	$(PY) -m bench $(ARGS)

@@ -86,7 +86,7 @@ def _init_worker(profile_json: str) -> None:
 
 def simulate_ladder(profile_json: str, knobs: dict[str, Any], measure_s: float, seed: int) -> dict[str, Any]:
     """One launch + the whole ladder in virtual time; {'oom': bool, 'steps': [row + 'virtual_s']}."""
-    from launchers.sim.virtual import VirtualLauncher
+    from launchers.virtual import VirtualLauncher
     from sweep.drivers.virtual import VirtualDriver
     from sweep.errors import LaunchError
     from sweep.measure import compute_stats
@@ -101,13 +101,15 @@ def simulate_ladder(profile_json: str, knobs: dict[str, Any], measure_s: float, 
     except LaunchError as exc:
         return {"oom": True, "failure": str(exc), "steps": []}
     driver = VirtualDriver(seed=seed)
+    eng = handle.engine
+    assert eng is not None  # a VirtualLauncher's handle carries its engine
     steps: list[dict[str, Any]] = []
     for c in profile.ladder:
-        t0 = handle.engine.now
+        t0 = eng.now
         result = driver.run_window(handle, _SPECS, c, window, arrival=profile.arrival)
         stats = compute_stats(result, profile.sla, bootstrap=0).columns()
         row = {k: stats.get(k) for k in KEEP if k != "concurrency"}
-        row.update(concurrency=c, virtual_s=float(handle.engine.now - t0), aborted=result.aborted)
+        row.update(concurrency=c, virtual_s=float(eng.now - t0), aborted=result.aborted)
         steps.append(row)
         if result.aborted is not None:
             break

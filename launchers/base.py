@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from sweep.types import ServerConfig
+
+if TYPE_CHECKING:  # the simulator is a separate package; only the virtual launcher builds one of its engines
+    from sglang_sim.engine import Engine
 
 READY_LINE = "The server is fired up and ready to roll!"
 
@@ -27,8 +31,8 @@ class ServerHandle:
     simulated: bool = False
     version: str = ""
     server_info: dict[str, Any] = field(default_factory=dict)  # resolved args from /server_info
-    engine: Any = None  # the in-process simulator engine (virtual driver only)
-    process: Any = None  # subprocess.Popen where the launcher started one
+    engine: Engine | None = None  # the in-process simulator engine (VirtualLauncher; the virtual driver runs it)
+    process: subprocess.Popen[bytes] | None = None  # where the launcher started a server process
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}

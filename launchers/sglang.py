@@ -132,7 +132,7 @@ def _kill_on_exit() -> None:
 class SGLangLauncher:
     """Starts `python -m sglang.launch_server` (or the simulated server) in its own session."""
 
-    kind = "sglang"
+    kind = "sglang"  # "sim" for an instance that launches the simulated server (what the store records)
 
     def __init__(self, spec: ServerSpec, log_dir: Path, python: str = sys.executable,
                  module: str = "sglang.launch_server", extra_env: dict[str, str] | None = None,
@@ -149,6 +149,7 @@ class SGLangLauncher:
         self.drain_s = drain_s
         self.command_prefix = list(command_prefix) if command_prefix else None
         self.simulated = simulated
+        self.kind = "sim" if simulated else "sglang"
         self.ports = ports  # [low, high): several workers on one host never pick the same server port
         self._runs: dict[int, _Run] = {}
         self._env_cache: dict[str, Any] | None = None

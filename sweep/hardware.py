@@ -46,7 +46,7 @@ def detect(kind: str, profile: Profile, gpu_ids: Sequence[int] | None, worker_id
     host = socket.gethostname()
     index = ",".join(str(i) for i in gpu_ids) if gpu_ids is not None else None
     if kind in ("sim", "virtual"):
-        from launchers.sim.params import gpu_preset
+        from sglang_sim.params import gpu_preset
 
         g = gpu_preset(profile.server.sim_gpu)
         return Placement(worker_id, host, f"{g.name} (simulated)", index or "0", round(g.mem_bytes / 2**20), "sim")

@@ -62,7 +62,7 @@ class Orchestrator:
                 raise UsageError("a cross-check compares clients over real sockets: use --driver http (or auto)")
             self.driver_name = "http"
         if self.driver_name == "virtual":
-            from launchers.sim.virtual import refuse_faults
+            from launchers.virtual import refuse_faults
 
             refuse_faults(profile.server.extra_args)  # before the database is touched
         self.simulated = self.kind == "sim"

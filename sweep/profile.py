@@ -312,7 +312,7 @@ class ServerSpec(_Strict):
     @field_validator("sim_gpu")
     @classmethod
     def _known_gpu(cls, v: str) -> str:
-        from launchers.sim.params import gpu_preset
+        from sglang_sim.params import gpu_preset
 
         gpu_preset(v)  # ValueError naming the known presets
         return v
@@ -320,7 +320,7 @@ class ServerSpec(_Strict):
     @field_validator("sim_model")
     @classmethod
     def _known_model(cls, v: str) -> str:
-        from launchers.sim.params import model_preset
+        from sglang_sim.params import model_preset
 
         model_preset(v)
         return v

@@ -41,7 +41,7 @@ def model_path(profile: Profile) -> str:
 def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path, seat: WorkerSeat | None = None) -> Launcher:
     spec = profile.server.model_copy(update={"model_path": model_path(profile)})
     if kind == "sim" and driver == "virtual":
-        from launchers.sim.virtual import VirtualLauncher
+        from launchers.virtual import VirtualLauncher
 
         return VirtualLauncher(gpu=spec.sim_gpu, model=spec.sim_model, extra_args=spec.extra_args,
                                model_path=spec.model_path)
@@ -56,7 +56,7 @@ def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path, seat:
     if kind == "sim":
         sim = spec.model_copy(update={"extra_args": [*spec.extra_args, "--sim-gpu", spec.sim_gpu,
                                                      "--sim-model", spec.sim_model]})
-        return SGLangLauncher(sim, log_dir, module="launchers.sim", simulated=True, drain_s=spec.shutdown_grace_s,
+        return SGLangLauncher(sim, log_dir, module="sglang_sim", simulated=True, drain_s=spec.shutdown_grace_s,
                               **_seat_args(seat))
     return SGLangLauncher(spec, log_dir, command_prefix=spec.command, drain_s=spec.shutdown_grace_s,
                           **_seat_args(seat))

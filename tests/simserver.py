@@ -51,9 +51,9 @@ def wait_healthy(proc: subprocess.Popen[Any], url: str, deadline_s: float = 30.0
 
 @contextlib.contextmanager
 def sim_server(*extra: str, timeout_s: float = 60.0) -> Iterator[str]:
-    """Run `python -m launchers.sim --enable-metrics` with extra flags; yields its base URL (.proc: the process)."""
+    """Run `python -m sglang_sim --enable-metrics` with extra flags; yields its base URL (.proc: the process)."""
     port = free_port()
-    argv = [sys.executable, "-m", "launchers.sim", "--model-path", str(ROOT / "models" / "llama3-8b-shape"),
+    argv = [sys.executable, "-m", "sglang_sim", "--model-path", str(ROOT / "models" / "llama3-8b-shape"),
             "--host", "127.0.0.1", "--port", str(port), "--enable-metrics", *extra]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from launchers.sim.virtual import VirtualLauncher
+from launchers.virtual import VirtualLauncher
 from sweep.drivers import arrivals
 from sweep.drivers.virtual import VirtualDriver
 from sweep.errors import ProfileError

@@ -30,7 +30,7 @@ from sweep.types import ServerConfig
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SGLangLauncher, ServerHandle]]:
     spec = ServerSpec(launcher="sim", model_path=TINY, startup_timeout_s=30)
-    launcher = SGLangLauncher(spec, tmp_path_factory.mktemp("attach-logs"), module="launchers.sim",
+    launcher = SGLangLauncher(spec, tmp_path_factory.mktemp("attach-logs"), module="sglang_sim",
                               simulated=True, extra_env={"PYTHONPATH": str(ROOT)})
     handle = launcher.start(ServerConfig(max_running_requests=12, chunked_prefill_size=1024))
     yield launcher, handle

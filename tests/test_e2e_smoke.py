@@ -18,7 +18,7 @@ def _sim_processes(since: float) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline", "create_time"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if "launchers.sim" in cmd and (p.info["create_time"] or 0) >= since - 1:
+        if "sglang_sim" in cmd and (p.info["create_time"] or 0) >= since - 1:
             found.append(p)
     return found
 

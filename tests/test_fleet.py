@@ -31,7 +31,7 @@ def test_plan_groups_gpus_with_their_own_port_ranges_and_reports_leftovers() -> 
 
 def test_a_configuration_needing_more_gpus_than_the_group_has_is_skipped_with_the_reason(tmp_path: Path) -> None:
     spec = load_profile(SMOKE).server.model_copy(update={"extra_args": ["--tp-size", "2"]})
-    launcher = SGLangLauncher(spec, tmp_path, module="launchers.sim", simulated=True, gpu_ids=[3], validate=False)
+    launcher = SGLangLauncher(spec, tmp_path, module="sglang_sim", simulated=True, gpu_ids=[3], validate=False)
     with pytest.raises(LaunchError, match=r"needs 2 GPUs .* has 1 \(CUDA_VISIBLE_DEVICES=3\)") as err:
         launcher.start(ServerConfig(8))
     assert err.value.reason == "too_few_gpus"

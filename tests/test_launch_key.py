@@ -34,7 +34,7 @@ def _cmdlines_with(secret: str) -> list[tuple[int, list[str]]]:
 @pytest.mark.slow
 def test_the_api_key_is_in_no_process_argv_and_the_server_still_enforces_it(tmp_path: Path) -> None:
     spec = ServerSpec(launcher="sim", model_path=TINY, startup_timeout_s=60)
-    launcher = SGLangLauncher(spec, tmp_path / "logs", module="launchers.sim", simulated=True, drain_s=5.0,
+    launcher = SGLangLauncher(spec, tmp_path / "logs", module="sglang_sim", simulated=True, drain_s=5.0,
                               extra_env={"PYTHONPATH": str(ROOT)})
     h = launcher.start(ServerConfig(max_running_requests=4))
     try:
@@ -53,7 +53,7 @@ def test_the_api_key_is_in_no_process_argv_and_the_server_still_enforces_it(tmp_
         shown = shlex.join(h.argv)
         assert h.api_key not in shown
         words = shlex.split(shown)
-        assert words[:3] == [sys.executable, "-m", "launchers.sim"]
+        assert words[:3] == [sys.executable, "-m", "sglang_sim"]
         assert words[words.index("--api-key") + 1] == keyshim.PLACEHOLDER
     finally:
         launcher.stop(h)
@@ -75,7 +75,7 @@ def _prefixed(tmp_path: Path, body: str) -> SGLangLauncher:
 
 @pytest.mark.slow
 def test_a_command_wrapper_starts_the_server_through_the_shim_and_the_key_stays_off_argv(tmp_path: Path) -> None:
-    launcher = _prefixed(tmp_path, 'shift; exec "$SWEEP_TEST_PY" -c "$SWEEP_SERVER_SHIM" launchers.sim "$@"')
+    launcher = _prefixed(tmp_path, 'shift; exec "$SWEEP_TEST_PY" -c "$SWEEP_SERVER_SHIM" sglang_sim "$@"')
     h = launcher.start(ServerConfig())
     try:
         assert h.api_key and _cmdlines_with(h.api_key) == []
@@ -88,7 +88,7 @@ def test_a_command_wrapper_starts_the_server_through_the_shim_and_the_key_stays_
 
 @pytest.mark.slow
 def test_a_command_wrapper_that_drops_the_key_is_refused_with_what_to_change(tmp_path: Path) -> None:
-    launcher = _prefixed(tmp_path, 'shift; exec "$SWEEP_TEST_PY" -m launchers.sim "$@"')
+    launcher = _prefixed(tmp_path, 'shift; exec "$SWEEP_TEST_PY" -m sglang_sim "$@"')
     with pytest.raises(LaunchError) as err:
         launcher.start(ServerConfig())
     assert err.value.reason == "bad_flag" and keyshim.SHIM_ENV in str(err.value)

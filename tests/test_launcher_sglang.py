@@ -31,14 +31,14 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def sim_available() -> bool:
     """The colleague's simulated server answers --help (it is built concurrently)."""
     try:
-        r = subprocess.run([sys.executable, "-m", "launchers.sim", "--help"], cwd=ROOT, capture_output=True,
+        r = subprocess.run([sys.executable, "-m", "sglang_sim", "--help"], cwd=ROOT, capture_output=True,
                            timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return r.returncode == 0
 
 
-needs_sim = pytest.mark.skipif(not sim_available(), reason="launchers.sim not runnable yet")
+needs_sim = pytest.mark.skipif(not sim_available(), reason="sglang_sim not runnable yet")
 
 
 def marked(mark: str) -> list[psutil.Process]:
@@ -79,7 +79,7 @@ def make(tmp_path: Path, mark: str) -> Callable[..., sg.SGLangLauncher]:
     def _make(extra: list[str] | None = None, timeout_s: float = 30.0, drain_s: float = 5.0,
               validate: bool = True) -> sg.SGLangLauncher:
         spec = ServerSpec(launcher="sim", model_path=TINY, extra_args=extra or [], startup_timeout_s=timeout_s)
-        return sg.SGLangLauncher(spec, tmp_path / "logs", module="launchers.sim", simulated=True,
+        return sg.SGLangLauncher(spec, tmp_path / "logs", module="sglang_sim", simulated=True,
                                  validate=validate, drain_s=drain_s,
                                  extra_env={"SWEEP_TEST_MARK": mark, "PYTHONPATH": str(ROOT)})
     return _make
@@ -122,8 +122,8 @@ def test_pick_server_info_keeps_knobs_only() -> None:
 
 
 def test_protocol_and_environment(tmp_path: Path) -> None:
-    launcher = sg.SGLangLauncher(ServerSpec(model_path=TINY), tmp_path, module="launchers.sim", simulated=True)
-    assert isinstance(launcher, Launcher) and launcher.kind == "sglang" and launcher.simulated
+    launcher = sg.SGLangLauncher(ServerSpec(model_path=TINY), tmp_path, module="sglang_sim", simulated=True)
+    assert isinstance(launcher, Launcher) and launcher.kind == "sim" and launcher.simulated
     env = launcher.environment()
     assert env["model_path"] == TINY and env["python"] and "sglang" in env and isinstance(env["gpus"], list)
 

@@ -21,11 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def launch_vlm() -> tuple[subprocess.Popen[str], str]:
-    """`python -m launchers.sim` with the Qwen2.5-VL shape on a free port, in its own session."""
+    """`python -m sglang_sim` with the Qwen2.5-VL shape on a free port, in its own session."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
-    cmd = [sys.executable, "-m", "launchers.sim", "--model-path", str(ROOT / "models/qwen2.5-vl-7b-shape"),
+    cmd = [sys.executable, "-m", "sglang_sim", "--model-path", str(ROOT / "models/qwen2.5-vl-7b-shape"),
            "--sim-model", "qwen2.5-vl-7b", "--port", str(port), "--api-key", KEY]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
                             start_new_session=True)

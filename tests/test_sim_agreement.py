@@ -1,4 +1,4 @@
-"""HTTP mode (a real `python -m launchers.sim` process) and virtual mode agree on the same seeded window."""
+"""HTTP mode (a real `python -m sglang_sim` process) and virtual mode agree on the same seeded window."""
 
 from __future__ import annotations
 

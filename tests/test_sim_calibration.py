@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 from calibrate import knee_of, pool_check, replay_model, simulate  # noqa: E402
 from calibration_data import load_export  # noqa: E402
 
-from launchers.sim.params import Efficiency  # noqa: E402
+from sglang_sim.params import Efficiency  # noqa: E402
 
 DATA = ROOT / "docs" / "calibration-data"
 
@@ -64,7 +64,7 @@ def test_kv_bound_ttft_p50_past_the_knee_within_25_percent():
 
 
 def test_shape_preset_is_the_shipped_model_folder():
-    from launchers.sim.params import model_from_config, model_preset
+    from sglang_sim.params import model_from_config, model_preset
 
     folder, preset = model_from_config(ROOT / "models" / "llama3-8b-shape"), model_preset("llama3-8b-shape")
     assert preset.params == pytest.approx(folder.params, rel=1e-4)

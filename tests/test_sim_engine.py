@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from launchers.sim.engine import Engine, SimRequest
-from launchers.sim.params import EngineKnobs, SimOOM, SimParams, model_from_config, resolve
-from launchers.sim.radix import RadixCache
+from sglang_sim.engine import Engine, SimRequest
+from sglang_sim.params import EngineKnobs, SimOOM, SimParams, model_from_config, resolve
+from sglang_sim.radix import RadixCache
 
 
 @dataclass

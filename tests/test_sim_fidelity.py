@@ -13,9 +13,9 @@ import pytest
 from simserver import sim_server
 
 from launchers.sglang import pick_server_info
-from launchers.sim.cost import CostModel
-from launchers.sim.params import Efficiency, SimParams
-from launchers.sim.virtual import VirtualLauncher
+from launchers.virtual import VirtualLauncher
+from sglang_sim.cost import CostModel
+from sglang_sim.params import Efficiency, SimParams
 from sweep.drivers.virtual import VirtualDriver
 from sweep.errors import ProfileError
 from sweep.measure import compute_stats

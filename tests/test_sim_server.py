@@ -30,7 +30,7 @@ def free_port() -> int:
 
 def launch(*extra: str) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
-    cmd = [sys.executable, "-m", "launchers.sim", "--model-path", str(ROOT / "models/tiny-llama"),
+    cmd = [sys.executable, "-m", "sglang_sim", "--model-path", str(ROOT / "models/tiny-llama"),
            "--port", str(port), *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
@@ -140,7 +140,7 @@ def test_api_key_and_info_endpoints(server: str) -> None:
 
 
 def test_unknown_flag_exits_2_and_oom_refuses() -> None:
-    base = [sys.executable, "-m", "launchers.sim", "--model-path", "models/tiny-llama"]
+    base = [sys.executable, "-m", "sglang_sim", "--model-path", "models/tiny-llama"]
     bad = subprocess.run([*base, "--no-such-flag"], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and "unrecognized arguments" in bad.stderr
     oom = subprocess.run([*base, "--sim-model", "llama3-8b", "--mem-fraction-static", "0.1"], cwd=ROOT,

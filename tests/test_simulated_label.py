@@ -18,7 +18,7 @@ def test_a_wrapped_simulator_is_labelled_simulated(tmp_path: Path) -> None:
     # A wrapper with start-server.sh's calling convention that runs the simulator instead of SGLang.
     wrapper = tmp_path / "fake-start.sh"
     wrapper.write_text(f'#!/usr/bin/env bash\nshift; [ "${{1:-}}" = "--" ] && shift\n'
-                       f'exec {sys.executable} -m launchers.sim "$@"\n')
+                       f'exec {sys.executable} -m sglang_sim "$@"\n')
     db = tmp_path / "r.db"
     proc = subprocess.run(
         [sys.executable, "-m", "sweep.cli", "ladder", "--profile", str(ROOT / "profiles" / "smoke.yaml"),

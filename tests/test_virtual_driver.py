@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from launchers.sim.virtual import VirtualLauncher
+from launchers.virtual import VirtualLauncher
 from sweep.drivers.virtual import VirtualDriver
 from sweep.errors import LaunchError
 from sweep.profile import Window

@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 from calibration_data import DATA, RealWindow, export_db, load_all  # noqa: E402
 
 from launchers.base import ServerHandle  # noqa: E402
-from launchers.sim.engine import Engine  # noqa: E402
-from launchers.sim.params import (  # noqa: E402
+from sglang_sim.engine import Engine  # noqa: E402
+from sglang_sim.params import (  # noqa: E402
     Efficiency,
     ModelPreset,
     SimParams,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launchers.sim.params import EngineKnobs
+from sglang_sim.params import EngineKnobs
 from sweep.profile import Profile
 from sweep.store import Store
 

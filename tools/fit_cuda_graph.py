@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from launchers.base import ServerHandle  # noqa: E402
-from launchers.sim.engine import Engine  # noqa: E402
-from launchers.sim.params import Efficiency, EngineKnobs, SimParams, model_preset  # noqa: E402
+from sglang_sim.engine import Engine  # noqa: E402
+from sglang_sim.params import Efficiency, EngineKnobs, SimParams, model_preset  # noqa: E402
 from sweep.drivers.virtual import VirtualDriver  # noqa: E402
 from sweep.measure import compute_stats  # noqa: E402
 from sweep.profile import SLA, Window, load_profile  # noqa: E402

@@ -9,8 +9,8 @@ from collections import deque
 from typing import Any
 
 from launchers.base import ServerHandle
-from launchers.sim.engine import Engine, SimRequest
-from launchers.sim.media import audio_tokens, image_tokens, placeholder_ids, video_tokens
+from sglang_sim.engine import Engine, SimRequest
+from sglang_sim.media import audio_tokens, image_tokens, placeholder_ids, video_tokens
 from sweep import interrupt
 from sweep.drivers import arrivals
 from sweep.probes import buckets_as_samples
@@ -95,10 +95,10 @@ class VirtualDriver:
         Open loop: the schedule is arrivals.plan(arrival, window, seed, concurrency); a request over
         max_in_flight waits for a slot (scheduled_at stays the scheduled time, sent_at is the real send).
         """
-        eng: Engine = handle.engine
-        sim_mem = float(eng.cfg.extra.get("sim_gpu_memory_used_mib", 0.0)) if eng is not None else 0.0
+        eng = handle.engine
         if eng is None or not specs:
             raise ValueError("VirtualDriver needs handle.engine and at least one RequestSpec")
+        sim_mem = float(eng.cfg.extra.get("sim_gpu_memory_used_mib", 0.0))
         cpu0 = time.process_time()
         # tokens per streamed chunk: the launched server's --stream-interval unless the driver was given one
         per_chunk = self.stream_interval or int((handle.server_info or {}).get("stream_interval") or 1)

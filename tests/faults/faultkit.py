@@ -130,7 +130,7 @@ def run_sweep(tmp: Path, argv: list[str], timeout_s: float = 240) -> tuple[int, 
 
 def _is_server(p: psutil.Process) -> bool:
     try:
-        return "launchers.sim" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE
+        return "sglang_sim" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
 

@@ -71,7 +71,7 @@ def test_a_taken_port_is_retried_then_reported_port_in_use(tmp_path: Path, monke
     monkeypatch.setattr(procs, "free_port", lambda host="127.0.0.1", within=None: port)
     prof = load_profile(ROOT / "profiles" / "smoke.yaml", {"server.startup_timeout_s": 30})
     spec = prof.server.model_copy(update={"extra_args": ["--load-format", "dummy"]})
-    launcher = SGLangLauncher(spec, tmp_path / "logs", module="launchers.sim", simulated=True, validate=False)
+    launcher = SGLangLauncher(spec, tmp_path / "logs", module="sglang_sim", simulated=True, validate=False)
     try:
         with pytest.raises(LaunchError) as err:
             launcher.start(ServerConfig(max_running_requests=4))

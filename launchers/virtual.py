@@ -1,17 +1,22 @@
-"""VirtualLauncher: the Launcher protocol over an in-process Engine (no HTTP, simulated time)."""
+"""VirtualLauncher: the Launcher protocol over an in-process simulator Engine (no HTTP, simulated time).
+
+The profile's server.extra_args are parsed by the simulator's own parser (as the simulated server process would
+parse them); the knobs go from ServerConfig straight into the engine's EngineKnobs, never through argv.
+"""
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 from typing import Any
 
 from launchers.base import ServerHandle, SpawnCallback, StopReport
-from launchers.sim.cli import build_parser, knobs_from, make_params, server_info
-from launchers.sim.engine import Engine
-from launchers.sim.fidelity import FAULT_FLAGS, fault_flags
-from launchers.sim.params import SimOOM, gpu_preset, model_preset
-from launchers.sim.server import VERSION
+from sglang_sim.cli import build_parser, knobs_from, make_params, server_info
+from sglang_sim.engine import Engine
+from sglang_sim.fidelity import FAULT_FLAGS, fault_flags
+from sglang_sim.params import SimOOM, gpu_preset, model_preset
+from sglang_sim.server import VERSION
 from sweep.errors import LaunchError, ProfileError
 from sweep.types import ServerConfig
 
@@ -40,24 +45,25 @@ class VirtualLauncher:
         gpu_preset(gpu)  # fail fast on unknown presets
         model_preset(model)
 
-    def _args(self, config: ServerConfig) -> argparse.Namespace:
+    def _args(self) -> argparse.Namespace:
+        """The server arguments other than the knobs: presets, model folder and server.extra_args."""
         argv = ["--model-path", self.model_path, "--sim-gpu", self.gpu, "--sim-model", self.model]
         try:
-            return build_parser().parse_args(argv + self.extra_args + config.to_args())
+            return build_parser().parse_args(argv + self.extra_args)
         except SystemExit as exc:  # argparse rejected a flag: same reason a real launch would give
-            raise LaunchError(f"bad server flag in {self.extra_args + config.to_args()}", reason="bad_flag") from exc
+            raise LaunchError(f"bad server flag in {self.extra_args}", reason="bad_flag") from exc
 
     def start(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:
         """An in-process engine: no process is spawned, so on_spawn is never called."""
         t0 = time.perf_counter()
-        args = self._args(config)
+        args = self._args()
         faults = fault_flags(args)  # an abbreviated spelling got past refuse_faults
         if faults:
             raise LaunchError(f"the virtual driver cannot apply {', '.join(faults)} (no server process)",
                               reason="bad_flag")
         params = make_params(args)
         try:
-            eng = Engine(params, knobs_from(args), seed=args.random_seed or 0)
+            eng = Engine(params, replace(knobs_from(args), **config.knobs()), seed=args.random_seed or 0)
         except SimOOM as exc:
             raise LaunchError(str(exc), reason="oom") from exc
         return ServerHandle(config=config, url=None, argv=["<virtual>", *self.extra_args, *config.to_args()],

@@ -3,7 +3,7 @@
 Every sglang.launch_server flag the simulator parses is either modelled (it changes the engine, the cost model
 or the HTTP front), has no bearing on timing (--host, --log-level, --load-format, --trust-remote-code, ...), or
 is listed here when set, so a study that depends on it is told that the simulator ignored it.
---disable-cuda-graph is modelled (launchers.sim.params.Efficiency.no_cuda_graph_decode).
+--disable-cuda-graph is modelled (sglang_sim.params.Efficiency.no_cuda_graph_decode).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ FAULT_FLAGS = {"sim_crash_after_s": None, "sim_crash_after_requests": None, "sim
                "sim_slow_metrics_s": 0.0, "sim_ignore_sigterm": False, "sim_spawn_orphan": False}
 
 
-def unmodelled_flags(args: argparse.Namespace) -> list[str]:
-    """Flags set on this launch that the simulator accepts but does not model, each with what it does instead."""
+def unmodelled_flags(args: argparse.Namespace, schedule_policy: str) -> list[str]:
+    """Flags set on this launch that the simulator accepts but does not model, each with what it does instead.
+    schedule_policy: the engine's (an in-process engine takes its knobs from its caller, not from args)."""
     out: list[str] = []
     if args.attention_backend not in (None, FITTED_ATTENTION):
         out.append(f"--attention-backend {args.attention_backend}: step times are fitted with "
@@ -33,8 +34,8 @@ def unmodelled_flags(args: argparse.Namespace) -> list[str]:
     if args.mm_attention_backend is not None:
         out.append(f"--mm-attention-backend {args.mm_attention_backend}: not modelled (one ViT efficiency for "
                    "every backend)")
-    if args.schedule_policy in POLICY_AS:
-        out.append(f"--schedule-policy {args.schedule_policy}: scheduled as {POLICY_AS[args.schedule_policy]} "
+    if schedule_policy in POLICY_AS:
+        out.append(f"--schedule-policy {schedule_policy}: scheduled as {POLICY_AS[schedule_policy]} "
                    "(its own ordering is not modelled)")
     return out
 

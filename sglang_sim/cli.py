@@ -1,4 +1,4 @@
-"""`python -m launchers.sim`: sglang.launch_server's flags that matter, sim-only flags, lifecycle and faults."""
+"""`python -m sglang_sim`: sglang.launch_server's flags that matter, sim-only flags, lifecycle and faults."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from typing import Any
 
 import uvicorn
 
-from launchers.base import READY_LINE
-from launchers.sim.engine import Engine
-from launchers.sim.fidelity import unmodelled_flags
-from launchers.sim.params import EngineKnobs, SimOOM, SimParams, gpu_preset, model_from_config, model_preset
-from launchers.sim.server import VERSION, Faults, SimServer
-from launchers.sim.tokenizer import load as load_tokenizer
+from sglang_sim.engine import Engine
+from sglang_sim.fidelity import unmodelled_flags
+from sglang_sim.params import EngineKnobs, SimOOM, SimParams, gpu_preset, model_from_config, model_preset
+from sglang_sim.server import VERSION, Faults, SimServer
+from sglang_sim.tokenizer import load as load_tokenizer
 
+READY_LINE = "The server is fired up and ready to roll!"  # SGLang's own words; launchers wait for them
+# SGLang 0.5.23's --schedule-policy choices (sweep.types.SCHEDULE_POLICIES holds the same set)
 POLICIES = ["lpm", "random", "fcfs", "dfs-weight", "lof", "priority", "routing-key", "hrrn", "shortest-prefill-first"]
 
 
@@ -32,7 +33,7 @@ def log(msg: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m launchers.sim", description="Simulated SGLang server (no GPU).")
+    p = argparse.ArgumentParser(prog="python -m sglang_sim", description="Simulated SGLang server (no GPU).")
     a = p.add_argument
     a("--model-path", "--model", dest="model_path", required=True)
     a("--host", default="127.0.0.1")
@@ -105,7 +106,7 @@ def server_info(args: argparse.Namespace, eng: Engine) -> dict[str, Any]:
                 context_len=c.context_len, schedule_policy=c.schedule_policy, version=VERSION, simulated=True,
                 sim_gpu=eng.params.gpu.name, sim_model=eng.params.model.name, page_size=eng.params.page_size,
                 served_model_name=args.served_model_name or args.model_path, api_key=None,
-                unmodelled_flags=unmodelled_flags(args),
+                unmodelled_flags=unmodelled_flags(args, eng.knobs.schedule_policy),
                 # the GPU group its launcher gave it: a simulated fleet is checked from the launch records
                 cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
     return info
@@ -205,7 +206,7 @@ async def serve(args: argparse.Namespace, eng: Engine) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    log("SIMULATED SGLang server (launchers.sim): no GPU and no model weights; timings come from a roofline model.")
+    log("SIMULATED SGLang server (sglang_sim): no GPU and no model weights; timings come from a roofline model.")
     try:
         params = make_params(args)
     except ValueError as exc:
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.random_seed is None:
         args.random_seed = random.randrange(1 << 30)
-    for line in unmodelled_flags(args):
+    for line in unmodelled_flags(args, args.schedule_policy):
         log(f"WARNING: accepted but not simulated: {line}")
     log(f"server_args=ServerArgs(model_path='{args.model_path}', mem_fraction_static={args.mem_fraction_static}, "
         f"max_running_requests={args.max_running_requests}, chunked_prefill_size={args.chunked_prefill_size}, "

@@ -8,11 +8,11 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from launchers.sim.cost import CostModel
-from launchers.sim.metrics import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS, Histogram, report_gauges
-from launchers.sim.params import EngineKnobs, SimParams, resolve
-from launchers.sim.radix import RadixCache
-from launchers.sim.request import Req, SimRequest, StepResult
+from sglang_sim.cost import CostModel
+from sglang_sim.metrics import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS, Histogram, report_gauges
+from sglang_sim.params import EngineKnobs, SimParams, resolve
+from sglang_sim.radix import RadixCache
+from sglang_sim.request import Req, SimRequest, StepResult
 
 __all__ = ["Engine", "Req", "SimRequest", "StepResult"]
 

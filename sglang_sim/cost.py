@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launchers.sim.params import SimParams
+from sglang_sim.params import SimParams
 
 # FLOPs of one ViT patch per encoder parameter (multiply-add = 2) and patches folded into one LLM token:
 # Qwen2.5-VL merges 2x2 patches (14 px) into one 28x28 token; video also folds 2 frames (temporal patch 2).

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from launchers.sim.radix import Node
+from sglang_sim.radix import Node
 
 
 @dataclass

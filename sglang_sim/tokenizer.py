@@ -6,7 +6,7 @@ tokenizer.json, so every client's prompt is counted the way a real server would 
 sent. A folder without one (the simulator does not need a model) falls back to one token per whitespace word
 and says so in its log and in /server_info (`tokenizer`).
 
-Output text is made of the model's one-token words (sweep.lexicon), one per generated token with a leading
+Output text is made of the model's one-token words (sglang_sim.lexicon), one per generated token with a leading
 space, so a client that re-tokenizes the streamed text counts the tokens the server reports.
 """
 
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launchers.sim.media import count_items
-from sweep.lexicon import SIM, from_tokenizer
+from sglang_sim.lexicon import SIM, from_tokenizer
+from sglang_sim.media import count_items
 
 # The fallback template: ChatML, what the shipped model folders use.
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

@@ -1,6 +1,6 @@
 """The simulator's OpenAI-compatible endpoints, shaped as SGLang 0.5's serving_chat.py / serving_completions.py.
 
-- /v1/chat/completions: the prompt is the model's chat template, tokenized (launchers.sim.tokenizer). A stream
+- /v1/chat/completions: the prompt is the model's chat template, tokenized (sglang_sim.tokenizer). A stream
   sends the `role: assistant` chunk together with the first token (SGLang emits it on the first output of
   the generation, not on arrival), then one chunk per server update (several tokens with --stream-interval),
   a finish chunk, an optional usage chunk, `[DONE]`.
@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 if TYPE_CHECKING:
-    from launchers.sim.server import SimServer, Stream
+    from sglang_sim.server import SimServer, Stream
 
 
 def error_response(message: str, code: int = 400) -> JSONResponse:

@@ -18,11 +18,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from launchers.sim import openai_api
-from launchers.sim.engine import Engine, SimRequest
-from launchers.sim.media import count_items
-from launchers.sim.metrics import exposition
-from launchers.sim.tokenizer import SimTokenizer, load
+from sglang_sim import openai_api
+from sglang_sim.engine import Engine, SimRequest
+from sglang_sim.media import count_items
+from sglang_sim.metrics import exposition
+from sglang_sim.tokenizer import SimTokenizer, load
 
 VERSION = "0.5.17-sim"
 EXEMPT = ("/health", "/ready", "/metrics")  # srt/utils/auth.py: always reachable without a key
