@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sweep.knee import find_knee, knee_goodput_ci
-from sweep.ladder import step_points
+from sweep.ladder import LadderStep, step_points
 from sweep.store import Store
 from sweep.types import ServerConfig
 from sweep.worker_view import WorkerActivity, activity, worker_labels
@@ -131,7 +131,7 @@ def read_state(store: Store, study_id: int) -> LiveState:
                             [r.get(f"ttft_p{pt}_ms", r.get("ttft_p99_ms")) for r in steps],
                             [r.get(f"tpot_p{pp}_ms", r.get("tpot_p99_ms")) for r in steps]))
         if by_id[cid]["status"] in DONE or study["status"] != "running":
-            points = step_points(steps)
+            points = step_points([LadderStep.from_row(r) for r in steps])
             k = find_knee(points, profile["search"]["flatten_threshold"])
             if k.point is not None:
                 lo, hi = knee_goodput_ci(points, profile["search"]["flatten_threshold"])

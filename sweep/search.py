@@ -15,7 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from sweep import liveness
 from sweep.errors import StoreError
-from sweep.ladder import LadderOutcome, LadderRunner, orchestrator_failure
+from sweep.ladder import LadderOutcome, LadderRunner, LadderStep, orchestrator_failure
 from sweep.liveness import WorkerIdentity
 from sweep.profile import FloatRange, IntRange, Profile, Space
 from sweep.types import KNOB_NAMES, ServerConfig
@@ -289,8 +289,8 @@ class Search:
         outcome = reuse(config, phase) if reuse else None
         reported: set[int] = set()
 
-        def prune_check(i: int, row: dict[str, Any]) -> bool:
-            trial.report(float(row.get("goodput_tps") or 0.0), step=i)
+        def prune_check(i: int, step: LadderStep) -> bool:
+            trial.report(float(step.stats.goodput_tps or 0.0), step=i)
             reported.add(i)
             return self.profile.search.pruning and trial.should_prune()
 
@@ -299,7 +299,7 @@ class Search:
         budget.durations.append(self.clock() - t0)
         for i, step in enumerate(outcome.steps):
             if i not in reported:
-                trial.report(float(step.get("goodput_tps") or 0.0), step=i)
+                trial.report(float(step.stats.goodput_tps or 0.0), step=i)
         return self._told(trial, outcome, phase, result.outcomes)
 
     def _room_for_trial(self, result: StudyResult, budget: Budget) -> bool:
