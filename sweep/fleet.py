@@ -91,8 +91,8 @@ class FleetProgress:
             who = names.get(r.get("worker_id") or -1)
             label = ServerConfig.from_mapping(configs[r["server_config_id"]]).label()
             width = self.console.width if self.console.is_terminal else WIDE  # a pipe: one line per window
-            landed += result_lines(r["phase"], label, r["concurrency"], RunStats.from_row(r), width,
-                                   escape(f"[{who}]") if who else None, self.percentiles)
+            landed += result_lines(r["phase"], label, r["concurrency"], RunStats.from_row(r), width, escape(f"[{who}]") if who else None,
+                                   self.percentiles)
         seated = {a.worker: a.line() for a in activity(workers, list(configs.values()), runs,
                                                         lambda c: ServerConfig.from_mapping(c).label())}
         waiting = {label: "starting" for label in self.labels if label not in seated}
