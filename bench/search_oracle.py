@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep.knee import find_knee
-from sweep.ladder import saturated, step_points
+from sweep.ladder import LadderStep, saturated, step_points
 from sweep.profile import Profile
 from sweep.run_stats import RunStats
 from sweep.search import grid
@@ -156,16 +156,16 @@ def ladder_run(entry: dict[str, Any], prune: bool, flatten: float) -> tuple[floa
     if entry["oom"]:
         return None, RESTART_S, 0
     ran: list[dict[str, Any]] = []
-    previous: RunStats | None = None
+    steps: list[LadderStep] = []
     for row in entry["steps"]:
         ran.append(row)
+        stats = RunStats.from_row(row)
+        steps.append(LadderStep(0, int(row["concurrency"]), "final", stats))
         if row.get("aborted") is not None:
             break
-        stats = RunStats.from_row(row)
-        if prune and not stats.passes_sla and saturated(stats, previous):
+        if prune and not stats.passes_sla and saturated(stats, steps[-2].stats if len(steps) > 1 else None):
             break
-        previous = stats
-    knee = find_knee(step_points(ran), flatten)
+    knee = find_knee(step_points(steps), flatten)
     value = knee.point.goodput_tps if knee.point is not None else None
     return value, RESTART_S + sum(float(r["virtual_s"]) for r in ran), len(ran)
 

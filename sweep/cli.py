@@ -203,12 +203,15 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
          limit: int | None = typer.Option(None)) -> None:
     """List past runs (one row per measured ladder step)."""
     from sweep.store import Store
+    from sweep.worker_view import with_worker_labels, worker_labels
 
-    rows = Store(db_url(db), create=False).list_runs(study=study, profile=profile, since=_since(since), status=status,
-                                                     limit=limit)
+    store = Store(db_url(db), create=False)
+    rows = store.list_runs(study=study, profile=profile, since=_since(since), status=status, limit=limit)
+    labels = {k: v for sid in {r["study_id"] for r in rows} for k, v in worker_labels(store.workers(sid)).items()}
+    rows = with_worker_labels(rows, labels)  # which worker measured each step, as progress lines name it
     cols = ["run_id", "study_name", "profile_name", "simulated", "driver", *KNOB_NAMES, "phase", "concurrency",
             "status", "output_tps", "goodput_tps", "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate",
-            "retractions", "passes_sla", "started_at", "worker_id", "host", "gpu_index"]
+            "retractions", "passes_sla", "started_at", "worker", "worker_id", "host", "gpu_index"]
     _emit(rows, cols, fmt)
 
 
@@ -315,7 +318,7 @@ SHORT = {"run_id": "run", "study_name": "study", "profile_name": "profile", "sim
          **KNOB_LABELS, "concurrency": "conc", "output_tps": "out tok/s",
          "goodput_tps": "goodput tok/s", "ttft_p50_ms": "TTFT p50 ms", "ttft_p99_ms": "TTFT p99 ms",
          "tpot_p99_ms": "TPOT p99 ms", "cache_hit_rate": "cache hit", "retractions": "retr",
-         "passes_sla": "SLA", "phase": "phase", "started_at": "started (UTC)", "worker_id": "worker",
+         "passes_sla": "SLA", "phase": "phase", "started_at": "started (UTC)", "worker_id": "worker id",
          "gpu_index": "GPU"}
 
 

@@ -178,7 +178,9 @@ def knee_on_gpus(orch: Any, gpus: str, per_server: int | None, study: str | None
     from sweep.shared_study import open_shared_study, summary
 
     study_id, name = open_shared_study(orch, study, resume)
-    rc = fleet.run_fleet(seats, name, url, out, orch.driver_name, orch.kind, client_procs, console, study_id)
+    sla = orch.profile.sla
+    rc = fleet.run_fleet(seats, name, url, out, orch.driver_name, orch.kind, client_procs, console, study_id,
+                         percentiles=(int(sla.ttft_percentile), int(sla.tpot_percentile)))
     if rc != 0:
         raise SweepError(f"a worker of study {name} failed (exit {rc}); the study is resumable with --resume")
     return summary(orch, study_id, name)

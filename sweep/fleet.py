@@ -2,7 +2,9 @@
 
 Each worker is its own process with its own CUDA_VISIBLE_DEVICES (the group), its own server port range,
 log folder and progress line; they share the study through its database (Optuna hands out the trials).
-The progress lines are read from the database, so they show what every worker has stored, as it lands.
+The progress is read from the database, so it shows every worker's work as it lands, those of other hosts on
+a shared (PostgreSQL) study too: each finished window as one result line naming its worker, and a line per
+worker (sweep/worker_view.py) whenever what it does changes.
 """
 
 from __future__ import annotations
@@ -16,8 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from sweep.errors import UsageError
+from sweep.progress import WIDE, result_lines
+from sweep.run_stats import RunStats
 from sweep.store import Store
+from sweep.types import ServerConfig
+from sweep.worker_view import activity, worker_labels
 
 PORT_BASE = 30000
 PORTS_PER_WORKER = 100
@@ -59,28 +67,51 @@ def worker_command(seat: Seat, study: str, db: str, out: Path, driver: str | Non
     return cmd
 
 
-def progress_lines(store: Store, study_id: int, labels: list[str]) -> dict[str, str]:
-    """One line per worker from the database: measured steps and configurations, what it measures now."""
-    workers = {w["label"]: w for w in store.workers(study_id)}
-    runs = store.study_runs(study_id)
-    out = {}
-    for label in labels:
-        w = workers.get(label)
-        if w is None:
-            out[label] = "starting"
-            continue
-        mine = [r for r in runs if r.get("worker_id") == w["id"]]
-        done = [r for r in mine if r["status"] == "completed"]
-        now = [r for r in mine if r["status"] == "running"]
-        configs = {r["server_config_id"] for r in done}
-        state = w["status"] if w["status"] != "running" else (
-            f"measuring c={now[-1]['concurrency']} ({now[-1]['phase']})" if now else "launching / waiting")
-        out[label] = f"{len(done)} steps over {len(configs)} configurations; {state}"
-    return out
+class FleetProgress:
+    """What the fleet prints from the study's database: every worker's landed windows and what each does."""
+
+    def __init__(self, store: Store, study_id: int, labels: list[str], console: Any,
+                 percentiles: tuple[int, int] = (99, 99)):
+        self.store, self.study_id, self.labels, self.console = store, study_id, labels, console
+        self.percentiles = percentiles
+        self.seen: set[int] = set()
+        self.shown: dict[str, str] = {}
+
+    def lines(self) -> tuple[list[str], dict[str, str]]:
+        """(result lines of windows landed since the last call, worker label -> its activity line)."""
+        workers = self.store.workers(self.study_id)
+        configs = {c["id"]: c for c in self.store.server_configs(self.study_id)}
+        runs = [r for r in self.store.study_runs(self.study_id) if r["status"] != "aborted"]
+        names = worker_labels(workers)
+        landed = []
+        for r in runs:
+            if r["status"] != "completed" or r["id"] in self.seen or r.get("reference_for_run_id") is not None:
+                continue
+            self.seen.add(r["id"])
+            who = names.get(r.get("worker_id") or -1)
+            label = ServerConfig.from_mapping(configs[r["server_config_id"]]).label()
+            width = self.console.width if self.console.is_terminal else WIDE  # a pipe: one line per window
+            landed += result_lines(r["phase"], label, r["concurrency"], RunStats.from_row(r), width, escape(f"[{who}]") if who else None,
+                                   self.percentiles)
+        seated = {a.worker: a.line() for a in activity(workers, list(configs.values()), runs,
+                                                        lambda c: ServerConfig.from_mapping(c).label())}
+        waiting = {label: "starting" for label in self.labels if label not in seated}
+        return landed, {**waiting, **seated}
+
+    def show(self) -> None:
+        """Print what landed, then the line of each worker whose line changed."""
+        landed, status = self.lines()
+        for line in landed:
+            self.console.print("  " + line, highlight=False)
+        for label, line in status.items():
+            if self.shown.get(label) != line:
+                self.console.print(f"  [{label}] {line}", markup=False, highlight=False)
+                self.shown[label] = line
 
 
 def run_fleet(seats: list[Seat], study: str, db: str, out: Path, driver: str | None, launcher: str | None,
-              client_procs: int, console: Any, study_id: int, poll_s: float = 2.0) -> int:
+              client_procs: int, console: Any, study_id: int, poll_s: float = 2.0,
+              percentiles: tuple[int, int] = (99, 99)) -> int:
     """Start one worker per seat, show their progress from the database until all exit; the worst exit code."""
     log_root = out / study / "logs"
     procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -96,19 +127,14 @@ def run_fleet(seats: list[Seat], study: str, db: str, out: Path, driver: str | N
                                              stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         console.print(f"worker {seat.label}: GPUs {','.join(map(str, seat.gpus))}, ports {seat.ports[0]}-"
                       f"{seat.ports[1] - 1}, log {folder / 'worker.log'}")
-    labels = [s.label for s in seats]
-    shown: dict[str, str] = {}
     try:
         with Store(db) as store:
+            progress = FleetProgress(store, study_id, [s.label for s in seats], console, percentiles)
             while (alive := [p for p in procs.values() if p.poll() is None]):
-                for label, line in progress_lines(store, study_id, labels).items():
-                    if shown.get(label) != line:
-                        console.print(f"  [{label}] {line}", markup=False, highlight=False)
-                        shown[label] = line
+                progress.show()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     alive[0].wait(poll_s)  # the refresh interval, cut short when a worker exits
-            for label, line in progress_lines(store, study_id, labels).items():
-                console.print(f"  [{label}] {line}", markup=False, highlight=False)
+            progress.show()  # the last windows and every worker's closing line
     except KeyboardInterrupt:
         for p in procs.values():
             if p.poll() is None:

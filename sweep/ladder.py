@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,6 +23,24 @@ from sweep.stream import Requests, StreamExhausted
 from sweep.types import SERVER_DIED, Placement, RequestRecord, ServerConfig, WindowResult
 
 
+@dataclass(frozen=True)
+class LadderStep:
+    """One completed window of a ladder: its runs row, its load and its statistics."""
+
+    run_id: int
+    concurrency: int
+    phase: str  # screen | final | soak
+    stats: RunStats
+    server_config_id: int | None = None  # the launch it ran on (coupled mode: one launch per step)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> LadderStep:
+        """A stored `runs` row (or a run_summary row) as a step."""
+        return cls(run_id=int(row["id"] if "id" in row else row["run_id"]), concurrency=int(row["concurrency"]),
+                   phase=str(row.get("phase") or "final"), stats=RunStats.from_row(row),
+                   server_config_id=row.get("server_config_id"))
+
+
 @dataclass
 class LadderOutcome:
     """What one configuration's ladder produced."""
@@ -30,7 +48,7 @@ class LadderOutcome:
     config: ServerConfig
     config_id: int
     status: str  # completed | failed | infeasible
-    steps: list[dict[str, Any]] = field(default_factory=list)  # stats per completed step
+    steps: list[LadderStep] = field(default_factory=list)  # every completed step
     knee: KneeResult | None = None
     stop_reason: str = ""
     failure: str | None = None
@@ -43,7 +61,7 @@ class LadderOutcome:
         return self.knee.point.goodput_tps
 
 
-StepCallback = Callable[[ServerConfig, int, dict[str, Any]], None]
+StepCallback = Callable[[ServerConfig, int, LadderStep], None]
 
 
 @dataclass(frozen=True)
@@ -59,7 +77,7 @@ class StepStart:
 
 
 StartCallback = Callable[[StepStart], None]
-StopCheck = Callable[[int, dict[str, Any]], bool]  # step index, stats -> True stops the ladder (pruning)
+StopCheck = Callable[[int, LadderStep], bool]  # step index, step -> True stops the ladder (pruning)
 StepJudge = Callable[[WindowResult, RunStats], str]  # a window and its stats -> the run's verdict line
 
 
@@ -86,18 +104,18 @@ def orchestrator_failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
 
 
-def step_points(steps: Sequence[dict[str, Any]]) -> list[StepPoint]:
-    """Stats rows (dicts with the runs-table columns) to knee inputs."""
-    return [StepPoint(concurrency=int(s["concurrency"]), goodput_rps=s["goodput_rps"] or 0.0,
-                      goodput_tps=s["goodput_tps"] or 0.0, throughput_tps=s["output_tps"] or 0.0,
-                      ttft_p99_ms=s["ttft_p99_ms"] or 0.0, retractions=s["retractions"] or 0,
-                      passes=bool(s["passes_sla"]), goodput_ci_low=_ci_tps(s, "goodput_ci_low"),
-                      goodput_ci_high=_ci_tps(s, "goodput_ci_high")) for s in steps]
+def step_points(steps: Sequence[LadderStep]) -> list[StepPoint]:
+    """Ladder steps to knee inputs."""
+    return [StepPoint(concurrency=s.concurrency, goodput_rps=(st := s.stats).goodput_rps or 0.0,
+                      goodput_tps=st.goodput_tps or 0.0, throughput_tps=st.output_tps or 0.0,
+                      ttft_p99_ms=st.ttft_p99_ms or 0.0, retractions=st.retractions or 0,
+                      passes=bool(st.passes_sla), goodput_ci_low=_ci_tps(st, st.goodput_ci_low),
+                      goodput_ci_high=_ci_tps(st, st.goodput_ci_high)) for s in steps]
 
 
-def _ci_tps(step: dict[str, Any], col: str) -> float | None:
+def _ci_tps(stats: RunStats, v: float | None) -> float | None:
     """measure's goodput interval is in requests/s; scale it to output tok/s by the step's tokens per request."""
-    v, rps, tps = step.get(col), step.get("goodput_rps"), step.get("goodput_tps")
+    rps, tps = stats.goodput_rps, stats.goodput_tps
     if v is None or not rps or tps is None:
         return None
     return float(v) * float(tps) / float(rps)
@@ -177,13 +195,13 @@ class LadderRunner:
                     total.status, total.failure)
                 total.stop_reason = f"coupled step c={c}: {one.stop_reason or one.status}"
                 break
-            total.steps += [dict(s, server_config_id=one.config_id) for s in one.steps]
+            total.steps += one.steps  # each names its own launch (server_config_id)
             if should_stop and should_stop(i, one.steps[-1]):
                 total.stop_reason = f"pruned after concurrency {c}"
                 break
         self._rank(total)
         if total.knee is not None and total.knee.index is not None:
-            total.config_id = int(total.steps[total.knee.index].get("server_config_id") or total.config_id)
+            total.config_id = total.steps[total.knee.index].server_config_id or total.config_id
         total.stop_reason = total.stop_reason or "coupled ladder complete"
         return total
 
@@ -263,7 +281,7 @@ class LadderRunner:
             reason = climb.judge(result, stats) if climb.judge is not None else result.aborted or note
             self.store.finish_run(run_id, stats, result.records, result.samples, result.window_start,
                                   status=status, reason=reason)
-            row = dict(stats.columns(), concurrency=concurrency, run_id=run_id, phase=phase)
+            row = LadderStep(run_id, concurrency, phase, stats, config_id)
             if self.on_step:
                 self.on_step(config, concurrency, row)
             if crosscheck is not None and result.aborted is None:

@@ -4,8 +4,9 @@ another process and for a study several workers share (PostgreSQL).
 - configurations: planned = the profile's trial budget (n_trials, else the grid size); done = configurations
   whose ladder completed or proved infeasible (screen and final counted apart); running; failed; queued =
   planned - done - running - failed of the current phase (never below 0).
-- workers: one row per worker (the `worker_id` / `host` columns when the store has them, else one row "this
-  study"): what it runs now and how many windows it finished.
+- workers: one row per worker that joined the study (sweep/worker_view.py): its label, host and GPU group,
+  whether it runs, what it measures or launches now and how much it finished; a study without worker
+  records (stored before workers existed) has one row, "this study". Each window names its worker and host.
 - curves: every configuration's completed windows by concurrency: goodput, TTFT and TPOT at the SLA's
   percentiles (the SLA bounds travel with them).
 - winner: the highest-goodput knee among final ladders (screens when no final exists yet), with its 95% CI.
@@ -16,14 +17,16 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from sweep.knee import find_knee, knee_goodput_ci
-from sweep.ladder import step_points
+from sweep.ladder import LadderStep, step_points
 from sweep.store import Store
 from sweep.types import ServerConfig
+from sweep.worker_view import WorkerActivity, activity, worker_labels
 
 DONE = ("completed", "infeasible")
 
@@ -34,7 +37,9 @@ class Window:
     config: str
     phase: str
     concurrency: int
-    worker: str
+    worker: str  # the label of the worker that measured it
+    host: str | None
+    gpu: str | None  # the GPU group of its server
     goodput_tps: float | None
     ttft_ms: float | None
     tpot_ms: float | None
@@ -60,13 +65,6 @@ class Failure:
 
 
 @dataclass(frozen=True)
-class WorkerRow:
-    worker: str
-    running: str
-    windows_done: int
-
-
-@dataclass(frozen=True)
 class LiveState:
     study: str
     status: str
@@ -81,7 +79,7 @@ class LiveState:
     windows_done: int
     eta_s: float | None
     winner: dict[str, Any] | None
-    workers: list[WorkerRow] = field(default_factory=list)
+    workers: list[WorkerActivity] = field(default_factory=list)
     curves: list[Curve] = field(default_factory=list)
     windows: list[Window] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
@@ -90,17 +88,8 @@ class LiveState:
         return json.dumps(asdict(self), default=str)
 
 
-def _label(c: dict[str, Any]) -> str:
+def _label(c: Mapping[str, Any]) -> str:
     return ServerConfig.from_mapping(c).label()
-
-
-def _worker(row: dict[str, Any]) -> str:
-    """The worker a row ran on: host and worker id where the store records them (the workers' columns)."""
-    host, wid, gpus = row.get("host"), row.get("worker_id"), row.get("gpu_index")
-    if host is None and wid is None:
-        return "this study"
-    parts = (host, f"worker {wid}" if wid is not None else None, f"GPU {gpus}" if gpus else None)
-    return " ".join(str(p) for p in parts if p)
 
 
 def _seconds(a: Any, b: Any) -> float | None:
@@ -118,6 +107,9 @@ def read_state(store: Store, study_id: int) -> LiveState:
     runs = [r for r in store.study_runs(study_id) if r["status"] != "aborted"]
     labels = {c["id"]: _label(c) for c in configs}
     by_id = {c["id"]: c for c in configs}
+    workers = store.workers(study_id) or [{"id": None, "label": "this study", "host": None, "gpus": None,
+                                           "status": "running" if study["status"] == "running" else "done"}]
+    names = worker_labels(w for w in workers if w["id"] is not None)
 
     windows: list[Window] = []
     per_config: dict[int, list[dict[str, Any]]] = {}
@@ -125,7 +117,8 @@ def read_state(store: Store, study_id: int) -> LiveState:
         if r["status"] != "completed" or r["server_config_id"] not in by_id:
             continue
         windows.append(Window(r["id"], labels[r["server_config_id"]], r["phase"], r["concurrency"],
-                              _worker(r), r.get("goodput_tps"), r.get(f"ttft_p{pt}_ms", r.get("ttft_p99_ms")),
+                              names.get(r.get("worker_id") or -1, "this study"), r.get("host"),
+                              r.get("gpu_index"), r.get("goodput_tps"), r.get(f"ttft_p{pt}_ms", r.get("ttft_p99_ms")),
                               r.get(f"tpot_p{pp}_ms", r.get("tpot_p99_ms")), bool(r.get("passes_sla"))))
         if r["phase"] != "soak":
             per_config.setdefault(r["server_config_id"], []).append(r)
@@ -138,7 +131,7 @@ def read_state(store: Store, study_id: int) -> LiveState:
                             [r.get(f"ttft_p{pt}_ms", r.get("ttft_p99_ms")) for r in steps],
                             [r.get(f"tpot_p{pp}_ms", r.get("tpot_p99_ms")) for r in steps]))
         if by_id[cid]["status"] in DONE or study["status"] != "running":
-            points = step_points(steps)
+            points = step_points([LadderStep.from_row(r) for r in steps])
             k = find_knee(points, profile["search"]["flatten_threshold"])
             if k.point is not None:
                 lo, hi = knee_goodput_ci(points, profile["search"]["flatten_threshold"])
@@ -165,14 +158,6 @@ def read_state(store: Store, study_id: int) -> LiveState:
     failed = sum(c["status"] == "failed" for c in in_phase)
     queued = 0 if study["status"] != "running" else max(0, planned - done - running - failed)
 
-    workers: dict[str, WorkerRow] = {}
-    for r in runs:
-        w = _worker(r)
-        prev = workers.get(w, WorkerRow(w, "", 0))
-        now = f"{labels.get(r['server_config_id'], '?')} c={r['concurrency']}" if r["status"] == "running" else \
-            prev.running
-        workers[w] = WorkerRow(w, now, prev.windows_done + (r["status"] == "completed"))
-
     spans = [_seconds(min(x["started_at"] for x in steps), max(x["finished_at"] for x in steps if x["finished_at"]))
              for cid, steps in per_config.items() if by_id[cid]["status"] in DONE]
     known = [s for s in spans if s is not None]
@@ -182,7 +167,7 @@ def read_state(store: Store, study_id: int) -> LiveState:
     return LiveState(study["name"], study["status"], bool(study["simulated"]), phase,
                      {"ttft_ms": float(sla["ttft_ms"]), "tpot_ms": float(sla["tpot_ms"]), "ttft_percentile": pt,
                       "tpot_percentile": pp}, planned, done, running, queued, failed, len(windows), eta, winner,
-                     list(workers.values()), curves, windows, failures)
+                     activity(workers, configs, runs, _label), curves, windows, failures)
 
 
 def _planned(profile_json: str, phase: str) -> int:

@@ -24,9 +24,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from sweep.profile import Profile
+from sweep.run_stats import RunStats
 
 if TYPE_CHECKING:
-    from sweep.ladder import StepStart
+    from sweep.ladder import LadderStep, StepStart
 
 WIDE = 120  # at least this many columns: one result line per window, else a head line and a numbers line
 LABEL_CHARS = 34  # a bar's description is cut to this, so the bars fit 80 columns
@@ -56,19 +57,19 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def result_lines(phase: str, label: str, concurrency: int, row: dict[str, Any], width: int,
+def result_lines(phase: str, label: str, concurrency: int, stats: RunStats, width: int,
                  worker: str | None = None, percentiles: tuple[int, int] = (99, 99)) -> list[str]:
     """A finished window as rich-markup lines: one line when `width` allows, else two that fit 80 columns.
     TTFT and TPOT are shown at the SLA's percentiles (`percentiles`)."""
-    verdict = "[green]pass[/]" if row.get("passes_sla") else f"[red]fail[/] {row.get('sla_failures') or ''}".rstrip()
+    verdict = "[green]pass[/]" if stats.passes_sla else f"[red]fail[/] {stats.sla_failures or ''}".rstrip()
     who = f"{worker} " if worker else ""
     load = f"in-flight cap {concurrency}" if phase == "soak" else f"c={concurrency}"
     head = f"{who}{phase:<6} {label} {load}"
     pt, pp = percentiles
-    ttft = (row.get(f"ttft_p{pt}_ms") or 0) / 1000
-    nums = (f"goodput {row.get('goodput_tps') or 0:.0f} tok/s  TTFT p{pt} {ttft:.2f} s  "
-            f"TPOT p{pp} {row.get(f'tpot_p{pp}_ms') or 0:.1f} ms  thr {row.get('output_tps') or 0:.0f}  "
-            f"retr {row.get('retractions') or 0}")
+    ttft = (getattr(stats, f"ttft_p{pt}_ms", None) or 0) / 1000
+    nums = (f"goodput {stats.goodput_tps or 0:.0f} tok/s  TTFT p{pt} {ttft:.2f} s  "
+            f"TPOT p{pp} {getattr(stats, f'tpot_p{pp}_ms', None) or 0:.1f} ms  thr {stats.output_tps or 0:.0f}  "
+            f"retr {stats.retractions or 0}")
     if width >= WIDE:
         return [f"{head}  {nums}  {verdict}"]
     return [f"{head}  {verdict}", f"    {nums}"]
@@ -143,14 +144,14 @@ class StudyProgress:
 
         threading.Thread(target=tick, daemon=True).start()
 
-    def step_done(self, config: Any, concurrency: int, row: dict[str, Any]) -> None:
+    def step_done(self, config: Any, concurrency: int, step: LadderStep) -> None:
         self._stop_timer()
         self.done += 1
-        phase = str(row.get("phase") or self.phase)
+        phase = step.phase or self.phase
         if phase != "soak":
             self.done_in_config += 1
         self._show_study()
-        lines = result_lines(phase, config.label(), concurrency, row, self.console.width, self.worker,
+        lines = result_lines(phase, config.label(), concurrency, step.stats, self.console.width, self.worker,
                              self.percentiles)
         if not self.live:  # a pipe: one plain line per window, counted
             self.console.print(escape(f"[{self._count()}] ") + lines[0] + ("  " + lines[1].strip() if len(lines) > 1 else ""),

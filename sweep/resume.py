@@ -7,7 +7,7 @@ from datetime import datetime
 
 from sweep.errors import SweepError
 from sweep.knee import find_knee
-from sweep.ladder import LadderOutcome, step_points
+from sweep.ladder import LadderOutcome, LadderStep, step_points
 from sweep.profile import Profile
 from sweep.recovery import clean_after_dead
 from sweep.store import Store
@@ -43,8 +43,8 @@ def reuse_outcome(store: Store, profile: Profile, study_id: int, config: ServerC
     for row in reversed(store.server_configs(study_id)):
         if row["config_key"] != config.key() or row["status"] not in ("completed", "infeasible"):
             continue
-        steps = [dict(r) for r in store.completed_runs(study_id, row["id"])]
-        if steps and any(r.get("phase", "final") != phase for r in steps):
+        steps = [LadderStep.from_row(r) for r in store.completed_runs(study_id, row["id"])]
+        if steps and any(s.phase != phase for s in steps):
             continue  # the other fidelity: a screen never stands in for a final, nor the reverse
         knee = find_knee(step_points(steps), profile.search.flatten_threshold)
         return LadderOutcome(config, row["id"], row["status"], steps, knee, row.get("stop_reason") or "")

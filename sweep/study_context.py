@@ -11,7 +11,7 @@ from typing import Any
 from sweep.errors import SweepError
 from sweep.hardware import pick_winner, rank_by_hardware
 from sweep.knee import find_knee, knee_goodput_ci
-from sweep.ladder import step_points
+from sweep.ladder import LadderStep, step_points
 from sweep.report import config_missing
 from sweep.store import Store
 from sweep.study_view import build_view
@@ -67,7 +67,7 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
         if not steps:
             continue
         phases[c["id"]] = steps[0].get("phase") or "final"
-        points = step_points(steps)
+        points = step_points([LadderStep.from_row(r) for r in steps])
         k = find_knee(points, profile["search"]["flatten_threshold"])
         if k.point is not None:
             lo, hi = knee_goodput_ci(points, profile["search"]["flatten_threshold"])

@@ -8,6 +8,7 @@ import os
 import re
 import select
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -77,6 +78,9 @@ def test_the_live_page_grows_as_windows_land_and_ends_with_the_winner(tmp_path: 
         assert dom.count("<canvas") >= 3  # uPlot's goodput, TTFT and TPOT charts
         assert "SLA 1000 ms" in dom and "SLA 100 ms" in dom  # the SLA bounds are series of their charts
         assert 'id="n-failed">0<' in dom and 'id="n-queued">0<' in dom
+        # the workers table: the worker, the host it ran on, its status (sweep/worker_view.py)
+        host = re.escape(socket.gethostname())
+        assert re.search(rf'<tr data-worker="[^"]+"><td class="l">[^<]+</td><td class="l">{host}</td>', dom), dom
         shot = ROOT / "reports" / "live-page.png"
         shot.parent.mkdir(exist_ok=True)
         browser(url, tmp_path / "chromium", "--window-size=1400,1500", f"--screenshot={shot}")

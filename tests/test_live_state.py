@@ -42,9 +42,12 @@ def check_finished(url: str) -> None:
     assert s.sla == {"ttft_ms": 1000.0, "tpot_ms": 100.0, "ttft_percentile": 95, "tpot_percentile": 95}
     assert all(t is not None for c in s.curves for t in c.ttft_ms)  # the SLA's P95, not a missing column
     assert s.winner is not None and s.winner["ci_low"] <= s.winner["goodput_tps"] <= s.winner["ci_high"]
-    # one worker measured everything; its row names where it ran (the runs' host and worker columns)
-    assert [w.windows_done for w in s.workers] == [6]
-    assert s.workers[0].worker.startswith(f"{socket.gethostname()} worker ")
+    # one worker measured everything; its row names it (host:pid without --label), where it ran and that it ended
+    host = socket.gethostname()
+    assert [(w.host, w.status, w.now, w.windows_done, w.configs_done) for w in s.workers] == \
+        [(host, "done", "done", 6, 2)]
+    assert s.workers[0].worker.startswith(f"{host}:")
+    assert {(w.worker, w.host) for w in s.windows} == {(s.workers[0].worker, host)}
     assert s.failures == [] and s.eta_s is None
     assert '"study": "state"' in s.as_json()
 
@@ -75,11 +78,3 @@ def pg_database() -> Iterator[str]:
 def test_a_postgresql_study_run_by_another_process(pg_database: str, tmp_path: Path) -> None:
     run_smoke(pg_database, tmp_path)
     check_finished(pg_database)
-
-
-def test_rows_of_several_workers_are_told_apart_by_their_placement_columns() -> None:
-    from sweep.live_state import _worker
-
-    assert _worker({"host": "gpu-a", "worker_id": 2, "gpu_index": "2,3"}) == "gpu-a worker 2 GPU 2,3"
-    assert _worker({"host": "gpu-b", "worker_id": None}) == "gpu-b"
-    assert _worker({}) == "this study"  # a store without the placement columns: one row for the study

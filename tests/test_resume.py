@@ -89,7 +89,7 @@ def test_interrupted_grid_trial_is_requeued_on_its_grid_point(tmp_path: Path, mo
     orch = Orchestrator(prof, url, tmp_path / "out", driver="virtual")
     steps: list[int] = []
 
-    def die_on_third_step(config: Any, concurrency: int, row: dict[str, Any]) -> None:
+    def die_on_third_step(config: Any, concurrency: int, step: object) -> None:
         steps.append(concurrency)
         if len(steps) == 3:
             raise _Killed()

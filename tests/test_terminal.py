@@ -24,9 +24,10 @@ from types import SimpleNamespace
 import pyte
 from rich.console import Console
 
-from sweep.ladder import StepStart
+from sweep.ladder import LadderStep, StepStart
 from sweep.profile import load_profile
 from sweep.progress import StudyProgress
+from sweep.run_stats import RunStats
 from sweep.types import ServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,7 +134,7 @@ def test_the_step_eta_runs_on_the_drivers_clock() -> None:
                 eta = task.time_remaining
                 break
             threading.Event().wait(0.05)
-        bars.step_done(start.config, 4, {"phase": "final", "passes_sla": True})
+        bars.step_done(start.config, 4, LadderStep(1, 4, "final", RunStats.from_row({"passes_sla": True})))
     assert eta is not None and eta < 3.5, eta
 
 
@@ -143,7 +144,7 @@ def test_counts_never_pass_their_totals_when_the_finals_outnumber_the_plan() -> 
     bars = StudyProgress(prof, False, console)
     cfg = SimpleNamespace(label=lambda: "mrr=4")
     for i in range(bars.total + 5):
-        bars.step_done(cfg, 2, {"phase": "final", "passes_sla": True, "goodput_tps": 1.0 + i})
+        bars.step_done(cfg, 2, LadderStep(i, 2, "final", RunStats.from_row({"passes_sla": True, "goodput_tps": 1.0 + i})))
         assert bars.done <= bars.total
     printed = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
     assert printed[-1].startswith(f"[{bars.total}/{bars.total}] final")

@@ -65,12 +65,17 @@ function render(s) {
     : "no configuration has passed the SLA yet";
   $("h-ttft").textContent = `TTFT p${s.sla.ttft_percentile} ms`;
   $("h-tpot").textContent = `TPOT p${s.sla.tpot_percentile} ms`;
-  fill("workers", s.workers, (r, tr) => tr.append(cell(r.worker, "l"), cell(r.running || "idle", "l"),
-                                                  cell(r.windows_done)));
+  fill("workers", s.workers, (r, tr) => {
+    tr.dataset.worker = r.worker;
+    tr.append(cell(r.worker, "l"), cell(r.host || "", "l"), cell(r.gpus || "", "l"),
+              cell(r.status, r.status === "lost" ? "l fail" : "l"), cell(r.now, "l"), cell(r.windows_done),
+              cell(r.configs_done));
+  });
   fill("failures", s.failures, (r, tr) => tr.append(cell(r.config, "l"), cell(r.what, "l"), cell(r.reason, "l")));
   fill("windows", [...s.windows].reverse(), (r, tr) => {
     tr.dataset.runId = r.run_id;
     tr.append(cell(r.run_id), cell(r.phase, "l"), cell(r.config, "l"), cell(r.concurrency), cell(r.worker, "l"),
+              cell(r.host || "", "l"), cell(r.gpu || "", "l"),
               cell(fmt(r.goodput_tps)), cell(fmt(r.ttft_ms, 1)), cell(fmt(r.tpot_ms, 1)),
               cell(r.passes_sla ? "pass" : "fail", r.passes_sla ? "pass" : "fail"));
   });

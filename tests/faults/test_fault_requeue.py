@@ -34,7 +34,7 @@ def test_database_error_mid_configuration_is_measured_again_exactly_once(tmp_pat
     url, db = f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "r.db"
     steps: list[int] = []
 
-    def locked_on_third_step(config: Any, concurrency: int, row: dict[str, Any]) -> None:
+    def locked_on_third_step(config: Any, concurrency: int, step: object) -> None:
         steps.append(concurrency)
         if len(steps) == 3:
             raise StoreError("cannot store run 3 (sqlite): database is locked")
@@ -123,7 +123,7 @@ def test_database_locked_past_the_busy_timeout_then_resume(tmp_path: Path, monke
     holder = sqlite3.connect(db, timeout=5, isolation_level=None)
     steps: list[int] = []
 
-    def lock_after_second_step(config: Any, concurrency: int, row: dict[str, Any]) -> None:
+    def lock_after_second_step(config: Any, concurrency: int, step: object) -> None:
         steps.append(concurrency)
         if len(steps) == 2:
             holder.execute("BEGIN EXCLUSIVE")  # held until the orchestrator has given up

@@ -1,0 +1,119 @@
+"""Every worker's work, as it lands: the fleet's progress, the live page's state and `sweep runs --study` name
+the worker, host and GPU that measured each window (sweep/worker_view.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from waiting import wait_for
+
+from sweep.live_state import read_state
+from sweep.store import Store
+from sweep.types import ServerConfig
+from sweep.worker_view import activity
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ROOT / "profiles" / "smoke.yaml"
+
+
+def _cfg(cid: int, mrr: int, status: str, worker_id: int | None) -> dict[str, Any]:
+    return {"id": cid, "max_running_requests": mrr, "status": status, "worker_id": worker_id}
+
+
+def _run(rid: int, cid: int, c: int, status: str, worker_id: int | None, phase: str = "final") -> dict[str, Any]:
+    return {"id": rid, "server_config_id": cid, "concurrency": c, "status": status, "worker_id": worker_id,
+            "phase": phase}
+
+
+def test_each_worker_says_what_it_measures_launches_or_whether_it_stopped() -> None:
+    workers = [{"id": 1, "label": "gpu0", "host": "a", "gpus": "0", "status": "running"},
+               {"id": 2, "label": "gpu1", "host": "a", "gpus": "1", "status": "running"},
+               {"id": 3, "label": "b:77", "host": "b", "gpus": None, "status": "lost"},
+               {"id": 4, "label": "late", "host": "b", "gpus": None, "status": "running"}]
+    configs = [_cfg(10, 4, "completed", 1), _cfg(11, 8, "running", 1), _cfg(12, 16, "running", 2),
+               _cfg(13, 32, "aborted", 3)]
+    runs = [_run(1, 10, 2, "completed", 1), _run(2, 10, 4, "completed", 1), _run(3, 11, 2, "running", 1),
+            _run(4, 13, 2, "aborted", 3)]
+    got = {a.worker: a for a in activity(workers, configs, runs, lambda c: ServerConfig.from_mapping(c).label())}
+    assert list(got) == ["gpu0", "gpu1", "b:77", "late"]  # every worker that joined, in joining order
+    assert got["gpu0"].now == "measuring final mrr=8 c=2"
+    assert (got["gpu0"].windows_done, got["gpu0"].configs_done) == (2, 1)
+    assert got["gpu1"].now == "launching mrr=16"
+    assert got["b:77"].now == "lost" and got["b:77"].windows_done == 0  # an aborted attempt is no work done
+    assert got["late"].now == "idle"
+    assert got["gpu0"].line() == "on a GPU 0: 2 windows over 1 configuration; measuring final mrr=8 c=2"
+    assert got["late"].line() == "on b: 0 windows over 0 configurations; idle"
+
+
+@pytest.mark.slow
+def test_a_two_worker_fleet_shows_every_workers_work_as_it_lands(tmp_path: Path) -> None:
+    db = tmp_path / "results.db"
+    space = {"max_running_requests": [4, 8, 16, 32]}
+    cmd = [sys.executable, "-m", "sweep.cli", "sweep", "--profile", str(SMOKE), "--db", str(db), "--out",
+           str(tmp_path / "reports"), "--launcher", "sim", "--driver", "http", "--study", "pair", "--no-progress",
+           "--gpus", "0,1", "--set", f"search.space={json.dumps(space)}", "--set", "ladder=[2,4]",
+           "--set", "window.measure_seconds=2", "--set", "window.drain_seconds=2", "--set", "search.heartbeat_s=1"]
+    err = tmp_path / "sweep.err"
+    with open(err, "w") as stderr:
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stderr, text=True,
+                                env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    measuring: set[str] = set()
+    try:
+        wait_for(db.exists, 120, "the study's database")
+        store = Store(f"sqlite:///{db}", create=False)
+        study = wait_for(lambda: store.get_study_by_name("pair"), 120, "the study")
+
+        def both_seen_measuring() -> bool:
+            for w in read_state(store, study["id"]).workers:
+                if w.now.startswith("measuring "):
+                    measuring.add(w.worker)
+            return measuring == {"gpu0", "gpu1"} or proc.poll() is not None
+
+        wait_for(both_seen_measuring, 300, "both workers measuring", every_s=0.2)
+        assert proc.wait(timeout=300) == 0, err.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert measuring == {"gpu0", "gpu1"}, "the live state never showed both workers measuring"
+
+    state = read_state(store, study["id"])
+    host = socket.gethostname()
+    rows = {w.worker: w for w in state.workers}
+    assert set(rows) == {"gpu0", "gpu1"}
+    assert {(w.host, w.gpus, w.status, w.now) for w in rows.values()} == {(host, "0", "done", "done"),
+                                                                          (host, "1", "done", "done")}
+    assert sum(w.windows_done for w in rows.values()) == len(state.windows) == 8
+    assert sum(w.configs_done for w in rows.values()) == 4
+    # each window names the worker, host and GPU that measured it
+    assert {(w.worker, w.host, w.gpu) for w in state.windows} == {("gpu0", host, "0"), ("gpu1", host, "1")}
+
+    # the fleet's progress: every landed window once, naming its worker, and each worker's closing line
+    text = err.read_text()
+    landed = re.findall(r"^\s+\[(gpu[01])\] final\s+mrr=(\d+) c=(\d+)\s+goodput", text, re.M)
+    assert len(landed) == len(set(landed)) == 8, text[-3000:]
+    assert {w for w, _, _ in landed} == {"gpu0", "gpu1"}
+    for label, gpu in (("gpu0", "0"), ("gpu1", "1")):
+        closing = re.findall(rf"^\s+\[{label}\] on {re.escape(host)} GPU {gpu}: \d+ windows? over \d+ "
+                             r"configurations?; done$", text, re.M)
+        assert len(closing) == 1, text[-3000:]  # said once, when it changed
+
+    listed = subprocess.run([sys.executable, "-m", "sweep.cli", "runs", "--study", "pair", "--db", str(db),
+                             "--format", "json"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert listed.returncode == 0, listed.stderr
+    shown = json.loads(listed.stdout)
+    assert len(shown) == 8 and {(r["worker"], r["host"], r["gpu_index"]) for r in shown} == \
+        {("gpu0", host, "0"), ("gpu1", host, "1")}
+    table = subprocess.run([sys.executable, "-m", "sweep.cli", "runs", "--study", "pair", "--db", str(db)],
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert table.returncode == 0 and "gpu0" in table.stdout and "gpu1" in table.stdout
