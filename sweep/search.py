@@ -88,6 +88,24 @@ ReuseFn = Callable[[ServerConfig, str], "LadderOutcome | None"]
 
 
 @dataclass
+class Budget:
+    """The search's time budget: its limit, when the search started and what each trial took."""
+
+    limit_s: float | None
+    started: float
+    clock: Callable[[], float]
+    durations: list[float] = field(default_factory=list)
+
+    def left(self) -> float | None:
+        """Seconds of the budget left; None without a budget."""
+        return None if self.limit_s is None else self.limit_s - (self.clock() - self.started)
+
+    def trial_s(self) -> float:
+        """What the longest trial so far took (0 before any)."""
+        return max(self.durations) if self.durations else 0.0
+
+
+@dataclass
 class StudyResult:
     outcomes: list[LadderOutcome] = field(default_factory=list)  # every trial of this process (screen or final)
     finals: list[LadderOutcome] = field(default_factory=list)  # long-window ladders of promoted configurations
@@ -244,53 +262,61 @@ class Search:
         """Run trials until the grid, the trial count or the time budget is spent; then the finals if screening,
         then the soak (one trial, on whichever worker asks first) when `soak` is given."""
         result = StudyResult()
-        started = self.clock()
-        budget = self.profile.search.time_budget_s
-        screening = self.profile.search.screening
-        phase = "screen" if screening.enabled else "final"
-        durations: list[float] = []
+        budget = Budget(self.profile.search.time_budget_s, self.clock(), self.clock)
+        self._first_phase(result, reuse, budget)
+        if self.profile.search.screening.enabled:
+            self._finals(result, reuse, budget)
+        if soak is not None:
+            self._soak(soak)
+        return result
+
+    def _first_phase(self, result: StudyResult, reuse: ReuseFn | None, budget: Budget) -> None:
+        """The screen (the whole search without screening): the sampler's configurations, one ladder each."""
+        phase = "screen" if self.profile.search.screening.enabled else "final"
         total = self.n_trials()
 
         def measure(trial: optuna.Trial) -> float:
             self._begin(self.study, trial, total)
-            config = suggest(trial, self.space)
-            t0 = self.clock()
-            outcome = reuse(config, phase) if reuse else None
-            reported: set[int] = set()
+            return self._measure_suggested(trial, phase, reuse, budget, result)
 
-            def prune_check(i: int, step: LadderStep) -> bool:
+        self._drain(self.study, total, self._guarded(self.study, measure), lambda: self._room_for_trial(result, budget))
+
+    def _measure_suggested(self, trial: optuna.Trial, phase: str, reuse: ReuseFn | None, budget: Budget,
+                           result: StudyResult) -> float:
+        """The trial's configuration measured (or reused), each step reported for pruning; the trial value."""
+        config = suggest(trial, self.space)
+        t0 = self.clock()
+        outcome = reuse(config, phase) if reuse else None
+        reported: set[int] = set()
+
+        def prune_check(i: int, step: LadderStep) -> bool:
+            trial.report(float(step.stats.goodput_tps or 0.0), step=i)
+            reported.add(i)
+            return self.profile.search.pruning and trial.should_prune()
+
+        if outcome is None:
+            outcome = self.runner.run(config, trial_number=trial.number, phase=phase, should_stop=prune_check)
+        budget.durations.append(self.clock() - t0)
+        for i, step in enumerate(outcome.steps):
+            if i not in reported:
                 trial.report(float(step.stats.goodput_tps or 0.0), step=i)
-                reported.add(i)
-                return self.profile.search.pruning and trial.should_prune()
+        return self._told(trial, outcome, phase, result.outcomes)
 
-            if outcome is None:
-                outcome = self.runner.run(config, trial_number=trial.number, phase=phase, should_stop=prune_check)
-            durations.append(self.clock() - t0)
-            for i, step in enumerate(outcome.steps):
-                if i not in reported:
-                    trial.report(float(step.stats.goodput_tps or 0.0), step=i)
-            return self._told(trial, outcome, phase, result.outcomes)
-
-        def may_start() -> bool:
-            if result.stopped_reason:
-                return False
-            if budget is None or not durations:
-                return True
-            left = budget - (self.clock() - started)
-            need = max(durations)
-            if screening.enabled:  # keep room for the finals: each costs ~ a screen / fraction
-                need += max(durations) / screening.fraction * screening.min_keep
-            if left < need:
-                result.stopped_reason = f"time budget: {left:.0f} s left, a trial takes ~{max(durations):.0f} s"
-                return False
+    def _room_for_trial(self, result: StudyResult, budget: Budget) -> bool:
+        """Whether another first-phase trial fits the time budget (with screening: and the finals after it)."""
+        if result.stopped_reason:
+            return False
+        left = budget.left()
+        if left is None or not budget.durations:
             return True
-
-        self._drain(self.study, total, self._guarded(self.study, measure), may_start)
-        if screening.enabled:
-            self._finals(result, reuse, started, durations)
-        if soak is not None:
-            self._soak(soak)
-        return result
+        screening = self.profile.search.screening
+        need = budget.trial_s()
+        if screening.enabled:  # keep room for the finals: each costs ~ a screen / fraction
+            need += budget.trial_s() / screening.fraction * screening.min_keep
+        if left < need:
+            result.stopped_reason = f"time budget: {left:.0f} s left, a trial takes ~{budget.trial_s():.0f} s"
+            return False
+        return True
 
     def _told(self, trial: optuna.Trial, outcome: LadderOutcome, phase: str, into: list[LadderOutcome]) -> float:
         """Record a ladder's outcome on its trial and return the trial value."""
@@ -311,7 +337,7 @@ class Search:
         # feasible trials only, so the 0 never competes with a real goodput.
         return float(outcome.value) if outcome.value is not None else 0.0
 
-    def _finals(self, result: StudyResult, reuse: ReuseFn | None, started: float, durations: list[float]) -> None:
+    def _finals(self, result: StudyResult, reuse: ReuseFn | None, budget: Budget) -> None:
         """Long-window ladders for the screened configurations that made the cut, shared out among workers.
 
         Every worker computes the cut from the same finished screen; the first to get there stores it on the
@@ -327,8 +353,7 @@ class Search:
         if "promoted" not in study.user_attrs:
             study.set_user_attr("promoted", cut)
         cut = study.user_attrs["promoted"]
-        budget = self.profile.search.time_budget_s
-        screen_cost = max(durations) if durations else 0.0
+        screen_cost = budget.trial_s()
 
         def measure(trial: optuna.Trial) -> float:
             self._begin(study, trial, len(cut))
@@ -339,7 +364,7 @@ class Search:
             return self._told(trial, outcome, "final", result.finals)
 
         def may_start() -> bool:
-            left = None if budget is None else budget - (self.clock() - started)
+            left = budget.left()
             if left is not None and result.finals and left < screen_cost / sc.fraction:
                 result.stopped_reason = f"time budget: {left:.0f} s left before every final ladder ran"
                 return False

@@ -3,8 +3,10 @@ a killed worker's configuration measured again once, a late joiner takes only un
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,12 +19,17 @@ from typing import Any
 import psutil
 import pytest
 from pgdb import fresh_database, needs_pg
+from rich.console import Console
+from rich.text import Text
 from sqlalchemy import create_engine, text
 from waiting import wait_for
 
+from sweep.fleet import FleetProgress
+from sweep.live_state import read_state
 from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
 from sweep.shared_study import create_study
+from sweep.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -115,6 +122,16 @@ def test_three_workers_finish_a_12_configuration_grid_measuring_each_once(pg: st
     shown = json.loads(listed.stdout)
     stored = _q(pg, "SELECT count(*) FROM runs WHERE study_id = :s", s=sid)[0][0]
     assert len(shown) == stored and len({r["worker_id"] for r in shown}) >= 2  # every worker's steps, one listing
+    assert {r["worker"] for r in shown} <= {"w0", "w1", "w2"}  # named as their progress lines name them
+    # The live page and a fleet's progress show every worker of the study, also those it did not start.
+    with Store(pg) as store:
+        live = read_state(store, sid)
+        landed, status = FleetProgress(store, sid, [], Console(file=io.StringIO())).lines()
+    assert sorted((w.worker, w.status, w.now) for w in live.workers) == [(x, "done", "done") for x in ("w0", "w1", "w2")]
+    assert sum(w.windows_done for w in live.workers) == len(live.windows) == 24
+    assert {w.worker for w in live.windows} == {r["worker"] for r in shown}
+    assert sorted(status) == ["w0", "w1", "w2"] and all(line.endswith("; done") for line in status.values())
+    assert len(landed) == 24 and all(re.match(r"\[w[012]\] final ", Text.from_markup(line).plain) for line in landed)
 
 
 def test_kill_9_of_a_worker_mid_window_loses_nothing_and_its_config_is_measured_again_once(
