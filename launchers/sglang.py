@@ -6,7 +6,6 @@ import atexit
 import contextlib
 import json
 import os
-import re
 import secrets
 import signal
 import socket
@@ -23,7 +22,8 @@ import httpx
 from launchers import flags, keyshim, procs
 from launchers.base import READY_LINE, ServerHandle, SpawnCallback, StopReport
 from launchers.launch_record import spawn_record
-from sweep.errors import LaunchError, ServerDied
+from launchers.server_log import ServerExited, check_alive, classify_failure, read_tail, redact
+from sweep.errors import LaunchError
 from sweep.hardware import required_gpus
 from sweep.profile import ServerSpec
 from sweep.types import KNOB_NAMES, ServerConfig
@@ -34,76 +34,11 @@ GPU_TOLERANCE_BYTES = 2**30
 GPU_RELEASE_WAIT_S = 30.0
 READY_LINE_GRACE_S = 3.0  # /health 200 without our ready line: maybe another server owns the port
 
-# Ordered: the first family that matches wins ("CUDA out of memory" is oom, not cuda).
-_FAILURES: list[tuple[str, re.Pattern[str]]] = [
-    ("bad_flag", re.compile(r"unrecognized arguments|ambiguous option|error: argument", re.I)),
-    ("port_in_use", re.compile(r"address already in use|errno 98\b|errno 48\b|port \d+ is (already )?in use"
-                               r"|port \d+ is not available", re.I)),
-    ("oom", re.compile(r"out of memory|out-of-memory|OutOfMemory|not enough memory|cache pool too small|\bOOM\b", re.I)),
-    ("cuda", re.compile(r"CUDA error|cudaError|CUDA driver|no CUDA GPUs|CUDA initialization|NCCL error", re.I)),
-]
-_ERRORISH = re.compile(r"error|exception|traceback|fatal|killed", re.I)
-
-
-def classify_failure(log_text: str, returncode: int | None) -> tuple[str, str]:
-    """(reason, most relevant log line) for a server that exited or never became ready."""
-    lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
-    for reason, pat in _FAILURES:
-        hits = [ln for ln in lines if pat.search(ln)]
-        if hits:
-            return reason, hits[-1]
-    if returncode == 2 and any(ln.startswith("usage:") for ln in lines):
-        return "bad_flag", next((ln for ln in reversed(lines) if "error" in ln), lines[-1])
-    errorish = [ln for ln in lines if _ERRORISH.search(ln)]
-    if returncode is not None and returncode < 0:
-        return "crash", f"killed by {signal.Signals(-returncode).name}" + (f"; {errorish[-1]}" if errorish else "")
-    return "crash", (errorish or lines or ["(empty log)"])[-1]
-
-
 def pick_server_info(raw: dict[str, Any]) -> dict[str, Any]:
     """The knobs worth keeping from /server_info (top level, else DP rank 0); drops everything else, keys too."""
     states = raw.get("internal_states") or [{}]
     first = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
     return {k: raw.get(k, first.get(k)) for k in KEPT_INFO if raw.get(k, first.get(k)) is not None}
-
-
-def read_tail(path: str | None, max_bytes: int = 65536) -> str:
-    """The last max_bytes of a log file, decoded leniently; "" if missing."""
-    if not path:
-        return ""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - max_bytes))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _redact(text: str, key: str | None) -> str:
-    return text.replace(key, "***") if key else text
-
-
-class ServerExited(ServerDied):
-    """ServerDied with the classified failure reason, exit status and log path attached."""
-
-    def __init__(self, message: str, reason: str, returncode: int | None, log_path: str | None):
-        super().__init__(message)
-        self.reason = reason
-        self.returncode = returncode
-        self.log_path = log_path
-
-
-def check_alive(handle: ServerHandle) -> None:
-    """Raise ServerExited (a ServerDied) with the classified reason and last log lines if the server exited."""
-    proc = handle.process
-    if proc is None or proc.poll() is None:
-        return
-    tail = _redact(read_tail(handle.log_path, 16384), handle.api_key)
-    reason, line = classify_failure(tail, proc.returncode)
-    last = " | ".join(ln.strip() for ln in tail.splitlines()[-3:] if ln.strip())
-    raise ServerExited(f"server pid {handle.pid} exited with code {proc.returncode} ({reason}): {line} "
-                       f"[last lines: {last}] log: {handle.log_path}", reason, proc.returncode, handle.log_path)
 
 
 @dataclass
@@ -295,7 +230,7 @@ class SGLangLauncher:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=0.2)
         rc = proc.returncode if proc is not None else None
-        found, line = classify_failure(_redact(read_tail(handle.log_path), handle.api_key), rc)
+        found, line = classify_failure(redact(read_tail(handle.log_path), handle.api_key), rc)
         reason = reason or found
         return LaunchError(f"server {what} ({reason}, exit {rc}): {line[:300]} | log: {handle.log_path}",
                            reason=reason, log_path=handle.log_path)

@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -121,50 +122,66 @@ class _Server(uvicorn.Server):
         return contextlib.nullcontext()
 
 
-async def serve(args: argparse.Namespace, eng: Engine) -> int:
-    faults = Faults(args.sim_crash_after_s, args.sim_crash_after_requests, args.sim_hang_after_s,
-                    args.sim_slow_start_s, args.sim_malformed_sse_rate, args.sim_http500_rate, args.sim_slow_metrics_s)
+def faults_from(args: argparse.Namespace) -> Faults:
+    """The process faults the --sim-* flags ask for (crash, hang, slow start, bad responses)."""
+    return Faults(args.sim_crash_after_s, args.sim_crash_after_requests, args.sim_hang_after_s,
+                  args.sim_slow_start_s, args.sim_malformed_sse_rate, args.sim_http500_rate, args.sim_slow_metrics_s)
+
+
+def build_server(args: argparse.Namespace, eng: Engine) -> SimServer:
+    """The HTTP front over an engine: /server_info, the model folder's tokenizer, the API key and the faults."""
     info = server_info(args, eng)
     tokenizer = load_tokenizer(args.model_path)
     info["tokenizer"] = tokenizer.source
     log(f"Prompt tokens are counted with {tokenizer.source}")
-    sim = SimServer(eng, info, info["served_model_name"], faults, log, api_key=args.api_key,
-                    enable_metrics=args.enable_metrics, stream_interval=args.stream_interval,
-                    seed=args.random_seed or 0, has_vision=eng.params.model.vision_params > 0, tokenizer=tokenizer)
-    config = uvicorn.Config(sim.app(), host=args.host, port=args.port, log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=5)
-    server = _Server(config)
-    loop = asyncio.get_running_loop()
-    tasks: list[asyncio.Task[Any]] = []
+    return SimServer(eng, info, info["served_model_name"], faults_from(args), log, api_key=args.api_key,
+                     enable_metrics=args.enable_metrics, stream_interval=args.stream_interval,
+                     seed=args.random_seed or 0, has_vision=eng.params.model.vision_params > 0, tokenizer=tokenizer)
 
-    def on_sigterm() -> None:
-        if args.sim_ignore_sigterm:
+
+class Lifecycle:
+    """The server process's life around uvicorn: the ready line, SIGTERM's drain, SIGINT, simulated crash and hang."""
+
+    def __init__(self, args: argparse.Namespace, eng: Engine, sim: SimServer, server: uvicorn.Server):
+        self.args, self.eng, self.sim, self.server = args, eng, sim, server
+        self.tasks: list[asyncio.Task[Any]] = []
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        self.tasks.append(asyncio.ensure_future(coro))
+
+    def cancel(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+
+    def on_sigterm(self) -> None:
+        if self.args.sim_ignore_sigterm:
             log("SIGTERM received. Ignored (--sim-ignore-sigterm).")
             return
-        if sim.draining:
+        if self.sim.draining:
             return
         log("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
-        sim.draining = True
-        tasks.append(asyncio.ensure_future(drain()))
+        self.sim.draining = True
+        self.spawn(self.drain())
 
-    async def drain() -> None:
+    def on_sigint(self) -> None:
+        self.server.should_exit = True
+
+    async def drain(self) -> None:
+        """As SGLang's tokenizer manager does: finish what is in flight, saying how much is left every 5 s."""
+        loop = asyncio.get_running_loop()
         last = -5.0
-        while sim.streams or eng.has_work():
+        while self.sim.streams or self.eng.has_work():
             if loop.time() - last >= 5.0:
-                log(f"Gracefully exiting... Remaining number of requests {len(sim.streams)}.")
+                log(f"Gracefully exiting... Remaining number of requests {len(self.sim.streams)}.")
                 last = loop.time()
             await asyncio.sleep(0.05)
         log("Gracefully exiting... Remaining number of requests 0.")
-        server.should_exit = True
+        self.server.should_exit = True
 
-    def on_sigint() -> None:
-        server.should_exit = True
-
-    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
-    loop.add_signal_handler(signal.SIGINT, on_sigint)
-
-    async def lifecycle() -> None:
-        while not server.started:
+    async def come_up(self) -> None:
+        """Once uvicorn listens: the (slow) start, the warm-up line, ready, then any scheduled fault."""
+        args = self.args
+        while not self.server.started:
             await asyncio.sleep(0.01)
         log(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
         if args.sim_slow_start_s:
@@ -172,32 +189,43 @@ async def serve(args: argparse.Namespace, eng: Engine) -> int:
         if not args.skip_server_warmup:
             log("Prefill batch, #new-seq: 1, #new-token: 8, #cached-token: 0, token usage: 0.00, #running-req: 0, "
                 "#queue-req: 0 (simulated warmup)")
-        sim.ready = True
+        self.sim.ready = True
         log(READY_LINE)
         if args.sim_crash_after_s is not None:
-            tasks.append(asyncio.ensure_future(later(args.sim_crash_after_s, crash)))
+            self.spawn(self._later(args.sim_crash_after_s, self.crash))
         if args.sim_hang_after_s is not None:
-            tasks.append(asyncio.ensure_future(later(args.sim_hang_after_s, hang)))
+            self.spawn(self._later(args.sim_hang_after_s, self.hang))
 
-    async def later(delay: float, fn: Any) -> None:
+    @staticmethod
+    async def _later(delay: float, fn: Callable[[], None]) -> None:
         await asyncio.sleep(delay)
         fn()
 
+    @staticmethod
     def crash() -> None:
         log("Scheduler hit an exception: simulated crash (--sim-crash-after-s). Exiting.")
         os._exit(1)
 
-    def hang() -> None:
+    def hang(self) -> None:
         log("Simulated hang (--sim-hang-after-s): the scheduler stops making progress.")
-        sim.hung = True
+        self.sim.hung = True
 
-    tasks.append(asyncio.ensure_future(sim.run_engine()))
-    tasks.append(asyncio.ensure_future(lifecycle()))
+
+async def serve(args: argparse.Namespace, eng: Engine) -> int:
+    """Serve the engine over HTTP until SIGTERM's drain ends or SIGINT; 1 if the port could not be bound."""
+    sim = build_server(args, eng)
+    server = _Server(uvicorn.Config(sim.app(), host=args.host, port=args.port, log_level="warning", access_log=False,
+                                    timeout_graceful_shutdown=5))
+    life = Lifecycle(args, eng, sim, server)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, life.on_sigterm)
+    loop.add_signal_handler(signal.SIGINT, life.on_sigint)
+    life.spawn(sim.run_engine())
+    life.spawn(life.come_up())
     try:
         await server.serve()
     finally:
-        for t in tasks:
-            t.cancel()
+        life.cancel()
     if not server.started:
         log(f"ERROR: could not bind {args.host}:{args.port}")
         return 1

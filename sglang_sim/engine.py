@@ -13,13 +13,11 @@ from sglang_sim.metrics import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS, Histogram
 from sglang_sim.params import EngineKnobs, SimParams, resolve
 from sglang_sim.radix import RadixCache
 from sglang_sim.request import Req, SimRequest, StepResult
+from sglang_sim.schedule_policy import retract_decode, schedule_prefill
 
 __all__ = ["Engine", "Req", "SimRequest", "StepResult"]
 
-CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
-RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS
 DECAY_STEPS = 600  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
-LPM_QUEUE_LIMIT = 128  # lpm falls back to fcfs above this queue length
 REPORT_EVERY = 40  # --decode-log-interval: gauges refresh every 40 decode steps and on each prefill
 COUNTERS = ("prompt_tokens_total", "generation_tokens_total", "cached_tokens_total", "num_requests_total")
 
@@ -109,7 +107,7 @@ class Engine:
                 self.pending = [e for e in self.pending if e[2] is not r]
                 heapq.heapify(self.pending)
         else:
-            self._release(r, self.now)
+            self.release(r, self.now)
             if self.chunked is r:
                 self.chunked = None
         self.counters["num_aborted_requests_total"] += 1
@@ -154,7 +152,7 @@ class Engine:
         t = max(now, self.now)
         res = StepResult(start=t)
         next_ready = self._admit_ready(t)
-        batch = self._schedule(t) if (self.waiting or self.chunked) else None
+        batch = schedule_prefill(self, t) if (self.waiting or self.chunked) else None
         if batch:
             self._prefill(batch, t, res)
         elif self.running:
@@ -163,7 +161,7 @@ class Engine:
         elif next_ready < float("inf"):
             res.duration = max(0.0, min(next_ready, until) - t)  # idle GPU while the host stage finishes
         else:
-            self._set_ratio(self.init_ratio)  # idle: the tracker resets
+            self.set_ratio(self.init_ratio)  # idle: the tracker resets
             if self.gauges.get("num_running_reqs") or self.gauges.get("gen_throughput"):
                 self._report(t)
         self.now = t + res.duration
@@ -179,10 +177,11 @@ class Engine:
         """new_token_ratio, computed from decode steps since its anchor so skipped steps decay it exactly."""
         return max(self.ratio_anchor - self.decay * (len(self.dec_times) - self.anchor_step), self.min_ratio)
 
-    def _set_ratio(self, value: float) -> None:
+    def set_ratio(self, value: float) -> None:
         self.ratio_anchor, self.anchor_step = value, len(self.dec_times)
 
-    def _avail(self) -> int:
+    def avail(self) -> int:
+        """KV tokens a new request could use: free plus evictable cached ones."""
         return self.total - self.used_private - self.tree.total_tokens + self.tree.evictable_tokens
 
     def _alloc(self, n: int) -> None:
@@ -190,73 +189,6 @@ class Engine:
         if free < n:
             self.tree.evict(n - free)
         self.used_private += n
-
-    def _order(self) -> list[Req]:
-        pol = self.knobs.schedule_policy
-        q = self.waiting
-        if pol in ("lpm", "dfs-weight") and len(q) <= LPM_QUEUE_LIMIT:
-            return sorted(q, key=lambda r: -self.tree.match_len(r.pages))
-        if pol == "lof":
-            return sorted(q, key=lambda r: -r.max_new)
-        if pol == "random":
-            q2 = list(q)
-            self.rng.shuffle(q2)
-            return q2
-        return q
-
-    def _schedule(self, t: float) -> list[tuple[Req, int]]:
-        """PrefillAdder: the chunked request first, then the ordered queue until a budget says no."""
-        if self.batch_is_full and self.chunked is None:
-            return []
-        mrr = self.cfg.max_running_requests
-        rem_total = self._avail() - sum(min(r.max_new - self.output_len(r), CLIP_MAX_NEW_TOKENS)
-                                        for r in self.running.values()) * self.ratio
-        rem_input, rem_chunk = self.knobs.max_prefill_tokens, self.cfg.chunked_prefill_size
-        batch: list[tuple[Req, int]] = []
-        c = self.chunked
-        if c is not None:
-            take = min(c.seq_len - c.done, rem_chunk)
-            batch.append((c, take))
-            rem_chunk -= take
-            rem_input -= take
-            rem_total -= take
-            if c.done + take < c.seq_len:
-                return batch
-            self.chunked = None
-        if len(self.running) >= mrr:
-            self.batch_is_full = True
-            return batch
-        for r in self._order():
-            if len(self.running) + len(batch) >= mrr:
-                break
-            path = self.tree.match(r.pages, t)
-            prefix = min(len(path) * self.tree.page, r.seq_len - 1)
-            path = path[:prefix // self.tree.page]
-            prefix = len(path) * self.tree.page
-            ext = r.seq_len - prefix
-            if ext + min(r.max_new - r.out_base, CLIP_MAX_NEW_TOKENS) >= rem_total:
-                self.batch_is_full = True
-                break
-            if rem_chunk <= 0 or rem_input <= 0 or (ext > rem_input and batch):
-                break
-            take = ext if ext <= rem_chunk else rem_chunk - rem_chunk % self.tree.page
-            if take <= 0:
-                break
-            self.tree.lock(path)
-            r.path, r.prefix, r.done, r.private = path, prefix, prefix, 0
-            r.cached_tokens += prefix
-            r.status = "prefill"
-            rem_total -= ext + min(r.max_new - r.out_base, CLIP_MAX_NEW_TOKENS)
-            rem_chunk -= take
-            rem_input -= take
-            batch.append((r, take))
-            if take < ext:
-                self.chunked = r
-                break
-        if batch:
-            ids = {id(r) for r, _ in batch}
-            self.waiting = [r for r in self.waiting if id(r) not in ids]
-        return batch
 
     def _prefill(self, batch: list[tuple[Req, int]], t: float, res: StepResult) -> None:
         ext_total = attn = touched = enc = 0.0
@@ -303,7 +235,7 @@ class Engine:
             self.hist["time_to_first_token_seconds"].observe(end - r.arrival)
             res.first_token.append(r.rid)
         if r.out_base >= r.max_new:
-            self._release(r, end)
+            self.release(r, end)
             self._finish(r, end, res)
             return
         r.status = "running"
@@ -315,12 +247,12 @@ class Engine:
 
     def _decode(self, t: float, until: float, max_steps: int, res: StepResult) -> None:
         n = len(self.running)
-        if self._avail() < n:
-            self._retract(t, res)
+        if self.avail() < n:
+            retract_decode(self, t, res)
             n = len(self.running)
-            if self._avail() < n:  # one request left and it still does not fit: SGLang aborts it
+            if self.avail() < n:  # one request left and it still does not fit: SGLang aborts it
                 last = next(iter(self.running.values()))
-                self._release(last, t)
+                self.release(last, t)
                 self._close(last, t, {"type": "abort", "message": "retract_decode: aborted last request due to OOM"})
                 res.finished.append(last.rid)
                 return
@@ -328,7 +260,7 @@ class Engine:
         while heap and (heap[0][3].version != heap[0][2] or heap[0][3].status != "running"):
             heapq.heappop(heap)
         d0 = len(self.dec_times)
-        k = min(heap[0][0] - d0 if heap else 1 << 30, max(1, self._avail() // n), max_steps)
+        k = min(heap[0][0] - d0 if heap else 1 << 30, max(1, self.avail() // n), max_steps)
         mem0, mem_c, comp0, comp_c = self.cost.decode_terms(n)
         fixed, speed = self.cost.decode_fixed(n), self.cost.decode_speed
         ctx, end, times = float(self.dec_ctx), t, self.dec_times
@@ -351,7 +283,7 @@ class Engine:
         while heap and heap[0][0] <= d:
             _, _, ver, r = heapq.heappop(heap)
             if ver == r.version and r.status == "running":
-                self._release(r, end)
+                self.release(r, end)
                 self._finish(r, end, res)
 
     def _advance_decode(self, end: float, dur: float, res: StepResult, steps: int = 0,
@@ -379,29 +311,7 @@ class Engine:
         if self.steps_since_report >= REPORT_EVERY:
             self._report(end)
 
-    def _retract(self, t: float, res: StepResult) -> None:
-        """retract_decode with the 'length' policy: fewest outputs (then longest input) go first."""
-        order = sorted(self.running.values(), key=lambda r: (self.output_len(r), -r.prompt_len), reverse=True)
-        before, gained = self.ratio, self._avail()
-        out: list[str] = []
-        while len(order) > 1 and (not out or self._avail() < RETRACT_DECODE_STEPS * len(order)):
-            r = order.pop()
-            self._release(r, t)
-            r.status, r.path, r.done, r.prefix = "waiting", [], 0, 0
-            r.seq_len = r.prompt_len + r.out_base
-            r.num_retractions += 1
-            self.waiting.append(r)
-            out.append(r.rid)
-        decoded = sum(self.output_len(r) for r in order)
-        self._set_ratio(min(1.0, (decoded + RETRACT_DECODE_STEPS * len(order)) / (sum(r.max_new for r in order) + 1)))
-        self.counters["num_retracted_requests_total"] += len(out)
-        self.retracted_since_report += len(out)
-        self.batch_is_full = False
-        res.retracted += out
-        self.log(f"KV cache pool is full. Retract requests. #retracted_reqs: {len(out)}, "
-                 f"#new_tokens_gained: {self._avail() - gained}, #new_token_ratio: {before:.4f} -> {self.ratio:.4f}")
-
-    def _release(self, r: Req, t: float) -> None:
+    def release(self, r: Req, t: float) -> None:
         """Free a request's private KV and unlock its cached path (retraction, finish or abort)."""
         if r.status == "running":
             steps = len(self.dec_times) - r.seg_start

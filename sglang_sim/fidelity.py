@@ -12,7 +12,7 @@ import argparse
 
 FITTED_ATTENTION = "triton"  # the attention and sampling backends of the calibration runs (docs/calibration.md)
 FITTED_SAMPLING = "pytorch"
-# schedule policies the engine orders as another one (Engine._order)
+# schedule policies the engine orders as another one (sglang_sim.schedule_policy.order_queue)
 POLICY_AS = {"priority": "fcfs", "routing-key": "fcfs", "hrrn": "fcfs", "shortest-prefill-first": "fcfs",
              "dfs-weight": "lpm"}
 # The fault flags of the simulated server process (sim-only): the virtual driver has no process to fault.

@@ -120,20 +120,44 @@ def _sharegpt_item(obj: Any, line: int, root: Path) -> DatasetItem:
     raise _Bad("no human turn")
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """One dataset entry before validation: where it is (for messages), its number, and its parsed JSON
+    (or the _Bad saying why that line is not JSON)."""
+
+    where: str
+    number: int
+    obj: Any
+
+
 def load_dataset(ds: Dataset, base_dir: Path | None = None) -> tuple[list[DatasetItem], list[str]]:
     """Read ds.path (relative to base_dir); return usable items and "path:LINE: problem" for skipped ones."""
+    path = _dataset_path(ds, base_dir)
+    items, problems = _validated(_entries(ds, _read(ds, path)), ds, path.parent)
+    if not items:
+        raise WorkloadError(f"{ds.path}: no usable entries ({len(problems)} skipped)")
+    return items, problems
+
+
+def _dataset_path(ds: Dataset, base_dir: Path | None) -> Path:
+    """The dataset file (a relative path is under base_dir); WorkloadError when there is none."""
     path = ds.file
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir) / path
     if not path.is_file():
         raise WorkloadError(f"{ds.path}: no such dataset file")
+    return path
+
+
+def _read(ds: Dataset, path: Path) -> str:
     try:
-        raw = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise WorkloadError(f"{ds.path}: cannot read ({exc})") from None
-    root = path.parent
-    parse = _jsonl_item if ds.format == "jsonl" else _sharegpt_item
-    entries: list[tuple[str, int, Any]] = []  # (location, number, parsed object or _Bad)
+
+
+def _entries(ds: Dataset, raw: str) -> list[_Entry]:
+    """The file's entries: a ShareGPT JSON list's elements, else one per non-blank line (JSONL)."""
     if ds.format == "sharegpt" and raw.lstrip().startswith("["):
         try:
             data = json.loads(raw)
@@ -141,27 +165,31 @@ def load_dataset(ds: Dataset, base_dir: Path | None = None) -> tuple[list[Datase
             raise WorkloadError(f"{ds.path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
         if not isinstance(data, list):
             raise WorkloadError(f"{ds.path}: expected a JSON list of conversations")
-        entries = [(f"{ds.path}:entry {i}", i, obj) for i, obj in enumerate(data, start=1)]
-    else:
-        for n, text in enumerate(raw.splitlines(), start=1):
-            if not text.strip():
-                continue
-            try:
-                entries.append((f"{ds.path}:{n}", n, json.loads(text)))
-            except json.JSONDecodeError as exc:
-                entries.append((f"{ds.path}:{n}", n, _Bad(f"not valid JSON: {exc.msg}")))
+        return [_Entry(f"{ds.path}:entry {i}", i, obj) for i, obj in enumerate(data, start=1)]
+    entries = []
+    for n, text in enumerate(raw.splitlines(), start=1):
+        if not text.strip():
+            continue
+        try:
+            entries.append(_Entry(f"{ds.path}:{n}", n, json.loads(text)))
+        except json.JSONDecodeError as exc:
+            entries.append(_Entry(f"{ds.path}:{n}", n, _Bad(f"not valid JSON: {exc.msg}")))
+    return entries
+
+
+def _validated(entries: list[_Entry], ds: Dataset, root: Path) -> tuple[list[DatasetItem], list[str]]:
+    """Usable items and one "where: problem" per skipped entry; the first problem raises with on_bad_line fail."""
+    parse = _jsonl_item if ds.format == "jsonl" else _sharegpt_item
     items: list[DatasetItem] = []
     problems: list[str] = []
-    for where, number, obj in entries:
+    for entry in entries:
         try:
-            if isinstance(obj, _Bad):
-                raise obj
-            items.append(parse(obj, number, root))
+            if isinstance(entry.obj, _Bad):
+                raise entry.obj
+            items.append(parse(entry.obj, entry.number, root))
         except _Bad as bad:
-            msg = f"{where}: {bad}"
+            msg = f"{entry.where}: {bad}"
             if ds.on_bad_line == "fail":
                 raise WorkloadError(msg) from None
             problems.append(msg)
-    if not items:
-        raise WorkloadError(f"{ds.path}: no usable entries ({len(problems)} skipped)")
     return items, problems

@@ -156,7 +156,7 @@ def test_kv_accounting_returns_to_empty_and_retraction_reprefills() -> None:
     while eng.has_work():
         res = eng.step(eng.now)
         retracted.update(res.retracted)
-        used = eng.total - eng._avail()
+        used = eng.total - eng.avail()
         assert 0 <= used <= eng.total
     assert retracted, "a pool this small must retract"
     assert eng.used_private == 0 and eng.tree.evictable_tokens == eng.tree.total_tokens

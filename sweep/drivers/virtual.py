@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import time
 from collections import deque
 from typing import Any
 
@@ -99,7 +98,6 @@ class VirtualDriver:
         if eng is None or not specs:
             raise ValueError("VirtualDriver needs handle.engine and at least one RequestSpec")
         sim_mem = float(eng.cfg.extra.get("sim_gpu_memory_used_mib", 0.0))
-        cpu0 = time.process_time()
         # tokens per streamed chunk: the launched server's --stream-interval unless the driver was given one
         per_chunk = self.stream_interval or int((handle.server_info or {}).get("stream_interval") or 1)
         wid = next(self._windows)
@@ -244,11 +242,9 @@ class VirtualDriver:
         hist_delta = [(le, c1 - c0) for (le, c1), (_, c0) in zip(hist_end, hist_start or [(0, 0.0)] * len(hist_end),
                                                                    strict=True)]
         samples = samples + buckets_as_samples("time_to_first_token_seconds", hist_delta, we)
-        client: dict[str, Any] = {"cpu_s": time.process_time() - cpu0, "engine_steps": float(steps),
-                                  "dispatch_lag_s": 0.0, "virtual": 1.0}
         return WindowResult(
             concurrency=concurrency, records=records, samples=samples, window_start=ws, window_end=we,
             warmup_requests=window.warmup_requests, warmup_seconds=window.warmup_seconds,
             counters_start={k_: counters_start.get(k_, 0.0) for k_ in COUNTERS},
             counters_end={k_: counters_end.get(k_, 0.0) for k_ in COUNTERS},
-            ttft_histogram=hist_delta, client=client, simulated=True)
+            ttft_histogram=hist_delta, engine_steps=steps, simulated=True)
