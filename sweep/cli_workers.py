@@ -7,6 +7,7 @@ of one host). `sweep study create` (or `sweep sweep`) stores the study and its p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 from pathlib import Path
@@ -100,6 +101,7 @@ def register(app: typer.Typer) -> None:
                set_: list[str] = typer.Option([], "--set", help="override a profile field outside the "
                                               "workload fingerprint, e.g. search.heartbeat_s=10"),
                progress: bool = typer.Option(True, help="rich progress bars with ETA on stderr"),
+               peers: bool = typer.Option(True, help="also print the windows other workers of the study store"),
                client_procs: int = typer.Option(1, "--client-procs", min=1)) -> None:
         """Join a study and measure its configurations until it is done or this worker's budget is spent."""
         from sweep.hardware import WorkerSeat
@@ -114,8 +116,12 @@ def register(app: typer.Typer) -> None:
         chosen = row["driver"] if driver == "auto" and row else driver
         orch = Orchestrator(prof, url, out, launcher_kind=launcher, driver=chosen, console=console,
                             client_procs=client_procs, seat=seat)
+        from sweep.peer_feed import PeerFeed
+
+        pcts = (int(prof.sla.ttft_percentile), int(prof.sla.tpot_percentile))
+        feed = PeerFeed(url, study, console, pcts) if peers else contextlib.nullcontext()
         try:
-            with interrupt.stop_like_sigint(), StudyProgress(prof, progress, console, worker=label) as bars:
+            with interrupt.stop_like_sigint(), StudyProgress(prof, progress, console, worker=label) as bars, feed:
                 run = orch.join(study, on_step=bars.step_done, on_step_start=bars.step_start,
                                 on_trial=bars.trial_done)
         except KeyboardInterrupt as exc:
