@@ -108,6 +108,7 @@ def run_sweep(url: str, streams: int, procs: int) -> dict[str, float]:
     """HttpDriver closed loop (chat API) for one window; tokens/s, added latency and receive lag."""
     from launchers.base import ServerHandle
     from sweep.drivers.http import HttpDriver
+    from sweep.measure_client import client_stats
     from sweep.profile import Window
     from sweep.types import ServerConfig
 
@@ -122,8 +123,9 @@ def run_sweep(url: str, streams: int, procs: int) -> dict[str, float]:
             for _ in range(k) if ws <= t < we]
     added = [((r.finished_at or 0.0) - r.scheduled_at - IDEAL_S) * 1000.0 for r in ok]
     lags = [x for r in res.records for x in r.__dict__.get("bench_lag", ())]
+    client = client_stats(res.client, ws, we)
     return {"tok_s": len(toks) / MEASURE_S, "added_p99_ms": _p(added, 99), "errors": float(len(recs) - len(ok)),
-            "cpu": res.client["cpu"], "cpu_total": res.client["cpu_total"], "procs": float(procs),
+            "cpu": client.client_cpu_frac or 0.0, "cpu_total": client.client_cpu_total or 0.0, "procs": float(procs),
             **_lag_stats(lags, ws, we)}
 
 

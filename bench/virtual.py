@@ -33,7 +33,7 @@ def long_window() -> dict[str, float]:
     stats = compute_stats(result, profile.sla, bootstrap=0)
     launcher.stop(handle)
     return {"cpu_s": cpu, "wall_s": wall, "requests": float(len(result.records)),
-            "steps": float(result.client.get("engine_steps", 0.0)), "output_tps": float(stats.output_tps or 0.0)}
+            "steps": float(result.engine_steps or 0), "output_tps": float(stats.output_tps or 0.0)}
 
 
 def interactive_study() -> dict[str, float]:

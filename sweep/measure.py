@@ -31,15 +31,15 @@ Conventions (DESIGN.md, "Definitions"):
 - Ratios with a zero denominator are None (no data), never 0.
 - steady: the window's two halves (by send time) are compared on completed-request throughput and TTFT P50;
   drift = the larger relative difference |a − b| / max(a, b); steady = drift <= STEADY_DRIFT (0.2).
+- client: the load generator's own figures (ClientStats, sweep.measure_client: dispatch lag, in-flight cap waits,
+  event-loop lag, CPU) from the raw readings the driver recorded; every figure None without a client process
+  (the virtual driver).
 - client_bound: the load generator, not the server, may have limited the step: client dispatch lag P99
-  > 50 ms, or client CPU (client['cpu_frac'], fraction of one core; 'cpu' accepted) > 0.9, or the
+  > 50 ms, or client CPU (client_cpu_frac, the busiest process, fraction of one core) > 0.9, or the
   client's event loop stalled: loop_lag_p99_ms > loop_lag_limit_ms(sla) = min(20 ms, 10% of the SLA's
   TTFT bound). A chunk that arrives while the loop is stalled is timed when the loop wakes, so every
   TTFT / ITL of that window can read up to the stall too high; 20 ms is the cross-check's absolute tolerance.
-- loop_lag_p99_ms / loop_lag_max_ms: P99 and max of the client's self-check lag (how late a 20 ms sleep
-  woke, ticks inside the window; the busiest client process), from client['loop_lag_p99_ms'] /
-  client['loop_lag_max_ms']; None where the driver has no event loop (the virtual driver). The max is
-  stored but not judged: one garbage-collection pause is not a client-bound window.
+  loop_lag_max_ms is stored but not judged: one garbage-collection pause is not a client-bound window.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from sweep.measure_client import client_stats
 from sweep.profile import SLA
 from sweep.run_stats import ClientStats, RunStats
 from sweep.types import RequestRecord, Sample, WindowResult
@@ -322,14 +323,8 @@ def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed:
     drift = _half_drift(recs, start, end)
     out["drift"] = drift
     out["steady"] = drift is not None and drift <= STEADY_DRIFT
-    cpu = result.client.get("cpu_frac", result.client.get("cpu", 0.0))
-    lag_p99, lag_max = result.client.get("loop_lag_p99_ms"), result.client.get("loop_lag_max_ms")
-    client = ClientStats(loop_lag_p99_ms=float(lag_p99) if lag_p99 is not None else None,
-                         loop_lag_max_ms=float(lag_max) if lag_max is not None else None)
-    out["client_bound"] = bool(
-        result.client.get("dispatch_lag_p99_ms", 0.0) > DISPATCH_LAG_LIMIT_MS or cpu > CLIENT_CPU_LIMIT
-        or (lag_p99 is not None and lag_p99 > loop_lag_limit_ms(sla))
-    )
+    client = client_stats(result.client, start, end)
+    out["client_bound"] = is_client_bound(client, sla)
 
     fails = _sla_failures(sla, ttfts, tpots, e2es, error_rate, n_completed, result.aborted)
     out["passes_sla"] = not fails
@@ -338,6 +333,13 @@ def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed:
     out["warmup_requests"] = result.warmup_requests
     out["warmup_s"] = result.warmup_seconds
     return RunStats(**out, client=client)
+
+
+def is_client_bound(client: ClientStats, sla: SLA) -> bool:
+    """Whether the load generator, not the server, may have limited the window (see client_bound above)."""
+    return ((client.dispatch_lag_p99_ms or 0.0) > DISPATCH_LAG_LIMIT_MS
+            or (client.client_cpu_frac or 0.0) > CLIENT_CPU_LIMIT
+            or (client.loop_lag_p99_ms is not None and client.loop_lag_p99_ms > loop_lag_limit_ms(sla)))
 
 
 def loop_lag_limit_ms(sla: SLA) -> float:

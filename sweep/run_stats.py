@@ -15,10 +15,19 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ClientStats:
-    """The load generator's own figures over the window; None where the driver has no event loop (virtual time)."""
+    """The load generator's own figures over the window (sweep.measure_client defines them); None where no client
+    process ran (the virtual driver). CPU is in cores: client_cpu_frac the busiest process, client_cpu_total all."""
 
     loop_lag_p99_ms: float | None = None  # how late a 20 ms sleep woke (busiest process); client_bound judges it
     loop_lag_max_ms: float | None = None
+    dispatch_lag_p99_ms: float | None = None
+    dispatch_lag_max_ms: float | None = None
+    cap_wait_p99_ms: float | None = None  # open loop: how long a due request waited for an in-flight slot
+    cap_waited: int | None = None
+    client_cpu_frac: float | None = None
+    client_cpu_total: float | None = None
+    client_procs: int | None = None
+    max_in_flight_seen: int | None = None
 
 
 @dataclass(frozen=True)

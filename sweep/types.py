@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
+import numpy as np
+
 Modality = Literal["text", "image", "video", "audio"]
 
 
@@ -144,6 +146,16 @@ class Sample:
     labels: str = ""  # compact "k=v,k=v" form
 
 
+@dataclass(frozen=True)
+class ClientSamples:
+    """One client process's raw self-check readings of a window; sweep.measure_client turns them into figures."""
+
+    dispatch_lags: np.ndarray  # seconds late, one per dispatch scheduled in the measured window
+    cap_waits: np.ndarray  # open loop: seconds a due request waited for an in-flight slot (measured window)
+    ticks: np.ndarray  # rows (t, event-loop lag s, process CPU s), one per self-check tick (the whole run)
+    max_in_flight_seen: int = 0
+
+
 SERVER_DIED = "server died during the window"  # WindowResult.aborted when the server process exited
 
 
@@ -161,7 +173,8 @@ class WindowResult:
     counters_start: dict[str, float] = field(default_factory=dict)  # server counters at window start
     counters_end: dict[str, float] = field(default_factory=dict)  # ... and at window end
     ttft_histogram: list[tuple[float, float]] = field(default_factory=list)  # (le, delta count) over window
-    client: dict[str, float] = field(default_factory=dict)  # dispatch lag, loop lag, cpu
+    client: tuple[ClientSamples, ...] = ()  # one per client process; none where nothing runs a client (virtual)
+    engine_steps: int | None = None  # virtual time: the simulator's engine steps (what the window cost to simulate)
     simulated: bool = False
     aborted: str | None = None  # reason if the window could not complete
 

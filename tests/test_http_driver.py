@@ -12,6 +12,7 @@ from launchers.base import ServerHandle
 from sweep.drivers.http import HttpDriver
 from sweep.drivers.sse import SseSink, StreamError
 from sweep.measure import e2e_ms, ttft_ms
+from sweep.measure_client import client_stats
 from sweep.profile import RateArrival, Window
 from sweep.types import RequestRecord, RequestSpec, ServerConfig
 
@@ -103,8 +104,9 @@ def test_open_loop_counts_latency_from_schedule_and_holds_the_cap() -> None:
         w = Window(warmup_requests=0, measure_seconds=2.0, drain_seconds=60.0, request_timeout_s=60.0)
         res = HttpDriver().run_window(h, _specs(out=8), 99, w, arrival=RateArrival(kind="constant", rate=40.0,
                                                                                    max_in_flight=4))
-    assert res.concurrency == 99 and res.client["max_in_flight_seen"] <= 4
-    assert res.client["cap_waited"] > 0
+    figures = client_stats(res.client, res.window_start, res.window_end)
+    assert res.concurrency == 99 and figures.max_in_flight_seen is not None and figures.max_in_flight_seen <= 4
+    assert figures.cap_waited
     events = sorted([(r.sent_at, 1) for r in res.records if r.finished_at] +
                     [(r.finished_at, -1) for r in res.records if r.finished_at], key=lambda e: (e[0], e[1]))
     depth, peak = 0, 0

@@ -77,6 +77,9 @@ def test_a_stalled_event_loop_makes_the_window_client_bound_and_is_stored(tmp_pa
     assert run is not None and run["client_bound"] is True
     assert run["loop_lag_p99_ms"] == stalled.client.loop_lag_p99_ms and run["loop_lag_max_ms"] == stalled.client.loop_lag_max_ms
     assert summary["loop_lag_p99_ms"] == stalled.client.loop_lag_p99_ms  # run_summary shows it too
+    # and every other client figure is stored with the run
+    assert run["client_procs"] == summary["client_procs"] == 1 and run["dispatch_lag_p99_ms"] is not None
+    assert run["client_cpu_frac"] == stalled.client.client_cpu_frac and run["max_in_flight_seen"] is not None
 
 
 def test_a_0001_database_gains_the_loop_lag_columns(tmp_path: Path) -> None:

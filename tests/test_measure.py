@@ -9,8 +9,8 @@ import pytest
 
 from sweep.measure import compute_stats, histogram_quantile, itl_gaps_ms
 from sweep.profile import SLA
-from sweep.run_stats import COLUMNS, RunStats
-from sweep.types import RequestRecord, Sample, WindowResult
+from sweep.run_stats import COLUMNS, ClientStats, RunStats
+from sweep.types import ClientSamples, RequestRecord, Sample, WindowResult
 
 SLA_DEFAULT = SLA(ttft_ms=1000, tpot_ms=100, ttft_percentile=95, tpot_percentile=95, max_error_rate=0.01)
 
@@ -82,7 +82,7 @@ def window(records: list[RequestRecord], **kw: object) -> WindowResult:
 def test_columns_are_exactly_the_stat_columns() -> None:
     stats = compute_stats(window(five_requests()), SLA_DEFAULT)
     assert tuple(stats.columns()) == COLUMNS
-    assert len(COLUMNS) == len(set(COLUMNS)) == 60
+    assert len(COLUMNS) == len(set(COLUMNS)) == 68
     assert stats.cache_hit_rate_predicted is None  # the ladder's, from the workload; not measured
     assert RunStats.from_row(stats.columns()) == stats
 
@@ -258,23 +258,50 @@ def test_steady_when_halves_agree_within_20_percent() -> None:
     assert s.drift == pytest.approx(0.5) and s.steady is False  # TTFT P50 100 -> 200 ms
 
 
+def client(dispatch_ms: float = 1.0, cpu: float = 0.2, lag_ms: float = 0.0, stall_ms: float = 0.0,
+           waits: int = 0, peak: int = 4) -> ClientSamples:
+    """One client process over the 10 s window: 100 dispatches `dispatch_ms` late, a tick every 20 ms whose loop
+    lag is `lag_ms` (one tick `stall_ms`), CPU time growing at `cpu` cores, `waits` cap waits of 30 ms."""
+    t = np.arange(0.0, 10.0001, 0.02)
+    lag = np.full(t.size, lag_ms / 1000.0)
+    lag[t.size // 2] = stall_ms / 1000.0
+    ticks = np.column_stack([t, lag, t * cpu])
+    return ClientSamples(np.full(100, dispatch_ms / 1000.0), np.full(waits, 0.03), ticks, peak)
+
+
 @pytest.mark.parametrize(
-    "client,bound",
+    "procs,bound",
     [
-        ({}, False),
-        ({"dispatch_lag_p99_ms": 80.0}, True),
-        ({"dispatch_lag_p99_ms": 10.0, "cpu_frac": 0.95}, True),
-        ({"dispatch_lag_p99_ms": 10.0, "cpu_frac": 0.5}, False),
+        ((), False),
+        ((client(dispatch_ms=80.0),), True),
+        ((client(dispatch_ms=10.0, cpu=0.95),), True),
+        ((client(dispatch_ms=10.0, cpu=0.5),), False),
+        ((client(cpu=0.5), client(cpu=0.5)), False),  # two half-busy processes: neither is saturated
     ],
 )
-def test_client_bound(client: dict[str, float], bound: bool) -> None:
-    assert compute_stats(window(five_requests(), client=client), SLA_DEFAULT).client_bound is bound
+def test_client_bound(procs: tuple[ClientSamples, ...], bound: bool) -> None:
+    assert compute_stats(window(five_requests(), client=procs), SLA_DEFAULT).client_bound is bound
+
+
+def test_client_figures_pool_dispatches_and_take_the_busiest_process() -> None:
+    c = compute_stats(window(five_requests(), client=(client(dispatch_ms=2.0, cpu=0.3, lag_ms=1.0, waits=3),
+                                                      client(dispatch_ms=6.0, cpu=0.6, lag_ms=4.0, stall_ms=50.0,
+                                                             peak=5))), SLA_DEFAULT).client
+    assert c.dispatch_lag_p99_ms == pytest.approx(6.0) and c.dispatch_lag_max_ms == pytest.approx(6.0)
+    assert c.cap_waited == 3 and c.cap_wait_p99_ms == pytest.approx(30.0)
+    assert c.loop_lag_p99_ms == pytest.approx(4.0) and c.loop_lag_max_ms == pytest.approx(50.0)
+    assert c.client_cpu_frac == pytest.approx(0.6) and c.client_cpu_total == pytest.approx(0.9)
+    assert c.client_procs == 2 and c.max_in_flight_seen == 9
+
+
+def test_no_client_process_has_no_client_figures() -> None:
+    assert compute_stats(window(five_requests()), SLA_DEFAULT).client == ClientStats()
+    assert ClientStats().loop_lag_p99_ms is None and ClientStats().client_cpu_frac is None
 
 
 @pytest.mark.parametrize(
     "lag_p99,ttft_bound,bound",
     [
-        (None, 1000.0, False),  # no event loop (the virtual driver): nothing to judge
         (5.0, 1000.0, False),
         (25.0, 1000.0, True),  # above the 20 ms cap
         (15.0, 1000.0, False),
@@ -282,14 +309,11 @@ def test_client_bound(client: dict[str, float], bound: bool) -> None:
         (9.0, 100.0, False),
     ],
 )
-def test_client_bound_by_event_loop_lag(lag_p99: float | None, ttft_bound: float, bound: bool) -> None:
-    client = {"dispatch_lag_p99_ms": 1.0, "cpu_frac": 0.2, "loop_lag_max_ms": 190.0}
-    if lag_p99 is not None:
-        client["loop_lag_p99_ms"] = lag_p99
+def test_client_bound_by_event_loop_lag(lag_p99: float, ttft_bound: float, bound: bool) -> None:
     sla = SLA_DEFAULT.model_copy(update={"ttft_ms": ttft_bound})
-    s = compute_stats(window(five_requests(), client=client), sla)
+    s = compute_stats(window(five_requests(), client=(client(lag_ms=lag_p99, stall_ms=190.0),)), sla)
     assert s.client_bound is bound  # a single 190 ms stall (the max) alone is not client-bound
-    assert s.client.loop_lag_p99_ms == lag_p99 and s.client.loop_lag_max_ms == 190.0
+    assert s.client.loop_lag_p99_ms == pytest.approx(lag_p99) and s.client.loop_lag_max_ms == pytest.approx(190.0)
 
 
 def test_aborted_window_does_not_pass() -> None:

@@ -82,10 +82,10 @@ class _Killed(BaseException):
     """Stands in for SIGKILL inside one process: nothing below the raise gets to clean up."""
 
 
-def test_interrupted_grid_trial_is_requeued_on_its_grid_point(tmp_path: Path, monkeypatch: Any) -> None:
+def test_interrupted_grid_trial_is_requeued_on_its_grid_point(tmp_path: Path, monkeypatch: Any, sqlite_url: str) -> None:
     """A 3-point grid killed in the second ladder: the resume redoes that point, runs the third, skips the first."""
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [2, 4, 8]}, "ladder": [2, 4]})
-    url = f"sqlite:///{tmp_path / 'r.db'}"
+    url = sqlite_url
     orch = Orchestrator(prof, url, tmp_path / "out", driver="virtual")
     steps: list[int] = []
 
@@ -112,8 +112,8 @@ def test_interrupted_grid_trial_is_requeued_on_its_grid_point(tmp_path: Path, mo
     assert "aborted attempt" in report
 
 
-def test_resume_refuses_another_workload(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'r.db'}"
+def test_resume_refuses_another_workload(tmp_path: Path, sqlite_url: str) -> None:
+    url = sqlite_url
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4]}, "ladder": [2]})
     Orchestrator(prof, url, tmp_path, driver="virtual").knee("s")
     other = load_profile(SMOKE, {"search.space": {"max_running_requests": [4]}, "ladder": [2], "workload.seed": 9})

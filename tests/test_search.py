@@ -25,9 +25,9 @@ def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
         con.close()
 
 
-def test_a_config_that_cannot_start_is_infeasible_and_the_study_still_reports(tmp_path: Path) -> None:
+def test_a_config_that_cannot_start_is_infeasible_and_the_study_still_reports(tmp_path: Path, sqlite_url: str) -> None:
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [8], "mem_fraction_static": [0.05, 0.85]}})
-    run = Orchestrator(prof, f"sqlite:///{tmp_path / 'r.db'}", tmp_path, driver="virtual").knee("oom")
+    run = Orchestrator(prof, sqlite_url, tmp_path, driver="virtual").knee("oom")
     statuses = dict(_rows(tmp_path / "r.db", "SELECT mem_fraction_static, status FROM server_configs"))
     assert statuses == {0.05: "infeasible", 0.85: "completed"}
     reason = _rows(tmp_path / "r.db", "SELECT failure_reason FROM server_configs WHERE mem_fraction_static = 0.05")
@@ -85,10 +85,10 @@ def test_promoted_keeps_at_least_min_keep() -> None:
     assert promoted(vals, 0.5, 1) == [{"a": 2}, {"a": 1}]
 
 
-def test_screening_end_to_end_separates_phases_in_store_and_report(tmp_path: Path) -> None:
+def test_screening_end_to_end_separates_phases_in_store_and_report(tmp_path: Path, sqlite_url: str) -> None:
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [2, 4, 8]},
                                 "search.screening": {"enabled": True, "fraction": 0.5, "keep": 0.3}})
-    run = Orchestrator(prof, f"sqlite:///{tmp_path / 'r.db'}", tmp_path, driver="virtual").knee("scr")
+    run = Orchestrator(prof, sqlite_url, tmp_path, driver="virtual").knee("scr")
     phases = _rows(tmp_path / "r.db", "SELECT phase, count(DISTINCT server_config_id), min(window_s) FROM runs "
                                       "GROUP BY phase ORDER BY phase")
     assert [(p, n) for p, n, _ in phases] == [("final", 1), ("screen", 3)]
@@ -97,9 +97,9 @@ def test_screening_end_to_end_separates_phases_in_store_and_report(tmp_path: Pat
     assert "| screen |" in run.report.markdown.read_text()
 
 
-def test_coupled_mode_relaunches_with_the_cap_equal_to_client_concurrency(tmp_path: Path) -> None:
+def test_coupled_mode_relaunches_with_the_cap_equal_to_client_concurrency(tmp_path: Path, sqlite_url: str) -> None:
     prof = load_profile(SMOKE, {"search.mode": "coupled", "search.space": {"max_running_requests": [4]}})
-    run = Orchestrator(prof, f"sqlite:///{tmp_path / 'r.db'}", tmp_path, driver="virtual").knee("cpl")
+    run = Orchestrator(prof, sqlite_url, tmp_path, driver="virtual").knee("cpl")
     rows = _rows(tmp_path / "r.db", "SELECT c.max_running_requests, r.concurrency FROM runs r "
                                     "JOIN server_configs c ON c.id = r.server_config_id ORDER BY r.id")
     assert rows == [(2, 2), (4, 4), (8, 8)]

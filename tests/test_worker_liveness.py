@@ -38,8 +38,8 @@ def _search(url: str, name: str) -> Search:
     return Search(prof, LadderRunner.__new__(LadderRunner), url, name, alone=lambda: False)
 
 
-def test_resume_leaves_a_live_workers_trial_and_rows_alone(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'r.db'}"
+def test_resume_leaves_a_live_workers_trial_and_rows_alone(tmp_path: Path, sqlite_url: str) -> None:
+    url = sqlite_url
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4, 8]}})
     sid = create_study(Orchestrator(prof, url, tmp_path, driver="virtual"), "shared")
     me = psutil.Process()
@@ -60,8 +60,8 @@ def test_resume_leaves_a_live_workers_trial_and_rows_alone(tmp_path: Path) -> No
         assert s.server_configs(sid)[0]["status"] == "running"
 
 
-def test_a_dead_workers_trial_is_requeued_exactly_once_when_two_workers_look_at_once(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'r.db'}"
+def test_a_dead_workers_trial_is_requeued_exactly_once_when_two_workers_look_at_once(tmp_path: Path, sqlite_url: str) -> None:
+    url = sqlite_url
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4, 8]}})
     create_study(Orchestrator(prof, url, tmp_path, driver="virtual"), "s")
     gone = psutil.Popen(["true"])
@@ -82,11 +82,11 @@ def test_a_dead_workers_trial_is_requeued_exactly_once_when_two_workers_look_at_
     assert trials[1].system_attrs["fixed_params"] == trials[0].params
 
 
-def test_doctor_fails_when_a_running_worker_runs_other_code_or_another_workload(tmp_path: Path) -> None:
+def test_doctor_fails_when_a_running_worker_runs_other_code_or_another_workload(tmp_path: Path, sqlite_url: str) -> None:
     from sweep.doctor import workers_check
     from sweep.liveness import sweep_version
 
-    url = f"sqlite:///{tmp_path / 'r.db'}"
+    url = sqlite_url
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4]}})
     sid = create_study(Orchestrator(prof, url, tmp_path, driver="virtual"), "d")
     with Store(url) as store:
@@ -99,12 +99,12 @@ def test_doctor_fails_when_a_running_worker_runs_other_code_or_another_workload(
     assert "old@h2 of d runs sweep 0.0.1+deadbeef" in check.detail and "other@h3 of d measures workload" in check.detail
 
 
-def test_a_study_measured_on_two_gpu_models_is_ranked_per_hardware_group_unless_told(tmp_path: Path) -> None:
+def test_a_study_measured_on_two_gpu_models_is_ranked_per_hardware_group_unless_told(tmp_path: Path, sqlite_url: str) -> None:
     """Worker A (H200) measures two configurations and is interrupted; worker B (A100) joins and does the rest."""
     from sweep.report import write_report
     from sweep.study_context import study_context
 
-    url = f"sqlite:///{tmp_path / 'r.db'}"
+    url = sqlite_url
     space = {"max_running_requests": [2, 4, 8, 16]}
     h200 = load_profile(SMOKE, {"search.space": space, "ladder": [2, 4], "server.sim_gpu": "H200"})
     seen: list[object] = []

@@ -35,14 +35,11 @@ from sweep.drivers.worker import (
     Plan,
     SharedCoord,
     WorkerResult,
-    cpu_fraction,
-    loop_lag_max,
-    loop_lag_p99,
     run_worker,
 )
 from sweep.profile import Window
 from sweep.stream import Requests, RequestStream, StreamExhausted
-from sweep.types import SERVER_DIED, Sample, WindowResult
+from sweep.types import SERVER_DIED, ClientSamples, Sample, WindowResult
 from sweep.workload import warm_media_pool
 
 Clock = Callable[[], float]
@@ -301,21 +298,7 @@ class HttpDriver:
             ws = t0
         we = ws + window.measure_seconds
         records = sorted((r for res in results for r in res.records), key=lambda r: r.scheduled_at)
-        lags = np.concatenate([r.dispatch_lags for r in results]) if results else np.zeros(0)
-        waits = np.concatenate([r.cap_waits for r in results]) if results else np.zeros(0)
-        cpus = [cpu_fraction(r.ticks, ws, we) for r in results]
-        client = {
-            "dispatch_lag_p99_ms": float(np.percentile(lags, 99)) * 1000.0 if lags.size else 0.0,
-            "dispatch_lag_max_ms": float(lags.max()) * 1000.0 if lags.size else 0.0,
-            "cap_wait_p99_ms": float(np.percentile(waits, 99)) * 1000.0 if waits.size else 0.0,
-            "cap_waited": float(waits.size),
-            "loop_lag_max_ms": max((loop_lag_max(r.ticks, ws, we) for r in results), default=0.0) * 1000.0,
-            "loop_lag_p99_ms": max((loop_lag_p99(r.ticks, ws, we) for r in results), default=0.0) * 1000.0,
-            "cpu": max(cpus, default=0.0),  # busiest process, fraction of one core
-            "cpu_total": float(sum(cpus)),
-            "client_procs": float(len(results)),
-            "max_in_flight_seen": float(sum(r.max_in_flight_seen for r in results)),
-        }
+        client = tuple(ClientSamples(r.dispatch_lags, r.cap_waits, r.ticks, r.max_in_flight_seen) for r in results)
         counters_start = dict(start_snap.counters) if start_snap is not None else {}
         counters_end = dict(end_snap.counters) if end_snap is not None else {}
         hist = histogram_delta(start_snap, end_snap, "time_to_first_token_seconds") \

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import time
 from collections import deque
 from typing import Any
 
@@ -107,7 +106,6 @@ class _WindowRun:
                  per_chunk: int, wid: int, seed: int, sample_interval_s: float):
         self.eng, self.specs, self.concurrency, self.window = eng, specs, concurrency, window
         self.per_chunk, self.wid, self.sample_interval_s = per_chunk, wid, sample_interval_s
-        self.cpu0 = time.process_time()
         self.sim_mem = float(eng.cfg.extra.get("sim_gpu_memory_used_mib", 0.0))
         self.start = start = eng.now
         self.built: dict[int, SimRequest] = {}
@@ -298,8 +296,6 @@ class _WindowRun:
         hist_delta = [(le, c1 - c0) for (le, c1), (_, c0) in
                       zip(self.hist_end, self.hist_start or [(0, 0.0)] * len(self.hist_end), strict=True)]
         samples = self.samples + buckets_as_samples("time_to_first_token_seconds", hist_delta, we)
-        client: dict[str, Any] = {"cpu_s": time.process_time() - self.cpu0, "engine_steps": float(self.steps),
-                                  "dispatch_lag_s": 0.0, "virtual": 1.0}
         w = self.window
         return WindowResult(
             concurrency=self.concurrency, records=self.records, samples=samples, window_start=ws,
@@ -307,4 +303,4 @@ class _WindowRun:
             warmup_requests=w.warmup_requests, warmup_seconds=w.warmup_seconds,
             counters_start={k: self.counters_start.get(k, 0.0) for k in COUNTERS},
             counters_end={k: self.counters_end.get(k, 0.0) for k in COUNTERS},
-            ttft_histogram=hist_delta, client=client, simulated=True)
+            ttft_histogram=hist_delta, engine_steps=self.steps, simulated=True)

@@ -360,32 +360,3 @@ async def _open_request(client: Pool, plan: Plan, spec: RequestSpec, rec: Reques
     finally:
         st.in_flight -= 1
         slots.release()
-
-
-def cpu_fraction(ticks: np.ndarray, start: float, end: float) -> float:
-    """Process CPU seconds per wall second between the ticks nearest the window's bounds (0 without ticks)."""
-    if ticks.size == 0:
-        return 0.0
-    inside = ticks[(ticks[:, 0] >= start) & (ticks[:, 0] <= end)]
-    if len(inside) < 2:
-        inside = ticks
-    if len(inside) < 2 or inside[-1, 0] <= inside[0, 0]:
-        return 0.0
-    return float((inside[-1, 2] - inside[0, 2]) / (inside[-1, 0] - inside[0, 0]))
-
-
-def loop_lag_max(ticks: np.ndarray, start: float, end: float) -> float:
-    """Largest event-loop lag (seconds) seen by ticks inside the window."""
-    if ticks.size == 0:
-        return 0.0
-    inside = ticks[(ticks[:, 0] >= start) & (ticks[:, 0] <= end), 1]
-    return float(inside.max()) if inside.size else 0.0
-
-
-def loop_lag_p99(ticks: np.ndarray, start: float, end: float) -> float:
-    """P99 of the event-loop lag (seconds) over the ticks inside the window."""
-    if ticks.size == 0:
-        return 0.0
-    inside = ticks[(ticks[:, 0] >= start) & (ticks[:, 0] <= end), 1]
-    return float(np.percentile(inside, 99)) if inside.size else 0.0
-
