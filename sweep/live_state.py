@@ -63,6 +63,7 @@ class Failure:
     config: str
     what: str  # "launch" | "window c=16" | ...
     reason: str
+    worker: str = ""  # the worker (and host) it failed on
 
 
 @dataclass(frozen=True)
@@ -142,11 +143,14 @@ def read_state(store: Store, study_id: int) -> LiveState:
     pool = finals or knees
     winner = pool[max(pool, key=lambda i: pool[i]["goodput_tps"])] if pool else None
 
+    def where(row: Mapping[str, Any]) -> str:
+        return " on ".join(str(x) for x in (names.get(row.get("worker_id") or -1), row.get("host")) if x)
+
     failures = [Failure(labels[c["id"]], "launch" if not per_config.get(c["id"]) else "ladder",
-                        c.get("failure_reason") or c.get("stop_reason") or c["status"])
+                        c.get("failure_reason") or c.get("stop_reason") or c["status"], where(c))
                 for c in configs if c["status"] == "failed"]
     failures += [Failure(labels.get(r["server_config_id"], "?"), f"{r['phase']} window c={r['concurrency']}",
-                         r.get("reason") or "failed") for r in runs if r["status"] == "failed"]
+                         r.get("reason") or "failed", where(r)) for r in runs if r["status"] == "failed"]
 
     soaks = {r["server_config_id"] for r in runs if r["phase"] == "soak"}
     ladder_configs = [c for c in configs if c["id"] not in soaks]
