@@ -274,7 +274,7 @@ def test_modality_stats_count_what_measure_counts() -> None:
 def test_ties_need_both_intervals_and_an_overlap() -> None:
     from sweep.study_view import tied_with
 
-    pool = {1: {"ci_low": 900, "ci_high": 1000}, 2: {"ci_low": 990, "ci_high": 1100},
+    pool: dict[int, dict[str, int | None]] = {1: {"ci_low": 900, "ci_high": 1000}, 2: {"ci_low": 990, "ci_high": 1100},
             3: {"ci_low": 700, "ci_high": 899}, 4: {"ci_low": None, "ci_high": None}}
     assert tied_with(1, pool) == (2,)
     assert tied_with(4, pool) == () and tied_with(None, pool) == ()
