@@ -24,6 +24,7 @@ from typing import Any
 
 from sweep.knee import find_knee, knee_goodput_ci
 from sweep.ladder import LadderStep, step_points
+from sweep.profile import Profile
 from sweep.store import Store
 from sweep.types import ServerConfig
 from sweep.worker_view import WorkerActivity, activity, worker_labels
@@ -62,6 +63,7 @@ class Failure:
     config: str
     what: str  # "launch" | "window c=16" | ...
     reason: str
+    worker: str = ""  # the worker (and host) it failed on
 
 
 @dataclass(frozen=True)
@@ -100,9 +102,9 @@ def read_state(store: Store, study_id: int) -> LiveState:
     study = store.get_study(study_id)
     if study is None:
         raise LookupError(f"no study {study_id}")
-    profile = json.loads(study["profile_json"])
-    sla = profile["sla"]
-    pt, pp = int(sla.get("ttft_percentile", 99)), int(sla.get("tpot_percentile", 99))
+    prof = Profile.model_validate_json(study["profile_json"])
+    sla = prof.sla
+    pt, pp = int(sla.ttft_percentile), int(sla.tpot_percentile)
     configs = [c for c in store.server_configs(study_id) if c["status"] != "aborted"]
     runs = [r for r in store.study_runs(study_id) if r["status"] != "aborted"]
     labels = {c["id"]: _label(c) for c in configs}
@@ -132,27 +134,29 @@ def read_state(store: Store, study_id: int) -> LiveState:
                             [r.get(f"tpot_p{pp}_ms", r.get("tpot_p99_ms")) for r in steps]))
         if by_id[cid]["status"] in DONE or study["status"] != "running":
             points = step_points([LadderStep.from_row(r) for r in steps])
-            k = find_knee(points, profile["search"]["flatten_threshold"])
+            k = find_knee(points, prof.search.flatten_threshold)
             if k.point is not None:
-                lo, hi = knee_goodput_ci(points, profile["search"]["flatten_threshold"])
+                lo, hi = knee_goodput_ci(points, prof.search.flatten_threshold)
                 knees[cid] = {"config": labels[cid], "phase": steps[0]["phase"], "concurrency": k.point.concurrency,
                               "goodput_tps": k.point.goodput_tps, "ci_low": lo, "ci_high": hi, "reason": k.reason}
     finals = {i: k for i, k in knees.items() if k["phase"] == "final"}
     pool = finals or knees
     winner = pool[max(pool, key=lambda i: pool[i]["goodput_tps"])] if pool else None
 
+    def where(row: Mapping[str, Any]) -> str:
+        return " on ".join(str(x) for x in (names.get(row.get("worker_id") or -1), row.get("host")) if x)
+
     failures = [Failure(labels[c["id"]], "launch" if not per_config.get(c["id"]) else "ladder",
-                        c.get("failure_reason") or c.get("stop_reason") or c["status"])
+                        c.get("failure_reason") or c.get("stop_reason") or c["status"], where(c))
                 for c in configs if c["status"] == "failed"]
     failures += [Failure(labels.get(r["server_config_id"], "?"), f"{r['phase']} window c={r['concurrency']}",
-                         r.get("reason") or "failed") for r in runs if r["status"] == "failed"]
+                         r.get("reason") or "failed", where(r)) for r in runs if r["status"] == "failed"]
 
     soaks = {r["server_config_id"] for r in runs if r["phase"] == "soak"}
     ladder_configs = [c for c in configs if c["id"] not in soaks]
-    phase = "final" if any(r["phase"] == "final" for r in runs) or not profile["search"]["screening"]["enabled"] \
-        else "screen"
+    phase = "final" if any(r["phase"] == "final" for r in runs) or not prof.search.screening.enabled else "screen"
     in_phase = [c for c in ladder_configs if (per_config.get(c["id"]) or [{"phase": phase}])[0]["phase"] == phase]
-    planned = _planned(study["profile_json"], phase)
+    planned = _planned(prof, phase)
     done = sum(c["status"] in DONE for c in in_phase)
     running = sum(c["status"] in ("running", "pending") for c in in_phase)
     failed = sum(c["status"] == "failed" for c in in_phase)
@@ -165,18 +169,16 @@ def read_state(store: Store, study_id: int) -> LiveState:
     if study["status"] == "running" and known:
         eta = (queued + running / 2) * (sum(known) / len(known)) / max(1, running)
     return LiveState(study["name"], study["status"], bool(study["simulated"]), phase,
-                     {"ttft_ms": float(sla["ttft_ms"]), "tpot_ms": float(sla["tpot_ms"]), "ttft_percentile": pt,
+                     {"ttft_ms": float(sla.ttft_ms), "tpot_ms": float(sla.tpot_ms), "ttft_percentile": pt,
                       "tpot_percentile": pp}, planned, done, running, queued, failed, len(windows), eta, winner,
                      activity(workers, configs, runs, _label), curves, windows, failures)
 
 
-def _planned(profile_json: str, phase: str) -> int:
+def _planned(prof: Profile, phase: str) -> int:
     """Configurations the phase means to measure: the trial budget (else the grid's size); for the finals
     after a screen, the share screening promotes."""
-    from sweep.profile import Profile
     from sweep.search import grid_size
 
-    prof = Profile.model_validate_json(profile_json)
     n = prof.search.n_trials or grid_size(prof.search.space)
     sc = prof.search.screening
     return min(n, max(sc.min_keep, math.ceil(sc.keep * n))) if sc.enabled and phase == "final" else n

@@ -45,6 +45,7 @@ Conventions (DESIGN.md, "Definitions"):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -186,7 +187,7 @@ def _block_counts(times: list[float], start: float, end: float, blocks: int) -> 
 
 
 def _bootstrap_ci(
-    values: np.ndarray, stat: Any, n: int, rng: np.random.Generator
+    values: np.ndarray, stat: Callable[[np.ndarray], float], n: int, rng: np.random.Generator
 ) -> tuple[float | None, float | None]:
     """95% percentile-bootstrap interval of stat(sample) over n resamples."""
     if n <= 0 or values.size == 0:
@@ -312,8 +313,8 @@ def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed:
     # Goodput is a rate: resampling requests alone has no spread when every request meets the SLA, so
     # resample time blocks of the window instead (a block bootstrap), which carries the rate's own noise.
     per_block = _block_counts([r.scheduled_at for r in recs if meets_sla(r, sla)], start, end, GOODPUT_BLOCKS)
-    total = (lambda a: float(a.sum()) * GOODPUT_BLOCKS / a.size / window_s) if window_s > 0 else None
-    lo, hi = _bootstrap_ci(per_block, total, bootstrap if window_s > 0 and recs else 0, rng)
+    rate = lambda a: float(a.sum()) * GOODPUT_BLOCKS / a.size / window_s  # noqa: E731 - called only when window_s > 0
+    lo, hi = _bootstrap_ci(per_block, rate, bootstrap if window_s > 0 and recs else 0, rng)
     if lo is not None and hi is not None:
         # each request's SLA outcome is itself uncertain: the attainment's binomial interval at the started rate
         w_lo, w_hi = wilson_interval(len(meeting), n_started)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
-
 from sweep.profile import SLA, LengthDist, Profile, SharedPrefix, Window, Workload
 
 UNKNOWN = "unknown"
@@ -87,13 +85,6 @@ def _known(v: Any) -> str:
     return UNKNOWN if v in (None, "") else str(v)
 
 
-def _profile(raw: dict[str, Any]) -> Profile | None:
-    try:
-        return Profile.model_validate(raw)
-    except ValidationError:
-        return None
-
-
 def _plain(v: Any) -> str:
     """A stored value that no longer validates, still without JSON: nested keys joined, nulls dropped."""
     if isinstance(v, dict):
@@ -112,7 +103,7 @@ def setup_lines(ctx: dict[str, Any]) -> list[str]:
              f"- GPU: {gpu}" + (f" ×{env.get('gpu_count') or 1}" if gpu != UNKNOWN else "")
              + f"; parallel: {_known(env.get('parallel'))}",
              f"- profile `{study.get('profile_name')}`, workload fingerprint `{study.get('fingerprint')}`"]
-    prof = _profile(raw)
+    prof: Profile | None = ctx.get("profile_model")  # re-validated by study_context; None: another version's
     if prof is None:  # a profile stored by another version of sweep: its fields, in words
         lines += [f"- {k}: {_plain(raw[k])}" for k in ("workload", "arrival", "ladder", "window", "sla") if k in raw]
     else:

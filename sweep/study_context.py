@@ -8,10 +8,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from sweep.errors import SweepError
 from sweep.hardware import pick_winner, rank_by_hardware
 from sweep.knee import find_knee, knee_goodput_ci
 from sweep.ladder import LadderStep, step_points
+from sweep.profile import Profile, Search, Soak
 from sweep.report import config_missing
 from sweep.store import Store
 from sweep.study_view import build_view
@@ -55,7 +58,9 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
     configs = store.server_configs(study_id)
     runs = store.study_runs(study_id)
     env = store.environment(study_id) or {}
-    profile = json.loads(study["profile_json"])
+    profile = json.loads(study["profile_json"])  # as stored: the report shows another version's study too
+    prof = stored_profile(study["profile_json"])
+    search = prof.search if prof is not None else Search()
     labels = {c["id"]: ServerConfig.from_mapping(c).label() for c in configs}
     knees: dict[int, dict[str, Any]] = {}
     phases: dict[int, str] = {}
@@ -68,9 +73,9 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
             continue
         phases[c["id"]] = steps[0].get("phase") or "final"
         points = step_points([LadderStep.from_row(r) for r in steps])
-        k = find_knee(points, profile["search"]["flatten_threshold"])
+        k = find_knee(points, search.flatten_threshold)
         if k.point is not None:
-            lo, hi = knee_goodput_ci(points, profile["search"]["flatten_threshold"])
+            lo, hi = knee_goodput_ci(points, search.flatten_threshold)
             knees[c["id"]] = {"concurrency": k.point.concurrency, "goodput_tps": k.point.goodput_tps,
                               "goodput_rps": k.point.goodput_rps, "ci_low": lo, "ci_high": hi,
                               "phase": phases[c["id"]], "reason": k.reason,
@@ -86,20 +91,27 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
     if hardware.reason is not None:
         winner = None  # knees on different GPU models are not comparable: see hardware.winners
     return {"hardware": hardware, "study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
-            "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv,
-            "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, profile),
+            "profile_model": prof, "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv,
+            "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, prof.soak if prof is not None else Soak()),
             "reference_runs": store.reference_runs(study_id), "histograms": store.window_histograms(study_id),
             "view": build_view(store.requests_for_run, configs, runs, knees, winner, pool,
-                               coupled=profile["search"].get("mode") == "coupled"),
+                               coupled=search.mode == "coupled"),
             "request_tokens": store.study_request_tokens(study_id)}
 
 
-def soak_verdicts(store: Store, runs: list[dict[str, Any]], profile: dict[str, Any]) -> dict[int, Any]:
+def stored_profile(profile_json: str) -> Profile | None:
+    """A study's stored profile (sweep_studies.profile_json) re-validated; None when this version of sweep no
+    longer accepts it (a study made by another version: the report then shows its stored fields as they are)."""
+    try:
+        return Profile.model_validate_json(profile_json)
+    except ValidationError:
+        return None
+
+
+def soak_verdicts(store: Store, runs: list[dict[str, Any]], soak: Soak) -> dict[int, Any]:
     """Each completed soak run's verdict, recomputed from its stored samples (the verdict is pure)."""
-    from sweep.profile import Soak
     from sweep.soak import judge
 
-    soak = Soak(**profile.get("soak", {}))
     return {r["id"]: judge(store.samples_for_run(r["id"]), soak, r.get("sla_failures")) for r in runs
             if r.get("phase") == "soak" and r["status"] == "completed"}
 

@@ -62,3 +62,33 @@ def test_contract_gap_names_fields_and_draws_no_conclusion(run: KneeRun, tmp_pat
     assert files.missing == ["SGLang version"]
     text = files.markdown.read_text()
     assert "## No conclusion" in text and "launch_server" not in text
+
+
+def test_the_stored_profile_is_validated_again_and_another_versions_is_shown_in_words(run: KneeRun) -> None:
+    import json
+
+    from sqlalchemy import text
+
+    from sweep.profile import Profile
+    from sweep.report_setup import setup_lines
+    from sweep.store import Store
+    from sweep.study_context import study_context
+
+    store = Store(f"sqlite:///{run.report.markdown.parent.parent.parent / 'r.db'}")
+    ctx = study_context(store, run.study_id)
+    stored = ctx["study"]["profile_json"]
+    assert isinstance(ctx["profile_model"], Profile) and ctx["profile_model"] == Profile.model_validate_json(stored)
+    # a field this version does not know (a study made by a later sweep): no model, the setup in words, no crash
+    other = json.dumps({**json.loads(stored), "future_field": 1})
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE sweep_studies SET profile_json = :p WHERE id = :i"), {"p": other, "i": run.study_id})
+    try:
+        old = study_context(store, run.study_id)
+        assert old["profile_model"] is None and old["knees"] == ctx["knees"]
+        setup = "\n".join(setup_lines(old))
+        assert "- ladder: " in setup and "input distribution (configured)" not in setup
+    finally:
+        with store.engine.begin() as conn:
+            conn.execute(text("UPDATE sweep_studies SET profile_json = :p WHERE id = :i"),
+                         {"p": stored, "i": run.study_id})
+        store.close()

@@ -149,8 +149,8 @@ def test_launch_command_is_shell_quoted_and_round_trips() -> None:
                          ["--load-format", "dummy", "--json-model-override-args", '{"a": 1}', "--trust-remote-code"])
     argv = shlex.split(cmd.replace("\\\n", " "))
     assert argv == ["python", "-m", "sglang.launch_server", "--model-path", "/models/my model's dir",
-                    "--max-running-requests", "8", "--schedule-policy", "lpm", "--load-format", "dummy",
-                    "--json-model-override-args", '{"a": 1}', "--trust-remote-code", "--enable-metrics"]
+                    "--enable-metrics", "--max-running-requests", "8", "--schedule-policy", "lpm",
+                    "--load-format", "dummy", "--json-model-override-args", '{"a": 1}', "--trust-remote-code"]
     assert "  --max-running-requests 8 \\\n" in cmd  # one flag and its value per line
 
 

@@ -117,3 +117,21 @@ def test_a_two_worker_fleet_shows_every_workers_work_as_it_lands(tmp_path: Path)
                            capture_output=True, text=True, timeout=120, cwd=tmp_path,
                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert table.returncode == 0 and "gpu0" in table.stdout and "gpu1" in table.stdout
+
+
+def test_a_failed_launch_names_the_worker_and_host_it_failed_on(tmp_path: Path) -> None:
+    from sweep.profile import load_profile
+    from sweep.types import Placement
+
+    prof = load_profile(SMOKE)
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    sid = store.create_study("fails", "smoke", prof.model_dump_json(), prof.fingerprint(), "grid", True, "http",
+                             "optuna-fails")
+    wid = store.register_worker(sid, "gpu3", "host-b", 4242, 1.0, "3", "test", prof.fingerprint())
+    cid = store.create_server_config(sid, ServerConfig(max_running_requests=8), "sim", [], 0,
+                                     Placement(worker_id=wid, host="host-b", gpu_index="3"))
+    store.update_server_config(cid, status="failed", failure_reason="server exited before ready (crash)")
+    state = read_state(store, sid)
+    assert [(f.config, f.what, f.worker, f.reason) for f in state.failures] == \
+        [("mrr=8", "launch", "gpu3 on host-b", "server exited before ready (crash)")]
+    assert [(w.worker, w.host, w.gpus, w.now) for w in state.workers] == [("gpu3", "host-b", "3", "idle")]

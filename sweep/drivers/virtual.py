@@ -79,172 +79,228 @@ class VirtualDriver:
 
     def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
                    window: Window, arrival: Any = None) -> WindowResult:
-        """One window in simulated time; window_elapsed() follows its clock meanwhile."""
-        eng = handle.engine
-        self._window = (eng, eng.now) if eng is not None else None
-        try:
-            return self._run_window(handle, specs, concurrency, window, arrival)
-        finally:
-            self._window = None
-
-    def _run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
-                    window: Window, arrival: Any = None) -> WindowResult:
         """Closed loop (`concurrency` users) or, for an open-loop arrival, sends at the scheduled times.
 
         Open loop: the schedule is arrivals.plan(arrival, window, seed, concurrency); a request over
         max_in_flight waits for a slot (scheduled_at stays the scheduled time, sent_at is the real send).
+        window_elapsed() follows the window's simulated clock meanwhile.
         """
         eng = handle.engine
         if eng is None or not specs:
             raise ValueError("VirtualDriver needs handle.engine and at least one RequestSpec")
-        sim_mem = float(eng.cfg.extra.get("sim_gpu_memory_used_mib", 0.0))
         # tokens per streamed chunk: the launched server's --stream-interval unless the driver was given one
         per_chunk = self.stream_interval or int((handle.server_info or {}).get("stream_interval") or 1)
-        wid = next(self._windows)
-        start = eng.now
-        built: dict[int, SimRequest] = {}
-        records: list[RequestRecord] = []
-        samples: list[Sample] = []
-        in_flight: dict[str, tuple[RequestRecord, float]] = {}
-        deadlines: list[tuple[float, str]] = []
-        k = 0
-        ws: float | None = start + window.warmup_seconds if window.warmup_requests == 0 else None
-        we = ws + window.measure_seconds if ws is not None else float("inf")
-        counters_start: dict[str, float] = {}
-        counters_end: dict[str, float] = {}
-        hist_start: list[tuple[float, float]] = []
-        hist_end: list[tuple[float, float]] = []
-        warm_cap = start + window.warmup_seconds + window.request_timeout_s  # warm-up that never ends
-        open_loop = arrivals.is_open(arrival)
-        sched: list[float] = []  # open loop: absolute scheduled times, in send order
-        nxt = 0  # next scheduled request to release
-        waiting: deque[float] = deque()  # released but over the in-flight cap: their scheduled times
-        cap = arrivals.cap_for(arrival)
-        if open_loop:
-            offs, ws_off, _ = arrivals.plan(arrival, window, self.seed, concurrency)
-            sched = (start + offs).tolist()
-            ws, we = start + ws_off, start + ws_off + window.measure_seconds
-            warm_cap = float("inf")
-        next_sample = start
-        steps = 0
+        run = _WindowRun(eng, specs, concurrency, window, arrival, per_chunk, wid=next(self._windows),
+                         seed=self.seed, sample_interval_s=self.sample_interval_s)
+        self._window = (eng, run.start)
+        try:
+            return run.run()
+        finally:
+            self._window = None
 
-        def dispatch(t: float, at: float | None = None) -> None:
-            nonlocal k, ws, we
-            spec = spec_at(specs, k)  # a dataset without replay that runs out stops the study (StreamExhausted)
-            proto = built.get(spec.index)
-            if proto is None:
-                proto = built[spec.index] = spec_to_request(spec, "")
-            if ws is None and k >= window.warmup_requests:
-                ws = max(start + window.warmup_seconds, t)
-                we = ws + window.measure_seconds
-            scheduled = t if at is None else at
-            warm = ws is None or scheduled < ws
-            rid = f"v{wid}-{k}"
-            k += 1
-            r = eng.submit(SimRequest(rid, proto.input_ids, proto.max_new_tokens, proto.media_tokens), t)
-            rec = RequestRecord(index=spec.index, concurrency=concurrency, scheduled_at=scheduled, sent_at=t,
-                                prompt_tokens=r.prompt_len, modality=spec.modality, warmup=warm,
-                                sent_prompt_tokens=estimated_prompt_tokens(spec),
-                                sent_output_tokens=spec.output_tokens)
-            records.append(rec)
-            in_flight[rid] = (rec, t)
-            heapq.heappush(deadlines, (t + window.request_timeout_s, rid))
-            if r.status in ("finished", "aborted"):
-                close(rid, t)
 
-        def close(rid: str, t: float, error: str | None = None, kind: str | None = None) -> None:
-            rec, _ = in_flight.pop(rid)
-            r = eng.reqs[rid]
-            times = eng.token_times(r)
-            rec.chunk_times, rec.chunk_tokens = chunk_record(times, per_chunk)
-            rec.first_token_at = times[0] if times else None
-            rec.output_tokens = len(times)
-            rec.cached_tokens = r.cached_tokens
-            rec.num_retractions = r.num_retractions
-            if error is None and r.status == "aborted":
-                error, kind = str((r.finish_reason or {}).get("message", "aborted")), "server_error"
-            if error is None:
-                rec.finished_at = r.finished_at
-            rec.error, rec.error_kind = error, kind
-            eng.forget(rid)
+class _WindowRun:
+    """One window's simulated clients: who is in flight, what is scheduled, and the window's marks."""
 
-        def release(now: float) -> None:
-            """Open loop: queue every request scheduled by now; send what the in-flight cap allows."""
-            nonlocal nxt
-            while nxt < len(sched) and sched[nxt] <= now:
-                waiting.append(sched[nxt])
-                nxt += 1
-            while waiting and len(in_flight) < cap:
-                dispatch(now, waiting.popleft())
+    def __init__(self, eng: Engine, specs: Requests, concurrency: int, window: Window, arrival: Any,
+                 per_chunk: int, wid: int, seed: int, sample_interval_s: float):
+        self.eng, self.specs, self.concurrency, self.window = eng, specs, concurrency, window
+        self.per_chunk, self.wid, self.sample_interval_s = per_chunk, wid, sample_interval_s
+        self.sim_mem = float(eng.cfg.extra.get("sim_gpu_memory_used_mib", 0.0))
+        self.start = start = eng.now
+        self.built: dict[int, SimRequest] = {}
+        self.records: list[RequestRecord] = []
+        self.samples: list[Sample] = []
+        self.in_flight: dict[str, tuple[RequestRecord, float]] = {}
+        self.deadlines: list[tuple[float, str]] = []
+        self.k = 0  # requests taken from the stream so far
+        # the measured window [ws, we): ws is set once warm-up ends (after warmup_requests, or at once)
+        self.ws: float | None = start + window.warmup_seconds if window.warmup_requests == 0 else None
+        self.we = self.ws + window.measure_seconds if self.ws is not None else float("inf")
+        self.counters_start: dict[str, float] = {}
+        self.counters_end: dict[str, float] = {}
+        self.hist_start: list[tuple[float, float]] = []
+        self.hist_end: list[tuple[float, float]] = []
+        self.warm_cap = start + window.warmup_seconds + window.request_timeout_s  # warm-up that never ends
+        self.open_loop = arrivals.is_open(arrival)
+        self.sched: list[float] = []  # open loop: absolute scheduled times, in send order
+        self.nxt = 0  # next scheduled request to release
+        self.waiting: deque[float] = deque()  # released but over the in-flight cap: their scheduled times
+        self.cap = arrivals.cap_for(arrival)
+        if self.open_loop:
+            offs, ws_off, _ = arrivals.plan(arrival, window, seed, concurrency)
+            self.sched = (start + offs).tolist()
+            self.ws, self.we = start + ws_off, start + ws_off + window.measure_seconds
+            self.warm_cap = float("inf")
+        self.next_sample = start
+        self.steps = 0
 
-        if not open_loop:
-            for _ in range(concurrency):
-                dispatch(start)
+    # ---- clients
+    def dispatch(self, t: float, at: float | None = None) -> None:
+        """Send the stream's next request at t (scheduled at `at` in open loop)."""
+        # a dataset without replay that runs out stops the study (StreamExhausted)
+        spec = spec_at(self.specs, self.k)
+        proto = self.built.get(spec.index)
+        if proto is None:
+            proto = self.built[spec.index] = spec_to_request(spec, "")
+        if self.ws is None and self.k >= self.window.warmup_requests:
+            self.ws = max(self.start + self.window.warmup_seconds, t)
+            self.we = self.ws + self.window.measure_seconds
+        scheduled = t if at is None else at
+        warm = self.ws is None or scheduled < self.ws
+        rid = f"v{self.wid}-{self.k}"
+        self.k += 1
+        r = self.eng.submit(SimRequest(rid, proto.input_ids, proto.max_new_tokens, proto.media_tokens), t)
+        rec = RequestRecord(index=spec.index, concurrency=self.concurrency, scheduled_at=scheduled, sent_at=t,
+                            prompt_tokens=r.prompt_len, modality=spec.modality, warmup=warm,
+                            sent_prompt_tokens=estimated_prompt_tokens(spec),
+                            sent_output_tokens=spec.output_tokens)
+        self.records.append(rec)
+        self.in_flight[rid] = (rec, t)
+        heapq.heappush(self.deadlines, (t + self.window.request_timeout_s, rid))
+        if r.status in ("finished", "aborted"):
+            self.close(rid, t)
+
+    def close(self, rid: str, t: float, error: str | None = None, kind: str | None = None) -> None:
+        """Record what the client saw of a request that ended (finished, aborted or given up on)."""
+        eng = self.eng
+        rec, _ = self.in_flight.pop(rid)
+        r = eng.reqs[rid]
+        times = eng.token_times(r)
+        rec.chunk_times, rec.chunk_tokens = chunk_record(times, self.per_chunk)
+        rec.first_token_at = times[0] if times else None
+        rec.output_tokens = len(times)
+        rec.cached_tokens = r.cached_tokens
+        rec.num_retractions = r.num_retractions
+        if error is None and r.status == "aborted":
+            error, kind = str((r.finish_reason or {}).get("message", "aborted")), "server_error"
+        if error is None:
+            rec.finished_at = r.finished_at
+        rec.error, rec.error_kind = error, kind
+        eng.forget(rid)
+
+    def release(self, now: float) -> None:
+        """Open loop: queue every request scheduled by now; send what the in-flight cap allows."""
+        while self.nxt < len(self.sched) and self.sched[self.nxt] <= now:
+            self.waiting.append(self.sched[self.nxt])
+            self.nxt += 1
+        while self.waiting and len(self.in_flight) < self.cap:
+            self.dispatch(now, self.waiting.popleft())
+
+    def replace_user(self, t: float) -> None:
+        """Closed loop: a user whose request ended sends the next one while the window lasts."""
+        if t < self.we and not self.open_loop:
+            self.dispatch(t)
+
+    # ---- the window's marks and probes
+    def _snapshot(self) -> tuple[dict[str, float], list[tuple[float, float]]]:
+        return self.eng.counter_values(), self.eng.hist["time_to_first_token_seconds"].cumulative()
+
+    def mark(self, now: float) -> None:
+        """Open the window once warm-up has run past its cap; read the counters at its start and end."""
+        if self.ws is None and now >= self.warm_cap:
+            self.ws, self.we = now, now + self.window.measure_seconds
+        if self.ws is not None and not self.counters_start and now >= self.ws:
+            self.counters_start, self.hist_start = self._snapshot()
+        if not self.counters_end and now >= self.we:
+            self.counters_end, self.hist_end = self._snapshot()
+
+    def sample(self, now: float) -> None:
+        """The gauges (and the simulated GPU memory) every sample_interval_s of simulated time."""
+        while self.next_sample <= now:
+            g, t = self.eng.gauges, self.next_sample
+            self.samples += [Sample(t, "metrics", name, float(g.get(name, 0.0))) for name in GAUGES]
+            self.samples.append(Sample(t, "gpu", "gpu_mem_used_mib", self.sim_mem, "gpu=0,simulated=1"))
+            self.next_sample += self.sample_interval_s
+
+    def expire(self, now: float) -> None:
+        """Abort every request past its timeout (a closed-loop user then sends its next one)."""
+        deadlines = self.deadlines
+        while deadlines and (deadlines[0][0] <= now or deadlines[0][1] not in self.in_flight):
+            _, rid = heapq.heappop(deadlines)
+            if rid in self.in_flight:
+                self.eng.abort(rid)
+                self.close(rid, now, f"no response within {self.window.request_timeout_s}s", "timeout")
+                self.replace_user(now)
+
+    def horizon(self, now: float) -> float:
+        """The next simulated time something happens outside the engine: sample, deadline, mark or send."""
+        inf = float("inf")
+        ws, we = self.ws, self.we
+        deadline = self.deadlines[0][0] if self.deadlines else inf
+        send = self.sched[self.nxt] if self.nxt < len(self.sched) else inf
+        return min(self.next_sample, deadline, we + self.window.drain_seconds, we if now < we else inf,
+                   ws if ws is not None and now < ws else inf, send)
+
+    def over(self, now: float) -> bool:
+        """Past the window, with nothing left to wait for or the drain grace spent."""
+        idle = not self.in_flight and not self.waiting and self.nxt >= len(self.sched)
+        return now >= self.we and (idle or now >= self.we + self.window.drain_seconds)
+
+    # ---- the loop
+    def run(self) -> WindowResult:
+        eng = self.eng
+        if not self.open_loop:
+            for _ in range(self.concurrency):
+                self.dispatch(self.start)
         while True:
-            interrupt.check()  # a Ctrl-C raised inside a weakref callback of this loop's garbage was swallowed
+            # a Ctrl-C raised inside a weakref callback of this loop's garbage was swallowed: raise it here
+            interrupt.check()
             now = eng.now
-            if open_loop:
-                release(now)
-            if ws is None and now >= warm_cap:
-                ws, we = now, now + window.measure_seconds
-            if ws is not None and not counters_start and now >= ws:
-                counters_start, hist_start = eng.counter_values(), eng.hist["time_to_first_token_seconds"].cumulative()
-            if not counters_end and now >= we:
-                counters_end, hist_end = eng.counter_values(), eng.hist["time_to_first_token_seconds"].cumulative()
-            while next_sample <= now:
-                g = eng.gauges
-                samples += [Sample(next_sample, "metrics", name, float(g.get(name, 0.0))) for name in GAUGES]
-                samples.append(Sample(next_sample, "gpu", "gpu_mem_used_mib", sim_mem, "gpu=0,simulated=1"))
-                next_sample += self.sample_interval_s
-            while deadlines and (deadlines[0][0] <= now or deadlines[0][1] not in in_flight):
-                _, rid = heapq.heappop(deadlines)
-                if rid in in_flight:
-                    eng.abort(rid)
-                    close(rid, now, f"no response within {window.request_timeout_s}s", "timeout")
-                    if now < we and not open_loop:
-                        dispatch(now)
-            if open_loop:
-                release(now)
-            drain_end = we + window.drain_seconds
-            if now >= we and ((not in_flight and not waiting and nxt >= len(sched)) or now >= drain_end):
+            if self.open_loop:
+                self.release(now)
+            self.mark(now)
+            self.sample(now)
+            self.expire(now)
+            if self.open_loop:
+                self.release(now)
+            if self.over(now):
                 break
-            horizon = min(next_sample, deadlines[0][0] if deadlines else float("inf"), drain_end,
-                          we if now < we else float("inf"), ws if ws is not None and now < ws else float("inf"),
-                          sched[nxt] if nxt < len(sched) else float("inf"))
+            until = self.horizon(now)
             if not eng.has_work():
-                eng.idle_until(horizon)
+                eng.idle_until(until)
                 continue
-            res = eng.step(now, until=horizon)
-            steps += res.n_steps
+            res = eng.step(now, until=until)
+            self.steps += res.n_steps
             for rid in res.finished:
-                if rid in in_flight:
-                    close(rid, res.end)
-                    if res.end < we and not open_loop:
-                        dispatch(res.end)
-            if open_loop:
-                release(res.end)
-        for rid in list(in_flight):
-            eng.abort(rid)
-            close(rid, eng.now, f"still running {window.drain_seconds}s after the window", "timeout")
-        for at in [*waiting, *sched[nxt:]]:  # scheduled in the window but never sent: they count as misses
-            if at < we:
-                spec = spec_at(specs, k)
-                k += 1
-                records.append(RequestRecord(index=spec.index, concurrency=concurrency, scheduled_at=at, sent_at=at,
-                                             prompt_tokens=spec.prompt_tokens, modality=spec.modality,
-                                             sent_prompt_tokens=estimated_prompt_tokens(spec),
-                                             sent_output_tokens=spec.output_tokens,
-                                             warmup=ws is None or at < ws, error="never sent: the in-flight cap stayed full",
-                                             error_kind="drain_cutoff"))
+                if rid in self.in_flight:
+                    self.close(rid, res.end)
+                    self.replace_user(res.end)
+            if self.open_loop:
+                self.release(res.end)
+        self.give_up()
+        return self.result()
+
+    def give_up(self) -> None:
+        """After the drain: abort what still runs; one scheduled in the window but never sent is a miss."""
+        for rid in list(self.in_flight):
+            self.eng.abort(rid)
+            why = f"still running {self.window.drain_seconds}s after the window"
+            self.close(rid, self.eng.now, why, "timeout")
+        for at in [*self.waiting, *self.sched[self.nxt:]]:
+            if at < self.we:
+                spec = spec_at(self.specs, self.k)
+                self.k += 1
+                self.records.append(RequestRecord(
+                    index=spec.index, concurrency=self.concurrency, scheduled_at=at, sent_at=at,
+                    prompt_tokens=spec.prompt_tokens, modality=spec.modality,
+                    sent_prompt_tokens=estimated_prompt_tokens(spec), sent_output_tokens=spec.output_tokens,
+                    warmup=self.ws is None or at < self.ws, error="never sent: the in-flight cap stayed full",
+                    error_kind="drain_cutoff"))
+
+    def result(self) -> WindowResult:
+        ws, we = self.ws, self.we
         assert ws is not None
-        if not counters_end:
-            counters_end, hist_end = eng.counter_values(), eng.hist["time_to_first_token_seconds"].cumulative()
-        hist_delta = [(le, c1 - c0) for (le, c1), (_, c0) in zip(hist_end, hist_start or [(0, 0.0)] * len(hist_end),
-                                                                   strict=True)]
-        samples = samples + buckets_as_samples("time_to_first_token_seconds", hist_delta, we)
+        if not self.counters_end:
+            self.counters_end, self.hist_end = self._snapshot()
+        hist_delta = [(le, c1 - c0) for (le, c1), (_, c0) in
+                      zip(self.hist_end, self.hist_start or [(0, 0.0)] * len(self.hist_end), strict=True)]
+        samples = self.samples + buckets_as_samples("time_to_first_token_seconds", hist_delta, we)
+        w = self.window
         return WindowResult(
-            concurrency=concurrency, records=records, samples=samples, window_start=ws, window_end=we,
-            warmup_requests=window.warmup_requests, warmup_seconds=window.warmup_seconds,
-            counters_start={k_: counters_start.get(k_, 0.0) for k_ in COUNTERS},
-            counters_end={k_: counters_end.get(k_, 0.0) for k_ in COUNTERS},
-            ttft_histogram=hist_delta, engine_steps=steps, simulated=True)
+            concurrency=self.concurrency, records=self.records, samples=samples, window_start=ws,
+            window_end=we,
+            warmup_requests=w.warmup_requests, warmup_seconds=w.warmup_seconds,
+            counters_start={k: self.counters_start.get(k, 0.0) for k in COUNTERS},
+            counters_end={k: self.counters_end.get(k, 0.0) for k in COUNTERS},
+            ttft_histogram=hist_delta, engine_steps=self.steps, simulated=True)

@@ -71,7 +71,8 @@ function render(s) {
               cell(r.status, r.status === "lost" ? "l fail" : "l"), cell(r.now, "l"), cell(r.windows_done),
               cell(r.configs_done));
   });
-  fill("failures", s.failures, (r, tr) => tr.append(cell(r.config, "l"), cell(r.what, "l"), cell(r.reason, "l")));
+  fill("failures", s.failures, (r, tr) => tr.append(cell(r.config, "l"), cell(r.what, "l"), cell(r.worker, "l"),
+                                                    cell(r.reason, "l")));
   fill("windows", [...s.windows].reverse(), (r, tr) => {
     tr.dataset.runId = r.run_id;
     tr.append(cell(r.run_id), cell(r.phase, "l"), cell(r.config, "l"), cell(r.concurrency), cell(r.worker, "l"),
