@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,15 @@ KEPT_INFO = (*KNOB_NAMES, "max_total_num_tokens", "version", "simulated", "model
 GPU_TOLERANCE_BYTES = 2**30
 GPU_RELEASE_WAIT_S = 30.0
 READY_LINE_GRACE_S = 3.0  # /health 200 without our ready line: maybe another server owns the port
+
+def server_argv(model_path: str, config: ServerConfig, extra_args: Sequence[str],
+                listen: tuple[str, int] | None = None) -> list[str]:
+    """sglang.launch_server's arguments for one configuration, never the API key: the model, where it listens,
+    metrics on, the knobs (ServerConfig.to_args), the profile's extra args. The launcher starts servers with
+    them; the report prints them as the winner's launch command."""
+    where = ["--host", listen[0], "--port", str(listen[1])] if listen else []
+    return ["--model-path", model_path, *where, "--enable-metrics", *config.to_args(), *extra_args]
+
 
 def pick_server_info(raw: dict[str, Any]) -> dict[str, Any]:
     """The knobs worth keeping from /server_info (top level, else DP rank 0); drops everything else, keys too."""
@@ -102,8 +112,7 @@ class SGLangLauncher:
 
     def launch_args(self, config: ServerConfig, port: int) -> list[str]:
         """The server arguments (after the module or prefix) for one configuration; the key is not one of them."""
-        return ["--model-path", self.spec.model_path, "--host", self.spec.host, "--port", str(port),
-                "--enable-metrics", *config.to_args(), *self.spec.extra_args]
+        return server_argv(self.spec.model_path, config, self.spec.extra_args, listen=(self.spec.host, port))
 
     def _log_path(self, config: ServerConfig) -> Path:
         self.log_dir.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from launchers.sglang import server_argv
 from sweep.report_tables import ci_text, fmt
 from sweep.study_view import StudyView
 from sweep.types import ServerConfig
@@ -15,9 +16,10 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5
 
 
 def launch_argv(model_path: str, knobs: dict[str, Any], extra_args: list[str]) -> list[str]:
-    """The winning configuration's `sglang.launch_server` argv."""
-    return ["python", "-m", "sglang.launch_server", "--model-path", model_path,
-            *ServerConfig(**knobs).to_args(), *extra_args, "--enable-metrics"]
+    """The winning configuration's `sglang.launch_server` argv, as the launcher builds it (its host and port
+    left to the reader)."""
+    return ["python", "-m", "sglang.launch_server", *server_argv(model_path, ServerConfig.from_mapping(knobs),
+                                                                  extra_args)]
 
 
 def launch_command(model_path: str, knobs: dict[str, Any], extra_args: list[str]) -> str:

@@ -50,7 +50,7 @@ def wait_healthy(proc: subprocess.Popen[Any], url: str, deadline_s: float = 30.0
 
 
 @contextlib.contextmanager
-def sim_server(*extra: str, timeout_s: float = 60.0) -> Iterator[str]:
+def sim_server(*extra: str, timeout_s: float = 60.0) -> Iterator[Url]:
     """Run `python -m sglang_sim --enable-metrics` with extra flags; yields its base URL (.proc: the process)."""
     port = free_port()
     argv = [sys.executable, "-m", "sglang_sim", "--model-path", str(ROOT / "models" / "llama3-8b-shape"),

@@ -49,7 +49,7 @@ def test_gamma_needs_exactly_one_of_shape_or_cv_and_profile_parses_every_kind(tm
     for arrival, cls in (({"kind": "closed"}, ClosedArrival), ({"kind": "constant", "rate": 2}, RateArrival),
                          ({"kind": "gamma", "rate": 2, "cv": 2}, GammaArrival),
                          ({"kind": "trace", "path": "t.txt"}, TraceArrival)):
-        assert isinstance(Profile(name="x", arrival=arrival).arrival, cls)
+        assert isinstance(Profile.model_validate({"name": "x", "arrival": arrival}).arrival, cls)
 
 
 def test_trace_replay_comments_header_scale_and_errors(tmp_path: Path) -> None:

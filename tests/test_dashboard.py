@@ -56,7 +56,7 @@ def test_make_dashboard_opens_the_study_and_sees_its_trials(tmp_path: Path) -> N
                 break
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(0.2)
-        assert isinstance(studies, dict), server.stderr.read() if server.poll() is not None else studies
+        assert isinstance(studies, dict), server.communicate()[1] if server.poll() is not None else studies
         by_name = {s["study_name"]: s for s in studies["study_summaries"]}
         assert "dash" in by_name, by_name
         detail = _get(f"http://127.0.0.1:{port}/api/studies/{by_name['dash']['study_id']}?after=0")

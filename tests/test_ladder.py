@@ -102,7 +102,7 @@ def test_an_orchestrator_failure_mid_ladder_aborts_the_attempt(sqlite_store: Sto
     """Ctrl-C during a ladder is not the configuration's fault: its row is aborted (redone on resume)."""
     runner = _runner(sqlite_store, tmp_path, {"ladder": [2, 4]})
 
-    def interrupted(config: ServerConfig, concurrency: int, row: dict[str, object]) -> None:
+    def interrupted(config: ServerConfig, concurrency: int, step: LadderStep) -> None:
         raise KeyboardInterrupt
 
     runner.on_step = interrupted

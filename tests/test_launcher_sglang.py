@@ -198,7 +198,7 @@ def test_sigterm_ignored_is_killed_after_drain(make: Callable[..., sg.SGLangLaun
     h = launcher.start(ServerConfig())
     report = launcher.stop(h)
     assert not report.graceful and report.seconds >= 1.0
-    assert h.process.poll() is not None and not marked(mark)
+    assert h.process is not None and h.process.poll() is not None and not marked(mark)
 
 
 @needs_sim

@@ -42,7 +42,7 @@ def test_the_ladder_legend_sits_outside_every_panel_and_30_configurations_look_d
     assert all(not ax.get_legend() for ax in fig.axes)  # no legend inside a panel
     assert not any(_overlap(legend, ax.get_window_extent(renderer)) for ax in fig.axes)
     ttft = fig.axes[2]
-    lines = [ln for ln in ttft.get_lines() if ln.get_label().startswith("mrr=")]
+    lines = [ln for ln in ttft.get_lines() if str(ln.get_label()).startswith("mrr=")]
     assert len(lines) == 30
     assert len({(to_hex(ln.get_color()), ln.get_marker()) for ln in lines}) == 30
     bound = [ln for ln in ttft.get_lines() if ln.get_label() == "SLA bound"]
@@ -58,8 +58,10 @@ def test_the_pareto_plot_marks_the_front_the_winner_and_the_bound() -> None:
     ax = fig.axes[0]
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
-    assert not _overlap(ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer))
-    labels = [h.get_label() for h in ax.get_legend().legend_handles]  # type: ignore[union-attr]
+    legend = ax.get_legend()
+    assert legend is not None
+    assert not _overlap(legend.get_window_extent(renderer), ax.get_window_extent(renderer))
+    labels = [str(h.get_label()) for h in legend.legend_handles if h is not None]
     assert "Pareto front" in labels and "SLA TTFT P95 bound" in labels
     assert any(lbl.startswith("winner: mrr=240 c=64") for lbl in labels)
     front = next(ln for ln in ax.get_lines() if ln.get_label() == "Pareto front")

@@ -149,8 +149,8 @@ def test_launch_command_is_shell_quoted_and_round_trips() -> None:
                          ["--load-format", "dummy", "--json-model-override-args", '{"a": 1}', "--trust-remote-code"])
     argv = shlex.split(cmd.replace("\\\n", " "))
     assert argv == ["python", "-m", "sglang.launch_server", "--model-path", "/models/my model's dir",
-                    "--max-running-requests", "8", "--schedule-policy", "lpm", "--load-format", "dummy",
-                    "--json-model-override-args", '{"a": 1}', "--trust-remote-code", "--enable-metrics"]
+                    "--enable-metrics", "--max-running-requests", "8", "--schedule-policy", "lpm",
+                    "--load-format", "dummy", "--json-model-override-args", '{"a": 1}', "--trust-remote-code"]
     assert "  --max-running-requests 8 \\\n" in cmd  # one flag and its value per line
 
 
@@ -274,7 +274,7 @@ def test_modality_stats_count_what_measure_counts() -> None:
 def test_ties_need_both_intervals_and_an_overlap() -> None:
     from sweep.study_view import tied_with
 
-    pool = {1: {"ci_low": 900, "ci_high": 1000}, 2: {"ci_low": 990, "ci_high": 1100},
+    pool: dict[int, dict[str, int | None]] = {1: {"ci_low": 900, "ci_high": 1000}, 2: {"ci_low": 990, "ci_high": 1100},
             3: {"ci_low": 700, "ci_high": 899}, 4: {"ci_low": None, "ci_high": None}}
     assert tied_with(1, pool) == (2,)
     assert tied_with(4, pool) == () and tied_with(None, pool) == ()

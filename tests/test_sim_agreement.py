@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sweep.crosscheck import Tolerance
 from sweep.measure import compute_stats
 from sweep.profile import Profile, load_profile
+from sweep.run_stats import RunStats
 from sweep.types import ServerConfig
 from sweep.wiring import ROOT, make_driver, make_launcher
 from sweep.workload import build_workload
@@ -32,7 +32,7 @@ def _profile() -> Profile:
         "window.drain_seconds": 10, "workload.prompt_len": {"kind": "uniform", "low": 1024, "high": 2048}})
 
 
-def _measure(profile: Profile, driver_name: str, log_dir: Path) -> dict[str, Any]:
+def _measure(profile: Profile, driver_name: str, log_dir: Path) -> RunStats:
     """One window at CONCURRENCY through the app's own launcher/driver wiring; the stats of that window."""
     launcher = make_launcher(profile, "sim", driver_name, log_dir)
     driver = make_driver(profile, driver_name, launcher)
@@ -78,4 +78,5 @@ def test_agreement_is_sensitive_to_a_slower_simulated_gpu(tmp_path: Path) -> Non
         update={"extra_args": [*profile.server.extra_args, "--sim-speed", "3"]})})
     base = _measure(profile, "virtual", tmp_path / "logs")
     slowed = _measure(slow, "virtual", tmp_path / "logs")
+    assert slowed.output_tps is not None and base.output_tps is not None
     assert slowed.output_tps < 0.8 * base.output_tps

@@ -70,7 +70,8 @@ def closed_loop(eng: Engine, prompts: list[tuple[list[int], int, dict[str, int]]
     return run
 
 
-def workload(n: int, prompt: tuple[int, int], out: tuple[int, int], seed: int = 0) -> list[tuple[list[int], int, dict]]:
+def workload(n: int, prompt: tuple[int, int], out: tuple[int, int],
+             seed: int = 0) -> list[tuple[list[int], int, dict[str, int]]]:
     rng = random.Random(seed)
     return [([rng.randrange(3, 1000) for _ in range(rng.randint(*prompt))], rng.randint(*out), {}) for _ in range(n)]
 
@@ -105,7 +106,7 @@ def test_small_kv_pool_retracts_queues_and_blows_up_ttft_tail() -> None:
 def test_lpm_beats_fcfs_on_cache_hit_rate_with_shared_prefixes() -> None:
     rng = random.Random(1)
     prefixes = [[rng.randrange(3, 1000) for _ in range(1024)] for _ in range(160)]
-    wl = []
+    wl: list[tuple[list[int], int, dict[str, int]]] = []
     for _ in range(600):
         pre = prefixes[rng.randrange(len(prefixes))]
         wl.append((pre + [rng.randrange(3, 1000) for _ in range(64)], rng.randint(64, 256), {}))
@@ -133,7 +134,7 @@ def test_images_raise_ttft_through_encoder_and_visual_tokens() -> None:
     t_img = closed_loop(Engine(vlm), with_img, 4, 20.0).p("ttft", 50)
     assert t_img > 1.5 * t_text
     # the encoder itself costs time: same visual tokens without encoder FLOPs are faster
-    no_enc = [(ids, out, {}) for ids, out, _ in with_img]
+    no_enc: list[tuple[list[int], int, dict[str, int]]] = [(ids, out, {}) for ids, out, _ in with_img]
     assert closed_loop(Engine(vlm), no_enc, 4, 20.0).p("ttft", 50) < t_img
 
 

@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psutil
 import pytest
@@ -76,7 +76,8 @@ def _finish(procs: list[subprocess.Popen[str]], tmp: Path, timeout_s: float = 24
             p.kill()
             p.wait()
     for p in procs:
-        label = p.args[p.args.index("--label") + 1]  # type: ignore[union-attr]
+        args = cast(list[str], p.args)
+        label = args[args.index("--label") + 1]
         assert p.returncode == 0, (tmp / f"{label}.log").read_text()[-3000:]
 
 

@@ -56,7 +56,9 @@ def export_db(db: str, out: Path, pool_tokens: dict[str, int]) -> int:
             for r in sorted(runs, key=lambda r: (r["server_config_id"], r["concurrency"])):
                 st = studies.get(r["study_name"])
                 if st is None:
-                    prof = json.loads(store.get_study_by_name(r["study_name"])["profile_json"])
+                    study = store.get_study_by_name(r["study_name"])
+                    assert study is not None  # the run was listed under it
+                    prof = json.loads(study["profile_json"])
                     prof["server"]["command"] = None  # a path of the measuring machine, not needed to replay
                     st = studies[r["study_name"]] = {"name": r["study_name"], "profile": prof, "windows": []}
                 reqs = [q for q in store.requests_for_run(r["run_id"]) if not q["warmup"] and q["error"] is None]

@@ -12,8 +12,9 @@ pytestmark = pytest.mark.slow
 
 
 
-def _configs(tmp: Path) -> list[tuple[str, str | None, str | None]]:
-    return q(tmp / "results.db", "SELECT status, failure_reason, stop_reason FROM server_configs")
+def _configs(tmp: Path) -> list[tuple[str, str, str]]:  # NULLs read as ""
+    return q(tmp / "results.db",
+             "SELECT status, coalesce(failure_reason, ''), coalesce(stop_reason, '') FROM server_configs")
 
 
 def test_crash_mid_window_stores_exit_status_and_last_log_lines(tmp_path: Path) -> None:
