@@ -154,6 +154,27 @@ def register(app: typer.Typer) -> None:
         join = shlex.join(["sweep", "worker", "--study", study, "--db", _shown(db)])
         console.print(f"study {study} (id {sid}) created in {_shown(db)}; join it with: {join}")
 
+    @study_app.command("workers")
+    def workers(study: str = typer.Option(..., help="the study"),
+                db: str = typer.Option(DEFAULT_DB, help="the study's database"),
+                fmt: str = typer.Option("table", "--format", help="table | json | csv")) -> None:
+        """Every worker of a study: host, GPU group, status and what it measures or launches now."""
+        from dataclasses import asdict
+
+        from sweep.cli import _emit
+        from sweep.store import Store
+        from sweep.types import ServerConfig
+        from sweep.worker_view import activity
+
+        with Store(db_url(db), create=False) as store:
+            row = store.get_study_by_name(study)
+            if row is None:
+                raise UsageError(f"no study named {study} in {_shown(db)}")
+            rows = activity(store.workers(row["id"]), store.server_configs(row["id"]),
+                            store.study_runs(row["id"]), lambda c: ServerConfig.from_mapping(c).label())
+        _emit([asdict(a) for a in rows], ["worker", "host", "gpus", "status", "now", "windows_done", "configs_done"],
+              fmt)
+
     app.add_typer(study_app, name="study")
 
 

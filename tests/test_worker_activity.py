@@ -117,6 +117,12 @@ def test_a_two_worker_fleet_shows_every_workers_work_as_it_lands(tmp_path: Path)
                            capture_output=True, text=True, timeout=120, cwd=tmp_path,
                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert table.returncode == 0 and "gpu0" in table.stdout and "gpu1" in table.stdout
+    seats = subprocess.run([sys.executable, "-m", "sweep.cli", "study", "workers", "--study", "pair", "--db", str(db),
+                            "--format", "json"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert seats.returncode == 0, seats.stderr
+    assert sorted((w["worker"], w["host"], w["gpus"], w["status"], w["windows_done"]) for w in json.loads(seats.stdout)) \
+        == sorted((w.worker, host, w.gpus, "done", w.windows_done) for w in rows.values())
 
 
 def test_a_failed_launch_names_the_worker_and_host_it_failed_on(tmp_path: Path) -> None:
