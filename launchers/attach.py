@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from launchers import procs
-from launchers.base import ServerHandle, SpawnCallback, StopReport
+from launchers.base import LauncherKind, ServerHandle, SpawnCallback, StopReport
 from launchers.sglang import pick_server_info
 from sweep.errors import LaunchError
 from sweep.types import ServerConfig
@@ -48,7 +48,7 @@ def config_from_server_info(info: dict[str, Any]) -> ServerConfig:
 class AttachLauncher:
     """A Launcher for an already running server at `url` (the knobs are whatever it was started with)."""
 
-    kind = "attach"
+    kind: LauncherKind = "attach"
 
     LIVENESS_PATH = "/model_info"
 

@@ -6,7 +6,7 @@ import socket
 import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from sweep.types import ServerConfig
 
@@ -14,6 +14,9 @@ if TYPE_CHECKING:  # the simulator is a separate package; only the virtual launc
     from sglang_sim.engine import Engine
 
 READY_LINE = "The server is fired up and ready to roll!"
+# What a launcher started (stored as server_configs.launcher): real SGLang, the simulated server process,
+# someone else's server, or the simulator's engine in-process.
+LauncherKind = Literal["sglang", "sim", "attach", "virtual"]
 
 
 @dataclass
@@ -80,7 +83,7 @@ SpawnCallback = Callable[[LaunchRecord], None]
 
 @runtime_checkable
 class Launcher(Protocol):
-    kind: str  # "sglang" | "sim" | "attach" | "virtual"
+    kind: LauncherKind
     simulated: bool
 
     def start(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:

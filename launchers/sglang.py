@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from launchers import flags, keyshim, procs
-from launchers.base import READY_LINE, ServerHandle, SpawnCallback, StopReport
+from launchers.base import READY_LINE, LauncherKind, ServerHandle, SpawnCallback, StopReport
 from launchers.launch_record import spawn_record
 from launchers.server_log import ServerExited, check_alive, classify_failure, read_tail, redact
 from sweep.errors import LaunchError
@@ -77,7 +77,7 @@ def _kill_on_exit() -> None:
 class SGLangLauncher:
     """Starts `python -m sglang.launch_server` (or the simulated server) in its own session."""
 
-    kind = "sglang"  # "sim" for an instance that launches the simulated server (what the store records)
+    kind: LauncherKind = "sglang"  # "sim" for an instance that launches the simulated server
 
     def __init__(self, spec: ServerSpec, log_dir: Path, python: str = sys.executable,
                  module: str = "sglang.launch_server", extra_env: dict[str, str] | None = None,

@@ -11,7 +11,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from launchers.base import ServerHandle, SpawnCallback, StopReport
+from launchers.base import LauncherKind, ServerHandle, SpawnCallback, StopReport
 from sglang_sim.cli import build_parser, knobs_from, make_params, server_info
 from sglang_sim.engine import Engine
 from sglang_sim.fidelity import FAULT_FLAGS, fault_flags
@@ -34,7 +34,7 @@ def refuse_faults(extra_args: list[str]) -> None:
 class VirtualLauncher:
     """Builds a fresh Engine per configuration, as a relaunch would give a cold server."""
 
-    kind = "virtual"
+    kind: LauncherKind = "virtual"
     simulated = True
 
     def __init__(self, gpu: str = "H200", model: str = "llama3-8b", extra_args: list[str] | None = None,

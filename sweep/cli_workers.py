@@ -7,6 +7,7 @@ of one host). `sweep study create` (or `sweep sweep`) stores the study and its p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 from pathlib import Path
@@ -100,6 +101,7 @@ def register(app: typer.Typer) -> None:
                set_: list[str] = typer.Option([], "--set", help="override a profile field outside the "
                                               "workload fingerprint, e.g. search.heartbeat_s=10"),
                progress: bool = typer.Option(True, help="rich progress bars with ETA on stderr"),
+               peers: bool = typer.Option(True, help="also print the windows other workers of the study store"),
                client_procs: int = typer.Option(1, "--client-procs", min=1)) -> None:
         """Join a study and measure its configurations until it is done or this worker's budget is spent."""
         from sweep.hardware import WorkerSeat
@@ -114,8 +116,12 @@ def register(app: typer.Typer) -> None:
         chosen = row["driver"] if driver == "auto" and row else driver
         orch = Orchestrator(prof, url, out, launcher_kind=launcher, driver=chosen, console=console,
                             client_procs=client_procs, seat=seat)
+        from sweep.peer_feed import PeerFeed
+
+        pcts = (int(prof.sla.ttft_percentile), int(prof.sla.tpot_percentile))
+        feed = PeerFeed(url, study, console, pcts) if peers else contextlib.nullcontext()
         try:
-            with interrupt.stop_like_sigint(), StudyProgress(prof, progress, console, worker=label) as bars:
+            with interrupt.stop_like_sigint(), StudyProgress(prof, progress, console, worker=label) as bars, feed:
                 run = orch.join(study, on_step=bars.step_done, on_step_start=bars.step_start,
                                 on_trial=bars.trial_done)
         except KeyboardInterrupt as exc:
@@ -147,6 +153,27 @@ def register(app: typer.Typer) -> None:
                            study)
         join = shlex.join(["sweep", "worker", "--study", study, "--db", _shown(db)])
         console.print(f"study {study} (id {sid}) created in {_shown(db)}; join it with: {join}")
+
+    @study_app.command("workers")
+    def workers(study: str = typer.Option(..., help="the study"),
+                db: str = typer.Option(DEFAULT_DB, help="the study's database"),
+                fmt: str = typer.Option("table", "--format", help="table | json | csv")) -> None:
+        """Every worker of a study: host, GPU group, status and what it measures or launches now."""
+        from dataclasses import asdict
+
+        from sweep.cli import _emit
+        from sweep.store import Store
+        from sweep.types import ServerConfig
+        from sweep.worker_view import activity
+
+        with Store(db_url(db), create=False) as store:
+            row = store.get_study_by_name(study)
+            if row is None:
+                raise UsageError(f"no study named {study} in {_shown(db)}")
+            rows = activity(store.workers(row["id"]), store.server_configs(row["id"]),
+                            store.study_runs(row["id"]), lambda c: ServerConfig.from_mapping(c).label())
+        _emit([asdict(a) for a in rows], ["worker", "host", "gpus", "status", "now", "windows_done", "configs_done"],
+              fmt)
 
     app.add_typer(study_app, name="study")
 

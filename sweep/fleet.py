@@ -59,7 +59,7 @@ def worker_command(seat: Seat, study: str, db: str, out: Path, driver: str | Non
     """The `sweep worker` command line of one seat."""
     cmd = [sys.executable, "-m", "sweep.cli", "worker", "--study", study, "--db", db, "--out", str(out),
            "--gpus", ",".join(str(g) for g in seat.gpus), "--ports", f"{seat.ports[0]}-{seat.ports[1]}",
-           "--label", seat.label, "--no-progress", "--client-procs", str(client_procs)]
+           "--label", seat.label, "--no-progress", "--no-peers", "--client-procs", str(client_procs)]
     if driver:
         cmd += ["--driver", driver]
     if launcher:
@@ -71,9 +71,10 @@ class FleetProgress:
     """What the fleet prints from the study's database: every worker's landed windows and what each does."""
 
     def __init__(self, store: Store, study_id: int, labels: list[str], console: Any,
-                 percentiles: tuple[int, int] = (99, 99)):
+                 percentiles: tuple[int, int] = (99, 99), exclude: tuple[str, int] | None = None):
         self.store, self.study_id, self.labels, self.console = store, study_id, labels, console
         self.percentiles = percentiles
+        self.exclude = exclude  # (host, pid) of a worker whose windows are not news here: it prints its own
         self.seen: set[int] = set()
         self.shown: dict[str, str] = {}
 
@@ -83,9 +84,11 @@ class FleetProgress:
         configs = {c["id"]: c for c in self.store.server_configs(self.study_id)}
         runs = [r for r in self.store.study_runs(self.study_id) if r["status"] != "aborted"]
         names = worker_labels(workers)
+        mine = {w["id"] for w in workers if self.exclude == (w["host"], w["pid"])}
         landed = []
         for r in runs:
-            if r["status"] != "completed" or r["id"] in self.seen or r.get("reference_for_run_id") is not None:
+            if r["status"] != "completed" or r["id"] in self.seen or r.get("reference_for_run_id") is not None \
+                    or r.get("worker_id") in mine:
                 continue
             self.seen.add(r["id"])
             who = names.get(r.get("worker_id") or -1)

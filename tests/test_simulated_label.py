@@ -17,8 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_a_wrapped_simulator_is_labelled_simulated(tmp_path: Path) -> None:
     # A wrapper with start-server.sh's calling convention that runs the simulator instead of SGLang.
     wrapper = tmp_path / "fake-start.sh"
+    # Like start-server.sh it starts the server through sweep's key shim when one is set (the key is in no argv).
     wrapper.write_text(f'#!/usr/bin/env bash\nshift; [ "${{1:-}}" = "--" ] && shift\n'
-                       f'exec {sys.executable} -m sglang_sim "$@"\n')
+                       f'if [ -n "${{SWEEP_SERVER_SHIM:-}}" ]; then exec {sys.executable} -c "$SWEEP_SERVER_SHIM" '
+                       f'sglang_sim "$@"; fi\nexec {sys.executable} -m sglang_sim "$@"\n')
     db = tmp_path / "r.db"
     proc = subprocess.run(
         [sys.executable, "-m", "sweep.cli", "ladder", "--profile", str(ROOT / "profiles" / "smoke.yaml"),

@@ -117,6 +117,12 @@ def test_a_two_worker_fleet_shows_every_workers_work_as_it_lands(tmp_path: Path)
                            capture_output=True, text=True, timeout=120, cwd=tmp_path,
                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert table.returncode == 0 and "gpu0" in table.stdout and "gpu1" in table.stdout
+    seats = subprocess.run([sys.executable, "-m", "sweep.cli", "study", "workers", "--study", "pair", "--db", str(db),
+                            "--format", "json"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert seats.returncode == 0, seats.stderr
+    assert sorted((w["worker"], w["host"], w["gpus"], w["status"], w["windows_done"]) for w in json.loads(seats.stdout)) \
+        == sorted((w.worker, host, w.gpus, "done", w.windows_done) for w in rows.values())
 
 
 def test_a_failed_launch_names_the_worker_and_host_it_failed_on(tmp_path: Path) -> None:
@@ -135,3 +141,37 @@ def test_a_failed_launch_names_the_worker_and_host_it_failed_on(tmp_path: Path) 
     assert [(f.config, f.what, f.worker, f.reason) for f in state.failures] == \
         [("mrr=8", "launch", "gpu3 on host-b", "server exited before ready (crash)")]
     assert [(w.worker, w.host, w.gpus, w.now) for w in state.workers] == [("gpu3", "host-b", "3", "idle")]
+
+
+@pytest.mark.slow
+def test_a_lone_worker_also_prints_the_windows_other_workers_store(tmp_path: Path) -> None:
+    db = tmp_path / "results.db"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    sets = ["--set", f"search.space={json.dumps({'max_running_requests': [2, 4, 8, 16, 32, 64]})}", "--set",
+            "ladder=[2,4]", "--set", "window.measure_seconds=1", "--set", "window.drain_seconds=1"]
+    created = subprocess.run([sys.executable, "-m", "sweep.cli", "study", "create", "--profile", str(SMOKE),
+                              "--study", "duo", "--db", str(db), "--driver", "http", "--launcher", "sim", *sets],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert created.returncode == 0, created.stderr
+
+    def worker(label: str) -> subprocess.Popen[str]:
+        log = open(tmp_path / f"{label}.log", "w")  # noqa: SIM115 - closed when the process exits
+        return subprocess.Popen([sys.executable, "-m", "sweep.cli", "worker", "--study", "duo", "--db", str(db),
+                                 "--out", str(tmp_path / "reports"), "--label", label, "--launcher", "sim",
+                                 "--no-progress", "--set", "search.heartbeat_s=1"],
+                                cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+
+    first = worker("a")
+    store = Store(f"sqlite:///{db}", create=False)
+    study = wait_for(lambda: store.get_study_by_name("duo"), 60, "the study")
+    wait_for(lambda: store.workers(study["id"]), 120, "worker a to join")
+    second = worker("b")
+    for p in (first, second):
+        assert p.wait(timeout=400) == 0, (tmp_path / "a.log").read_text()[-2000:] + (tmp_path / "b.log").read_text()[-2000:]
+    logs = {label: (tmp_path / f"{label}.log").read_text() for label in ("a", "b")}
+    peer = {label: re.findall(r"^\s+\[([ab])\] final\s+mrr=\d+ c=\d+\s+goodput", text, re.M)
+            for label, text in logs.items()}
+    own = {label: re.findall(r"^\[\d+/\d+\] ([ab]) final ", text, re.M) for label, text in logs.items()}
+    assert set(own["a"]) == {"a"} and set(own["b"]) == {"b"} and len(own["a"]) + len(own["b"]) == 12
+    assert "a" not in peer["a"] and "b" not in peer["b"]  # a worker's own windows are printed once, as its own
+    assert peer["a"].count("b") >= 1, logs["a"][-3000:]  # a saw b's windows land while it measured its own
