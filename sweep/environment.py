@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from launchers.base import ServerHandle
 from sweep.profile import Profile
+from sweep.store import Store
 
 
 def normalise_env(raw: dict[str, Any], profile: Profile, simulated: bool) -> dict[str, Any]:
@@ -48,3 +51,38 @@ def _parallel(extra_args: list[str]) -> str:
         if a in ("--dp-size", "--dp", "--data-parallel-size"):
             dp = extra_args[i + 1]
     return f"TP {tp}, DP {dp}"
+
+
+class EnvironmentRecord:
+    """A study's environments row, kept in step with what each launched server says about itself.
+
+    `on_launch` is the ladder's callback: a server that reports it is sweep's simulator (attached, or behind a
+    wrapper) labels the study simulated whatever launcher started it, so simulated numbers never pass for a
+    measurement of SGLang; flags the simulator accepted and ignored are recorded and said; the server's own
+    version (from /server_info) wins over the package's, which a wrapper script hides.
+    """
+
+    def __init__(self, store: Store, study_id: int, env: dict[str, Any], simulated: bool,
+                 say: Callable[[str], None]):
+        self.store, self.study_id, self.env, self.simulated, self.say = store, study_id, env, simulated, say
+        self.unmodelled: list[str] = []
+        store.record_environment(study_id, env)
+
+    def on_launch(self, handle: ServerHandle) -> None:
+        if handle.server_info.get("simulated") and not self.simulated:
+            handle.simulated = True
+            self.simulated = True
+            self.store.mark_study_simulated(self.study_id)
+            self.env["simulated"] = True
+            self.store.record_environment(self.study_id, self.env)
+            self.say("[bold yellow]SIMULATED[/]: the server reports it is sweep's simulator; labelled so.")
+        flags = [f for f in handle.server_info.get("unmodelled_flags") or [] if f not in self.unmodelled]
+        if flags:  # the simulator accepted these and ignored them: the terminal, the DB and the report say so
+            self.unmodelled.extend(flags)
+            self.env["sim_unmodelled_flags"] = list(self.unmodelled)
+            self.store.record_environment(self.study_id, self.env)
+            for f in flags:
+                self.say(f"[bold yellow]SIMULATOR does not model[/] {f}")
+        if handle.version and handle.version != self.env.get("sglang_version"):
+            self.env["sglang_version"] = handle.version
+            self.store.record_environment(self.study_id, self.env)

@@ -28,6 +28,7 @@ from typing import Any
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 _received: list[signal.Signals] = []
+_active: list[bool] = []  # one entry per stop_like_sigint() block being run
 
 
 class Interrupted(KeyboardInterrupt):
@@ -66,8 +67,9 @@ def _raise_for(sig: signal.Signals) -> None:
 
 
 def check() -> None:
-    """Raise for a stop signal already received (its first KeyboardInterrupt may have been swallowed)."""
-    if _received:
+    """Inside stop_like_sigint(): raise for a stop signal already received (its first KeyboardInterrupt may have
+    been swallowed). Outside it (a library caller, a test after an interrupted run) nothing is raised."""
+    if _received and _active:
         _raise_for(_received[0])
 
 
@@ -104,9 +106,11 @@ def stop_like_sigint() -> Iterator[None]:
         signal.signal(signal.SIGINT, _handler)
     _hooks.append(sys.unraisablehook)
     sys.unraisablehook = _quiet_lost_interrupt
+    _active.append(True)
     try:
         yield
     finally:
+        _active.pop()
         sys.unraisablehook = _hooks.pop()
         for s, h in previous.items():
             signal.signal(s, h)

@@ -9,8 +9,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from launchers.base import ServerHandle
-from sweep.environment import normalise_env
+from sweep.environment import EnvironmentRecord, normalise_env
 from sweep.errors import ProfileError, SweepError, UsageError
 from sweep.hardware import WorkerSeat, detect
 from sweep.ladder import LadderRunner
@@ -130,36 +129,11 @@ class Orchestrator:
         identity = replace(identity, worker_id=worker_id)
         log_dir = self.out_dir / study_name / "logs" / (seat.label or "")
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir, seat)
-        env = normalise_env(launcher.environment(), self.profile, self.simulated)
-        self.store.record_environment(study_id, env)
+        record = EnvironmentRecord(self.store, study_id, normalise_env(launcher.environment(), self.profile,
+                                                                        self.simulated), self.simulated, self.say)
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
-
-        unmodelled: list[str] = []
-
-        def on_launch(handle: ServerHandle) -> None:
-            # A server that says it is simulated (an attached or wrapped sim) is labelled so, whatever
-            # launcher started it: simulated numbers must never pass for a measurement of SGLang.
-            if handle.server_info.get("simulated") and not self.simulated:
-                handle.simulated = True
-                self.simulated = True
-                self.store.mark_study_simulated(study_id)
-                env["simulated"] = True
-                self.store.record_environment(study_id, env)
-                self.say("[bold yellow]SIMULATED[/]: the server reports it is sweep's simulator; labelled so.")
-            flags = [f for f in handle.server_info.get("unmodelled_flags") or [] if f not in unmodelled]
-            if flags:  # the simulator accepted these and ignored them: the terminal, the DB and the report say so
-                unmodelled.extend(flags)
-                env["sim_unmodelled_flags"] = list(unmodelled)
-                self.store.record_environment(study_id, env)
-                for f in flags:
-                    self.say(f"[bold yellow]SIMULATOR does not model[/] {f}")
-            # The server's own /server_info is the surest version (a wrapper script hides the package).
-            if handle.version and handle.version != env.get("sglang_version"):
-                env["sglang_version"] = handle.version
-                self.store.record_environment(study_id, env)
-
         runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name,
-                              on_step=on_step, on_launch=on_launch)
+                              on_step=on_step, on_launch=record.on_launch)
         runner.on_step_start = on_step_start
         if self.profile.crosscheck.enabled:
             from sweep.crosscheck_step import CrossChecker
@@ -192,6 +166,7 @@ class Orchestrator:
                                 soak=soak if self.profile.soak.enabled else None)
             status = "done"
         finally:
+            self.simulated = record.simulated  # a launched server may have said it is the simulator
             self.store.set_worker_status(worker_id, status)
         if result.stopped_reason:
             self.say(f"search stopped early: {result.stopped_reason}")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -14,24 +16,32 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _sim_processes(since: float) -> list[psutil.Process]:
+MARK = "SWEEP_TEST_E2E_MARK"  # set in the sweep process's environment: its servers inherit it
+
+
+def _sim_processes(mark: str) -> list[psutil.Process]:
+    """This test's simulated servers (other simulators on the host, another checkout's tests say, are not)."""
     found = []
-    for p in psutil.process_iter(["cmdline", "create_time"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if "sglang_sim" in cmd and (p.info["create_time"] or 0) >= since - 1:
-            found.append(p)
+    for p in psutil.process_iter(["cmdline"]):
+        if "sglang_sim" not in " ".join(p.info["cmdline"] or []):
+            continue
+        try:
+            if p.environ().get(MARK) == mark:
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
     return found
 
 
 @pytest.mark.slow
 def test_smoke_knee_over_http_stores_runs_requests_and_a_knee(tmp_path: Path) -> None:
-    t0 = time.time()
+    mark = uuid.uuid4().hex
     db = tmp_path / "results.db"
     out = tmp_path / "reports"
     proc = subprocess.run(
         [sys.executable, "-m", "sweep.cli", "knee", "--profile", str(ROOT / "profiles" / "smoke.yaml"),
          "--db", str(db), "--out", str(out), "--driver", "http", "--study", "smoke-e2e"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env={**os.environ, MARK: mark})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "SIMULATED" in proc.stderr
     assert "knee" in proc.stderr
@@ -52,6 +62,6 @@ def test_smoke_knee_over_http_stores_runs_requests_and_a_knee(tmp_path: Path) ->
     statuses = {r[0] for r in con.execute("SELECT status FROM server_configs")}
     assert statuses <= {"completed", "infeasible"}
     deadline = time.time() + 10
-    while _sim_processes(t0) and time.time() < deadline:
+    while _sim_processes(mark) and time.time() < deadline:
         time.sleep(0.1)
-    assert not _sim_processes(t0), "a simulated server process was left running"
+    assert not _sim_processes(mark), "a simulated server process was left running"

@@ -57,3 +57,12 @@ def test_asyncio_keeps_its_own_sigint_handling_and_a_second_ctrl_c_is_ignored_af
             asyncio.run(interrupted())
         signal.raise_signal(signal.SIGINT)  # during the teardown: ignored
         assert interrupt.received() == signal.SIGINT
+
+
+def test_a_signal_of_a_finished_run_does_not_stop_later_work() -> None:
+    # The virtual driver and the ladder call check(): a run interrupted earlier in the same process (a test, a
+    # library caller) must not stop them once its stop_like_sigint() block is over.
+    with pytest.raises(KeyboardInterrupt), interrupt.stop_like_sigint():
+        signal.raise_signal(signal.SIGINT)
+    assert interrupt.received() == signal.SIGINT  # still known to the error mapper after the block
+    interrupt.check()
