@@ -6,18 +6,10 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import Iterator
 
 import pytest
 
 from sweep import interrupt
-
-
-@pytest.fixture(autouse=True)
-def _forget_the_signal() -> Iterator[None]:
-    """A real process exits after its stop signal; this one runs more tests, whose loops call interrupt.check()."""
-    yield
-    interrupt._received.clear()
 
 
 class _SignalsWhenCollected:
