@@ -85,7 +85,7 @@ class Orchestrator:
         """Join an existing study as one more worker and measure until its work is done."""
         existing = self.store.get_study_by_name(study_name)
         if existing is None:
-            raise SweepError(f"no study named {study_name} in {self.store._shown}: create it with "
+            raise SweepError(f"no study named {study_name} in {self.store.shown}: create it with "
                              "`sweep study create` or `sweep sweep`")
         self.open_study(study_name, resume=True)
         return self._work(existing["id"], study_name, on_step, on_step_start, on_trial)
