@@ -129,7 +129,7 @@ def faults_from(args: argparse.Namespace) -> Faults:
 
 
 def build_server(args: argparse.Namespace, eng: Engine) -> SimServer:
-    """The HTTP front over an engine: /server_info, the model folder's tokenizer, the API key and the faults."""
+    """The HTTP front over an engine: /server_info, the model folder's tokenizer, API key and faults."""
     info = server_info(args, eng)
     tokenizer = load_tokenizer(args.model_path)
     info["tokenizer"] = tokenizer.source
@@ -140,7 +140,7 @@ def build_server(args: argparse.Namespace, eng: Engine) -> SimServer:
 
 
 class Lifecycle:
-    """The server process's life around uvicorn: the ready line, SIGTERM's drain, SIGINT, simulated crash and hang."""
+    """The process's life around uvicorn: the ready line, SIGTERM's drain, SIGINT, simulated crash, hang."""
 
     def __init__(self, args: argparse.Namespace, eng: Engine, sim: SimServer, server: uvicorn.Server):
         self.args, self.eng, self.sim, self.server = args, eng, sim, server
@@ -214,8 +214,8 @@ class Lifecycle:
 async def serve(args: argparse.Namespace, eng: Engine) -> int:
     """Serve the engine over HTTP until SIGTERM's drain ends or SIGINT; 1 if the port could not be bound."""
     sim = build_server(args, eng)
-    server = _Server(uvicorn.Config(sim.app(), host=args.host, port=args.port, log_level="warning", access_log=False,
-                                    timeout_graceful_shutdown=5))
+    server = _Server(uvicorn.Config(sim.app(), host=args.host, port=args.port, log_level="warning",
+                                    access_log=False, timeout_graceful_shutdown=5))
     life = Lifecycle(args, eng, sim, server)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, life.on_sigterm)
@@ -232,7 +232,49 @@ async def serve(args: argparse.Namespace, eng: Engine) -> int:
     return 0
 
 
+def log_server_args(args: argparse.Namespace, params: SimParams) -> None:
+    """The unmodelled flags, then the server_args line, as SGLang logs it (the API key included)."""
+    for line in unmodelled_flags(args, args.schedule_policy):
+        log(f"WARNING: accepted but not simulated: {line}")
+    log(f"server_args=ServerArgs(model_path='{args.model_path}', mem_fraction_static={args.mem_fraction_static}, "
+        f"max_running_requests={args.max_running_requests}, chunked_prefill_size={args.chunked_prefill_size}, "
+        f"schedule_policy='{args.schedule_policy}', tp_size={args.tp_size}, host='{args.host}', port={args.port}, "
+        f"random_seed={args.random_seed}, stream_interval={args.stream_interval}, sim_gpu='{params.gpu.name}', "
+        f"sim_model='{params.model.name}', sim_speed={params.speed}, "
+        f"api_key={args.api_key!r})")  # as SGLang's server_args line does: the key is in the log
+
+
+def spawn_orphan() -> None:
+    """--sim-spawn-orphan: a child in a session of its own, which a process-group kill does not reach."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", "sim-orphan"],
+                             start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    log(f"Spawned orphan child pid={child.pid} in its own session (--sim-spawn-orphan)")
+
+
+def load_engine(args: argparse.Namespace, params: SimParams) -> Engine | None:
+    """The engine, with SGLang's weight-loading and KV-pool lines; None (OOM logged) if the pool won't fit."""
+    gib = params.gpu.mem_bytes / 2**30 - params.gpu.context_bytes / 2**30
+    log(f"Load weight begin. avail mem={gib:.2f} GB")
+    try:
+        eng = Engine(params, knobs_from(args), log=log, seed=args.random_seed)
+    except SimOOM as exc:
+        log(f"Load weight end. mem usage={params.model.weight_bytes / 2**30:.2f} GB.")
+        log(f"RuntimeError: {exc}")
+        return None
+    c = eng.cfg
+    log(f"Load weight end. type={params.model.name}, avail mem={gib - c.extra['weight_gb']:.2f} GB, "
+        f"mem usage={c.extra['weight_gb']:.2f} GB.")
+    log(f"KV Cache is allocated. #tokens: {c.max_total_num_tokens}, K size: {c.extra['kv_gb'] / 2:.2f} GB, "
+        f"V size: {c.extra['kv_gb'] / 2:.2f} GB")
+    log(f"max_total_num_tokens={c.max_total_num_tokens}, chunked_prefill_size={c.chunked_prefill_size}, "
+        f"max_prefill_tokens={args.max_prefill_tokens}, max_running_requests={c.max_running_requests}, "
+        f"context_len={c.context_len}, available_gpu_mem={c.available_gpu_mem_gb:.2f} GB")
+    return eng
+
+
 def main(argv: list[str] | None = None) -> int:
+    """`python -m sglang_sim`: exit 2 for a bad preset, 1 if the KV pool does not fit or the port is taken."""
     args = build_parser().parse_args(argv)
     log("SIMULATED SGLang server (sglang_sim): no GPU and no model weights; timings come from a roofline model.")
     try:
@@ -242,35 +284,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.random_seed is None:
         args.random_seed = random.randrange(1 << 30)
-    for line in unmodelled_flags(args, args.schedule_policy):
-        log(f"WARNING: accepted but not simulated: {line}")
-    log(f"server_args=ServerArgs(model_path='{args.model_path}', mem_fraction_static={args.mem_fraction_static}, "
-        f"max_running_requests={args.max_running_requests}, chunked_prefill_size={args.chunked_prefill_size}, "
-        f"schedule_policy='{args.schedule_policy}', tp_size={args.tp_size}, host='{args.host}', port={args.port}, "
-        f"random_seed={args.random_seed}, stream_interval={args.stream_interval}, sim_gpu='{params.gpu.name}', "
-        f"sim_model='{params.model.name}', sim_speed={params.speed}, "
-        f"api_key={args.api_key!r})")  # as SGLang's server_args line does: the key is in the log
+    log_server_args(args, params)
     if args.sim_spawn_orphan:
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", "sim-orphan"],
-                                 start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
-        log(f"Spawned orphan child pid={child.pid} in its own session (--sim-spawn-orphan)")
-    gib = params.gpu.mem_bytes / 2**30 - params.gpu.context_bytes / 2**30
-    log(f"Load weight begin. avail mem={gib:.2f} GB")
-    try:
-        eng = Engine(params, knobs_from(args), log=log, seed=args.random_seed)
-    except SimOOM as exc:
-        log(f"Load weight end. mem usage={params.model.weight_bytes / 2**30:.2f} GB.")
-        log(f"RuntimeError: {exc}")
+        spawn_orphan()
+    eng = load_engine(args, params)
+    if eng is None:
         return 1
-    c = eng.cfg
-    log(f"Load weight end. type={params.model.name}, avail mem={gib - c.extra['weight_gb']:.2f} GB, "
-        f"mem usage={c.extra['weight_gb']:.2f} GB.")
-    log(f"KV Cache is allocated. #tokens: {c.max_total_num_tokens}, K size: {c.extra['kv_gb'] / 2:.2f} GB, "
-        f"V size: {c.extra['kv_gb'] / 2:.2f} GB")
-    log(f"max_total_num_tokens={c.max_total_num_tokens}, chunked_prefill_size={c.chunked_prefill_size}, "
-        f"max_prefill_tokens={args.max_prefill_tokens}, max_running_requests={c.max_running_requests}, "
-        f"context_len={c.context_len}, available_gpu_mem={c.available_gpu_mem_gb:.2f} GB")
     if not Path(args.model_path).exists():
         log(f"WARNING: model path {args.model_path} does not exist; the simulator does not need it")
     try:

@@ -76,7 +76,8 @@ class ServerConfig:
 
     def label(self) -> str:
         """Short text for tables and the terminal, e.g. "mrr=64 mem=0.85"."""
-        return " ".join(f"{KNOB_LABELS[k]}={v}" for k, v in self.knobs().items()) or "defaults"
+        labels = {f.name: f.metadata["label"] for f in fields(self)}
+        return " ".join(f"{labels[k]}={v}" for k, v in self.knobs().items()) or "defaults"
 
 
 KNOB_NAMES: tuple[str, ...] = tuple(f.name for f in fields(ServerConfig))

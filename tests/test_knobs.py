@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ from sglang_sim.cli import POLICIES
 from sglang_sim.params import EngineKnobs
 from sweep.profile import Space
 from sweep.store.models import KNOB_COLUMNS, ServerConfigRow
-from sweep.types import KNOB_LABELS, KNOB_NAMES, SCHEDULE_POLICIES, ServerConfig
+from sweep.types import KNOB_LABELS, KNOB_NAMES, SCHEDULE_POLICIES, ServerConfig, _knob
 
 ROOT = Path(__file__).resolve().parent.parent
 KNOB_QUOTED = re.compile(r"[\"'](" + "|".join(KNOB_NAMES) + r")[\"']")
@@ -69,3 +69,17 @@ def test_from_mapping_types_each_knob_and_ignores_other_keys() -> None:
         ServerConfig(max_running_requests=8)
     with pytest.raises(ValueError, match="max_running_requests='6.5' is not an int"):
         ServerConfig.from_mapping({"max_running_requests": "6.5"})
+
+
+def test_a_fifth_knob_is_one_more_field() -> None:
+    """Names, label, flag, typing and columns follow the fields; what else a knob needs (its search domain in
+    profile.Space, a store column and its migration, the simulator's EngineKnobs) the first test names."""
+
+    @dataclass(frozen=True)
+    class WithFifth(ServerConfig):
+        max_prefill_tokens: int | None = _knob("prefill", int)
+
+    cfg = WithFifth.from_mapping({"max_prefill_tokens": "8192", "max_running_requests": 4})
+    assert cfg.to_args() == ["--max-running-requests", "4", "--max-prefill-tokens", "8192"]
+    assert cfg.label() == "mrr=4 prefill=8192"
+    assert cfg.columns()["max_prefill_tokens"] == 8192 and cfg.key() != ServerConfig(max_running_requests=4).key()
