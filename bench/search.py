@@ -6,7 +6,7 @@ and steps they would run: per ladder a 60 s restart plus each step's warm-up + m
 seconds. The cost of a strategy on one seed = GPU-hours until it first completes a full-window ladder of a
 configuration whose knee goodput (full window, full ladder) is within 5% of the exhaustive grid's best. Median and
 IQR over 20 seeds. Strategies: exhaustive grid (GridSampler, random order), a tiered grid (one knob at a time,
-then refine around the best), TPE (sweep.search.make_sampler's settings), each with/without screening
+then refine around the best), TPE (sweep.space.make_sampler's settings), each with/without screening
 (sweep's successive halving: short windows for all, full windows for the top share, best first) and with/without
 pruning (sweep.ladder.saturated's stop). docs/bench-search.md has the reading of each strategy and the results.
 """
@@ -38,7 +38,8 @@ from bench.search_oracle import (
     within,
 )
 from sweep.profile import Profile
-from sweep.search import CONSTRAINT_ATTR, FEASIBLE_ATTR, grid, make_sampler, promoted, suggest
+from sweep.search import CONSTRAINT_ATTR, FEASIBLE_ATTR, promoted
+from sweep.space import grid, make_sampler, suggest
 from sweep.types import ServerConfig
 
 SEEDS = int(os.environ.get("BENCH_SEARCH_SEEDS", "20"))

@@ -23,7 +23,7 @@ from sweep.knee import find_knee
 from sweep.ladder import LadderStep, saturated, step_points
 from sweep.profile import Profile
 from sweep.run_stats import RunStats
-from sweep.search import grid
+from sweep.space import grid
 from sweep.types import KNOB_NAMES, RequestSpec, ServerConfig
 
 CACHE_VERSION = "v1"

@@ -15,7 +15,7 @@ from sweep.errors import LaunchError, ServerDied
 from sweep.knee import KneeResult, StepPoint, find_knee
 from sweep.launch import Launch, launch_status
 from sweep.measure import compute_stats
-from sweep.profile import Profile, Window
+from sweep.profile import Arrival, Profile, Window
 from sweep.run_stats import RunStats
 from sweep.step_inputs import StepInputs
 from sweep.store import Store
@@ -92,7 +92,7 @@ class Climb:
     ladder: tuple[int, ...]
     phase: str
     window: Window
-    arrival: Any = None
+    arrival: Arrival | None = None
     judge: StepJudge | None = None
     complete: str = "ladder complete"  # the stop_reason of a climb that ran every step
 
@@ -175,7 +175,7 @@ class LadderRunner:
         return self._run_one(config, trial_number, Climb(tuple(steps_wanted), phase, self.window_for(phase)),
                              should_stop)
 
-    def run_judged(self, config: ServerConfig, concurrency: int, window: Window, arrival: Any, judge: StepJudge,
+    def run_judged(self, config: ServerConfig, concurrency: int, window: Window, arrival: Arrival, judge: StepJudge,
                    complete: str) -> LadderOutcome:
         """One launch, one window of `arrival` at most `concurrency` in flight (phase soak), its run's reason
         `judge`'s verdict; the configuration's stop_reason `complete` when the window ran."""

@@ -177,7 +177,7 @@ def read_state(store: Store, study_id: int) -> LiveState:
 def _planned(prof: Profile, phase: str) -> int:
     """Configurations the phase means to measure: the trial budget (else the grid's size); for the finals
     after a screen, the share screening promotes."""
-    from sweep.search import grid_size
+    from sweep.space import grid_size
 
     n = prof.search.n_trials or grid_size(prof.search.space)
     sc = prof.search.screening

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sweep.environment import EnvironmentRecord, normalise_env
 from sweep.errors import ProfileError, SweepError, UsageError
 from sweep.hardware import WorkerSeat, detect
-from sweep.ladder import LadderRunner
+from sweep.ladder import LadderOutcome, LadderRunner, StartCallback, StepCallback
 from sweep.lexicon import for_model
 from sweep.liveness import WorkerIdentity, sweep_version
 from sweep.profile import Profile
@@ -27,6 +28,13 @@ from sweep.study_context import ConfigFailure, config_failures, study_context
 from sweep.wiring import ROOT, make_driver, make_launcher, model_path, resolve_driver, resolve_launcher_kind
 
 __all__ = ["KneeRun", "Orchestrator"]
+TrialCallback = Callable[[LadderOutcome], None]
+
+
+class Console(Protocol):
+    """Where the orchestrator's lines go: a rich Console, or anything with its print."""
+
+    def print(self, msg: str, /) -> None: ...
 
 
 @dataclass
@@ -46,7 +54,7 @@ class Orchestrator:
     """Runs a profile's study end to end; every step lands in the store before the next begins."""
 
     def __init__(self, profile: Profile, db_url: str, out_dir: Path, launcher_kind: str | None = None,
-                 driver: str | None = None, console: Any = None, client_procs: int = 1,
+                 driver: str | None = None, console: Console | None = None, client_procs: int = 1,
                  seat: WorkerSeat | None = None):
         self.profile = profile
         self.seat = seat or WorkerSeat()
@@ -81,17 +89,18 @@ class Orchestrator:
         """The study's id and name: created, or (resume) found and cleaned of what dead workers left."""
         return open_study(self.store, self.profile, study_name, resume, self.simulated, self.driver_name, self.say)
 
-    def join(self, study_name: str, on_step: Any = None, on_step_start: Any = None, on_trial: Any = None) -> KneeRun:
+    def join(self, study_name: str, on_step: StepCallback | None = None, on_step_start: StartCallback | None = None,
+             on_trial: TrialCallback | None = None) -> KneeRun:
         """Join an existing study as one more worker and measure until its work is done."""
         existing = self.store.get_study_by_name(study_name)
         if existing is None:
-            raise SweepError(f"no study named {study_name} in {self.store._shown}: create it with "
+            raise SweepError(f"no study named {study_name} in {self.store.shown}: create it with "
                              "`sweep study create` or `sweep sweep`")
         self.open_study(study_name, resume=True)
         return self._work(existing["id"], study_name, on_step, on_step_start, on_trial)
 
-    def knee(self, study_name: str | None = None, resume: bool = False, on_step: Any = None,
-             on_step_start: Any = None, on_trial: Any = None) -> KneeRun:
+    def knee(self, study_name: str | None = None, resume: bool = False, on_step: StepCallback | None = None,
+             on_step_start: StartCallback | None = None, on_trial: TrialCallback | None = None) -> KneeRun:
         # Input first (the dataset, --out): a bad one is one line and nothing written, no study left running.
         # Requests are made on demand and never repeat on one server (sweep.stream); replay only when asked.
         # Made before the study row, so a dataset that cannot serve one ladder writes nothing.
@@ -115,8 +124,9 @@ class Orchestrator:
                 self.store.finish_study(study_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
             raise
 
-    def _work(self, study_id: int, study_name: str, on_step: Any = None, on_step_start: Any = None,
-              on_trial: Any = None, specs: RequestStream | None = None) -> KneeRun:
+    def _work(self, study_id: int, study_name: str, on_step: StepCallback | None = None,
+              on_step_start: StartCallback | None = None, on_trial: TrialCallback | None = None,
+              specs: RequestStream | None = None) -> KneeRun:
         """Measure trials of the study as one of its workers until its work is done, then write the report."""
         if specs is None:
             specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))

@@ -42,7 +42,7 @@ def make_console() -> Console:
 
 def study_plan(prof: Profile) -> int:
     """Steps the study expects: the screen (or only) ladders, the finals screening promotes, the soak."""
-    from sweep.search import grid_size
+    from sweep.space import grid_size
 
     n_cfg = prof.search.n_trials or grid_size(prof.search.space)
     per_config = len(prof.ladder)

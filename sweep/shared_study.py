@@ -9,7 +9,8 @@ import optuna
 
 from sweep.errors import SweepError
 from sweep.liveness import optuna_storage
-from sweep.search import StudyResult, make_sampler
+from sweep.search import StudyResult
+from sweep.space import make_sampler
 
 if TYPE_CHECKING:
     from sweep.orchestrator import KneeRun, Orchestrator

@@ -7,7 +7,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,16 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from simserver import wait_healthy
+from simserver import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sekret"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def launch(*extra: str) -> tuple[subprocess.Popen[str], str]:

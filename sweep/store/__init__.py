@@ -132,6 +132,11 @@ class Store:
             self.engine = _make_engine(url, create)
             self._migrate()
 
+    @property
+    def shown(self) -> str:
+        """The URL as messages may print it: the password hidden."""
+        return self._shown
+
     def close(self) -> None:
         """Release every pooled connection."""
         self.engine.dispose()
