@@ -110,11 +110,11 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     elif run.report.missing:
         pass  # the contract line below says why no knee is named
     else:
-        k = win["knee"]
-        ci = "" if k.get("ci_low") is None else f", 95% CI {k['ci_low']:.0f}–{k['ci_high']:.0f}"
-        knobs = " ".join(f"{a}={b}" for a, b in win["knobs"].items()) or "the server's defaults"
+        k = win.knee
+        ci = "" if k.ci_low is None or k.ci_high is None else f", 95% CI {k.ci_low:.0f}–{k.ci_high:.0f}"
+        knobs = " ".join(f"{a}={b}" for a, b in win.config.knobs().items()) or "the server's defaults"
         console.print(f"[bold green]knee{tag}[/]: {knobs} at "
-                      f"concurrency {k['concurrency']}, goodput {k['goodput_tps']:.0f} output tok/s{ci} ({k['reason']})")
+                      f"concurrency {k.concurrency}, goodput {k.goodput_tps:.0f} output tok/s{ci} ({k.reason})")
     if run.report.missing:
         console.print(f"[yellow]report contract not met, no conclusion drawn: missing {', '.join(run.report.missing)}[/]")
     console.print(f"study {run.study_name} (id {run.study_id}) in {db}; report {run.report.markdown}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launchers import procs
+from sweep.knee import ConfigKnee
 from sweep.profile import Profile
 from sweep.types import Placement, ServerConfig
 
@@ -100,17 +101,26 @@ def mixed_hardware_reason(rows: Iterable[Mapping[str, Any]]) -> str | None:
             "with a knee on another, so each group is ranked on its own")
 
 
-def pick_winner(configs: Sequence[Mapping[str, Any]], knees: Mapping[int, dict[str, Any]],
-                eligible: Callable[[int], bool] = lambda _: True) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
+@dataclass(frozen=True)
+class Winner:
+    """A study's (or a hardware group's) winning configuration: its id, knobs and knee."""
+
+    id: int  # server_configs.id
+    config: ServerConfig
+    knee: ConfigKnee
+    screen_only: bool  # no final ladder ran: the winner rests on screening windows
+
+
+def pick_winner(configs: Sequence[Mapping[str, Any]], knees: Mapping[int, ConfigKnee],
+                eligible: Callable[[int], bool] = lambda _: True) -> tuple[Winner | None, dict[int, ConfigKnee]]:
     """(winner, pool): the highest knee goodput among the eligible final ladders (or screens when no final ran)."""
-    finals = {i: k for i, k in knees.items() if k["phase"] == "final"}
+    finals = {i: k for i, k in knees.items() if k.phase == "final"}
     pool = {i: k for i, k in (finals or dict(knees)).items() if eligible(i)}
     if not pool:
         return None, pool
-    cid = max(pool, key=lambda i: pool[i]["goodput_tps"])
+    cid = max(pool, key=lambda i: pool[i].goodput_tps)
     c = next(c for c in configs if c["id"] == cid)
-    return ({"id": cid, "knee": pool[cid], "screen_only": not finals,
-             "knobs": ServerConfig.from_mapping(c).knobs()}, pool)
+    return Winner(cid, ServerConfig.from_mapping(c), pool[cid], not finals), pool
 
 
 @dataclass(frozen=True)
@@ -118,12 +128,12 @@ class HardwareRanking:
     """How a study's configurations are ranked given the GPUs they ran on."""
 
     reason: str | None  # why they are not ranked together (None: one GPU model, or ranked anyway)
-    winners: dict[str, dict[str, Any] | None]  # hardware group -> the knee winner within it
+    winners: dict[str, Winner | None]  # hardware group -> the knee winner within it
     mixed: bool  # measured on more than one GPU model
     ranked_anyway: bool  # mixed, and the caller asked for one ranking regardless
 
 
-def rank_by_hardware(configs: Sequence[Mapping[str, Any]], knees: Mapping[int, dict[str, Any]],
+def rank_by_hardware(configs: Sequence[Mapping[str, Any]], knees: Mapping[int, ConfigKnee],
                      rank_mixed: bool = False, eligible: Callable[[int], bool] = lambda _: True) -> HardwareRanking:
     """Each hardware group's own winner; across groups only when `rank_mixed` (their knees are not comparable)."""
     measured = [c for c in configs if c["id"] in knees]
@@ -151,6 +161,5 @@ def hardware_lines(ranking: HardwareRanking | None, labels: Mapping[int, str]) -
         if w is None:
             out.append(f"| {key} | no configuration passed the SLA | — | — |")
         else:
-            out.append(f"| {key} | {labels.get(w['id'])} | {w['knee']['concurrency']} | "
-                       f"{w['knee']['goodput_tps']:.0f} |")
+            out.append(f"| {key} | {labels.get(w.id)} | {w.knee.concurrency} | {w.knee.goodput_tps:.0f} |")
     return out + [""]

@@ -39,6 +39,20 @@ class KneeResult:
     reason: str
 
 
+@dataclass(frozen=True)
+class ConfigKnee:
+    """One configuration's knee as reports, the soak and the winner read it: the step, its goodput interval."""
+
+    concurrency: int
+    goodput_tps: float
+    goodput_rps: float
+    ci_low: float | None  # 95% interval of goodput_tps, the knee re-chosen in each resample (knee_goodput_ci)
+    ci_high: float | None
+    phase: str  # the ladder's phase: screen or final
+    reason: str  # why find_knee chose this step
+    throughput_rps: float | None = None  # the knee step's completed requests/s (the soak's rate)
+
+
 def gain_per_doubling(prev: StepPoint, cur: StepPoint) -> float | None:
     """Relative throughput gain from prev to cur, normalised per doubling of concurrency."""
     if prev.throughput_tps <= 0 or cur.concurrency <= prev.concurrency:

@@ -8,11 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from sweep.environment import EnvironmentRecord, normalise_env
 from sweep.errors import ProfileError, SweepError, UsageError
-from sweep.hardware import WorkerSeat, detect
+from sweep.hardware import Winner, WorkerSeat, detect
 from sweep.ladder import LadderOutcome, LadderRunner, StartCallback, StepCallback
 from sweep.lexicon import for_model
 from sweep.liveness import WorkerIdentity, sweep_version
@@ -45,7 +45,7 @@ class KneeRun:
     report: ReportFiles
     simulated: bool
     driver: str
-    winner: dict[str, Any] | None = None  # the study's winner from the store (covers trials of earlier processes)
+    winner: Winner | None = None  # the study's winner from the store (covers trials of earlier processes)
     failures: list[ConfigFailure] = field(default_factory=list)  # configurations that failed or never started
     measured: bool = True  # whether any configuration got a completed measured step
 
@@ -182,7 +182,7 @@ class Orchestrator:
             self.say(f"search stopped early: {result.stopped_reason}")
         winner = study_context(self.store, study_id)["winner"]
         report = self.report(study_id)
-        self.store.finish_study(study_id, "completed", winner_config_id=winner["id"] if winner else None,
+        self.store.finish_study(study_id, "completed", winner_config_id=winner.id if winner else None,
                                 report_path=str(report.markdown))
         failures, measured = config_failures(self.store, study_id)
         return KneeRun(study_id, study_name, result, report, self.simulated, self.driver_name,

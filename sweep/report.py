@@ -63,7 +63,7 @@ def config_missing(runs: list[dict[str, Any]]) -> list[str]:
 def _all(ctx: dict[str, Any], col: str) -> bool:
     """The contract is judged per configuration: over the winner's measured steps (everyone's without one)."""
     winner = ctx.get("winner")
-    runs = [r for r in ctx["runs"] if winner is None or r["server_config_id"] == winner["id"]]
+    runs = [r for r in ctx["runs"] if winner is None or r["server_config_id"] == winner.id]
     steps = measured_steps(runs)
     return bool(steps) and all(r.get(col) is not None for r in steps)
 
@@ -195,14 +195,14 @@ def _side_steps(side: dict[str, Any]) -> dict[int, dict[str, Any]]:
     win = ctx.get("winner")
     if not win:
         return {}
-    return {r["concurrency"]: r for r in ctx["runs"] if r["server_config_id"] == win["id"] and r["status"] == "completed"}
+    return {r["concurrency"]: r for r in ctx["runs"] if r["server_config_id"] == win.id and r["status"] == "completed"}
 
 
 def _side_knobs(side: dict[str, Any]) -> dict[str, Any]:
     if side["kind"] == "run":
         return {k: side["run"].get(k) for k in KNOB_NAMES}
-    win = side["ctx"].get("winner") or {}
-    return {k: (win.get("knobs") or {}).get(k) for k in KNOB_NAMES}
+    win = side["ctx"].get("winner")
+    return {k: win.config.columns()[k] if win else None for k in KNOB_NAMES}
 
 
 def compare_markdown(a: dict[str, Any], b: dict[str, Any], forced: bool = False) -> str:
@@ -222,9 +222,9 @@ def compare_markdown(a: dict[str, Any], b: dict[str, Any], forced: bool = False)
     if a["kind"] == "study" and b["kind"] == "study":
         lines += ["", "## Knees", "", f"| | {a['name']} | {b['name']} |", "|---|---|---|"]
         wa, wb = a["ctx"].get("winner"), b["ctx"].get("winner")
-        for label, f in (("knee concurrency", lambda w: w["knee"]["concurrency"]),
-                         ("knee goodput (tok/s)", lambda w: _fmt(w["knee"]["goodput_tps"])),
-                         ("95% CI", lambda w: _ci(w["knee"])),
+        for label, f in (("knee concurrency", lambda w: w.knee.concurrency),
+                         ("knee goodput (tok/s)", lambda w: _fmt(w.knee.goodput_tps)),
+                         ("95% CI", lambda w: _ci(w.knee)),
                          ("configurations", None)):
             if f is None:
                 lines.append(f"| {label} | {len(a['ctx']['configs'])} | {len(b['ctx']['configs'])} |")

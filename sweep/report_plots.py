@@ -122,10 +122,10 @@ def pareto_figure(ctx: dict[str, Any]) -> Figure | None:
         ax.axvline(float(sla["ttft_ms"]), label=f"SLA TTFT P{pt} bound", **SLA_STYLE)
     win = ctx.get("winner")
     if win is not None:
-        step = next((r for r in by_cfg.get(win["id"], []) if r["concurrency"] == win["knee"]["concurrency"]), None)
+        step = next((r for r in by_cfg.get(win.id, []) if r["concurrency"] == win.knee.concurrency), None)
         if step is not None and step.get(col) is not None:
             ax.scatter([step[col]], [step.get("goodput_tps") or 0.0], marker="*", s=320, facecolor="gold",
-                       edgecolor="black", zorder=5, label=f"winner: {ctx['labels'].get(win['id'], '')} "
+                       edgecolor="black", zorder=5, label=f"winner: {ctx['labels'].get(win.id, '')} "
                                                           f"c={step['concurrency']}")
     ax.set_xlabel(f"TTFT P{pt} (ms)")
     ax.set_ylabel("goodput (output tok/s)")

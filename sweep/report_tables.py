@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sweep.knee import ConfigKnee
 from sweep.study_view import StudyView
 
 CLIENT_BOUND_WHY = ("the load generator, not the server, may have limited these windows (client dispatch lag P99 "
@@ -58,8 +59,8 @@ def steps_table(ctx: dict[str, Any]) -> list[str]:
     return lines
 
 
-def ci_text(knee: dict[str, Any]) -> str:
-    lo, hi = knee.get("ci_low"), knee.get("ci_high")
+def ci_text(knee: ConfigKnee) -> str:
+    lo, hi = knee.ci_low, knee.ci_high
     return "—" if lo is None or hi is None else f"{lo:,.0f}–{hi:,.0f}"
 
 
@@ -71,11 +72,11 @@ def configs_table(ctx: dict[str, Any], view: StudyView) -> list[str]:
     for c in ctx["configs"]:
         knee = ctx["knees"].get(c["id"])
         at = ("" if not knee else " (top of ladder: not bracketed)" if c["id"] in view.knee_at_top else "")
-        lines.append(f"| {ctx['labels'].get(c['id'])} | {c['status']} | {knee['phase'] if knee else '—'} | "
-                     f"{str(knee['concurrency']) + at if knee else '—'} | {fmt(knee['goodput_tps']) if knee else '—'} | "
+        lines.append(f"| {ctx['labels'].get(c['id'])} | {c['status']} | {knee.phase if knee else '—'} | "
+                     f"{str(knee.concurrency) + at if knee else '—'} | {fmt(knee.goodput_tps) if knee else '—'} | "
                      f"{ci_text(knee) if knee else '—'} | {cell(c.get('stop_reason') or c.get('failure_reason'))} |")
     lines.append("")
-    top = [f"{ctx['labels'].get(cid)} (c={ctx['knees'][cid]['concurrency']})" for cid in sorted(view.knee_at_top)
+    top = [f"{ctx['labels'].get(cid)} (c={ctx['knees'][cid].concurrency})" for cid in sorted(view.knee_at_top)
            if cid in ctx["knees"]]
     if top:
         lines += [f"> **Not bracketed** (the knee is the highest step its ladder measured, so a higher concurrency "
@@ -88,7 +89,7 @@ def modality_table(ctx: dict[str, Any], view: StudyView) -> list[str]:
     winner = ctx.get("winner")
     if winner is None or not view.mixed():
         return []
-    knee_c = winner["knee"]["concurrency"]
+    knee_c = winner.knee.concurrency
     lines = ["## Per modality (winner)", "",
              "Each modality's requests in the winner's measured windows; a mixed workload's averages hide these.", "",
              "| phase | concurrency | modality | requests | errors | TTFT P50 (s) | TTFT P99 (s) | TPOT P50 (ms) | "
@@ -97,7 +98,7 @@ def modality_table(ctx: dict[str, Any], view: StudyView) -> list[str]:
     for run_id in sorted(view.modalities, key=lambda i: (runs[i].get("phase") or "final", runs[i]["concurrency"])):
         r = runs[run_id]
         phase = r.get("phase") or "final"
-        c = f"{r['concurrency']}" + (" (knee)" if r["concurrency"] == knee_c and phase == winner["knee"]["phase"]
+        c = f"{r['concurrency']}" + (" (knee)" if r["concurrency"] == knee_c and phase == winner.knee.phase
                                      else "")
         for m in view.modalities[run_id]:
             lines.append(f"| {phase} | {c} | {m.modality} | {m.count:,} | {m.errors:,} | {fmt(m.ttft_p50_ms, 2, 1e-3)} | "

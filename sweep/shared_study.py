@@ -40,7 +40,7 @@ def summary(orch: Orchestrator, study_id: int, study_name: str) -> KneeRun:
 
     report = orch.report(study_id)
     winner = study_context(orch.store, study_id)["winner"]
-    orch.store.finish_study(study_id, "completed", winner_config_id=winner["id"] if winner else None,
+    orch.store.finish_study(study_id, "completed", winner_config_id=winner.id if winner else None,
                             report_path=str(report.markdown))
     failures, measured = config_failures(orch.store, study_id)
     return KneeRun(study_id, study_name, StudyResult(), report, orch.simulated, orch.driver_name, winner,

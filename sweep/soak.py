@@ -14,10 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from sweep.hardware import Winner
+from sweep.knee import ConfigKnee
 from sweep.ladder import LadderRunner
 from sweep.profile import Profile, RateArrival, Soak
 from sweep.run_stats import RunStats
-from sweep.types import ServerConfig, WindowResult
+from sweep.types import WindowResult
 
 RETRACTION_COUNTERS = ("num_retracted_requests_total", "num_retracted_reqs")
 TREND_FACTOR = 1.5  # a late retraction rate this much above the early one is "trending up"
@@ -103,19 +105,19 @@ def judge(samples: Iterable[Any], soak: Soak, sla_failures: str | None = None) -
     return verdict
 
 
-def soak_rate(profile: Profile, knee: dict[str, Any]) -> float:
+def soak_rate(profile: Profile, knee: ConfigKnee) -> float:
     """Offered request rate: the knee step's completed requests/s (goodput when unknown) x rate_fraction."""
-    base = knee.get("throughput_rps") or knee.get("goodput_rps") or 0.0
+    base = knee.throughput_rps or knee.goodput_rps or 0.0
     if base <= 0:
         raise ValueError("the winner's knee has no request rate to soak at")
     return float(base) * profile.soak.rate_fraction
 
 
-def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any]) -> SoakVerdict:
+def run_soak(profile: Profile, runner: LadderRunner, winner: Winner) -> SoakVerdict:
     """Relaunch the winner, offer Poisson arrivals at its knee rate for soak.duration_s, store and judge it:
     a one-step ladder (phase soak) whose run's reason is the verdict's summary."""
     soak = profile.soak
-    arrival = RateArrival(kind="poisson", rate=soak_rate(profile, winner["knee"]), max_in_flight=soak.max_in_flight)
+    arrival = RateArrival(kind="poisson", rate=soak_rate(profile, winner.knee), max_in_flight=soak.max_in_flight)
     window = profile.window.model_copy(update={"measure_seconds": soak.duration_s})
     verdicts: list[SoakVerdict] = []
 
@@ -127,7 +129,7 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: dict[str, Any]) -> 
         verdicts.append(verdict)
         return verdict.summary()
 
-    outcome = runner.run_judged(ServerConfig(**winner["knobs"]), soak.max_in_flight, window, arrival, judged,
+    outcome = runner.run_judged(winner.config, soak.max_in_flight, window, arrival, judged,
                                 complete=f"soak at {arrival.rate:.2f} req/s")
     if verdicts:
         return verdicts[-1]

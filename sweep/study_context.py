@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from sweep.errors import SweepError
 from sweep.hardware import pick_winner, rank_by_hardware
-from sweep.knee import find_knee, knee_goodput_ci
+from sweep.knee import ConfigKnee, find_knee, knee_goodput_ci
 from sweep.ladder import LadderStep, step_points
 from sweep.profile import Profile, Search, Soak
 from sweep.report import config_missing
@@ -62,7 +62,7 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
     prof = stored_profile(study["profile_json"])
     search = prof.search if prof is not None else Search()
     labels = {c["id"]: ServerConfig.from_mapping(c).label() for c in configs}
-    knees: dict[int, dict[str, Any]] = {}
+    knees: dict[int, ConfigKnee] = {}
     phases: dict[int, str] = {}
     for c in configs:
         if c["status"] == "aborted":
@@ -76,10 +76,8 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
         k = find_knee(points, search.flatten_threshold)
         if k.point is not None:
             lo, hi = knee_goodput_ci(points, search.flatten_threshold)
-            knees[c["id"]] = {"concurrency": k.point.concurrency, "goodput_tps": k.point.goodput_tps,
-                              "goodput_rps": k.point.goodput_rps, "ci_low": lo, "ci_high": hi,
-                              "phase": phases[c["id"]], "reason": k.reason,
-                              "throughput_rps": steps[k.index or 0].get("throughput_rps")}
+            knees[c["id"]] = ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
+                                        phases[c["id"]], k.reason, steps[k.index or 0].get("throughput_rps"))
     # A candidate ran its ladder to the end (a failed one never wins) and meets the report contract itself.
     status = {c["id"]: c["status"] for c in configs}
 

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweep.hardware import Winner
+from sweep.knee import ConfigKnee
 from sweep.measure import percentile
 from sweep.types import KNOB_NAMES
 
@@ -67,7 +69,7 @@ def modality_stats(requests: Sequence[Mapping[str, Any]], window_s: float | None
     return tuple(out)
 
 
-def knees_at_top(knees: Mapping[int, Mapping[str, Any]], runs: Sequence[Mapping[str, Any]],
+def knees_at_top(knees: Mapping[int, ConfigKnee], runs: Sequence[Mapping[str, Any]],
                  ladder_of: Mapping[int, Any] | None = None) -> frozenset[int]:
     """Configurations whose knee has no completed or failed step of the same phase and ladder above it.
 
@@ -79,7 +81,7 @@ def knees_at_top(knees: Mapping[int, Mapping[str, Any]], runs: Sequence[Mapping[
     for cid, knee in knees.items():
         mine = group.get(cid, cid)
         above = [r for r in runs if group.get(r["server_config_id"], r["server_config_id"]) == mine
-                 and r["concurrency"] > knee["concurrency"] and (r.get("phase") or "final") == knee["phase"]
+                 and r["concurrency"] > knee.concurrency and (r.get("phase") or "final") == knee.phase
                  and r["status"] in BRACKETING_STATUSES]
         if not above:
             top.add(cid)
@@ -91,25 +93,25 @@ def coupled_ladders(configs: Sequence[Mapping[str, Any]]) -> dict[int, Any]:
     return {c["id"]: tuple(c.get(k) for k in KNOB_NAMES if k != "max_running_requests") for c in configs}
 
 
-def tied_with(winner_id: int | None, pool: Mapping[int, Mapping[str, Any]]) -> tuple[int, ...]:
+def tied_with(winner_id: int | None, pool: Mapping[int, ConfigKnee]) -> tuple[int, ...]:
     """Configurations of the winner's pool whose knee-goodput interval overlaps the winner's (both known)."""
     if winner_id is None or winner_id not in pool:
         return ()
     w = pool[winner_id]
-    if w.get("ci_low") is None or w.get("ci_high") is None:
+    if w.ci_low is None or w.ci_high is None:
         return ()
-    return tuple(cid for cid, k in pool.items() if cid != winner_id and k.get("ci_low") is not None
-                 and k.get("ci_high") is not None and k["ci_low"] <= w["ci_high"] and k["ci_high"] >= w["ci_low"])
+    return tuple(cid for cid, k in pool.items() if cid != winner_id and k.ci_low is not None
+                 and k.ci_high is not None and k.ci_low <= w.ci_high and k.ci_high >= w.ci_low)
 
 
 def build_view(requests_for_run: Any, configs: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]],
-               knees: Mapping[int, Mapping[str, Any]], winner: Mapping[str, Any] | None,
-               pool: Mapping[int, Mapping[str, Any]], coupled: bool = False) -> StudyView:
+               knees: Mapping[int, ConfigKnee], winner: Winner | None,
+               pool: Mapping[int, ConfigKnee], coupled: bool = False) -> StudyView:
     """The view of a study; `requests_for_run(run_id)` reads a run's stored requests."""
     modalities: dict[int, tuple[ModalityStats, ...]] = {}
     if winner is not None:
         for r in runs:
-            if r["server_config_id"] == winner["id"] and r["status"] == "completed":
+            if r["server_config_id"] == winner.id and r["status"] == "completed":
                 modalities[r["id"]] = modality_stats(requests_for_run(r["id"]), r.get("window_s"))
     ladders = coupled_ladders(configs) if coupled else None
-    return StudyView(modalities, knees_at_top(knees, runs, ladders), tied_with(winner["id"] if winner else None, pool))
+    return StudyView(modalities, knees_at_top(knees, runs, ladders), tied_with(winner.id if winner else None, pool))

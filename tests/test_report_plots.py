@@ -9,7 +9,10 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.colors import to_hex
 
+from sweep.hardware import Winner
+from sweep.knee import ConfigKnee
 from sweep.report_plots import ladder_figure, pareto_figure, pareto_front, plots
+from sweep.types import ServerConfig
 
 SLA = {"ttft_ms": 1000.0, "tpot_ms": 100.0, "ttft_percentile": 95, "tpot_percentile": 95}
 LADDER = [16, 32, 64, 128]
@@ -26,7 +29,8 @@ def study(n: int = 30) -> dict[str, Any]:
                          "retractions": 0, "kv_usage_max": 0.5, "queue_len_mean": 1.0, "peak_gpu_mem_mib": 1024.0})
     return {"configs": configs, "runs": runs, "labels": {cid: f"mrr={cid * 8}" for cid in range(1, n + 1)},
             "study": {"name": "thirty", "simulated": True}, "profile": {"sla": SLA},
-            "winner": {"id": 30, "knee": {"concurrency": 64}}}
+            "winner": Winner(30, ServerConfig(max_running_requests=240), ConfigKnee(64, 5800.0, 58.0, None, None,
+                                                                                    "final", "test"), False)}
 
 
 def _overlap(a: Any, b: Any) -> bool:

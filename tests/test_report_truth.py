@@ -94,7 +94,7 @@ def test_a_knee_below_the_top_is_bracketed(tmp_path: Path) -> None:
     run = _knee(tmp_path, {"search.space": {"max_running_requests": [4]}, "sla.ttft_ms": 150})
     md = run.report.markdown.read_text()
     winner = run.winner
-    assert winner is not None and winner["knee"]["concurrency"] < 8, md
+    assert winner is not None and winner.knee.concurrency < 8, md
     assert "not bracketed" not in md.lower()
 
 
@@ -127,7 +127,7 @@ def test_a_client_bound_window_is_flagged(smoke: tuple[Path, KneeRun], tmp_path:
     assert run.winner is not None
     db = sqlite3.connect(tmp / "r.db")
     (rid,) = db.execute("SELECT id FROM runs WHERE status = 'completed' AND server_config_id = ? AND "
-                        "concurrency = ?", (run.winner["id"], run.winner["knee"]["concurrency"])).fetchone()
+                        "concurrency = ?", (run.winner.id, run.winner.knee.concurrency)).fetchone()
     assert not db.execute("SELECT count(*) FROM runs WHERE client_bound").fetchone()[0]
     assert "Client-bound" not in run.report.markdown.read_text()
     db.execute("UPDATE runs SET client_bound = 1 WHERE id = ?", (rid,))
@@ -140,7 +140,7 @@ def test_a_client_bound_window_is_flagged(smoke: tuple[Path, KneeRun], tmp_path:
     rows = _table_rows(md, "| config | phase | concurrency")
     col = rows[0].index("client-bound")
     assert [r[col] for r in rows[1:]].count("**yes**") == 1
-    assert f"at c={run.winner['knee']['concurrency']}" in md and "> **Client-bound**:" in md
+    assert f"at c={run.winner.knee.concurrency}" in md and "> **Client-bound**:" in md
     assert "> **Client-bound knee**" in md and "<b>Client-bound</b>" in html
 
 
@@ -272,9 +272,12 @@ def test_modality_stats_count_what_measure_counts() -> None:
 
 
 def test_ties_need_both_intervals_and_an_overlap() -> None:
+    from sweep.knee import ConfigKnee
     from sweep.study_view import tied_with
 
-    pool: dict[int, dict[str, int | None]] = {1: {"ci_low": 900, "ci_high": 1000}, 2: {"ci_low": 990, "ci_high": 1100},
-            3: {"ci_low": 700, "ci_high": 899}, 4: {"ci_low": None, "ci_high": None}}
+    def knee(lo: float | None, hi: float | None) -> ConfigKnee:
+        return ConfigKnee(8, 950.0, 9.5, lo, hi, "final", "test")
+
+    pool = {1: knee(900, 1000), 2: knee(990, 1100), 3: knee(700, 899), 4: knee(None, None)}
     assert tied_with(1, pool) == (2,)
     assert tied_with(4, pool) == () and tied_with(None, pool) == ()

@@ -32,7 +32,7 @@ def test_a_config_that_cannot_start_is_infeasible_and_the_study_still_reports(tm
     assert statuses == {0.05: "infeasible", 0.85: "completed"}
     reason = _rows(tmp_path / "r.db", "SELECT failure_reason FROM server_configs WHERE mem_fraction_static = 0.05")
     assert reason[0][0].startswith("oom")
-    assert run.winner is not None and run.winner["knobs"]["mem_fraction_static"] == 0.85
+    assert run.winner is not None and run.winner.config.mem_fraction_static == 0.85
     report = run.report.markdown.read_text()
     assert "infeasible" in report and "## Winner" in report
     assert run.report.html is not None and run.report.html.exists()
@@ -93,7 +93,7 @@ def test_screening_end_to_end_separates_phases_in_store_and_report(tmp_path: Pat
                                       "GROUP BY phase ORDER BY phase")
     assert [(p, n) for p, n, _ in phases] == [("final", 1), ("screen", 3)]
     assert phases[1][2] < phases[0][2]  # the screen's measured window is the shorter one
-    assert run.winner is not None and run.winner["knee"]["phase"] == "final"
+    assert run.winner is not None and run.winner.knee.phase == "final"
     assert "| screen |" in run.report.markdown.read_text()
 
 
@@ -133,7 +133,7 @@ def test_tpe_and_gp_samplers_run_a_study_with_the_infeasible_config_as_a_constra
         assert len(done) == 3
         for t in done:  # the constraint Optuna's samplers read: > 0 exactly when the configuration was infeasible
             assert (t.constraints["feasible"] > 0) == (t.params["mem_fraction_static"] == 0.05)
-        assert run.winner is None or run.winner["knobs"]["mem_fraction_static"] == 0.85
+        assert run.winner is None or run.winner.config.mem_fraction_static == 0.85
 
 
 def test_knee_interval_is_unknown_when_no_step_has_one() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from sweep.knee import ConfigKnee
 from sweep.profile import Soak, load_profile
 from sweep.soak import judge, slope_per_min, soak_rate
 from sweep.types import Sample
@@ -57,9 +58,10 @@ def test_slope_needs_points_and_span() -> None:
 
 def test_soak_rate_is_the_knees_request_rate_times_the_fraction() -> None:
     prof = load_profile(SMOKE, {"soak.rate_fraction": 0.5})
-    assert soak_rate(prof, {"throughput_rps": 8.0, "goodput_rps": 6.0}) == 4.0
+    assert soak_rate(prof, ConfigKnee(8, 600.0, 6.0, None, None, "final", "test", throughput_rps=8.0)) == 4.0
+    assert soak_rate(prof, ConfigKnee(8, 600.0, 6.0, None, None, "final", "test")) == 3.0  # goodput when unknown
     with pytest.raises(ValueError):
-        soak_rate(prof, {"throughput_rps": 0.0})
+        soak_rate(prof, ConfigKnee(8, 0.0, 0.0, None, None, "final", "test", throughput_rps=0.0))
 
 
 def test_soak_over_http_stores_a_soak_run_and_a_verdict(tmp_path: Path) -> None:
