@@ -163,11 +163,11 @@ class Orchestrator:
         def soak() -> None:
             from sweep.soak import run_soak
 
-            ctx = study_context(self.store, study_id)
-            if ctx["winner"] is None or soak_done(self.store, study_id):
+            winner = study_context(self.store, study_id).winner
+            if winner is None or soak_done(self.store, study_id):
                 return
             self.say(f"soak: {self.profile.soak.duration_s:.0f} s of Poisson arrivals at the winner's knee rate")
-            verdict = run_soak(self.profile, runner, ctx["winner"])
+            verdict = run_soak(self.profile, runner, winner)
             self.say(f"soak verdict: {verdict.summary()}")
 
         status = "failed"
@@ -180,13 +180,13 @@ class Orchestrator:
             self.store.set_worker_status(worker_id, status)
         if result.stopped_reason:
             self.say(f"search stopped early: {result.stopped_reason}")
-        winner = study_context(self.store, study_id)["winner"]
+        winner = study_context(self.store, study_id).winner
         report = self.report(study_id)
         self.store.finish_study(study_id, "completed", winner_config_id=winner.id if winner else None,
                                 report_path=str(report.markdown))
         failures, measured = config_failures(self.store, study_id)
         return KneeRun(study_id, study_name, result, report, self.simulated, self.driver_name,
-                       study_context(self.store, study_id)["winner"], failures, measured)
+                       study_context(self.store, study_id).winner, failures, measured)
 
     def report(self, study_id: int) -> ReportFiles:
         study = self.store.get_study(study_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,22 +14,22 @@ from sweep.report_tables import ci_text as _ci
 from sweep.report_tables import configs_table, modality_table, steps_table
 from sweep.report_tables import fmt as _fmt
 from sweep.report_winner import winner_lines
-from sweep.study_view import StudyView
+from sweep.study_view import StudyContext
 from sweep.types import KNOB_NAMES
 
 SIM_BANNER = ("> **SIMULATED** — these numbers come from sweep's simulated SGLang server, not from a GPU. "
               "They exercise the tool; they are not a measurement of SGLang.")
 
-CONTRACT = {
-    "model path": lambda c: c["env"].get("model_path"),
-    "SGLang version": lambda c: c["env"].get("sglang_version"),
-    "GPU model": lambda c: c["env"].get("gpu_name"),
-    "parallel configuration": lambda c: c["env"].get("parallel"),
-    "input distribution": lambda c: c["profile"].get("workload"),
-    "arrival pattern": lambda c: c["profile"].get("arrival"),
-    "concurrency": lambda c: c["runs"] and [r["concurrency"] for r in c["runs"]],
-    "warm-up amount": lambda c: c["runs"] and c["runs"][0].get("warmup_requests") is not None,
-    "measured duration": lambda c: c["runs"] and c["runs"][0].get("window_s"),
+CONTRACT: dict[str, Callable[[StudyContext], Any]] = {
+    "model path": lambda c: c.env.get("model_path"),
+    "SGLang version": lambda c: c.env.get("sglang_version"),
+    "GPU model": lambda c: c.env.get("gpu_name"),
+    "parallel configuration": lambda c: c.env.get("parallel"),
+    "input distribution": lambda c: c.profile_raw.get("workload"),
+    "arrival pattern": lambda c: c.profile_raw.get("arrival"),
+    "concurrency": lambda c: c.runs and [r["concurrency"] for r in c.runs],
+    "warm-up amount": lambda c: c.runs and c.runs[0].get("warmup_requests") is not None,
+    "measured duration": lambda c: c.runs and c.runs[0].get("window_s"),
     "mean throughput": lambda c: _all(c, "output_tps"),
     "TTFT P50/P99": lambda c: _all(c, "ttft_p50_ms") and _all(c, "ttft_p99_ms"),
     "TPOT P50/P99": lambda c: _all(c, "tpot_p50_ms") and _all(c, "tpot_p99_ms"),
@@ -60,15 +61,15 @@ def config_missing(runs: list[dict[str, Any]]) -> list[str]:
             if not steps or any(r.get(col) is None for r in steps for col in cols)]
 
 
-def _all(ctx: dict[str, Any], col: str) -> bool:
+def _all(ctx: StudyContext, col: str) -> bool:
     """The contract is judged per configuration: over the winner's measured steps (everyone's without one)."""
-    winner = ctx.get("winner")
-    runs = [r for r in ctx["runs"] if winner is None or r["server_config_id"] == winner.id]
+    winner = ctx.winner
+    runs = [r for r in ctx.runs if winner is None or r["server_config_id"] == winner.id]
     steps = measured_steps(runs)
     return bool(steps) and all(r.get(col) is not None for r in steps)
 
 
-def missing_contract_fields(ctx: dict[str, Any]) -> list[str]:
+def missing_contract_fields(ctx: StudyContext) -> list[str]:
     """Report-contract fields (DIGEST.md) that the data cannot fill; a report with any may not conclude."""
     missing = []
     for name, probe in CONTRACT.items():
@@ -89,7 +90,7 @@ class ReportFiles:
     html: Path | None = None
 
 
-def _plots(ctx: dict[str, Any], out_dir: Path) -> list[Path]:
+def _plots(ctx: StudyContext, out_dir: Path) -> list[Path]:
     """ladder.png and pareto.png (sweep/report_plots.py)."""
     from sweep.report_plots import plots
 
@@ -100,16 +101,16 @@ def _phase_tag(run: dict[str, Any]) -> str:
     return " (screen)" if run.get("phase") == "screen" else ""
 
 
-def soak_lines(ctx: dict[str, Any]) -> list[str]:
+def soak_lines(ctx: StudyContext) -> list[str]:
     """The soak section: each soak run's rate, stats and verdict recomputed from its stored samples."""
-    soaks = [r for r in ctx["runs"] if r.get("phase") == "soak"]
+    soaks = [r for r in ctx.runs if r.get("phase") == "soak"]
     if not soaks:
         return []
     out = ["## Soak (Poisson arrivals at the winner's knee rate)", ""]
     for r in soaks:
-        verdict = ctx.get("soak_verdicts", {}).get(r["id"])
+        verdict = ctx.soak_verdicts.get(r["id"])
         text = verdict.summary() if verdict is not None else (r.get("reason") or r["status"])
-        out += [f"- run {r['id']} ({ctx['labels'].get(r['server_config_id'])}), {r['status']}, window "
+        out += [f"- run {r['id']} ({ctx.labels.get(r['server_config_id'])}), {r['status']}, window "
                 f"{_fmt(r.get('window_s'))} s: throughput {_fmt(r.get('output_tps'))} tok/s, goodput "
                 f"{_fmt(r.get('goodput_tps'))} tok/s, {_soak_ttft(ctx, r)}TTFT P99 "
                 f"{_fmt(r.get('ttft_p99_ms'), 2, 1e-3)} s, preemptions {_fmt(r.get('retractions'))}, peak GPU "
@@ -128,9 +129,9 @@ def unmodelled_lines(env: dict[str, Any]) -> list[str]:
             "simulated:", *[f"> - `{f}`" for f in flags], ""]
 
 
-def _soak_ttft(ctx: dict[str, Any], run: dict[str, Any]) -> str:
+def _soak_ttft(ctx: StudyContext, run: dict[str, Any]) -> str:
     """`TTFT P95 3.50 s (SLA ≤ 2.00 s), ` for the SLA's own percentile when the runs table has it."""
-    sla = ctx["profile"].get("sla", {})
+    sla = ctx.profile_raw.get("sla", {})
     q, bound = sla.get("ttft_percentile"), sla.get("ttft_ms")
     col = f"ttft_p{q:g}_ms" if isinstance(q, int | float) else ""
     if q == 99 or col not in run or bound is None:
@@ -138,28 +139,28 @@ def _soak_ttft(ctx: dict[str, Any], run: dict[str, Any]) -> str:
     return f"TTFT P{q:g} {_fmt(run[col], 2, 1e-3)} s (SLA ≤ {_fmt(bound, 2, 1e-3)} s), "
 
 
-def write_report(ctx: dict[str, Any], out_dir: Path) -> ReportFiles:
+def write_report(ctx: StudyContext, out_dir: Path) -> ReportFiles:
     """Write report.md (and PNG plots) for a study context gathered from the store."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    study = ctx["study"]
+    study = ctx.study
     missing = missing_contract_fields(ctx)
     lines: list[str] = [f"# Knee report: {study['name']}", ""]
     if study.get("simulated"):
         lines += [SIM_BANNER, ""]
-    lines += unmodelled_lines(ctx.get("env") or {})
-    view = ctx.get("view") or StudyView()
+    lines += unmodelled_lines(ctx.env)
+    view = ctx.view
     lines += setup_lines(ctx)
     lines += steps_table(ctx)
-    lines += [*input_lines(ctx.get("request_tokens") or []), *cache_lines(ctx)]
+    lines += [*input_lines(ctx.request_tokens), *cache_lines(ctx)]
     lines += configs_table(ctx, view)
     if missing:
         lines += ["## No conclusion", "", "The report contract is not met; missing: " + ", ".join(missing) + ".",
                   "A report missing any of these fields may not name a winner.", ""]
-    winner = ctx.get("winner")
-    hardware = ctx.get("hardware")
-    lines += hardware_lines(hardware, ctx["labels"])
+    winner = ctx.winner
+    hardware = ctx.hardware
+    lines += hardware_lines(hardware, ctx.labels)
     if winner and not missing:
-        lines += winner_lines(ctx, view)
+        lines += winner_lines(ctx, winner, view)
     elif winner is None and not (hardware and hardware.reason):
         lines += ["## Winner", "", "No configuration passed the SLA at any step: every configuration is infeasible.", ""]
     lines += modality_table(ctx, view)
@@ -191,17 +192,17 @@ def _side_steps(side: dict[str, Any]) -> dict[int, dict[str, Any]]:
     """Per concurrency, the step a side contributes: a run's own, or a study's winner's ladder."""
     if side["kind"] == "run":
         return {side["run"]["concurrency"]: side["run"]}
-    ctx = side["ctx"]
-    win = ctx.get("winner")
+    ctx: StudyContext = side["ctx"]
+    win = ctx.winner
     if not win:
         return {}
-    return {r["concurrency"]: r for r in ctx["runs"] if r["server_config_id"] == win.id and r["status"] == "completed"}
+    return {r["concurrency"]: r for r in ctx.runs if r["server_config_id"] == win.id and r["status"] == "completed"}
 
 
 def _side_knobs(side: dict[str, Any]) -> dict[str, Any]:
     if side["kind"] == "run":
         return {k: side["run"].get(k) for k in KNOB_NAMES}
-    win = side["ctx"].get("winner")
+    win = side["ctx"].winner
     return {k: win.config.columns()[k] if win else None for k in KNOB_NAMES}
 
 
@@ -213,7 +214,7 @@ def compare_markdown(a: dict[str, Any], b: dict[str, Any], forced: bool = False)
                   "these numbers are not comparable.", ""]
     else:
         lines += [f"Same workload fingerprint `{a['fingerprint']}`.", ""]
-    sim = [s["name"] for s in (a, b) if (s.get("run") or s.get("ctx", {}).get("study") or {}).get("simulated")]
+    sim = [s["name"] for s in (a, b) if (s["run"] if s["kind"] == "run" else s["ctx"].study).get("simulated")]
     if sim:
         lines += [f"> SIMULATED: {', '.join(sim)}", ""]
     ka, kb = _side_knobs(a), _side_knobs(b)
@@ -221,13 +222,13 @@ def compare_markdown(a: dict[str, Any], b: dict[str, Any], forced: bool = False)
     lines += [f"| {k} | {_fmt_any(ka[k])} | {_fmt_any(kb[k])} |" for k in KNOB_NAMES]
     if a["kind"] == "study" and b["kind"] == "study":
         lines += ["", "## Knees", "", f"| | {a['name']} | {b['name']} |", "|---|---|---|"]
-        wa, wb = a["ctx"].get("winner"), b["ctx"].get("winner")
+        wa, wb = a["ctx"].winner, b["ctx"].winner
         for label, f in (("knee concurrency", lambda w: w.knee.concurrency),
                          ("knee goodput (tok/s)", lambda w: _fmt(w.knee.goodput_tps)),
                          ("95% CI", lambda w: _ci(w.knee)),
                          ("configurations", None)):
             if f is None:
-                lines.append(f"| {label} | {len(a['ctx']['configs'])} | {len(b['ctx']['configs'])} |")
+                lines.append(f"| {label} | {len(a['ctx'].configs)} | {len(b['ctx'].configs)} |")
             else:
                 lines.append(f"| {label} | {f(wa) if wa else '—'} | {f(wb) if wb else '—'} |")
     sa, sb = _side_steps(a), _side_steps(b)

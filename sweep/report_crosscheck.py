@@ -7,15 +7,15 @@ verdicts are recomputed by sweep.crosscheck with the profile's tolerance, so a r
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from sweep.crosscheck import Tolerance, compare_runs, server_checks
+from sweep.study_view import StudyContext
 
 DIFFERS = "**DIFFERS**"
 
 
-def _tolerance(ctx: dict[str, Any]) -> Tolerance:
-    cc = ctx["profile"].get("crosscheck") or {}
+def _tolerance(ctx: StudyContext) -> Tolerance:
+    cc = ctx.profile_raw.get("crosscheck") or {}
     return Tolerance(rel=float(cc.get("tolerance_pct", 10.0)) / 100.0, abs_ms=float(cc.get("tolerance_ms", 20.0)),
                      min_tail=int(cc.get("min_tail", 5)))
 
@@ -32,13 +32,13 @@ def _verdict(agrees: bool | None, note: str = "") -> str:
     return "agrees" if agrees else DIFFERS
 
 
-def reference_lines(ctx: dict[str, Any]) -> list[str]:
+def reference_lines(ctx: StudyContext) -> list[str]:
     """The sweep-vs-reference table, one row per figure of every cross-checked step; [] without reference rows."""
-    refs = ctx.get("reference_runs") or []
+    refs = ctx.reference_runs
     if not refs:
         return []
     tol = _tolerance(ctx)
-    ours = {r["id"]: r for r in ctx["runs"]}
+    ours = {r["id"]: r for r in ctx.runs}
     lines = ["## Cross-check: an independent client on the same server", "",
              f"Right after sweep's own window at each step, a reference client measured the same server instance "
              f"with the same requests, concurrency and window. A figure differs when the two are further apart "
@@ -51,7 +51,7 @@ def reference_lines(ctx: dict[str, Any]) -> list[str]:
         mine = ours.get(ref["reference_for_run_id"])
         if mine is None:
             continue
-        label = ctx["labels"].get(mine["server_config_id"], str(mine["server_config_id"]))
+        label = ctx.labels.get(mine["server_config_id"], str(mine["server_config_id"]))
         if ref["status"] != "completed" or mine["status"] != "completed":
             why = ref.get("reason") or ref["status"]
             body.append(f"| {label} | {mine['concurrency']} | {ref['driver']} | — | — | — | — | — | not run: {why} |")
@@ -72,16 +72,16 @@ def reference_lines(ctx: dict[str, Any]) -> list[str]:
     return lines + ([*notes, ""] if notes else [])
 
 
-def server_histogram_lines(ctx: dict[str, Any]) -> list[str]:
+def server_histogram_lines(ctx: StudyContext) -> list[str]:
     """Every window's client percentiles against the server's own histograms; [] where no window has any."""
-    hists = ctx.get("histograms") or {}
+    hists = ctx.histograms
     tol = _tolerance(ctx)
     body: list[str] = []
     judged = agreed = 0
-    for r in sorted(ctx["runs"], key=lambda r: (r["server_config_id"], r["concurrency"], r["id"])):
+    for r in sorted(ctx.runs, key=lambda r: (r["server_config_id"], r["concurrency"], r["id"])):
         if r["status"] != "completed" or r["id"] not in hists:
             continue
-        label = ctx["labels"].get(r["server_config_id"], str(r["server_config_id"]))
+        label = ctx.labels.get(r["server_config_id"], str(r["server_config_id"]))
         for c in server_checks(r, hists[r["id"]], tol):
             if c.agrees is not None:
                 judged += 1
@@ -100,6 +100,6 @@ def server_histogram_lines(ctx: dict[str, Any]) -> list[str]:
             "verdict |", "|---|---|---|---|---|---|---|---|---|", *body, ""]
 
 
-def crosscheck_lines(ctx: dict[str, Any]) -> list[str]:
+def crosscheck_lines(ctx: StudyContext) -> list[str]:
     """Both cross-check sections, in report order."""
     return reference_lines(ctx) + server_histogram_lines(ctx)

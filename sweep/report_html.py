@@ -7,12 +7,13 @@ import html
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from sweep.study_view import StudyContext  # noqa: E402
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:1400px;margin:2em auto;padding:0 1em;color:#222}"
          "table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px}"
@@ -21,33 +22,33 @@ STYLE = ("body{font-family:system-ui,sans-serif;max-width:1400px;margin:2em auto
          ".sim{background:#e0a800;color:#000;padding:.4em 1em;font-weight:bold}img{max-width:100%}")
 
 
-def history_plot(ctx: dict[str, Any], out_dir: Path) -> Path | None:
+def history_plot(ctx: StudyContext, out_dir: Path) -> Path | None:
     """Trial value vs trial number (infeasible and failed trials marked, best-so-far line); None without trials."""
-    trials = [t for t in ctx.get("trials", []) if t["state"] in ("COMPLETE", "PRUNED", "FAIL")]
+    trials = [t for t in ctx.trials if t.state in ("COMPLETE", "PRUNED", "FAIL")]
     if not trials:
         return None
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    ok = [t for t in trials if t["state"] == "COMPLETE" and t["feasible"]]
+    ok = [t for t in trials if t.state == "COMPLETE" and t.feasible and t.value is not None]
     bad = [t for t in trials if t not in ok]
     for phase, marker in (("screen", "s"), ("final", "o")):
-        pts = [t for t in ok if t.get("phase", "final") == phase]
+        pts = [t for t in ok if t.phase == phase]
         if pts:
-            ax.scatter([t["number"] for t in pts], [t["value"] for t in pts], marker=marker,
+            ax.scatter([t.number for t in pts], [t.value or 0.0 for t in pts], marker=marker,
                        label=f"feasible ({phase})")
     if bad:
-        ax.scatter([t["number"] for t in bad], [0.0] * len(bad), marker="x", color="red",
+        ax.scatter([t.number for t in bad], [0.0] * len(bad), marker="x", color="red",
                    label="infeasible / failed / interrupted")
     best, xs, ys = float("-inf"), [], []
-    for t in sorted(ok, key=lambda t: t["number"]):
-        best = max(best, t["value"])
-        xs.append(t["number"])
+    for t in sorted(ok, key=lambda t: t.number):
+        best = max(best, t.value or 0.0)
+        xs.append(t.number)
         ys.append(best)
     if xs:
         ax.step(xs, ys, where="post", color="gray", label="best so far")
     ax.set_xlabel("trial number")
     ax.set_ylabel("trial value: knee goodput (output tok/s)")
-    sim = " [SIMULATED]" if ctx["study"].get("simulated") else ""
-    ax.set_title(f"study history: {ctx['study']['name']}{sim}")
+    sim = " [SIMULATED]" if ctx.study.get("simulated") else ""
+    ax.set_title(f"study history: {ctx.study['name']}{sim}")
     ax.legend(fontsize=7)
     fig.tight_layout()
     path = out_dir / "history.png"

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from sweep.cache_model import GAP_FLAG, hit_gap
+from sweep.study_view import StudyContext
 
 MODALITY_ORDER = ("text", "image", "video", "audio")
 
@@ -88,10 +89,10 @@ def input_lines(rows: Sequence[tuple[Any, ...]]) -> list[str]:
     return out + [""]
 
 
-def cache_rows(ctx: dict[str, Any]) -> list[tuple[dict[str, Any], float | None, bool]]:
+def cache_rows(ctx: StudyContext) -> list[tuple[dict[str, Any], float | None, bool]]:
     """(run, measured - predicted, flagged) for each completed step that has a prediction."""
     out = []
-    for r in sorted(ctx["runs"], key=lambda r: (r["server_config_id"], r.get("phase") or "", r["concurrency"])):
+    for r in sorted(ctx.runs, key=lambda r: (r["server_config_id"], r.get("phase") or "", r["concurrency"])):
         if r["status"] != "completed" or r.get("cache_hit_rate_predicted") is None:
             continue
         gap = hit_gap(r.get("cache_hit_rate"), r.get("cache_hit_rate_predicted"))
@@ -99,13 +100,13 @@ def cache_rows(ctx: dict[str, Any]) -> list[tuple[dict[str, Any], float | None, 
     return out
 
 
-def cache_lines(ctx: dict[str, Any]) -> list[str]:
+def cache_lines(ctx: StudyContext) -> list[str]:
     """The prefix-cache section: measured hit rate next to the predicted one, gaps over GAP_FLAG flagged."""
     rows = cache_rows(ctx)
     if not rows:
         return []
-    flush = (ctx["profile"].get("window") or {}).get("flush_cache", True)
-    replay = (ctx["profile"].get("workload") or {}).get("replay", False)
+    flush = (ctx.profile_raw.get("window") or {}).get("flush_cache", True)
+    replay = (ctx.profile_raw.get("workload") or {}).get("replay", False)
     out = ["## Prefix cache: measured vs predicted", "",
            "Predicted: the hit rate the workload's shared prefixes allow (sweep/cache_model.py: share × prefix "
            "tokens / mean prompt tokens, less the first touch of each prefix after the cache was emptied). "
@@ -114,7 +115,7 @@ def cache_lines(ctx: dict[str, Any]) -> list[str]:
            "| config | phase | concurrency | measured | predicted | gap (points) | |", "|---|---|---|---|---|---|---|"]
     for r, gap, flagged in rows:
         measured = "—" if r.get("cache_hit_rate") is None else f"{r['cache_hit_rate'] * 100:.0f}%"
-        out.append(f"| {ctx['labels'].get(r['server_config_id'])} | {r.get('phase') or 'final'} | {r['concurrency']} | "
+        out.append(f"| {ctx.labels.get(r['server_config_id'])} | {r.get('phase') or 'final'} | {r['concurrency']} | "
                    f"{measured} | {r['cache_hit_rate_predicted'] * 100:.0f}% | "
                    f"{'—' if gap is None else f'{round(gap * 100):+d}'} | {'**⚠ gap > 10 points**' if flagged else ''} |")
     n_flagged = sum(1 for _, _, f in rows if f)

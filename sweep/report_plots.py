@@ -19,6 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from sweep.study_view import StudyContext  # noqa: E402
+
 MARKERS = ("o", "s", "^")
 SLA_STYLE: dict[str, Any] = {"color": "#d62728", "linestyle": (0, (6, 3)), "linewidth": 1.4}
 
@@ -28,34 +30,34 @@ def style(i: int) -> dict[str, Any]:
     return {"color": plt.get_cmap("tab10")(i % 10), "marker": MARKERS[(i // 10) % len(MARKERS)]}
 
 
-def _sla(ctx: dict[str, Any]) -> dict[str, Any]:
-    return dict(ctx.get("profile", {}).get("sla") or {})
+def _sla(ctx: StudyContext) -> dict[str, Any]:
+    return dict(ctx.profile_raw.get("sla") or {})
 
 
 def _pct(sla: dict[str, Any], key: str) -> int:
     return int(sla.get(key) or 99)
 
 
-def ladders(ctx: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
+def ladders(ctx: StudyContext) -> dict[int, list[dict[str, Any]]]:
     """Completed, non-soak steps per configuration (aborted attempts left out), by concurrency."""
-    aborted = {c["id"] for c in ctx["configs"] if c["status"] == "aborted"}
+    aborted = {c["id"] for c in ctx.configs if c["status"] == "aborted"}
     by_cfg: dict[int, list[dict[str, Any]]] = {}
-    for r in ctx["runs"]:
+    for r in ctx.runs:
         if r["status"] == "completed" and r.get("phase") != "soak" and r["server_config_id"] not in aborted:
             by_cfg.setdefault(r["server_config_id"], []).append(r)
     return {cid: sorted(rs, key=lambda r: r["concurrency"]) for cid, rs in sorted(by_cfg.items())}
 
 
-def _label(ctx: dict[str, Any], cid: int, runs: list[dict[str, Any]]) -> str:
+def _label(ctx: StudyContext, cid: int, runs: list[dict[str, Any]]) -> str:
     tag = " (screen)" if runs[0].get("phase") == "screen" else ""
-    return ctx["labels"].get(cid, str(cid)) + tag
+    return ctx.labels.get(cid, str(cid)) + tag
 
 
-def _title(ctx: dict[str, Any], text: str) -> str:
-    return text + ("  [SIMULATED]" if ctx["study"].get("simulated") else "")
+def _title(ctx: StudyContext, text: str) -> str:
+    return text + ("  [SIMULATED]" if ctx.study.get("simulated") else "")
 
 
-def ladder_figure(ctx: dict[str, Any]) -> Figure | None:
+def ladder_figure(ctx: StudyContext) -> Figure | None:
     by_cfg = ladders(ctx)
     if not by_cfg:
         return None
@@ -83,7 +85,7 @@ def ladder_figure(ctx: dict[str, Any]) -> Figure | None:
         ax.set_title(title)
         ax.set_xlabel("client concurrency")
     handles, labels = axes.flat[2].get_legend_handles_labels()  # the TTFT panel: every ladder and the bound
-    fig.suptitle(_title(ctx, ctx["study"]["name"]))
+    fig.suptitle(_title(ctx, ctx.study["name"]))
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.97), fontsize=8, frameon=False,
                ncol=1 if len(labels) <= 32 else 2)
@@ -99,7 +101,7 @@ def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]
     return front
 
 
-def pareto_figure(ctx: dict[str, Any]) -> Figure | None:
+def pareto_figure(ctx: StudyContext) -> Figure | None:
     by_cfg = ladders(ctx)
     if not by_cfg:
         return None
@@ -120,12 +122,12 @@ def pareto_figure(ctx: dict[str, Any]) -> Figure | None:
                 drawstyle="steps-post", label="Pareto front", zorder=1)
     if sla.get("ttft_ms") is not None:
         ax.axvline(float(sla["ttft_ms"]), label=f"SLA TTFT P{pt} bound", **SLA_STYLE)
-    win = ctx.get("winner")
+    win = ctx.winner
     if win is not None:
         step = next((r for r in by_cfg.get(win.id, []) if r["concurrency"] == win.knee.concurrency), None)
         if step is not None and step.get(col) is not None:
             ax.scatter([step[col]], [step.get("goodput_tps") or 0.0], marker="*", s=320, facecolor="gold",
-                       edgecolor="black", zorder=5, label=f"winner: {ctx['labels'].get(win.id, '')} "
+                       edgecolor="black", zorder=5, label=f"winner: {ctx.labels.get(win.id, '')} "
                                                           f"c={step['concurrency']}")
     ax.set_xlabel(f"TTFT P{pt} (ms)")
     ax.set_ylabel("goodput (output tok/s)")
@@ -135,7 +137,7 @@ def pareto_figure(ctx: dict[str, Any]) -> Figure | None:
     return fig
 
 
-def plots(ctx: dict[str, Any], out_dir: Path) -> list[Path]:
+def plots(ctx: StudyContext, out_dir: Path) -> list[Path]:
     """Write ladder.png and pareto.png (nothing without a completed step); legends outside, never on data."""
     out: list[Path] = []
     for name, make in (("ladder.png", ladder_figure), ("pareto.png", pareto_figure)):

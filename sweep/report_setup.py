@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweep.profile import SLA, LengthDist, Profile, SharedPrefix, Window, Workload
+from sweep.profile import SLA, LengthDist, SharedPrefix, Window, Workload
+from sweep.study_view import StudyContext
 
 UNKNOWN = "unknown"
 
@@ -94,16 +95,16 @@ def _plain(v: Any) -> str:
     return str(v)
 
 
-def setup_lines(ctx: dict[str, Any]) -> list[str]:
+def setup_lines(ctx: StudyContext) -> list[str]:
     """The setup section (report contract): where it ran and what was sent, every field in words."""
-    study, env, raw = ctx["study"], ctx["env"], ctx["profile"]
+    study, env, raw = ctx.study, ctx.env, ctx.profile_raw
     gpu = _known(env.get("gpu_name"))
     lines = ["## Setup (report contract)", "",
              f"- model path: `{_known(env.get('model_path'))}`; SGLang version: {_known(env.get('sglang_version'))}",
              f"- GPU: {gpu}" + (f" ×{env.get('gpu_count') or 1}" if gpu != UNKNOWN else "")
              + f"; parallel: {_known(env.get('parallel'))}",
              f"- profile `{study.get('profile_name')}`, workload fingerprint `{study.get('fingerprint')}`"]
-    prof: Profile | None = ctx.get("profile_model")  # re-validated by study_context; None: another version's
+    prof = ctx.profile  # re-validated by study_context; None: another version's
     if prof is None:  # a profile stored by another version of sweep: its fields, in words
         lines += [f"- {k}: {_plain(raw[k])}" for k in ("workload", "arrival", "ladder", "window", "sla") if k in raw]
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sweep.knee import ConfigKnee
-from sweep.study_view import StudyView
+from sweep.study_view import StudyContext, StudyView
 
 CLIENT_BOUND_WHY = ("the load generator, not the server, may have limited these windows (client dispatch lag P99 "
                     "> 50 ms or client CPU > 90% of a core): their throughput may understate the server and "
@@ -26,7 +26,7 @@ def cell(text: Any) -> str:
     return " ".join(str(text or "").split()).replace("|", "\\|")
 
 
-def steps_table(ctx: dict[str, Any]) -> list[str]:
+def steps_table(ctx: StudyContext) -> list[str]:
     """Every measured window of every configuration, client-bound windows flagged."""
     lines = ["## Every configuration and step", "",
              "Screening rows (phase `screen`) ran short windows and only rank configurations; the winner comes "
@@ -35,10 +35,10 @@ def steps_table(ctx: dict[str, Any]) -> list[str]:
              "TPOT P50 (ms) | TPOT P99 (ms) | cache hit | preemptions | KV max | queue mean | peak GPU mem (GiB) | "
              "client-bound | SLA |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    aborted = {c["id"] for c in ctx["configs"] if c["status"] == "aborted"}
+    aborted = {c["id"] for c in ctx.configs if c["status"] == "aborted"}
     bound = []
-    for r in sorted(ctx["runs"], key=lambda r: (r["server_config_id"], r["concurrency"])):
-        label = ctx["labels"].get(r["server_config_id"])
+    for r in sorted(ctx.runs, key=lambda r: (r["server_config_id"], r["concurrency"])):
+        label = ctx.labels.get(r["server_config_id"])
         phase = (r.get("phase") or "final") + (" (aborted attempt)" if r["server_config_id"] in aborted else "")
         if r["status"] != "completed":
             lines.append(f"| {label} | {phase} | {r['concurrency']} | {r['status']}: {cell(r.get('reason'))} |"
@@ -64,29 +64,29 @@ def ci_text(knee: ConfigKnee) -> str:
     return "—" if lo is None or hi is None else f"{lo:,.0f}–{hi:,.0f}"
 
 
-def configs_table(ctx: dict[str, Any], view: StudyView) -> list[str]:
+def configs_table(ctx: StudyContext, view: StudyView) -> list[str]:
     """One row per configuration: its knee, the knee's interval, whether it is bracketed, why the ladder stopped."""
     lines = ["## Configurations", "",
              "| config | status | phase | knee concurrency | knee goodput (tok/s) | 95% CI | why the ladder stopped |",
              "|---|---|---|---|---|---|---|"]
-    for c in ctx["configs"]:
-        knee = ctx["knees"].get(c["id"])
+    for c in ctx.configs:
+        knee = ctx.knees.get(c["id"])
         at = ("" if not knee else " (top of ladder: not bracketed)" if c["id"] in view.knee_at_top else "")
-        lines.append(f"| {ctx['labels'].get(c['id'])} | {c['status']} | {knee.phase if knee else '—'} | "
+        lines.append(f"| {ctx.labels.get(c['id'])} | {c['status']} | {knee.phase if knee else '—'} | "
                      f"{str(knee.concurrency) + at if knee else '—'} | {fmt(knee.goodput_tps) if knee else '—'} | "
                      f"{ci_text(knee) if knee else '—'} | {cell(c.get('stop_reason') or c.get('failure_reason'))} |")
     lines.append("")
-    top = [f"{ctx['labels'].get(cid)} (c={ctx['knees'][cid].concurrency})" for cid in sorted(view.knee_at_top)
-           if cid in ctx["knees"]]
+    top = [f"{ctx.labels.get(cid)} (c={ctx.knees[cid].concurrency})" for cid in sorted(view.knee_at_top)
+           if cid in ctx.knees]
     if top:
         lines += [f"> **Not bracketed** (the knee is the highest step its ladder measured, so a higher concurrency "
                   f"may do better: extend the ladder): {', '.join(top)}.", ""]
     return lines
 
 
-def modality_table(ctx: dict[str, Any], view: StudyView) -> list[str]:
+def modality_table(ctx: StudyContext, view: StudyView) -> list[str]:
     """The winner's latency per input modality at every step (mixed workloads only)."""
-    winner = ctx.get("winner")
+    winner = ctx.winner
     if winner is None or not view.mixed():
         return []
     knee_c = winner.knee.concurrency
@@ -94,7 +94,7 @@ def modality_table(ctx: dict[str, Any], view: StudyView) -> list[str]:
              "Each modality's requests in the winner's measured windows; a mixed workload's averages hide these.", "",
              "| phase | concurrency | modality | requests | errors | TTFT P50 (s) | TTFT P99 (s) | TPOT P50 (ms) | "
              "TPOT P99 (ms) | E2E P50 (s) | E2E P99 (s) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    runs = {r["id"]: r for r in ctx["runs"]}
+    runs = {r["id"]: r for r in ctx.runs}
     for run_id in sorted(view.modalities, key=lambda i: (runs[i].get("phase") or "final", runs[i]["concurrency"])):
         r = runs[run_id]
         phase = r.get("phase") or "final"

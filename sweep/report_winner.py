@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from launchers.sglang import server_argv
+from sweep.hardware import Winner
 from sweep.report_tables import ci_text, fmt
-from sweep.study_view import StudyView
+from sweep.study_view import StudyContext, StudyView
 from sweep.types import ServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,10 +60,10 @@ def launch_warnings(model_path: str, extra_args: list[str]) -> list[str]:
     return out
 
 
-def winner_lines(ctx: dict[str, Any], view: StudyView) -> list[str]:
+def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView) -> list[str]:
     """The winner, its caveats and its launch command (the caller has checked the report contract)."""
-    winner, study, env = ctx["winner"], ctx["study"], ctx["env"]
-    knee, labels = winner.knee, ctx["labels"]
+    study, env = ctx.study, ctx.env
+    knee, labels = winner.knee, ctx.labels
     lines = ["## Winner", "",
              f"**{labels.get(winner.id)}**: knee at concurrency {knee.concurrency}, goodput "
              f"{fmt(knee.goodput_tps)} output tok/s inside the SLA (95% CI {ci_text(knee)}, knee re-chosen in "
@@ -73,18 +74,18 @@ def winner_lines(ctx: dict[str, Any], view: StudyView) -> list[str]:
         lines += [f"> **Not bracketed**: the knee is the highest step measured (c={knee.concurrency}); a higher "
                   "concurrency may do better. Extend the ladder before trusting this knee.", ""]
     if view.ties:
-        tied = ", ".join(f"{labels.get(cid)} ({fmt(ctx['knees'][cid].goodput_tps)} tok/s, CI "
-                         f"{ci_text(ctx['knees'][cid])})" for cid in view.ties)
+        tied = ", ".join(f"{labels.get(cid)} ({fmt(ctx.knees[cid].goodput_tps)} tok/s, CI "
+                         f"{ci_text(ctx.knees[cid])})" for cid in view.ties)
         lines += [f"> **Ties**: {tied}: each 95% CI overlaps the winner's, so these data do not rank "
                   f"{'it' if len(view.ties) == 1 else 'them'} below the winner.", ""]
-    knee_run = next((r for r in ctx["runs"] if r["server_config_id"] == winner.id and r["status"] == "completed"
+    knee_run = next((r for r in ctx.runs if r["server_config_id"] == winner.id and r["status"] == "completed"
                      and r["concurrency"] == knee.concurrency and (r.get("phase") or "final") == knee.phase),
                     None)
     if knee_run is not None and knee_run.get("client_bound"):
         lines += ["> **Client-bound knee**: the load generator may have limited the knee's window; measure it "
                   "again with more client processes (`--client-procs`) before trusting it.", ""]
     model = env.get("model_path") or "MODEL"
-    extra = list(ctx["profile"].get("server", {}).get("extra_args", []))
+    extra = list(ctx.profile_raw.get("server", {}).get("extra_args", []))
     lines += ["```", launch_command(model, winner.config.knobs(), extra), "```", ""]
     for warning in launch_warnings(model, extra):
         lines += [warning, ""]

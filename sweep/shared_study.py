@@ -39,7 +39,7 @@ def summary(orch: Orchestrator, study_id: int, study_name: str) -> KneeRun:
     from sweep.study_context import config_failures, study_context
 
     report = orch.report(study_id)
-    winner = study_context(orch.store, study_id)["winner"]
+    winner = study_context(orch.store, study_id).winner
     orch.store.finish_study(study_id, "completed", winner_config_id=winner.id if winner else None,
                             report_path=str(report.markdown))
     failures, measured = config_failures(orch.store, study_id)

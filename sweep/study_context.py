@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import sys
-import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -17,8 +15,11 @@ from sweep.ladder import LadderStep, step_points
 from sweep.profile import Profile, Search, Soak
 from sweep.report import config_missing
 from sweep.store import Store
-from sweep.study_view import build_view
+from sweep.study_view import StudyContext, TrialPoint, build_view
 from sweep.types import ServerConfig
+
+if TYPE_CHECKING:
+    from sweep.soak import SoakVerdict
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def config_failures(store: Store, study_id: int) -> tuple[list[ConfigFailure], b
     return out, any(c["id"] in done for c in configs)
 
 
-def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False) -> dict[str, Any]:
+def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False) -> StudyContext:
     """Everything a report needs about one study, from the store alone.
 
     A study measured on several GPU models has no single winner (each hardware group has its own) unless
@@ -57,13 +58,9 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
         raise SweepError(f"no study {study_id}")
     configs = store.server_configs(study_id)
     runs = store.study_runs(study_id)
-    env = store.environment(study_id) or {}
-    profile = json.loads(study["profile_json"])  # as stored: the report shows another version's study too
     prof = stored_profile(study["profile_json"])
     search = prof.search if prof is not None else Search()
-    labels = {c["id"]: ServerConfig.from_mapping(c).label() for c in configs}
     knees: dict[int, ConfigKnee] = {}
-    phases: dict[int, str] = {}
     for c in configs:
         if c["status"] == "aborted":
             continue  # an interrupted attempt: its steps stay stored but never count (the config was redone)
@@ -71,13 +68,13 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
                  and r.get("phase") != "soak"]
         if not steps:
             continue
-        phases[c["id"]] = steps[0].get("phase") or "final"
         points = step_points([LadderStep.from_row(r) for r in steps])
         k = find_knee(points, search.flatten_threshold)
         if k.point is not None:
             lo, hi = knee_goodput_ci(points, search.flatten_threshold)
             knees[c["id"]] = ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
-                                        phases[c["id"]], k.reason, steps[k.index or 0].get("throughput_rps"))
+                                        steps[0].get("phase") or "final", k.reason,
+                                        steps[k.index or 0].get("throughput_rps"))
     # A candidate ran its ladder to the end (a failed one never wins) and meets the report contract itself.
     status = {c["id"]: c["status"] for c in configs}
 
@@ -88,13 +85,15 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
     hardware = rank_by_hardware(configs, knees, rank_mixed_hardware, eligible)
     if hardware.reason is not None:
         winner = None  # knees on different GPU models are not comparable: see hardware.winners
-    return {"hardware": hardware, "study": study, "configs": configs, "runs": runs, "env": env, "profile": profile,
-            "profile_model": prof, "labels": labels, "knees": knees, "winner": winner, "generated": time.time(), "argv": sys.argv,
-            "trials": optuna_history(study, store.url), "soak_verdicts": soak_verdicts(store, runs, prof.soak if prof is not None else Soak()),
-            "reference_runs": store.reference_runs(study_id), "histograms": store.window_histograms(study_id),
-            "view": build_view(store.requests_for_run, configs, runs, knees, winner, pool,
-                               coupled=search.mode == "coupled"),
-            "request_tokens": store.study_request_tokens(study_id)}
+    return StudyContext(
+        study=study, configs=configs, runs=runs, env=store.environment(study_id) or {},
+        profile_raw=json.loads(study["profile_json"]),  # as stored: the report shows another version's study too
+        profile=prof, labels={c["id"]: ServerConfig.from_mapping(c).label() for c in configs}, knees=knees,
+        winner=winner, hardware=hardware, trials=optuna_history(study, store.url),
+        soak_verdicts=soak_verdicts(store, runs, prof.soak if prof is not None else Soak()),
+        reference_runs=store.reference_runs(study_id), histograms=store.window_histograms(study_id),
+        view=build_view(store.requests_for_run, configs, runs, knees, winner, pool, coupled=search.mode == "coupled"),
+        request_tokens=store.study_request_tokens(study_id))
 
 
 def stored_profile(profile_json: str) -> Profile | None:
@@ -106,7 +105,7 @@ def stored_profile(profile_json: str) -> Profile | None:
         return None
 
 
-def soak_verdicts(store: Store, runs: list[dict[str, Any]], soak: Soak) -> dict[int, Any]:
+def soak_verdicts(store: Store, runs: list[dict[str, Any]], soak: Soak) -> dict[int, SoakVerdict]:
     """Each completed soak run's verdict, recomputed from its stored samples (the verdict is pure)."""
     from sweep.soak import judge
 
@@ -114,7 +113,7 @@ def soak_verdicts(store: Store, runs: list[dict[str, Any]], soak: Soak) -> dict[
             if r.get("phase") == "soak" and r["status"] == "completed"}
 
 
-def optuna_history(study: dict[str, Any], url: str) -> list[dict[str, Any]]:
+def optuna_history(study: dict[str, Any], url: str) -> list[TrialPoint]:
     """(number, state, value, feasible) of the study's Optuna trials, for the history plot; [] without one."""
     import optuna
 
@@ -126,6 +125,5 @@ def optuna_history(study: dict[str, Any], url: str) -> list[dict[str, Any]]:
         st = optuna.load_study(study_name=name, storage=url)
     except Exception:  # noqa: BLE001 - no Optuna study under that name (e.g. a report of a foreign DB)
         return []
-    return [{"number": t.number, "state": t.state.name, "value": t.value,
-             "feasible": bool(t.user_attrs.get("feasible")), "phase": t.user_attrs.get("phase", "final")}
-            for t in st.get_trials(deepcopy=False)]
+    return [TrialPoint(t.number, t.state.name, t.value, bool(t.user_attrs.get("feasible")),
+                       str(t.user_attrs.get("phase", "final"))) for t in st.get_trials(deepcopy=False)]

@@ -1,4 +1,5 @@
-"""The report's typed view of one study: what `study_context`'s dict does not say, as frozen dataclasses.
+"""The report's typed view of one study, as frozen dataclasses: `StudyContext` (what `study_context` reads back
+from the store) and `StudyView`, the facts derived from it:
 
 - Per-modality latency of the winner's steps, from the stored requests (a request counts as in
   `measure`: not warm-up, sent inside the window; latencies from successful requests only).
@@ -10,12 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sweep.hardware import Winner
+from sweep.hardware import HardwareRanking, Winner
 from sweep.knee import ConfigKnee
 from sweep.measure import percentile
+from sweep.profile import Profile
 from sweep.types import KNOB_NAMES
+
+if TYPE_CHECKING:
+    from sweep.soak import SoakVerdict  # soak imports the ladder and its drivers
 
 BRACKETING_STATUSES = ("completed", "failed")  # a failed step above the knee still bounds it
 MODALITY_ORDER = {"text": 0, "image": 1, "video": 2, "audio": 3}
@@ -115,3 +120,36 @@ def build_view(requests_for_run: Any, configs: Sequence[Mapping[str, Any]], runs
                 modalities[r["id"]] = modality_stats(requests_for_run(r["id"]), r.get("window_s"))
     ladders = coupled_ladders(configs) if coupled else None
     return StudyView(modalities, knees_at_top(knees, runs, ladders), tied_with(winner.id if winner else None, pool))
+
+
+@dataclass(frozen=True)
+class TrialPoint:
+    """One Optuna trial of the study, for the history plot."""
+
+    number: int
+    state: str  # optuna TrialState name: COMPLETE, PRUNED, FAIL, RUNNING, WAITING
+    value: float | None
+    feasible: bool
+    phase: str  # screen or final
+
+
+@dataclass(frozen=True)
+class StudyContext:
+    """Everything a report needs about one study, read back from the store (rows stay the store's mappings)."""
+
+    study: dict[str, Any] = field(default_factory=dict)  # the sweep_studies row
+    configs: list[dict[str, Any]] = field(default_factory=list)  # server_configs rows
+    runs: list[dict[str, Any]] = field(default_factory=list)  # runs rows
+    env: dict[str, Any] = field(default_factory=dict)  # the environment row ({} when none was recorded)
+    profile_raw: dict[str, Any] = field(default_factory=dict)  # the stored profile JSON as it was written
+    profile: Profile | None = None  # the stored profile re-validated; None: another version's (see profile_raw)
+    labels: dict[int, str] = field(default_factory=dict)  # config id -> ServerConfig.label()
+    knees: dict[int, ConfigKnee] = field(default_factory=dict)  # config id -> its knee (feasible ladders only)
+    winner: Winner | None = None  # None: nothing passed, or knees on several GPU models (see hardware)
+    hardware: HardwareRanking | None = None
+    trials: list[TrialPoint] = field(default_factory=list)
+    soak_verdicts: dict[int, SoakVerdict] = field(default_factory=dict)  # soak run id -> its verdict
+    reference_runs: list[dict[str, Any]] = field(default_factory=list)
+    histograms: dict[int, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)  # run id -> metric
+    view: StudyView = field(default_factory=StudyView)
+    request_tokens: list[tuple[Any, ...]] = field(default_factory=list)  # Store.study_request_tokens

@@ -52,12 +52,14 @@ def test_markdown_subset_renders_tables_code_and_escapes() -> None:
 
 
 def test_contract_gap_names_fields_and_draws_no_conclusion(run: KneeRun, tmp_path: Path) -> None:
+    from dataclasses import replace
+
     from sweep.report import write_report
     from sweep.store import Store
     from sweep.study_context import study_context
 
     ctx = study_context(Store(f"sqlite:///{run.report.markdown.parent.parent.parent / 'r.db'}"), run.study_id)
-    ctx["env"] = dict(ctx["env"], sglang_version=None)
+    ctx = replace(ctx, env=dict(ctx.env, sglang_version=None))
     files = write_report(ctx, tmp_path)
     assert files.missing == ["SGLang version"]
     text = files.markdown.read_text()
@@ -76,15 +78,15 @@ def test_the_stored_profile_is_validated_again_and_another_versions_is_shown_in_
 
     store = Store(f"sqlite:///{run.report.markdown.parent.parent.parent / 'r.db'}")
     ctx = study_context(store, run.study_id)
-    stored = ctx["study"]["profile_json"]
-    assert isinstance(ctx["profile_model"], Profile) and ctx["profile_model"] == Profile.model_validate_json(stored)
+    stored = ctx.study["profile_json"]
+    assert isinstance(ctx.profile, Profile) and ctx.profile == Profile.model_validate_json(stored)
     # a field this version does not know (a study made by a later sweep): no model, the setup in words, no crash
     other = json.dumps({**json.loads(stored), "future_field": 1})
     with store.engine.begin() as conn:
         conn.execute(text("UPDATE sweep_studies SET profile_json = :p WHERE id = :i"), {"p": other, "i": run.study_id})
     try:
         old = study_context(store, run.study_id)
-        assert old["profile_model"] is None and old["knees"] == ctx["knees"]
+        assert old.profile is None and old.knees == ctx.knees
         setup = "\n".join(setup_lines(old))
         assert "- ladder: " in setup and "input distribution (configured)" not in setup
     finally:

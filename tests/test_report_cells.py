@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sweep.report_html import markdown_to_html
 from sweep.report_tables import configs_table, steps_table
-from sweep.study_view import StudyView
+from sweep.study_view import StudyContext, StudyView
 
 REASON = "server exited (code 1) | last log: ValueError: a|b\nsecond line"
 
@@ -14,10 +14,10 @@ def _columns(row: str) -> int:
     return len(row.strip().strip("|").replace("\\|", "").split("|"))
 
 
-def _ctx() -> dict:
+def _ctx() -> StudyContext:
     run = {"id": 7, "server_config_id": 1, "concurrency": 4, "status": "failed", "reason": REASON, "phase": "final"}
-    return {"configs": [{"id": 1, "status": "failed", "stop_reason": None, "failure_reason": REASON}],
-            "runs": [run], "knees": {}, "labels": {1: "mrr=4"}}
+    return StudyContext(configs=[{"id": 1, "status": "failed", "stop_reason": None, "failure_reason": REASON}],
+                        runs=[run], labels={1: "mrr=4"})
 
 
 def _table(lines: list[str]) -> list[str]:

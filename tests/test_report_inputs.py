@@ -10,6 +10,7 @@ import pytest
 from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
 from sweep.report_inputs import cache_lines, input_rows
+from sweep.study_view import StudyContext
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -30,7 +31,7 @@ def test_input_rows_per_modality_by_hand() -> None:
 def test_cache_lines_flag_a_gap_over_ten_points() -> None:
     runs = [{"status": "completed", "server_config_id": 1, "concurrency": c, "phase": "final",
              "cache_hit_rate": hit, "cache_hit_rate_predicted": 0.11} for c, hit in ((2, 0.12), (4, 0.59))]
-    lines = cache_lines({"runs": runs, "labels": {1: "mrr=8"}, "profile": {"window": {}, "workload": {}}})
+    lines = cache_lines(StudyContext(runs=runs, labels={1: "mrr=8"}, profile_raw={"window": {}, "workload": {}}))
     rows = [ln for ln in lines if ln.startswith("| mrr=8")]
     assert "⚠" not in rows[0] and "+1 |" in rows[0]
     assert "⚠" in rows[1] and "+48" in rows[1]

@@ -12,13 +12,14 @@ from matplotlib.colors import to_hex
 from sweep.hardware import Winner
 from sweep.knee import ConfigKnee
 from sweep.report_plots import ladder_figure, pareto_figure, pareto_front, plots
+from sweep.study_view import StudyContext
 from sweep.types import ServerConfig
 
 SLA = {"ttft_ms": 1000.0, "tpot_ms": 100.0, "ttft_percentile": 95, "tpot_percentile": 95}
 LADDER = [16, 32, 64, 128]
 
 
-def study(n: int = 30) -> dict[str, Any]:
+def study(n: int = 30) -> StudyContext:
     configs, runs = [], []
     for cid in range(1, n + 1):
         configs.append({"id": cid, "status": "completed"})
@@ -27,10 +28,10 @@ def study(n: int = 30) -> dict[str, Any]:
                          "output_tps": 100.0 * c + cid, "goodput_tps": 90.0 * c + 3 * cid - 20 * j * j,
                          "ttft_p95_ms": 200.0 * (j + 1) + cid, "tpot_p95_ms": 20.0 * (j + 1), "cache_hit_rate": 0.5,
                          "retractions": 0, "kv_usage_max": 0.5, "queue_len_mean": 1.0, "peak_gpu_mem_mib": 1024.0})
-    return {"configs": configs, "runs": runs, "labels": {cid: f"mrr={cid * 8}" for cid in range(1, n + 1)},
-            "study": {"name": "thirty", "simulated": True}, "profile": {"sla": SLA},
-            "winner": Winner(30, ServerConfig(max_running_requests=240), ConfigKnee(64, 5800.0, 58.0, None, None,
-                                                                                    "final", "test"), False)}
+    knee = ConfigKnee(64, 5800.0, 58.0, None, None, "final", "test")
+    return StudyContext(configs=configs, runs=runs, labels={cid: f"mrr={cid * 8}" for cid in range(1, n + 1)},
+                        study={"name": "thirty", "simulated": True}, profile_raw={"sla": SLA},
+                        winner=Winner(30, ServerConfig(max_running_requests=240), knee, False))
 
 
 def _overlap(a: Any, b: Any) -> bool:

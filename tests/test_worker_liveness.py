@@ -126,11 +126,11 @@ def test_a_study_measured_on_two_gpu_models_is_ranked_per_hardware_group_unless_
         kept = [c for c in store.server_configs(sid) if c["status"] in ("completed", "infeasible")]
         assert sorted(c["gpu_name"] for c in kept) == ["A100-80G (simulated)"] * 2 + ["H200 (simulated)"] * 2
         ctx = study_context(store, sid)
-        assert ctx["winner"] is None and ctx["hardware"].reason and "2 GPU models" in ctx["hardware"].reason
-        assert set(ctx["hardware"].winners) == {"H200 (simulated), 140 GiB", "A100-80G (simulated), 80 GiB"}
-        assert all(w is not None for w in ctx["hardware"].winners.values())
+        assert ctx.winner is None and ctx.hardware and ctx.hardware.reason and "2 GPU models" in ctx.hardware.reason
+        assert set(ctx.hardware.winners) == {"H200 (simulated), 140 GiB", "A100-80G (simulated), 80 GiB"}
+        assert all(w is not None for w in ctx.hardware.winners.values())
         text = write_report(ctx, tmp_path / "rep").markdown.read_text()
         assert "## Hardware groups" in text and "No single winner" in text and "every configuration is infeasible" \
             not in text
         anyway = study_context(store, sid, rank_mixed_hardware=True)
-        assert anyway["winner"] is not None and anyway["hardware"].ranked_anyway
+        assert anyway.winner is not None and anyway.hardware is not None and anyway.hardware.ranked_anyway

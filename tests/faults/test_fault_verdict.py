@@ -51,8 +51,8 @@ def test_a_failed_configuration_never_wins_and_an_all_error_step_does_not_block_
     good = _config(store, sid, 8, "completed", [_good(500.0), _good(600.0)])
     _config(store, sid, 4, "completed", [_good(300.0), _all_errors()])
     ctx = study_context(store, sid)
-    assert ctx["winner"] is not None and ctx["winner"].id == good, ctx["winner"]
-    assert ctx["winner"].id != failed
+    assert ctx.winner is not None and ctx.winner.id == good, ctx.winner
+    assert ctx.winner.id != failed
     files = write_report(ctx, tmp_path / "out")
     assert files.missing == [], files.missing
     text = files.markdown.read_text()
