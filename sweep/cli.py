@@ -9,7 +9,7 @@ import logging
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -21,6 +21,9 @@ from sweep.errors import LaunchError, ProfileError, StoreError, SweepError, Usag
 from sweep.profile import Profile, check_study_name, is_loopback, load_profile, resolve_profile_path
 from sweep.progress import StudyProgress, make_console
 from sweep.types import KNOB_LABELS, KNOB_NAMES, ServerConfig
+
+if TYPE_CHECKING:
+    from sweep.report import CompareSide  # the report imports matplotlib: only for `sweep compare`
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Find the SLA-constrained goodput knee of an SGLang server configuration.")
@@ -263,31 +266,32 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
 
     store = Store(db_url(db), create=False)
     left, right = _side(store, a), _side(store, b)
-    if left["fingerprint"] != right["fingerprint"]:
-        msg = (f"{a} and {b} ran different workloads (fingerprint {left['fingerprint']} vs {right['fingerprint']}): "
+    if left.fingerprint != right.fingerprint:
+        msg = (f"{a} and {b} ran different workloads (fingerprint {left.fingerprint} vs {right.fingerprint}): "
                "their numbers are not comparable")
         if not force:
             raise UsageError(f"{msg}; pass --force to compare anyway")
         console.print(f"[bold red on yellow]WARNING: {msg}. Comparing anyway because of --force.[/]")
-    text = compare_markdown(left, right, forced=left["fingerprint"] != right["fingerprint"])
+    text = compare_markdown(left, right, forced=left.fingerprint != right.fingerprint)
     if out is not None:
         out.write_text(text)
     typer.echo(text)
 
 
-def _side(store: Any, ref: str) -> dict[str, Any]:
-    """A comparison side: {'kind', 'name', 'fingerprint', 'ctx' (study) or 'run' (run)} from an id or a name."""
+def _side(store: Any, ref: str) -> CompareSide:
+    """A comparison side from a run id or a study name."""
+    from sweep.report import CompareSide
     from sweep.study_context import study_context
 
     if ref.isdigit():
         run = store.get_run(int(ref))
         if run is None:
             raise SweepError(f"no run {ref}")
-        return {"kind": "run", "name": f"run {ref}", "fingerprint": run["fingerprint"], "run": run}
+        return CompareSide(f"run {ref}", run["fingerprint"], run=run)
     s = store.get_study_by_name(ref)
     if s is None:
         raise SweepError(f"no run or study named {ref}")
-    return {"kind": "study", "name": ref, "fingerprint": s["fingerprint"], "ctx": study_context(store, s["id"])}
+    return CompareSide(ref, s["fingerprint"], ctx=study_context(store, s["id"]))
 
 
 @app.command()

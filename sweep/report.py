@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweep.hardware import hardware_lines
+from sweep.hardware import Winner, hardware_lines
 from sweep.report_inputs import cache_lines, input_lines
 from sweep.report_setup import setup_lines
 from sweep.report_tables import ci_text as _ci
@@ -188,51 +188,62 @@ COMPARE_METRICS = (("output_tps", "throughput (tok/s)", 0, 1.0), ("goodput_tps",
                    ("passes_sla", "SLA pass", 0, 1.0))
 
 
-def _side_steps(side: dict[str, Any]) -> dict[int, dict[str, Any]]:
-    """Per concurrency, the step a side contributes: a run's own, or a study's winner's ladder."""
-    if side["kind"] == "run":
-        return {side["run"]["concurrency"]: side["run"]}
-    ctx: StudyContext = side["ctx"]
-    win = ctx.winner
-    if not win:
-        return {}
-    return {r["concurrency"]: r for r in ctx.runs if r["server_config_id"] == win.id and r["status"] == "completed"}
+@dataclass(frozen=True)
+class CompareSide:
+    """One side of `sweep compare`: a stored run (its row), or a study (its context, compared by its winner)."""
+
+    name: str
+    fingerprint: str
+    run: dict[str, Any] | None = None  # the runs row, for a run
+    ctx: StudyContext | None = None  # the study's context, for a study
+
+    def steps(self) -> dict[int, dict[str, Any]]:
+        """Per concurrency, the step this side contributes: a run's own, or a study's winner's ladder."""
+        if self.run is not None:
+            return {self.run["concurrency"]: self.run}
+        win = self.ctx.winner if self.ctx is not None else None
+        if self.ctx is None or win is None:
+            return {}
+        return {r["concurrency"]: r for r in self.ctx.runs
+                if r["server_config_id"] == win.id and r["status"] == "completed"}
+
+    def knobs(self) -> dict[str, Any]:
+        """Every knob by name (None where unset): the run's, or the study winner's."""
+        if self.run is not None:
+            return {k: self.run.get(k) for k in KNOB_NAMES}
+        win = self.ctx.winner if self.ctx is not None else None
+        return win.config.columns() if win is not None else dict.fromkeys(KNOB_NAMES)
+
+    def simulated(self) -> bool:
+        row = self.run if self.run is not None else self.ctx.study if self.ctx is not None else {}
+        return bool(row.get("simulated"))
 
 
-def _side_knobs(side: dict[str, Any]) -> dict[str, Any]:
-    if side["kind"] == "run":
-        return {k: side["run"].get(k) for k in KNOB_NAMES}
-    win = side["ctx"].winner
-    return {k: win.config.columns()[k] if win else None for k in KNOB_NAMES}
-
-
-def compare_markdown(a: dict[str, Any], b: dict[str, Any], forced: bool = False) -> str:
+def compare_markdown(a: CompareSide, b: CompareSide, forced: bool = False) -> str:
     """Two runs or two studies (their winners) side by side: knobs, per-step metrics and knees."""
-    lines = [f"# Compare: {a['name']} vs {b['name']}", ""]
+    lines = [f"# Compare: {a.name} vs {b.name}", ""]
     if forced:
-        lines += [f"> **WARNING: different workloads** (fingerprint {a['fingerprint']} vs {b['fingerprint']}); "
+        lines += [f"> **WARNING: different workloads** (fingerprint {a.fingerprint} vs {b.fingerprint}); "
                   "these numbers are not comparable.", ""]
     else:
-        lines += [f"Same workload fingerprint `{a['fingerprint']}`.", ""]
-    sim = [s["name"] for s in (a, b) if (s["run"] if s["kind"] == "run" else s["ctx"].study).get("simulated")]
+        lines += [f"Same workload fingerprint `{a.fingerprint}`.", ""]
+    sim = [s.name for s in (a, b) if s.simulated()]
     if sim:
         lines += [f"> SIMULATED: {', '.join(sim)}", ""]
-    ka, kb = _side_knobs(a), _side_knobs(b)
-    lines += ["## Knobs", "", f"| knob | {a['name']} | {b['name']} |", "|---|---|---|"]
+    ka, kb = a.knobs(), b.knobs()
+    lines += ["## Knobs", "", f"| knob | {a.name} | {b.name} |", "|---|---|---|"]
     lines += [f"| {k} | {_fmt_any(ka[k])} | {_fmt_any(kb[k])} |" for k in KNOB_NAMES]
-    if a["kind"] == "study" and b["kind"] == "study":
-        lines += ["", "## Knees", "", f"| | {a['name']} | {b['name']} |", "|---|---|---|"]
-        wa, wb = a["ctx"].winner, b["ctx"].winner
-        for label, f in (("knee concurrency", lambda w: w.knee.concurrency),
-                         ("knee goodput (tok/s)", lambda w: _fmt(w.knee.goodput_tps)),
-                         ("95% CI", lambda w: _ci(w.knee)),
-                         ("configurations", None)):
-            if f is None:
-                lines.append(f"| {label} | {len(a['ctx'].configs)} | {len(b['ctx'].configs)} |")
-            else:
-                lines.append(f"| {label} | {f(wa) if wa else '—'} | {f(wb) if wb else '—'} |")
-    sa, sb = _side_steps(a), _side_steps(b)
-    lines += ["", "## Per step", "", "| concurrency | metric | " + f"{a['name']} | {b['name']} | B − A |",
+    if a.ctx is not None and b.ctx is not None:
+        lines += ["", "## Knees", "", f"| | {a.name} | {b.name} |", "|---|---|---|"]
+        wa, wb = a.ctx.winner, b.ctx.winner
+        rows: tuple[tuple[str, Callable[[Winner], Any]], ...] = (
+            ("knee concurrency", lambda w: w.knee.concurrency), ("knee goodput (tok/s)", lambda w: _fmt(w.knee.goodput_tps)),
+            ("95% CI", lambda w: _ci(w.knee)))
+        for label, f in rows:
+            lines.append(f"| {label} | {f(wa) if wa else '—'} | {f(wb) if wb else '—'} |")
+        lines.append(f"| configurations | {len(a.ctx.configs)} | {len(b.ctx.configs)} |")
+    sa, sb = a.steps(), b.steps()
+    lines += ["", "## Per step", "", "| concurrency | metric | " + f"{a.name} | {b.name} | B − A |",
               "|---|---|---|---|---|"]
     for c in sorted(set(sa) | set(sb)):
         for col, label, nd, scale in COMPARE_METRICS:
