@@ -12,7 +12,7 @@ from launchers.base import Launcher, ServerHandle
 from sweep import interrupt
 from sweep.drivers import Driver
 from sweep.errors import LaunchError, ServerDied
-from sweep.knee import KneeResult, StepPoint, find_knee
+from sweep.knee import ConfigKnee, KneeResult, StepPoint, find_knee, knee_goodput_ci
 from sweep.launch import Launch, launch_status
 from sweep.measure import compute_stats
 from sweep.profile import Arrival, Profile, Window
@@ -111,6 +111,18 @@ def step_points(steps: Sequence[LadderStep]) -> list[StepPoint]:
                       ttft_p99_ms=st.ttft_p99_ms or 0.0, retractions=st.retractions or 0,
                       passes=bool(st.passes_sla), goodput_ci_low=_ci_tps(st, st.goodput_ci_low),
                       goodput_ci_high=_ci_tps(st, st.goodput_ci_high)) for s in steps]
+
+
+def ladder_knee(rows: Sequence[Mapping[str, Any]], flatten_threshold: float) -> ConfigKnee | None:
+    """The knee of one configuration's completed ladder steps (stored runs rows of one phase), with its goodput
+    interval; None when no step passes the SLA."""
+    points = step_points([LadderStep.from_row(r) for r in rows])
+    k = find_knee(points, flatten_threshold)
+    if k.point is None:
+        return None
+    lo, hi = knee_goodput_ci(points, flatten_threshold)
+    return ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
+                      rows[0].get("phase") or "final", k.reason, rows[k.index or 0].get("throughput_rps"))
 
 
 def _ci_tps(stats: RunStats, v: float | None) -> float | None:

@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sweep.knee import find_knee, knee_goodput_ci
-from sweep.ladder import LadderStep, step_points
+from sweep.hardware import pick_winner
+from sweep.knee import ConfigKnee
+from sweep.ladder import ladder_knee
 from sweep.profile import Profile
 from sweep.store import Store
 from sweep.types import ServerConfig
@@ -67,6 +68,23 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class LiveWinner:
+    """The best knee so far, flat for the page's script: its configuration's label and the knee."""
+
+    config: str
+    phase: str
+    concurrency: int
+    goodput_tps: float
+    ci_low: float | None
+    ci_high: float | None
+    reason: str
+
+    @classmethod
+    def of(cls, label: str, knee: ConfigKnee) -> LiveWinner:
+        return cls(label, knee.phase, knee.concurrency, knee.goodput_tps, knee.ci_low, knee.ci_high, knee.reason)
+
+
+@dataclass(frozen=True)
 class LiveState:
     study: str
     status: str
@@ -80,7 +98,7 @@ class LiveState:
     failed: int
     windows_done: int
     eta_s: float | None
-    winner: dict[str, Any] | None
+    winner: LiveWinner | None
     workers: list[WorkerActivity] = field(default_factory=list)
     curves: list[Curve] = field(default_factory=list)
     windows: list[Window] = field(default_factory=list)
@@ -125,7 +143,8 @@ def read_state(store: Store, study_id: int) -> LiveState:
         if r["phase"] != "soak":
             per_config.setdefault(r["server_config_id"], []).append(r)
 
-    curves, knees = [], {}
+    curves: list[Curve] = []
+    knees: dict[int, ConfigKnee] = {}
     for cid, steps in per_config.items():
         steps.sort(key=lambda r: r["concurrency"])
         curves.append(Curve(cid, labels[cid], steps[0]["phase"], [r["concurrency"] for r in steps],
@@ -133,15 +152,11 @@ def read_state(store: Store, study_id: int) -> LiveState:
                             [r.get(f"ttft_p{pt}_ms", r.get("ttft_p99_ms")) for r in steps],
                             [r.get(f"tpot_p{pp}_ms", r.get("tpot_p99_ms")) for r in steps]))
         if by_id[cid]["status"] in DONE or study["status"] != "running":
-            points = step_points([LadderStep.from_row(r) for r in steps])
-            k = find_knee(points, prof.search.flatten_threshold)
-            if k.point is not None:
-                lo, hi = knee_goodput_ci(points, prof.search.flatten_threshold)
-                knees[cid] = {"config": labels[cid], "phase": steps[0]["phase"], "concurrency": k.point.concurrency,
-                              "goodput_tps": k.point.goodput_tps, "ci_low": lo, "ci_high": hi, "reason": k.reason}
-    finals = {i: k for i, k in knees.items() if k["phase"] == "final"}
-    pool = finals or knees
-    winner = pool[max(pool, key=lambda i: pool[i]["goodput_tps"])] if pool else None
+            knee = ladder_knee(steps, prof.search.flatten_threshold)
+            if knee is not None:
+                knees[cid] = knee
+    best = pick_winner(configs, knees)[0]
+    winner = LiveWinner.of(labels[best.id], best.knee) if best is not None else None
 
     def where(row: Mapping[str, Any]) -> str:
         return " on ".join(str(x) for x in (names.get(row.get("worker_id") or -1), row.get("host")) if x)

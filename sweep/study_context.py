@@ -10,8 +10,8 @@ from pydantic import ValidationError
 
 from sweep.errors import SweepError
 from sweep.hardware import pick_winner, rank_by_hardware
-from sweep.knee import ConfigKnee, find_knee, knee_goodput_ci
-from sweep.ladder import LadderStep, step_points
+from sweep.knee import ConfigKnee
+from sweep.ladder import ladder_knee
 from sweep.profile import Profile, Search, Soak
 from sweep.report import config_missing
 from sweep.store import Store
@@ -68,13 +68,9 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
                  and r.get("phase") != "soak"]
         if not steps:
             continue
-        points = step_points([LadderStep.from_row(r) for r in steps])
-        k = find_knee(points, search.flatten_threshold)
-        if k.point is not None:
-            lo, hi = knee_goodput_ci(points, search.flatten_threshold)
-            knees[c["id"]] = ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
-                                        steps[0].get("phase") or "final", k.reason,
-                                        steps[k.index or 0].get("throughput_rps"))
+        knee = ladder_knee(steps, search.flatten_threshold)
+        if knee is not None:
+            knees[c["id"]] = knee
     # A candidate ran its ladder to the end (a failed one never wins) and meets the report contract itself.
     status = {c["id"]: c["status"] for c in configs}
 

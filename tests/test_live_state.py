@@ -41,7 +41,8 @@ def check_finished(url: str) -> None:
     assert len(s.curves) == 2 and all(c.concurrency == [2, 4, 8] for c in s.curves)
     assert s.sla == {"ttft_ms": 1000.0, "tpot_ms": 100.0, "ttft_percentile": 95, "tpot_percentile": 95}
     assert all(t is not None for c in s.curves for t in c.ttft_ms)  # the SLA's P95, not a missing column
-    assert s.winner is not None and s.winner["ci_low"] <= s.winner["goodput_tps"] <= s.winner["ci_high"]
+    w = s.winner
+    assert w is not None and w.ci_low is not None and w.ci_high is not None and w.ci_low <= w.goodput_tps <= w.ci_high
     # one worker measured everything; its row names it (host:pid without --label), where it ran and that it ended
     host = socket.gethostname()
     assert [(w.host, w.status, w.now, w.windows_done, w.configs_done) for w in s.workers] == \
