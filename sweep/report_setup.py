@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweep.profile import SLA, LengthDist, SharedPrefix, Window, Workload
+from sweep.profile import SLA, Arrival, LengthDist, SharedPrefix, Window, Workload
 from sweep.study_view import StudyContext
 
 UNKNOWN = "unknown"
@@ -50,7 +50,7 @@ def workload_text(w: Workload) -> str:
     return f"{head}; API `/{w.api}`; {sent}, seed {w.seed}"
 
 
-def arrival_text(a: Any) -> str:
+def arrival_text(a: Arrival) -> str:
     """Closed loop, constant/Poisson/gamma rate or a trace, in words."""
     if a.kind == "closed":
         think = f", think time {_num(a.think_time_s)} s" if a.think_time_s else ""
@@ -59,10 +59,10 @@ def arrival_text(a: Any) -> str:
     if a.kind == "trace":
         scale = f", gaps ×{_num(a.time_scale)}" if a.time_scale != 1 else ""
         return f"open loop replaying trace `{a.path}`{scale}{cap}"
-    rate = (f"{', '.join(_num(r) for r in a.rates)} req/s per step" if getattr(a, "rates", None)
-            else f"{_num(a.rate)} req/s")
-    shape = f", gap cv {_num(a.cv)}" if a.kind == "gamma" and a.cv else (
-        f", shape {_num(a.shape)}" if a.kind == "gamma" else "")
+    rate = f"{', '.join(_num(r) for r in a.rates)} req/s per step" if a.rates else f"{_num(a.rate)} req/s"
+    shape = ""
+    if a.kind == "gamma":  # exactly one of cv and shape is set
+        shape = f", gap cv {_num(a.cv)}" if a.cv is not None else f", shape {_num(a.shape or 0.0)}"
     return f"open loop, {a.kind} arrivals at {rate}{shape}{cap}"
 
 

@@ -8,7 +8,7 @@ phase 'soak' and the verdict's one-line summary as its reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,7 @@ from sweep.knee import ConfigKnee
 from sweep.ladder import LadderRunner
 from sweep.profile import Profile, RateArrival, Soak
 from sweep.run_stats import RunStats
-from sweep.types import WindowResult
+from sweep.types import Sample, WindowResult
 
 RETRACTION_COUNTERS = ("num_retracted_requests_total", "num_retracted_reqs")
 TREND_FACTOR = 1.5  # a late retraction rate this much above the early one is "trending up"
@@ -50,11 +50,11 @@ def _f(v: float | None) -> str:
     return "—" if v is None else f"{v:.2f}"
 
 
-def _get(s: Any, k: str) -> Any:
-    return s[k] if isinstance(s, dict) else getattr(s, k)
+def _get(s: Sample | Mapping[str, Any], k: str) -> Any:
+    return s[k] if isinstance(s, Mapping) else getattr(s, k)
 
 
-def series(samples: Iterable[Any], names: Sequence[str], source: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+def series(samples: Iterable[Sample | Mapping[str, Any]], names: Sequence[str], source: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(t, value) of the first name in `names` that has samples, sorted by time; empty arrays if none."""
     rows = list(samples)
     for name in names:
@@ -73,7 +73,7 @@ def slope_per_min(t: np.ndarray, v: np.ndarray) -> float | None:
     return float(np.polyfit(t, v, 1)[0]) * 60.0
 
 
-def judge(samples: Iterable[Any], soak: Soak, sla_failures: str | None = None) -> SoakVerdict:
+def judge(samples: Iterable[Sample | Mapping[str, Any]], soak: Soak, sla_failures: str | None = None) -> SoakVerdict:
     """Storm (retraction rate high and rising), growing queue and growing GPU memory, from a soak's samples.
 
     `sla_failures` is the window's `runs.sla_failures` (measure's "; "-joined misses): a soak that misses

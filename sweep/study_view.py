@@ -9,7 +9,7 @@ from the store) and `StudyView`, the facts derived from it:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -75,7 +75,7 @@ def modality_stats(requests: Sequence[Mapping[str, Any]], window_s: float | None
 
 
 def knees_at_top(knees: Mapping[int, ConfigKnee], runs: Sequence[Mapping[str, Any]],
-                 ladder_of: Mapping[int, Any] | None = None) -> frozenset[int]:
+                 ladder_of: Mapping[int, Hashable] | None = None) -> frozenset[int]:
     """Configurations whose knee has no completed or failed step of the same phase and ladder above it.
 
     `ladder_of` maps a config id to its ladder (default: its own id); a coupled ladder spans the configs that
@@ -93,7 +93,7 @@ def knees_at_top(knees: Mapping[int, ConfigKnee], runs: Sequence[Mapping[str, An
     return frozenset(top)
 
 
-def coupled_ladders(configs: Sequence[Mapping[str, Any]]) -> dict[int, Any]:
+def coupled_ladders(configs: Sequence[Mapping[str, Any]]) -> dict[int, Hashable]:
     """Config id -> its coupled ladder: the knobs other than max_running_requests."""
     return {c["id"]: tuple(c.get(k) for k in KNOB_NAMES if k != "max_running_requests") for c in configs}
 
@@ -109,7 +109,7 @@ def tied_with(winner_id: int | None, pool: Mapping[int, ConfigKnee]) -> tuple[in
                  and k.ci_high is not None and k.ci_low <= w.ci_high and k.ci_high >= w.ci_low)
 
 
-def build_view(requests_for_run: Any, configs: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]],
+def build_view(requests_for_run: Callable[[int], Sequence[Mapping[str, Any]]], configs: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]],
                knees: Mapping[int, ConfigKnee], winner: Winner | None,
                pool: Mapping[int, ConfigKnee], coupled: bool = False) -> StudyView:
     """The view of a study; `requests_for_run(run_id)` reads a run's stored requests."""

@@ -94,3 +94,14 @@ def test_the_stored_profile_is_validated_again_and_another_versions_is_shown_in_
             conn.execute(text("UPDATE sweep_studies SET profile_json = :p WHERE id = :i"),
                          {"p": stored, "i": run.study_id})
         store.close()
+
+
+def test_the_arrival_reads_in_words_for_each_kind() -> None:
+    from sweep.profile import ClosedArrival, GammaArrival, RateArrival
+    from sweep.report_setup import arrival_text
+
+    assert arrival_text(ClosedArrival()) == "closed loop (each client sends its next request when the last one ends)"
+    assert arrival_text(RateArrival(kind="constant", rate=2.0, rates=[1.0, 2.5])) == \
+        "open loop, constant arrivals at 1, 2.5 req/s per step, at most 1,024 in flight"
+    assert arrival_text(GammaArrival(rate=3.0, cv=2.0)).endswith("gamma arrivals at 3 req/s, gap cv 2, at most 1,024 in flight")
+    assert ", shape 0.5," in arrival_text(GammaArrival(rate=3.0, shape=0.5))
