@@ -180,19 +180,19 @@ class Orchestrator:
             self.store.set_worker_status(worker_id, status)
         if result.stopped_reason:
             self.say(f"search stopped early: {result.stopped_reason}")
-        winner = study_context(self.store, study_id).winner
-        report = self.report(study_id)
+        return self.conclude(study_id, study_name, result)
+
+    def conclude(self, study_id: int, study_name: str, result: StudyResult) -> KneeRun:
+        """The study's report and winner, from the store (so they cover every process's trials); the study is
+        marked completed."""
+        ctx = study_context(self.store, study_id)
+        report = write_report(ctx, self.out_dir / ctx.study["name"])
+        winner = ctx.winner
         self.store.finish_study(study_id, "completed", winner_config_id=winner.id if winner else None,
                                 report_path=str(report.markdown))
         failures, measured = config_failures(self.store, study_id)
-        return KneeRun(study_id, study_name, result, report, self.simulated, self.driver_name,
-                       study_context(self.store, study_id).winner, failures, measured)
-
-    def report(self, study_id: int) -> ReportFiles:
-        study = self.store.get_study(study_id)
-        if study is None:
-            raise SweepError(f"no study {study_id}")
-        return write_report(study_context(self.store, study_id), self.out_dir / study["name"])
+        return KneeRun(study_id, study_name, result, report, self.simulated, self.driver_name, winner, failures,
+                       measured)
 
 
 def check_writable_dir(path: Path) -> None:

@@ -35,13 +35,4 @@ def open_shared_study(orch: Orchestrator, study_name: str | None, resume: bool) 
 
 def summary(orch: Orchestrator, study_id: int, study_name: str) -> KneeRun:
     """What the study's workers found, from the store: its winner and a fresh report."""
-    from sweep.orchestrator import KneeRun
-    from sweep.study_context import config_failures, study_context
-
-    report = orch.report(study_id)
-    winner = study_context(orch.store, study_id).winner
-    orch.store.finish_study(study_id, "completed", winner_config_id=winner.id if winner else None,
-                            report_path=str(report.markdown))
-    failures, measured = config_failures(orch.store, study_id)
-    return KneeRun(study_id, study_name, StudyResult(), report, orch.simulated, orch.driver_name, winner,
-                   failures, measured)
+    return orch.conclude(study_id, study_name, StudyResult())
