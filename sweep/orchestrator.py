@@ -37,7 +37,7 @@ class Console(Protocol):
     def print(self, msg: str, /) -> None: ...
 
 
-@dataclass
+@dataclass(frozen=True)
 class KneeRun:
     study_id: int
     study_name: str

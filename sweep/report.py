@@ -82,8 +82,10 @@ def missing_contract_fields(ctx: StudyContext) -> list[str]:
     return missing
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReportFiles:
+    """What write_report wrote: report.md, its plots, the contract fields it lacked, and report.html."""
+
     markdown: Path
     plots: list[Path]
     missing: list[str]
