@@ -11,8 +11,9 @@ A KeyboardInterrupt raised by a signal handler is lost when it lands inside a `_
 (CPython prints "Exception ignored in ..." and goes on): the simulator's tight loop collects garbage all the
 time, so a Ctrl-C there was swallowed and the study ran on. So SIGINT is handled here too, every signal is
 recorded before anything is raised, and the long synchronous loops call `check()`, which raises again for a
-signal whose first raise was lost (and `sys.unraisablehook` keeps that lost one off stderr). asyncio keeps its own SIGINT handling (cancel the main task, raise once the
-loop has unwound): `for_asyncio()` puts Python's default handler back for the event loop's run.
+signal whose first raise was lost (and `sys.unraisablehook` keeps that lost one off stderr). asyncio keeps its
+own SIGINT handling (cancel the main task, raise once the loop has unwound): `for_asyncio()` puts Python's
+default handler back for the event loop's run.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 _received: list[signal.Signals] = []
-_active: list[bool] = []  # one entry per stop_like_sigint() block being run
+# The unraisable hook each running stop_like_sigint() block replaced (innermost last): non-empty inside a block.
+_hooks: list[Callable[[Any], Any]] = []
 
 
 class Interrupted(KeyboardInterrupt):
@@ -39,19 +41,21 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+def _raise_for(sig: signal.Signals) -> NoReturn:
+    if sig == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Interrupted(sig)
+
+
 def _handler(signum: int, frame: FrameType | None) -> None:
     if _received:
         return  # already stopping
-    _received.append(signal.Signals(signum))
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
+    sig = signal.Signals(signum)
+    _received.append(sig)
     on_sigint = signal.getsignal(signal.SIGINT)
-    if on_sigint in (signal.default_int_handler, _handler) or not callable(on_sigint):
-        raise Interrupted(signum)
+    if sig == signal.SIGINT or on_sigint in (signal.default_int_handler, _handler) or not callable(on_sigint):
+        _raise_for(sig)
     on_sigint(signal.SIGINT, frame)  # asyncio's runner: cancel the main task, raise KeyboardInterrupt after
-
-
-_hooks: list[Callable[[Any], Any]] = []  # the unraisable hook in place before stop_like_sigint()
 
 
 def _quiet_lost_interrupt(unraisable: Any) -> None:
@@ -60,16 +64,10 @@ def _quiet_lost_interrupt(unraisable: Any) -> None:
     (_hooks[-1] if _hooks else sys.__unraisablehook__)(unraisable)
 
 
-def _raise_for(sig: signal.Signals) -> None:
-    if sig == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise Interrupted(sig)
-
-
 def check() -> None:
     """Inside stop_like_sigint(): raise for a stop signal already received (its first KeyboardInterrupt may have
     been swallowed). Outside it (a library caller, a test after an interrupted run) nothing is raised."""
-    if _received and _active:
+    if _received and _hooks:
         _raise_for(_received[0])
 
 
@@ -106,11 +104,9 @@ def stop_like_sigint() -> Iterator[None]:
         signal.signal(signal.SIGINT, _handler)
     _hooks.append(sys.unraisablehook)
     sys.unraisablehook = _quiet_lost_interrupt
-    _active.append(True)
     try:
         yield
     finally:
-        _active.pop()
         sys.unraisablehook = _hooks.pop()
         for s, h in previous.items():
             signal.signal(s, h)
