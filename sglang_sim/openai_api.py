@@ -34,25 +34,34 @@ def finish_reason(r: Any) -> str:
     return "length" if (r.finish_reason or {}).get("type") == "length" else "abort"
 
 
-def usage(sim: SimServer, r: Any, st: Stream, media: dict[str, int]) -> dict[str, Any]:
-    """The final usage object: prompt_tokens_details only with --enable-cache-report or media."""
-    details: dict[str, Any] | None = None
-    if sim.info.get("enable_cache_report") or media:
-        details = {"cached_tokens": r.cached_tokens if sim.info.get("enable_cache_report") else 0}
-        details.update({f"{k}_tokens": v for k, v in media.items()})
-    return {"prompt_tokens": r.prompt_len, "completion_tokens": len(st.ids),
-            "total_tokens": r.prompt_len + len(st.ids), "reasoning_tokens": 0, "prompt_tokens_details": details}
-
-
 def running_usage(r: Any, st: Stream) -> dict[str, Any]:
     """continuous_usage_stats: UsageProcessor.calculate_token_usage of the tokens so far."""
     return {"prompt_tokens": r.prompt_len, "completion_tokens": len(st.ids),
             "total_tokens": r.prompt_len + len(st.ids), "reasoning_tokens": 0, "prompt_tokens_details": None}
 
 
+def usage(sim: SimServer, r: Any, st: Stream, media: dict[str, int]) -> dict[str, Any]:
+    """The final usage object: prompt_tokens_details only with --enable-cache-report or media."""
+    details: dict[str, Any] | None = None
+    if sim.info.get("enable_cache_report") or media:
+        details = {"cached_tokens": r.cached_tokens if sim.info.get("enable_cache_report") else 0}
+        details.update({f"{k}_tokens": v for k, v in media.items()})
+    return dict(running_usage(r, st), prompt_tokens_details=details)
+
+
 def _stream_options(body: dict[str, Any]) -> tuple[bool, bool]:
     opts = body.get("stream_options") or {}
     return bool(opts.get("include_usage")), bool(opts.get("continuous_usage_stats"))
+
+
+def _submitted(sim: SimServer, ids: list[int], max_new: int, media: dict[str, int],
+               body: dict[str, Any]) -> tuple[Stream, Any] | Response:
+    """The request handed to the engine, or the 400 of one the server refused before any output."""
+    st, r = sim._submit(ids, max_new, media, bool(body.get("stream")), body.get("rid"))
+    if r.status == "aborted" and not st.ids:
+        sim._close(st, r)
+        return error_response(str((r.finish_reason or {}).get("message", "aborted")))
+    return st, r
 
 
 def _max_tokens(body: dict[str, Any], default: int) -> int | Response:
@@ -74,20 +83,17 @@ async def chat(sim: SimServer, request: Request) -> Response:
     max_new = _max_tokens(body, 128)
     if isinstance(max_new, Response):
         return max_new
-    stream = bool(body.get("stream"))
-    st, r = sim._submit(ids, max_new, media, stream, body.get("rid"))
-    if r.status == "aborted" and not st.ids:
-        sim._close(st, r)
-        return error_response(str((r.finish_reason or {}).get("message", "aborted")))
+    submitted = _submitted(sim, ids, max_new, media, body)
+    if isinstance(submitted, Response):
+        return submitted
+    st, r = submitted
     cid, created = f"chatcmpl-{st.rid[:24]}", int(time.time())
     model = body.get("model") or sim.model_name
-    if stream:
+    if body.get("stream"):
         return StreamingResponse(_chat_stream(sim, st, r, cid, created, model, body, media),
                                  media_type="text/event-stream")
     try:
-        async for _n, _done in sim._updates(st):
-            pass
-        st.grow(sim.engine.output_len(r))
+        await sim._whole_output(st, r)
         return JSONResponse({"id": cid, "object": "chat.completion", "created": created, "model": model,
                              "choices": [{"index": 0, "message": {"role": "assistant", "content": st.text.strip()},
                                           "logprobs": None, "finish_reason": finish_reason(r), "matched_stop": None}],
@@ -144,20 +150,17 @@ async def completions(sim: SimServer, request: Request) -> Response:
     max_new = _max_tokens(body, 16)
     if isinstance(max_new, Response):
         return max_new
-    stream = bool(body.get("stream"))
-    st, r = sim._submit(ids, max_new, {}, stream, body.get("rid"))
-    if r.status == "aborted" and not st.ids:
-        sim._close(st, r)
-        return error_response(str((r.finish_reason or {}).get("message", "aborted")))
+    submitted = _submitted(sim, ids, max_new, {}, body)
+    if isinstance(submitted, Response):
+        return submitted
+    st, r = submitted
     cid, created = f"cmpl-{st.rid[:24]}", int(time.time())
     model = body.get("model") or sim.model_name
-    if stream:
+    if body.get("stream"):
         return StreamingResponse(_completion_stream(sim, st, r, cid, created, model, body),
                                  media_type="text/event-stream")
     try:
-        async for _n, _done in sim._updates(st):
-            pass
-        st.grow(sim.engine.output_len(r))
+        await sim._whole_output(st, r)
         return JSONResponse({"id": cid, "object": "text_completion", "created": created, "model": model,
                              "choices": [{"index": 0, "text": st.text, "logprobs": None,
                                           "finish_reason": finish_reason(r), "matched_stop": None}],

@@ -159,6 +159,12 @@ class SimServer:
             if done:
                 return
 
+    async def _whole_output(self, st: Stream, r: Any) -> None:
+        """A non-streamed request: wait for its last update and take all of its output."""
+        async for _n, _done in self._updates(st):
+            pass
+        st.grow(self.engine.output_len(r))
+
     def _close(self, st: Stream, r: Any) -> None:
         if r.status not in ("finished", "aborted"):
             self.engine.abort(st.rid)  # the client went away: SGLang aborts the request
@@ -214,9 +220,7 @@ class SimServer:
         if body.get("stream"):
             return StreamingResponse(self._gen_stream(st, r, media), media_type="text/event-stream")
         try:
-            async for _n, _done in self._updates(st):
-                pass
-            st.grow(self.engine.output_len(r))
+            await self._whole_output(st, r)
             return JSONResponse({"text": st.text, "output_ids": st.ids, "meta_info": self._meta(r, st, True, media)})
         finally:
             self._close(st, r)
