@@ -21,6 +21,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     Insert,
+    Table,
     case,
     create_engine,
     event,
@@ -186,9 +187,10 @@ class Store:
                 command.upgrade(cfg, "head")
 
     @staticmethod
-    def _require_one(rowcount: int, what: str) -> None:
-        """Raise when an update touched no row (a wrong id is a caller bug worth hearing about)."""
-        if rowcount == 0:
+    def _update_one(conn: Connection, table: Table, row_id: int, values: Mapping[str, Any], what: str) -> None:
+        """Update the row `row_id` of `table`; raise when there is none (a wrong id is a caller bug worth hearing
+        about)."""
+        if conn.execute(update(table).where(table.c.id == row_id).values(dict(values))).rowcount == 0:
             raise StoreError(f"no such {what}")
 
     # --- studies and environments -------------------------------------------------------------------
@@ -221,23 +223,18 @@ class Store:
         if report_path is not None:
             values["report_path"] = str(report_path)
         with self._write(f"finish study {study_id}") as conn:
-            t = q.studies_table
-            self._require_one(conn.execute(update(t).where(t.c.id == study_id).values(values)).rowcount,
-                              f"study {study_id}")
+            self._update_one(conn, q.studies_table, study_id, values, f"study {study_id}")
 
     def reopen_study(self, study_id: int) -> None:
         """A resumed study is running again (it may have been left interrupted or failed)."""
         with self._write(f"reopen study {study_id}") as conn:
-            t = q.studies_table
-            self._require_one(conn.execute(update(t).where(t.c.id == study_id)
-                                           .values(status="running", finished_at=None)).rowcount, f"study {study_id}")
+            self._update_one(conn, q.studies_table, study_id, {"status": "running", "finished_at": None},
+                             f"study {study_id}")
 
     def mark_study_simulated(self, study_id: int) -> None:
         """Label a study (and its runs so far) simulated: its server turned out to be the simulator."""
         with self._write(f"mark study {study_id} simulated") as conn:
-            t = q.studies_table
-            self._require_one(conn.execute(update(t).where(t.c.id == study_id).values(simulated=True)).rowcount,
-                              f"study {study_id}")
+            self._update_one(conn, q.studies_table, study_id, {"simulated": True}, f"study {study_id}")
             conn.execute(update(runs_table).where(runs_table.c.study_id == study_id).values(simulated=True))
 
     def record_environment(self, study_id: int, env: Mapping[str, Any]) -> int:
@@ -273,9 +270,7 @@ class Store:
         if not values:
             return
         with self._write(f"update server config {config_id}") as conn:
-            t = q.configs_table
-            self._require_one(conn.execute(update(t).where(t.c.id == config_id).values(values)).rowcount,
-                              f"server config {config_id}")
+            self._update_one(conn, q.configs_table, config_id, values, f"server config {config_id}")
 
     def server_configs(self, study_id: int) -> list[dict[str, Any]]:
         """Every server configuration of a study, in creation order."""
@@ -309,8 +304,7 @@ class Store:
         request_rows = q.request_rows(run_id, records, window_start)
         sample_rows = q.sample_rows(run_id, samples, window_start)
         with self._write(f"store run {run_id}") as conn:
-            self._require_one(conn.execute(update(runs_table).where(runs_table.c.id == run_id).values(values))
-                              .rowcount, f"run {run_id}")
+            self._update_one(conn, runs_table, run_id, values, f"run {run_id}")
             # executemany: one prepared statement, batched by the driver (100k rows in about a second)
             if request_rows:
                 conn.execute(insert(q.requests_table), request_rows)
@@ -323,8 +317,7 @@ class Store:
         if status != "running":
             values["finished_at"] = q.utcnow()
         with self._write(f"mark run {run_id} {status}") as conn:
-            self._require_one(conn.execute(update(runs_table).where(runs_table.c.id == run_id).values(values))
-                              .rowcount, f"run {run_id}")
+            self._update_one(conn, runs_table, run_id, values, f"run {run_id}")
 
     def abort_running(self, study_id: int, workers: Sequence[int | None] | None = None) -> int:
         """Mark runs and configs a killed orchestrator left 'running' as 'aborted'; returns how many rows changed.
@@ -381,9 +374,7 @@ class Store:
         if status != "running":
             values["finished_at"] = q.utcnow()
         with self._write(f"mark worker {worker_id} {status}") as conn:
-            t = q.workers_table
-            self._require_one(conn.execute(update(t).where(t.c.id == worker_id).values(values)).rowcount,
-                              f"worker {worker_id}")
+            self._update_one(conn, q.workers_table, worker_id, values, f"worker {worker_id}")
 
     def workers(self, study_id: int) -> list[dict[str, Any]]:
         """Every worker that joined a study, in joining order."""
