@@ -10,11 +10,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psutil
 import pytest
+from waiting import wait_for
 
 from launchers import procs
 from launchers import sglang as sg
@@ -51,18 +51,6 @@ def marked(mark: str) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return out
-
-
-def wait_until(cond: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Poll cond until truthy or fail at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -183,7 +171,7 @@ def test_crash_mid_window_raises_server_died(make: Callable[..., sg.SGLangLaunch
             except ServerDied as exc:
                 return exc
             return None
-        exc = wait_until(died, 15, "the simulated crash")
+        exc = wait_for(died, 15, "the simulated crash")
         assert isinstance(exc, sg.ServerExited) and exc.log_path == h.log_path and str(h.pid) in str(exc)
         assert not launcher.alive(h)
     finally:
@@ -207,7 +195,7 @@ def test_orphan_child_is_found_and_killed(make: Callable[..., sg.SGLangLauncher]
     launcher = make(["--sim-spawn-orphan"])
     h = launcher.start(ServerConfig())
     # The orphan runs in its own session, so a process-group kill alone would miss it.
-    orphans = wait_until(lambda: [p for p in marked(mark) if os.getsid(p.pid) != h.pid], 10, "the orphan")
+    orphans = wait_for(lambda: [p for p in marked(mark) if os.getsid(p.pid) != h.pid], 10, "the orphan")
     report = launcher.stop(h)
     assert {p.pid for p in orphans} <= set(report.killed_leftovers)
     assert not marked(mark)

@@ -15,27 +15,16 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import psutil
+from waiting import wait_for  # tests/ is on sys.path: pytest loads tests/conftest.py first
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 DEFAULT_EXTRA = ["--load-format", "dummy"]
-
-
-def wait_for(cond: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.05) -> Any:
-    """Poll cond() until it returns something truthy; fail naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(every_s)
 
 
 def q(db: Path, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
