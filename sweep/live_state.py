@@ -19,7 +19,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sweep.hardware import pick_winner
@@ -197,7 +197,3 @@ def _planned(prof: Profile, phase: str) -> int:
     n = prof.search.n_trials or grid_size(prof.search.space)
     sc = prof.search.screening
     return min(n, max(sc.min_keep, math.ceil(sc.keep * n))) if sc.enabled and phase == "final" else n
-
-
-def now_utc() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

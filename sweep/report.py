@@ -99,10 +99,6 @@ def _plots(ctx: StudyContext, out_dir: Path) -> list[Path]:
     return plots(ctx, out_dir)
 
 
-def _phase_tag(run: dict[str, Any]) -> str:
-    return " (screen)" if run.get("phase") == "screen" else ""
-
-
 def soak_lines(ctx: StudyContext) -> list[str]:
     """The soak section: each soak run's rate, stats and verdict recomputed from its stored samples."""
     soaks = [r for r in ctx.runs if r.get("phase") == "soak"]
