@@ -25,8 +25,8 @@ from sweep.study_view import StudyContext  # noqa: E402
 MARKERS = ("o", "s", "^")
 # 30 colours, no two alike: tab10, then tab20b's darkest and middle shade of its five hues, then tab20's light
 # shades (tab10 alone repeated its colours from the 11th configuration on)
-PALETTE = (*plt.get_cmap("tab10").colors, *(plt.get_cmap("tab20b").colors[4 * h + s] for s in (0, 2) for h in range(5)),
-           *plt.get_cmap("tab20").colors[1::2])
+PALETTE = (*map(plt.get_cmap("tab10"), range(10)), *(plt.get_cmap("tab20b")(4 * h + s) for s in (0, 2) for h in range(5)),
+           *map(plt.get_cmap("tab20"), range(1, 20, 2)))
 # black: tab10's red is a configuration's colour, and a bound drawn in it read as one more ladder
 SLA_STYLE: dict[str, Any] = {"color": "black", "linestyle": (0, (6, 3)), "linewidth": 1.6}
 
