@@ -275,7 +275,8 @@ class ServerSpec(_Strict):
     launcher: Literal["auto", "sglang", "sim", "attach"] = Field("auto",
         description="auto (SGLang where a GPU and sglang exist, else the simulator), sglang, sim or attach")
     model_path: str = Field("models/llama3-8b-shape",
-        description="model folder (or hub name) given to SGLang's --model-path; relative to the repository")
+        description="model folder (or hub name) given to SGLang's --model-path: absolute, a folder of the "
+                    "repository (models/...), else as given (the working directory, or a hub name SGLang downloads)")
     extra_args: list[str] = Field(default_factory=list,
         description="extra SGLang flags for every launch, e.g. [--tp-size, '2']")
     startup_timeout_s: float = Field(900.0, gt=0, le=DAY_S,
