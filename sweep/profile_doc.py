@@ -20,7 +20,7 @@ file; a test fails when it is out of date). A profile is a YAML file; every fiel
 and takes its default, except those marked *required*. `--set key.path=value` overrides one field on the
 command line (the value is read as JSON, else as a string), e.g. `--set window.measure_seconds=60`.
 Relative `workload.dataset.path` and trace `arrival.path` are looked up in the profile's folder, then in
-the working directory.
+the working directory (a `sweep worker`: in its `--profile-dir`, then its working directory).
 """
 
 # the sections in the order a profile reads; arrival is one of several kinds
