@@ -49,8 +49,9 @@ def parse_ports(raw: str | None) -> tuple[int, int] | None:
     return low, high
 
 
-def stored_profile(db: str, study: str, overrides: list[str]) -> Profile:
-    """The profile a study was created with, plus --set overrides that leave its fingerprint alone."""
+def stored_profile(db: str, study: str, overrides: list[str], folder: Path | None = None) -> Profile:
+    """The profile a study was created with, plus --set overrides that leave its fingerprint alone; its relative
+    dataset and trace paths found in `folder` (the profile file's), then in the working directory."""
     from sweep.store import Store
 
     with Store(db) as store:
@@ -81,7 +82,10 @@ def stored_profile(db: str, study: str, overrides: list[str]) -> Profile:
     if prof.fingerprint() != row["fingerprint"]:
         raise UsageError(f"--set changes the workload fingerprint of study {study} ({row['fingerprint']} vs "
                          f"{prof.fingerprint()}): a worker must measure what the study measures")
-    return prof
+    from sweep.profile_inputs import locate_inputs
+
+    hint = "" if folder is not None else "; --profile-dir names the folder of the profile the study was made from"
+    return locate_inputs(prof, folder.resolve() if folder is not None else None, f"study {study}", hint)
 
 
 def register(app: typer.Typer) -> None:
@@ -102,7 +106,11 @@ def register(app: typer.Typer) -> None:
                                               "workload fingerprint, e.g. search.heartbeat_s=10"),
                progress: bool = typer.Option(True, help="rich progress bars with ETA on stderr"),
                peers: bool = typer.Option(True, help="also print the windows other workers of the study store"),
-               client_procs: int = typer.Option(1, "--client-procs", min=1)) -> None:
+               client_procs: int = typer.Option(1, "--client-procs", min=1),
+               profile_dir: Path | None = typer.Option(None, "--profile-dir", help="the folder of the profile "
+                                                       "the study was made from: its relative dataset and trace "
+                                                       "paths are looked up there, then in the working directory")
+               ) -> None:
         """Join a study and measure its configurations until it is done or this worker's budget is spent."""
         from sweep.hardware import WorkerSeat
         from sweep.orchestrator import Orchestrator
@@ -110,7 +118,7 @@ def register(app: typer.Typer) -> None:
 
         url = db_url(db)
         seat = WorkerSeat(label or "", parse_gpus(gpus), parse_ports(ports))
-        prof = stored_profile(url, study, list(set_))
+        prof = stored_profile(url, study, list(set_), profile_dir)
         with Store(url) as store:
             row = store.get_study_by_name(study)
         chosen = row["driver"] if driver == "auto" and row else driver
@@ -151,7 +159,10 @@ def register(app: typer.Typer) -> None:
 
         sid = create_study(Orchestrator(prof, db_url(db), Path("reports"), launcher_kind=launcher, driver=driver),
                            study)
-        join = shlex.join(["sweep", "worker", "--study", study, "--db", _shown(db)])
+        from sweep.profile_inputs import relative_inputs
+
+        where = ["--profile-dir", str(prof.folder)] if prof.folder is not None and relative_inputs(prof) else []
+        join = shlex.join(["sweep", "worker", "--study", study, "--db", _shown(db), *where])
         console.print(f"study {study} (id {sid}) created in {_shown(db)}; join it with: {join}")
 
     @study_app.command("workers")
@@ -207,7 +218,8 @@ def knee_on_gpus(orch: Any, gpus: str, per_server: int | None, study: str | None
     study_id, name = open_shared_study(orch, study, resume)
     sla = orch.profile.sla
     rc = fleet.run_fleet(seats, name, url, out, orch.driver_name, orch.kind, client_procs, console, study_id,
-                         percentiles=(int(sla.ttft_percentile), int(sla.tpot_percentile)))
+                         percentiles=(int(sla.ttft_percentile), int(sla.tpot_percentile)),
+                         profile_dir=orch.profile.folder)
     if rc != 0:
         raise SweepError(f"a worker of study {name} failed (exit {rc}); the study is resumable with --resume")
     return summary(orch, study_id, name)

@@ -55,8 +55,8 @@ def plan(gpus: tuple[int, ...], per_server: int, port_base: int = PORT_BASE) -> 
 
 
 def worker_command(seat: Seat, study: str, db: str, out: Path, driver: str | None, launcher: str | None,
-                   client_procs: int) -> list[str]:
-    """The `sweep worker` command line of one seat."""
+                   client_procs: int, profile_dir: Path | None = None) -> list[str]:
+    """The `sweep worker` command line of one seat (profile_dir: where the profile's relative inputs are)."""
     cmd = [sys.executable, "-m", "sweep.cli", "worker", "--study", study, "--db", db, "--out", str(out),
            "--gpus", ",".join(str(g) for g in seat.gpus), "--ports", f"{seat.ports[0]}-{seat.ports[1]}",
            "--label", seat.label, "--no-progress", "--no-peers", "--client-procs", str(client_procs)]
@@ -64,6 +64,8 @@ def worker_command(seat: Seat, study: str, db: str, out: Path, driver: str | Non
         cmd += ["--driver", driver]
     if launcher:
         cmd += ["--launcher", launcher]
+    if profile_dir is not None:
+        cmd += ["--profile-dir", str(profile_dir)]
     return cmd
 
 
@@ -114,7 +116,7 @@ class FleetProgress:
 
 def run_fleet(seats: list[Seat], study: str, db: str, out: Path, driver: str | None, launcher: str | None,
               client_procs: int, console: Any, study_id: int, poll_s: float = 2.0,
-              percentiles: tuple[int, int] = (99, 99)) -> int:
+              percentiles: tuple[int, int] = (99, 99), profile_dir: Path | None = None) -> int:
     """Start one worker per seat, show their progress from the database until all exit; the worst exit code."""
     log_root = out / study / "logs"
     procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -126,7 +128,8 @@ def run_fleet(seats: list[Seat], study: str, db: str, out: Path, driver: str | N
         folder.mkdir(parents=True, exist_ok=True)
         log = open(folder / "worker.log", "wb")  # noqa: SIM115 - closed after the worker exits
         logs.append(log)
-        procs[seat.label] = subprocess.Popen(worker_command(seat, study, db, out, driver, launcher, client_procs),
+        procs[seat.label] = subprocess.Popen(worker_command(seat, study, db, out, driver, launcher, client_procs,
+                                                            profile_dir),
                                              stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         console.print(f"worker {seat.label}: GPUs {','.join(map(str, seat.gpus))}, ports {seat.ports[0]}-"
                       f"{seat.ports[1] - 1}, log {folder / 'worker.log'}")

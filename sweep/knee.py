@@ -1,6 +1,6 @@
 """Knee and Pareto selection over one configuration's ladder (pure).
 
-Knee (DESIGN.md): the passing step with the highest goodput (output tok/s; ties go to the lower
+Knee (README.md, "Definitions"): the passing step with the highest goodput (output tok/s; ties go to the lower
 concurrency). If throughput gains flatten -- relative gain per doubling of concurrency, i.e.
 (tp_i / tp_{i-1} - 1) / log2(c_i / c_{i-1}), below the profile's flatten_threshold -- while TTFT P99
 or retractions rise, the steps from the flattening on are in the negative-return zone: the knee is

@@ -2,7 +2,7 @@
 
 Pure: request records and probe samples in, a frozen RunStats out (sweep.run_stats: the plain columns of `runs`).
 
-Conventions (DESIGN.md, "Definitions"):
+Conventions (README.md, "Definitions", points here):
 - A record counts when it is not warm-up and its scheduled_at (send time) is in [window_start, window_end).
   TTFT and E2E are measured from scheduled_at, so client-side queueing in open-loop runs is included.
 - Latency distributions (TTFT, TPOT, ITL, E2E) use successful requests only; errors show up in error_rate

@@ -275,7 +275,8 @@ class ServerSpec(_Strict):
     launcher: Literal["auto", "sglang", "sim", "attach"] = Field("auto",
         description="auto (SGLang where a GPU and sglang exist, else the simulator), sglang, sim or attach")
     model_path: str = Field("models/llama3-8b-shape",
-        description="model folder (or hub name) given to SGLang's --model-path; relative to the repository")
+        description="model folder (or hub name) given to SGLang's --model-path: absolute, a folder of the "
+                    "repository (models/...), else as given (the working directory, or a hub name SGLang downloads)")
     extra_args: list[str] = Field(default_factory=list,
         description="extra SGLang flags for every launch, e.g. [--tp-size, '2']")
     startup_timeout_s: float = Field(900.0, gt=0, le=DAY_S,
@@ -503,6 +504,14 @@ class Profile(_Strict):
     soak: Soak = Field(Soak(), description="the winner's long Poisson run (section soak)")
     crosscheck: CrossCheck = Field(CrossCheck(),
         description="an independent reference client after every window (section crosscheck)")
+    # Where its relative dataset and trace paths are looked up first: the folder of the file it was read from,
+    # or the one a worker was given (sweep/profile_inputs.py); None for a profile made in code.
+    _folder: Path | None = PrivateAttr(None)
+
+    @property
+    def folder(self) -> Path | None:
+        """The folder the profile's relative input paths were looked up in first (None: the working directory)."""
+        return self._folder
 
     @field_validator("name")
     @classmethod
@@ -574,12 +583,9 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None) -> P
         prof = Profile.model_validate(data)
     except ValidationError as err:
         raise ProfileError(_format_error(p, err)) from None
-    if prof.workload.dataset is not None:
-        prof.workload.dataset._resolved = find_input(p, "workload.dataset.path", prof.workload.dataset.path)
-    if isinstance(prof.arrival, TraceArrival):
-        prof.arrival._resolved = find_input(p, "arrival.path", prof.arrival.path)
-        _check_trace(p, prof.arrival)
-    return prof
+    from sweep.profile_inputs import locate_inputs
+
+    return locate_inputs(prof, p.resolve().parent, str(p))
 
 
 def _read_yaml(p: Path) -> dict[str, Any]:
@@ -620,28 +626,6 @@ def _read_yaml(p: Path) -> dict[str, Any]:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _check_trace(p: Path, arrival: TraceArrival) -> None:
-    """The trace file parses (timestamps, non-decreasing, finite): its problem is the profile's, at load time."""
-    from sweep.drivers.arrivals import load_trace
-
-    try:
-        load_trace(arrival.file, arrival.time_scale)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ProfileError(f"{p}: arrival.path: {_one_line(str(exc))}") from None
-
-
-def find_input(profile_path: Path, field: str, raw: str) -> Path:
-    """A file the profile names: absolute as given; relative, in the profile's folder, then the working
-    directory. Missing: one line that says where it looked."""
-    path = Path(raw).expanduser()
-    tried = [path] if path.is_absolute() else [profile_path.resolve().parent / path, Path.cwd() / path]
-    for candidate in tried:
-        if candidate.is_file():
-            return candidate
-    where = " or ".join(str(t) for t in dict.fromkeys(tried))
-    raise ProfileError(f"{profile_path}: {field}: {raw}: no such file (looked for {where})")
 
 
 def _set_field(data: dict[str, Any], dotted: str, value: Any) -> None:

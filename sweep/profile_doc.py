@@ -20,7 +20,7 @@ file; a test fails when it is out of date). A profile is a YAML file; every fiel
 and takes its default, except those marked *required*. `--set key.path=value` overrides one field on the
 command line (the value is read as JSON, else as a string), e.g. `--set window.measure_seconds=60`.
 Relative `workload.dataset.path` and trace `arrival.path` are looked up in the profile's folder, then in
-the working directory.
+the working directory (a `sweep worker`: in its `--profile-dir`, then its working directory).
 """
 
 # the sections in the order a profile reads; arrival is one of several kinds
@@ -51,6 +51,10 @@ def _type(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
+# Defaults that load_profile fills in, not the model: the field is required of the model, not of the file.
+LOADER_DEFAULTS: dict[tuple[type[BaseModel], str], str] = {(P.Profile, "name"): "the file's name (without .yaml)"}
+
+
 def _default(info: Any) -> str:
     if info.default_factory is not None:
         value = info.default_factory()
@@ -76,7 +80,8 @@ def reference() -> str:
         out.append("| field | type | default | meaning |\n| --- | --- | --- | --- |")
         for name, info in model.model_fields.items():
             meaning = (info.description or "").replace("|", "\\|")
-            out.append(f"| `{name}` | {_type(info.annotation)} | {_default(info)} | {meaning} |")
+            default = LOADER_DEFAULTS.get((model, name)) or _default(info)
+            out.append(f"| `{name}` | {_type(info.annotation)} | {default} | {meaning} |")
         out.append("")
     return "\n".join(out)
 

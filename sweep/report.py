@@ -70,7 +70,7 @@ def _all(ctx: StudyContext, col: str) -> bool:
 
 
 def missing_contract_fields(ctx: StudyContext) -> list[str]:
-    """Report-contract fields (DIGEST.md) that the data cannot fill; a report with any may not conclude."""
+    """Report-contract fields (README.md, first paragraph) that the data cannot fill; a report with any may not conclude."""
     missing = []
     for name, probe in CONTRACT.items():
         try:

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from sweep.cli_workers import stored_profile
 from sweep.datasets import load_dataset
 from sweep.drivers.arrivals import schedule
 from sweep.errors import ProfileError
@@ -61,3 +63,42 @@ def test_a_missing_file_is_one_line_naming_where_sweep_looked(tmp_path: Path) ->
     assert not (tmp_path / "r.db").exists()  # nothing half-written
     with pytest.raises(ProfileError, match="arrival.path: t.txt: no such file"):
         load_profile(_profile(tmp_path / "other", "arrival: {kind: trace, path: t.txt}\n"))
+
+
+def _smoke_with_dataset(folder: Path) -> Path:
+    """profiles/smoke.yaml in `folder`, its prompts from data/prompts.jsonl beside it (cycled: the file is short)."""
+    data = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    data["name"] = "mine"
+    data["workload"].update(dataset={"path": "data/prompts.jsonl"}, replay=True)
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "prompts.jsonl").write_text(FIXTURE.read_text())
+    (folder / "mine.yaml").write_text(yaml.safe_dump(data))
+    return folder / "mine.yaml"
+
+
+def test_workers_of_a_study_find_the_dataset_beside_its_profile(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sweep sweep --gpus` hands its workers the profile's folder; `sweep study create` says to."""
+    path = _smoke_with_dataset(tmp_path / "mine")
+    (tmp_path / "elsewhere").mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    sweep = [sys.executable, "-m", "sweep.cli"]
+    fleet = subprocess.run([*sweep, "sweep", "--profile", str(path), "--db", "f.db", "--driver", "virtual",
+                            "--study", "f", "--gpus", "0", "--no-progress"], capture_output=True, text=True,
+                           timeout=300, cwd=tmp_path / "elsewhere", env=env)
+    assert fleet.returncode == 0, fleet.stdout + fleet.stderr + (tmp_path / "elsewhere" / "reports" / "f" / "logs"
+                                                                  / "gpu0" / "worker.log").read_text()
+    made = subprocess.run([*sweep, "study", "create", "--profile", str(path), "--db", "w.db", "--study", "w"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path / "elsewhere", env=env)
+    assert made.returncode == 0, made.stderr
+    said = "".join((made.stdout + made.stderr).split())  # the console may wrap the line
+    assert f"sweepworker--studyw--dbw.db--profile-dir{tmp_path / 'mine'}" in said, made.stderr
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    url = f"sqlite:///{tmp_path / 'elsewhere' / 'w.db'}"
+    prof = stored_profile(url, "w", [], tmp_path / "mine")
+    assert prof.workload.dataset is not None and prof.workload.dataset.file == tmp_path / "mine" / "data" / "prompts.jsonl"
+    with pytest.raises(ProfileError) as err:
+        stored_profile(url, "w", [])
+    line = str(err.value)
+    assert line.startswith("study w: workload.dataset.path: data/prompts.jsonl: no such file (looked for "
+                           f"{tmp_path / 'elsewhere' / 'data' / 'prompts.jsonl'})") and "--profile-dir" in line

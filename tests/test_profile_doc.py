@@ -36,3 +36,20 @@ def test_sweep_profile_schema_writes_the_reference(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert out.read_text() == reference()
     assert "| `measure_seconds` | float | `900.0` |" in out.read_text()
+
+
+def test_the_readme_own_model_profile_loads_as_written(tmp_path: Path) -> None:
+    """README's "Your own model" example is a valid profile: a real model folder, no random weights."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Your own model"):]
+    body = section[section.index("```yaml\n") + len("```yaml\n"):section.index("```\n", section.index("```yaml"))]
+    first, _, rest = body.partition("\n")
+    assert first == "# profiles/mine.yaml", first
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "mine.yaml").write_text(rest)
+    (folder / "prompts.jsonl").write_text('{"prompt": "hello"}\n')  # "beside this file", as the comment says
+    prof = P.load_profile(folder / "mine.yaml")
+    assert prof.server.launcher == "sglang" and Path(prof.server.model_path).is_absolute()
+    assert "--load-format" not in prof.server.extra_args
+    assert prof.workload.dataset is not None and prof.workload.dataset.file == folder / "prompts.jsonl"

@@ -86,9 +86,24 @@ case "$stage" in
       --set "server.command=$cmd" "${short[@]}" --set 'ladder=[16,64]' --set search.heartbeat_s=10 \
       --set 'search.space={"max_running_requests":[32,64],"mem_fraction_static":[0.3],"chunked_prefill_size":[4096,8192],"schedule_policy":["lpm"]}' \
       --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]' \
+      --set search.screening.enabled=false --set soak.enabled=${SOAK:-false} --set soak.duration_s=30 \
       || exit $?
+    # SGLang sizes its KV pool as (memory free now) - (memory free when it started) x (1 - fraction): two servers
+    # starting at the same moment on one GPU both count the other's memory as theirs, and the second fails. So w1
+    # joins once w0's first server answers HTTP at all (SGLang serves only after its KV pool is allocated; 401 for
+    # want of the key counts), so each later launch is offset by about one start-up.
     pids=()
     for i in 0 1; do
+      if [ "$i" = 1 ]; then
+        python3 -c 'import sys, time, httpx
+end = time.monotonic() + 450
+while time.monotonic() < end:
+    try:
+        httpx.get("http://127.0.0.1:30000/health", timeout=2); sys.exit(0)
+    except httpx.HTTPError: pass
+    time.sleep(2)
+sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
+      fi
       python3 -m sweep.cli worker --study h200-workers --db "$db" --out "$work/reports" --launcher sglang \
         --driver http --gpus 0 --ports "$((30000 + 100 * i))-$((30100 + 100 * i))" --label "w$i" --no-progress \
         > "$out/workers-w$i.log" 2>&1 &
