@@ -101,3 +101,11 @@ def test_every_named_top_level_doc_exists() -> None:
     gone = sorted(f"{p}: {name}" for p, name in named
                   if not (ROOT / name).exists() and not (ROOT / p).with_name(name).exists())
     assert not gone, f"names of docs that are not in the repository: {gone}"
+
+
+def test_the_readme_says_where_the_sweep_command_is_before_it_uses_it() -> None:
+    """A bare `sweep ...` is "command not found" outside the virtual environment: the README says so first."""
+    text = (ROOT / "README.md").read_text()
+    first_use = min(m.start() for m in re.finditer(r"(`|^)sweep [a-z]", text, re.M))
+    assert ".venv/bin/sweep" in text[:first_use], text[first_use - 200:first_use + 40]
+    assert (ROOT / "pyproject.toml").read_text().count('sweep = "sweep.cli:main"') == 1
