@@ -95,7 +95,7 @@ class FleetProgress:
             self.seen.add(r["id"])
             who = names.get(r.get("worker_id") or -1)
             label = ServerConfig.from_mapping(configs[r["server_config_id"]]).label()
-            width = self.console.width if self.console.is_terminal else WIDE  # a pipe: one line per window
+            width = self.console.width - 2 if self.console.is_terminal else WIDE  # a pipe: one line per window
             landed += result_lines(r["phase"], label, r["concurrency"], RunStats.from_row(r), width, escape(f"[{who}]") if who else None,
                                    self.percentiles)
         seated = {a.worker: a.line() for a in activity(workers, list(configs.values()), runs,

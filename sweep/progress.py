@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.text import Text
 
 from sweep.profile import Profile
 from sweep.run_stats import RunStats
@@ -59,9 +60,12 @@ def _clip(text: str, n: int) -> str:
 
 def result_lines(phase: str, label: str, concurrency: int, stats: RunStats, width: int,
                  worker: str | None = None, percentiles: tuple[int, int] = (99, 99)) -> list[str]:
-    """A finished window as rich-markup lines: one line when `width` allows, else two that fit 80 columns.
+    """A finished window as rich-markup lines: one line when `width` allows, else two that fit 80 columns
+    (when the SLA's failure reasons do not fit beside the head, each gets a line of its own).
     TTFT and TPOT are shown at the SLA's percentiles (`percentiles`)."""
-    verdict = "[green]pass[/]" if stats.passes_sla else f"[red]fail[/] {stats.sla_failures or ''}".rstrip()
+    word = "[green]pass[/]" if stats.passes_sla else "[red]fail[/]"
+    why = "" if stats.passes_sla else (stats.sla_failures or "")
+    verdict = f"{word} {escape(why)}".rstrip()
     who = f"{worker} " if worker else ""
     load = f"in-flight cap {concurrency}" if phase == "soak" else f"c={concurrency}"
     head = f"{who}{phase:<6} {label} {load}"
@@ -72,7 +76,9 @@ def result_lines(phase: str, label: str, concurrency: int, stats: RunStats, widt
             f"retr {stats.retractions or 0}")
     if width >= WIDE:
         return [f"{head}  {nums}  {verdict}"]
-    return [f"{head}  {verdict}", f"    {nums}"]
+    if Text.from_markup(f"{head}  {verdict}").cell_len <= width:
+        return [f"{head}  {verdict}", f"    {nums}"]
+    return [f"{head}  {word}", f"    {nums}", *(f"    {escape(reason)}" for reason in why.split("; "))]
 
 
 class StudyProgress:
@@ -154,7 +160,7 @@ class StudyProgress:
         lines = result_lines(phase, config.label(), concurrency, step.stats, self.console.width, self.worker,
                              self.percentiles)
         if not self.live:  # a pipe: one plain line per window, counted
-            self.console.print(escape(f"[{self._count()}] ") + lines[0] + ("  " + lines[1].strip() if len(lines) > 1 else ""),
+            self.console.print("  ".join([escape(f"[{self._count()}] ") + lines[0], *(ln.strip() for ln in lines[1:])]),
                                markup=True, highlight=False, soft_wrap=True)
             return
         for line in lines:

@@ -2,9 +2,9 @@
 TTFT for every step).
 
 - One legend per figure, outside the axes (to the right), so it never covers data.
-- Up to 30 configurations stay distinct: ten tab10 colours x three markers (circle, square, triangle);
-  a screening ladder is dashed, a final one solid.
-- The SLA bounds are drawn (TTFT and TPOT at the SLA's own percentiles, red dashed) where a panel has one.
+- Up to 30 configurations stay distinct: 30 different colours (PALETTE), and a marker per ten (circle, square,
+  triangle); a screening ladder is dashed, a final one solid.
+- The SLA bounds are drawn (TTFT and TPOT at the SLA's own percentiles, black dashed) where a panel has one.
 - pareto.png marks the Pareto front (no other step has more goodput at a lower TTFT) and the winner's knee.
 """
 
@@ -18,16 +18,22 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import ScalarFormatter  # noqa: E402
 
 from sweep.study_view import StudyContext  # noqa: E402
 
 MARKERS = ("o", "s", "^")
-SLA_STYLE: dict[str, Any] = {"color": "#d62728", "linestyle": (0, (6, 3)), "linewidth": 1.4}
+# 30 colours, no two alike: tab10, then tab20b's darkest and middle shade of its five hues, then tab20's light
+# shades (tab10 alone repeated its colours from the 11th configuration on)
+PALETTE = (*map(plt.get_cmap("tab10"), range(10)), *(plt.get_cmap("tab20b")(4 * h + s) for s in (0, 2) for h in range(5)),
+           *map(plt.get_cmap("tab20"), range(1, 20, 2)))
+# black: tab10's red is a configuration's colour, and a bound drawn in it read as one more ladder
+SLA_STYLE: dict[str, Any] = {"color": "black", "linestyle": (0, (6, 3)), "linewidth": 1.6}
 
 
 def style(i: int) -> dict[str, Any]:
-    """Colour and marker of the i-th configuration: distinct for i < 30."""
-    return {"color": plt.get_cmap("tab10")(i % 10), "marker": MARKERS[(i // 10) % len(MARKERS)]}
+    """Colour and marker of the i-th configuration: the colours distinct for i < 30, the markers per ten."""
+    return {"color": PALETTE[i % len(PALETTE)], "marker": MARKERS[(i // 10) % len(MARKERS)]}
 
 
 def _sla(ctx: StudyContext) -> dict[str, Any]:
@@ -57,6 +63,12 @@ def _title(ctx: StudyContext, text: str) -> str:
     return text + ("  [SIMULATED]" if ctx.study.get("simulated") else "")
 
 
+def _log_when_wide(values: list[float]) -> bool:
+    """Latencies past the knee run 100x those before it: a linear axis flattens every passing step onto zero."""
+    pos = [v for v in values if v == v and v > 0]
+    return bool(pos) and max(pos) > 20 * min(pos)
+
+
 def ladder_figure(ctx: StudyContext) -> Figure | None:
     by_cfg = ladders(ctx)
     if not by_cfg:
@@ -73,12 +85,17 @@ def ladder_figure(ctx: StudyContext) -> Figure | None:
     fig, axes = plt.subplots(3, 3, figsize=(16, 12))
     steps = sorted({r["concurrency"] for runs in by_cfg.values() for r in runs})
     for ax, (col, title, scale, bound) in zip(axes.flat, panels, strict=False):
+        drawn: list[float] = []
         for i, (cid, runs) in enumerate(by_cfg.items()):
             ys = [r[col] * scale if r.get(col) is not None else float("nan") for r in runs]
+            drawn += ys
             ax.plot([r["concurrency"] for r in runs], ys, "--" if runs[0].get("phase") == "screen" else "-",
                     label=_label(ctx, cid, runs), markersize=5, **style(i))
         if bound is not None:
             ax.axhline(float(bound), label="SLA bound", **SLA_STYLE)
+            if _log_when_wide([*drawn, float(bound)]):
+                ax.set_yscale("log")
+                ax.yaxis.set_major_formatter(ScalarFormatter())  # 100, 1000: milliseconds, not powers of ten
         ax.set_xscale("log", base=2)
         ax.set_xticks(steps, [str(c) for c in steps])  # the ladder's own steps, not powers of two
         ax.minorticks_off()
@@ -118,7 +135,7 @@ def pareto_figure(ctx: StudyContext) -> Figure | None:
                    label=_label(ctx, cid, runs))
     front = pareto_front(points)
     if front:
-        ax.plot([x for x, _ in front], [y for _, y in front], "-", color="black", linewidth=1.2,
+        ax.plot([x for x, _ in front], [y for _, y in front], "-", color="#555555", linewidth=2.5, alpha=0.6,
                 drawstyle="steps-post", label="Pareto front", zorder=1)
     if sla.get("ttft_ms") is not None:
         ax.axvline(float(sla["ttft_ms"]), label=f"SLA TTFT P{pt} bound", **SLA_STYLE)
@@ -129,6 +146,9 @@ def pareto_figure(ctx: StudyContext) -> Figure | None:
             ax.scatter([step[col]], [step.get("goodput_tps") or 0.0], marker="*", s=320, facecolor="gold",
                        edgecolor="black", zorder=5, label=f"winner: {ctx.labels.get(win.id, '')} "
                                                           f"c={step['concurrency']}")
+    if _log_when_wide([x for x, _ in points]):
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.set_xlabel(f"TTFT P{pt} (ms)")
     ax.set_ylabel("goodput (output tok/s)")
     ax.set_title(_title(ctx, f"goodput vs TTFT P{pt} (every step)"))

@@ -49,8 +49,10 @@ def test_the_ladder_legend_sits_outside_every_panel_and_30_configurations_look_d
     ttft = fig.axes[2]
     lines = [ln for ln in ttft.get_lines() if str(ln.get_label()).startswith("mrr=")]
     assert len(lines) == 30
-    assert len({(to_hex(ln.get_color()), ln.get_marker()) for ln in lines}) == 30
+    colours = {to_hex(ln.get_color()) for ln in lines}
+    assert len(colours) == 30  # colours, not only colour x marker: tab10 repeated its ten from the 11th on
     bound = [ln for ln in ttft.get_lines() if ln.get_label() == "SLA bound"]
+    assert to_hex(bound[0].get_color()) not in colours  # the bound is not read as one more ladder
     assert bound and set(bound[0].get_ydata()) == {1000.0}  # type: ignore[arg-type]
     assert ttft.get_title() == "TTFT P95 (ms)"  # the SLA's own percentile, not P99
     assert [ln.get_label() for ln in fig.axes[3].get_lines() if ln.get_label() == "SLA bound"]
@@ -82,3 +84,15 @@ def test_pareto_front_keeps_only_points_nothing_beats() -> None:
 def test_plots_writes_both_files(tmp_path: Path) -> None:
     files = plots(study(3), tmp_path)
     assert [f.name for f in files] == ["ladder.png", "pareto.png"] and all(f.stat().st_size > 5000 for f in files)
+
+
+def test_latencies_a_hundredfold_apart_get_a_log_axis_so_passing_steps_are_not_flattened_onto_zero() -> None:
+    ctx = study(4)
+    for r in ctx.runs:  # the top step fails at 10 s TTFT, the others pass near 100 ms (the interactive profile's)
+        r["ttft_p95_ms"] = 10_000.0 if r["concurrency"] == 128 else 80.0 + r["concurrency"]
+    ladder, pareto = ladder_figure(ctx), pareto_figure(ctx)
+    assert ladder is not None and pareto is not None
+    assert ladder.axes[2].get_yscale() == "log" and pareto.axes[0].get_xscale() == "log"
+    assert ladder.axes[3].get_yscale() == "linear"  # TPOT 20..80 ms against its 100 ms bound: linear
+    plt.close(ladder)
+    plt.close(pareto)

@@ -26,7 +26,7 @@ from rich.console import Console
 
 from sweep.ladder import LadderStep, StepStart
 from sweep.profile import load_profile
-from sweep.progress import StudyProgress
+from sweep.progress import StudyProgress, result_lines
 from sweep.run_stats import RunStats
 from sweep.types import ServerConfig
 
@@ -148,3 +148,20 @@ def test_counts_never_pass_their_totals_when_the_finals_outnumber_the_plan() -> 
         assert bars.done <= bars.total
     printed = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
     assert printed[-1].startswith(f"[{bars.total}/{bars.total}] final")
+
+
+def test_a_failed_window_at_80_columns_keeps_its_reasons_whole_on_lines_that_fit() -> None:
+    """The interactive profile's failing steps: head + 'fail TTFT P95 ... > 1000 ms' is wider than 80 columns;
+    rich wrapped it, leaving a lone 'ms' line. Each reason now gets a line of its own."""
+    why = "TTFT P95 5778 ms > 1000 ms; error rate 0.020 > 0.010"
+    stats = RunStats.from_row({"passes_sla": False, "sla_failures": why, "goodput_tps": 1253.0, "ttft_p95_ms": 5778.0})
+    label = "mrr=16 mem=0.6 chunk=2048 policy=lpm"
+    console = Console(file=io.StringIO(), force_terminal=True, width=80, color_system=None)
+    for line in result_lines("screen", label, 32, stats, 80, percentiles=(95, 95)):
+        console.print(line, highlight=False)
+    shown = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert shown[0] == f"screen {label} c=32  fail"
+    assert shown[1].startswith("    goodput 1253 tok/s  TTFT p95 5.78 s")
+    assert shown[2:] == ["    TTFT P95 5778 ms > 1000 ms", "    error rate 0.020 > 0.010"]
+    short = result_lines("screen", "mrr=4", 32, stats, 80, percentiles=(95, 95))
+    assert len(short) == 2 and short[0].endswith(f"[/] {why}")  # beside the head when it fits
