@@ -76,7 +76,11 @@ def test_the_live_page_grows_as_windows_land_and_ends_with_the_winner(tmp_path: 
         winner = re.search(r'<div id="winner"[^>]*>([^<]*)</div>', dom)
         assert winner and "at concurrency" in winner.group(1) and "95% CI" in winner.group(1), winner
         assert dom.count("<canvas") >= 3  # uPlot's goodput, TTFT and TPOT charts
-        assert "SLA 1000 ms" in dom and "SLA 100 ms" in dom  # the SLA bounds are series of their charts
+        # one legend serves the three charts (uPlot's own, one per chart, listed every configuration three
+        # times): a line per ladder, and the SLA bounds the charts draw
+        assert "u-legend" not in dom
+        assert sorted(re.findall(r'<li data-config="([^"]+)">', dom)) == ["final mrr=4 mem=0.85", "final mrr=8 mem=0.85"]
+        assert "SLA bound: TTFT p95 1000 ms, TPOT p95 100 ms" in dom
         assert 'id="n-failed">0<' in dom and 'id="n-queued">0<' in dom
         # the workers table: the worker, the host it ran on, its status (sweep/worker_view.py)
         host = re.escape(socket.gethostname())

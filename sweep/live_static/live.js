@@ -4,6 +4,7 @@ const $ = (id) => document.getElementById(id);
 const fmt = (v, d = 0) => (v === null || v === undefined ? "" : Number(v).toFixed(d));
 // distinct colours for up to 30 configurations: golden-angle hues, two lightness levels
 const colour = (i) => `hsl(${(210 + i * 137.508) % 360}, 70%, ${i % 2 ? 32 : 48}%)`;
+const SLA_COLOUR = "#111"; // black, as in the report's plots: no configuration is drawn in it
 let charts = {}, lastCurves = "";
 
 function cell(text, cls) {
@@ -32,20 +33,45 @@ function chart(id, title, key, bound, unit, curves) {
   curves.forEach((c, i) => {
     data.push(xs.map((x) => { const j = c.concurrency.indexOf(x); return j < 0 ? null : c[key][j]; }));
     series.push({ label: `${c.phase} ${c.config}`, stroke: colour(i), width: 2, points: { show: true, size: 6 },
-                  spanGaps: true });
+                  dash: c.phase === "screen" ? [5, 3] : undefined, spanGaps: true });
   });
   if (bound !== null) {
     data.push(xs.map(() => bound));
-    series.push({ label: `SLA ${fmt(bound)} ${unit}`, stroke: "#dc2626", dash: [6, 4], width: 1.5,
+    series.push({ label: `SLA ${fmt(bound)} ${unit}`, stroke: SLA_COLOUR, dash: [6, 4], width: 1.5,
                   points: { show: false } });
   }
   if (charts[id]) charts[id].destroy();
   const el = $(id);
   el.replaceChildren();
   if (!xs.length) { el.textContent = `${title}: no window yet`; return; }
-  charts[id] = new uPlot({ title, width: 460, height: 280, series,
+  // one legend under the charts serves all three (#legend): uPlot's own, one per chart, would list every
+  // configuration three times and push the tables off the screen
+  charts[id] = new uPlot({ title, width: 420, height: 280, series, legend: { show: false },
                            scales: { x: { time: false, distr: 3, log: 2 } },
                            axes: [{ label: "client concurrency" }, { label: unit, size: 60 }] }, data, el);
+}
+
+function legend(curves, sla) {
+  const items = curves.map((c, i) => {
+    const li = document.createElement("li");
+    li.dataset.config = `${c.phase} ${c.config}`;
+    const mark = document.createElement("span");
+    mark.className = c.phase === "screen" ? "swatch screen" : "swatch";
+    mark.style.borderColor = colour(i);
+    li.append(mark, `${c.phase} ${c.config}`);
+    return li;
+  });
+  if (curves.length) {
+    const li = document.createElement("li");
+    li.className = "sla";
+    const mark = document.createElement("span");
+    mark.className = "swatch screen";
+    mark.style.borderColor = SLA_COLOUR;
+    li.append(mark, `SLA bound: TTFT p${sla.ttft_percentile} ${fmt(sla.ttft_ms)} ms, ` +
+                    `TPOT p${sla.tpot_percentile} ${fmt(sla.tpot_ms)} ms`);
+    items.push(li);
+  }
+  $("legend").replaceChildren(...items);
 }
 
 function render(s) {
@@ -86,6 +112,7 @@ function render(s) {
     chart("chart-goodput", "goodput", "goodput_tps", null, "output tok/s", s.curves);
     chart("chart-ttft", `TTFT p${s.sla.ttft_percentile}`, "ttft_ms", s.sla.ttft_ms, "ms", s.curves);
     chart("chart-tpot", `TPOT p${s.sla.tpot_percentile}`, "tpot_ms", s.sla.tpot_ms, "ms", s.curves);
+    legend(s.curves, s.sla);
   }
   $("updated").textContent = new Date().toISOString().replace("T", " ").slice(0, 19) + " UTC";
 }
