@@ -65,6 +65,23 @@ def test_argv_is_a_closed_loop_at_the_steps_concurrency_and_carries_no_key() -> 
     assert not any("key" in a.lower() for a in cmd)
 
 
+def test_image_dataset_loads_its_processor_from_the_model_folder_not_the_served_name() -> None:
+    # bench_serving's image dataset calls get_processor(--served-model-name or --model): "default" went to the hub
+    vl = ROOT / "models" / "qwen2.5-vl-7b-shape"
+    w = Workload(mix={"text": 0.0, "image": 1.0}, shared_prefix={"groups": 0, "share": 0.0},
+                 prompt_len={"kind": "uniform", "low": 128, "high": 512},
+                 output_len={"kind": "uniform", "low": 64, "high": 256}, api="chat")
+    cmd = argv(["python", "-m", "sglang.bench_serving"], api="chat", url="http://127.0.0.1:1", model_name="default",
+               tokenizer=str(vl), dataset=image_dataset_args(w), num_prompts=100, concurrency=8, warmup=4,
+               output=Path("/tmp/out.jsonl"), seed=1)
+    model = cmd[cmd.index("--model") + 1]
+    assert Path(model) == vl and (Path(model) / "preprocessor_config.json").is_file()
+    assert "--served-model-name" not in cmd
+    text = argv(["bs"], api="generate", url="http://127.0.0.1:1", model_name="default", tokenizer=str(vl),
+                dataset=Path("/tmp/x.jsonl"), num_prompts=1, concurrency=1, warmup=0, output=Path("/tmp/o"), seed=1)
+    assert text[text.index("--model") + 1] == "default"  # the custom dataset sends the served name, as before
+
+
 def test_summary_becomes_runs_columns() -> None:
     # no total_output_tokens / mean E2E: its own output throughput stands
     stats = stats_from_result({"completed": 290, "duration": 20.5, "median_ttft_ms": 31.0, "p99_ttft_ms": 70.0,

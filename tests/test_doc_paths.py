@@ -4,6 +4,7 @@ folder of one machine."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -11,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The repository's own folders: a backticked path that starts with one of them names a file of the checkout.
 TREES = ("sweep", "launchers", "sglang_sim", "tests", "tools", "docs", "bench", "profiles", "models", "scripts",
          ".ci")
-SKIP = {".venv", ".git", ".pg", "reports", ".whl", ".sglang-bundle", "node_modules"}
+SKIP = {"reports", "build", "node_modules"}  # and every hidden folder but .ci (.venv, .git, caches, bundles)
 # Files a doc tells the reader to make, not files it says are here.
 MADE_BY_THE_READER = {"profiles/mine.yaml"}
 MACHINE_ONLY = ("../shared", "/work/", "/home/")
@@ -21,13 +22,13 @@ PATHLIKE = re.compile(r"^[\w.\-/*]+$")
 
 
 def _tracked(suffixes: tuple[str, ...]) -> list[Path]:
+    """The checkout's own files of these kinds (and Makefiles), without the virtual environment, caches and
+    outputs."""
     found = []
-    for p in ROOT.rglob("*"):
-        rel = p.relative_to(ROOT)
-        if rel.parts[0] in SKIP or any(part.endswith(".egg-info") for part in rel.parts):
-            continue
-        if p.is_file() and (p.suffix in suffixes or p.name == "Makefile"):
-            found.append(p)
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in SKIP and (not d.startswith(".") or d == ".ci")
+                   and not d.endswith(".egg-info")]
+        found += [Path(folder) / f for f in files if f.endswith(suffixes) or f == "Makefile"]
     return sorted(found)
 
 

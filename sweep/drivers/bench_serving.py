@@ -121,7 +121,11 @@ def argv(command: Sequence[str], *, api: str, url: str, model_name: str, tokeniz
     if api not in BACKENDS:
         raise SweepError(f"bench_serving reference: no backend for workload.api={api!r}")
     data = ["--dataset-name", "custom", "--dataset-path", str(dataset)] if isinstance(dataset, Path) else dataset
-    return [*command, "--backend", BACKENDS[api], "--base-url", url, "--model", model_name, "--tokenizer", tokenizer,
+    # The image dataset loads its processor from --model (not --tokenizer): a served name such as "default" would
+    # send it to the Hugging Face hub (seen on the H200: "Check your internet connection"). The model folder is
+    # also the name SGLang serves when no --served-model-name is set.
+    model = tokenizer if not isinstance(dataset, Path) else model_name
+    return [*command, "--backend", BACKENDS[api], "--base-url", url, "--model", model, "--tokenizer", tokenizer,
             *data, "--num-prompts", str(num_prompts), "--max-concurrency", str(concurrency), "--request-rate", "inf",
             "--warmup-requests", str(warmup), "--output-file", str(output), "--seed", str(seed), "--disable-tqdm"]
 
