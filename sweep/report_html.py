@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from sweep.study_view import StudyContext  # noqa: E402
 
@@ -22,8 +23,9 @@ STYLE = ("body{font-family:system-ui,sans-serif;max-width:1400px;margin:2em auto
          ".sim{background:#e0a800;color:#000;padding:.4em 1em;font-weight:bold}img{max-width:100%}")
 
 
-def history_plot(ctx: StudyContext, out_dir: Path) -> Path | None:
-    """Trial value vs trial number (infeasible and failed trials marked, best-so-far line); None without trials."""
+def history_figure(ctx: StudyContext) -> Figure | None:
+    """Trial value vs trial number (infeasible and failed trials marked, best-so-far line); None without trials.
+    The legend sits outside the axes, on the right: inside, it covered the trials drawn at zero."""
     trials = [t for t in ctx.trials if t.state in ("COMPLETE", "PRUNED", "FAIL")]
     if not trials:
         return None
@@ -49,10 +51,18 @@ def history_plot(ctx: StudyContext, out_dir: Path) -> Path | None:
     ax.set_ylabel("trial value: knee goodput (output tok/s)")
     sim = " [SIMULATED]" if ctx.study.get("simulated") else ""
     ax.set_title(f"study history: {ctx.study['name']}{sim}")
-    ax.legend(fontsize=7)
     fig.tight_layout()
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    return fig
+
+
+def history_plot(ctx: StudyContext, out_dir: Path) -> Path | None:
+    """history.png (history_figure); None without trials."""
+    fig = history_figure(ctx)
+    if fig is None:
+        return None
     path = out_dir / "history.png"
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(fig)
     return path
 

@@ -96,3 +96,20 @@ def test_latencies_a_hundredfold_apart_get_a_log_axis_so_passing_steps_are_not_f
     assert ladder.axes[3].get_yscale() == "linear"  # TPOT 20..80 ms against its 100 ms bound: linear
     plt.close(ladder)
     plt.close(pareto)
+
+
+def test_the_history_legend_sits_outside_the_trials_it_would_cover() -> None:
+    """Failed trials are drawn at zero, bottom left, where matplotlib's 'best' legend went."""
+    from sweep.report_html import history_figure
+    from sweep.study_view import TrialPoint
+
+    trials = [TrialPoint(0, "FAIL", None, False, "screen"), TrialPoint(1, "COMPLETE", 4400.0, True, "screen"),
+              TrialPoint(2, "COMPLETE", 5500.0, True, "final")]
+    fig = history_figure(StudyContext(study={"name": "h", "simulated": True}, trials=trials))
+    assert fig is not None
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    assert legend is not None and not _overlap(legend.get_window_extent(renderer), ax.get_window_extent(renderer))
+    plt.close(fig)
