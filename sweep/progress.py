@@ -172,9 +172,13 @@ class StudyProgress:
         t0 = time.monotonic()
 
         def tick() -> None:
+            last, driver = 0.0, False  # the wall clock only for a driver that never says
             while not stop.wait(0.25):
                 elapsed = start.elapsed()
-                at = min(elapsed if elapsed is not None else time.monotonic() - t0, expected)
+                driver = driver or elapsed is not None
+                # None once the window is over (a soak's hour of records being stored): stay where it was
+                at = elapsed if elapsed is not None else last if driver else time.monotonic() - t0
+                at = last = min(max(at, last), expected)
                 with self._lock:
                     if stop.is_set():  # the step ended meanwhile: its seconds are in done_s now
                         return

@@ -183,3 +183,27 @@ def test_the_study_bar_runs_on_driver_seconds_so_a_final_or_the_soak_weighs_its_
     assert (bars.done, bars.total, study.completed, study.total) == (1, 8, 6.5, 60.0)
     bars.step_done(cfg, 2, LadderStep(2, 2, "soak", RunStats.from_row({"passes_sla": True})))
     assert study.completed == 16.5 and study.remaining == 43.5
+
+
+def test_the_step_bar_stays_put_when_the_driver_clock_stops_after_the_window() -> None:
+    """The soak's window ends at 3610 of 3690 s, then storing its records takes a minute: the driver says None
+    (between windows) and the bar fell back to wall seconds since the start (34 s) and ran up from there."""
+    console = Console(file=io.StringIO(), force_terminal=True, width=80)
+    prof = load_profile(SMOKE, {})
+    said = iter([5.0, 10.0])
+    asked = threading.Event()
+    calls = [0]
+
+    def elapsed() -> float | None:
+        calls[0] += 1
+        if calls[0] >= 6:
+            asked.set()
+        return next(said, None)
+
+    start = StepStart(ServerConfig(max_running_requests=8), 4, "soak", 30.0, elapsed)
+    with StudyProgress(prof, True, console) as bars:
+        bars.step_start(start)
+        assert asked.wait(10)
+        task = bars.progress.tasks[bars.step]
+        assert task.completed == 10.0, task.completed
+        bars.step_done(start.config, 4, LadderStep(1, 4, "soak", RunStats.from_row({"passes_sla": True})))
