@@ -76,6 +76,23 @@ class StepStart:
     elapsed: Callable[[], float | None]
 
 
+def phase_window(profile: Profile, phase: str) -> Window:
+    """The measured window of a phase: screening shortens measure_seconds by the profile's fraction, the soak
+    measures for soak.duration_s, a final measures the profile's window."""
+    w = profile.window
+    if phase == "soak":
+        return w.model_copy(update={"measure_seconds": profile.soak.duration_s})
+    if phase != "screen":
+        return w
+    return w.model_copy(update={"measure_seconds": w.measure_seconds * profile.search.screening.fraction})
+
+
+def phase_seconds(profile: Profile, phase: str) -> float:
+    """A window of `phase` on the driver's clock: warm-up + measured + drain."""
+    w = phase_window(profile, phase)
+    return w.warmup_seconds + w.measure_seconds + w.drain_seconds
+
+
 StartCallback = Callable[[StepStart], None]
 StopCheck = Callable[[int, LadderStep], bool]  # step index, step -> True stops the ladder (pruning)
 StepJudge = Callable[[WindowResult, RunStats], str]  # a window and its stats -> the run's verdict line
@@ -171,11 +188,7 @@ class LadderRunner:
         return elapsed() if elapsed is not None else None
 
     def window_for(self, phase: str) -> Window:
-        """The measured window of a phase: screening shortens measure_seconds by the profile's fraction."""
-        w = self.profile.window
-        if phase != "screen":
-            return w
-        return w.model_copy(update={"measure_seconds": w.measure_seconds * self.profile.search.screening.fraction})
+        return phase_window(self.profile, phase)
 
     def run(self, config: ServerConfig, trial_number: int | None = None, phase: str = "final",
             ladder: Sequence[int] | None = None, should_stop: StopCheck | None = None) -> LadderOutcome:

@@ -70,7 +70,8 @@ class LiveServer:
             ready.wait(0.05)
             deadline -= 0.05
         if not self.server.started:
-            raise OSError(f"the live page could not listen on {self.server.config.host}:{self.server.config.port}")
+            raise OSError(f"the live page could not listen on {self.server.config.host}:{self.server.config.port} "
+                          "(in use? port 0 takes a free one: sweep serve --port 0, --live-port 0)")
         return self.url
 
     @property

@@ -9,14 +9,16 @@ another process and for a study several workers share (PostgreSQL).
   records (stored before workers existed) has one row, "this study". Each window names its worker and host.
 - curves: every configuration's completed windows by concurrency: goodput, TTFT and TPOT at the SLA's
   percentiles (the SLA bounds travel with them).
+- failures: configurations that failed (or were found infeasible at launch, out of memory) with their reason,
+  and failed windows.
 - winner: the highest-goodput knee among final ladders (screens when no final exists yet), with its 95% CI.
-- ETA: queued configurations x the mean wall time of a finished configuration / the workers running now.
+- ETA: what is left of every phase (screen, final, soak) on the driver's clock, at the wall seconds a driver
+  second has cost so far (study_eta).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -26,6 +28,7 @@ from sweep.hardware import pick_winner
 from sweep.knee import ConfigKnee
 from sweep.ladder import ladder_knee
 from sweep.profile import Profile
+from sweep.progress import planned_configs
 from sweep.store import Store
 from sweep.types import ServerConfig
 from sweep.worker_view import WorkerActivity, activity, worker_labels
@@ -161,9 +164,11 @@ def read_state(store: Store, study_id: int) -> LiveState:
     def where(row: Mapping[str, Any]) -> str:
         return " on ".join(str(x) for x in (names.get(row.get("worker_id") or -1), row.get("host")) if x)
 
-    failures = [Failure(labels[c["id"]], "launch" if not per_config.get(c["id"]) else "ladder",
+    # an out-of-memory launch is infeasible, not failed (it counts as done), but it failed with a reason all the same
+    failures = [Failure(labels[c["id"]], ("launch" if not per_config.get(c["id"]) else "ladder")
+                        + ("" if c["status"] == "failed" else f" ({c['status']})"),
                         c.get("failure_reason") or c.get("stop_reason") or c["status"], where(c))
-                for c in configs if c["status"] == "failed"]
+                for c in configs if c["status"] == "failed" or c.get("failure_reason")]
     failures += [Failure(labels.get(r["server_config_id"], "?"), f"{r['phase']} window c={r['concurrency']}",
                          r.get("reason") or "failed", where(r)) for r in runs if r["status"] == "failed"]
 
@@ -171,29 +176,49 @@ def read_state(store: Store, study_id: int) -> LiveState:
     ladder_configs = [c for c in configs if c["id"] not in soaks]
     phase = "final" if any(r["phase"] == "final" for r in runs) or not prof.search.screening.enabled else "screen"
     in_phase = [c for c in ladder_configs if (per_config.get(c["id"]) or [{"phase": phase}])[0]["phase"] == phase]
-    planned = _planned(prof, phase)
+    planned = planned_configs(prof, phase)
     done = sum(c["status"] in DONE for c in in_phase)
     running = sum(c["status"] in ("running", "pending") for c in in_phase)
     failed = sum(c["status"] == "failed" for c in in_phase)
     queued = 0 if study["status"] != "running" else max(0, planned - done - running - failed)
 
-    spans = [_seconds(min(x["started_at"] for x in steps), max(x["finished_at"] for x in steps if x["finished_at"]))
-             for cid, steps in per_config.items() if by_id[cid]["status"] in DONE]
-    known = [s for s in spans if s is not None]
+    lengths = [len(per_config[c["id"]]) for c in ladder_configs if c["status"] in DONE and c["id"] in per_config]
+    soak_runs = {r["status"] for r in runs if r["phase"] == "soak"}
+    soak_left = 0.0 if not prof.soak.enabled or "completed" in soak_runs else 0.5 if "running" in soak_runs else 1.0
     eta = None
-    if study["status"] == "running" and known:
-        eta = (queued + running / 2) * (sum(known) / len(known)) / max(1, running)
+    if study["status"] == "running":
+        eta = study_eta(prof, phase, queued, running, lengths, soak_left, runs)
     return LiveState(study["name"], study["status"], bool(study["simulated"]), phase,
                      {"ttft_ms": float(sla.ttft_ms), "tpot_ms": float(sla.tpot_ms), "ttft_percentile": pt,
                       "tpot_percentile": pp}, planned, done, running, queued, failed, len(windows), eta, winner,
                      activity(workers, configs, runs, _label), curves, windows, failures)
 
 
-def _planned(prof: Profile, phase: str) -> int:
-    """Configurations the phase means to measure: the trial budget (else the grid's size); for the finals
-    after a screen, the share screening promotes."""
-    from sweep.space import grid_size
+def study_eta(prof: Profile, phase: str, queued: int, running: int, steps: list[int], soak_left: float,
+              runs: list[dict[str, Any]]) -> float | None:
+    """Wall seconds to the end of the study, None before a window has finished.
 
-    n = prof.search.n_trials or grid_size(prof.search.space)
-    sc = prof.search.screening
-    return min(n, max(sc.min_keep, math.ceil(sc.keep * n))) if sc.enabled and phase == "final" else n
+    What is left of every phase (this one's queued configurations, half of those running, the finals that
+    screening will promote, the soak's share not run; a ladder as long as the finished ones were, `steps`) in
+    seconds of the driver's clock, times the wall seconds a driver second has cost so far (a worker's span over
+    its windows' driver seconds, so launches count), the ladders spread over the configurations running."""
+    from sweep.ladder import phase_seconds
+
+    driver_s = 0.0
+    first: dict[int | None, datetime] = {}
+    last: dict[int | None, datetime] = {}
+    for r in runs:
+        if r["status"] == "completed" and isinstance(r.get("finished_at"), datetime):
+            who = r.get("worker_id")
+            driver_s += phase_seconds(prof, r["phase"])
+            first[who] = min(first.get(who, r["started_at"]), r["started_at"])
+            last[who] = max(last.get(who, r["finished_at"]), r["finished_at"])
+    wall_s = sum(_seconds(first[w], last[w]) or 0.0 for w in first)
+    if driver_s <= 0 or wall_s <= 0:
+        return None
+    per_config = sum(steps) / len(steps) if steps else len(prof.ladder)
+    ladders = (queued + running / 2) * per_config * phase_seconds(prof, phase)
+    if phase == "screen":
+        ladders += planned_configs(prof, "final") * per_config * phase_seconds(prof, "final")
+    left = ladders / max(1, running) + soak_left * phase_seconds(prof, "soak")
+    return left * wall_s / driver_s

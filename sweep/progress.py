@@ -1,8 +1,9 @@
 """What a study prints while it runs: one result line per window, and live bars on a terminal.
 
-On a terminal (stderr is a TTY) two bars sit under the result lines: the study (every planned step and
-its ETA) and the current window, whose progress runs on the driver's own clock (simulated seconds with
-the virtual driver, so its ETA is the simulated time left over the simulated seconds per wall second).
+On a terminal (stderr is a TTY) two bars sit under the result lines: the study (its steps done of those
+planned) and the current window. Both bars run on the driver's own clock (simulated seconds with the virtual
+driver), so each ETA is the driver's seconds left over its seconds per wall second: the study's weighs a final
+window as 1/fraction screens and the soak as its duration, not every step as one.
 Nothing assumes a width: rich measures the terminal, the bars are narrow and every line fits 80 columns.
 In a pipe (stderr not a TTY) there are no bars: each finished window prints one plain line that starts
 with `[done/total]`.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -41,17 +43,36 @@ def make_console() -> Console:
     return console
 
 
-def study_plan(prof: Profile) -> int:
-    """Steps the study expects: the screen (or only) ladders, the finals screening promotes, the soak."""
+@dataclass(frozen=True)
+class StudyPlan:
+    """Steps the study expects (the screen, or only, ladders; the finals screening promotes; the soak), and
+    their length on the driver's clock."""
+
+    steps: int
+    seconds: float
+
+
+def planned_configs(prof: Profile, phase: str) -> int:
+    """Configurations a phase means to measure: the trial budget (else the grid's size); for the finals after a
+    screen, the share screening promotes (search.promoted's cut of them all)."""
     from sweep.space import grid_size
 
-    n_cfg = prof.search.n_trials or grid_size(prof.search.space)
-    per_config = len(prof.ladder)
-    steps = n_cfg * per_config
+    n = prof.search.n_trials or grid_size(prof.search.space)
     sc = prof.search.screening
-    if sc.enabled:
-        steps += min(n_cfg, max(sc.min_keep, math.ceil(sc.keep * n_cfg))) * per_config
-    return steps + (1 if prof.soak.enabled else 0)
+    return min(n, max(sc.min_keep, math.ceil(sc.keep * n))) if sc.enabled and phase == "final" else n
+
+
+def study_plan(prof: Profile) -> StudyPlan:
+    from sweep.ladder import phase_seconds
+
+    per_config = len(prof.ladder)
+    sc = prof.search.screening
+    first = planned_configs(prof, "screen" if sc.enabled else "final") * per_config
+    finals = planned_configs(prof, "final") * per_config if sc.enabled else 0
+    soak = 1 if prof.soak.enabled else 0
+    seconds = (first * phase_seconds(prof, "screen" if sc.enabled else "final")
+               + finals * phase_seconds(prof, "final") + soak * phase_seconds(prof, "soak"))
+    return StudyPlan(first + finals + soak, seconds)
 
 
 def _clip(text: str, n: int) -> str:
@@ -90,24 +111,32 @@ class StudyProgress:
         self.per_config = len(prof.ladder)
         self.percentiles = (int(prof.sla.ttft_percentile), int(prof.sla.tpot_percentile))
         self.live = enabled and self.console.is_terminal
-        self.total = study_plan(prof)
-        self.done = 0
+        from sweep.ladder import phase_seconds
+
+        plan = study_plan(prof)
+        self.lengths = {phase: phase_seconds(prof, phase) for phase in ("screen", "final", "soak")}
+        # the count says steps; the bar (and so its ETA) runs on the driver's seconds: a final window is
+        # 1/fraction screens long, and the soak is one step of an hour
+        self.total, self.plan_s = plan.steps, plan.seconds
+        self.done, self.done_s = 0, 0.0
         self.done_in_config = 0
         self.phase = "screen" if prof.search.screening.enabled else "final"
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=12),
                                  TextColumn("{task.fields[count]}"), TimeElapsedColumn(), TextColumn("ETA"),
                                  TimeRemainingColumn(), console=self.console, disable=not self.live,
                                  transient=False)
-        self.study: TaskID = self.progress.add_task("study", total=self.total, count=self._count())
+        self.study: TaskID = self.progress.add_task("study", total=self.plan_s, count=self._count())
         self.step: TaskID = self.progress.add_task("step", total=1, visible=False, count="")
         self._timer: threading.Event | None = None
+        self._lock = threading.Lock()  # the tick thread's updates against step_done's
 
     def _count(self) -> str:
         return f"{self.done}/{self.total}"
 
-    def _show_study(self) -> None:
+    def _show_study(self, in_step_s: float = 0.0) -> None:
         self.total = max(self.total, self.done)  # a count never passes its total
-        self.progress.update(self.study, total=self.total, completed=self.done, count=self._count(),
+        self.plan_s = max(self.plan_s, self.done_s + in_step_s)
+        self.progress.update(self.study, total=self.plan_s, completed=self.done_s + in_step_s, count=self._count(),
                              description=_clip(f"study ({self.phase})", LABEL_CHARS))
 
     def __enter__(self) -> StudyProgress:
@@ -117,7 +146,7 @@ class StudyProgress:
     def __exit__(self, exc_type: object, *exc: object) -> None:
         self._stop_timer()
         if exc_type is None:  # the study finished: what ran was the whole plan
-            self.total = self.done
+            self.total, self.plan_s = self.done, self.done_s
             self._show_study()
         self.progress.update(self.step, visible=False)
         self.progress.__exit__(None, None, None)
@@ -146,14 +175,20 @@ class StudyProgress:
             while not stop.wait(0.25):
                 elapsed = start.elapsed()
                 at = min(elapsed if elapsed is not None else time.monotonic() - t0, expected)
-                self.progress.update(self.step, completed=at, count=f"{at:.0f}/{expected:.0f} s")
+                with self._lock:
+                    if stop.is_set():  # the step ended meanwhile: its seconds are in done_s now
+                        return
+                    self.progress.update(self.step, completed=at, count=f"{at:.0f}/{expected:.0f} s")
+                    self._show_study(min(at, self.lengths.get(start.phase, expected)))
 
         threading.Thread(target=tick, daemon=True).start()
 
     def step_done(self, config: Any, concurrency: int, step: LadderStep) -> None:
-        self._stop_timer()
-        self.done += 1
         phase = step.phase or self.phase
+        with self._lock:
+            self._stop_timer()
+            self.done += 1
+            self.done_s += self.lengths.get(phase, 0.0)
         if phase != "soak":
             self.done_in_config += 1
         self._show_study()
@@ -170,5 +205,6 @@ class StudyProgress:
         """A ladder stopped early (saturation, pruning, launch failure, reuse): its unrun steps leave the plan."""
         skipped = max(0, self.per_config - self.done_in_config)
         self.total = max(self.done, self.total - skipped)
+        self.plan_s = max(self.done_s, self.plan_s - skipped * self.lengths.get(self.phase, 0.0))
         self.done_in_config = 0
         self._show_study()

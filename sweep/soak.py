@@ -16,7 +16,7 @@ import numpy as np
 
 from sweep.hardware import Winner
 from sweep.knee import ConfigKnee
-from sweep.ladder import LadderRunner
+from sweep.ladder import LadderRunner, phase_window
 from sweep.profile import Profile, RateArrival, Soak
 from sweep.run_stats import RunStats
 from sweep.types import Sample, WindowResult
@@ -118,7 +118,7 @@ def run_soak(profile: Profile, runner: LadderRunner, winner: Winner) -> SoakVerd
     a one-step ladder (phase soak) whose run's reason is the verdict's summary."""
     soak = profile.soak
     arrival = RateArrival(kind="poisson", rate=soak_rate(profile, winner.knee), max_in_flight=soak.max_in_flight)
-    window = profile.window.model_copy(update={"measure_seconds": soak.duration_s})
+    window = phase_window(profile, "soak")
     verdicts: list[SoakVerdict] = []
 
     def judged(result: WindowResult, stats: RunStats) -> str:

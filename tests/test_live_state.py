@@ -79,3 +79,42 @@ def pg_database() -> Iterator[str]:
 def test_a_postgresql_study_run_by_another_process(pg_database: str, tmp_path: Path) -> None:
     run_smoke(pg_database, tmp_path)
     check_finished(pg_database)
+
+
+def test_the_eta_counts_the_finals_and_the_soak_still_to_come_at_the_drivers_rate() -> None:
+    """Screening: one of two configurations screened (3 windows of 6.5 driver seconds, 13 wall seconds each) and
+    the other half-way. Left: half a screen ladder (9.75), the one final ladder screening promotes (3 x 8 s) and
+    the soak (10 s) = 43.75 driver seconds at 2 wall seconds each. The ETA once counted only this phase (19.5 s)."""
+    from datetime import datetime, timedelta
+
+    from sweep.live_state import study_eta
+    from sweep.profile import load_profile
+
+    prof = load_profile(ROOT / "profiles" / "smoke.yaml", {"search.screening.enabled": True,
+                                                              "search.screening.fraction": 0.5, "soak.enabled": True})
+    t0 = datetime(2026, 1, 1)
+    runs = [{"status": "completed", "phase": "screen", "worker_id": 7, "started_at": t0 + timedelta(seconds=13 * i),
+             "finished_at": t0 + timedelta(seconds=13 * (i + 1))} for i in range(3)]
+    eta = study_eta(prof, "screen", 0, 1, [3], 1.0, runs)
+    assert eta is not None and abs(eta - 87.5) < 1e-6, eta
+    assert study_eta(prof, "screen", 0, 1, [3], 1.0, []) is None  # nothing finished: no rate yet
+    soaking = study_eta(prof, "final", 0, 0, [3], 0.5, runs)  # the soak half run, nothing else left: 5 x 2
+    assert soaking is not None and abs(soaking - 10.0) < 1e-6, soaking
+
+
+def test_an_out_of_memory_launch_is_listed_with_its_reason(tmp_path: Path) -> None:
+    """`mem_fraction_static=0.05` on the simulator: the launch is infeasible (counted done, as the orchestrator
+    counts it), and the page listed no failure at all; the terminal printed the reason."""
+    from sweep.profile import load_profile
+    from sweep.types import ServerConfig
+
+    prof = load_profile(ROOT / "profiles" / "smoke.yaml")
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    sid = store.create_study("oom", "smoke", prof.model_dump_json(), prof.fingerprint(), "grid", True, "virtual",
+                             "optuna-oom")
+    cid = store.create_server_config(sid, ServerConfig(max_running_requests=4, mem_fraction_static=0.05), "sim", [], 0)
+    why = "oom: Not enough memory. Please try to increase --mem-fraction-static."
+    store.update_server_config(cid, status="infeasible", failure_reason=why)
+    s = read_state(store, sid)
+    assert [(f.config, f.what, f.reason) for f in s.failures] == [("mrr=4 mem=0.05", "launch (infeasible)", why)]
+    assert (s.done, s.failed) == (1, 0)

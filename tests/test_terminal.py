@@ -165,3 +165,21 @@ def test_a_failed_window_at_80_columns_keeps_its_reasons_whole_on_lines_that_fit
     assert shown[2:] == ["    TTFT P95 5778 ms > 1000 ms", "    error rate 0.020 > 0.010"]
     short = result_lines("screen", "mrr=4", 32, stats, 80, percentiles=(95, 95))
     assert len(short) == 2 and short[0].endswith(f"[/] {why}")  # beside the head when it fits
+
+
+def test_the_study_bar_runs_on_driver_seconds_so_a_final_or_the_soak_weighs_its_length() -> None:
+    """smoke with screening (fraction 0.5) and the soak: 6 screen windows of 6.5 s, the one final ladder of 3 x 8 s
+    and a 10 s soak = 73 s of the driver's clock. Counted as 10 equal steps, rich's ETA ran 4x short when the
+    finals began and said seconds for an hour's soak."""
+    console = Console(file=io.StringIO(), force_terminal=False, width=80)
+    prof = load_profile(SMOKE, {"search.screening.enabled": True, "search.screening.fraction": 0.5,
+                                "soak.enabled": True})
+    bars = StudyProgress(prof, False, console)
+    study = bars.progress.tasks[bars.study]
+    assert (bars.total, study.total) == (10, 73.0)
+    cfg = SimpleNamespace(label=lambda: "mrr=4")
+    bars.step_done(cfg, 2, LadderStep(1, 2, "screen", RunStats.from_row({"passes_sla": True})))
+    bars.trial_done(None)  # the ladder stopped after one step: its two unrun screens leave the plan
+    assert (bars.done, bars.total, study.completed, study.total) == (1, 8, 6.5, 60.0)
+    bars.step_done(cfg, 2, LadderStep(2, 2, "soak", RunStats.from_row({"passes_sla": True})))
+    assert study.completed == 16.5 and study.remaining == 43.5

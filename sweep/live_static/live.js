@@ -46,8 +46,11 @@ function chart(id, title, key, bound, unit, curves) {
   if (!xs.length) { el.textContent = `${title}: no window yet`; return; }
   // one legend under the charts serves all three (#legend): uPlot's own, one per chart, would list every
   // configuration three times and push the tables off the screen
+  // a latency a hundredfold past the knee flattens every passing step onto zero: log axis, as in the report
+  const ys = data.slice(1).flat().filter((v) => v > 0);
+  const wide = bound !== null && ys.length && Math.max(...ys) > 20 * Math.min(...ys);
   charts[id] = new uPlot({ title, width: 420, height: 280, series, legend: { show: false },
-                           scales: { x: { time: false, distr: 3, log: 2 } },
+                           scales: { x: { time: false, distr: 3, log: 2 }, y: wide ? { distr: 3 } : {} },
                            axes: [{ label: "client concurrency" }, { label: unit, size: 60 }] }, data, el);
 }
 
