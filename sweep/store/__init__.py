@@ -360,7 +360,7 @@ class Store:
 
     def window_histograms(self, study_id: int) -> dict[int, dict[str, list[tuple[float, float]]]]:
         """Per run of a study, the server's latency histograms over its window: {run_id: {name: [(le, count)]}}."""
-        from sweep.probes import HISTOGRAM_SOURCE, histograms_from_samples
+        from sweep.server_metrics import HISTOGRAM_SOURCE, histograms_from_samples
 
         with self._read(f"read histograms of study {study_id}") as conn:
             rows = q.histogram_samples(conn, study_id, HISTOGRAM_SOURCE)
