@@ -15,7 +15,7 @@ from sweep import profile as P
 
 HEADER = """# Profile reference
 
-Generated from `sweep/profile.py` by `sweep profile-schema` (`.venv/bin/sweep profile-schema` writes this
+Generated from `sweep/profile/` by `sweep profile-schema` (`.venv/bin/sweep profile-schema` writes this
 file; a test fails when it is out of date). A profile is a YAML file; every field below may be left out
 and takes its default, except those marked *required*. `--set key.path=value` overrides one field on the
 command line (the value is read as JSON, else as a string), e.g. `--set window.measure_seconds=60`.
@@ -87,5 +87,5 @@ def reference() -> str:
 
 
 def models() -> list[type[BaseModel]]:
-    """Every model the reference covers (a test checks that none of profile.py's is left out)."""
+    """Every model the reference covers (a test checks that none of sweep/profile's is left out)."""
     return [m for _, m in SECTIONS]

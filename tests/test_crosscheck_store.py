@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from sweep.probes import buckets_as_samples
+from sweep.server_metrics import buckets_as_samples
 from sweep.store import Store
 from sweep.types import ServerConfig
 

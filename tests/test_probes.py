@@ -19,16 +19,8 @@ import httpx
 import pytest
 
 from sweep.measure import histogram_quantile
-from sweep.probes import (
-    SAMPLED,
-    GpuProbe,
-    MetricsProbe,
-    MetricsSnapshot,
-    ProcessProbe,
-    histogram_delta,
-    only_names,
-    parse_metrics,
-)
+from sweep.probes import GpuProbe, MetricsProbe, ProcessProbe
+from sweep.server_metrics import SAMPLED, MetricsSnapshot, histogram_delta, only_names, parse_metrics
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sglang-0.5.17-metrics.txt"
 

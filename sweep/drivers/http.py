@@ -291,7 +291,7 @@ class HttpDriver:
 
     def _merge(self, results: list[WorkerResult], samples: list[Sample], snaps: tuple[Any, Any, float],
                concurrency: int, window: Window, t0: float, aborted: str | None, simulated: bool) -> WindowResult:
-        from sweep.probes import histogram_delta, histogram_samples
+        from sweep.server_metrics import histogram_delta, histogram_samples
 
         start_snap, end_snap, ws = snaps
         if ws != ws:  # nan: the warm-up never ended (every user failed or the server died first)
@@ -315,7 +315,7 @@ def _parsed(raw: tuple[str, float] | None) -> Any:
     """A MetricsSnapshot of a fetched /metrics text (None when there is none or it does not parse)."""
     if raw is None:
         return None
-    from sweep.probes import parse_metrics
+    from sweep.server_metrics import parse_metrics
 
     try:
         snap = parse_metrics(raw[0])

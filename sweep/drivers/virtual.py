@@ -12,8 +12,8 @@ from sglang_sim.engine import Engine, SimRequest
 from sglang_sim.media import audio_tokens, image_tokens, placeholder_ids, video_tokens
 from sweep import interrupt
 from sweep.drivers import arrivals
-from sweep.probes import buckets_as_samples
 from sweep.profile import Window
+from sweep.server_metrics import buckets_as_samples
 from sweep.stream import Requests, spec_at
 from sweep.types import RequestRecord, RequestSpec, Sample, WindowResult
 from sweep.workload import estimated_prompt_tokens

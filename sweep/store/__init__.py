@@ -11,20 +11,15 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from alembic import command
-from alembic.config import Config
 from alembic.util.exc import CommandError
 from sqlalchemy import (
     Connection,
-    Engine,
     Insert,
     Table,
     case,
-    create_engine,
-    event,
     func,
     insert,
     make_url,
@@ -37,48 +32,17 @@ from sqlalchemy.exc import SQLAlchemyError
 from sweep.errors import StoreError
 from sweep.run_stats import RunStats
 from sweep.store import queries as q
+from sweep.store.engine import alembic_config, make_engine, serialize_sqlite
 from sweep.store.models import STAT_COLUMNS, runs_table
 from sweep.store.queries import UnknownColumnError
 from sweep.types import Placement, RequestRecord, Sample, ServerConfig
 
 __all__ = ["STAT_COLUMNS", "Store", "UnknownColumnError", "alembic_config", "serialize_sqlite"]
 
-_MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _PG_MIGRATION_LOCK = 0x5357_4545  # pg_advisory_xact_lock key: one migrating worker at a time ("SWEE")
-_SQLITE_BUSY_MS = 30_000
 _CONFIG_FIELDS = frozenset(q.configs_table.c.keys()) - {"id", "study_id", "created_at", "argv_json",
                                                           "server_info_json"}
 _DONE_CONFIG = frozenset({"completed", "failed", "infeasible", "aborted"})
-
-
-def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
-    """Per-connection SQLite setup: WAL, foreign keys, busy timeout; transactions are begun by _sqlite_begin."""
-    dbapi_conn.isolation_level = None  # let SQLAlchemy's begin event emit BEGIN (pysqlite's own is unreliable)
-    cur = dbapi_conn.cursor()
-    for pragma in ("journal_mode=WAL", "foreign_keys=ON", f"busy_timeout={_SQLITE_BUSY_MS}", "synchronous=NORMAL"):
-        cur.execute(f"PRAGMA {pragma}")
-    cur.close()
-
-
-def _sqlite_begin(conn: Connection) -> None:
-    """BEGIN, or BEGIN IMMEDIATE for writers, so two writers queue on the busy timeout instead of deadlocking."""
-    conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get('sqlite_begin', '')}".strip())
-
-
-def _sqlite_begin_immediate(conn: Connection) -> None:
-    """BEGIN IMMEDIATE for every transaction (for engines whose code reads then writes, like Optuna's)."""
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-
-def serialize_sqlite(engine: Engine, every_transaction: bool = False) -> None:
-    """WAL, busy timeout and BEGIN IMMEDIATE writers on a SQLite engine, so several processes share the file.
-
-    every_transaction: reads begin IMMEDIATE too (Optuna reads a row and then updates it in one transaction;
-    under WAL a deferred reader that later writes fails at once with "database is locked").
-    """
-    event.listen(engine, "connect", _sqlite_connect)
-    event.listen(engine, "begin", _sqlite_begin_immediate if every_transaction else _sqlite_begin)
-    engine.dispose()  # connections made before the listeners existed would miss the pragmas
 
 
 def _new_id(conn: Connection, stmt: Insert) -> int:
@@ -87,36 +51,6 @@ def _new_id(conn: Connection, stmt: Insert) -> int:
     if key is None:
         raise StoreError("the database returned no id for a new row")
     return int(key[0])
-
-
-def alembic_config(url: str | None = None) -> Config:
-    """An Alembic Config for the packaged migrations, no alembic.ini needed.
-
-    For a new revision: command.revision(alembic_config("sqlite:///results.db"), "message", autogenerate=True).
-    """
-    cfg = Config()
-    cfg.set_main_option("script_location", str(_MIGRATIONS))
-    if url is not None:
-        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    return cfg
-
-
-def _make_engine(url: str, create: bool = True) -> Engine:
-    """An engine for url; SQLite files get their parent folder created (create) and the pragmas above.
-
-    With create=False a SQLite file that does not exist is a StoreError: reading commands never make one.
-    """
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return create_engine(parsed, pool_pre_ping=True)
-    db = parsed.database
-    if db and db != ":memory:" and not db.startswith("file:"):
-        if not create and not Path(db).expanduser().is_file():
-            raise StoreError(f"no results database at {db} (run a study first, or pass --db)")
-        Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_MS / 1000})
-    serialize_sqlite(engine)
-    return engine
 
 
 class Store:
@@ -130,7 +64,7 @@ class Store:
         self._shown = url.split("@")[-1]  # never echo a password, even before the URL has parsed
         with self._guard("open the results database"):
             self._shown = make_url(url).render_as_string(hide_password=True)
-            self.engine = _make_engine(url, create)
+            self.engine = make_engine(url, create)
             self._migrate()
 
     @property
@@ -426,7 +360,7 @@ class Store:
 
     def window_histograms(self, study_id: int) -> dict[int, dict[str, list[tuple[float, float]]]]:
         """Per run of a study, the server's latency histograms over its window: {run_id: {name: [(le, count)]}}."""
-        from sweep.probes import HISTOGRAM_SOURCE, histograms_from_samples
+        from sweep.server_metrics import HISTOGRAM_SOURCE, histograms_from_samples
 
         with self._read(f"read histograms of study {study_id}") as conn:
             rows = q.histogram_samples(conn, study_id, HISTOGRAM_SOURCE)

@@ -114,9 +114,9 @@ def test_database_locked_past_the_busy_timeout_then_resume(tmp_path: Path, monke
     import sqlite3
 
     import sweep.liveness
-    import sweep.store
+    import sweep.store.engine
 
-    monkeypatch.setattr(sweep.store, "_SQLITE_BUSY_MS", 300)
+    monkeypatch.setattr(sweep.store.engine, "SQLITE_BUSY_MS", 300)
     monkeypatch.setattr(sweep.liveness, "SQLITE_BUSY_S", 0.3)
     prof = _profile({"max_running_requests": [2, 4]}, [2, 4])
     url, db = f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "r.db"

@@ -1,0 +1,363 @@
+"""The profile: SLA, workload, arrivals, ladder, windows, server and search space. Validated once, hashed.
+
+The package: `base` (the strict model, bounds, safe names), `workload` (requests and arrivals), `search` (the
+space of knob values, screening, the sampler); here the SLA, windows, server, soak, cross-check, the Profile and
+its loading.
+
+Everything a study needs from its profile is checked here, at load time, before any database is opened:
+strict types (a boolean is not an integer, a string is not a number), finite numbers, sane bounds on
+every count and duration, names safe as folder names, files that exist (dataset, trace) and simulator
+presets that exist. A bad profile is one ProfileError line naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    Field,
+    PrivateAttr,
+    StrictBool,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from launchers.flags import owned_flags_in
+from sweep.errors import ProfileError
+from sweep.profile.base import (
+    DAY_S,
+    MAX_CONCURRENCY,
+    MAX_GRID,
+    MAX_REQUESTS,
+    MAX_TOKENS,
+    check_name,
+    check_study_name,
+    is_loopback,
+)
+from sweep.profile.base import Strict as _Strict
+from sweep.profile.search import FloatRange, IntRange, Screening, Search, Space
+from sweep.profile.workload import (
+    Arrival,
+    ClosedArrival,
+    Dataset,
+    GammaArrival,
+    LengthDist,
+    MediaSpec,
+    ModalMix,
+    OpenArrival,
+    RateArrival,
+    SharedPrefix,
+    TraceArrival,
+    Workload,
+)
+
+__all__ = ["DAY_S", "MAX_CONCURRENCY", "MAX_GRID", "MAX_REQUESTS", "MAX_TOKENS", "SLA", "Arrival", "ClosedArrival",
+           "CrossCheck", "Dataset", "FloatRange", "GammaArrival", "IntRange", "LengthDist", "MediaSpec", "ModalMix",
+           "OpenArrival", "Profile", "RateArrival", "Screening", "Search", "ServerSpec", "SharedPrefix", "Soak",
+           "Space", "TraceArrival", "Window", "Workload", "check_name", "check_study_name", "is_loopback",
+           "load_profile", "resolve_profile_path"]
+
+class SLA(_Strict):
+    """Percentile bounds a ladder step must meet, and the per-request bounds behind goodput."""
+
+    ttft_ms: float = Field(1000, gt=0, le=DAY_S * 1000, description="per-request TTFT bound (goodput) and percentile bound")
+    tpot_ms: float = Field(100, gt=0, le=DAY_S * 1000,
+        description=("per-request TPOT bound (goodput) and percentile bound, ms per output token "
+                     "after the first"))
+    e2e_ms: float | None = Field(None, gt=0, le=DAY_S * 1000,
+        description="optional end-to-end latency bound per request, ms (none: not judged)")
+    ttft_percentile: float = Field(95, gt=0, le=100,
+        description="the TTFT percentile a step must keep under ttft_ms")
+    tpot_percentile: float = Field(95, gt=0, le=100,
+        description="the TPOT percentile a step must keep under tpot_ms")
+    e2e_percentile: float = Field(95, gt=0, le=100,
+        description="the end-to-end percentile a step must keep under e2e_ms")
+    max_error_rate: float = Field(0.01, ge=0, le=1,
+        description="largest share of failed requests a passing step may have")
+
+
+class Window(_Strict):
+    warmup_requests: int = Field(100, ge=0, le=MAX_REQUESTS,
+        description="requests completed before the measured window opens (0: warm-up by time)")
+    warmup_seconds: float = Field(0.0, ge=0, le=DAY_S,
+        description="warm-up time before the measured window, used when warmup_requests is 0")
+    measure_seconds: float = Field(900.0, gt=0, le=7 * DAY_S,
+        description="length of the measured window of each ladder step, seconds")
+    drain_seconds: float = Field(30.0, ge=0, le=DAY_S,
+        description="how long requests still in flight after the window may finish before they are cut")
+    request_timeout_s: float = Field(600.0, gt=0, le=DAY_S,
+        description="a request with no complete response after this long is an error")
+    flush_cache: StrictBool = Field(True, description=(
+        "empty the server's prefix cache (SGLang POST /flush_cache) before every ladder step, so no step "
+        "inherits the previous step's cache"))
+
+
+class ServerSpec(_Strict):
+    launcher: Literal["auto", "sglang", "sim", "attach"] = Field("auto",
+        description="auto (SGLang where a GPU and sglang exist, else the simulator), sglang, sim or attach")
+    model_path: str = Field("models/llama3-8b-shape",
+        description="model folder (or hub name) given to SGLang's --model-path: absolute, a folder of the "
+                    "repository (models/...), else as given (the working directory, or a hub name SGLang downloads)")
+    extra_args: list[str] = Field(default_factory=list,
+        description="extra SGLang flags for every launch, e.g. [--tp-size, '2']")
+    startup_timeout_s: float = Field(900.0, gt=0, le=DAY_S,
+        description="a server not healthy this long after launch has failed to start")
+    shutdown_grace_s: float = Field(60.0, gt=0, le=DAY_S, description="SIGTERM drain budget before the group is killed")
+    stall_timeout_s: float = Field(120.0, gt=0, le=DAY_S,
+                                   description="no response bytes this long (at most half the request timeout) "
+                                               "while requests are in flight: the server is hung")
+    # A server on another interface than loopback answers other hosts: only with this opt-in (and a warning).
+    allow_non_loopback_host: bool = Field(False,
+        description="let server.host be an address other hosts can reach (prints a warning)")
+    host: str = Field("127.0.0.1", description="address the launched server binds")
+    url: str | None = Field(None, pattern=r"^https?://\S+$", description="the server's URL, for launcher attach only")  # attach only
+    sim_gpu: str = Field("H200",
+        description="GPU preset of the simulated server")  # the simulated server's GPU preset
+    sim_model: str = Field("llama3-8b-shape",
+        description="model preset of the simulated server")  # the default model_path's shape
+    # argv that starts the real server instead of `python -m sglang.launch_server`, e.g. the
+    # GPU host's wrapper script ["bash", "tools/sglang-h200/start-server.sh", BUNDLE, "--"]
+    command: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1,
+        description="argv that starts the real server instead of python -m sglang.launch_server (a wrapper; it "
+                    "must start the server with python3 -c \"$SWEEP_SERVER_SHIM\" MODULE \"$@\", which adds "
+                    "the API key from the environment)")
+
+    @field_validator("extra_args")
+    @classmethod
+    def _no_owned_flags(cls, v: list[str]) -> list[str]:
+        owned = owned_flags_in(v)
+        if owned:
+            raise ValueError(f"{', '.join(owned)}: set by the launcher, not by extra_args "
+                             "(use server.host / server.model_path; port and API key are sweep's)")
+        return v
+
+    @field_validator("sim_gpu")
+    @classmethod
+    def _known_gpu(cls, v: str) -> str:
+        from sglang_sim.params import gpu_preset
+
+        gpu_preset(v)  # ValueError naming the known presets
+        return v
+
+    @field_validator("sim_model")
+    @classmethod
+    def _known_model(cls, v: str) -> str:
+        from sglang_sim.params import model_preset
+
+        model_preset(v)
+        return v
+
+    @field_validator("host")
+    @classmethod
+    def _loopback_unless_opted_in(cls, v: str, info: ValidationInfo) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9.:_-]{1,253}", v):
+            raise ValueError(f"{v!r} is not a host name or IP address")
+        if not is_loopback(v) and not info.data.get("allow_non_loopback_host"):
+            raise ValueError(f"{v!r} is not a loopback address: the server would answer other hosts; "
+                             "set server.allow_non_loopback_host: true to mean it")
+        return v
+
+    @model_validator(mode="after")
+    def _attach_has_url(self) -> ServerSpec:
+        if self.launcher == "attach" and not self.url:
+            raise ValueError("launcher attach needs server.url")
+        return self
+
+
+class Soak(_Strict):
+    """The article's regression step: the winner under Poisson arrivals at its knee rate, for an hour or more."""
+
+    enabled: bool = Field(False, description="soak the winner after the search")
+    duration_s: float = Field(3600.0, gt=0, le=7 * DAY_S, description="length of the soak window, seconds")
+    rate_fraction: float = Field(0.85, gt=0, le=2, description="share of the knee's request rate to offer")
+    max_in_flight: int = Field(1024, ge=1, description="cap on requests in flight during the soak")
+    storm_slope_per_min: float = Field(1.0, ge=0, description="retractions/min growth that makes a storm")
+    queue_slope_per_min: float = Field(0.5, ge=0, description="queue growth (requests/min) that fails the soak")
+    mem_slope_mib_per_min: float = Field(50.0, ge=0, description="GPU memory growth that fails the soak")
+
+
+class CrossCheck(_Strict):
+    """An independent reference client measured right after sweep's own window at every step (sweep crosscheck)."""
+
+    enabled: bool = Field(False, description="measure every step again with the reference client")
+    reference: Literal["auto", "h11", "bench_serving"] = Field("auto", description=(
+        "auto: SGLang's bench_serving where sglang is importable or `command` is set, else the h11 client "
+        "(sweep.drivers.reference)"))
+    command: list[str] | None = Field(None, description=(
+        "argv prefix that runs `sglang.bench_serving` (e.g. the GPU host's bundle wrapper with SGLANG_MODULE set)"))
+    reference_url: str | None = Field(None, description=(
+        "where the reference client sends its requests (default: the server's own URL)"))
+    tolerance_pct: float = Field(10.0, ge=0, description="relative tolerance, percent of the larger figure")
+    tolerance_ms: float = Field(20.0, ge=0, description="absolute latency tolerance; the looser of the two counts")
+    min_tail: int = Field(5, ge=1, description="a percentile is judged when this many requests lie beyond it")
+
+
+class Profile(_Strict):
+    name: str = Field(description="the profile's name (default: the file name)")
+    description: str = Field("", description="free text shown in the report")
+    sla: SLA = Field(SLA(), description="the latency bounds a step must meet (section sla)")
+    workload: Workload = Field(Workload(), description="what the requests look like (section workload)")
+    arrival: Arrival = Field(ClosedArrival(),
+        description="how requests are sent: closed, constant, poisson, gamma or trace (section arrival)")
+    ladder: list[Annotated[int, Field(le=MAX_CONCURRENCY)]] = Field(default_factory=lambda: [16, 32, 64, 128],
+        max_length=64, description="client concurrencies climbed per configuration, strictly ascending")
+    window: Window = Field(Window(),
+        description="warm-up, measured window and drain of every step (section window)")
+    server: ServerSpec = Field(ServerSpec(), description="how the server is started (section server)")
+    search: Search = Field(Search(), description="the search over server configurations (section search)")
+    soak: Soak = Field(Soak(), description="the winner's long Poisson run (section soak)")
+    crosscheck: CrossCheck = Field(CrossCheck(),
+        description="an independent reference client after every window (section crosscheck)")
+    # Where its relative dataset and trace paths are looked up first: the folder of the file it was read from,
+    # or the one a worker was given (sweep/profile_inputs.py); None for a profile made in code.
+    _folder: Path | None = PrivateAttr(None)
+
+    @property
+    def folder(self) -> Path | None:
+        """The folder the profile's relative input paths were looked up in first (None: the working directory)."""
+        return self._folder
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        return check_name(v)
+
+    @field_validator("ladder")
+    @classmethod
+    def _ascending(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("needs at least one step")
+        if any(x < 1 for x in v):
+            raise ValueError("steps must be >= 1")
+        if any(b <= a for a, b in zip(v, v[1:], strict=False)):
+            raise ValueError("steps must be strictly ascending")
+        return v
+
+    @model_validator(mode="after")
+    def _rates_match_ladder(self) -> Profile:
+        rates = getattr(self.arrival, "rates", None)
+        if rates is not None and len(rates) != len(self.ladder):
+            raise ValueError(f"arrival.rates has {len(rates)} values for a ladder of {len(self.ladder)} steps")
+        return self
+
+    def step_arrival(self, concurrency: int) -> Any:
+        """The arrival process of one ladder step: an open loop with per-step `rates` offers that step's rate."""
+        rates = getattr(self.arrival, "rates", None)
+        if rates is None or concurrency not in self.ladder:
+            return self.arrival
+        return self.arrival.model_copy(update={"rate": rates[self.ladder.index(concurrency)]})
+
+    def fingerprint(self) -> str:
+        """Hash of what makes two runs comparable: workload, arrival, window and SLA."""
+        blob = {k: self.model_dump(mode="json")[k] for k in ("workload", "arrival", "window", "sla")}
+        return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _format_error(path: Path, err: ValidationError) -> str:
+    """One line: file, dotted field, problem. Of a union's alternatives, the one that got furthest is named."""
+    errors = err.errors()
+    field = _field_path(errors[0]["loc"])
+    same = [e for e in errors if _field_path(e["loc"])[:len(field)] == field]
+    # deepest first; at equal depth a broken constraint says more than "should be a list" of another member
+    first = max(same, key=lambda e: (len(_field_path(e["loc"])), not e["type"].endswith("_type")))
+    loc = ".".join(str(p) for p in _field_path(first["loc"]))
+    msg = _one_line(first["msg"]).removeprefix("Value error, ")
+    return f"{path}: {loc or '<root>'}: {msg}"
+
+
+_ARRIVAL_KINDS = frozenset({"closed", "constant", "poisson", "gamma", "trace"})
+
+
+def _field_path(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A pydantic error location without its union-member tags ('list[int]', 'IntRange', 'poisson', ...)."""
+    out = tuple(p for p in loc if not (isinstance(p, str) and (not p.isidentifier() or p[:1].isupper())))
+    if out[:1] == ("arrival",) and len(out) > 1 and out[1] in _ARRIVAL_KINDS:
+        out = out[:1] + out[2:]
+    return out
+
+
+def load_profile(path: str | Path, overrides: dict[str, Any] | None = None) -> Profile:
+    """Read and validate a profile YAML file; raise ProfileError with one line on any problem."""
+    p = Path(path)
+    data = _read_yaml(p)
+    data.setdefault("name", p.stem)
+    for dotted, value in (overrides or {}).items():
+        _set_field(data, dotted, value)
+    try:
+        prof = Profile.model_validate(data)
+    except ValidationError as err:
+        raise ProfileError(_format_error(p, err)) from None
+    from sweep.profile_inputs import locate_inputs
+
+    return locate_inputs(prof, p.resolve().parent, str(p))
+
+
+def _read_yaml(p: Path) -> dict[str, Any]:
+    """The profile file as a mapping: UTF-8 YAML, one ProfileError line for anything else."""
+    if p.is_dir():
+        raise ProfileError(f"{p}: is a directory, not a profile file")
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ProfileError(f"{p}: no such profile file") from None
+    except OSError as exc:
+        raise ProfileError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        hint = " (UTF-16?)" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ProfileError(f"{p}: not UTF-8 text{hint} (byte {exc.start}); save the profile as UTF-8") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\x00" in text:
+        raise ProfileError(f"{p}: not UTF-8 text (NUL bytes; UTF-16?); save the profile as UTF-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = _one_line(str(getattr(exc, "problem", None) or exc))
+        raise ProfileError(f"{p}: not valid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise ProfileError(f"{p}: not valid YAML: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ProfileError(f"{p}: <root>: expected a mapping of profile fields")
+    bad_keys = [k for k in data if not isinstance(k, str)]
+    if bad_keys:
+        raise ProfileError(f"{p}: <root>: field names must be strings (got {bad_keys[0]!r})")
+    return data
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _set_field(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Apply one `--set key.path=value` override; every step of the path must be a mapping."""
+    node: Any = data
+    *parents, leaf = dotted.split(".")
+    for i, part in enumerate(parents):
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ProfileError(f"--set {dotted}={_shown(value)}: {'.'.join(parents[:i + 1])} is not a mapping")
+    node[leaf] = value
+
+
+def _shown(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def resolve_profile_path(name_or_path: str, profiles_dir: Path | None = None) -> Path:
+    """`interactive` -> profiles/interactive.yaml; a path is returned as is."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    base = profiles_dir or Path(__file__).resolve().parents[2] / "profiles"
+    return base / f"{name_or_path}.yaml"

@@ -1,0 +1,128 @@
+"""The search over server configurations: the space of knob values, screening, the sampler and its budget."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from sweep.profile.base import DAY_S, MAX_CONCURRENCY, MAX_GRID, MAX_TOKENS
+from sweep.profile.base import Strict as _Strict
+from sweep.types import KNOB_NAMES, SchedulePolicy
+
+
+class IntRange(_Strict):
+    low: int = Field(ge=-1, le=MAX_TOKENS, description="smallest value")
+    high: int = Field(ge=-1, le=MAX_TOKENS, description="largest value")
+    step: int = Field(1, ge=1, le=MAX_TOKENS, description="spacing of the values")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> IntRange:
+        if self.low > self.high:
+            raise ValueError("low must be <= high")
+        return self
+
+
+class FloatRange(_Strict):
+    low: float = Field(description="smallest value")
+    high: float = Field(description="largest value")
+    step: float | None = Field(None, ge=1e-6, description="spacing of the values (none: continuous, for tpe/gp)")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FloatRange:
+        if self.low > self.high:
+            raise ValueError("low must be <= high")
+        return self
+
+
+class Space(_Strict):
+    """One field per ServerConfig knob: a list of values, a range, or absent (server default)."""
+
+    max_running_requests: list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] | IntRange | None = Field(None,
+        description="values of --max-running-requests (list or range; absent: the server's default)")
+    mem_fraction_static: list[float] | FloatRange | None = Field(None,
+        description="values of --mem-fraction-static, each in 0.05..0.99")
+    chunked_prefill_size: list[Annotated[int, Field(ge=-1, le=MAX_TOKENS)]] | IntRange | None = Field(None,
+        description="values of --chunked-prefill-size")
+    schedule_policy: list[SchedulePolicy] | None = Field(None,
+        description="values of --schedule-policy (SGLang's choices; the simulator orders dfs-weight as lpm and "
+                    "priority, routing-key, hrrn, shortest-prefill-first as fcfs, and says so)")
+
+    @field_validator("mem_fraction_static")
+    @classmethod
+    def _fraction(cls, v: Any) -> Any:
+        vals = v if isinstance(v, list) else ([v.low, v.high] if v is not None else [])
+        for x in vals:
+            if not 0.05 <= x <= 0.99:
+                raise ValueError(f"mem_fraction_static {x} outside 0.05..0.99")
+        return v
+
+    @field_validator("max_running_requests")
+    @classmethod
+    def _positive_range(cls, v: Any) -> Any:
+        if isinstance(v, IntRange) and not 1 <= v.low <= v.high <= MAX_CONCURRENCY:
+            raise ValueError(f"a range within 1..{MAX_CONCURRENCY}")
+        return v
+
+    @field_validator(*KNOB_NAMES)  # a ServerConfig knob without a field here fails at import
+    @classmethod
+    def _nonempty(cls, v: Any) -> Any:
+        if isinstance(v, list) and not v:
+            raise ValueError("must list at least one value")
+        if isinstance(v, list) and len(set(v)) != len(v):
+            raise ValueError("lists a value twice")
+        return v
+
+    @model_validator(mode="after")
+    def _grid_fits(self) -> Space:
+        total = 1
+        for name in type(self).model_fields:
+            n = _value_count(getattr(self, name))
+            if n > MAX_GRID:
+                raise ValueError(f"{name} expands to {n} values (at most {MAX_GRID}): use a larger step")
+            total *= n
+        if total > MAX_GRID:
+            raise ValueError(f"the space has {total} configurations (at most {MAX_GRID}): use larger steps")
+        return self
+
+
+def _value_count(v: Any) -> int:
+    """How many values a knob's list or range expands to (1 when absent)."""
+    if v is None:
+        return 1
+    if isinstance(v, list):
+        return len(v)
+    if isinstance(v, IntRange):
+        return (v.high - v.low) // v.step + 1
+    return 2 if v.step is None else int((v.high - v.low) / v.step + 1e-9) + 1
+
+
+class Screening(_Strict):
+    """Successive halving: short windows over every configuration, long ones for the promising few."""
+
+    enabled: bool = Field(False, description="screen every configuration with short windows first")
+    fraction: float = Field(0.25, gt=0, le=1, description="screen window = window.measure_seconds x fraction")
+    keep: float = Field(0.25, gt=0, le=1, description="share of feasible screened configurations measured fully")
+    min_keep: int = Field(1, ge=1, le=MAX_GRID, description="at least this many configurations get a final ladder")
+
+
+class Search(_Strict):
+    space: Space = Field(Space(), description="the knobs and their values (section search.space)")
+    sampler: Literal["grid", "tpe", "gp", "auto"] = Field("grid",
+        description="grid (every combination), tpe, gp, or auto (grid when it fits n_trials)")
+    n_trials: int | None = Field(None, ge=1, le=MAX_GRID,
+        description="configurations to measure (default: the whole grid)")
+    time_budget_s: float | None = Field(None, gt=0, le=365 * DAY_S,
+        description="stop starting configurations when one more would not fit, seconds")
+    flatten_threshold: float = Field(0.10, ge=0, le=1, description="min throughput gain per doubling")
+    # ladder: one launch per configuration, client concurrency climbs; coupled: the article's experiment,
+    # --max-running-requests follows client concurrency step by step (a relaunch per step), other knobs fixed
+    mode: Literal["ladder", "coupled"] = Field("ladder",
+        description=("ladder (one launch per configuration) or coupled (--max-running-requests "
+                     "follows concurrency)"))
+    screening: Screening = Field(Screening(), description="successive halving (section search.screening)")
+    pruning: bool = Field(False, description="stop a ladder whose goodput trails the median of earlier ones")
+    # Several workers share a study: a worker silent for grace_s (default 4 x heartbeat_s) is dead, and its
+    # configuration is measured again by another worker (Optuna's trial heartbeat).
+    heartbeat_s: float = Field(30.0, ge=1, description="how often a worker's running trial says it is alive")
+    grace_s: float | None = Field(None, ge=2, description="silence after which a worker's trial is failed")

@@ -1,0 +1,176 @@
+"""The workload (lengths, modalities, media, shared prefixes, a dataset) and the arrival processes of a profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, PrivateAttr, StrictBool, model_validator
+
+from sweep.profile.base import DAY_S, MAX_CONCURRENCY, MAX_REQUESTS, MAX_TOKENS
+from sweep.profile.base import Strict as _Strict
+
+
+class LengthDist(_Strict):
+    """A token-length distribution with clamps."""
+
+    kind: Literal["fixed", "uniform", "normal", "lognormal"] = Field("fixed",
+        description="fixed (value), uniform (low..high), normal or lognormal (mean, std)")
+    value: int | None = Field(None, ge=1, le=MAX_TOKENS, description="the length, for kind fixed")  # fixed
+    low: int | None = Field(None, ge=1, le=MAX_TOKENS, description="smallest length, for kind uniform")  # uniform
+    high: int | None = Field(None, ge=1, le=MAX_TOKENS, description="largest length, for kind uniform")
+    mean: float | None = Field(None, gt=0, le=MAX_TOKENS,
+        description=("mean length, for kind normal or "
+                     "lognormal"))  # normal / lognormal (mean of the distribution)
+    std: float | None = Field(None, ge=0, le=MAX_TOKENS, description="standard deviation, for kind normal or lognormal")
+    min: int = Field(1, ge=1, le=MAX_TOKENS, description="every drawn length is clamped to at least this")
+    max: int = Field(32768, ge=1, le=MAX_TOKENS, description="every drawn length is clamped to at most this")
+
+    @model_validator(mode="after")
+    def _params(self) -> LengthDist:
+        need = {"fixed": ["value"], "uniform": ["low", "high"], "normal": ["mean", "std"],
+                "lognormal": ["mean", "std"]}[self.kind]
+        missing = [n for n in need if getattr(self, n) is None]
+        if missing:
+            raise ValueError(f"{self.kind} distribution needs {', '.join(missing)}")
+        if self.kind == "uniform" and self.low is not None and self.high is not None and self.low > self.high:
+            raise ValueError("low must be <= high")
+        if self.min > self.max:
+            raise ValueError("min must be <= max")
+        return self
+
+
+class ModalMix(_Strict):
+    """Shares of each input modality; must sum to 1."""
+
+    text: float = Field(1.0, ge=0, le=1, description="share of text-only requests")
+    image: float = Field(0.0, ge=0, le=1, description="share of requests carrying an image")
+    video: float = Field(0.0, ge=0, le=1, description="share of requests carrying a video")
+    audio: float = Field(0.0, ge=0, le=1, description="share of requests carrying audio")
+
+    @model_validator(mode="after")
+    def _sums_to_one(self) -> ModalMix:
+        total = self.text + self.image + self.video + self.audio
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"shares must sum to 1 (got {total:g})")
+        return self
+
+
+class MediaSpec(_Strict):
+    image_width: int = Field(448, ge=16, le=8192, description="generated image width, pixels")
+    image_height: int = Field(448, ge=16, le=8192, description="generated image height, pixels")
+    image_format: Literal["png", "jpeg"] = Field("png", description="generated image encoding")
+    video_frames: int = Field(8, ge=1, le=512, description="frames per generated video")
+    video_width: int = Field(336, ge=16, le=4096, description="generated video width, pixels")
+    video_height: int = Field(336, ge=16, le=4096, description="generated video height, pixels")
+    audio_seconds: float = Field(5.0, gt=0, le=600, description="length of generated audio clips, seconds")
+
+
+class SharedPrefix(_Strict):
+    groups: int = Field(0, ge=0, le=MAX_REQUESTS, description="number of distinct system prompts")
+    length: int = Field(512, ge=1, le=MAX_TOKENS, description="tokens in each shared system prompt")
+    share: float = Field(0.0, ge=0, le=1, description="share of requests that start with one")
+
+
+class Dataset(_Strict):
+    path: str = Field(min_length=1,
+        description=("file of prompts: relative paths are looked up in the profile's folder, then the "
+                     "working directory"))
+    format: Literal["jsonl", "sharegpt"] = Field("jsonl",
+        description="jsonl (one object per line) or sharegpt (conversations)")
+    on_bad_line: Literal["skip", "fail"] = Field("fail",
+        description="skip malformed entries, or fail the profile on the first one")
+    _resolved: Path | None = PrivateAttr(None)  # set by load_profile: where `path` was found
+
+    @property
+    def file(self) -> Path:
+        """The dataset file load_profile found (the profile's folder, then the working directory)."""
+        return self._resolved or Path(self.path)
+
+
+class Workload(_Strict):
+    seed: int = Field(0, ge=0, le=2**63 - 1,
+        description="seed of every random draw (lengths, media, prefixes, open-loop schedules)")
+    num_requests: int = Field(20000, ge=1, le=MAX_REQUESTS,
+                              description="size of the replayed pool when workload.replay is on")
+    mix: ModalMix = Field(ModalMix(), description="shares of each input modality (section workload.mix)")
+    prompt_len: LengthDist = Field(LengthDist(kind="uniform", low=128, high=1024),
+        description="prompt length in tokens (section workload.prompt_len)")
+    output_len: LengthDist = Field(LengthDist(kind="uniform", low=64, high=512),
+        description="output length in tokens, sent as the max new tokens (section workload.output_len)")
+    shared_prefix: SharedPrefix = Field(SharedPrefix(),
+        description="system prompts shared by a share of requests (section workload.shared_prefix)")
+    media: MediaSpec = Field(MediaSpec(),
+        description="shape of generated images, videos and audio (section workload.media)")
+    dataset: Dataset | None = Field(None,
+        description="prompts from a file instead of generated ones (section workload.dataset)")
+    api: Literal["generate", "chat"] = Field("generate",
+        description="generate (SGLang's /generate) or chat (/v1/chat/completions)")
+    replay: StrictBool = Field(False, description=(
+        "cycle the first num_requests requests (or the dataset's entries) instead of fresh ones: a server then "
+        "sees requests again, and its prefix cache hits them"))
+
+
+class ClosedArrival(_Strict):
+    kind: Literal["closed"] = Field("closed",
+        description="closed: `concurrency` users, each sends when its previous request ends")
+    think_time_s: float = Field(0.0, ge=0, le=DAY_S,
+        description="pause of a user between a response and its next request, seconds")
+
+
+class RateArrival(_Strict):
+    """Open loop at `rate` requests/s: evenly spaced (constant) or exponential gaps (poisson)."""
+
+    kind: Literal["constant", "poisson"] = Field(
+        description="constant (evenly spaced) or poisson (exponential gaps)")
+    rate: float = Field(gt=0, description="requests per second")
+    rates: list[Annotated[float, Field(gt=0)]] | None = Field(
+        None, description="offered rate per ladder step (req/s), one per step; overrides rate")
+    max_in_flight: int = Field(1024, ge=1, le=MAX_CONCURRENCY,
+        description="cap on requests in flight; later arrivals wait and their latency counts the wait")
+
+
+class GammaArrival(_Strict):
+    """Open loop with gamma gaps: mean 1/rate, burstiness by shape (cv = 1/sqrt(shape)); cv > 1 is burstier."""
+
+    kind: Literal["gamma"] = Field("gamma", description="gamma: gamma-distributed gaps (bursty when cv > 1)")
+    rate: float = Field(gt=0, description="requests per second")
+    shape: float | None = Field(None, gt=0, description="gamma shape k (1 = poisson)")
+    cv: float | None = Field(None, gt=0, description="coefficient of variation of the gaps (alternative to shape)")
+    rates: list[Annotated[float, Field(gt=0)]] | None = Field(
+        None, description="offered rate per ladder step (req/s), one per step; overrides rate")
+    max_in_flight: int = Field(1024, ge=1, le=MAX_CONCURRENCY,
+        description="cap on requests in flight; later arrivals wait and their latency counts the wait")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> GammaArrival:
+        if (self.shape is None) == (self.cv is None):
+            raise ValueError("gamma arrivals need exactly one of shape or cv")
+        return self
+
+    @property
+    def k(self) -> float:
+        """The gamma shape, from shape or cv."""
+        return self.shape if self.shape is not None else 1.0 / (self.cv or 1.0) ** 2
+
+
+class TraceArrival(_Strict):
+    """Open loop replaying send times (seconds, one per line, first column of CSV) from a file."""
+
+    kind: Literal["trace"] = Field("trace", description="trace: replay send times from a file")
+    path: str = Field(min_length=1,
+        description=("the trace file: relative paths are looked up in the profile's folder, then the "
+                     "working directory"))
+    time_scale: float = Field(1.0, ge=1e-6, le=1e6, description="multiply every trace gap (0.5 = twice as fast)")
+    max_in_flight: int = Field(1024, ge=1, le=MAX_CONCURRENCY,
+        description="cap on requests in flight; later arrivals wait and their latency counts the wait")
+    _resolved: Path | None = PrivateAttr(None)  # set by load_profile: where `path` was found
+
+    @property
+    def file(self) -> Path:
+        """The trace file load_profile found (the profile's folder, then the working directory)."""
+        return self._resolved or Path(self.path)
+
+
+Arrival = Annotated[ClosedArrival | RateArrival | GammaArrival | TraceArrival, Field(discriminator="kind")]
+OpenArrival = RateArrival | GammaArrival | TraceArrival
