@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, Task, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
 from sweep.profile import Profile
@@ -75,6 +75,26 @@ def study_plan(prof: Profile) -> StudyPlan:
     return StudyPlan(first + finals + soak, seconds)
 
 
+def eta_seconds(task: Task) -> float | None:
+    """What is left of a bar at its average pace since it started: driver seconds per wall second over the
+    whole study (launches, and storing a window's records, included), not rich's last 30 s, which ran fast
+    screens' pace into the finals and the soak (ETAs half the time left)."""
+    if task.total is None or task.elapsed is None or task.completed <= 0:
+        return None
+    return max(0.0, task.total - task.completed) * task.elapsed / task.completed
+
+
+class AverageEta(TimeRemainingColumn):
+    """rich's ETA column at eta_seconds."""
+
+    def render(self, task: Task) -> Text:
+        left = eta_seconds(task)
+        if left is None:
+            return Text("-:--:--", style="progress.remaining")
+        minutes, seconds = divmod(int(left), 60)
+        return Text(f"{minutes // 60:d}:{minutes % 60:02d}:{seconds:02d}", style="progress.remaining")
+
+
 def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
@@ -123,7 +143,7 @@ class StudyProgress:
         self.phase = "screen" if prof.search.screening.enabled else "final"
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=12),
                                  TextColumn("{task.fields[count]}"), TimeElapsedColumn(), TextColumn("ETA"),
-                                 TimeRemainingColumn(), console=self.console, disable=not self.live,
+                                 AverageEta(), console=self.console, disable=not self.live,
                                  transient=False)
         self.study: TaskID = self.progress.add_task("study", total=self.plan_s, count=self._count())
         self.step: TaskID = self.progress.add_task("step", total=1, visible=False, count="")

@@ -26,7 +26,7 @@ from rich.console import Console
 
 from sweep.ladder import LadderStep, StepStart
 from sweep.profile import load_profile
-from sweep.progress import StudyProgress, result_lines
+from sweep.progress import StudyProgress, eta_seconds, result_lines
 from sweep.run_stats import RunStats
 from sweep.types import ServerConfig
 
@@ -130,8 +130,8 @@ def test_the_step_eta_runs_on_the_drivers_clock() -> None:
         eta = None
         while time.monotonic() < deadline:
             task = bars.progress.tasks[bars.step]
-            if task.completed > 0 and task.time_remaining is not None:
-                eta = task.time_remaining
+            if task.completed > 0 and eta_seconds(task) is not None:
+                eta = eta_seconds(task)
                 break
             threading.Event().wait(0.05)
         bars.step_done(start.config, 4, LadderStep(1, 4, "final", RunStats.from_row({"passes_sla": True})))
@@ -169,8 +169,8 @@ def test_a_failed_window_at_80_columns_keeps_its_reasons_whole_on_lines_that_fit
 
 def test_the_study_bar_runs_on_driver_seconds_so_a_final_or_the_soak_weighs_its_length() -> None:
     """smoke with screening (fraction 0.5) and the soak: 6 screen windows of 6.5 s, the one final ladder of 3 x 8 s
-    and a 10 s soak = 73 s of the driver's clock. Counted as 10 equal steps, rich's ETA ran 4x short when the
-    finals began and said seconds for an hour's soak."""
+    and a 10 s soak = 73 s of the driver's clock. Counted as 10 equal steps, a final window weighed as much as a
+    screen and an hour's soak as one step of seventy."""
     console = Console(file=io.StringIO(), force_terminal=False, width=80)
     prof = load_profile(SMOKE, {"search.screening.enabled": True, "search.screening.fraction": 0.5,
                                 "soak.enabled": True})
@@ -207,3 +207,19 @@ def test_the_step_bar_stays_put_when_the_driver_clock_stops_after_the_window() -
         task = bars.progress.tasks[bars.step]
         assert task.completed == 10.0, task.completed
         bars.step_done(start.config, 4, LadderStep(1, 4, "soak", RunStats.from_row({"passes_sla": True})))
+
+
+def test_the_eta_is_the_average_pace_since_the_start_not_the_last_30_seconds() -> None:
+    """Fast screens then slow finals: rich's 30 s window ran the screens' pace into the finals (interactive's
+    study ETA said 0:50 with 1:54 left). 60 of 100 driver seconds in 12 wall seconds: 40 more take 8."""
+    from rich.progress import Progress
+
+    now = [0.0]
+    progress = Progress(get_time=lambda: now[0])
+    task_id = progress.add_task("study", total=100)
+    for t, done in ((10.0, 20.0), (12.0, 60.0)):
+        now[0] = t
+        progress.update(task_id, completed=done)
+    task = progress.tasks[task_id]
+    assert eta_seconds(task) == 8.0
+    assert task.time_remaining == 2.0  # rich's own, at the last burst's pace
