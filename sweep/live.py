@@ -36,7 +36,9 @@ def make_app(db_url: str, study: str | None = None) -> Starlette:
     def index(request: Request) -> Response:
         state = state_json(request)
         if state is None:
-            return HTMLResponse(f"<p>no study {html.escape(study or '')} in this database yet</p>", status_code=404)
+            # `sweep serve` is often started before the study: this page asks again until the study is there
+            return HTMLResponse(f'<meta http-equiv="refresh" content="2"><p>no study {html.escape(study or "")} in '
+                                "this database yet (this page looks again every 2 s)</p>", status_code=404)
         title = html.escape(request.query_params.get("study") or study or "newest study")
         return HTMLResponse(page.replace("__TITLE__", title).replace("__STATE__", state.replace("</", "<\\/")))
 
