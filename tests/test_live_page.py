@@ -103,3 +103,24 @@ def test_the_live_page_grows_as_windows_land_and_ends_with_the_winner(tmp_path: 
             if proc.poll() is None:
                 proc.terminate()
                 proc.wait(timeout=20)
+
+
+def test_an_interrupted_study_has_no_eta_and_says_so(tmp_path: Path) -> None:
+    """Its ETA said 'done' for any study not running, an interrupted one too."""
+    from sweep.live import LiveServer
+    from sweep.profile import load_profile
+    from sweep.store import Store
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    store = Store(url)
+    prof = load_profile(ROOT / "profiles" / "smoke.yaml")
+    sid = store.create_study("cut", "smoke", prof.model_dump_json(), prof.fingerprint(), "grid", True, "virtual",
+                             "optuna-cut")
+    store.finish_study(sid, "interrupted")
+    live = LiveServer(url, "cut", port=0)
+    try:
+        dom = browser(live.start(), tmp_path / "chromium", "--dump-dom")
+    finally:
+        live.stop()
+    assert '<span id="status" class="muted">(interrupted)</span>' in dom
+    assert '<b id="eta">–</b>' in dom, re.search(r'<b id="eta">[^<]*</b>', dom)

@@ -85,7 +85,8 @@ function render(s) {
   for (const k of ["done", "planned", "running", "queued", "failed"]) $(`n-${k}`).textContent = s[k];
   $("phase").textContent = s.phase;
   $("n-windows").textContent = s.windows_done;
-  $("eta").textContent = s.status === "running" ? duration(s.eta_s) : "done";
+  // an interrupted or failed study is not done: its ETA is none, and the header says why
+  $("eta").textContent = s.status === "running" ? duration(s.eta_s) : s.status === "completed" ? "done" : "–";
   const w = s.winner;
   $("winner").className = w ? "" : "muted";
   $("winner").textContent = w
