@@ -21,7 +21,8 @@ from typing import Any
 from rich.markup import escape
 
 from sweep.errors import UsageError
-from sweep.progress import WIDE, result_lines
+from sweep.live_state import read_state
+from sweep.progress import WIDE, clock, result_lines
 from sweep.run_stats import RunStats
 from sweep.store import Store
 from sweep.types import ServerConfig
@@ -79,6 +80,7 @@ class FleetProgress:
         self.exclude = exclude  # (host, pid) of a worker whose windows are not news here: it prints its own
         self.seen: set[int] = set()
         self.shown: dict[str, str] = {}
+        self.counted: tuple[str, int, int, int] | None = None
 
     def lines(self) -> tuple[list[str], dict[str, str]]:
         """(result lines of windows landed since the last call, worker label -> its activity line)."""
@@ -112,6 +114,18 @@ class FleetProgress:
             if self.shown.get(label) != line:
                 self.console.print(f"  [{label}] {line}", markup=False, highlight=False)
                 self.shown[label] = line
+        if self.exclude is None:  # the fleet's own view (a lone worker's bars count the study for it)
+            self.count()
+
+    def count(self) -> None:
+        """The study's count, as the live page counts it, whenever a configuration starts or ends: this phase's
+        configurations done of those planned, running and failed, and the study's ETA."""
+        s = read_state(self.store, self.study_id)
+        key = (s.phase, s.done, s.running, s.failed)
+        if key != self.counted:
+            self.counted = key
+            self.console.print(f"  study ({s.phase}): {s.done}/{s.planned} configurations done, {s.running} running, "
+                               f"{s.failed} failed, ETA {clock(s.eta_s)}", markup=False, highlight=False)
 
 
 def run_fleet(seats: list[Seat], study: str, db: str, out: Path, driver: str | None, launcher: str | None,

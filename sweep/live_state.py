@@ -176,10 +176,10 @@ def read_state(store: Store, study_id: int) -> LiveState:
     ladder_configs = [c for c in configs if c["id"] not in soaks]
     phase = "final" if any(r["phase"] == "final" for r in runs) or not prof.search.screening.enabled else "screen"
     in_phase = [c for c in ladder_configs if (per_config.get(c["id"]) or [{"phase": phase}])[0]["phase"] == phase]
-    planned = planned_configs(prof, phase)
     done = sum(c["status"] in DONE for c in in_phase)
     running = sum(c["status"] in ("running", "pending") for c in in_phase)
     failed = sum(c["status"] == "failed" for c in in_phase)
+    planned = max(planned_configs(prof, phase), done + running + failed)  # a count never passes its total
     queued = 0 if study["status"] != "running" else max(0, planned - done - running - failed)
 
     lengths = [len(per_config[c["id"]]) for c in ladder_configs if c["status"] in DONE and c["id"] in per_config]

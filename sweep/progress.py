@@ -92,15 +92,19 @@ def eta_seconds(task: Task) -> float | None:
     return max(0.0, task.total - task.completed) * task.elapsed / task.completed
 
 
+def clock(seconds: float | None) -> str:
+    """H:MM:SS, as rich writes a time; -:--:-- when unknown."""
+    if seconds is None:
+        return "-:--:--"
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes // 60:d}:{minutes % 60:02d}:{secs:02d}"
+
+
 class AverageEta(TimeRemainingColumn):
     """rich's ETA column at eta_seconds."""
 
     def render(self, task: Task) -> Text:
-        left = eta_seconds(task)
-        if left is None:
-            return Text("-:--:--", style="progress.remaining")
-        minutes, seconds = divmod(int(left), 60)
-        return Text(f"{minutes // 60:d}:{minutes % 60:02d}:{seconds:02d}", style="progress.remaining")
+        return Text(clock(eta_seconds(task)), style="progress.remaining")
 
 
 def _clip(text: str, n: int) -> str:

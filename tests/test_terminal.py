@@ -223,3 +223,23 @@ def test_the_eta_is_the_average_pace_since_the_start_not_the_last_30_seconds() -
     task = progress.tasks[task_id]
     assert eta_seconds(task) == 8.0
     assert task.time_remaining == 2.0  # rich's own, at the last burst's pace
+
+
+def test_a_fleet_counts_the_study_as_the_live_page_does_once_per_change(tmp_path: Path) -> None:
+    """`sweep sweep --gpus 0,1` printed each worker's windows and state, but no count of the study and no ETA."""
+    from sweep.fleet import FleetProgress
+    from sweep.store import Store
+
+    prof = load_profile(SMOKE, {})
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    sid = store.create_study("pair", "smoke", prof.model_dump_json(), prof.fingerprint(), "grid", True, "virtual",
+                             "optuna-pair")
+    first = store.create_server_config(sid, ServerConfig(max_running_requests=4), "sim", [], 0)
+    store.update_server_config(first, status="completed")
+    store.create_server_config(sid, ServerConfig(max_running_requests=8), "sim", [], 1)
+    console = Console(file=io.StringIO(), force_terminal=False, width=80)
+    fleet = FleetProgress(store, sid, [], console)
+    fleet.show()
+    fleet.show()  # nothing changed: no second line
+    counts = [ln for ln in console.file.getvalue().splitlines() if ln.lstrip().startswith("study (")]  # type: ignore[attr-defined]
+    assert counts == ["  study (final): 1/2 configurations done, 1 running, 0 failed, ETA -:--:--"], counts
