@@ -2,8 +2,8 @@
 
 On a terminal (stderr is a TTY) two bars sit under the result lines: the study (its steps done of those
 planned) and the current window. Both bars run on the driver's own clock (simulated seconds with the virtual
-driver), so each ETA is the driver's seconds left over its seconds per wall second: the study's weighs a final
-window as 1/fraction screens and the soak as its duration, not every step as one.
+driver), and each ETA is the driver's seconds left at the bar's average pace since it started (driver seconds
+per wall second): the study's weighs a final window as 1/fraction screens and the soak as its duration.
 Nothing assumes a width: rich measures the terminal, the bars are narrow and every line fits 80 columns.
 In a pipe (stderr not a TTY) there are no bars: each finished window prints one plain line that starts
 with `[done/total]`.
@@ -26,11 +26,11 @@ from rich.markup import escape
 from rich.progress import (
     BarColumn,
     Progress,
+    ProgressColumn,
     Task,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 from rich.text import Text
 
@@ -100,8 +100,8 @@ def clock(seconds: float | None) -> str:
     return f"{minutes // 60:d}:{minutes % 60:02d}:{secs:02d}"
 
 
-class AverageEta(TimeRemainingColumn):
-    """rich's ETA column at eta_seconds."""
+class AverageEta(ProgressColumn):
+    """An ETA column at eta_seconds (rich's TimeRemainingColumn is at the last 30 s's pace)."""
 
     def render(self, task: Task) -> Text:
         return Text(clock(eta_seconds(task)), style="progress.remaining")
