@@ -127,9 +127,10 @@ def register(app: typer.Typer) -> None:
         from sweep.peer_feed import PeerFeed
 
         pcts = (int(prof.sla.ttft_percentile), int(prof.sla.tpot_percentile))
-        feed = PeerFeed(url, study, console, pcts) if peers else contextlib.nullcontext()
+        bars = StudyProgress(prof, progress, console, worker=label)
+        feed = PeerFeed(url, study, console, pcts, on_window=bars.peer_step_done) if peers else contextlib.nullcontext()
         try:
-            with interrupt.stop_like_sigint(), StudyProgress(prof, progress, console, worker=label) as bars, feed:
+            with interrupt.stop_like_sigint(), bars, feed:
                 run = orch.join(study, on_step=bars.step_done, on_step_start=bars.step_start,
                                 on_trial=bars.trial_done)
         except KeyboardInterrupt as exc:

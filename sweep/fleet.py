@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,10 +75,12 @@ class FleetProgress:
     """What the fleet prints from the study's database: every worker's landed windows and what each does."""
 
     def __init__(self, store: Store, study_id: int, labels: list[str], console: Any,
-                 percentiles: tuple[int, int] = (99, 99), exclude: tuple[str, int] | None = None):
+                 percentiles: tuple[int, int] = (99, 99), exclude: tuple[str, int] | None = None,
+                 on_window: Callable[[str], None] | None = None):
         self.store, self.study_id, self.labels, self.console = store, study_id, labels, console
         self.percentiles = percentiles
         self.exclude = exclude  # (host, pid) of a worker whose windows are not news here: it prints its own
+        self.on_window = on_window  # called with the phase of each window that lands (a lone worker's count)
         self.seen: set[int] = set()
         self.shown: dict[str, str] = {}
         self.counted: tuple[str, int, int, int] | None = None
@@ -95,6 +98,8 @@ class FleetProgress:
                     or r.get("worker_id") in mine:
                 continue
             self.seen.add(r["id"])
+            if self.on_window is not None:
+                self.on_window(r["phase"])
             who = names.get(r.get("worker_id") or -1)
             label = ServerConfig.from_mapping(configs[r["server_config_id"]]).label()
             width = self.console.width - 2 if self.console.is_terminal else WIDE  # a pipe: one line per window

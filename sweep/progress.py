@@ -237,6 +237,13 @@ class StudyProgress:
         for line in lines:
             self.console.print(line, highlight=False)
 
+    def peer_step_done(self, phase: str) -> None:
+        """A window another worker of the study stored: the study's count and bar are the whole study's."""
+        with self._lock:  # the feed's thread against the tick thread's and step_done's updates
+            self.done += 1
+            self.done_s += self.lengths.get(phase, 0.0)
+            self._show_study()
+
     def trial_done(self, outcome: Any) -> None:
         """A ladder stopped early (saturation, pruning, launch failure, reuse): its unrun steps leave the plan."""
         skipped = max(0, self.per_config - self.done_in_config)

@@ -175,3 +175,10 @@ def test_a_lone_worker_also_prints_the_windows_other_workers_store(tmp_path: Pat
     assert set(own["a"]) == {"a"} and set(own["b"]) == {"b"} and len(own["a"]) + len(own["b"]) == 12
     assert "a" not in peer["a"] and "b" not in peer["b"]  # a worker's own windows are printed once, as its own
     assert peer["a"].count("b") >= 1, logs["a"][-3000:]  # a saw b's windows land while it measured its own
+    # each worker's [n/N] counts the study's windows, the other worker's included, never past the study's 12
+    counts = {label: [(int(n), int(t)) for n, t in re.findall(r"^\[(\d+)/(\d+)\] [ab] final ", text, re.M)]
+              for label, text in logs.items()}
+    for label, seen in counts.items():
+        assert all(n <= t <= 12 for n, t in seen), (label, seen)
+        assert [n for n, _ in seen] == sorted(n for n, _ in seen), (label, seen)
+    assert any(seen[-1][0] > len(seen) for seen in counts.values()), counts  # not only its own windows
