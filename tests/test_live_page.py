@@ -91,6 +91,7 @@ def test_the_live_page_grows_as_windows_land_and_ends_with_the_winner(tmp_path: 
         assert sorted(re.findall(r'<li data-config="([^"]+)">', dom)) == ["final mrr=4 mem=0.85", "final mrr=8 mem=0.85"]
         assert "SLA bound: TTFT p95 1000 ms, TPOT p95 100 ms" in dom
         assert 'id="n-failed">0<' in dom and 'id="n-queued">0<' in dom
+        assert re.search(r'<p id="no-failures" class="muted">none', dom), "no failures: the page says none"
         # the workers table: the worker, the host it ran on, its status (sweep/worker_view.py)
         host = re.escape(socket.gethostname())
         assert re.search(rf'<tr data-worker="[^"]+"><td class="l">[^<]+</td><td class="l">{host}</td>', dom), dom

@@ -103,6 +103,7 @@ function render(s) {
   });
   fill("failures", s.failures, (r, tr) => tr.append(cell(r.config, "l"), cell(r.what, "l"), cell(r.worker, "l"),
                                                     cell(r.reason, "l")));
+  $("no-failures").hidden = s.failures.length > 0;  // an empty table says so, not only its headers
   fill("windows", [...s.windows].reverse(), (r, tr) => {
     tr.dataset.runId = r.run_id;
     tr.append(cell(r.run_id), cell(r.phase, "l"), cell(r.config, "l"), cell(r.concurrency), cell(r.worker, "l"),
