@@ -3,7 +3,8 @@ another process and for a study several workers share (PostgreSQL).
 
 - configurations: planned = the profile's trial budget (n_trials, else the grid size); done = configurations
   whose ladder completed or proved infeasible (screen and final counted apart); running; failed; queued =
-  planned - done - running - failed of the current phase (never below 0).
+  planned - done - running - failed of the current phase (never below 0); during the finals, screened = the
+  configurations the screen measured.
 - workers: one row per worker that joined the study (sweep/worker_view.py): its label, host and GPU group,
   whether it runs, what it measures or launches now and how much it finished; a study without worker
   records (stored before workers existed) has one row, "this study". Each window names its worker and host.
@@ -106,6 +107,7 @@ class LiveState:
     curves: list[Curve] = field(default_factory=list)
     windows: list[Window] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+    screened: int = 0  # during the finals: configurations the screen measured (the counts are the finals')
 
     def as_json(self) -> str:
         return json.dumps(asdict(self), default=str)
@@ -181,6 +183,8 @@ def read_state(store: Store, study_id: int) -> LiveState:
     failed = sum(c["status"] == "failed" for c in in_phase)
     planned = max(planned_configs(prof, phase), done + running + failed)  # a count never passes its total
     queued = 0 if study["status"] != "running" else max(0, planned - done - running - failed)
+    screened = 0 if phase != "final" else sum(c["status"] in DONE for c in ladder_configs
+                                              if (per_config.get(c["id"]) or [{"phase": ""}])[0]["phase"] == "screen")
 
     lengths = [len(per_config[c["id"]]) for c in ladder_configs if c["status"] in DONE and c["id"] in per_config]
     soak_runs = {r["status"] for r in runs if r["phase"] == "soak"}
@@ -191,7 +195,7 @@ def read_state(store: Store, study_id: int) -> LiveState:
     return LiveState(study["name"], study["status"], bool(study["simulated"]), phase,
                      {"ttft_ms": float(sla.ttft_ms), "tpot_ms": float(sla.tpot_ms), "ttft_percentile": pt,
                       "tpot_percentile": pp}, planned, done, running, queued, failed, len(windows), eta, winner,
-                     activity(workers, configs, runs, _label), curves, windows, failures)
+                     activity(workers, configs, runs, _label), curves, windows, failures, screened)
 
 
 def study_eta(prof: Profile, phase: str, queued: int, running: int, steps: list[int], soak_left: float,

@@ -118,3 +118,21 @@ def test_an_out_of_memory_launch_is_listed_with_its_reason(tmp_path: Path) -> No
     s = read_state(store, sid)
     assert [(f.config, f.what, f.reason) for f in s.failures] == [("mrr=4 mem=0.05", "launch (infeasible)", why)]
     assert (s.done, s.failed) == (1, 0)
+
+
+def test_the_finals_counts_say_how_many_the_screen_measured(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    proc = subprocess.run([sys.executable, "-m", "sweep.cli", "knee", "--profile", str(ROOT / "profiles" / "smoke.yaml"),
+                           "--db", str(db), "--driver", "virtual", "--study", "screened", "--out", str(tmp_path / "rep"),
+                           "--set", "search.screening.enabled=true", "--set", "search.screening.keep=0.5",
+                           "--set", "search.screening.min_keep=1", "--set", "soak.enabled=false"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr
+    store = Store(f"sqlite:///{db}")
+    study = store.get_study_by_name("screened")
+    assert study is not None
+    s = read_state(store, study["id"])
+    # two configurations screened, one promoted: the counts are the finals', the screen's stays in view
+    assert (s.phase, s.done, s.planned, s.screened) == ("final", 1, 1, 2)
+    assert {w.phase for w in s.windows} == {"screen", "final"}

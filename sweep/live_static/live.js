@@ -84,6 +84,7 @@ function render(s) {
   $("status").textContent = `(${s.status})`;
   for (const k of ["done", "planned", "running", "queued", "failed"]) $(`n-${k}`).textContent = s[k];
   $("phase").textContent = s.phase;
+  $("screened").textContent = s.screened ? `, after ${s.screened} screened` : "";
   $("n-windows").textContent = s.windows_done;
   // an interrupted or failed study is not done: its ETA is none, and the header says why
   $("eta").textContent = s.status === "running" ? duration(s.eta_s) : s.status === "completed" ? "done" : "–";
