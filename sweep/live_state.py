@@ -177,14 +177,15 @@ def read_state(store: Store, study_id: int) -> LiveState:
     soaks = {r["server_config_id"] for r in runs if r["phase"] == "soak"}
     ladder_configs = [c for c in configs if c["id"] not in soaks]
     phase = "final" if any(r["phase"] == "final" for r in runs) or not prof.search.screening.enabled else "screen"
-    in_phase = [c for c in ladder_configs if (per_config.get(c["id"]) or [{"phase": phase}])[0]["phase"] == phase]
+    ran_as = {cid: steps[0]["phase"] for cid, steps in per_config.items()}  # a configuration not yet measured: none
+    in_phase = [c for c in ladder_configs if ran_as.get(c["id"], phase) == phase]
     done = sum(c["status"] in DONE for c in in_phase)
     running = sum(c["status"] in ("running", "pending") for c in in_phase)
     failed = sum(c["status"] == "failed" for c in in_phase)
     planned = max(planned_configs(prof, phase), done + running + failed)  # a count never passes its total
     queued = 0 if study["status"] != "running" else max(0, planned - done - running - failed)
     screened = 0 if phase != "final" else sum(c["status"] in DONE for c in ladder_configs
-                                              if (per_config.get(c["id"]) or [{"phase": ""}])[0]["phase"] == "screen")
+                                              if ran_as.get(c["id"]) == "screen")
 
     lengths = [len(per_config[c["id"]]) for c in ladder_configs if c["status"] in DONE and c["id"] in per_config]
     soak_runs = {r["status"] for r in runs if r["phase"] == "soak"}
