@@ -83,7 +83,7 @@ if os.environ.get(LAG_ENV) == "1":  # also runs in spawned client processes (the
 
 
 def _specs() -> list[Any]:
-    from sweep.types import RequestSpec
+    from sweep.core.types import RequestSpec
 
     return [RequestSpec(index=i, input_ids=(5, 6, 7, 8), output_tokens=TOKENS, text="hi") for i in range(64)]
 
@@ -106,11 +106,11 @@ def _lag_stats(samples: list[float], lo: float, hi: float) -> dict[str, float]:
 
 def run_sweep(url: str, streams: int, procs: int) -> dict[str, float]:
     """HttpDriver closed loop (chat API) for one window; tokens/s, added latency and receive lag."""
-    from launchers.base import ServerHandle
+    from sweep.analysis.measure_client import client_stats
+    from sweep.core.types import ServerConfig
     from sweep.drivers.http import HttpDriver
-    from sweep.measure_client import client_stats
+    from sweep.launchers.base import ServerHandle
     from sweep.profile import Window
-    from sweep.types import ServerConfig
 
     w = Window(warmup_requests=0, warmup_seconds=WARM_S, measure_seconds=MEASURE_S, drain_seconds=30.0,
                request_timeout_s=60.0)

@@ -6,9 +6,9 @@ and steps they would run: per ladder a 60 s restart plus each step's warm-up + m
 seconds. The cost of a strategy on one seed = GPU-hours until it first completes a full-window ladder of a
 configuration whose knee goodput (full window, full ladder) is within 5% of the exhaustive grid's best. Median and
 IQR over 20 seeds. Strategies: exhaustive grid (GridSampler, random order), a tiered grid (one knob at a time,
-then refine around the best), TPE (sweep.space.make_sampler's settings), each with/without screening
+then refine around the best), TPE (sweep.study.sampler.make_sampler's settings), each with/without screening
 (sweep's successive halving: short windows for all, full windows for the top share, best first) and with/without
-pruning (sweep.ladder.saturated's stop). docs/bench-search.md has the reading of each strategy and the results.
+pruning (sweep.study.ladder.saturated's stop). docs/bench-search.md has the reading of each strategy and the results.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from bench.search_oracle import (
     truth,
     within,
 )
+from sweep.core.types import ServerConfig
 from sweep.profile import Profile
-from sweep.search import CONSTRAINT_ATTR, FEASIBLE_ATTR, promoted
-from sweep.space import grid, make_sampler, suggest
-from sweep.types import ServerConfig
+from sweep.study.sampler import grid, make_sampler, suggest
+from sweep.study.search import CONSTRAINT_ATTR, FEASIBLE_ATTR, promoted
 
 SEEDS = int(os.environ.get("BENCH_SEARCH_SEEDS", "20"))
 TOL = 0.05
@@ -102,7 +102,7 @@ Strategy = Callable[[Measure, Callable[[], bool], int], None]
 
 
 def optuna_strategy(profile: Profile, sampler: str, n_trials: int) -> Strategy:
-    """sweep.search's sampler (grid: random order; tpe: multivariate with the feasibility constraint), ask/tell."""
+    """sweep.study.search's sampler (grid: random order; tpe: multivariate with the feasibility constraint), ask/tell."""
     space = grid(profile.search.space)
 
     def run(measure: Measure, done: Callable[[], bool], seed: int) -> None:

@@ -1,7 +1,7 @@
 """The search bench's oracle: every configuration's full ladder, simulated ONCE per window length, cached on disk.
 
 Each ladder is the real thing minus the store: VirtualLauncher (a fresh engine = a relaunch), VirtualDriver
-windows climbing the whole ladder on that one instance, sweep.measure.compute_stats per step. No step is
+windows climbing the whole ladder on that one instance, sweep.analysis.measure.compute_stats per step. No step is
 skipped here (no saturation stop), so a strategy with or without pruning can be replayed from the same rows:
 the steps before a stop are identical either way (same engine, same order). Each step keeps the virtual
 seconds it took (warm-up + measured window + drain as the engine clock saw them) for the GPU-hour bill.
@@ -19,12 +19,12 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from sweep.knee import find_knee
-from sweep.ladder import LadderStep, saturated, step_points
+from sweep.analysis.knee import find_knee
+from sweep.analysis.run_stats import RunStats
+from sweep.core.types import KNOB_NAMES, RequestSpec, ServerConfig
 from sweep.profile import Profile
-from sweep.run_stats import RunStats
-from sweep.space import grid
-from sweep.types import KNOB_NAMES, RequestSpec, ServerConfig
+from sweep.study.ladder import LadderStep, saturated, step_points
+from sweep.study.sampler import grid
 
 CACHE_VERSION = "v1"
 CACHE_DIR = Path(os.environ.get("BENCH_SEARCH_CACHE", "/tmp/sweep-bench-search"))
@@ -78,7 +78,7 @@ _SPECS: list[RequestSpec] = []
 
 
 def _init_worker(profile_json: str) -> None:
-    from sweep.workload import build_workload
+    from sweep.workload.requests import build_workload
 
     global _SPECS
     _SPECS = build_workload(Profile.model_validate_json(profile_json).workload)
@@ -86,10 +86,10 @@ def _init_worker(profile_json: str) -> None:
 
 def simulate_ladder(profile_json: str, knobs: dict[str, Any], measure_s: float, seed: int) -> dict[str, Any]:
     """One launch + the whole ladder in virtual time; {'oom': bool, 'steps': [row + 'virtual_s']}."""
-    from launchers.virtual import VirtualLauncher
+    from sweep.analysis.measure import compute_stats
+    from sweep.core.errors import LaunchError
     from sweep.drivers.virtual import VirtualDriver
-    from sweep.errors import LaunchError
-    from sweep.measure import compute_stats
+    from sweep.launchers.virtual import VirtualLauncher
 
     profile = Profile.model_validate_json(profile_json)
     if not _SPECS:
@@ -150,7 +150,7 @@ def load_or_simulate(profile: Profile, configs: Sequence[ServerConfig], measure_
 def ladder_run(entry: dict[str, Any], prune: bool, flatten: float) -> tuple[float | None, float, int]:
     """Replay one ladder: (knee goodput or None, virtual seconds billed incl. restart, steps run).
 
-    prune: stop after a step that fails the SLA while sweep.ladder.saturated() says the server is saturated
+    prune: stop after a step that fails the SLA while sweep.study.ladder.saturated() says the server is saturated
     (exactly LadderRunner._climb's rule); without it every step of the ladder runs.
     """
     if entry["oom"]:

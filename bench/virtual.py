@@ -6,12 +6,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from sweep.measure import compute_stats
-from sweep.orchestrator import Orchestrator
+from sweep.analysis.measure import compute_stats
+from sweep.core.types import ServerConfig
 from sweep.profile import load_profile
-from sweep.types import ServerConfig
-from sweep.wiring import ROOT, make_driver, make_launcher
-from sweep.workload import build_workload
+from sweep.study.orchestrator import Orchestrator
+from sweep.study.wiring import ROOT, make_driver, make_launcher
+from sweep.workload.requests import build_workload
 
 DOC = ROOT / "docs" / "bench-sim.md"
 TARGET_CPU_S = 10.0  # the budget for one 30-minute window

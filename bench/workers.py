@@ -16,11 +16,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from sweep.orchestrator import Orchestrator
+from sweep.fleet.shared_study import create_study
 from sweep.profile import load_profile
-from sweep.shared_study import create_study
 from sweep.store import Store
-from sweep.wiring import ROOT
+from sweep.study.orchestrator import Orchestrator
+from sweep.study.wiring import ROOT
 
 DOC = ROOT / "docs" / "bench-workers.md"
 WORKERS = (1, 2, 4)

@@ -24,7 +24,7 @@ from sglang_sim.server import VERSION, Faults, SimServer
 from sglang_sim.tokenizer import load as load_tokenizer
 
 READY_LINE = "The server is fired up and ready to roll!"  # SGLang's own words; launchers wait for them
-# SGLang 0.5.23's --schedule-policy choices (sweep.types.SCHEDULE_POLICIES holds the same set)
+# SGLang 0.5.23's --schedule-policy choices (sweep.core.types.SCHEDULE_POLICIES holds the same set)
 POLICIES = ["lpm", "random", "fcfs", "dfs-weight", "lof", "priority", "routing-key", "hrrn", "shortest-prefill-first"]
 
 

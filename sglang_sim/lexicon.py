@@ -1,7 +1,7 @@
 """Words that a tokenizer reads as exactly one token each: letter words from its own vocabulary.
 
 The simulator renders each generated token as one such word (so its output text is as long in tokens as it says),
-and sweep builds text prompts from the same words (sweep.lexicon). Without a usable tokenizer.json, SIM: tNNN words.
+and sweep builds text prompts from the same words (sweep.workload.lexicon). Without a usable tokenizer.json, SIM: tNNN words.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-N_IDS = 1000  # the workload's ids are below this (sweep.datasets.ID_HIGH = 999)
+N_IDS = 1000  # the workload's ids are below this (sweep.workload.datasets.ID_HIGH = 999)
 _WORD_TOKEN = re.compile(r"[\u0120\u2581]([A-Za-z]{1,24})")  # byte-level BPE "Ġword" or SentencePiece "▁word"
 
 

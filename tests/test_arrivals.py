@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from launchers.virtual import VirtualLauncher
+from sweep.analysis.measure import ttft_ms
+from sweep.core.errors import ProfileError
+from sweep.core.types import RequestSpec, ServerConfig
 from sweep.drivers import arrivals
 from sweep.drivers.virtual import VirtualDriver
-from sweep.errors import ProfileError
-from sweep.measure import ttft_ms
+from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import ClosedArrival, GammaArrival, Profile, RateArrival, TraceArrival, Window
-from sweep.types import RequestSpec, ServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -110,8 +110,8 @@ def test_an_open_loop_ladder_offers_each_steps_own_rate(tmp_path: Path) -> None:
     """With arrival.rates, step i of the ladder offers rates[i] req/s (a request-rate sweep)."""
     import sqlite3
 
-    from sweep.orchestrator import Orchestrator
     from sweep.profile import load_profile
+    from sweep.study.orchestrator import Orchestrator
 
     prof = load_profile(ROOT / "profiles" / "smoke.yaml", {
         "arrival": {"kind": "poisson", "rate": 1.0, "rates": [2.0, 8.0], "max_in_flight": 64},

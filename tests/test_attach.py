@@ -17,14 +17,14 @@ from simserver import sim_server
 from test_attach_timing import timed_server
 from test_launcher_sglang import ROOT, TINY, needs_sim  # pytest puts tests/ on sys.path (rootdir import mode)
 
-from launchers import procs
-from launchers.attach import AttachLauncher, config_from_server_info, on_this_host
-from launchers.base import Launcher, ServerHandle
-from launchers.sglang import SGLangLauncher
-from sweep.environment import normalise_env
-from sweep.errors import LaunchError
+from sweep.core.errors import LaunchError
+from sweep.core.types import ServerConfig
+from sweep.launchers import procs
+from sweep.launchers.attach import AttachLauncher, config_from_server_info, on_this_host
+from sweep.launchers.base import Launcher, ServerHandle
+from sweep.launchers.sglang import SGLangLauncher
 from sweep.profile import ServerSpec, load_profile
-from sweep.types import ServerConfig
+from sweep.study.environment import normalise_env
 
 
 @pytest.fixture(scope="module")

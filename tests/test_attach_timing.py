@@ -21,13 +21,13 @@ import numpy as np
 import pytest
 from simserver import Url, free_port
 
-from launchers.attach import AttachLauncher
+from sweep.analysis.measure import in_window, itl_gaps_ms, succeeded, ttft_ms
+from sweep.analysis.measure_client import client_stats
+from sweep.core.types import RequestSpec, ServerConfig, WindowResult
 from sweep.drivers.http import HttpDriver
-from sweep.measure import in_window, itl_gaps_ms, succeeded, ttft_ms
-from sweep.measure_client import client_stats
-from sweep.probes import MetricsProbe
+from sweep.drivers.probes import MetricsProbe
+from sweep.launchers.attach import AttachLauncher
 from sweep.profile import Window
-from sweep.types import RequestSpec, ServerConfig, WindowResult
 
 HERE = Path(__file__).resolve().parent
 TTFT_MS, ITL_MS, HEALTH_MS = 50.0, 10.0, 80.0

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
+from sweep.core.errors import SweepError
+from sweep.core.types import RequestSpec
 from sweep.drivers.bench_serving import (
     argv,
     dataset_lines,
@@ -16,10 +18,8 @@ from sweep.drivers.bench_serving import (
     steady_output_tps,
     throughput_note,
 )
-from sweep.errors import SweepError
-from sweep.lexicon import for_model
 from sweep.profile import Workload
-from sweep.types import RequestSpec
+from sweep.workload.lexicon import for_model
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "models" / "llama3-8b-shape"

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from simserver import sim_server
 
-from launchers.base import ServerHandle
+from sweep.analysis.measure_client import client_stats
+from sweep.core.types import RequestSpec, ServerConfig
 from sweep.drivers import arrivals
 from sweep.drivers.http import HttpDriver
-from sweep.measure_client import client_stats
-from sweep.probes import MetricsProbe
+from sweep.drivers.probes import MetricsProbe
+from sweep.launchers.base import ServerHandle
 from sweep.profile import GammaArrival, Window
-from sweep.types import RequestSpec, ServerConfig
 
 
 def _specs(n: int = 30) -> list[RequestSpec]:

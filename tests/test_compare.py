@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
+from sweep.study.orchestrator import Orchestrator
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from sweep.crosscheck import Tolerance, compare_runs, histogram_check, quantile_bucket, server_checks
+from sweep.analysis.crosscheck import Tolerance, compare_runs, histogram_check, quantile_bucket, server_checks
 
 ROW = {"n_completed": 1000, "ttft_p50_ms": 100.0, "ttft_p99_ms": 1000.0, "tpot_p50_ms": 10.0, "tpot_p99_ms": 30.0,
        "output_tps": 1000.0}

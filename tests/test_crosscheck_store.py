@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from sweep.server_metrics import buckets_as_samples
+from sweep.analysis.server_metrics import buckets_as_samples
+from sweep.core.types import ServerConfig
 from sweep.store import Store
-from sweep.types import ServerConfig
 
 STATS = {"n_completed": 10, "output_tps": 100.0, "ttft_p50_ms": 50.0, "passes_sla": True}
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from launchers import flags
-from sweep.errors import LaunchError
+from sweep.core.errors import LaunchError
+from sweep.launchers import flags
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -98,8 +98,8 @@ def test_installed_version() -> None:
 def test_doctor_checks_profile_flags_and_database(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from sweep.doctor import doctor_ok, profile_flags, render, run_doctor
     from sweep.profile import Profile
+    from sweep.study.doctor import doctor_ok, profile_flags, render, run_doctor
 
     prof = Profile.model_validate({"name": "t", "server": {"extra_args": ["--cuda-graph-max-bs", "8"]},
                                    "search": {"space": {"max_running_requests": [8, 16]}}})

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from launchers.sglang import SGLangLauncher
-from sweep.errors import LaunchError
-from sweep.fleet import plan
+from sweep.core.errors import LaunchError
+from sweep.core.types import ServerConfig
+from sweep.fleet.gpus import plan
+from sweep.launchers.sglang import SGLangLauncher
 from sweep.profile import load_profile
-from sweep.types import ServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
-from sweep.stream import RequestStream, StreamExhausted
+from sweep.study.orchestrator import Orchestrator
+from sweep.workload.stream import RequestStream, StreamExhausted
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from sweep.core.types import RequestRecord
 from sweep.drivers.h1 import Pool
 from sweep.drivers.sse import SseSink, StreamError
-from sweep.types import RequestRecord
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]
 
@@ -237,9 +237,9 @@ def test_https_verifies_the_server_and_trusts_a_ca_from_ssl_cert_file(tmp_path: 
 
 
 def test_a_response_that_never_ends_after_done_is_not_a_timeout_of_the_request() -> None:
+    from sweep.core.types import RequestSpec
     from sweep.drivers.worker import Plan, _request
     from sweep.profile import Window
-    from sweep.types import RequestSpec
 
     async def main() -> RequestRecord:
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

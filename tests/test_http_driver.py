@@ -8,13 +8,13 @@ from collections.abc import Iterator
 import pytest
 from simserver import sim_server
 
-from launchers.base import ServerHandle
+from sweep.analysis.measure import e2e_ms, ttft_ms
+from sweep.analysis.measure_client import client_stats
+from sweep.core.types import RequestRecord, RequestSpec, ServerConfig
 from sweep.drivers.http import HttpDriver
 from sweep.drivers.sse import SseSink, StreamError
-from sweep.measure import e2e_ms, ttft_ms
-from sweep.measure_client import client_stats
+from sweep.launchers.base import ServerHandle
 from sweep.profile import RateArrival, Window
-from sweep.types import RequestRecord, RequestSpec, ServerConfig
 
 
 def _gen(n: int) -> bytes:

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep.cli_workers import stored_profile
-from sweep.datasets import load_dataset
+from sweep.cli.workers import stored_profile
+from sweep.core.errors import ProfileError
 from sweep.drivers.arrivals import schedule
-from sweep.errors import ProfileError
 from sweep.profile import load_profile
+from sweep.workload.datasets import load_dataset
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "workload_prompts.jsonl"

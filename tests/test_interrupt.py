@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from sweep import interrupt
+from sweep.core import interrupt
 
 
 class _SignalsWhenCollected:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweep.knee import StepPoint, find_knee, gain_per_doubling, pareto_front
+from sweep.analysis.knee import StepPoint, find_knee, gain_per_doubling, pareto_front
 
 
 def step(

@@ -1,4 +1,4 @@
-"""The knob vocabulary has one home, ServerConfig (sweep/types.py): every other module takes it from there."""
+"""The knob vocabulary has one home, ServerConfig (sweep/core/types.py): every other module takes it from there."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from launchers.sglang import KEPT_INFO, pick_server_info
 from sglang_sim.cli import POLICIES
 from sglang_sim.params import EngineKnobs
+from sweep.core.types import KNOB_LABELS, KNOB_NAMES, SCHEDULE_POLICIES, ServerConfig, _knob
+from sweep.launchers.sglang import KEPT_INFO, pick_server_info
 from sweep.profile import Space
 from sweep.store.models import KNOB_COLUMNS, ServerConfigRow
-from sweep.types import KNOB_LABELS, KNOB_NAMES, SCHEDULE_POLICIES, ServerConfig, _knob
 
 ROOT = Path(__file__).resolve().parent.parent
 KNOB_QUOTED = re.compile(r"[\"'](" + "|".join(KNOB_NAMES) + r")[\"']")
@@ -30,13 +30,13 @@ def test_every_stage_uses_server_configs_knob_list() -> None:
 
 
 def test_no_module_outside_server_config_spells_a_knob_list_out() -> None:
-    """A knob name in quotes (a list, a dict key) appears only in sweep/types.py; the frozen Alembic migrations and
+    """A knob name in quotes (a list, a dict key) appears only in sweep/core/types.py; the frozen Alembic migrations and
     the simulator (sglang_sim, not scanned: it parses SGLang's own flags and imports nothing from sweep) keep
     their own spelling."""
     offenders = []
     for path in sorted([*(ROOT / "sweep").rglob("*.py"), *(ROOT / "launchers").rglob("*.py")]):
         rel = path.relative_to(ROOT).as_posix()
-        if rel == "sweep/types.py" or "/migrations/" in rel:
+        if rel == "sweep/core/types.py" or "/migrations/" in rel:
             continue
         text = path.read_text()
         lines = [i + 1 for i, ln in enumerate(text.splitlines()) if len(KNOB_QUOTED.findall(ln)) > 1]

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from launchers.base import ServerHandle, StopReport
-from sweep.ladder import LadderOutcome, LadderRunner, LadderStep
-from sweep.lexicon import for_model
+from sweep.analysis.run_stats import RunStats
+from sweep.core.types import ServerConfig, WindowResult
+from sweep.launchers.base import ServerHandle, StopReport
 from sweep.profile import RateArrival, load_profile
-from sweep.run_stats import RunStats
 from sweep.store import Store
-from sweep.stream import RequestStream
-from sweep.types import ServerConfig, WindowResult
-from sweep.wiring import ROOT, make_driver, make_launcher, model_path
+from sweep.study.ladder import LadderOutcome, LadderRunner, LadderStep
+from sweep.study.wiring import ROOT, make_driver, make_launcher, model_path
+from sweep.workload.lexicon import for_model
+from sweep.workload.stream import RequestStream
 
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 

@@ -11,11 +11,11 @@ import httpx
 import psutil
 import pytest
 
-from launchers import keyshim
-from launchers.sglang import SGLangLauncher
-from sweep.errors import LaunchError
+from sweep.core.errors import LaunchError
+from sweep.core.types import ServerConfig
+from sweep.launchers import keyshim
+from sweep.launchers.sglang import SGLangLauncher
 from sweep.profile import ServerSpec
-from sweep.types import ServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = str(ROOT / "models" / "tiny-llama")

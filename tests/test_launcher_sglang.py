@@ -16,12 +16,12 @@ import psutil
 import pytest
 from waiting import wait_for
 
-from launchers import procs
-from launchers import sglang as sg
-from launchers.base import Launcher
-from sweep.errors import LaunchError, ServerDied
+from sweep.core.errors import LaunchError, ServerDied
+from sweep.core.types import ServerConfig
+from sweep.launchers import procs
+from sweep.launchers import sglang as sg
+from sweep.launchers.base import Launcher
 from sweep.profile import ServerSpec
-from sweep.types import ServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = str(ROOT / "models" / "tiny-llama")

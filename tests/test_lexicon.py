@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from sweep.lexicon import SIM, for_model, from_tokenizer
 from sweep.profile import Workload
-from sweep.workload import build_workload, chat_body, render_ids
+from sweep.workload.lexicon import SIM, for_model, from_tokenizer
+from sweep.workload.requests import build_workload, chat_body, render_ids
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 

@@ -92,7 +92,7 @@ def test_the_live_page_grows_as_windows_land_and_ends_with_the_winner(tmp_path: 
         assert "SLA bound: TTFT p95 1000 ms, TPOT p95 100 ms" in dom
         assert 'id="n-failed">0<' in dom and 'id="n-queued">0<' in dom
         assert re.search(r'<p id="no-failures" class="muted">none', dom), "no failures: the page says none"
-        # the workers table: the worker, the host it ran on, its status (sweep/worker_view.py)
+        # the workers table: the worker, the host it ran on, its status (sweep/views/workers.py)
         host = re.escape(socket.gethostname())
         assert re.search(rf'<tr data-worker="[^"]+"><td class="l">[^<]+</td><td class="l">{host}</td>', dom), dom
         shot = ROOT / "reports" / "live-page.png"
@@ -108,9 +108,9 @@ def test_the_live_page_grows_as_windows_land_and_ends_with_the_winner(tmp_path: 
 
 def test_an_interrupted_study_has_no_eta_and_says_so(tmp_path: Path) -> None:
     """Its ETA said 'done' for any study not running, an interrupted one too."""
-    from sweep.live import LiveServer
     from sweep.profile import load_profile
     from sweep.store import Store
+    from sweep.ui.live import LiveServer
 
     url = f"sqlite:///{tmp_path / 'r.db'}"
     store = Store(url)

@@ -1,4 +1,4 @@
-"""`sweep serve`'s server (sweep/live.py) on a real socket: started before its study exists, the page says so
+"""`sweep serve`'s server (sweep/ui/live.py) on a real socket: started before its study exists, the page says so
 and keeps asking; once the study is stored, the same URL serves it."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import httpx
 
-from sweep.live import LiveServer
 from sweep.profile import load_profile
 from sweep.store import Store
+from sweep.ui.live import LiveServer
 
 ROOT = Path(__file__).resolve().parent.parent
 

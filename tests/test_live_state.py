@@ -1,4 +1,4 @@
-"""What the live page reads (sweep/live_state.py), from a real study's database: SQLite, and PostgreSQL in a
+"""What the live page reads (sweep/views/live.py), from a real study's database: SQLite, and PostgreSQL in a
 database of its own, read by another process than the one that ran the study."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from sweep.live_state import read_state
 from sweep.store import Store
+from sweep.views.live import read_state
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_URL = os.environ.get("SWEEP_TEST_PG_URL")
@@ -87,8 +87,8 @@ def test_the_eta_counts_the_finals_and_the_soak_still_to_come_at_the_drivers_rat
     the soak (10 s) = 43.75 driver seconds at 2 wall seconds each. The ETA once counted only this phase (19.5 s)."""
     from datetime import datetime, timedelta
 
-    from sweep.live_state import study_eta
     from sweep.profile import load_profile
+    from sweep.views.live import study_eta
 
     prof = load_profile(ROOT / "profiles" / "smoke.yaml", {"search.screening.enabled": True,
                                                               "search.screening.fraction": 0.5, "soak.enabled": True})
@@ -105,8 +105,8 @@ def test_the_eta_counts_the_finals_and_the_soak_still_to_come_at_the_drivers_rat
 def test_an_out_of_memory_launch_is_listed_with_its_reason(tmp_path: Path) -> None:
     """`mem_fraction_static=0.05` on the simulator: the launch is infeasible (counted done, as the orchestrator
     counts it), and the page listed no failure at all; the terminal printed the reason."""
+    from sweep.core.types import ServerConfig
     from sweep.profile import load_profile
-    from sweep.types import ServerConfig
 
     prof = load_profile(ROOT / "profiles" / "smoke.yaml")
     store = Store(f"sqlite:///{tmp_path / 'r.db'}")

@@ -16,12 +16,12 @@ from alembic import command
 from sqlalchemy import create_engine, inspect
 from test_attach_timing import ITL_MS, TTFT_MS, _specs, timed_server
 
-from launchers.base import ServerHandle
+from sweep.analysis.measure import compute_stats, loop_lag_limit_ms
+from sweep.core.types import ServerConfig, WindowResult
 from sweep.drivers.http import HttpDriver
-from sweep.measure import compute_stats, loop_lag_limit_ms
+from sweep.launchers.base import ServerHandle
 from sweep.profile import SLA, Window
 from sweep.store import Store, alembic_config
-from sweep.types import ServerConfig, WindowResult
 
 SLA_LOOSE = SLA(ttft_ms=2000, tpot_ms=200)
 

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from sweep.measure import compute_stats, histogram_quantile, itl_gaps_ms
+from sweep.analysis.measure import compute_stats, histogram_quantile, itl_gaps_ms
+from sweep.analysis.run_stats import COLUMNS, ClientStats, RunStats
+from sweep.core.types import ClientSamples, RequestRecord, Sample, WindowResult
 from sweep.profile import SLA
-from sweep.run_stats import COLUMNS, ClientStats, RunStats
-from sweep.types import ClientSamples, RequestRecord, Sample, WindowResult
 
 SLA_DEFAULT = SLA(ttft_ms=1000, tpot_ms=100, ttft_percentile=95, tpot_percentile=95, max_error_rate=0.01)
 

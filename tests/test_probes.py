@@ -18,9 +18,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sweep.measure import histogram_quantile
-from sweep.probes import GpuProbe, MetricsProbe, ProcessProbe
-from sweep.server_metrics import SAMPLED, MetricsSnapshot, histogram_delta, only_names, parse_metrics
+from sweep.analysis.measure import histogram_quantile
+from sweep.analysis.server_metrics import SAMPLED, MetricsSnapshot, histogram_delta, only_names, parse_metrics
+from sweep.drivers.probes import GpuProbe, MetricsProbe, ProcessProbe
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sglang-0.5.17-metrics.txt"
 

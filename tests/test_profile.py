@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.errors import ProfileError
+from sweep.core.errors import ProfileError
 from sweep.profile import load_profile
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from sweep import profile as P
-from sweep.profile_doc import models, reference
+from sweep.profile.doc import models, reference
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sweep.orchestrator import KneeRun, Orchestrator
 from sweep.profile import load_profile
-from sweep.report_html import markdown_to_html
+from sweep.report.html import markdown_to_html
+from sweep.study.orchestrator import KneeRun, Orchestrator
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -54,9 +54,9 @@ def test_markdown_subset_renders_tables_code_and_escapes() -> None:
 def test_contract_gap_names_fields_and_draws_no_conclusion(run: KneeRun, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from sweep.report import write_report
+    from sweep.report.document import write_report
     from sweep.store import Store
-    from sweep.study_context import study_context
+    from sweep.views.context import study_context
 
     ctx = study_context(Store(f"sqlite:///{run.report.markdown.parent.parent.parent / 'r.db'}"), run.study_id)
     ctx = replace(ctx, env=dict(ctx.env, sglang_version=None))
@@ -72,9 +72,9 @@ def test_the_stored_profile_is_validated_again_and_another_versions_is_shown_in_
     from sqlalchemy import text
 
     from sweep.profile import Profile
-    from sweep.report_setup import setup_lines
+    from sweep.report.setup import setup_lines
     from sweep.store import Store
-    from sweep.study_context import study_context
+    from sweep.views.context import study_context
 
     store = Store(f"sqlite:///{run.report.markdown.parent.parent.parent / 'r.db'}")
     ctx = study_context(store, run.study_id)
@@ -98,7 +98,7 @@ def test_the_stored_profile_is_validated_again_and_another_versions_is_shown_in_
 
 def test_the_arrival_reads_in_words_for_each_kind() -> None:
     from sweep.profile import ClosedArrival, GammaArrival, RateArrival
-    from sweep.report_setup import arrival_text
+    from sweep.report.setup import arrival_text
 
     assert arrival_text(ClosedArrival()) == "closed loop (each client sends its next request when the last one ends)"
     assert arrival_text(RateArrival(kind="constant", rate=2.0, rates=[1.0, 2.5])) == \

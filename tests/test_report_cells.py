@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sweep.report_html import markdown_to_html
-from sweep.report_tables import configs_table, steps_table
-from sweep.study_view import StudyContext, StudyView
+from sweep.report.html import markdown_to_html
+from sweep.report.tables import configs_table, steps_table
+from sweep.views.study import StudyContext, StudyView
 
 REASON = "server exited (code 1) | last log: ValueError: a|b\nsecond line"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
-from sweep.report_inputs import cache_lines, input_rows
-from sweep.study_view import StudyContext
+from sweep.report.inputs import cache_lines, input_rows
+from sweep.study.orchestrator import Orchestrator
+from sweep.views.study import StudyContext
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"

@@ -9,11 +9,11 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.colors import to_hex
 
-from sweep.hardware import Winner
-from sweep.knee import ConfigKnee
-from sweep.report_plots import ladder_figure, pareto_figure, pareto_front, plots
-from sweep.study_view import StudyContext
-from sweep.types import ServerConfig
+from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.winner import Winner
+from sweep.core.types import ServerConfig
+from sweep.report.plots import ladder_figure, pareto_figure, pareto_front, plots
+from sweep.views.study import StudyContext
 
 SLA = {"ttft_ms": 1000.0, "tpot_ms": 100.0, "ttft_percentile": 95, "tpot_percentile": 95}
 LADDER = [16, 32, 64, 128]
@@ -100,8 +100,8 @@ def test_latencies_a_hundredfold_apart_get_a_log_axis_so_passing_steps_are_not_f
 
 def test_the_history_legend_sits_outside_the_trials_it_would_cover() -> None:
     """Failed trials are drawn at zero, bottom left, where matplotlib's 'best' legend went."""
-    from sweep.report_html import history_figure
-    from sweep.study_view import TrialPoint
+    from sweep.report.html import history_figure
+    from sweep.views.study import TrialPoint
 
     trials = [TrialPoint(0, "FAIL", None, False, "screen"), TrialPoint(1, "COMPLETE", 4400.0, True, "screen"),
               TrialPoint(2, "COMPLETE", 5500.0, True, "final")]

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from sweep.orchestrator import KneeRun, Orchestrator
 from sweep.profile import Soak, load_profile
-from sweep.report import write_report
-from sweep.report_winner import launch_command, shape_only
-from sweep.soak import judge
+from sweep.report.document import write_report
+from sweep.report.winner import launch_command, shape_only
 from sweep.store import Store
-from sweep.study_context import study_context
+from sweep.study.orchestrator import KneeRun, Orchestrator
+from sweep.study.soak import judge
+from sweep.views.context import study_context
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -67,7 +67,7 @@ def test_peak_gpu_memory_is_a_column_of_every_step_and_a_plot_panel(smoke: tuple
     assert "<th>peak GPU mem (GiB)</th>" in html
     from matplotlib.figure import Figure
 
-    from sweep.report import _plots
+    from sweep.report.document import _plots
 
     seen: list[str] = []
     orig = Figure.savefig
@@ -261,7 +261,7 @@ def _req(modality: str, at: float, ttft: float | None, warmup: bool = False, err
 
 
 def test_modality_stats_count_what_measure_counts() -> None:
-    from sweep.study_view import modality_stats
+    from sweep.views.study import modality_stats
 
     rows = [_req("image", 0.5, 300.0), _req("image", 1.0, 500.0), _req("text", 0.1, 40.0),
             _req("text", 0.2, 9999.0, warmup=True), _req("text", 10.0, 9999.0),  # warm-up; sent after the window
@@ -273,8 +273,8 @@ def test_modality_stats_count_what_measure_counts() -> None:
 
 
 def test_ties_need_both_intervals_and_an_overlap() -> None:
-    from sweep.knee import ConfigKnee
-    from sweep.study_view import tied_with
+    from sweep.analysis.knee import ConfigKnee
+    from sweep.views.study import tied_with
 
     def knee(lo: float | None, hi: float | None) -> ConfigKnee:
         return ConfigKnee(8, 950.0, 9.5, lo, hi, "final", "test")

@@ -16,8 +16,8 @@ import psutil
 import pytest
 from waiting import wait_for
 
-from sweep.orchestrator import Orchestrator
 from sweep.profile import load_profile
+from sweep.study.orchestrator import Orchestrator
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -117,7 +117,7 @@ def test_resume_refuses_another_workload(tmp_path: Path, sqlite_url: str) -> Non
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4]}, "ladder": [2]})
     Orchestrator(prof, url, tmp_path, driver="virtual").knee("s")
     other = load_profile(SMOKE, {"search.space": {"max_running_requests": [4]}, "ladder": [2], "workload.seed": 9})
-    from sweep.errors import SweepError
+    from sweep.core.errors import SweepError
 
     with pytest.raises(SweepError, match="fingerprint"):
         Orchestrator(other, url, tmp_path, driver="virtual").knee("s", resume=True)

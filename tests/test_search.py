@@ -6,12 +6,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from sweep.knee import StepPoint, knee_goodput_ci
-from sweep.ladder import LadderOutcome
-from sweep.orchestrator import Orchestrator
+from sweep.analysis.knee import StepPoint, knee_goodput_ci
+from sweep.core.types import ServerConfig
 from sweep.profile import load_profile
-from sweep.search import Search, promoted
-from sweep.types import ServerConfig
+from sweep.study.ladder import LadderOutcome
+from sweep.study.orchestrator import Orchestrator
+from sweep.study.search import Search, promoted
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -47,7 +47,7 @@ class _FakeRunner:
 
     def run(self, config: ServerConfig, trial_number: int | None = None, phase: str = "final",
             ladder: Any = None, should_stop: Any = None) -> LadderOutcome:
-        from sweep.knee import KneeResult
+        from sweep.analysis.knee import KneeResult
 
         self.clock[0] += 100.0
         self.ran.append((config, phase))

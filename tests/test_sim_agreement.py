@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from sweep.crosscheck import Tolerance
-from sweep.measure import compute_stats
+from sweep.analysis.crosscheck import Tolerance
+from sweep.analysis.measure import compute_stats
+from sweep.analysis.run_stats import RunStats
+from sweep.core.types import ServerConfig
 from sweep.profile import Profile, load_profile
-from sweep.run_stats import RunStats
-from sweep.types import ServerConfig
-from sweep.wiring import ROOT, make_driver, make_launcher
-from sweep.workload import build_workload
+from sweep.study.wiring import ROOT, make_driver, make_launcher
+from sweep.workload.requests import build_workload
 
 # Low concurrency so a loaded 2-core CI machine's Python keeps up with the simulated GPU's wall clock:
 # at 4 streams the HTTP sim spends well under a tenth of each ~6 ms decode step on its own work.

@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 from simserver import sim_server
 
-from launchers.sglang import pick_server_info
-from launchers.virtual import VirtualLauncher
 from sglang_sim.cost import CostModel
 from sglang_sim.params import Efficiency, SimParams
+from sweep.analysis.measure import compute_stats
+from sweep.core.errors import ProfileError
+from sweep.core.types import RequestSpec, ServerConfig
 from sweep.drivers.virtual import VirtualDriver
-from sweep.errors import ProfileError
-from sweep.measure import compute_stats
-from sweep.orchestrator import Orchestrator
+from sweep.launchers.sglang import pick_server_info
+from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import SLA, Window, load_profile
-from sweep.types import RequestSpec, ServerConfig
+from sweep.study.orchestrator import Orchestrator
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"

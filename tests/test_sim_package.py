@@ -8,12 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from launchers.base import READY_LINE
-from launchers.sglang import SGLangLauncher
-from launchers.virtual import VirtualLauncher
 from sglang_sim import cli as sim_cli
+from sweep.core.types import ServerConfig
+from sweep.launchers.base import READY_LINE
+from sweep.launchers.sglang import SGLangLauncher
+from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import ServerSpec
-from sweep.types import ServerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = str(ROOT / "models" / "tiny-llama")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from sweep.knee import ConfigKnee
+from sweep.analysis.knee import ConfigKnee
+from sweep.core.types import Sample
 from sweep.profile import Soak, load_profile
-from sweep.soak import judge, slope_per_min, soak_rate
-from sweep.types import Sample
+from sweep.study.soak import judge, slope_per_min, soak_rate
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -65,7 +65,7 @@ def test_soak_rate_is_the_knees_request_rate_times_the_fraction() -> None:
 
 
 def test_soak_over_http_stores_a_soak_run_and_a_verdict(tmp_path: Path) -> None:
-    from sweep.orchestrator import Orchestrator
+    from sweep.study.orchestrator import Orchestrator
 
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [8]}, "ladder": [2, 4],
                                 "soak": {"enabled": True, "duration_s": 4}})

@@ -22,13 +22,13 @@ from alembic.script import ScriptDirectory
 from pgdb import fresh_database
 from sqlalchemy import inspect, text
 
-from sweep import measure
-from sweep.errors import StoreError
-from sweep.run_stats import ClientStats, RunStats
+from sweep.analysis import measure
+from sweep.analysis.run_stats import ClientStats, RunStats
+from sweep.core.errors import StoreError
+from sweep.core.types import RequestRecord, Sample, ServerConfig
 from sweep.store import STAT_COLUMNS, Store, alembic_config
 from sweep.store.models import VERSION_TABLE, Base
 from sweep.store.queries import run_summary
-from sweep.types import RequestRecord, Sample, ServerConfig
 
 TABLES = {"sweep_studies", "environments", "server_configs", "runs", "requests", "samples", "sweep_workers"}
 PG_URL = os.environ.get("SWEEP_TEST_PG_URL")

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from sweep.cache_model import PrefixShape, predicted_hit_rate, prefix_shape
-from sweep.errors import ProfileError
+from sweep.core.errors import ProfileError
+from sweep.core.types import RequestRecord
 from sweep.profile import Workload, load_profile
-from sweep.stream import RequestStream, StreamExhausted, next_position, spec_at
-from sweep.types import RequestRecord
-from sweep.workload import build_workload
+from sweep.workload.cache_model import PrefixShape, predicted_hit_rate, prefix_shape
+from sweep.workload.requests import build_workload
+from sweep.workload.stream import RequestStream, StreamExhausted, next_position, spec_at
 
 FIX = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,12 +9,12 @@ import statistics
 import pytest
 from simserver import sim_server
 
-from launchers.base import ServerHandle
+from sweep.analysis.measure import compute_stats
+from sweep.core.types import RequestRecord, RequestSpec, ServerConfig
 from sweep.drivers.http import HttpDriver
 from sweep.drivers.sse import SseSink
-from sweep.measure import compute_stats
+from sweep.launchers.base import ServerHandle
 from sweep.profile import SLA, Window
-from sweep.types import RequestRecord, RequestSpec, ServerConfig
 
 
 def _specs(n: int = 32) -> list[RequestSpec]:

@@ -24,11 +24,11 @@ from types import SimpleNamespace
 import pyte
 from rich.console import Console
 
-from sweep.ladder import LadderStep, StepStart
+from sweep.analysis.run_stats import RunStats
+from sweep.core.types import ServerConfig
 from sweep.profile import load_profile
-from sweep.progress import StudyProgress, eta_seconds, result_lines
-from sweep.run_stats import RunStats
-from sweep.types import ServerConfig
+from sweep.study.ladder import LadderStep, StepStart
+from sweep.ui.progress import StudyProgress, eta_seconds, result_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -227,7 +227,7 @@ def test_the_eta_is_the_average_pace_since_the_start_not_the_last_30_seconds() -
 
 def test_a_fleet_counts_the_study_as_the_live_page_does_once_per_change(tmp_path: Path) -> None:
     """`sweep sweep --gpus 0,1` printed each worker's windows and state, but no count of the study and no ETA."""
-    from sweep.fleet import FleetProgress
+    from sweep.fleet.gpus import FleetProgress
     from sweep.store import Store
 
     prof = load_profile(SMOKE, {})

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from simserver import sim_server
 
-from launchers.base import ServerHandle
+from sweep.analysis.measure import histogram_quantile, in_window, succeeded, ttft_ms
+from sweep.core.types import RequestSpec, ServerConfig
 from sweep.drivers.http import HttpDriver
-from sweep.measure import histogram_quantile, in_window, succeeded, ttft_ms
-from sweep.probes import MetricsProbe
+from sweep.drivers.probes import MetricsProbe
+from sweep.launchers.base import ServerHandle
 from sweep.profile import Window
-from sweep.types import RequestSpec, ServerConfig
 
 
 def _probes(handle: ServerHandle, clock: object) -> list[object]:

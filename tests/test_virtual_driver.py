@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from launchers.virtual import VirtualLauncher
+from sweep.core.errors import LaunchError
+from sweep.core.types import MediaItem, RequestSpec, ServerConfig
 from sweep.drivers.virtual import VirtualDriver
-from sweep.errors import LaunchError
+from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import Window
-from sweep.types import MediaItem, RequestSpec, ServerConfig
 
 
 def specs(n: int = 50, seed: int = 0) -> list[RequestSpec]:

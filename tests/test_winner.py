@@ -1,11 +1,11 @@
-"""The winner (sweep.hardware.pick_winner / rank_by_hardware): the highest knee goodput among eligible final
+"""The winner (sweep.analysis.winner.pick_winner / rank_by_hardware): the highest knee goodput among eligible final
 ladders, screens only when no final ran, and never across GPU models unless asked."""
 
 from __future__ import annotations
 
-from sweep.hardware import hardware_lines, pick_winner, rank_by_hardware
-from sweep.knee import ConfigKnee
-from sweep.types import ServerConfig
+from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.winner import hardware_lines, pick_winner, rank_by_hardware
+from sweep.core.types import ServerConfig
 
 
 def _knee(goodput: float, phase: str = "final") -> ConfigKnee:

@@ -1,5 +1,5 @@
 """Every worker's work, as it lands: the fleet's progress, the live page's state and `sweep runs --study` name
-the worker, host and GPU that measured each window (sweep/worker_view.py)."""
+the worker, host and GPU that measured each window (sweep/views/workers.py)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from waiting import wait_for
 
-from sweep.live_state import read_state
+from sweep.core.types import ServerConfig
 from sweep.store import Store
-from sweep.types import ServerConfig
-from sweep.worker_view import activity
+from sweep.views.live import read_state
+from sweep.views.workers import activity
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -126,8 +126,8 @@ def test_a_two_worker_fleet_shows_every_workers_work_as_it_lands(tmp_path: Path)
 
 
 def test_a_failed_launch_names_the_worker_and_host_it_failed_on(tmp_path: Path) -> None:
+    from sweep.core.types import Placement
     from sweep.profile import load_profile
-    from sweep.types import Placement
 
     prof = load_profile(SMOKE)
     store = Store(f"sqlite:///{tmp_path / 'r.db'}")

@@ -10,13 +10,13 @@ from pathlib import Path
 import optuna
 import psutil
 
-from sweep.ladder import LadderRunner
-from sweep.orchestrator import Orchestrator
+from sweep.core.types import Placement, ServerConfig
+from sweep.fleet.shared_study import create_study
 from sweep.profile import load_profile
-from sweep.search import Search
-from sweep.shared_study import create_study
 from sweep.store import Store
-from sweep.types import Placement, ServerConfig
+from sweep.study.ladder import LadderRunner
+from sweep.study.orchestrator import Orchestrator
+from sweep.study.search import Search
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -83,8 +83,8 @@ def test_a_dead_workers_trial_is_requeued_exactly_once_when_two_workers_look_at_
 
 
 def test_doctor_fails_when_a_running_worker_runs_other_code_or_another_workload(tmp_path: Path, sqlite_url: str) -> None:
-    from sweep.doctor import workers_check
-    from sweep.liveness import sweep_version
+    from sweep.study.doctor import workers_check
+    from sweep.study.liveness import sweep_version
 
     url = sqlite_url
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4]}})
@@ -101,8 +101,8 @@ def test_doctor_fails_when_a_running_worker_runs_other_code_or_another_workload(
 
 def test_a_study_measured_on_two_gpu_models_is_ranked_per_hardware_group_unless_told(tmp_path: Path, sqlite_url: str) -> None:
     """Worker A (H200) measures two configurations and is interrupted; worker B (A100) joins and does the rest."""
-    from sweep.report import write_report
-    from sweep.study_context import study_context
+    from sweep.report.document import write_report
+    from sweep.views.context import study_context
 
     url = sqlite_url
     space = {"max_running_requests": [2, 4, 8, 16]}

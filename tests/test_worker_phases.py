@@ -9,9 +9,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from sweep.orchestrator import Orchestrator
+from sweep.fleet.shared_study import create_study
 from sweep.profile import load_profile
-from sweep.shared_study import create_study
+from sweep.study.orchestrator import Orchestrator
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"

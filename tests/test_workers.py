@@ -24,12 +24,12 @@ from rich.text import Text
 from sqlalchemy import create_engine, text
 from waiting import wait_for
 
-from sweep.fleet import FleetProgress
-from sweep.live_state import read_state
-from sweep.orchestrator import Orchestrator
+from sweep.fleet.gpus import FleetProgress
+from sweep.fleet.shared_study import create_study
 from sweep.profile import load_profile
-from sweep.shared_study import create_study
 from sweep.store import Store
+from sweep.study.orchestrator import Orchestrator
+from sweep.views.live import read_state
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from sweep.datasets import load_dataset, text_to_ids, word_id
-from sweep.errors import WorkloadError
+from sweep.core.errors import WorkloadError
+from sweep.core.types import MediaItem
 from sweep.profile import Dataset, LengthDist, MediaSpec, Workload
-from sweep.types import MediaItem
-from sweep.workload import (
+from sweep.workload.datasets import load_dataset, text_to_ids, word_id
+from sweep.workload.media import media_tokens
+from sweep.workload.requests import (
     MARKERS,
     MIN_TAIL,
     build_workload,
@@ -27,7 +28,6 @@ from sweep.workload import (
     sample_lengths,
     workload_digest,
 )
-from sweep.workload_media import media_tokens
 
 FIX = Path(__file__).parent / "fixtures"
 SMALL_MEDIA = MediaSpec(image_width=56, image_height=28, video_frames=2, video_width=28, video_height=28,

@@ -30,7 +30,6 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from calibration_data import DATA, RealWindow, export_db, load_all  # noqa: E402
 
-from launchers.base import ServerHandle  # noqa: E402
 from sglang_sim.engine import Engine  # noqa: E402
 from sglang_sim.params import (  # noqa: E402
     Efficiency,
@@ -41,13 +40,14 @@ from sglang_sim.params import (  # noqa: E402
     model_preset,
     resolve,
 )
+from sweep.analysis.knee import StepPoint, find_knee  # noqa: E402
+from sweep.analysis.measure import compute_stats  # noqa: E402
+from sweep.core.types import ServerConfig  # noqa: E402
 from sweep.drivers.virtual import VirtualDriver  # noqa: E402
-from sweep.knee import StepPoint, find_knee  # noqa: E402
-from sweep.measure import compute_stats  # noqa: E402
+from sweep.launchers.base import ServerHandle  # noqa: E402
 from sweep.profile import Profile  # noqa: E402
-from sweep.step_inputs import StepInputs  # noqa: E402
-from sweep.stream import RequestStream  # noqa: E402
-from sweep.types import ServerConfig  # noqa: E402
+from sweep.study.step_inputs import StepInputs  # noqa: E402
+from sweep.workload.stream import RequestStream  # noqa: E402
 
 DEFAULT_LOGS = "decode-lines-*.txt"  # under --data
 DECODE_RE = re.compile(r"Decode batch, #running-req: (\d+), #token: (\d+),.*gen throughput \(token/s\): ([\d.]+), "
@@ -246,7 +246,7 @@ def table(windows: list[RealWindow], sim: dict[str, dict[str, float]]) -> str:
 
 
 def knee_of(points: list[tuple[int, dict[str, float]]], threshold: float) -> int | None:
-    """Knee concurrency of one ladder (sweep.knee's rule) from (concurrency, stats) pairs."""
+    """Knee concurrency of one ladder (sweep.analysis.knee's rule) from (concurrency, stats) pairs."""
     steps = [StepPoint(c, s.get("goodput_rps", 0.0), s["goodput_tps"], s["output_tps"], s.get("ttft_p99_ms"),
                        int(s.get("retractions", 0)), bool(s["passes_sla"])) for c, s in points]
     res = find_knee(steps, threshold)

@@ -19,14 +19,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from launchers.base import ServerHandle  # noqa: E402
 from sglang_sim.engine import Engine  # noqa: E402
 from sglang_sim.params import Efficiency, EngineKnobs, SimParams, model_preset  # noqa: E402
+from sweep.analysis.measure import compute_stats  # noqa: E402
+from sweep.core.types import ServerConfig  # noqa: E402
 from sweep.drivers.virtual import VirtualDriver  # noqa: E402
-from sweep.measure import compute_stats  # noqa: E402
+from sweep.launchers.base import ServerHandle  # noqa: E402
 from sweep.profile import SLA, Window, load_profile  # noqa: E402
-from sweep.types import ServerConfig  # noqa: E402
-from sweep.workload import build_workload  # noqa: E402
+from sweep.workload.requests import build_workload  # noqa: E402
 
 REAL_TPOT_P50_MS = {True: 7.4, False: 18.8}  # CUDA graphs on / off
 KNOBS = EngineKnobs(max_running_requests=256, mem_fraction_static=0.14, chunked_prefill_size=4096,

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from launchers.base import ServerHandle
+    from sweep.core.types import WindowResult
+    from sweep.launchers.base import ServerHandle
     from sweep.profile import Window
-    from sweep.stream import Requests
-    from sweep.types import WindowResult
+    from sweep.workload.stream import Requests
 
 
 class Driver(Protocol):

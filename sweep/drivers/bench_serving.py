@@ -2,7 +2,7 @@
 
 It cannot take sweep's requests as token ids, nor a timed window, so the nearest equivalent is used:
 - the same requests as text: each spec's prompt (its text form, else its ids rendered with the model's one-token
-  words, sweep.lexicon) and a completion of exactly output_tokens such words, written as bench_serving's `custom`
+  words, sweep.workload.lexicon) and a completion of exactly output_tokens such words, written as bench_serving's `custom`
   JSONL dataset (it shuffles the order with --seed and counts lengths with --tokenizer, the model folder);
 - the same step: --max-concurrency = the step's concurrency with --request-rate inf (a closed loop), and as many
   prompts as sweep's own measured window started (at least 2 per user), after --warmup-requests;
@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from sweep.errors import SweepError
-from sweep.lexicon import Lexicon
+from sweep.core.errors import SweepError
+from sweep.core.types import RequestSpec
 from sweep.profile import LengthDist, Workload
-from sweep.stream import spec_at
-from sweep.types import RequestSpec
+from sweep.workload.lexicon import Lexicon
+from sweep.workload.stream import spec_at
 
 NAME = "sglang-bench_serving"
 BACKENDS = {"generate": "sglang", "chat": "sglang-oai-chat"}

@@ -1,6 +1,6 @@
 """HTTP load generator over real sockets: closed or open loop, SSE streaming, warm-up, window, drain.
 
-The driver only executes and records; it computes no statistics (that is sweep.measure). The client
+The driver only executes and records; it computes no statistics (that is sweep.analysis.measure). The client
 work runs in sweep.drivers.worker, in this process (client_procs=1) or sharded over spawned processes;
 this module runs the probes, watches the server, snapshots /metrics at the window's bounds and merges.
 
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from launchers.base import ServerHandle
-from sweep import interrupt
+from sweep.core import interrupt
+from sweep.core.types import SERVER_DIED, ClientSamples, Sample, WindowResult
 from sweep.drivers import arrivals
 from sweep.drivers.worker import (
     Coord,
@@ -37,10 +37,10 @@ from sweep.drivers.worker import (
     WorkerResult,
     run_worker,
 )
+from sweep.launchers.base import ServerHandle
 from sweep.profile import Window
-from sweep.stream import Requests, RequestStream, StreamExhausted
-from sweep.types import SERVER_DIED, ClientSamples, Sample, WindowResult
-from sweep.workload import warm_media_pool
+from sweep.workload.requests import warm_media_pool
+from sweep.workload.stream import Requests, RequestStream, StreamExhausted
 
 Clock = Callable[[], float]
 STALL_TIMEOUT_S = 120.0  # no response bytes this long while requests are in flight: the server is hung
@@ -136,7 +136,7 @@ class HttpDriver:
     async def _run(self, handle: ServerHandle, plans: list[Plan], concurrency: int, window: Window,
                    ws_off: float | None) -> WindowResult:
         probes = self.probes(handle, self.clock) if self.probes else []
-        from sweep.probes import MetricsProbe
+        from sweep.drivers.probes import MetricsProbe
 
         metrics = next((p for p in probes if isinstance(p, MetricsProbe)), None)
         for p in probes:
@@ -291,7 +291,7 @@ class HttpDriver:
 
     def _merge(self, results: list[WorkerResult], samples: list[Sample], snaps: tuple[Any, Any, float],
                concurrency: int, window: Window, t0: float, aborted: str | None, simulated: bool) -> WindowResult:
-        from sweep.server_metrics import histogram_delta, histogram_samples
+        from sweep.analysis.server_metrics import histogram_delta, histogram_samples
 
         start_snap, end_snap, ws = snaps
         if ws != ws:  # nan: the warm-up never ended (every user failed or the server died first)
@@ -315,7 +315,7 @@ def _parsed(raw: tuple[str, float] | None) -> Any:
     """A MetricsSnapshot of a fetched /metrics text (None when there is none or it does not parse)."""
     if raw is None:
         return None
-    from sweep.server_metrics import parse_metrics
+    from sweep.analysis.server_metrics import parse_metrics
 
     try:
         snap = parse_metrics(raw[0])

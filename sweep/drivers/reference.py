@@ -8,7 +8,7 @@ plain h11 client added 11-21 ms, measured against the server's own e2e_latency: 
 own bias.) What it shares is what makes the two windows the same experiment: the request bodies
 (sse.request_for), the closed-loop users (one keep-alive connection each), the warm-up rule and window bounds
 (worker.Coord: the window opens at the dispatch that ends both warm-up_requests and warm-up_seconds, lasts
-measure_seconds, then drain_seconds of grace) and the definitions applied to the records afterwards (sweep.measure).
+measure_seconds, then drain_seconds of grace) and the definitions applied to the records afterwards (sweep.analysis.measure).
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from urllib.parse import urlsplit
 
 import h11
 
-from launchers.base import ServerHandle
+from sweep.core.errors import SweepError
+from sweep.core.types import RequestRecord, RequestSpec, WindowResult
 from sweep.drivers import arrivals
 from sweep.drivers.http import run_loop
 from sweep.drivers.sse import request_for
 from sweep.drivers.worker import Coord
-from sweep.errors import SweepError
+from sweep.launchers.base import ServerHandle
 from sweep.profile import Window
-from sweep.stream import spec_at
-from sweep.types import RequestRecord, RequestSpec, WindowResult
+from sweep.workload.stream import spec_at
 
 Clock = Callable[[], float]
 NAME = "reference-h11"

@@ -10,8 +10,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from sweep.types import RequestRecord, RequestSpec
-from sweep.workload import chat_body, generate_body
+from sweep.core.types import RequestRecord, RequestSpec
+from sweep.workload.requests import chat_body, generate_body
 
 Clock = Callable[[], float]
 

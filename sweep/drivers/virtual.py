@@ -7,16 +7,16 @@ import itertools
 from collections import deque
 from typing import Any
 
-from launchers.base import ServerHandle
 from sglang_sim.engine import Engine, SimRequest
 from sglang_sim.media import audio_tokens, image_tokens, placeholder_ids, video_tokens
-from sweep import interrupt
+from sweep.analysis.server_metrics import buckets_as_samples
+from sweep.core import interrupt
+from sweep.core.types import RequestRecord, RequestSpec, Sample, WindowResult
 from sweep.drivers import arrivals
+from sweep.launchers.base import ServerHandle
 from sweep.profile import Window
-from sweep.server_metrics import buckets_as_samples
-from sweep.stream import Requests, spec_at
-from sweep.types import RequestRecord, RequestSpec, Sample, WindowResult
-from sweep.workload import estimated_prompt_tokens
+from sweep.workload.requests import estimated_prompt_tokens
+from sweep.workload.stream import Requests, spec_at
 
 GAUGES = ("num_running_reqs", "num_queue_reqs", "token_usage", "cache_hit_rate", "num_retracted_reqs",
           "gen_throughput", "new_token_ratio")

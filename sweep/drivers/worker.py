@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from sweep.core.types import RequestRecord, RequestSpec
 from sweep.drivers.h1 import Pool
 from sweep.drivers.sse import Clock, SseSink, StreamError, request_for
 from sweep.profile import Window
-from sweep.stream import Requests, StreamExhausted, spec_at
-from sweep.types import RequestRecord, RequestSpec
-from sweep.workload import estimated_prompt_tokens
+from sweep.workload.requests import estimated_prompt_tokens
+from sweep.workload.stream import Requests, StreamExhausted, spec_at
 
 TICK_S = 0.02  # self-check period: event-loop lag and CPU are sampled this often
 

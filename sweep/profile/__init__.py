@@ -29,8 +29,8 @@ from pydantic import (
     model_validator,
 )
 
-from launchers.flags import owned_flags_in
-from sweep.errors import ProfileError
+from sweep.core.errors import ProfileError
+from sweep.launchers.flags import owned_flags_in
 from sweep.profile.base import (
     DAY_S,
     MAX_CONCURRENCY,
@@ -216,7 +216,7 @@ class Profile(_Strict):
     crosscheck: CrossCheck = Field(CrossCheck(),
         description="an independent reference client after every window (section crosscheck)")
     # Where its relative dataset and trace paths are looked up first: the folder of the file it was read from,
-    # or the one a worker was given (sweep/profile_inputs.py); None for a profile made in code.
+    # or the one a worker was given (sweep/profile/inputs.py); None for a profile made in code.
     _folder: Path | None = PrivateAttr(None)
 
     @property
@@ -294,7 +294,7 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None) -> P
         prof = Profile.model_validate(data)
     except ValidationError as err:
         raise ProfileError(_format_error(p, err)) from None
-    from sweep.profile_inputs import locate_inputs
+    from sweep.profile.inputs import locate_inputs
 
     return locate_inputs(prof, p.resolve().parent, str(p))
 

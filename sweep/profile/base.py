@@ -7,7 +7,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict
 
-from sweep.errors import UsageError
+from sweep.core.errors import UsageError
 
 # Sane bounds: far beyond any real study, small enough that nothing downstream overflows or exhausts memory.
 MAX_CONCURRENCY = 100_000  # ladder steps, in-flight caps, max_running_requests

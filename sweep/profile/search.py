@@ -6,9 +6,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from sweep.core.types import KNOB_NAMES, SchedulePolicy
 from sweep.profile.base import DAY_S, MAX_CONCURRENCY, MAX_GRID, MAX_TOKENS
 from sweep.profile.base import Strict as _Strict
-from sweep.types import KNOB_NAMES, SchedulePolicy
 
 
 class IntRange(_Strict):

@@ -29,13 +29,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import SQLAlchemyError
 
-from sweep.errors import StoreError
-from sweep.run_stats import RunStats
+from sweep.analysis.run_stats import RunStats
+from sweep.core.errors import StoreError
+from sweep.core.types import Placement, RequestRecord, Sample, ServerConfig
 from sweep.store import queries as q
 from sweep.store.engine import alembic_config, make_engine, serialize_sqlite
 from sweep.store.models import STAT_COLUMNS, runs_table
 from sweep.store.queries import UnknownColumnError
-from sweep.types import Placement, RequestRecord, Sample, ServerConfig
 
 __all__ = ["STAT_COLUMNS", "Store", "UnknownColumnError", "alembic_config", "serialize_sqlite"]
 
@@ -360,7 +360,7 @@ class Store:
 
     def window_histograms(self, study_id: int) -> dict[int, dict[str, list[tuple[float, float]]]]:
         """Per run of a study, the server's latency histograms over its window: {run_id: {name: [(le, count)]}}."""
-        from sweep.server_metrics import HISTOGRAM_SOURCE, histograms_from_samples
+        from sweep.analysis.server_metrics import HISTOGRAM_SOURCE, histograms_from_samples
 
         with self._read(f"read histograms of study {study_id}") as conn:
             rows = q.histogram_samples(conn, study_id, HISTOGRAM_SOURCE)

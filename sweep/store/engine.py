@@ -12,7 +12,7 @@ from typing import Any
 from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event, make_url
 
-from sweep.errors import StoreError
+from sweep.core.errors import StoreError
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_MS = 30_000

@@ -26,15 +26,15 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
 
-from sweep import run_stats
-from sweep.types import KNOB_NAMES
+from sweep.analysis import run_stats
+from sweep.core.types import KNOB_NAMES
 
 VERSION_TABLE = "sweep_alembic_version"  # Optuna's RDB storage owns `alembic_version` in the same database
 CONFIG_STATUSES = ("pending", "running", "completed", "failed", "infeasible", "aborted")
 RUN_STATUSES = ("running", "completed", "failed", "aborted")
 RUN_PHASES = ("screen", "final", "soak")
 
-# The per-window statistics, in the order they appear as columns of `runs`: the fields of sweep.run_stats.RunStats
+# The per-window statistics, in the order they appear as columns of `runs`: the fields of sweep.analysis.run_stats.RunStats
 # (what measure produces), so they are listed exactly once. Python type of each: int, float, bool or str.
 STAT_COLUMNS: tuple[str, ...] = run_stats.COLUMNS
 STAT_TYPES: dict[str, type] = run_stats.COLUMN_TYPES
@@ -233,6 +233,6 @@ class SampleRow(Base):
 
 
 # Knob columns of server_configs, shown beside each run in the run_summary view.
-# Where a run or launch happened (sweep.types.Placement), on runs and server_configs and in run_summary.
+# Where a run or launch happened (sweep.core.types.Placement), on runs and server_configs and in run_summary.
 PLACEMENT_COLUMNS: tuple[str, ...] = ("worker_id", "host", "gpu_name", "gpu_index", "gpu_memory_mib", "gpu_driver")
 KNOB_COLUMNS: tuple[str, ...] = KNOB_NAMES  # server_configs has one typed column per ServerConfig knob

@@ -11,9 +11,10 @@ from typing import Any
 
 from sqlalchemy import Column, Connection, MetaData, Table, case, func, select
 
-from sweep import measure
-from sweep.errors import StoreError
-from sweep.run_stats import RunStats
+from sweep.analysis import measure
+from sweep.analysis.run_stats import RunStats
+from sweep.core.errors import StoreError
+from sweep.core.types import RequestRecord, Sample
 from sweep.store.models import (
     KNOB_COLUMNS,
     PLACEMENT_COLUMNS,
@@ -28,7 +29,6 @@ from sweep.store.models import (
     Worker,
     runs_table,
 )
-from sweep.types import RequestRecord, Sample
 
 studies_table: Table = Study.__table__  # type: ignore[assignment]
 environments_table: Table = Environment.__table__  # type: ignore[assignment]

@@ -17,11 +17,11 @@ from faultkit import (
     sweep_argv,
 )
 
-from launchers import procs
-from launchers.sglang import SGLangLauncher
-from sweep.errors import LaunchError
+from sweep.core.errors import LaunchError
+from sweep.core.types import ServerConfig
+from sweep.launchers import procs
+from sweep.launchers.sglang import SGLangLauncher
 from sweep.profile import load_profile
-from sweep.types import ServerConfig
 
 pytestmark = pytest.mark.slow
 

@@ -14,11 +14,11 @@ import optuna
 import pytest
 from faultkit import SMOKE, assert_measured_once, q
 
-from sweep.errors import StoreError
-from sweep.orchestrator import Orchestrator
+from sweep.core.errors import StoreError
 from sweep.profile import load_profile
-from sweep.search import FAILURE_ATTR, ORCHESTRATOR_FAILURE, REQUEUED_ATTR
 from sweep.store import Store
+from sweep.study.orchestrator import Orchestrator
+from sweep.study.search import FAILURE_ATTR, ORCHESTRATOR_FAILURE, REQUEUED_ATTR
 
 
 def _profile(space: dict[str, Any], ladder: list[int]) -> Any:
@@ -113,11 +113,11 @@ def test_database_locked_past_the_busy_timeout_then_resume(tmp_path: Path, monke
     30 s) while a window's results are stored. Whatever could not be written, the resume redoes it once."""
     import sqlite3
 
-    import sweep.liveness
     import sweep.store.engine
+    import sweep.study.liveness
 
     monkeypatch.setattr(sweep.store.engine, "SQLITE_BUSY_MS", 300)
-    monkeypatch.setattr(sweep.liveness, "SQLITE_BUSY_S", 0.3)
+    monkeypatch.setattr(sweep.study.liveness, "SQLITE_BUSY_S", 0.3)
     prof = _profile({"max_running_requests": [2, 4]}, [2, 4])
     url, db = f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "r.db"
     holder = sqlite3.connect(db, timeout=5, isolation_level=None)

@@ -7,11 +7,11 @@ from typing import Any
 
 from faultkit import SMOKE
 
+from sweep.core.types import ServerConfig
 from sweep.profile import load_profile
-from sweep.report import write_report
+from sweep.report.document import write_report
 from sweep.store import Store
-from sweep.study_context import study_context
-from sweep.types import ServerConfig
+from sweep.views.context import study_context
 
 
 def _good(goodput: float) -> dict[str, Any]:

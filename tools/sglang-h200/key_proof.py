@@ -3,7 +3,7 @@
     usage: PYTHONPATH=SITE:. python3 tools/sglang-h200/key_proof.py BUNDLE OUT.json
 
 Starts the tiny-llama shape (dummy weights) through tools/sglang-h200/start-server.sh, which runs the server
-through the key shim (launchers/keyshim.py); then walks the server's process tree (launcher, scheduler and
+through the key shim (sweep/launchers/keyshim.py); then walks the server's process tree (launcher, scheduler and
 detokenizer processes) and the whole process table for the key, sends one request with the key and one
 without, and stops the server. Exit 0 only if the key is in no argv, the keyed request streams tokens and the
 unkeyed one gets 401.
@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import psutil
 
-from launchers.sglang import SGLangLauncher
+from sweep.core.types import ServerConfig
+from sweep.launchers.sglang import SGLangLauncher
 from sweep.profile import ServerSpec
-from sweep.types import ServerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,0 +1,215 @@
+"""Cross-checks of one window's figures: against an independent reference client, and against the server's histograms.
+
+Pure: stats rows (the runs-table columns) and Prometheus histogram buckets in, frozen verdicts out; no I/O.
+
+Spec:
+- Tolerance: two figures a (sweep's) and b (the other side's) agree when |a − b| <= allowed, where
+  allowed = max(rel × max(|a|, |b|), abs_ms) for a latency in ms and rel × max(|a|, |b|) for a rate (tok/s):
+  "10% or 20 ms, whichever is looser" by default (the profile's crosscheck.tolerance_pct / tolerance_ms).
+- Too few to judge: a percentile Pq of n requests rests on the n × (1 − q/100) requests beyond it; it is judged
+  only when that tail holds at least min_tail requests (default 5: a P99 needs 500 requests, a P50 10), on
+  both sides (n = the smaller n_completed; for a histogram, its observation count). Otherwise agrees is None
+  and the figure is shown, not flagged. Throughput is always judged.
+- Reference comparison (compare_runs): TTFT P50/P99, TPOT P50/P99 and output tok/s of sweep's row against the
+  reference client's row of the same step. A figure missing on either side has agrees None (not judged, not
+  flagged); the whole check agrees when every judged figure does, None when none could be judged.
+- Server comparison (server_checks): the client's P50/P99 against the server's own histogram over the same
+  window (cumulative (le seconds, count) buckets, the delta between the window's start and end scrapes).
+  The server's quantile is Prometheus' histogram_quantile (linear inside the bucket); a histogram only says
+  which bucket the true quantile lies in, so the client's figure agrees when it lies inside that bucket
+  widened by the tolerance on each side: lo − allowed(lo) <= client <= hi + allowed(hi). A quantile in the
+  +Inf bucket has hi = inf. Pairs: TTFT vs time_to_first_token_seconds, TPOT vs time_per_output_token_seconds
+  (older SGLang only), ITL vs inter_token_latency_seconds, E2E vs e2e_request_latency_seconds; a histogram the
+  server does not export, or one with no observations in the window, gives no check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sweep.analysis.measure import histogram_quantile
+
+Buckets = Sequence[tuple[float, float]]
+
+# (runs column, label, latency?) of the figures the reference comparison judges
+REFERENCE_FIGURES: tuple[tuple[str, str, bool], ...] = (
+    ("ttft_p50_ms", "TTFT P50 (ms)", True),
+    ("ttft_p99_ms", "TTFT P99 (ms)", True),
+    ("tpot_p50_ms", "TPOT P50 (ms)", True),
+    ("tpot_p99_ms", "TPOT P99 (ms)", True),
+    ("output_tps", "output tok/s", False),
+)
+# (client metric prefix, label, server histogram name)
+SERVER_HISTOGRAMS: tuple[tuple[str, str, str], ...] = (
+    ("ttft", "TTFT", "time_to_first_token_seconds"),
+    ("tpot", "TPOT", "time_per_output_token_seconds"),
+    ("itl", "ITL", "inter_token_latency_seconds"),
+    ("e2e", "E2E", "e2e_request_latency_seconds"),
+)
+SERVER_QUANTILES: tuple[int, ...] = (50, 99)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far two figures may differ and still agree: the looser of a relative and an absolute bound."""
+
+    rel: float = 0.10
+    abs_ms: float = 20.0
+    min_tail: int = 5
+
+    def enough(self, n: float, q: float | None) -> bool:
+        """Whether a percentile q (0..100; None: not a percentile) of n requests is judged (see the spec)."""
+        return q is None or n * (1.0 - q / 100.0) >= self.min_tail
+
+    def allowed(self, a: float, b: float, latency: bool) -> float:
+        """The largest |a − b| that still agrees."""
+        rel = self.rel * max(abs(a), abs(b))
+        return max(rel, self.abs_ms) if latency else rel
+
+    def describe(self) -> str:
+        return f"{self.rel:.0%} or {self.abs_ms:g} ms, whichever is looser"
+
+
+@dataclass(frozen=True)
+class FigureCheck:
+    """One figure of sweep's row against the reference's."""
+
+    column: str
+    label: str
+    ours: float | None
+    reference: float | None
+    allowed: float | None
+    agrees: bool | None  # None: a side has no value, or too few requests to judge
+    note: str = ""  # why a figure is not judged
+
+    @property
+    def diff(self) -> float | None:
+        """reference − ours."""
+        return None if self.ours is None or self.reference is None else self.reference - self.ours
+
+    @property
+    def rel_diff(self) -> float | None:
+        """(reference − ours) / ours; None without both values or with ours 0."""
+        d = self.diff
+        return None if d is None or not self.ours else d / self.ours
+
+
+@dataclass(frozen=True)
+class CrossCheck:
+    """Every judged figure of one step and the verdict."""
+
+    figures: tuple[FigureCheck, ...]
+    tolerance: Tolerance
+
+    @property
+    def agrees(self) -> bool | None:
+        judged = [f.agrees for f in self.figures if f.agrees is not None]
+        return all(judged) if judged else None
+
+    @property
+    def flagged(self) -> tuple[FigureCheck, ...]:
+        return tuple(f for f in self.figures if f.agrees is False)
+
+
+@dataclass(frozen=True)
+class HistogramCheck:
+    """One client percentile against the server's histogram of the same window (latencies in ms)."""
+
+    metric: str  # TTFT | TPOT | ITL | E2E
+    histogram: str
+    q: int
+    client_ms: float | None
+    server_ms: float
+    bucket_low_ms: float
+    bucket_high_ms: float  # inf for the +Inf bucket
+    observations: float
+    agrees: bool | None
+    note: str = ""
+
+
+def _num(v: Any) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    f = float(v)
+    return None if math.isnan(f) else f
+
+
+def compare_runs(ours: Mapping[str, Any], reference: Mapping[str, Any], tol: Tolerance = Tolerance()) -> CrossCheck:
+    """sweep's stats row against the reference client's row of the same step."""
+    out = []
+    n = min(_num(ours.get("n_completed")) or 0.0, _num(reference.get("n_completed")) or 0.0)
+    for col, label, latency in REFERENCE_FIGURES:
+        a, b = _num(ours.get(col)), _num(reference.get(col))
+        if a is None or b is None:
+            out.append(FigureCheck(col, label, a, b, None, None, "no value"))
+            continue
+        allowed = tol.allowed(a, b, latency)
+        q = _quantile_of(col)
+        if not tol.enough(n, q):
+            out.append(FigureCheck(col, label, a, b, allowed, None, _few(n, q, tol)))
+            continue
+        out.append(FigureCheck(col, label, a, b, allowed, abs(a - b) <= allowed))
+    return CrossCheck(tuple(out), tol)
+
+
+def _quantile_of(column: str) -> float | None:
+    """99 for ttft_p99_ms, None for a column that is not a percentile."""
+    parts = column.split("_")
+    return float(parts[1][1:]) if len(parts) > 2 and parts[1][:1] == "p" and parts[1][1:].isdigit() else None
+
+
+def _few(n: float, q: float | None, tol: Tolerance) -> str:
+    return f"too few requests: {n:.0f} put {n * (1 - (q or 0) / 100):.1f} beyond P{q:g} (< {tol.min_tail})"
+
+
+def quantile_bucket(buckets: Buckets, q: float) -> tuple[float, float] | None:
+    """(lower, upper) bound of the bucket that holds the q-quantile (q in 0..1) of cumulative buckets; None if empty."""
+    bs = sorted(buckets, key=lambda b: b[0])
+    if not bs or bs[-1][1] <= 0 or not 0 <= q <= 1:
+        return None
+    rank = q * bs[-1][1]
+    prev_le, prev_count = 0.0, 0.0
+    for le, count in bs:
+        if count >= rank and count > prev_count:
+            return prev_le, le
+        prev_le, prev_count = le, count
+    return prev_le, bs[-1][0]
+
+
+def histogram_check(metric: str, name: str, q: int, client_ms: float | None, buckets: Buckets,
+                    tol: Tolerance = Tolerance()) -> HistogramCheck | None:
+    """One client percentile against the server histogram `buckets` (seconds); None without observations."""
+    bounds = quantile_bucket(buckets, q / 100.0)
+    if bounds is None:
+        return None
+    lo, hi = bounds[0] * 1000.0, bounds[1] * 1000.0
+    server = histogram_quantile(list(buckets), q / 100.0) * 1000.0
+    n = max(c for _, c in buckets)
+    agrees, note = None, ""
+    if client_ms is None:
+        note = "no client value"
+    elif not tol.enough(n, q):
+        note = _few(n, q, tol)
+    else:
+        low_ok = client_ms >= lo - tol.allowed(lo, lo, True)
+        high_ok = math.isinf(hi) or client_ms <= hi + tol.allowed(hi, hi, True)
+        agrees = low_ok and high_ok
+    return HistogramCheck(metric, name, q, client_ms, server, lo, hi, n, agrees, note)
+
+
+def server_checks(stats: Mapping[str, Any], histograms: Mapping[str, Buckets],
+                  tol: Tolerance = Tolerance()) -> tuple[HistogramCheck, ...]:
+    """The client's P50/P99 of each metric against the server's histogram of it, where the server exports one."""
+    out = []
+    for prefix, metric, name in SERVER_HISTOGRAMS:
+        buckets = histograms.get(name)
+        if not buckets:
+            continue
+        for q in SERVER_QUANTILES:
+            check = histogram_check(metric, name, q, _num(stats.get(f"{prefix}_p{q}_ms")), buckets, tol)
+            if check is not None:
+                out.append(check)
+    return tuple(out)

@@ -1,0 +1,128 @@
+"""The statistics of one measured window as a frozen record: what sweep.analysis.measure computes and `runs` stores.
+
+Each field is a plain column of `runs` with the same name (sweep.store.models builds the table from these
+fields); the definitions are in sweep.analysis.measure's docstring. ClientStats holds the load generator's self-check
+figures (nested in RunStats, flat in `runs`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ClientStats:
+    """The load generator's own figures over the window (sweep.analysis.measure_client defines them); None where no client
+    process ran (the virtual driver). CPU is in cores: client_cpu_frac the busiest process, client_cpu_total all."""
+
+    loop_lag_p99_ms: float | None = None  # how late a 20 ms sleep woke (busiest process); client_bound judges it
+    loop_lag_max_ms: float | None = None
+    dispatch_lag_p99_ms: float | None = None
+    dispatch_lag_max_ms: float | None = None
+    cap_wait_p99_ms: float | None = None  # open loop: how long a due request waited for an in-flight slot
+    cap_waited: int | None = None
+    client_cpu_frac: float | None = None
+    client_cpu_total: float | None = None
+    client_procs: int | None = None
+    max_in_flight_seen: int | None = None
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """All statistics of one window (sweep.analysis.measure.compute_stats); see sweep.analysis.measure for the definitions."""
+
+    n_started: int
+    n_completed: int
+    n_errors: int
+    n_warmup: int
+    error_rate: float | None
+    throughput_rps: float | None
+    input_tps: float | None
+    output_tps: float | None
+    ttft_p50_ms: float | None
+    ttft_p90_ms: float | None
+    ttft_p95_ms: float | None
+    ttft_p99_ms: float | None
+    ttft_mean_ms: float | None
+    ttft_max_ms: float | None
+    tpot_p50_ms: float | None
+    tpot_p90_ms: float | None
+    tpot_p95_ms: float | None
+    tpot_p99_ms: float | None
+    tpot_mean_ms: float | None
+    tpot_max_ms: float | None
+    itl_p50_ms: float | None
+    itl_p90_ms: float | None
+    itl_p95_ms: float | None
+    itl_p99_ms: float | None
+    itl_mean_ms: float | None
+    itl_max_ms: float | None
+    e2e_p50_ms: float | None
+    e2e_p90_ms: float | None
+    e2e_p95_ms: float | None
+    e2e_p99_ms: float | None
+    e2e_mean_ms: float | None
+    e2e_max_ms: float | None
+    goodput_rps: float | None
+    goodput_tps: float | None
+    attainment: float | None
+    cache_hit_rate: float | None
+    cache_hit_rate_server: float | None
+    retractions: int
+    queue_len_mean: float | None
+    queue_len_max: float | None
+    kv_usage_max: float | None
+    running_mean: float | None
+    peak_gpu_mem_mib: float | None
+    ttft_p99_ci_low: float | None
+    ttft_p99_ci_high: float | None
+    tpot_p99_ci_low: float | None
+    tpot_p99_ci_high: float | None
+    goodput_ci_low: float | None
+    goodput_ci_high: float | None
+    steady: bool
+    drift: float | None
+    client_bound: bool
+    passes_sla: bool
+    sla_failures: str
+    client: ClientStats  # its fields are columns of their own, here in the column order
+    window_s: float
+    warmup_requests: int
+    warmup_s: float
+    # what the workload's shared prefixes predict (sweep.workload.cache_model), filled by the ladder, not by measure
+    cache_hit_rate_predicted: float | None = None
+
+    def columns(self) -> dict[str, object]:
+        """The `runs` columns of this window, in COLUMNS order (the client's figures flattened in place)."""
+        out: dict[str, object] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "client":
+                out.update(dataclasses.asdict(self.client))
+            else:
+                out[f.name] = getattr(self, f.name)
+        return out
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> RunStats:
+        """A stored `runs` row (or any mapping with these columns) back as RunStats; a missing column reads None."""
+        client = ClientStats(**{f.name: row.get(f.name) for f in dataclasses.fields(ClientStats)})  # type: ignore[arg-type]
+        own = {f.name: row.get(f.name) for f in dataclasses.fields(cls) if f.name != "client"}
+        return cls(**own, client=client)  # type: ignore[arg-type]
+
+
+def _column_types() -> dict[str, type]:
+    """Each column's Python type (int, float, bool or str) from the fields' annotations, in column order."""
+    client = typing.get_type_hints(ClientStats)
+    out: dict[str, type] = {}
+    for name, hint in typing.get_type_hints(RunStats).items():
+        for col, h in (client.items() if name == "client" else [(name, hint)]):
+            out[col] = next((a for a in typing.get_args(h) if a is not type(None)), h)
+    return out
+
+
+# Every stat column of `runs`, in order, and its Python type: derived from the fields above, listed nowhere else.
+COLUMN_TYPES: dict[str, type] = _column_types()
+COLUMNS: tuple[str, ...] = tuple(COLUMN_TYPES)

@@ -1,0 +1,7 @@
+"""`python -m sweep.cli`: the same command as `sweep`."""
+
+import sys
+
+from sweep.cli.commands import main
+
+sys.exit(main())

@@ -1,0 +1,200 @@
+"""Typed hand-offs between pipeline stages (see the data-flow picture in README.md).
+
+Times inside a window are float seconds on one clock (wall clock for the HTTP driver,
+simulated clock for the virtual driver); only differences are ever used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal, get_args
+
+import numpy as np
+
+Modality = Literal["text", "image", "video", "audio"]
+
+
+# SGLang's --schedule-policy choices (0.5.23's launch_server --help); the simulator accepts the same set.
+SchedulePolicy = Literal["lpm", "random", "fcfs", "dfs-weight", "lof", "priority", "routing-key", "hrrn",
+                         "shortest-prefill-first"]
+SCHEDULE_POLICIES: tuple[str, ...] = get_args(SchedulePolicy)
+
+
+def _knob(label: str, kind: type) -> Any:
+    """A ServerConfig field: a server knob, its short label (tables, terminal) and its value type."""
+    return field(default=None, metadata={"label": label, "kind": kind})
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One server configuration: the knobs the search moves (None = server default).
+
+    The one home of the knob vocabulary: a field here is a knob (its name is the store column and the
+    /server_info key, its `--flag` is the name with dashes), and every other module takes the list from
+    KNOB_NAMES / KNOB_LABELS."""
+
+    max_running_requests: int | None = _knob("mrr", int)
+    mem_fraction_static: float | None = _knob("mem", float)
+    chunked_prefill_size: int | None = _knob("chunk", int)
+    schedule_policy: str | None = _knob("policy", str)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> ServerConfig:
+        """The knobs found in any mapping (a store row, /server_info, `--config` text), each of its own type;
+        other keys are ignored, a missing or None knob is the server default. ValueError for a bad value."""
+        out: dict[str, Any] = {}
+        for f in fields(cls):
+            v, kind = values.get(f.name), f.metadata["kind"]
+            try:
+                out[f.name] = None if v is None else kind(v)
+            except (TypeError, ValueError):
+                raise ValueError(f"{f.name}={v!r} is not {'an' if kind is int else 'a'} {kind.__name__}") from None
+        return cls(**out)
+
+    def knobs(self) -> dict[str, Any]:
+        """The knobs that are set (not the server default), by name."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def columns(self) -> dict[str, Any]:
+        """Every knob by name, None where unset (the store's server_configs columns)."""
+        return asdict(self)
+
+    def key(self) -> str:
+        """Stable short id of the knob set, used to de-duplicate launches."""
+        blob = json.dumps(self.knobs(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+    def to_args(self) -> list[str]:
+        """The knobs as sglang.launch_server flags: the one place a knob becomes a `--flag`."""
+        args: list[str] = []
+        for name, value in self.knobs().items():
+            args += ["--" + name.replace("_", "-"), str(value)]
+        return args
+
+    def label(self) -> str:
+        """Short text for tables and the terminal, e.g. "mrr=64 mem=0.85"."""
+        labels = {f.name: f.metadata["label"] for f in fields(self)}
+        return " ".join(f"{labels[k]}={v}" for k, v in self.knobs().items()) or "defaults"
+
+
+KNOB_NAMES: tuple[str, ...] = tuple(f.name for f in fields(ServerConfig))
+KNOB_LABELS: dict[str, str] = {f.name: f.metadata["label"] for f in fields(ServerConfig)}
+
+
+@dataclass(frozen=True)
+class MediaItem:
+    """One encoded media input: an image (PNG/JPEG), a video (list of frames) or audio (WAV)."""
+
+    kind: Literal["image", "video", "audio"]
+    data_urls: tuple[str, ...]  # one for image/audio; one per frame for video
+    width: int = 0
+    height: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request of the workload, generated once per study from the profile seed."""
+
+    index: int
+    input_ids: tuple[int, ...]  # the prompt as token ids (ids 3..999 work with the shipped models)
+    output_tokens: int  # max_new_tokens, sent with ignore_eos so lengths are predictable
+    modality: Modality = "text"
+    media: tuple[MediaItem, ...] = ()
+    prefix_group: int | None = None  # which shared system prompt, if any
+    text: str | None = None  # optional text form of the prompt (chat API, multimodal)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.input_ids)
+
+
+@dataclass
+class RequestRecord:
+    """What the client saw of one request. Times in seconds on the driver's clock."""
+
+    index: int
+    concurrency: int
+    scheduled_at: float  # when it should have been sent (open loop) or was sent (closed loop)
+    sent_at: float
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    chunk_times: list[float] = field(default_factory=list)  # arrival of each content chunk
+    chunk_tokens: list[int] = field(default_factory=list)  # new tokens carried by each chunk
+    prompt_tokens: int = 0  # as the server counted them (the client's own count where the server says nothing)
+    output_tokens: int = 0
+    sent_prompt_tokens: int = 0  # as sent: text tokens plus the estimated media tokens (sweep.workload.requests)
+    sent_output_tokens: int = 0  # as sent: max_new_tokens
+    cached_tokens: int = 0
+    num_retractions: int = 0
+    modality: str = "text"
+    warmup: bool = False
+    error: str | None = None  # None = success
+    error_kind: str | None = None  # status, timeout, disconnect, malformed, server_error
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One probe reading: server /metrics, GPU (pynvml) or process (psutil)."""
+
+    t: float
+    source: str  # metrics | gpu | process | client
+    name: str
+    value: float
+    labels: str = ""  # compact "k=v,k=v" form
+
+
+@dataclass(frozen=True)
+class ClientSamples:
+    """One client process's raw self-check readings of a window; sweep.analysis.measure_client turns them into figures."""
+
+    dispatch_lags: np.ndarray  # seconds late, one per dispatch scheduled in the measured window
+    cap_waits: np.ndarray  # open loop: seconds a due request waited for an in-flight slot (measured window)
+    ticks: np.ndarray  # rows (t, event-loop lag s, process CPU s), one per self-check tick (the whole run)
+    max_in_flight_seen: int = 0
+
+
+SERVER_DIED = "server died during the window"  # WindowResult.aborted when the server process exited
+
+
+@dataclass
+class WindowResult:
+    """Everything a driver observed for one ladder step; the driver computes no statistics."""
+
+    concurrency: int
+    records: list[RequestRecord]
+    samples: list[Sample]
+    window_start: float  # start of the measured window (after warm-up)
+    window_end: float  # end of the measured window (before drain)
+    warmup_requests: int
+    warmup_seconds: float
+    counters_start: dict[str, float] = field(default_factory=dict)  # server counters at window start
+    counters_end: dict[str, float] = field(default_factory=dict)  # ... and at window end
+    ttft_histogram: list[tuple[float, float]] = field(default_factory=list)  # (le, delta count) over window
+    client: tuple[ClientSamples, ...] = ()  # one per client process; none where nothing runs a client (virtual)
+    engine_steps: int | None = None  # virtual time: the simulator's engine steps (what the window cost to simulate)
+    simulated: bool = False
+    aborted: str | None = None  # reason if the window could not complete
+
+    @property
+    def measured_seconds(self) -> float:
+        return self.window_end - self.window_start
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a measurement ran: the study worker (its sweep_workers row), its host and its GPU group."""
+
+    worker_id: int | None = None
+    host: str | None = None
+    gpu_name: str | None = None
+    gpu_index: str | None = None  # the group's GPU indices, e.g. "0" or "2,3"
+    gpu_memory_mib: float | None = None
+    gpu_driver: str | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The runs / server_configs columns this placement fills."""
+        return asdict(self)

@@ -1,0 +1,256 @@
+"""Reports: the report contract checked, the article-style table, the knee, the winner's launch command, plots."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sweep.analysis.winner import Winner, hardware_lines
+from sweep.core.types import KNOB_NAMES
+from sweep.report.inputs import cache_lines, input_lines
+from sweep.report.setup import setup_lines
+from sweep.report.tables import ci_text as _ci
+from sweep.report.tables import configs_table, modality_table, steps_table
+from sweep.report.tables import fmt as _fmt
+from sweep.report.winner import winner_lines
+from sweep.views.study import StudyContext
+
+SIM_BANNER = ("> **SIMULATED** — these numbers come from sweep's simulated SGLang server, not from a GPU. "
+              "They exercise the tool; they are not a measurement of SGLang.")
+
+CONTRACT: dict[str, Callable[[StudyContext], Any]] = {
+    "model path": lambda c: c.env.get("model_path"),
+    "SGLang version": lambda c: c.env.get("sglang_version"),
+    "GPU model": lambda c: c.env.get("gpu_name"),
+    "parallel configuration": lambda c: c.env.get("parallel"),
+    "input distribution": lambda c: c.profile_raw.get("workload"),
+    "arrival pattern": lambda c: c.profile_raw.get("arrival"),
+    "concurrency": lambda c: c.runs and [r["concurrency"] for r in c.runs],
+    "warm-up amount": lambda c: c.runs and c.runs[0].get("warmup_requests") is not None,
+    "measured duration": lambda c: c.runs and c.runs[0].get("window_s"),
+    "mean throughput": lambda c: _all(c, "output_tps"),
+    "TTFT P50/P99": lambda c: _all(c, "ttft_p50_ms") and _all(c, "ttft_p99_ms"),
+    "TPOT P50/P99": lambda c: _all(c, "tpot_p50_ms") and _all(c, "tpot_p99_ms"),
+    "goodput": lambda c: _all(c, "goodput_tps"),
+    "cache hit rate": lambda c: _all(c, "cache_hit_rate"),
+    "preemption count": lambda c: _all(c, "retractions"),
+    "peak GPU memory": lambda c: _all(c, "peak_gpu_mem_mib"),
+}
+
+
+# The per-step fields of the contract, by the runs columns that fill them.
+STEP_FIELDS = {"mean throughput": ("output_tps",), "TTFT P50/P99": ("ttft_p50_ms", "ttft_p99_ms"),
+               "TPOT P50/P99": ("tpot_p50_ms", "tpot_p99_ms"), "goodput": ("goodput_tps",),
+               "cache hit rate": ("cache_hit_rate",), "preemption count": ("retractions",),
+               "peak GPU memory": ("peak_gpu_mem_mib",)}
+
+
+def measured_steps(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps a conclusion can rest on: completed, not the soak, with at least one completed request (a
+    step whose every request failed has no latency to report: its error rate is its data, not a gap)."""
+    return [r for r in runs if r["status"] == "completed" and r.get("phase") != "soak"
+            and (r.get("n_completed") is None or r["n_completed"] > 0)]
+
+
+def config_missing(runs: list[dict[str, Any]]) -> list[str]:
+    """Per-step contract fields that one configuration's measured steps cannot fill."""
+    steps = measured_steps(runs)
+    return [name for name, cols in STEP_FIELDS.items()
+            if not steps or any(r.get(col) is None for r in steps for col in cols)]
+
+
+def _all(ctx: StudyContext, col: str) -> bool:
+    """The contract is judged per configuration: over the winner's measured steps (everyone's without one)."""
+    winner = ctx.winner
+    runs = [r for r in ctx.runs if winner is None or r["server_config_id"] == winner.id]
+    steps = measured_steps(runs)
+    return bool(steps) and all(r.get(col) is not None for r in steps)
+
+
+def missing_contract_fields(ctx: StudyContext) -> list[str]:
+    """Report-contract fields (README.md, first paragraph) that the data cannot fill; a report with any may not conclude."""
+    missing = []
+    for name, probe in CONTRACT.items():
+        try:
+            ok = probe(ctx)
+        except (KeyError, TypeError, IndexError):
+            ok = None
+        if ok in (None, False, "", []):
+            missing.append(name)
+    return missing
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """What write_report wrote: report.md, its plots, the contract fields it lacked, and report.html."""
+
+    markdown: Path
+    plots: list[Path]
+    missing: list[str]
+    html: Path | None = None
+
+
+def _plots(ctx: StudyContext, out_dir: Path) -> list[Path]:
+    """ladder.png and pareto.png (sweep/report/plots.py)."""
+    from sweep.report.plots import plots
+
+    return plots(ctx, out_dir)
+
+
+def soak_lines(ctx: StudyContext) -> list[str]:
+    """The soak section: each soak run's rate, stats and verdict recomputed from its stored samples."""
+    soaks = [r for r in ctx.runs if r.get("phase") == "soak"]
+    if not soaks:
+        return []
+    out = ["## Soak (Poisson arrivals at the winner's knee rate)", ""]
+    for r in soaks:
+        verdict = ctx.soak_verdicts.get(r["id"])
+        text = verdict.summary() if verdict is not None else (r.get("reason") or r["status"])
+        out += [f"- run {r['id']} ({ctx.labels.get(r['server_config_id'])}), {r['status']}, window "
+                f"{_fmt(r.get('window_s'))} s: throughput {_fmt(r.get('output_tps'))} tok/s, goodput "
+                f"{_fmt(r.get('goodput_tps'))} tok/s, {_soak_ttft(ctx, r)}TTFT P99 "
+                f"{_fmt(r.get('ttft_p99_ms'), 2, 1e-3)} s, preemptions {_fmt(r.get('retractions'))}, peak GPU "
+                f"memory {_fmt(r.get('peak_gpu_mem_mib'), 1, 1 / 1024)} GiB"
+                + (" (**client-bound**: the load generator may have limited this window)"
+                   if r.get("client_bound") else ""), f"- **verdict**: {text}"]
+    return out + [""]
+
+
+def unmodelled_lines(env: dict[str, Any]) -> list[str]:
+    """The flags the simulator accepted but did not model (recorded at launch), as a warning block."""
+    flags = env.get("sim_unmodelled_flags") or []
+    if not flags:
+        return []
+    return ["> **The simulator accepted but does not model these flags**; numbers that depend on them are not "
+            "simulated:", *[f"> - `{f}`" for f in flags], ""]
+
+
+def _soak_ttft(ctx: StudyContext, run: dict[str, Any]) -> str:
+    """`TTFT P95 3.50 s (SLA ≤ 2.00 s), ` for the SLA's own percentile when the runs table has it."""
+    sla = ctx.profile_raw.get("sla", {})
+    q, bound = sla.get("ttft_percentile"), sla.get("ttft_ms")
+    col = f"ttft_p{q:g}_ms" if isinstance(q, int | float) else ""
+    if q == 99 or col not in run or bound is None:
+        return ""
+    return f"TTFT P{q:g} {_fmt(run[col], 2, 1e-3)} s (SLA ≤ {_fmt(bound, 2, 1e-3)} s), "
+
+
+def write_report(ctx: StudyContext, out_dir: Path) -> ReportFiles:
+    """Write report.md (and PNG plots) for a study context gathered from the store."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    study = ctx.study
+    missing = missing_contract_fields(ctx)
+    lines: list[str] = [f"# Knee report: {study['name']}", ""]
+    if study.get("simulated"):
+        lines += [SIM_BANNER, ""]
+    lines += unmodelled_lines(ctx.env)
+    view = ctx.view
+    lines += setup_lines(ctx)
+    lines += steps_table(ctx)
+    lines += [*input_lines(ctx.request_tokens), *cache_lines(ctx)]
+    lines += configs_table(ctx, view)
+    if missing:
+        lines += ["## No conclusion", "", "The report contract is not met; missing: " + ", ".join(missing) + ".",
+                  "A report missing any of these fields may not name a winner.", ""]
+    winner = ctx.winner
+    hardware = ctx.hardware
+    lines += hardware_lines(hardware, ctx.labels)
+    if winner and not missing:
+        lines += winner_lines(ctx, winner, view)
+    elif winner is None and not (hardware and hardware.reason):
+        lines += ["## Winner", "", "No configuration passed the SLA at any step: every configuration is infeasible.", ""]
+    lines += modality_table(ctx, view)
+    lines += soak_lines(ctx)
+    from sweep.report.crosscheck import crosscheck_lines
+
+    lines += crosscheck_lines(ctx)
+    from sweep.report.html import history_plot, write_html
+
+    plots = _plots(ctx, out_dir)
+    hist = history_plot(ctx, out_dir)
+    plots += [hist] if hist else []
+    for p in plots:
+        lines.append(f"![{p.stem}]({p.name})")
+    md = out_dir / "report.md"
+    md.write_text("\n".join(lines) + "\n")
+    html = write_html(lines, plots, out_dir / "report.html", simulated=bool(study.get("simulated")))
+    return ReportFiles(md, plots, missing, html)
+
+
+COMPARE_METRICS = (("output_tps", "throughput (tok/s)", 0, 1.0), ("goodput_tps", "goodput (tok/s)", 0, 1.0),
+                   ("ttft_p50_ms", "TTFT P50 (s)", 2, 1e-3), ("ttft_p99_ms", "TTFT P99 (s)", 2, 1e-3),
+                   ("tpot_p50_ms", "TPOT P50 (ms)", 1, 1.0), ("tpot_p99_ms", "TPOT P99 (ms)", 1, 1.0),
+                   ("cache_hit_rate", "cache hit", 2, 1.0), ("retractions", "preemptions", 0, 1.0),
+                   ("passes_sla", "SLA pass", 0, 1.0))
+
+
+@dataclass(frozen=True)
+class CompareSide:
+    """One side of `sweep compare`: a stored run (its row), or a study (its context, compared by its winner)."""
+
+    name: str
+    fingerprint: str
+    run: dict[str, Any] | None = None  # the runs row, for a run
+    ctx: StudyContext | None = None  # the study's context, for a study
+
+    def steps(self) -> dict[int, dict[str, Any]]:
+        """Per concurrency, the step this side contributes: a run's own, or a study's winner's ladder."""
+        if self.run is not None:
+            return {self.run["concurrency"]: self.run}
+        win = self.ctx.winner if self.ctx is not None else None
+        if self.ctx is None or win is None:
+            return {}
+        return {r["concurrency"]: r for r in self.ctx.runs
+                if r["server_config_id"] == win.id and r["status"] == "completed"}
+
+    def knobs(self) -> dict[str, Any]:
+        """Every knob by name (None where unset): the run's, or the study winner's."""
+        if self.run is not None:
+            return {k: self.run.get(k) for k in KNOB_NAMES}
+        win = self.ctx.winner if self.ctx is not None else None
+        return win.config.columns() if win is not None else dict.fromkeys(KNOB_NAMES)
+
+    def simulated(self) -> bool:
+        row = self.run if self.run is not None else self.ctx.study if self.ctx is not None else {}
+        return bool(row.get("simulated"))
+
+
+def compare_markdown(a: CompareSide, b: CompareSide, forced: bool = False) -> str:
+    """Two runs or two studies (their winners) side by side: knobs, per-step metrics and knees."""
+    lines = [f"# Compare: {a.name} vs {b.name}", ""]
+    if forced:
+        lines += [f"> **WARNING: different workloads** (fingerprint {a.fingerprint} vs {b.fingerprint}); "
+                  "these numbers are not comparable.", ""]
+    else:
+        lines += [f"Same workload fingerprint `{a.fingerprint}`.", ""]
+    sim = [s.name for s in (a, b) if s.simulated()]
+    if sim:
+        lines += [f"> SIMULATED: {', '.join(sim)}", ""]
+    ka, kb = a.knobs(), b.knobs()
+    lines += ["## Knobs", "", f"| knob | {a.name} | {b.name} |", "|---|---|---|"]
+    lines += [f"| {k} | {_fmt_any(ka[k])} | {_fmt_any(kb[k])} |" for k in KNOB_NAMES]
+    if a.ctx is not None and b.ctx is not None:
+        lines += ["", "## Knees", "", f"| | {a.name} | {b.name} |", "|---|---|---|"]
+        wa, wb = a.ctx.winner, b.ctx.winner
+        rows: tuple[tuple[str, Callable[[Winner], Any]], ...] = (
+            ("knee concurrency", lambda w: w.knee.concurrency), ("knee goodput (tok/s)", lambda w: _fmt(w.knee.goodput_tps)),
+            ("95% CI", lambda w: _ci(w.knee)))
+        for label, f in rows:
+            lines.append(f"| {label} | {f(wa) if wa else '—'} | {f(wb) if wb else '—'} |")
+        lines.append(f"| configurations | {len(a.ctx.configs)} | {len(b.ctx.configs)} |")
+    sa, sb = a.steps(), b.steps()
+    lines += ["", "## Per step", "", "| concurrency | metric | " + f"{a.name} | {b.name} | B − A |",
+              "|---|---|---|---|---|"]
+    for c in sorted(set(sa) | set(sb)):
+        for col, label, nd, scale in COMPARE_METRICS:
+            va, vb = (sa.get(c) or {}).get(col), (sb.get(c) or {}).get(col)
+            diff = (_fmt((vb - va), nd, scale) if isinstance(va, int | float) and isinstance(vb, int | float)
+                    and not isinstance(va, bool) else "")
+            lines.append(f"| {c} | {label} | {_fmt(va, nd, scale)} | {_fmt(vb, nd, scale)} | {diff} |")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt_any(v: Any) -> str:
+    return "—" if v is None else str(v)

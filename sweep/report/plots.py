@@ -1,0 +1,171 @@
+"""The report's plots: ladder.png (nine panels against client concurrency) and pareto.png (goodput against
+TTFT for every step).
+
+- One legend per figure, outside the axes (to the right), so it never covers data.
+- Up to 30 configurations stay distinct: 30 different colours (PALETTE), and a marker per ten (circle, square,
+  triangle); a screening ladder is dashed, a final one solid.
+- The SLA bounds are drawn (TTFT and TPOT at the SLA's own percentiles, black dashed) where a panel has one.
+- pareto.png marks the Pareto front (no other step has more goodput at a lower TTFT) and the winner's knee.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import ScalarFormatter  # noqa: E402
+
+from sweep.views.study import StudyContext  # noqa: E402
+
+MARKERS = ("o", "s", "^")
+# 30 colours, no two alike: tab10, then tab20b's darkest and middle shade of its five hues, then tab20's light
+# shades (tab10 alone repeated its colours from the 11th configuration on)
+PALETTE = (*map(plt.get_cmap("tab10"), range(10)), *(plt.get_cmap("tab20b")(4 * h + s) for s in (0, 2) for h in range(5)),
+           *map(plt.get_cmap("tab20"), range(1, 20, 2)))
+# black: tab10's red is a configuration's colour, and a bound drawn in it read as one more ladder
+SLA_STYLE: dict[str, Any] = {"color": "black", "linestyle": (0, (6, 3)), "linewidth": 1.6}
+
+
+def style(i: int) -> dict[str, Any]:
+    """Colour and marker of the i-th configuration: the colours distinct for i < 30, the markers per ten."""
+    return {"color": PALETTE[i % len(PALETTE)], "marker": MARKERS[(i // 10) % len(MARKERS)]}
+
+
+def _sla(ctx: StudyContext) -> dict[str, Any]:
+    return dict(ctx.profile_raw.get("sla") or {})
+
+
+def _pct(sla: dict[str, Any], key: str) -> int:
+    return int(sla.get(key) or 99)
+
+
+def ladders(ctx: StudyContext) -> dict[int, list[dict[str, Any]]]:
+    """Completed, non-soak steps per configuration (aborted attempts left out), by concurrency."""
+    aborted = {c["id"] for c in ctx.configs if c["status"] == "aborted"}
+    by_cfg: dict[int, list[dict[str, Any]]] = {}
+    for r in ctx.runs:
+        if r["status"] == "completed" and r.get("phase") != "soak" and r["server_config_id"] not in aborted:
+            by_cfg.setdefault(r["server_config_id"], []).append(r)
+    return {cid: sorted(rs, key=lambda r: r["concurrency"]) for cid, rs in sorted(by_cfg.items())}
+
+
+def _label(ctx: StudyContext, cid: int, runs: list[dict[str, Any]]) -> str:
+    tag = " (screen)" if runs[0].get("phase") == "screen" else ""
+    return ctx.labels.get(cid, str(cid)) + tag
+
+
+def _title(ctx: StudyContext, text: str) -> str:
+    return text + ("  [SIMULATED]" if ctx.study.get("simulated") else "")
+
+
+def _log_when_wide(values: list[float]) -> bool:
+    """Latencies past the knee run 100x those before it: a linear axis flattens every passing step onto zero."""
+    pos = [v for v in values if v == v and v > 0]
+    return bool(pos) and max(pos) > 20 * min(pos)
+
+
+def ladder_figure(ctx: StudyContext) -> Figure | None:
+    by_cfg = ladders(ctx)
+    if not by_cfg:
+        return None
+    sla = _sla(ctx)
+    pt, pp = _pct(sla, "ttft_percentile"), _pct(sla, "tpot_percentile")
+    panels = [("output_tps", "throughput (output tok/s)", 1.0, None),
+              ("goodput_tps", "goodput (output tok/s)", 1.0, None),
+              (f"ttft_p{pt}_ms", f"TTFT P{pt} (ms)", 1.0, sla.get("ttft_ms")),
+              (f"tpot_p{pp}_ms", f"TPOT P{pp} (ms)", 1.0, sla.get("tpot_ms")),
+              ("cache_hit_rate", "cache hit rate", 1.0, None), ("retractions", "retractions", 1.0, None),
+              ("kv_usage_max", "KV usage max", 1.0, None), ("queue_len_mean", "queue length mean", 1.0, None),
+              ("peak_gpu_mem_mib", "peak GPU memory (GiB)", 1 / 1024, None)]
+    fig, axes = plt.subplots(3, 3, figsize=(16, 12))
+    steps = sorted({r["concurrency"] for runs in by_cfg.values() for r in runs})
+    for ax, (col, title, scale, bound) in zip(axes.flat, panels, strict=False):
+        drawn: list[float] = []
+        for i, (cid, runs) in enumerate(by_cfg.items()):
+            ys = [r[col] * scale if r.get(col) is not None else float("nan") for r in runs]
+            drawn += ys
+            ax.plot([r["concurrency"] for r in runs], ys, "--" if runs[0].get("phase") == "screen" else "-",
+                    label=_label(ctx, cid, runs), markersize=5, **style(i))
+        if bound is not None:
+            ax.axhline(float(bound), label="SLA bound", **SLA_STYLE)
+            if _log_when_wide([*drawn, float(bound)]):
+                ax.set_yscale("log")
+                ax.yaxis.set_major_formatter(ScalarFormatter())  # 100, 1000: milliseconds, not powers of ten
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(steps, [str(c) for c in steps])  # the ladder's own steps, not powers of two
+        ax.minorticks_off()
+        ax.set_title(title)
+        ax.set_xlabel("client concurrency")
+    handles, labels = axes.flat[2].get_legend_handles_labels()  # the TTFT panel: every ladder and the bound
+    fig.suptitle(_title(ctx, ctx.study["name"]))
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.97), fontsize=8, frameon=False,
+               ncol=1 if len(labels) <= 32 else 2)
+    return fig
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(TTFT, goodput) points no other point beats on both (lower TTFT, higher goodput), by TTFT."""
+    front: list[tuple[float, float]] = []
+    for x, y in sorted(points, key=lambda p: (p[0], -p[1])):
+        if not front or y > front[-1][1]:
+            front.append((x, y))
+    return front
+
+
+def pareto_figure(ctx: StudyContext) -> Figure | None:
+    by_cfg = ladders(ctx)
+    if not by_cfg:
+        return None
+    sla = _sla(ctx)
+    pt = _pct(sla, "ttft_percentile")
+    col = f"ttft_p{pt}_ms"
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    points: list[tuple[float, float]] = []
+    for i, (cid, runs) in enumerate(by_cfg.items()):
+        xy = [(float(r[col]), float(r.get("goodput_tps") or 0.0)) for r in runs if r.get(col) is not None]
+        points += xy
+        st = style(i)
+        ax.scatter([x for x, _ in xy], [y for _, y in xy], color=st["color"], marker=st["marker"], s=30,
+                   label=_label(ctx, cid, runs))
+    front = pareto_front(points)
+    if front:
+        ax.plot([x for x, _ in front], [y for _, y in front], "-", color="#555555", linewidth=2.5, alpha=0.6,
+                drawstyle="steps-post", label="Pareto front", zorder=1)
+    if sla.get("ttft_ms") is not None:
+        ax.axvline(float(sla["ttft_ms"]), label=f"SLA TTFT P{pt} bound", **SLA_STYLE)
+    win = ctx.winner
+    if win is not None:
+        step = next((r for r in by_cfg.get(win.id, []) if r["concurrency"] == win.knee.concurrency), None)
+        if step is not None and step.get(col) is not None:
+            ax.scatter([step[col]], [step.get("goodput_tps") or 0.0], marker="*", s=320, facecolor="gold",
+                       edgecolor="black", zorder=5, label=f"winner: {ctx.labels.get(win.id, '')} "
+                                                          f"c={step['concurrency']}")
+    if _log_when_wide([x for x, _ in points]):
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.set_xlabel(f"TTFT P{pt} (ms)")
+    ax.set_ylabel("goodput (output tok/s)")
+    ax.set_title(_title(ctx, f"goodput vs TTFT P{pt} (every step)"))
+    fig.tight_layout()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+    return fig
+
+
+def plots(ctx: StudyContext, out_dir: Path) -> list[Path]:
+    """Write ladder.png and pareto.png (nothing without a completed step); legends outside, never on data."""
+    out: list[Path] = []
+    for name, make in (("ladder.png", ladder_figure), ("pareto.png", pareto_figure)):
+        fig = make(ctx)
+        if fig is None:
+            continue
+        path = out_dir / name
+        fig.savefig(path, dpi=90, bbox_inches="tight")
+        plt.close(fig)
+        out.append(path)
+    return out

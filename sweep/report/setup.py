@@ -1,0 +1,116 @@
+"""The report's setup section, written for people: the stored profile and environment in words, no raw JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweep.profile import SLA, Arrival, LengthDist, SharedPrefix, Window, Workload
+from sweep.views.study import StudyContext
+
+UNKNOWN = "unknown"
+
+
+def _num(v: float) -> str:
+    return f"{v:g}" if abs(v) < 1e6 else f"{v:,.0f}"
+
+
+def length_text(d: LengthDist) -> str:
+    """`uniform 64–512 tokens`, `fixed 128 tokens`, `lognormal mean 300, std 80 tokens (clamped 1–4096)`."""
+    if d.kind == "fixed":
+        body = f"fixed {d.value}"
+    elif d.kind == "uniform":
+        body = f"uniform {d.low}–{d.high}"
+    else:
+        body = f"{d.kind} mean {_num(d.mean or 0)}, std {_num(d.std or 0)}"
+    default_clamp = d.min == LengthDist.model_fields["min"].default and d.max == LengthDist.model_fields["max"].default
+    return body + " tokens" + ("" if default_clamp else f" (clamped to {d.min}–{d.max})")
+
+
+def mix_text(w: Workload) -> str:
+    """`text 60%, image 30%, video 10%`: only the modalities the workload sends."""
+    shares = [(name, getattr(w.mix, name)) for name in ("text", "image", "video", "audio")]
+    return ", ".join(f"{name} {share:.0%}" for name, share in shares if share > 0)
+
+
+def prefix_text(p: SharedPrefix) -> str:
+    if p.groups == 0 or p.share == 0:
+        return "no shared prefixes"
+    return f"{p.share:.0%} of requests start with one of {p.groups} shared {p.length}-token prefixes"
+
+
+def workload_text(w: Workload) -> str:
+    """The configured input distribution in one sentence."""
+    if w.dataset is not None:
+        head = f"dataset `{w.dataset.path}` ({w.dataset.format}); output length {length_text(w.output_len)}"
+    else:
+        head = (f"{mix_text(w)}; prompt length {length_text(w.prompt_len)}; output length "
+                f"{length_text(w.output_len)}; {prefix_text(w.shared_prefix)}")
+    sent = (f"a replayed pool of {w.num_requests:,} requests" if w.replay
+            else "fresh requests (none sent twice to one server)")
+    return f"{head}; API `/{w.api}`; {sent}, seed {w.seed}"
+
+
+def arrival_text(a: Arrival) -> str:
+    """Closed loop, constant/Poisson/gamma rate or a trace, in words."""
+    if a.kind == "closed":
+        think = f", think time {_num(a.think_time_s)} s" if a.think_time_s else ""
+        return f"closed loop (each client sends its next request when the last one ends{think})"
+    cap = f", at most {a.max_in_flight:,} in flight"
+    if a.kind == "trace":
+        scale = f", gaps ×{_num(a.time_scale)}" if a.time_scale != 1 else ""
+        return f"open loop replaying trace `{a.path}`{scale}{cap}"
+    rate = f"{', '.join(_num(r) for r in a.rates)} req/s per step" if a.rates else f"{_num(a.rate)} req/s"
+    shape = ""
+    if a.kind == "gamma":  # exactly one of cv and shape is set
+        shape = f", gap cv {_num(a.cv)}" if a.cv is not None else f", shape {_num(a.shape or 0.0)}"
+    return f"open loop, {a.kind} arrivals at {rate}{shape}{cap}"
+
+
+def sla_text(s: SLA) -> str:
+    """`TTFT P95 ≤ 1,000 ms, TPOT P95 ≤ 100 ms, errors ≤ 1%` (E2E only when bounded)."""
+    parts = [f"TTFT P{s.ttft_percentile:g} ≤ {s.ttft_ms:,.0f} ms", f"TPOT P{s.tpot_percentile:g} ≤ {s.tpot_ms:,.0f} ms"]
+    if s.e2e_ms is not None:
+        parts.append(f"E2E P{s.e2e_percentile:g} ≤ {s.e2e_ms:,.0f} ms")
+    parts.append(f"errors ≤ {s.max_error_rate:.1%}")
+    return ", ".join(parts) + "; goodput counts the requests that finish within every bound"
+
+
+def window_text(w: Window) -> str:
+    warm = [f"{w.warmup_requests:,} requests"] if w.warmup_requests else []
+    warm += [f"{_num(w.warmup_seconds)} s"] if w.warmup_seconds else []
+    return (f"warm-up {' and '.join(warm) or 'none'}, measured {_num(w.measure_seconds)} s, drain "
+            f"{_num(w.drain_seconds)} s, request timeout {_num(w.request_timeout_s)} s")
+
+
+def _known(v: Any) -> str:
+    return UNKNOWN if v in (None, "") else str(v)
+
+
+def _plain(v: Any) -> str:
+    """A stored value that no longer validates, still without JSON: nested keys joined, nulls dropped."""
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {_plain(x)}" for k, x in v.items() if x is not None) or "—"
+    if isinstance(v, list):
+        return ", ".join(_plain(x) for x in v)
+    return str(v)
+
+
+def setup_lines(ctx: StudyContext) -> list[str]:
+    """The setup section (report contract): where it ran and what was sent, every field in words."""
+    study, env, raw = ctx.study, ctx.env, ctx.profile_raw
+    gpu = _known(env.get("gpu_name"))
+    lines = ["## Setup (report contract)", "",
+             f"- model path: `{_known(env.get('model_path'))}`; SGLang version: {_known(env.get('sglang_version'))}",
+             f"- GPU: {gpu}" + (f" ×{env.get('gpu_count') or 1}" if gpu != UNKNOWN else "")
+             + f"; parallel: {_known(env.get('parallel'))}",
+             f"- profile `{study.get('profile_name')}`, workload fingerprint `{study.get('fingerprint')}`"]
+    prof = ctx.profile  # re-validated by study_context; None: another version's
+    if prof is None:  # a profile stored by another version of sweep: its fields, in words
+        lines += [f"- {k}: {_plain(raw[k])}" for k in ("workload", "arrival", "ladder", "window", "sla") if k in raw]
+    else:
+        lines += [f"- input distribution (configured): {workload_text(prof.workload)}",
+                  f"- arrival: {arrival_text(prof.arrival)}; ladder {', '.join(str(c) for c in prof.ladder)}",
+                  f"- window: {window_text(prof.window)}",
+                  f"- SLA: {sla_text(prof.sla)}"]
+    return lines + [f"- driver: {study.get('driver')}; TPOT = (last − first token) / (tokens − 1) per request; "
+                    "ITL counts a k-token chunk as k gaps", ""]

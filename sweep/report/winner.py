@@ -1,0 +1,92 @@
+"""The report's winner section: the verdict, its caveats (bracketing, ties, client-bound) and the launch command."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from sweep.analysis.winner import Winner
+from sweep.core.types import ServerConfig
+from sweep.launchers.sglang import server_argv
+from sweep.report.tables import ci_text, fmt
+from sweep.views.study import StudyContext, StudyView
+
+ROOT = Path(__file__).resolve().parents[2]
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack")
+
+
+def launch_argv(model_path: str, knobs: dict[str, Any], extra_args: list[str]) -> list[str]:
+    """The winning configuration's `sglang.launch_server` argv, as the launcher builds it (its host and port
+    left to the reader)."""
+    return ["python", "-m", "sglang.launch_server", *server_argv(model_path, ServerConfig.from_mapping(knobs),
+                                                                  extra_args)]
+
+
+def launch_command(model_path: str, knobs: dict[str, Any], extra_args: list[str]) -> str:
+    """The ready-to-paste, shell-quoted command: one flag and its value per line."""
+    argv = launch_argv(model_path, knobs, extra_args)
+    groups, i = [argv[:3]], 3
+    while i < len(argv):  # a flag's value stays on the flag's line
+        take = 2 if argv[i].startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--") else 1
+        groups.append(argv[i:i + take])
+        i += take
+    return " \\\n  ".join(shlex.join(g) for g in groups)
+
+
+def shape_only(model_path: str) -> bool:
+    """A model folder here with a config but no weight files: it only serves with `--load-format dummy`."""
+    p = Path(model_path)
+    folder = p if p.is_absolute() or not (ROOT / p).is_dir() else ROOT / p
+    if not (folder / "config.json").is_file():
+        return False  # a hub id, or a folder not on this machine: nothing to tell
+    return not any(f.name.endswith(WEIGHT_SUFFIXES) for f in folder.rglob("*") if f.is_file())
+
+
+def _dummy_weights(args: list[str]) -> bool:
+    return any(a == "--load-format" and b == "dummy" for a, b in zip(args, args[1:], strict=False)) or (
+        "--load-format=dummy" in args)
+
+
+def launch_warnings(model_path: str, extra_args: list[str]) -> list[str]:
+    """Why the printed command would not serve a real model as it stands."""
+    out = []
+    if _dummy_weights(extra_args):
+        out.append("> **Warning**: this command carries `--load-format dummy`: the server runs random weights "
+                   "(right for measuring, useless for answers). Drop it to serve the real model.")
+    if shape_only(model_path):
+        out.append(f"> **Warning**: `{model_path}` is a shape-only folder (config and tokenizer, no weight "
+                   "files): point `--model-path` at the real checkpoint before serving with this command.")
+    return out
+
+
+def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView) -> list[str]:
+    """The winner, its caveats and its launch command (the caller has checked the report contract)."""
+    study, env = ctx.study, ctx.env
+    knee, labels = winner.knee, ctx.labels
+    lines = ["## Winner", "",
+             f"**{labels.get(winner.id)}**: knee at concurrency {knee.concurrency}, goodput "
+             f"{fmt(knee.goodput_tps)} output tok/s inside the SLA (95% CI {ci_text(knee)}, knee re-chosen in "
+             "every bootstrap resample)" + (" (simulated)." if study.get("simulated") else "."), ""]
+    if winner.screen_only:
+        lines += ["> Screening only: no final (long-window) ladder ran, so this winner rests on short windows.", ""]
+    if winner.id in view.knee_at_top:
+        lines += [f"> **Not bracketed**: the knee is the highest step measured (c={knee.concurrency}); a higher "
+                  "concurrency may do better. Extend the ladder before trusting this knee.", ""]
+    if view.ties:
+        tied = ", ".join(f"{labels.get(cid)} ({fmt(ctx.knees[cid].goodput_tps)} tok/s, CI "
+                         f"{ci_text(ctx.knees[cid])})" for cid in view.ties)
+        lines += [f"> **Ties**: {tied}: each 95% CI overlaps the winner's, so these data do not rank "
+                  f"{'it' if len(view.ties) == 1 else 'them'} below the winner.", ""]
+    knee_run = next((r for r in ctx.runs if r["server_config_id"] == winner.id and r["status"] == "completed"
+                     and r["concurrency"] == knee.concurrency and (r.get("phase") or "final") == knee.phase),
+                    None)
+    if knee_run is not None and knee_run.get("client_bound"):
+        lines += ["> **Client-bound knee**: the load generator may have limited the knee's window; measure it "
+                  "again with more client processes (`--client-procs`) before trusting it.", ""]
+    model = env.get("model_path") or "MODEL"
+    extra = list(ctx.profile_raw.get("server", {}).get("extra_args", []))
+    lines += ["```", launch_command(model, winner.config.knobs(), extra), "```", ""]
+    for warning in launch_warnings(model, extra):
+        lines += [warning, ""]
+    return lines

@@ -1,0 +1,352 @@
+"""One server configuration through launch, warm-up and the concurrency ladder, every step stored."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sweep.analysis.knee import ConfigKnee, KneeResult, StepPoint, find_knee, knee_goodput_ci
+from sweep.analysis.measure import compute_stats
+from sweep.analysis.run_stats import RunStats
+from sweep.core import interrupt
+from sweep.core.errors import LaunchError, ServerDied
+from sweep.core.types import SERVER_DIED, Placement, RequestRecord, ServerConfig, WindowResult
+from sweep.drivers import Driver
+from sweep.launchers.base import Launcher, ServerHandle
+from sweep.profile import Arrival, Profile, Window
+from sweep.store import Store
+from sweep.study.launch import Launch, launch_status
+from sweep.study.step_inputs import StepInputs
+from sweep.workload.stream import Requests, StreamExhausted
+
+
+@dataclass(frozen=True)
+class LadderStep:
+    """One completed window of a ladder: its runs row, its load and its statistics."""
+
+    run_id: int
+    concurrency: int
+    phase: str  # screen | final | soak
+    stats: RunStats
+    server_config_id: int | None = None  # the launch it ran on (coupled mode: one launch per step)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> LadderStep:
+        """A stored `runs` row (or a run_summary row) as a step."""
+        return cls(run_id=int(row["id"] if "id" in row else row["run_id"]), concurrency=int(row["concurrency"]),
+                   phase=str(row.get("phase") or "final"), stats=RunStats.from_row(row),
+                   server_config_id=row.get("server_config_id"))
+
+
+@dataclass
+class LadderOutcome:
+    """What one configuration's ladder produced."""
+
+    config: ServerConfig
+    config_id: int
+    status: str  # completed | failed | infeasible
+    steps: list[LadderStep] = field(default_factory=list)  # every completed step
+    knee: KneeResult | None = None
+    stop_reason: str = ""
+    failure: str | None = None
+
+    @property
+    def value(self) -> float | None:
+        """The trial value: the knee's goodput (output tok/s), None when infeasible."""
+        if self.knee is None or self.knee.point is None:
+            return None
+        return self.knee.point.goodput_tps
+
+
+StepCallback = Callable[[ServerConfig, int, LadderStep], None]
+
+
+@dataclass(frozen=True)
+class StepStart:
+    """A window about to begin, for progress: `expected_s` and `elapsed()` run on the driver's own clock
+    (simulated seconds with the virtual driver), so an ETA is their rate against the wall clock."""
+
+    config: ServerConfig
+    concurrency: int
+    phase: str  # screen | final | soak
+    expected_s: float
+    elapsed: Callable[[], float | None]
+
+
+def phase_window(profile: Profile, phase: str) -> Window:
+    """The measured window of a phase: screening shortens measure_seconds by the profile's fraction, the soak
+    measures for soak.duration_s, a final measures the profile's window."""
+    w = profile.window
+    if phase == "soak":
+        return w.model_copy(update={"measure_seconds": profile.soak.duration_s})
+    if phase != "screen":
+        return w
+    return w.model_copy(update={"measure_seconds": w.measure_seconds * profile.search.screening.fraction})
+
+
+def phase_seconds(profile: Profile, phase: str) -> float:
+    """A window of `phase` on the driver's clock: warm-up + measured + drain."""
+    w = phase_window(profile, phase)
+    return w.warmup_seconds + w.measure_seconds + w.drain_seconds
+
+
+StartCallback = Callable[[StepStart], None]
+StopCheck = Callable[[int, LadderStep], bool]  # step index, step -> True stops the ladder (pruning)
+StepJudge = Callable[[WindowResult, RunStats], str]  # a window and its stats -> the run's verdict line
+
+
+@dataclass(frozen=True)
+class Climb:
+    """What one launch measures: its concurrencies in order, the phase and its window.
+
+    A judged climb (the soak) offers one fixed `arrival` process instead of the profile's per step, stores
+    `judge`'s verdict as each run's reason, runs no cross-check and is never ranked by a knee.
+    """
+
+    ladder: tuple[int, ...]
+    phase: str
+    window: Window
+    arrival: Arrival | None = None
+    judge: StepJudge | None = None
+    complete: str = "ladder complete"  # the stop_reason of a climb that ran every step
+
+
+def orchestrator_failure(exc: BaseException) -> str:
+    """One line saying why the orchestrator (not the configuration) stopped: the signal, or the error."""
+    if isinstance(exc, KeyboardInterrupt):
+        return f"interrupted by {interrupt.received(exc).name}"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+
+
+def step_points(steps: Sequence[LadderStep]) -> list[StepPoint]:
+    """Ladder steps to knee inputs."""
+    return [StepPoint(concurrency=s.concurrency, goodput_rps=(st := s.stats).goodput_rps or 0.0,
+                      goodput_tps=st.goodput_tps or 0.0, throughput_tps=st.output_tps or 0.0,
+                      ttft_p99_ms=st.ttft_p99_ms or 0.0, retractions=st.retractions or 0,
+                      passes=bool(st.passes_sla), goodput_ci_low=_ci_tps(st, st.goodput_ci_low),
+                      goodput_ci_high=_ci_tps(st, st.goodput_ci_high)) for s in steps]
+
+
+def ladder_knee(rows: Sequence[Mapping[str, Any]], flatten_threshold: float) -> ConfigKnee | None:
+    """The knee of one configuration's completed ladder steps (stored runs rows of one phase), with its goodput
+    interval; None when no step passes the SLA."""
+    points = step_points([LadderStep.from_row(r) for r in rows])
+    k = find_knee(points, flatten_threshold)
+    if k.point is None:
+        return None
+    lo, hi = knee_goodput_ci(points, flatten_threshold)
+    return ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
+                      rows[0].get("phase") or "final", k.reason, rows[k.index or 0].get("throughput_rps"))
+
+
+def _ci_tps(stats: RunStats, v: float | None) -> float | None:
+    """measure's goodput interval is in requests/s; scale it to output tok/s by the step's tokens per request."""
+    rps, tps = stats.goodput_rps, stats.goodput_tps
+    if v is None or not rps or tps is None:
+        return None
+    return float(v) * float(tps) / float(rps)
+
+
+def saturated(stats: RunStats, previous: RunStats | None) -> str | None:
+    """The server's own signals that more load only lengthens the queue; None when not saturated."""
+    signs = []
+    if stats.queue_len_mean is not None and stats.queue_len_mean >= 1.0:
+        signs.append(f"queue never empties (mean {stats.queue_len_mean:.1f})")
+    if stats.kv_usage_max is not None and stats.kv_usage_max >= 0.95:
+        signs.append(f"KV usage {stats.kv_usage_max:.2f}")
+    if previous is not None and stats.retractions > previous.retractions:
+        signs.append(f"retractions rising ({previous.retractions} -> {stats.retractions})")
+    return "; ".join(signs) if signs else None
+
+
+class LadderRunner:
+    """Launches one configuration, climbs the profile's ladder on that instance, stops the server."""
+
+    def __init__(self, profile: Profile, launcher: Launcher, driver: Driver, store: Store, study_id: int,
+                 specs: Requests, driver_name: str, on_step: StepCallback | None = None,
+                 on_launch: Callable[[ServerHandle], None] | None = None):
+        self.profile = profile
+        self.launcher = launcher
+        self.driver = driver
+        self.store = store
+        self.study_id = study_id
+        self.specs = specs
+        self.inputs = StepInputs(profile, specs, driver)  # the stream continued step to step, the cache flushed
+        self.driver_name = driver_name
+        self.on_step = on_step
+        self.on_launch = on_launch
+        self.on_step_start: StartCallback | None = None
+        self.placement: Placement | None = None  # the study worker, host and GPU group every row records
+        self.crosscheck: Any = None  # sweep.study.crosscheck_step.CrossChecker: a reference client after every window
+
+    def window_elapsed(self) -> float | None:
+        """Seconds into the current window on the driver's clock; None where the driver cannot say."""
+        elapsed = getattr(self.driver, "window_elapsed", None)
+        return elapsed() if elapsed is not None else None
+
+    def window_for(self, phase: str) -> Window:
+        return phase_window(self.profile, phase)
+
+    def run(self, config: ServerConfig, trial_number: int | None = None, phase: str = "final",
+            ladder: Sequence[int] | None = None, should_stop: StopCheck | None = None) -> LadderOutcome:
+        """Run the ladder for `config` (coupled mode: one launch per step); launch failures are recorded."""
+        steps_wanted = list(ladder or self.profile.ladder)
+        self.inputs.begin()
+        if self.profile.search.mode == "coupled":
+            return self._run_coupled(config, trial_number, phase, steps_wanted, should_stop)
+        return self._run_one(config, trial_number, Climb(tuple(steps_wanted), phase, self.window_for(phase)),
+                             should_stop)
+
+    def run_judged(self, config: ServerConfig, concurrency: int, window: Window, arrival: Arrival, judge: StepJudge,
+                   complete: str) -> LadderOutcome:
+        """One launch, one window of `arrival` at most `concurrency` in flight (phase soak), its run's reason
+        `judge`'s verdict; the configuration's stop_reason `complete` when the window ran."""
+        self.inputs.begin()
+        return self._run_one(config, None, Climb((concurrency,), "soak", window, arrival, judge, complete), None)
+
+    def _run_coupled(self, config: ServerConfig, trial_number: int | None, phase: str, ladder: list[int],
+                     should_stop: StopCheck | None) -> LadderOutcome:
+        """The article's experiment: --max-running-requests = client concurrency, relaunched per step."""
+        total = LadderOutcome(config, 0, "completed")
+        for i, c in enumerate(ladder):
+            step_cfg = replace(config, max_running_requests=c)
+            one = self._run_one(step_cfg, trial_number, Climb((c,), phase, self.window_for(phase)), None)
+            total.config_id = total.config_id or one.config_id
+            if one.status == "failed" or not one.steps:
+                total.status, total.failure = ("failed", one.failure) if one.status == "failed" else (
+                    total.status, total.failure)
+                total.stop_reason = f"coupled step c={c}: {one.stop_reason or one.status}"
+                break
+            total.steps += one.steps  # each names its own launch (server_config_id)
+            if should_stop and should_stop(i, one.steps[-1]):
+                total.stop_reason = f"pruned after concurrency {c}"
+                break
+        self._rank(total)
+        if total.knee is not None and total.knee.index is not None:
+            total.config_id = total.steps[total.knee.index].server_config_id or total.config_id
+        total.stop_reason = total.stop_reason or "coupled ladder complete"
+        return total
+
+    def _run_one(self, config: ServerConfig, trial_number: int | None, climb: Climb,
+                 should_stop: StopCheck | None) -> LadderOutcome:
+        """Launch once, climb, stop the server; every step lands in the store."""
+        config_id = self.store.create_server_config(self.study_id, config, self.launcher.kind, [], trial_number,
+                                                    placement=self.placement)
+        self.store.update_server_config(config_id, status="running")
+        try:
+            return self._launch_and_climb(config, config_id, climb, should_stop)
+        except BaseException as exc:
+            # Not the configuration's fault (a signal, the database, the disk): the attempt is aborted, and the
+            # search re-queues its trial so the resume measures it again. Best effort: the store may be the
+            # failure, and then the resume's abort_running does the same.
+            with contextlib.suppress(Exception):
+                self.store.abort_config(config_id, f"orchestrator: {orchestrator_failure(exc)}")
+            raise
+
+    def _launch_and_climb(self, config: ServerConfig, config_id: int, climb: Climb,
+                          should_stop: StopCheck | None) -> LadderOutcome:
+        launch = Launch(self.launcher, self.store, config_id)
+        try:
+            handle = launch.start(config)
+        except LaunchError as exc:
+            return LadderOutcome(config, config_id, launch_status(exc), failure=str(exc),
+                                 stop_reason=f"launch {exc.reason}")
+        outcome = LadderOutcome(config, config_id, "completed")
+        if self.on_launch:
+            self.on_launch(handle)
+        with launch:
+            # Steps are labelled with what ran (an attached server's own knobs), as the configuration row is.
+            self._climb(handle, handle.config, config_id, climb, outcome, should_stop)
+        outcome.stop_reason += launch.notes()
+        if climb.judge is None:
+            self._rank(outcome)
+        self.store.update_server_config(config_id, status=outcome.status, stop_reason=outcome.stop_reason,
+                                        failure_reason=outcome.failure)
+        return outcome
+
+    def _rank(self, outcome: LadderOutcome) -> None:
+        """The ladder's knee; a ladder that ran to the end without one is infeasible."""
+        outcome.knee = find_knee(step_points(outcome.steps), self.profile.search.flatten_threshold)
+        if outcome.status == "completed" and outcome.knee.point is None:
+            outcome.status = "infeasible"
+
+    def _climb(self, handle: ServerHandle, config: ServerConfig, config_id: int, climb: Climb,
+               outcome: LadderOutcome, should_stop: StopCheck | None = None) -> None:
+        fingerprint = self.profile.fingerprint()
+        previous: RunStats | None = None
+        ladder, phase, window = climb.ladder, climb.phase, climb.window
+        crosscheck = self.crosscheck if climb.judge is None else None
+        expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
+        for i, concurrency in enumerate(ladder):
+            interrupt.check()  # a stop signal whose KeyboardInterrupt was swallowed still stops before the next step
+            run_id = self.store.create_run(self.study_id, config_id, concurrency, fingerprint,
+                                           handle.simulated, self.driver_name, phase=phase, placement=self.placement)
+            if self.on_step_start:
+                self.on_step_start(StepStart(config, concurrency, phase, expected, self.window_elapsed))
+            arrival = climb.arrival or self.profile.step_arrival(concurrency)
+            specs, not_flushed = self.inputs.before_step(handle, concurrency, window, arrival)
+            if crosscheck is not None:
+                crosscheck.before_window(handle)
+            try:
+                result = self.driver.run_window(handle, specs, concurrency, window, arrival=arrival)
+            except ServerDied as exc:
+                self.store.mark_run(run_id, "failed", str(exc))
+                outcome.status, outcome.failure = "failed", str(exc)
+                outcome.stop_reason = f"server died at concurrency {concurrency}"
+                return
+            except StreamExhausted as exc:  # a dataset without replay ran out: the study stops with one line
+                self.store.mark_run(run_id, "failed", str(exc))
+                raise
+            stats = self.inputs.after_step(result, compute_stats(result, self.profile.sla))
+            status = "completed" if result.aborted is None else "failed"
+            note = f"prefix cache not emptied before this step: {not_flushed}" if not_flushed else None
+            reason = climb.judge(result, stats) if climb.judge is not None else result.aborted or note
+            self.store.finish_run(run_id, stats, result.records, result.samples, result.window_start,
+                                  status=status, reason=reason)
+            row = LadderStep(run_id, concurrency, phase, stats, config_id)
+            if self.on_step:
+                self.on_step(config, concurrency, row)
+            if crosscheck is not None and result.aborted is None:
+                crosscheck.after_window(handle, config_id, concurrency, run_id, stats, phase, window,
+                                             arrival=arrival, specs=specs)
+            if result.aborted is not None:
+                outcome.status, outcome.failure = "failed", self._failure(handle, result.aborted, concurrency)
+                outcome.stop_reason = f"{result.aborted} at concurrency {concurrency}"
+                return
+            outcome.steps.append(row)
+            if not stats.n_completed and stats.n_started:
+                # Not saturation: a server that fails every request is broken at this load, not queueing.
+                broken = f"every request at concurrency {concurrency} failed ({error_kinds(result.records)})"
+                outcome.stop_reason = f"stopped: {broken}"
+                if len(outcome.steps) == 1:
+                    outcome.status, outcome.failure = "failed", f"errors: {broken}"
+                return
+            if not stats.passes_sla:
+                why = saturated(stats, previous)
+                if why:
+                    outcome.stop_reason = (f"stopped after concurrency {concurrency}: SLA failed "
+                                           f"({stats.sla_failures}) and the server is saturated: {why}")
+                    return
+            previous = stats
+            if should_stop is not None and i + 1 < len(ladder) and should_stop(i, row):
+                outcome.stop_reason = f"pruned after concurrency {concurrency}: goodput trails earlier ladders"
+                return
+        outcome.stop_reason = outcome.stop_reason or climb.complete
+
+    def _failure(self, handle: ServerHandle, aborted: str, concurrency: int) -> str:
+        """The stored reason of a window that could not complete, led by its class (crash, hung, ...):
+        a dead server's exit status and last log lines come from its launcher where it has them."""
+        if aborted != SERVER_DIED:
+            return aborted if ":" in aborted.split()[0] else f"aborted: {aborted}"
+        detail = getattr(self.launcher, "exit_detail", None)
+        why = detail(handle) if detail is not None else None
+        return f"crash: {SERVER_DIED} at concurrency {concurrency}" + (f": {why}" if why else "")
+
+
+def error_kinds(records: Sequence[RequestRecord]) -> str:
+    """The measured requests' failures by kind, most common first ("timeout 12, status 3")."""
+    kinds = Counter(r.error_kind or "error" for r in records if r.error is not None and not r.warmup)
+    return ", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "no measured request"

@@ -1,0 +1,98 @@
+"""One configuration row's server from spawn to stop: the only place the store learns how a launch went.
+
+The ladder and the soak both launch through `Launch`: the LaunchRecord goes into the row the moment the
+process exists (a resume after kill -9 during a minutes-long start still finds and kills it), what ran goes
+in once it is ready, a failed start is recorded (infeasible for an out-of-memory, failed otherwise), and the
+`with` block stops the server, keeping what the stop found (leftovers killed, SIGTERM ignored, GPU memory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from types import TracebackType
+from typing import Any
+
+from sweep.core.errors import LaunchError
+from sweep.core.types import ServerConfig
+from sweep.launchers.base import Launcher, LaunchRecord, ServerHandle, StopReport
+from sweep.store import Store
+
+
+class SpawnLog:
+    """The on_spawn callback of one launch: each spawned server's LaunchRecord goes into its server_configs
+    row at once, so a resume after kill -9 during a minutes-long start still finds and kills that server."""
+
+    def __init__(self, store: Store, config_id: int):
+        self.store = store
+        self.config_id = config_id
+        self.record: LaunchRecord | None = None
+
+    def __call__(self, record: LaunchRecord) -> None:
+        self.record = record
+        self.store.update_server_config(self.config_id, log_path=record.log_path,
+                                        server_info={"sweep_launch": record.as_dict()})
+
+    def server_info(self, handle: ServerHandle) -> dict[str, Any]:
+        """The ready server's /server_info knobs with the launch record kept beside them."""
+        info = dict(handle.server_info or {})
+        if self.record is not None:
+            info["sweep_launch"] = self.record.as_dict()
+        return info
+
+
+def launch_status(exc: LaunchError) -> str:
+    """A configuration's status after a failed start: out of memory is infeasible, anything else failed."""
+    return "infeasible" if exc.reason == "oom" else "failed"
+
+
+def stop_notes(report: StopReport) -> str:
+    """What stopping the server had to do, as "; "-led clauses for the configuration's stop_reason."""
+    notes = ""
+    if report.killed_leftovers:
+        notes += f"; killed leftover pids {report.killed_leftovers}"
+    if not report.graceful:
+        notes += "; server ignored SIGTERM for the drain budget and was killed"
+    if report.gpu_mem_released is False:
+        notes += "; GPU memory did not return to its pre-launch level after stop"
+    return notes
+
+
+class Launch:
+    """Start `config` for the row `config_id` (`start`), then `with launch as handle:` stops it at the end."""
+
+    def __init__(self, launcher: Launcher, store: Store, config_id: int):
+        self.launcher = launcher
+        self.store = store
+        self.config_id = config_id
+        self.handle: ServerHandle | None = None
+        self.stopped: StopReport | None = None
+
+    def start(self, config: ServerConfig) -> ServerHandle:
+        """Start and record the server; a LaunchError is recorded on the row, then raised."""
+        spawned = SpawnLog(self.store, self.config_id)
+        try:
+            handle = self.launcher.start(config, on_spawn=spawned)
+        except LaunchError as exc:
+            self.store.update_server_config(self.config_id, status=launch_status(exc),
+                                            failure_reason=f"{exc.reason}: {exc}", log_path=exc.log_path)
+            raise
+        # The knobs of the server that ran: an attached server's are its own (from /server_info), not the request.
+        ran = asdict(handle.config) if handle.config != config else {}
+        self.store.update_server_config(self.config_id, argv=handle.argv, startup_s=handle.startup_s,
+                                        log_path=handle.log_path, server_info=spawned.server_info(handle), **ran)
+        self.handle = handle
+        return handle
+
+    def __enter__(self) -> ServerHandle:
+        if self.handle is None:
+            raise RuntimeError("Launch.start() first")
+        return self.handle
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.handle is not None:
+            self.stopped = self.launcher.stop(self.handle)
+
+    def notes(self) -> str:
+        """The stop's findings for stop_reason ("" before the stop, or when it was clean)."""
+        return stop_notes(self.stopped) if self.stopped is not None else ""

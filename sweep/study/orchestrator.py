@@ -1,0 +1,212 @@
+"""Wiring: profile -> workload -> launcher + driver -> ladder/search -> store -> report. No statistics here."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Protocol
+
+from sweep.analysis.winner import Winner, WorkerSeat, detect
+from sweep.core.errors import ProfileError, SweepError, UsageError
+from sweep.profile import Profile
+from sweep.report.document import ReportFiles, write_report
+from sweep.store import Store
+from sweep.study.environment import EnvironmentRecord, normalise_env
+from sweep.study.ladder import LadderOutcome, LadderRunner, StartCallback, StepCallback
+from sweep.study.liveness import WorkerIdentity, sweep_version
+from sweep.study.recovery import alone, on_requeued, worker_ended
+from sweep.study.resume import open_study, reuse_outcome, soak_done
+from sweep.study.search import Search, StudyResult
+from sweep.study.step_inputs import refuse_short_dataset
+from sweep.study.wiring import (
+    ROOT,
+    make_driver,
+    make_launcher,
+    model_path,
+    resolve_driver,
+    resolve_launcher_kind,
+)
+from sweep.views.context import ConfigFailure, config_failures, study_context
+from sweep.workload.lexicon import for_model
+from sweep.workload.stream import RequestStream
+
+__all__ = ["KneeRun", "Orchestrator"]
+TrialCallback = Callable[[LadderOutcome], None]
+
+
+class Console(Protocol):
+    """Where the orchestrator's lines go: a rich Console, or anything with its print."""
+
+    def print(self, msg: str, /) -> None: ...
+
+
+@dataclass(frozen=True)
+class KneeRun:
+    study_id: int
+    study_name: str
+    result: StudyResult
+    report: ReportFiles
+    simulated: bool
+    driver: str
+    winner: Winner | None = None  # the study's winner from the store (covers trials of earlier processes)
+    failures: list[ConfigFailure] = field(default_factory=list)  # configurations that failed or never started
+    measured: bool = True  # whether any configuration got a completed measured step
+
+
+class Orchestrator:
+    """Runs a profile's study end to end; every step lands in the store before the next begins."""
+
+    def __init__(self, profile: Profile, db_url: str, out_dir: Path, launcher_kind: str | None = None,
+                 driver: str | None = None, console: Console | None = None, client_procs: int = 1,
+                 seat: WorkerSeat | None = None):
+        self.profile = profile
+        self.seat = seat or WorkerSeat()
+        self.client_procs = client_procs
+        self.db_url = db_url
+        self.kind = resolve_launcher_kind(profile, launcher_kind)
+        self.driver_name = resolve_driver(self.kind, driver)
+        if self.kind == "attach" and not profile.server.url:
+            raise ProfileError("server.url is required with launcher attach")
+        if profile.crosscheck.enabled and self.driver_name == "virtual":
+            if driver == "virtual":
+                raise UsageError("a cross-check compares clients over real sockets: use --driver http (or auto)")
+            self.driver_name = "http"
+        if self.driver_name == "virtual":
+            from sweep.launchers.virtual import refuse_faults
+
+            refuse_faults(profile.server.extra_args)  # before the database is touched
+        self.simulated = self.kind == "sim"
+        self.out_dir = out_dir
+        self.console = console
+
+    @cached_property
+    def store(self) -> Store:
+        """The results database, opened (and created) on first use: after every input check has passed."""
+        return Store(self.db_url)
+
+    def say(self, msg: str) -> None:
+        if self.console is not None:
+            self.console.print(msg)
+
+    def open_study(self, study_name: str | None, resume: bool) -> tuple[int, str]:
+        """The study's id and name: created, or (resume) found and cleaned of what dead workers left."""
+        return open_study(self.store, self.profile, study_name, resume, self.simulated, self.driver_name, self.say)
+
+    def join(self, study_name: str, on_step: StepCallback | None = None, on_step_start: StartCallback | None = None,
+             on_trial: TrialCallback | None = None) -> KneeRun:
+        """Join an existing study as one more worker and measure until its work is done."""
+        existing = self.store.get_study_by_name(study_name)
+        if existing is None:
+            raise SweepError(f"no study named {study_name} in {self.store.shown}: create it with "
+                             "`sweep study create` or `sweep sweep`")
+        self.open_study(study_name, resume=True)
+        return self._work(existing["id"], study_name, on_step, on_step_start, on_trial)
+
+    def knee(self, study_name: str | None = None, resume: bool = False, on_step: StepCallback | None = None,
+             on_step_start: StartCallback | None = None, on_trial: TrialCallback | None = None) -> KneeRun:
+        # Input first (the dataset, --out): a bad one is one line and nothing written, no study left running.
+        # Requests are made on demand and never repeat on one server (sweep.workload.stream); replay only when asked.
+        # Made before the study row, so a dataset that cannot serve one ladder writes nothing.
+        specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+        refuse_short_dataset(self.profile, specs)
+        if self.profile.crosscheck.enabled:  # a reference that cannot run is one clear line before anything is stored
+            from sweep.study.crosscheck_step import choose_reference
+
+            choose_reference(self.profile, model_path(self.profile), for_model(model_path(self.profile)))
+        check_writable_dir(self.out_dir)
+        if self.simulated:
+            self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
+                     f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
+                     "Numbers are labelled simulated everywhere.")
+        study_id, study_name = self.open_study(study_name, resume)
+        try:
+            return self._work(study_id, study_name, on_step, on_step_start, on_trial, specs)
+        except BaseException as exc:
+            # Stopped by a signal or an orchestrator error: the study is resumable, and says it stopped.
+            with contextlib.suppress(Exception):
+                self.store.finish_study(study_id, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+            raise
+
+    def _work(self, study_id: int, study_name: str, on_step: StepCallback | None = None,
+              on_step_start: StartCallback | None = None, on_trial: TrialCallback | None = None,
+              specs: RequestStream | None = None) -> KneeRun:
+        """Measure trials of the study as one of its workers until its work is done, then write the report."""
+        if specs is None:
+            specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+            refuse_short_dataset(self.profile, specs)
+        seat = self.seat
+        identity = WorkerIdentity.this_process()
+        worker_id = self.store.register_worker(
+            study_id, seat.label or f"{identity.host}:{identity.pid}", identity.host, identity.pid, identity.started,
+            seat.gpus_text(), sweep_version(), self.profile.fingerprint())
+        identity = replace(identity, worker_id=worker_id)
+        log_dir = self.out_dir / study_name / "logs" / (seat.label or "")
+        launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir, seat)
+        record = EnvironmentRecord(self.store, study_id, normalise_env(launcher.environment(), self.profile,
+                                                                        self.simulated), self.simulated, self.say)
+        driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
+        runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name,
+                              on_step=on_step, on_launch=record.on_launch)
+        runner.on_step_start = on_step_start
+        if self.profile.crosscheck.enabled:
+            from sweep.study.crosscheck_step import CrossChecker
+
+            runner.crosscheck = CrossChecker(self.profile, self.store, study_id, specs, model_path(self.profile),
+                                             for_model(model_path(self.profile)), say=self.say)
+        runner.placement = detect(self.kind if self.driver_name != "virtual" else "virtual", self.profile,
+                                  seat.gpus, worker_id)
+        search = Search(self.profile, runner, self.db_url, study_name, on_trial=on_trial, worker=identity,
+                        on_requeued=on_requeued(self.store, study_id, self.say),
+                        ended=lambda wid: worker_ended(self.store, study_id, wid),
+                        alone=lambda: alone(self.store, study_id, worker_id))
+        requeued = search.requeue_interrupted()
+        if requeued:
+            self.say(f"resume: {requeued} interrupted trial(s) queued again")
+
+        def soak() -> None:
+            from sweep.study.soak import run_soak
+
+            winner = study_context(self.store, study_id).winner
+            if winner is None or soak_done(self.store, study_id):
+                return
+            self.say(f"soak: {self.profile.soak.duration_s:.0f} s of Poisson arrivals at the winner's knee rate")
+            verdict = run_soak(self.profile, runner, winner)
+            self.say(f"soak verdict: {verdict.summary()}")
+
+        status = "failed"
+        try:
+            result = search.run(reuse=lambda cfg, phase: reuse_outcome(self.store, self.profile, study_id, cfg, phase),
+                                soak=soak if self.profile.soak.enabled else None)
+            status = "done"
+        finally:
+            self.simulated = record.simulated  # a launched server may have said it is the simulator
+            self.store.set_worker_status(worker_id, status)
+        if result.stopped_reason:
+            self.say(f"search stopped early: {result.stopped_reason}")
+        return self.conclude(study_id, study_name, result)
+
+    def conclude(self, study_id: int, study_name: str, result: StudyResult) -> KneeRun:
+        """The study's report and winner, from the store (so they cover every process's trials); the study is
+        marked completed."""
+        ctx = study_context(self.store, study_id)
+        report = write_report(ctx, self.out_dir / ctx.study["name"])
+        winner = ctx.winner
+        self.store.finish_study(study_id, "completed", winner_config_id=winner.id if winner else None,
+                                report_path=str(report.markdown))
+        failures, measured = config_failures(self.store, study_id)
+        return KneeRun(study_id, study_name, result, report, self.simulated, self.driver_name, winner, failures,
+                       measured)
+
+
+def check_writable_dir(path: Path) -> None:
+    """--out exists or can be made, and takes a file; UsageError (one line, exit 2) otherwise."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out {path}: cannot write there ({exc.strerror or exc})") from None

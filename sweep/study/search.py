@@ -1,0 +1,347 @@
+"""The Optuna study: one trial is one server configuration; its value is the knee's goodput."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from sqlalchemy.exc import SQLAlchemyError
+
+from sweep.core.errors import StoreError
+from sweep.core.types import ServerConfig
+from sweep.profile import Profile
+from sweep.study import liveness
+from sweep.study.ladder import LadderOutcome, LadderRunner, LadderStep, orchestrator_failure
+from sweep.study.liveness import WorkerIdentity
+from sweep.study.sampler import grid, grid_size, make_sampler, suggest
+
+FEASIBLE_ATTR = "feasible"
+CONSTRAINT_ATTR = "constraint"  # <= 0 feasible, > 0 infeasible (Optuna's convention)
+# Why a trial did not yield a measured configuration. An orchestrator failure (signal, database, disk: the
+# trial is FAIL) is retried; a configuration failure (the server crashed, OOMed, hung: the trial is COMPLETE
+# and infeasible) is a result and is not.
+FAILURE_ATTR = liveness.FAILURE_ATTR
+ORCHESTRATOR_FAILURE = liveness.ORCHESTRATOR_FAILURE
+CONFIGURATION_FAILURE = "configuration"
+REQUEUED_ATTR = liveness.REQUEUED_FROM  # on a re-queued copy: the number of the FAIL trial it redoes
+
+
+ReuseFn = Callable[[ServerConfig, str], "LadderOutcome | None"]
+
+
+@dataclass
+class Budget:
+    """The search's time budget: its limit, when the search started and what each trial took."""
+
+    limit_s: float | None
+    started: float
+    clock: Callable[[], float]
+    durations: list[float] = field(default_factory=list)
+
+    def left(self) -> float | None:
+        """Seconds of the budget left; None without a budget."""
+        return None if self.limit_s is None else self.limit_s - (self.clock() - self.started)
+
+    def trial_s(self) -> float:
+        """What the longest trial so far took (0 before any)."""
+        return max(self.durations) if self.durations else 0.0
+
+
+@dataclass
+class StudyResult:
+    outcomes: list[LadderOutcome] = field(default_factory=list)  # every trial of this process (screen or final)
+    finals: list[LadderOutcome] = field(default_factory=list)  # long-window ladders of promoted configurations
+    stopped_reason: str = ""
+
+    def winner(self) -> LadderOutcome | None:
+        """The feasible configuration with the highest knee goodput (among final measurements when screening)."""
+        pool = self.finals or self.outcomes
+        feasible = [o for o in pool if o.value is not None]
+        return max(feasible, key=lambda o: o.value or 0.0) if feasible else None
+
+
+def promoted(values: list[tuple[dict[str, Any], float]], keep: float, min_keep: int) -> list[dict[str, Any]]:
+    """Successive halving's cut: the top `keep` share (at least min_keep) of feasible screened configurations."""
+    ranked = sorted(values, key=lambda pv: -pv[1])
+    n = max(min_keep, math.ceil(keep * len(ranked)))
+    seen: list[dict[str, Any]] = []
+    for params, _ in ranked:
+        if params not in seen:
+            seen.append(params)
+        if len(seen) >= n:
+            break
+    return seen
+
+
+class Search:
+    """Drives an Optuna study over the profile's space, resumable from RDB storage, shared by any number of workers.
+
+    Each phase is an Optuna study of its own: the screen (or the whole search without screening) is the
+    study named `study_name`; the final ladders of the promoted configurations are `<name>:final`; the soak
+    is `<name>:soak` (one trial). A worker takes trials from a phase until the phase's work is all claimed,
+    then waits for the others' running trials (one of them may die and be queued again) before moving on.
+    """
+
+    def __init__(self, profile: Profile, runner: LadderRunner, storage_url: str, study_name: str,
+                 clock: Callable[[], float] = time.monotonic,
+                 on_trial: Callable[[LadderOutcome], None] | None = None,
+                 worker: WorkerIdentity | None = None, on_requeued: liveness.Requeued | None = None,
+                 wait: Callable[[float], None] = time.sleep, ended: Callable[[int], bool] | None = None,
+                 alone: Callable[[], bool] | None = None):
+        self.profile = profile
+        self.runner = runner
+        self.space = grid(profile.search.space)
+        self.clock = clock
+        self.on_trial = on_trial
+        self.worker = worker or WorkerIdentity.this_process()
+        self.on_requeued = on_requeued
+        self.wait = wait
+        self.ended = ended  # worker id -> whether that worker has stopped (so any trial it holds is orphaned)
+        self.alone = alone  # whether no other worker of the study may be alive (then an unowned trial is dead)
+        self.study_name = study_name
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        sp = profile.search
+        self.grace_s = sp.grace_s or 4 * sp.heartbeat_s
+        self.storage = liveness.optuna_storage(storage_url, sp.heartbeat_s, sp.grace_s, on_requeued)
+        pruner: optuna.pruners.BasePruner = (optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0)
+                                             if sp.pruning else optuna.pruners.NopPruner())
+        self.study = optuna.create_study(study_name=study_name, storage=self.storage, direction="maximize",
+                                         sampler=make_sampler(profile), pruner=pruner, load_if_exists=True)
+
+    def requeue_interrupted(self) -> int:
+        """Re-queue, once each, the trials whose configuration an orchestrator failed to measure.
+
+        A trial a dead worker left RUNNING becomes FAIL and is queued again (liveness.requeue_dead): only when
+        its worker is certainly dead, so a live worker's trial, here or on another host, is never touched. A
+        FAIL trial that is an orchestrator failure (a signal, the database, the disk) and has no copy yet gets
+        one. A configuration failure (the server crashed, OOMed or hung) is a COMPLETE trial with a violated
+        constraint: never re-queued. A trial that died before any parameter or grid point was chosen needs no
+        copy: the sampler picks that point again.
+        """
+        n = 0
+        for study in self._phase_studies():
+            n += liveness.requeue_dead(self.storage, study, self.grace_s, self.on_requeued, self.ended, self.alone)
+            # The failing worker queues its own copy; this is for one that could not (its database failed). Only
+            # with no other worker alive: a live one may be writing the copy of a trial it just failed.
+            if self.alone is None or self.alone():
+                n += liveness.requeue_orchestrator_failures(study)
+        return n
+
+    def _phase_studies(self) -> list[optuna.Study]:
+        out = [self.study]
+        names = {s.study_name for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False)}
+        for suffix in (":final", ":soak"):
+            if self.study_name + suffix in names:
+                out.append(optuna.load_study(study_name=self.study_name + suffix, storage=self.storage))
+        return out
+
+    def n_trials(self) -> int:
+        if self.profile.search.n_trials is not None:
+            return self.profile.search.n_trials
+        return grid_size(self.profile.search.space)
+
+    def _complete(self) -> list[optuna.trial.FrozenTrial]:
+        return [t for t in self.study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE
+                and not t.user_attrs.get(liveness.SURPLUS_ATTR)]
+
+    def _phase_study(self, suffix: str, param: str, n: int) -> optuna.Study:
+        """The study of a fixed list of n work items: trial k (k < n) measures item k, whichever worker asks."""
+        return optuna.create_study(study_name=self.study_name + suffix, storage=self.storage, direction="maximize",
+                                   sampler=optuna.samplers.GridSampler({param: list(range(n))}), load_if_exists=True)
+
+    def _guarded(self, study: optuna.Study, measure: Callable[[optuna.Trial], float]) -> Callable[[optuna.Trial], float]:
+        """The objective: `measure`, and on the orchestrator's own failure (a signal, the database, the disk)
+        the trial marked so and its configuration queued again at once, for any worker to take."""
+
+        def objective(trial: optuna.Trial) -> float:
+            try:
+                return measure(trial)
+            except optuna.TrialPruned:
+                raise
+            except BaseException as exc:  # Optuna marks the trial FAIL once this propagates
+                with contextlib.suppress(Exception):  # best effort: the database may be what failed
+                    trial.set_user_attr(FAILURE_ATTR, ORCHESTRATOR_FAILURE)
+                    trial.set_user_attr("failure_reason", orchestrator_failure(exc))
+                    liveness.requeue(study, liveness.stored_trial(self.storage, study, trial.number))
+                raise
+
+        return objective
+
+    def _begin(self, study: optuna.Study, trial: optuna.Trial, total: int) -> None:
+        """Claim the trial for this worker; a trial created after the phase's work ran out is dropped as surplus."""
+        trial.set_user_attr(liveness.WORKER_ATTR, self.worker.attr())
+        frozen = liveness.stored_trial(self.storage, study, trial.number)
+        if "fixed_params" in frozen.system_attrs:
+            return  # a queued copy of a dead worker's trial: always real work
+        earlier = [t for t in study.get_trials(deepcopy=False) if t.number < trial.number]
+        if liveness.work_items(earlier) >= total:
+            trial.set_user_attr(liveness.SURPLUS_ATTR, True)
+            raise optuna.TrialPruned("surplus: every work item of this phase is claimed")
+
+    def _drain(self, study: optuna.Study, total: int, objective: Callable[[optuna.Trial], float],
+               may_start: Callable[[], bool]) -> None:
+        """Run trials of one phase until its `total` work items are claimed; then wait out the others' trials."""
+        while True:
+            liveness.fail_stale(study)
+            liveness.requeue_dead(self.storage, study, self.grace_s, self.on_requeued, self.ended, self.alone)
+            trials = study.get_trials(deepcopy=False)
+            waiting = any(t.state == optuna.trial.TrialState.WAITING for t in trials)
+            if (waiting or liveness.work_items(trials) < total) and may_start():
+                try:
+                    study.optimize(objective, n_trials=1, catch=())
+                except BaseException as exc:
+                    reported = storage_error(exc)
+                    if reported is exc:
+                        raise
+                    raise reported from exc
+                continue
+            if any(t.state == optuna.trial.TrialState.RUNNING for t in trials):
+                self.wait(min(self.profile.search.heartbeat_s, 5.0))  # another worker's trial may yet die
+                continue
+            return  # every item is measured, or this worker's budget is spent and the rest is left to others
+
+    def run(self, reuse: ReuseFn | None = None, soak: Callable[[], None] | None = None) -> StudyResult:
+        """Run trials until the grid, the trial count or the time budget is spent; then the finals if screening,
+        then the soak (one trial, on whichever worker asks first) when `soak` is given."""
+        result = StudyResult()
+        budget = Budget(self.profile.search.time_budget_s, self.clock(), self.clock)
+        self._first_phase(result, reuse, budget)
+        if self.profile.search.screening.enabled:
+            self._finals(result, reuse, budget)
+        if soak is not None:
+            self._soak(soak)
+        return result
+
+    def _first_phase(self, result: StudyResult, reuse: ReuseFn | None, budget: Budget) -> None:
+        """The screen (the whole search without screening): the sampler's configurations, one ladder each."""
+        phase = "screen" if self.profile.search.screening.enabled else "final"
+        total = self.n_trials()
+
+        def measure(trial: optuna.Trial) -> float:
+            self._begin(self.study, trial, total)
+            return self._measure_suggested(trial, phase, reuse, budget, result)
+
+        self._drain(self.study, total, self._guarded(self.study, measure), lambda: self._room_for_trial(result, budget))
+
+    def _measure_suggested(self, trial: optuna.Trial, phase: str, reuse: ReuseFn | None, budget: Budget,
+                           result: StudyResult) -> float:
+        """The trial's configuration measured (or reused), each step reported for pruning; the trial value."""
+        config = suggest(trial, self.space)
+        t0 = self.clock()
+        outcome = reuse(config, phase) if reuse else None
+        reported: set[int] = set()
+
+        def prune_check(i: int, step: LadderStep) -> bool:
+            trial.report(float(step.stats.goodput_tps or 0.0), step=i)
+            reported.add(i)
+            return self.profile.search.pruning and trial.should_prune()
+
+        if outcome is None:
+            outcome = self.runner.run(config, trial_number=trial.number, phase=phase, should_stop=prune_check)
+        budget.durations.append(self.clock() - t0)
+        for i, step in enumerate(outcome.steps):
+            if i not in reported:
+                trial.report(float(step.stats.goodput_tps or 0.0), step=i)
+        return self._told(trial, outcome, phase, result.outcomes)
+
+    def _room_for_trial(self, result: StudyResult, budget: Budget) -> bool:
+        """Whether another first-phase trial fits the time budget (with screening: and the finals after it)."""
+        if result.stopped_reason:
+            return False
+        left = budget.left()
+        if left is None or not budget.durations:
+            return True
+        screening = self.profile.search.screening
+        need = budget.trial_s()
+        if screening.enabled:  # keep room for the finals: each costs ~ a screen / fraction
+            need += budget.trial_s() / screening.fraction * screening.min_keep
+        if left < need:
+            result.stopped_reason = f"time budget: {left:.0f} s left, a trial takes ~{budget.trial_s():.0f} s"
+            return False
+        return True
+
+    def _told(self, trial: optuna.Trial, outcome: LadderOutcome, phase: str, into: list[LadderOutcome]) -> float:
+        """Record a ladder's outcome on its trial and return the trial value."""
+        feasible = outcome.value is not None
+        trial.set_user_attr(FEASIBLE_ATTR, feasible)
+        trial.set_user_attr(CONSTRAINT_ATTR, 0.0 if feasible else 1.0)
+        trial.set_constraint("feasible", 0.0 if feasible else 1.0)
+        trial.set_user_attr("config_id", outcome.config_id)
+        trial.set_user_attr("status", outcome.status)
+        if outcome.status == "failed":
+            trial.set_user_attr(FAILURE_ATTR, CONFIGURATION_FAILURE)
+        trial.set_user_attr("phase", phase)
+        trial.set_user_attr("pruned", outcome.stop_reason.startswith("pruned"))
+        into.append(outcome)
+        if self.on_trial:
+            self.on_trial(outcome)
+        # An infeasible configuration is told as 0 with a violated constraint; the winner is chosen among
+        # feasible trials only, so the 0 never competes with a real goodput.
+        return float(outcome.value) if outcome.value is not None else 0.0
+
+    def _finals(self, result: StudyResult, reuse: ReuseFn | None, budget: Budget) -> None:
+        """Long-window ladders for the screened configurations that made the cut, shared out among workers.
+
+        Every worker computes the cut from the same finished screen; the first to get there stores it on the
+        finals study, and every worker measures from that stored list.
+        """
+        sc = self.profile.search.screening
+        values = [(dict(t.params), float(t.value)) for t in self._complete()
+                  if t.user_attrs.get(FEASIBLE_ATTR) and t.value is not None]
+        cut = promoted(values, sc.keep, sc.min_keep)
+        if not cut:
+            return
+        study = self._phase_study(":final", "final", len(cut))
+        if "promoted" not in study.user_attrs:
+            study.set_user_attr("promoted", cut)
+        cut = study.user_attrs["promoted"]
+        screen_cost = budget.trial_s()
+
+        def measure(trial: optuna.Trial) -> float:
+            self._begin(study, trial, len(cut))
+            config = ServerConfig(**cut[int(trial.suggest_categorical("final", list(range(len(cut)))))])
+            outcome = reuse(config, "final") if reuse else None
+            if outcome is None:
+                outcome = self.runner.run(config, phase="final")
+            return self._told(trial, outcome, "final", result.finals)
+
+        def may_start() -> bool:
+            left = budget.left()
+            if left is not None and result.finals and left < screen_cost / sc.fraction:
+                result.stopped_reason = f"time budget: {left:.0f} s left before every final ladder ran"
+                return False
+            return True
+
+        self._drain(study, len(cut), self._guarded(study, measure), may_start)
+
+    def _soak(self, soak: Callable[[], None]) -> None:
+        """The winner's soak: one trial of `<name>:soak`, run by the first worker that asks, after every final."""
+        study = self._phase_study(":soak", "soak", 1)
+
+        def measure(trial: optuna.Trial) -> float:
+            self._begin(study, trial, 1)
+            trial.suggest_categorical("soak", [0])
+            soak()
+            return 0.0
+
+        self._drain(study, 1, self._guarded(study, measure), lambda: True)
+
+
+def storage_error(exc: BaseException) -> BaseException:
+    """Optuna's failure to write its study (disk full, database locked) as the one-line StoreError it is; any
+    other exception unchanged. When Optuna cannot record a failed trial it raises an AssertionError of its own
+    ("Should not reach") while handling the storage error: that error is the one to report."""
+    if isinstance(exc, AssertionError) and exc.__context__ is not None:
+        exc = exc.__context__
+    if not isinstance(exc, optuna.exceptions.StorageInternalError | SQLAlchemyError):
+        return exc
+    root: BaseException = exc
+    while root.__cause__ is not None:
+        root = root.__cause__
+    lines = str(getattr(root, "orig", None) or root).strip().splitlines()
+    return StoreError(f"cannot write the Optuna study: {lines[0] if lines else type(root).__name__}")

@@ -1,0 +1,92 @@
+"""The launcher and the driver a profile asks for: `auto` resolved, a worker's seat applied, probes attached."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from sweep.analysis.winner import WorkerSeat
+from sweep.core.errors import ProfileError, SweepError
+from sweep.drivers import Driver
+from sweep.launchers.base import Launcher, ServerHandle
+from sweep.launchers.procs import gpu_count
+from sweep.profile import Profile
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def resolve_launcher_kind(profile: Profile, override: str | None = None) -> str:
+    """`auto` is the real SGLang server where a GPU and sglang (or a start command) exist, else the simulator."""
+    kind = override or profile.server.launcher
+    if kind != "auto":
+        return kind
+    has_sglang = importlib.util.find_spec("sglang") is not None or profile.server.command is not None
+    return "sglang" if has_sglang and gpu_count() > 0 else "sim"
+
+
+def resolve_driver(kind: str, override: str | None) -> str:
+    if override and override != "auto":
+        if override == "virtual" and kind != "sim":
+            raise SweepError("--driver virtual needs the simulated server (launcher sim)")
+        return override
+    return "virtual" if kind == "sim" else "http"
+
+
+def model_path(profile: Profile) -> str:
+    p = Path(profile.server.model_path)
+    return str(p if p.is_absolute() or not (ROOT / p).exists() else ROOT / p)
+
+
+def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path, seat: WorkerSeat | None = None) -> Launcher:
+    spec = profile.server.model_copy(update={"model_path": model_path(profile)})
+    if kind == "sim" and driver == "virtual":
+        from sweep.launchers.virtual import VirtualLauncher
+
+        return VirtualLauncher(gpu=spec.sim_gpu, model=spec.sim_model, extra_args=spec.extra_args,
+                               model_path=spec.model_path)
+    if kind == "attach":
+        from sweep.launchers.attach import AttachLauncher
+
+        if not spec.url:
+            raise ProfileError("server.url is required with launcher attach")
+        return AttachLauncher(spec.url)
+    from sweep.launchers.sglang import SGLangLauncher
+
+    if kind == "sim":
+        sim = spec.model_copy(update={"extra_args": [*spec.extra_args, "--sim-gpu", spec.sim_gpu,
+                                                     "--sim-model", spec.sim_model]})
+        return SGLangLauncher(sim, log_dir, module="sglang_sim", simulated=True, drain_s=spec.shutdown_grace_s,
+                              **_seat_args(seat))
+    return SGLangLauncher(spec, log_dir, command_prefix=spec.command, drain_s=spec.shutdown_grace_s,
+                          **_seat_args(seat))
+
+
+def _seat_args(seat: WorkerSeat | None) -> dict[str, Any]:
+    """A worker's GPU group and port range as SGLangLauncher arguments."""
+    if seat is None:
+        return {}
+    return {"gpu_ids": None if seat.gpus is None else list(seat.gpus), "ports": seat.ports,
+            "extra_env": dict(seat.extra_env)}
+
+
+def make_driver(profile: Profile, driver: str, launcher: Launcher, client_procs: int = 1) -> Driver:
+    """The driver for this study; open-loop schedules are seeded from the workload seed."""
+    if driver == "virtual":
+        from sweep.drivers.virtual import VirtualDriver
+
+        return VirtualDriver(seed=profile.workload.seed)
+    from sweep.drivers.http import HttpDriver
+    from sweep.drivers.probes import GpuProbe, MetricsProbe, ProcessProbe
+
+    def probes(handle: ServerHandle, clock: Any) -> list[Any]:
+        out: list[Any] = [MetricsProbe(handle.url or "", headers=handle.headers(), interval_s=1.0, clock=clock),
+                          GpuProbe(interval_s=1.0, clock=clock)]
+        if handle.pid:
+            out.append(ProcessProbe(handle.pid, interval_s=2.0, clock=clock))
+        return out
+
+    # Think time travels with the arrival process the ladder passes to every window.
+    return HttpDriver(api=profile.workload.api, model_name="default", probes=probes, alive=launcher.alive,
+                      seed=profile.workload.seed, client_procs=client_procs,
+                      stall_timeout_s=profile.server.stall_timeout_s)

@@ -1,0 +1,98 @@
+"""`sweep serve`: one page that watches a study from its database (sweep/views/live.py says what it shows).
+
+The page is static HTML + vendored uPlot (sweep/ui/live_static, no build step); the server embeds the current
+state in it and the page polls /state.json. It binds 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from sweep.store import Store
+from sweep.views.live import read_state
+
+STATIC = Path(__file__).resolve().parent / "live_static"
+
+
+def make_app(db_url: str, study: str | None = None) -> Starlette:
+    """The page for `study` (default: the newest study in the database, looked up on every request)."""
+    store = Store(db_url)
+    page = (STATIC / "live.html").read_text()
+
+    def state_json(request: Request) -> str | None:
+        name = request.query_params.get("study") or study
+        row = store.get_study_by_name(name) if name else store.latest_study()
+        return None if row is None else read_state(store, row["id"]).as_json()
+
+    def index(request: Request) -> Response:
+        state = state_json(request)
+        if state is None:
+            # `sweep serve` is often started before the study: this page asks again until the study is there
+            return HTMLResponse(f'<meta http-equiv="refresh" content="2"><p>no study {html.escape(study or "")} in '
+                                "this database yet (this page looks again every 2 s)</p>", status_code=404)
+        title = html.escape(request.query_params.get("study") or study or "newest study")
+        return HTMLResponse(page.replace("__TITLE__", title).replace("__STATE__", state.replace("</", "<\\/")))
+
+    def state(request: Request) -> Response:
+        body = state_json(request)
+        if body is None:
+            return JSONResponse({"error": "no such study"}, status_code=404)
+        return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
+
+    return Starlette(routes=[Route("/", index), Route("/state.json", state),
+                             Mount("/static", StaticFiles(directory=STATIC), name="static")])
+
+
+class LiveServer:
+    """uvicorn serving the page in a background thread (for `--live` beside a running study)."""
+
+    def __init__(self, db_url: str, study: str | None, host: str = "127.0.0.1", port: int = 8765):
+        import uvicorn
+
+        config = uvicorn.Config(make_app(db_url, study), host=host, port=port, log_level="warning",
+                                lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def start(self, timeout_s: float = 10.0) -> str:
+        """Start serving; the page's URL once the socket listens."""
+        self.thread.start()
+        ready = threading.Event()
+        deadline = timeout_s
+        while not self.server.started and self.thread.is_alive() and deadline > 0:
+            ready.wait(0.05)
+            deadline -= 0.05
+        if not self.server.started:
+            raise OSError(f"the live page could not listen on {self.server.config.host}:{self.server.config.port} "
+                          "(in use? port 0 takes a free one: sweep serve --port 0, --live-port 0)")
+        return self.url
+
+    @property
+    def url(self) -> str:
+        sock: Any = self.server.servers[0].sockets[0] if self.server.servers else None
+        port = sock.getsockname()[1] if sock is not None else self.server.config.port
+        return f"http://{self.server.config.host}:{port}/"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=5)
+
+
+def serve(db_url: str, study: str | None, host: str, port: int, say: Any = print) -> None:
+    """Serve in the foreground until Ctrl-C (or SIGTERM); port 0 takes a free port, and the line says which."""
+    live = LiveServer(db_url, study, host, port)
+    say(f"live page {live.start()} (Ctrl-C stops it)")
+    try:
+        while live.thread.is_alive():
+            live.thread.join(timeout=0.5)
+    finally:
+        live.stop()

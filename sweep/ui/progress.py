@@ -1,0 +1,253 @@
+"""What a study prints while it runs: one result line per window, and live bars on a terminal.
+
+On a terminal (stderr is a TTY) two bars sit under the result lines: the study (its steps done of those
+planned) and the current window. Both bars run on the driver's own clock (simulated seconds with the virtual
+driver), and each ETA is the driver's seconds left at the bar's average pace since it started (driver seconds
+per wall second): the study's weighs a final window as 1/fraction screens and the soak as its duration.
+Nothing assumes a width: rich measures the terminal, the bars are narrow and every line fits 80 columns.
+In a pipe (stderr not a TTY) there are no bars: each finished window prints one plain line that starts
+with `[done/total]`.
+
+Every result line says its phase (screen, final or soak) and, with several workers, the worker's name.
+The study count never passes its total: the plan grows when a phase turns out larger than planned and
+shrinks when a ladder stops early.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
+
+from sweep.analysis.run_stats import RunStats
+from sweep.profile import Profile
+
+if TYPE_CHECKING:
+    from sweep.study.ladder import LadderStep, StepStart
+
+WIDE = 120  # at least this many columns: one result line per window, else a head line and a numbers line
+LABEL_CHARS = 34  # a bar's description is cut to this, so the bars fit 80 columns
+
+
+def make_console() -> Console:
+    """stderr, at the terminal's real width; in a pipe, lines are never broken (one line per message)."""
+    console = Console(stderr=True)
+    console.soft_wrap = not console.is_terminal
+    return console
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """Steps the study expects (the screen, or only, ladders; the finals screening promotes; the soak), and
+    their length on the driver's clock."""
+
+    steps: int
+    seconds: float
+
+
+def planned_configs(prof: Profile, phase: str) -> int:
+    """Configurations a phase means to measure: the trial budget (else the grid's size); for the finals after a
+    screen, the share screening promotes (search.promoted's cut of them all)."""
+    from sweep.study.sampler import grid_size
+
+    n = prof.search.n_trials or grid_size(prof.search.space)
+    sc = prof.search.screening
+    return min(n, max(sc.min_keep, math.ceil(sc.keep * n))) if sc.enabled and phase == "final" else n
+
+
+def study_plan(prof: Profile) -> StudyPlan:
+    from sweep.study.ladder import phase_seconds
+
+    per_config = len(prof.ladder)
+    sc = prof.search.screening
+    first = planned_configs(prof, "screen" if sc.enabled else "final") * per_config
+    finals = planned_configs(prof, "final") * per_config if sc.enabled else 0
+    soak = 1 if prof.soak.enabled else 0
+    seconds = (first * phase_seconds(prof, "screen" if sc.enabled else "final")
+               + finals * phase_seconds(prof, "final") + soak * phase_seconds(prof, "soak"))
+    return StudyPlan(first + finals + soak, seconds)
+
+
+def eta_seconds(task: Task) -> float | None:
+    """What is left of a bar at its average pace since it started: driver seconds per wall second over the
+    whole study (launches, and storing a window's records, included), not rich's last 30 s, which ran fast
+    screens' pace into the finals and the soak (ETAs half the time left)."""
+    if task.total is None or task.elapsed is None or task.completed <= 0:
+        return None
+    return max(0.0, task.total - task.completed) * task.elapsed / task.completed
+
+
+def clock(seconds: float | None) -> str:
+    """H:MM:SS, as rich writes a time; -:--:-- when unknown."""
+    if seconds is None:
+        return "-:--:--"
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes // 60:d}:{minutes % 60:02d}:{secs:02d}"
+
+
+class AverageEta(ProgressColumn):
+    """An ETA column at eta_seconds (rich's TimeRemainingColumn is at the last 30 s's pace)."""
+
+    def render(self, task: Task) -> Text:
+        return Text(clock(eta_seconds(task)), style="progress.remaining")
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def result_lines(phase: str, label: str, concurrency: int, stats: RunStats, width: int,
+                 worker: str | None = None, percentiles: tuple[int, int] = (99, 99)) -> list[str]:
+    """A finished window as rich-markup lines: one line when `width` allows, else two that fit 80 columns
+    (when the SLA's failure reasons do not fit beside the head, each gets a line of its own).
+    TTFT and TPOT are shown at the SLA's percentiles (`percentiles`)."""
+    word = "[green]pass[/]" if stats.passes_sla else "[red]fail[/]"
+    why = "" if stats.passes_sla else (stats.sla_failures or "")
+    verdict = f"{word} {escape(why)}".rstrip()
+    who = f"{worker} " if worker else ""
+    load = f"in-flight cap {concurrency}" if phase == "soak" else f"c={concurrency}"
+    head = f"{who}{phase:<6} {label} {load}"
+    pt, pp = percentiles
+    ttft = (getattr(stats, f"ttft_p{pt}_ms", None) or 0) / 1000
+    nums = (f"goodput {stats.goodput_tps or 0:.0f} tok/s  TTFT p{pt} {ttft:.2f} s  "
+            f"TPOT p{pp} {getattr(stats, f'tpot_p{pp}_ms', None) or 0:.1f} ms  thr {stats.output_tps or 0:.0f}  "
+            f"retr {stats.retractions or 0}")
+    if width >= WIDE:
+        return [f"{head}  {nums}  {verdict}"]
+    if Text.from_markup(f"{head}  {verdict}").cell_len <= width:
+        return [f"{head}  {verdict}", f"    {nums}"]
+    return [f"{head}  {word}", f"    {nums}", *(f"    {escape(reason)}" for reason in why.split("; "))]
+
+
+class StudyProgress:
+    """The study's terminal output: result lines always, bars only on a terminal and when `enabled`."""
+
+    def __init__(self, prof: Profile, enabled: bool, console: Console | None = None, worker: str | None = None):
+        self.console = console or make_console()
+        self.worker = worker
+        self.per_config = len(prof.ladder)
+        self.percentiles = (int(prof.sla.ttft_percentile), int(prof.sla.tpot_percentile))
+        self.live = enabled and self.console.is_terminal
+        from sweep.study.ladder import phase_seconds
+
+        plan = study_plan(prof)
+        self.lengths = {phase: phase_seconds(prof, phase) for phase in ("screen", "final", "soak")}
+        # the count says steps; the bar (and so its ETA) runs on the driver's seconds: a final window is
+        # 1/fraction screens long, and the soak is one step of an hour
+        self.total, self.plan_s = plan.steps, plan.seconds
+        self.done, self.done_s = 0, 0.0
+        self.done_in_config = 0
+        self.phase = "screen" if prof.search.screening.enabled else "final"
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=12),
+                                 TextColumn("{task.fields[count]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                                 AverageEta(), console=self.console, disable=not self.live,
+                                 transient=False)
+        self.study: TaskID = self.progress.add_task("study", total=self.plan_s, count=self._count())
+        self.step: TaskID = self.progress.add_task("step", total=1, visible=False, count="")
+        self._timer: threading.Event | None = None
+        self._lock = threading.Lock()  # the tick thread's updates against step_done's
+
+    def _count(self) -> str:
+        return f"{self.done}/{self.total}"
+
+    def _show_study(self, in_step_s: float = 0.0) -> None:
+        self.total = max(self.total, self.done)  # a count never passes its total
+        self.plan_s = max(self.plan_s, self.done_s + in_step_s)
+        self.progress.update(self.study, total=self.plan_s, completed=self.done_s + in_step_s, count=self._count(),
+                             description=_clip(f"study ({self.phase})", LABEL_CHARS))
+
+    def __enter__(self) -> StudyProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self._stop_timer()
+        if exc_type is None:  # the study finished: what ran was the whole plan
+            self.total, self.plan_s = self.done, self.done_s
+            self._show_study()
+        self.progress.update(self.step, visible=False)
+        self.progress.__exit__(None, None, None)
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.set()
+            self._timer = None
+
+    def step_start(self, start: StepStart) -> None:
+        """A window begins: the step bar follows the driver's clock toward warm-up + window + drain."""
+        self._stop_timer()
+        if start.phase != self.phase:
+            self.phase = start.phase
+            self._show_study()
+        if not self.live:
+            return
+        stop = threading.Event()
+        self._timer = stop
+        expected = max(start.expected_s, 1.0)
+        desc = _clip(f"{start.phase} {start.config.label()} c={start.concurrency}", LABEL_CHARS)
+        self.progress.reset(self.step, total=expected, visible=True, description=desc, count=f"0/{expected:.0f} s")
+        t0 = time.monotonic()
+
+        def tick() -> None:
+            last, driver = 0.0, False  # the wall clock only for a driver that never says
+            while not stop.wait(0.25):
+                elapsed = start.elapsed()
+                driver = driver or elapsed is not None
+                # None once the window is over (a soak's hour of records being stored): stay where it was
+                at = elapsed if elapsed is not None else last if driver else time.monotonic() - t0
+                at = last = min(max(at, last), expected)
+                with self._lock:
+                    if stop.is_set():  # the step ended meanwhile: its seconds are in done_s now
+                        return
+                    self.progress.update(self.step, completed=at, count=f"{at:.0f}/{expected:.0f} s")
+                    self._show_study(min(at, self.lengths.get(start.phase, expected)))
+
+        threading.Thread(target=tick, daemon=True).start()
+
+    def step_done(self, config: Any, concurrency: int, step: LadderStep) -> None:
+        phase = step.phase or self.phase
+        with self._lock:
+            self._stop_timer()
+            self.done += 1
+            self.done_s += self.lengths.get(phase, 0.0)
+        if phase != "soak":
+            self.done_in_config += 1
+        self._show_study()
+        lines = result_lines(phase, config.label(), concurrency, step.stats, self.console.width, self.worker,
+                             self.percentiles)
+        if not self.live:  # a pipe: one plain line per window, counted
+            self.console.print("  ".join([escape(f"[{self._count()}] ") + lines[0], *(ln.strip() for ln in lines[1:])]),
+                               markup=True, highlight=False, soft_wrap=True)
+            return
+        for line in lines:
+            self.console.print(line, highlight=False)
+
+    def peer_step_done(self, phase: str) -> None:
+        """A window another worker of the study stored: the study's count and bar are the whole study's."""
+        with self._lock:  # the feed's thread against the tick thread's and step_done's updates
+            self.done += 1
+            self.done_s += self.lengths.get(phase, 0.0)
+            self._show_study()
+
+    def trial_done(self, outcome: Any) -> None:
+        """A ladder stopped early (saturation, pruning, launch failure, reuse): its unrun steps leave the plan."""
+        skipped = max(0, self.per_config - self.done_in_config)
+        self.total = max(self.done, self.total - skipped)
+        self.plan_s = max(self.done_s, self.plan_s - skipped * self.lengths.get(self.phase, 0.0))
+        self.done_in_config = 0
+        self._show_study()

@@ -1,0 +1,229 @@
+"""What the live page shows, read from the store alone: so it works for a finished study, for one running in
+another process and for a study several workers share (PostgreSQL).
+
+- configurations: planned = the profile's trial budget (n_trials, else the grid size); done = configurations
+  whose ladder completed or proved infeasible (screen and final counted apart); running; failed; queued =
+  planned - done - running - failed of the current phase (never below 0); during the finals, screened = the
+  configurations the screen measured.
+- workers: one row per worker that joined the study (sweep/views/workers.py): its label, host and GPU group,
+  whether it runs, what it measures or launches now and how much it finished; a study without worker
+  records (stored before workers existed) has one row, "this study". Each window names its worker and host.
+- curves: every configuration's completed windows by concurrency: goodput, TTFT and TPOT at the SLA's
+  percentiles (the SLA bounds travel with them).
+- failures: configurations that failed (or were found infeasible at launch, out of memory) with their reason,
+  and failed windows.
+- winner: the highest-goodput knee among final ladders (screens when no final exists yet), with its 95% CI.
+- ETA: what is left of every phase (screen, final, soak) on the driver's clock, at the wall seconds a driver
+  second has cost so far (study_eta).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.winner import pick_winner
+from sweep.core.types import ServerConfig
+from sweep.profile import Profile
+from sweep.store import Store
+from sweep.study.ladder import ladder_knee
+from sweep.ui.progress import planned_configs
+from sweep.views.workers import WorkerActivity, activity, worker_labels
+
+DONE = ("completed", "infeasible")
+
+
+@dataclass(frozen=True)
+class Window:
+    run_id: int
+    config: str
+    phase: str
+    concurrency: int
+    worker: str  # the label of the worker that measured it
+    host: str | None
+    gpu: str | None  # the GPU group of its server
+    goodput_tps: float | None
+    ttft_ms: float | None
+    tpot_ms: float | None
+    passes_sla: bool
+
+
+@dataclass(frozen=True)
+class Curve:
+    config_id: int
+    config: str
+    phase: str
+    concurrency: list[int]
+    goodput_tps: list[float | None]
+    ttft_ms: list[float | None]
+    tpot_ms: list[float | None]
+
+
+@dataclass(frozen=True)
+class Failure:
+    config: str
+    what: str  # "launch" | "window c=16" | ...
+    reason: str
+    worker: str = ""  # the worker (and host) it failed on
+
+
+@dataclass(frozen=True)
+class LiveWinner:
+    """The best knee so far, flat for the page's script: its configuration's label and the knee."""
+
+    config: str
+    phase: str
+    concurrency: int
+    goodput_tps: float
+    ci_low: float | None
+    ci_high: float | None
+    reason: str
+
+    @classmethod
+    def of(cls, label: str, knee: ConfigKnee) -> LiveWinner:
+        return cls(label, knee.phase, knee.concurrency, knee.goodput_tps, knee.ci_low, knee.ci_high, knee.reason)
+
+
+@dataclass(frozen=True)
+class LiveState:
+    study: str
+    status: str
+    simulated: bool
+    phase: str  # the phase the counts are of: screen or final
+    sla: dict[str, float]
+    planned: int
+    done: int
+    running: int
+    queued: int
+    failed: int
+    windows_done: int
+    eta_s: float | None
+    winner: LiveWinner | None
+    workers: list[WorkerActivity] = field(default_factory=list)
+    curves: list[Curve] = field(default_factory=list)
+    windows: list[Window] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    screened: int = 0  # during the finals: configurations the screen measured (the counts are the finals')
+
+    def as_json(self) -> str:
+        return json.dumps(asdict(self), default=str)
+
+
+def _label(c: Mapping[str, Any]) -> str:
+    return ServerConfig.from_mapping(c).label()
+
+
+def _seconds(a: Any, b: Any) -> float | None:
+    return (b - a).total_seconds() if isinstance(a, datetime) and isinstance(b, datetime) else None
+
+
+def read_state(store: Store, study_id: int) -> LiveState:
+    study = store.get_study(study_id)
+    if study is None:
+        raise LookupError(f"no study {study_id}")
+    prof = Profile.model_validate_json(study["profile_json"])
+    sla = prof.sla
+    pt, pp = int(sla.ttft_percentile), int(sla.tpot_percentile)
+    configs = [c for c in store.server_configs(study_id) if c["status"] != "aborted"]
+    runs = [r for r in store.study_runs(study_id) if r["status"] != "aborted"]
+    labels = {c["id"]: _label(c) for c in configs}
+    by_id = {c["id"]: c for c in configs}
+    workers = store.workers(study_id) or [{"id": None, "label": "this study", "host": None, "gpus": None,
+                                           "status": "running" if study["status"] == "running" else "done"}]
+    names = worker_labels(w for w in workers if w["id"] is not None)
+
+    windows: list[Window] = []
+    per_config: dict[int, list[dict[str, Any]]] = {}
+    for r in runs:
+        if r["status"] != "completed" or r["server_config_id"] not in by_id:
+            continue
+        windows.append(Window(r["id"], labels[r["server_config_id"]], r["phase"], r["concurrency"],
+                              names.get(r.get("worker_id") or -1, "this study"), r.get("host"),
+                              r.get("gpu_index"), r.get("goodput_tps"), r.get(f"ttft_p{pt}_ms", r.get("ttft_p99_ms")),
+                              r.get(f"tpot_p{pp}_ms", r.get("tpot_p99_ms")), bool(r.get("passes_sla"))))
+        if r["phase"] != "soak":
+            per_config.setdefault(r["server_config_id"], []).append(r)
+
+    curves: list[Curve] = []
+    knees: dict[int, ConfigKnee] = {}
+    for cid, steps in per_config.items():
+        steps.sort(key=lambda r: r["concurrency"])
+        curves.append(Curve(cid, labels[cid], steps[0]["phase"], [r["concurrency"] for r in steps],
+                            [r.get("goodput_tps") for r in steps],
+                            [r.get(f"ttft_p{pt}_ms", r.get("ttft_p99_ms")) for r in steps],
+                            [r.get(f"tpot_p{pp}_ms", r.get("tpot_p99_ms")) for r in steps]))
+        if by_id[cid]["status"] in DONE or study["status"] != "running":
+            knee = ladder_knee(steps, prof.search.flatten_threshold)
+            if knee is not None:
+                knees[cid] = knee
+    best = pick_winner(configs, knees)[0]
+    winner = LiveWinner.of(labels[best.id], best.knee) if best is not None else None
+
+    def where(row: Mapping[str, Any]) -> str:
+        return " on ".join(str(x) for x in (names.get(row.get("worker_id") or -1), row.get("host")) if x)
+
+    # an out-of-memory launch is infeasible, not failed (it counts as done), but it failed with a reason all the same
+    failures = [Failure(labels[c["id"]], ("launch" if not per_config.get(c["id"]) else "ladder")
+                        + ("" if c["status"] == "failed" else f" ({c['status']})"),
+                        c.get("failure_reason") or c.get("stop_reason") or c["status"], where(c))
+                for c in configs if c["status"] == "failed" or c.get("failure_reason")]
+    failures += [Failure(labels.get(r["server_config_id"], "?"), f"{r['phase']} window c={r['concurrency']}",
+                         r.get("reason") or "failed", where(r)) for r in runs if r["status"] == "failed"]
+
+    soaks = {r["server_config_id"] for r in runs if r["phase"] == "soak"}
+    ladder_configs = [c for c in configs if c["id"] not in soaks]
+    phase = "final" if any(r["phase"] == "final" for r in runs) or not prof.search.screening.enabled else "screen"
+    ran_as = {cid: steps[0]["phase"] for cid, steps in per_config.items()}  # a configuration not yet measured: none
+    in_phase = [c for c in ladder_configs if ran_as.get(c["id"], phase) == phase]
+    done = sum(c["status"] in DONE for c in in_phase)
+    running = sum(c["status"] in ("running", "pending") for c in in_phase)
+    failed = sum(c["status"] == "failed" for c in in_phase)
+    planned = max(planned_configs(prof, phase), done + running + failed)  # a count never passes its total
+    queued = 0 if study["status"] != "running" else max(0, planned - done - running - failed)
+    screened = 0 if phase != "final" else sum(c["status"] in DONE for c in ladder_configs
+                                              if ran_as.get(c["id"]) == "screen")
+
+    lengths = [len(per_config[c["id"]]) for c in ladder_configs if c["status"] in DONE and c["id"] in per_config]
+    soak_runs = {r["status"] for r in runs if r["phase"] == "soak"}
+    soak_left = 0.0 if not prof.soak.enabled or "completed" in soak_runs else 0.5 if "running" in soak_runs else 1.0
+    eta = None
+    if study["status"] == "running":
+        eta = study_eta(prof, phase, queued, running, lengths, soak_left, runs)
+    return LiveState(study["name"], study["status"], bool(study["simulated"]), phase,
+                     {"ttft_ms": float(sla.ttft_ms), "tpot_ms": float(sla.tpot_ms), "ttft_percentile": pt,
+                      "tpot_percentile": pp}, planned, done, running, queued, failed, len(windows), eta, winner,
+                     activity(workers, configs, runs, _label), curves, windows, failures, screened)
+
+
+def study_eta(prof: Profile, phase: str, queued: int, running: int, steps: list[int], soak_left: float,
+              runs: list[dict[str, Any]]) -> float | None:
+    """Wall seconds to the end of the study, None before a window has finished.
+
+    What is left of every phase (this one's queued configurations, half of those running, the finals that
+    screening will promote, the soak's share not run; a ladder as long as the finished ones were, `steps`) in
+    seconds of the driver's clock, times the wall seconds a driver second has cost so far (a worker's span over
+    its windows' driver seconds, so launches count), the ladders spread over the configurations running."""
+    from sweep.study.ladder import phase_seconds
+
+    driver_s = 0.0
+    first: dict[int | None, datetime] = {}
+    last: dict[int | None, datetime] = {}
+    for r in runs:
+        if r["status"] == "completed" and isinstance(r.get("finished_at"), datetime):
+            who = r.get("worker_id")
+            driver_s += phase_seconds(prof, r["phase"])
+            first[who] = min(first.get(who, r["started_at"]), r["started_at"])
+            last[who] = max(last.get(who, r["finished_at"]), r["finished_at"])
+    wall_s = sum(_seconds(first[w], last[w]) or 0.0 for w in first)
+    if driver_s <= 0 or wall_s <= 0:
+        return None
+    per_config = sum(steps) / len(steps) if steps else len(prof.ladder)
+    ladders = (queued + running / 2) * per_config * phase_seconds(prof, phase)
+    if phase == "screen":
+        ladders += planned_configs(prof, "final") * per_config * phase_seconds(prof, "final")
+    left = ladders / max(1, running) + soak_left * phase_seconds(prof, "soak")
+    return left * wall_s / driver_s

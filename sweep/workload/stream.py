@@ -1,0 +1,142 @@
+"""The study's request stream: made on demand, never replayed on one server unless the profile asks.
+
+Request number i of a study is a pure function of (workload profile, i) (sweep.workload.requests.make_block), so
+the stream needs no pool: a driver asks a view for its k-th request and the view answers request start + k.
+
+Where each ladder starts, and why: every configuration's ladder starts at position 0 and each step continues
+where the previous step of that ladder stopped (the highest position it used + 1, warm-up included). So
+  - no request is sent twice to one server instance (steps of one ladder share the server: a repeat would be
+    a prefix-cache hit the workload does not contain, and the hit rate would climb up the ladder);
+  - every configuration is offered the same requests in the same order from its first step, which is the
+    fair comparison: a later step's start depends on how many requests the earlier steps completed, but the
+    requests themselves are the same stream. Sending the same requests to two configurations is no hidden
+    cache effect, because each configuration runs on its own freshly launched server.
+A coupled ladder (one relaunch per step) continues the stream across its relaunches like any ladder.
+
+workload.replay (off by default) restores the old pool: the first workload.num_requests requests, cycled.
+A dataset is finite: without replay each entry is sent at most once per ladder, and a ladder that needs more
+entries than the file holds stops the study with StreamExhausted (one line, naming workload.replay); with
+replay the entries cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from sweep.core.errors import WorkloadError
+from sweep.core.types import RequestRecord, RequestSpec
+from sweep.profile import Workload
+from sweep.workload.lexicon import SIM, Lexicon
+from sweep.workload.media import POOL_SIZE
+from sweep.workload.requests import BLOCK, WorkloadParts, make_block, warm_media_pool, workload_parts
+
+KEEP_BLOCKS = 64  # blocks a view keeps: a closed loop's users draw positions close together
+
+
+class StreamExhausted(WorkloadError):
+    """A finite dataset ran out and the profile does not allow replaying it."""
+
+
+class RequestStream:
+    """A view of the study's request stream from position `start`: view.at(k) is request start + k.
+
+    Picklable (spawned client processes get it with the requests already made for them by prefetch).
+    """
+
+    def __init__(self, w: Workload, base_dir: Path | None = None, *, lexicon: Lexicon = SIM,
+                 pool_size: int = POOL_SIZE, start: int = 0, parts: WorkloadParts | None = None):
+        self.workload = w
+        self.base_dir = base_dir
+        self.lexicon = lexicon
+        self.pool_size = pool_size
+        self.start = start
+        self.parts = parts if parts is not None else workload_parts(w, base_dir, lexicon)
+        self._made: dict[int, RequestSpec] = {}  # prefetched requests by position
+        self._blocks: dict[int, list[RequestSpec]] = {}  # recently made blocks by block number
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled for spawned clients with the prefetched requests, without the block cache (made again there)."""
+        return {**self.__dict__, "_blocks": {}}
+
+    @property
+    def capacity(self) -> int | None:
+        """Positions one ladder may use: None (unlimited) for a generated or replayed stream, else the entries."""
+        if self.workload.replay or self.parts.items is None:
+            return None
+        return len(self.parts.items)
+
+    def content_of(self, position: int) -> int:
+        """Which request of the workload fills a stream position (differs from it only under replay)."""
+        if self.workload.replay:
+            pool = len(self.parts.items) if self.parts.items is not None else self.workload.num_requests
+            return position % pool
+        return position
+
+    def at(self, k: int) -> RequestSpec:
+        """The view's k-th request; StreamExhausted past the end of a dataset that may not be replayed."""
+        pos = self.start + k
+        spec = self._made.get(pos)
+        if spec is None:
+            cap = self.capacity
+            if cap is not None and pos >= cap:
+                assert self.workload.dataset is not None
+                raise StreamExhausted(
+                    f"{self.workload.dataset.path}: the dataset holds {cap} entries and this server's ladder "
+                    "needed more; set workload.replay: true to send entries again, or shorten the window or "
+                    "the ladder")
+            spec = self._content(self.content_of(pos))
+            if spec.index != pos:  # a replayed request: its content again, at a new position
+                spec = replace(spec, index=pos)
+        return spec
+
+    def _content(self, c: int) -> RequestSpec:
+        """Request c of the workload, from the block it is made in (the last few blocks are kept)."""
+        b = c // BLOCK
+        block = self._blocks.get(b)
+        if block is None:
+            if len(self._blocks) >= KEEP_BLOCKS:
+                self._blocks.pop(next(iter(self._blocks)))
+            block = self._blocks[b] = make_block(self.workload, self.parts, b, lexicon=self.lexicon,
+                                                 pool_size=self.pool_size)
+        return block[c - b * BLOCK]
+
+    def prefetch(self, n: int) -> None:
+        """Make the view's first n requests now (before a window), so a driver's loop does not make them.
+
+        The whole media pool of every modality the mix sends is encoded too (tens of ms per image): a request
+        beyond the prefetched ones then costs only its text, never an encode inside the window.
+        """
+        warm_media_pool(self.workload, self.pool_size)
+        cap = self.capacity
+        last = self.start + n if cap is None else min(self.start + n, cap)
+        for pos in range(self.start, last):
+            if pos not in self._made:
+                self._made[pos] = self.at(pos - self.start)
+
+    def starting_at(self, position: int) -> RequestStream:
+        """A view from `position` sharing this stream's parts (the made requests stay with this view)."""
+        return RequestStream(self.workload, self.base_dir, lexicon=self.lexicon, pool_size=self.pool_size,
+                             start=position, parts=self.parts)
+
+
+Requests = Sequence[RequestSpec] | RequestStream
+
+
+def spec_at(specs: Requests, k: int) -> RequestSpec:
+    """A window's k-th request: from a stream view, or cycling a plain list (tests and benches pass lists)."""
+    if isinstance(specs, RequestStream):
+        return specs.at(k)
+    return specs[k % len(specs)]
+
+
+def view_from(specs: Requests, position: int) -> Requests:
+    """The stream from `position` on; a plain list is always used from its start (it cycles)."""
+    return specs.starting_at(position) if isinstance(specs, RequestStream) else specs
+
+
+def next_position(records: Sequence[RequestRecord], position: int) -> int:
+    """Where the next step starts: past the highest stream position this window used (index = position)."""
+    return max((r.index + 1 for r in records), default=position)
+
