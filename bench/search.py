@@ -39,7 +39,8 @@ from bench.search_oracle import (
 )
 from sweep.core.types import ServerConfig
 from sweep.profile import Profile
-from sweep.study.sampler import grid, make_sampler, suggest
+from sweep.profile.grid import grid
+from sweep.study.sampler import make_sampler, suggest
 from sweep.study.search import CONSTRAINT_ATTR, FEASIBLE_ATTR, promoted
 
 SEEDS = int(os.environ.get("BENCH_SEARCH_SEEDS", "20"))
@@ -220,7 +221,7 @@ def replay(oracle: Oracle, strategy: Strategy, seed: int, screening: bool, prune
     strategy(screen, lambda: False, seed)
     sc = profile.search.screening
     values = [(p, v) for p, v in screened if v is not None]
-    for params in promoted(values, sc.keep, sc.min_keep):  # best screened first, as Search._finals
+    for params in promoted(values, sc):  # best screened first, as Search._finals
         bill.measure(params, "final")
         if bill.hit:
             break

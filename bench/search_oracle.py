@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from sweep.analysis.knee import find_knee
+from sweep.analysis.ladder_steps import LadderStep, step_points
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import KNOB_NAMES, RequestSpec, ServerConfig
 from sweep.profile import Profile
-from sweep.study.ladder import LadderStep, saturated, step_points
-from sweep.study.sampler import grid
+from sweep.profile.grid import grid
+from sweep.study.ladder import saturated
 
 CACHE_VERSION = "v1"
 CACHE_DIR = Path(os.environ.get("BENCH_SEARCH_CACHE", "/tmp/sweep-bench-search"))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.cli.commands import main
+from sweep.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = ROOT / "tests" / "fixtures" / "bad_profiles"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.cli.commands import main
+from sweep.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = str(ROOT / "profiles" / "smoke.yaml")

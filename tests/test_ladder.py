@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig, WindowResult
 from sweep.launchers.base import ServerHandle, StopReport
 from sweep.profile import RateArrival, load_profile
 from sweep.store import Store
-from sweep.study.ladder import LadderOutcome, LadderRunner, LadderStep
+from sweep.study.ladder import LadderOutcome, LadderRunner
 from sweep.study.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.workload.lexicon import for_model
 from sweep.workload.stream import RequestStream

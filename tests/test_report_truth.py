@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from sweep.analysis.soak import judge
 from sweep.profile import Soak, load_profile
 from sweep.report.document import write_report
 from sweep.report.winner import launch_command, shape_only
 from sweep.store import Store
 from sweep.study.orchestrator import KneeRun, Orchestrator
-from sweep.study.soak import judge
 from sweep.views.context import study_context
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ from typing import Any
 
 from sweep.analysis.knee import StepPoint, knee_goodput_ci
 from sweep.core.types import ServerConfig
-from sweep.profile import load_profile
+from sweep.profile import Screening, load_profile
 from sweep.study.ladder import LadderOutcome
 from sweep.study.orchestrator import Orchestrator
 from sweep.study.search import Search, promoted
@@ -81,8 +81,8 @@ def test_screening_measures_every_config_short_and_only_the_top_share_long(tmp_p
 
 def test_promoted_keeps_at_least_min_keep() -> None:
     vals = [({"a": 1}, 5.0), ({"a": 2}, 9.0), ({"a": 3}, 1.0)]
-    assert promoted(vals, 0.1, 1) == [{"a": 2}]
-    assert promoted(vals, 0.5, 1) == [{"a": 2}, {"a": 1}]
+    assert promoted(vals, Screening(keep=0.1, min_keep=1)) == [{"a": 2}]
+    assert promoted(vals, Screening(keep=0.5, min_keep=1)) == [{"a": 2}, {"a": 1}]
 
 
 def test_screening_end_to_end_separates_phases_in_store_and_report(tmp_path: Path, sqlite_url: str) -> None:

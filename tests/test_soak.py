@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.soak import judge, slope_per_min, soak_rate
 from sweep.core.types import Sample
 from sweep.profile import Soak, load_profile
-from sweep.study.soak import judge, slope_per_min, soak_rate
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"

@@ -24,10 +24,11 @@ from types import SimpleNamespace
 import pyte
 from rich.console import Console
 
+from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig
 from sweep.profile import load_profile
-from sweep.study.ladder import LadderStep, StepStart
+from sweep.study.ladder import StepStart
 from sweep.ui.progress import StudyProgress, eta_seconds, result_lines
 
 ROOT = Path(__file__).resolve().parent.parent

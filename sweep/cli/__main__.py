@@ -2,6 +2,6 @@
 
 import sys
 
-from sweep.cli.commands import main
+from sweep.cli import main
 
 sys.exit(main())

@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 
+from sweep.cli.app import DEFAULT_DB, console, db_url, emit_rows, load_profile_arg
 from sweep.core import interrupt
 from sweep.core.errors import SweepError, UsageError
 from sweep.profile import Profile
@@ -90,7 +91,6 @@ def stored_profile(db: str, study: str, overrides: list[str], folder: Path | Non
 
 def register(app: typer.Typer) -> None:
     """Add `worker` and `study` to the sweep command."""
-    from sweep.cli.commands import DEFAULT_DB, console, db_url
     from sweep.ui.progress import StudyProgress
 
     @app.command()
@@ -112,7 +112,7 @@ def register(app: typer.Typer) -> None:
                                                        "paths are looked up there, then in the working directory")
                ) -> None:
         """Join a study and measure its configurations until it is done or this worker's budget is spent."""
-        from sweep.analysis.winner import WorkerSeat
+        from sweep.launchers.placement import WorkerSeat
         from sweep.store import Store
         from sweep.study.orchestrator import Orchestrator
 
@@ -152,10 +152,9 @@ def register(app: typer.Typer) -> None:
                launcher: str | None = typer.Option(None, help="override server.launcher: sglang | sim | attach"),
                set_: list[str] = typer.Option([], "--set", help="override a profile field: key.path=value")) -> None:
         """Store a study (profile, fingerprint) without measuring: start workers with `sweep worker`."""
-        from sweep.cli.commands import _load
         from sweep.study.orchestrator import Orchestrator
 
-        prof = _load(profile, list(set_))
+        prof = load_profile_arg(profile, list(set_))
         from sweep.fleet.shared_study import create_study
 
         sid = create_study(Orchestrator(prof, db_url(db), Path("reports"), launcher_kind=launcher, driver=driver),
@@ -173,7 +172,6 @@ def register(app: typer.Typer) -> None:
         """Every worker of a study: host, GPU group, status and what it measures or launches now."""
         from dataclasses import asdict
 
-        from sweep.cli.commands import _emit
         from sweep.core.types import ServerConfig
         from sweep.store import Store
         from sweep.views.workers import activity
@@ -184,7 +182,7 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"no study named {study} in {_shown(db)}")
             rows = activity(store.workers(row["id"]), store.server_configs(row["id"]),
                             store.study_runs(row["id"]), lambda c: ServerConfig.from_mapping(c).label())
-        _emit([asdict(a) for a in rows], ["worker", "host", "gpus", "status", "now", "windows_done", "configs_done"],
+        emit_rows([asdict(a) for a in rows], ["worker", "host", "gpus", "status", "now", "windows_done", "configs_done"],
               fmt)
 
     app.add_typer(study_app, name="study")
@@ -203,9 +201,8 @@ def _shown(db: str) -> str:
 def knee_on_gpus(orch: Any, gpus: str, per_server: int | None, study: str | None, resume: bool, url: str,
                  out: Path, launcher: str | None, driver: str, client_procs: int) -> Any:
     """`sweep sweep --gpus ...`: the study created (or resumed) here, one worker process per GPU group."""
-    from sweep.analysis.winner import required_gpus
-    from sweep.cli.commands import console
     from sweep.fleet import gpus as fleet
+    from sweep.launchers.placement import required_gpus
 
     ids = parse_gpus(gpus)
     if ids is None:

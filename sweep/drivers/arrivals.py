@@ -9,11 +9,11 @@ so a slow client or a full in-flight cap cannot hide queueing (coordinated omiss
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 
 from sweep.profile import ClosedArrival, GammaArrival, OpenArrival, RateArrival, TraceArrival, Window
+from sweep.profile.trace import load_trace
 
 _BLOCK = 4096
 
@@ -26,30 +26,6 @@ def is_open(arrival: object) -> bool:
 def rng_for(seed: int, step: int) -> np.random.Generator:
     """The schedule RNG of one ladder step: numpy Generator seeded from (workload seed, step)."""
     return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(step) & 0xFFFFFFFF, 0x5EED])
-
-
-def load_trace(path: str | Path, time_scale: float = 1.0) -> np.ndarray:
-    """Send offsets from a file of timestamps (one per line or first CSV column; '#' comments), from 0."""
-    vals: list[float] = []
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
-        text = line.split("#", 1)[0].strip()
-        if not text:
-            continue
-        first = text.replace("\t", ",").split(",")[0].strip()
-        try:
-            vals.append(float(first))
-        except ValueError:
-            if not vals and n == 1:
-                continue  # a CSV header
-            raise ValueError(f"{path}:{n}: not a timestamp: {first!r}") from None
-    if not vals:
-        raise ValueError(f"{path}: no timestamps")
-    arr = np.asarray(vals, dtype=float)
-    if np.any(np.diff(arr) < 0):
-        raise ValueError(f"{path}: timestamps must be non-decreasing")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{path}: timestamps must be finite")
-    return (arr - arr[0]) * time_scale
 
 
 def _gaps(arrival: OpenArrival, rng: np.random.Generator, n: int) -> np.ndarray:

@@ -20,12 +20,12 @@ from typing import Any
 
 import httpx
 
-from sweep.analysis.winner import required_gpus
 from sweep.core.errors import LaunchError
 from sweep.core.types import KNOB_NAMES, ServerConfig
 from sweep.launchers import flags, keyshim, procs
 from sweep.launchers.base import READY_LINE, LauncherKind, ServerHandle, SpawnCallback, StopReport
 from sweep.launchers.launch_record import spawn_record
+from sweep.launchers.placement import required_gpus
 from sweep.launchers.server_log import ServerExited, check_alive, classify_failure, read_tail, redact
 from sweep.profile import ServerSpec
 

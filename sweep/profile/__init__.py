@@ -30,7 +30,6 @@ from pydantic import (
 )
 
 from sweep.core.errors import ProfileError
-from sweep.launchers.flags import owned_flags_in
 from sweep.profile.base import (
     DAY_S,
     MAX_CONCURRENCY,
@@ -132,6 +131,8 @@ class ServerSpec(_Strict):
     @field_validator("extra_args")
     @classmethod
     def _no_owned_flags(cls, v: list[str]) -> list[str]:
+        from sweep.launchers.flags import owned_flags_in  # the engine dialect (sweep/engines) takes this over
+
         owned = owned_flags_in(v)
         if owned:
             raise ValueError(f"{', '.join(owned)}: set by the launcher, not by extra_args "

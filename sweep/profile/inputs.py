@@ -47,7 +47,7 @@ def find_input(folder: Path | None, where: str, field: str, raw: str, hint: str 
 
 def _check_trace(where: str, arrival: TraceArrival) -> None:
     """The trace file parses (timestamps, non-decreasing, finite): its problem is the profile's, at load time."""
-    from sweep.drivers.arrivals import load_trace
+    from sweep.profile.trace import load_trace
 
     try:
         load_trace(arrival.file, arrival.time_scale)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -104,6 +105,11 @@ class Screening(_Strict):
     fraction: float = Field(0.25, gt=0, le=1, description="screen window = window.measure_seconds x fraction")
     keep: float = Field(0.25, gt=0, le=1, description="share of feasible screened configurations measured fully")
     min_keep: int = Field(1, ge=1, le=MAX_GRID, description="at least this many configurations get a final ladder")
+
+    def kept(self, n: int) -> int:
+        """How many of `n` screened configurations get a final ladder: the top `keep` share, at least
+        `min_keep`, at most all of them (the one cut formula: the search and the study plan both use it)."""
+        return min(n, max(self.min_keep, math.ceil(self.keep * n)))
 
 
 class Search(_Strict):

@@ -15,6 +15,7 @@ from sweep.report.tables import ci_text as _ci
 from sweep.report.tables import configs_table, modality_table, steps_table
 from sweep.report.tables import fmt as _fmt
 from sweep.report.winner import winner_lines
+from sweep.views.steps import measured_steps
 from sweep.views.study import StudyContext
 
 SIM_BANNER = ("> **SIMULATED** — these numbers come from sweep's simulated SGLang server, not from a GPU. "
@@ -38,27 +39,6 @@ CONTRACT: dict[str, Callable[[StudyContext], Any]] = {
     "preemption count": lambda c: _all(c, "retractions"),
     "peak GPU memory": lambda c: _all(c, "peak_gpu_mem_mib"),
 }
-
-
-# The per-step fields of the contract, by the runs columns that fill them.
-STEP_FIELDS = {"mean throughput": ("output_tps",), "TTFT P50/P99": ("ttft_p50_ms", "ttft_p99_ms"),
-               "TPOT P50/P99": ("tpot_p50_ms", "tpot_p99_ms"), "goodput": ("goodput_tps",),
-               "cache hit rate": ("cache_hit_rate",), "preemption count": ("retractions",),
-               "peak GPU memory": ("peak_gpu_mem_mib",)}
-
-
-def measured_steps(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The steps a conclusion can rest on: completed, not the soak, with at least one completed request (a
-    step whose every request failed has no latency to report: its error rate is its data, not a gap)."""
-    return [r for r in runs if r["status"] == "completed" and r.get("phase") != "soak"
-            and (r.get("n_completed") is None or r["n_completed"] > 0)]
-
-
-def config_missing(runs: list[dict[str, Any]]) -> list[str]:
-    """Per-step contract fields that one configuration's measured steps cannot fill."""
-    steps = measured_steps(runs)
-    return [name for name, cols in STEP_FIELDS.items()
-            if not steps or any(r.get(col) is None for r in steps for col in cols)]
 
 
 def _all(ctx: StudyContext, col: str) -> bool:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sweep.analysis.knee import ConfigKnee, KneeResult, StepPoint, find_knee, knee_goodput_ci
+from sweep.analysis.knee import KneeResult, find_knee
+from sweep.analysis.ladder_steps import LadderStep, step_points
 from sweep.analysis.measure import compute_stats
 from sweep.analysis.run_stats import RunStats
 from sweep.core import interrupt
@@ -17,28 +18,11 @@ from sweep.core.types import SERVER_DIED, Placement, RequestRecord, ServerConfig
 from sweep.drivers import Driver
 from sweep.launchers.base import Launcher, ServerHandle
 from sweep.profile import Arrival, Profile, Window
+from sweep.profile.phases import phase_window
 from sweep.store import Store
 from sweep.study.launch import Launch, launch_status
 from sweep.study.step_inputs import StepInputs
 from sweep.workload.stream import Requests, StreamExhausted
-
-
-@dataclass(frozen=True)
-class LadderStep:
-    """One completed window of a ladder: its runs row, its load and its statistics."""
-
-    run_id: int
-    concurrency: int
-    phase: str  # screen | final | soak
-    stats: RunStats
-    server_config_id: int | None = None  # the launch it ran on (coupled mode: one launch per step)
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> LadderStep:
-        """A stored `runs` row (or a run_summary row) as a step."""
-        return cls(run_id=int(row["id"] if "id" in row else row["run_id"]), concurrency=int(row["concurrency"]),
-                   phase=str(row.get("phase") or "final"), stats=RunStats.from_row(row),
-                   server_config_id=row.get("server_config_id"))
 
 
 @dataclass
@@ -76,23 +60,6 @@ class StepStart:
     elapsed: Callable[[], float | None]
 
 
-def phase_window(profile: Profile, phase: str) -> Window:
-    """The measured window of a phase: screening shortens measure_seconds by the profile's fraction, the soak
-    measures for soak.duration_s, a final measures the profile's window."""
-    w = profile.window
-    if phase == "soak":
-        return w.model_copy(update={"measure_seconds": profile.soak.duration_s})
-    if phase != "screen":
-        return w
-    return w.model_copy(update={"measure_seconds": w.measure_seconds * profile.search.screening.fraction})
-
-
-def phase_seconds(profile: Profile, phase: str) -> float:
-    """A window of `phase` on the driver's clock: warm-up + measured + drain."""
-    w = phase_window(profile, phase)
-    return w.warmup_seconds + w.measure_seconds + w.drain_seconds
-
-
 StartCallback = Callable[[StepStart], None]
 StopCheck = Callable[[int, LadderStep], bool]  # step index, step -> True stops the ladder (pruning)
 StepJudge = Callable[[WindowResult, RunStats], str]  # a window and its stats -> the run's verdict line
@@ -119,35 +86,6 @@ def orchestrator_failure(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt):
         return f"interrupted by {interrupt.received(exc).name}"
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
-
-
-def step_points(steps: Sequence[LadderStep]) -> list[StepPoint]:
-    """Ladder steps to knee inputs."""
-    return [StepPoint(concurrency=s.concurrency, goodput_rps=(st := s.stats).goodput_rps or 0.0,
-                      goodput_tps=st.goodput_tps or 0.0, throughput_tps=st.output_tps or 0.0,
-                      ttft_p99_ms=st.ttft_p99_ms or 0.0, retractions=st.retractions or 0,
-                      passes=bool(st.passes_sla), goodput_ci_low=_ci_tps(st, st.goodput_ci_low),
-                      goodput_ci_high=_ci_tps(st, st.goodput_ci_high)) for s in steps]
-
-
-def ladder_knee(rows: Sequence[Mapping[str, Any]], flatten_threshold: float) -> ConfigKnee | None:
-    """The knee of one configuration's completed ladder steps (stored runs rows of one phase), with its goodput
-    interval; None when no step passes the SLA."""
-    points = step_points([LadderStep.from_row(r) for r in rows])
-    k = find_knee(points, flatten_threshold)
-    if k.point is None:
-        return None
-    lo, hi = knee_goodput_ci(points, flatten_threshold)
-    return ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
-                      rows[0].get("phase") or "final", k.reason, rows[k.index or 0].get("throughput_rps"))
-
-
-def _ci_tps(stats: RunStats, v: float | None) -> float | None:
-    """measure's goodput interval is in requests/s; scale it to output tok/s by the step's tokens per request."""
-    rps, tps = stats.goodput_rps, stats.goodput_tps
-    if v is None or not rps or tps is None:
-        return None
-    return float(v) * float(tps) / float(rps)
 
 
 def saturated(stats: RunStats, previous: RunStats | None) -> str | None:

@@ -10,8 +10,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Protocol
 
-from sweep.analysis.winner import Winner, WorkerSeat, detect
+from sweep.analysis.winner import Winner
 from sweep.core.errors import ProfileError, SweepError, UsageError
+from sweep.launchers.placement import WorkerSeat, detect
 from sweep.profile import Profile
 from sweep.report.document import ReportFiles, write_report
 from sweep.store import Store

@@ -6,11 +6,12 @@ from collections.abc import Callable
 from datetime import datetime
 
 from sweep.analysis.knee import find_knee
+from sweep.analysis.ladder_steps import LadderStep, step_points
 from sweep.core.errors import SweepError
 from sweep.core.types import ServerConfig
 from sweep.profile import Profile
 from sweep.store import Store
-from sweep.study.ladder import LadderOutcome, LadderStep, step_points
+from sweep.study.ladder import LadderOutcome
 from sweep.study.recovery import clean_after_dead
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,13 +11,15 @@ from typing import Any
 import optuna
 from sqlalchemy.exc import SQLAlchemyError
 
+from sweep.analysis.ladder_steps import LadderStep
 from sweep.core.errors import StoreError
 from sweep.core.types import ServerConfig
-from sweep.profile import Profile
+from sweep.profile import Profile, Screening
+from sweep.profile.grid import grid, grid_size
 from sweep.study import liveness
-from sweep.study.ladder import LadderOutcome, LadderRunner, LadderStep, orchestrator_failure
+from sweep.study.ladder import LadderOutcome, LadderRunner, orchestrator_failure
 from sweep.study.liveness import WorkerIdentity
-from sweep.study.sampler import grid, grid_size, make_sampler, suggest
+from sweep.study.sampler import make_sampler, suggest
 
 FEASIBLE_ATTR = "feasible"
 CONSTRAINT_ATTR = "constraint"  # <= 0 feasible, > 0 infeasible (Optuna's convention)
@@ -65,10 +66,10 @@ class StudyResult:
         return max(feasible, key=lambda o: o.value or 0.0) if feasible else None
 
 
-def promoted(values: list[tuple[dict[str, Any], float]], keep: float, min_keep: int) -> list[dict[str, Any]]:
-    """Successive halving's cut: the top `keep` share (at least min_keep) of feasible screened configurations."""
+def promoted(values: list[tuple[dict[str, Any], float]], screening: Screening) -> list[dict[str, Any]]:
+    """Successive halving's cut (`Screening.kept`) of the feasible screened configurations, best first."""
     ranked = sorted(values, key=lambda pv: -pv[1])
-    n = max(min_keep, math.ceil(keep * len(ranked)))
+    n = screening.kept(len(ranked))
     seen: list[dict[str, Any]] = []
     for params, _ in ranked:
         if params not in seen:
@@ -293,7 +294,7 @@ class Search:
         sc = self.profile.search.screening
         values = [(dict(t.params), float(t.value)) for t in self._complete()
                   if t.user_attrs.get(FEASIBLE_ATTR) and t.value is not None]
-        cut = promoted(values, sc.keep, sc.min_keep)
+        cut = promoted(values, sc)
         if not cut:
             return
         study = self._phase_study(":final", "final", len(cut))

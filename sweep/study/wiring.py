@@ -6,10 +6,10 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from sweep.analysis.winner import WorkerSeat
 from sweep.core.errors import ProfileError, SweepError
 from sweep.drivers import Driver
 from sweep.launchers.base import Launcher, ServerHandle
+from sweep.launchers.placement import WorkerSeat
 from sweep.launchers.procs import gpu_count
 from sweep.profile import Profile
 

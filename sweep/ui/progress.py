@@ -15,10 +15,8 @@ shrinks when a ladder stops early.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -36,9 +34,11 @@ from rich.text import Text
 
 from sweep.analysis.run_stats import RunStats
 from sweep.profile import Profile
+from sweep.views.plan import study_plan
 
 if TYPE_CHECKING:
-    from sweep.study.ladder import LadderStep, StepStart
+    from sweep.analysis.ladder_steps import LadderStep
+    from sweep.study.ladder import StepStart
 
 WIDE = 120  # at least this many columns: one result line per window, else a head line and a numbers line
 LABEL_CHARS = 34  # a bar's description is cut to this, so the bars fit 80 columns
@@ -49,38 +49,6 @@ def make_console() -> Console:
     console = Console(stderr=True)
     console.soft_wrap = not console.is_terminal
     return console
-
-
-@dataclass(frozen=True)
-class StudyPlan:
-    """Steps the study expects (the screen, or only, ladders; the finals screening promotes; the soak), and
-    their length on the driver's clock."""
-
-    steps: int
-    seconds: float
-
-
-def planned_configs(prof: Profile, phase: str) -> int:
-    """Configurations a phase means to measure: the trial budget (else the grid's size); for the finals after a
-    screen, the share screening promotes (search.promoted's cut of them all)."""
-    from sweep.study.sampler import grid_size
-
-    n = prof.search.n_trials or grid_size(prof.search.space)
-    sc = prof.search.screening
-    return min(n, max(sc.min_keep, math.ceil(sc.keep * n))) if sc.enabled and phase == "final" else n
-
-
-def study_plan(prof: Profile) -> StudyPlan:
-    from sweep.study.ladder import phase_seconds
-
-    per_config = len(prof.ladder)
-    sc = prof.search.screening
-    first = planned_configs(prof, "screen" if sc.enabled else "final") * per_config
-    finals = planned_configs(prof, "final") * per_config if sc.enabled else 0
-    soak = 1 if prof.soak.enabled else 0
-    seconds = (first * phase_seconds(prof, "screen" if sc.enabled else "final")
-               + finals * phase_seconds(prof, "final") + soak * phase_seconds(prof, "soak"))
-    return StudyPlan(first + finals + soak, seconds)
 
 
 def eta_seconds(task: Task) -> float | None:
@@ -143,7 +111,7 @@ class StudyProgress:
         self.per_config = len(prof.ladder)
         self.percentiles = (int(prof.sla.ttft_percentile), int(prof.sla.tpot_percentile))
         self.live = enabled and self.console.is_terminal
-        from sweep.study.ladder import phase_seconds
+        from sweep.profile.phases import phase_seconds
 
         plan = study_plan(prof)
         self.lengths = {phase: phase_seconds(prof, phase) for phase in ("screen", "final", "soak")}

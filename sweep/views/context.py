@@ -9,17 +9,17 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.ladder_steps import ladder_knee
 from sweep.analysis.winner import pick_winner, rank_by_hardware
 from sweep.core.errors import SweepError
 from sweep.core.types import ServerConfig
 from sweep.profile import Profile, Search, Soak
-from sweep.report.document import config_missing
 from sweep.store import Store
-from sweep.study.ladder import ladder_knee
+from sweep.views.steps import config_missing
 from sweep.views.study import StudyContext, TrialPoint, build_view
 
 if TYPE_CHECKING:
-    from sweep.study.soak import SoakVerdict
+    from sweep.analysis.soak import SoakVerdict
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def stored_profile(profile_json: str) -> Profile | None:
 
 def soak_verdicts(store: Store, runs: list[dict[str, Any]], soak: Soak) -> dict[int, SoakVerdict]:
     """Each completed soak run's verdict, recomputed from its stored samples (the verdict is pure)."""
-    from sweep.study.soak import judge
+    from sweep.analysis.soak import judge
 
     return {r["id"]: judge(store.samples_for_run(r["id"]), soak, r.get("sla_failures")) for r in runs
             if r.get("phase") == "soak" and r["status"] == "completed"}

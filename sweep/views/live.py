@@ -26,12 +26,12 @@ from datetime import datetime
 from typing import Any
 
 from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.ladder_steps import ladder_knee
 from sweep.analysis.winner import pick_winner
 from sweep.core.types import ServerConfig
 from sweep.profile import Profile
 from sweep.store import Store
-from sweep.study.ladder import ladder_knee
-from sweep.ui.progress import planned_configs
+from sweep.views.plan import planned_configs
 from sweep.views.workers import WorkerActivity, activity, worker_labels
 
 DONE = ("completed", "infeasible")
@@ -207,7 +207,7 @@ def study_eta(prof: Profile, phase: str, queued: int, running: int, steps: list[
     screening will promote, the soak's share not run; a ladder as long as the finished ones were, `steps`) in
     seconds of the driver's clock, times the wall seconds a driver second has cost so far (a worker's span over
     its windows' driver seconds, so launches count), the ladders spread over the configurations running."""
-    from sweep.study.ladder import phase_seconds
+    from sweep.profile.phases import phase_seconds
 
     driver_s = 0.0
     first: dict[int | None, datetime] = {}

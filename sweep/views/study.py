@@ -20,7 +20,7 @@ from sweep.core.types import KNOB_NAMES
 from sweep.profile import Profile
 
 if TYPE_CHECKING:
-    from sweep.study.soak import SoakVerdict  # soak imports the ladder and its drivers
+    from sweep.analysis.soak import SoakVerdict
 
 BRACKETING_STATUSES = ("completed", "failed")  # a failed step above the knee still bounds it
 MODALITY_ORDER = {"text": 0, "image": 1, "video": 2, "audio": 3}

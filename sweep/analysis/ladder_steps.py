@@ -1,0 +1,58 @@
+"""A ladder's completed windows as knee inputs: `LadderStep` (one stored runs row and its statistics), the
+steps as `StepPoint`s, and the knee of one configuration's stored steps with its goodput interval (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sweep.analysis.knee import ConfigKnee, StepPoint, find_knee, knee_goodput_ci
+from sweep.analysis.run_stats import RunStats
+
+
+@dataclass(frozen=True)
+class LadderStep:
+    """One completed window of a ladder: its runs row, its load and its statistics."""
+
+    run_id: int
+    concurrency: int
+    phase: str  # screen | final | soak
+    stats: RunStats
+    server_config_id: int | None = None  # the launch it ran on (coupled mode: one launch per step)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> LadderStep:
+        """A stored `runs` row (or a run_summary row) as a step."""
+        return cls(run_id=int(row["id"] if "id" in row else row["run_id"]), concurrency=int(row["concurrency"]),
+                   phase=str(row.get("phase") or "final"), stats=RunStats.from_row(row),
+                   server_config_id=row.get("server_config_id"))
+
+
+def step_points(steps: Sequence[LadderStep]) -> list[StepPoint]:
+    """Ladder steps to knee inputs."""
+    return [StepPoint(concurrency=s.concurrency, goodput_rps=(st := s.stats).goodput_rps or 0.0,
+                      goodput_tps=st.goodput_tps or 0.0, throughput_tps=st.output_tps or 0.0,
+                      ttft_p99_ms=st.ttft_p99_ms or 0.0, retractions=st.retractions or 0,
+                      passes=bool(st.passes_sla), goodput_ci_low=_ci_tps(st, st.goodput_ci_low),
+                      goodput_ci_high=_ci_tps(st, st.goodput_ci_high)) for s in steps]
+
+
+def ladder_knee(rows: Sequence[Mapping[str, Any]], flatten_threshold: float) -> ConfigKnee | None:
+    """The knee of one configuration's completed ladder steps (stored runs rows of one phase), with its goodput
+    interval; None when no step passes the SLA."""
+    points = step_points([LadderStep.from_row(r) for r in rows])
+    k = find_knee(points, flatten_threshold)
+    if k.point is None:
+        return None
+    lo, hi = knee_goodput_ci(points, flatten_threshold)
+    return ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
+                      rows[0].get("phase") or "final", k.reason, rows[k.index or 0].get("throughput_rps"))
+
+
+def _ci_tps(stats: RunStats, v: float | None) -> float | None:
+    """measure's goodput interval is in requests/s; scale it to output tok/s by the step's tokens per request."""
+    rps, tps = stats.goodput_rps, stats.goodput_tps
+    if v is None or not rps or tps is None:
+        return None
+    return float(v) * float(tps) / float(rps)

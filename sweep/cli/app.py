@@ -1,0 +1,99 @@
+"""What every verb of the `sweep` command shares: the typer app, the console, the database argument, the profile
+argument with its `--set` overrides, and rows printed as a table, JSON or CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sweep.core.errors import ProfileError, UsageError
+from sweep.core.types import KNOB_LABELS
+from sweep.profile import Profile, load_profile, resolve_profile_path
+from sweep.ui.progress import make_console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Find the SLA-constrained goodput knee of an SGLang server configuration.")
+
+
+console = make_console()
+
+
+DEFAULT_DB = "sqlite:///results.db"
+
+
+def db_url(db: str) -> str:
+    """A bare path is a SQLite file; anything with :// is an SQLAlchemy URL."""
+    return db if "://" in db else f"sqlite:///{db}"
+
+
+def load_profile_arg(profile: str, overrides: list[str]) -> Profile:
+    parsed: dict[str, Any] = {}
+    for item in overrides:
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip("."):
+            raise ProfileError(f"--set {item!r}: expected key.path=value")
+        try:
+            parsed[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            parsed[key] = raw
+    return load_profile(resolve_profile_path(profile), parsed)
+
+
+def since_arg(raw: str | None) -> datetime | None:
+    if raw is None:
+        return None
+    units = {"d": "days", "h": "hours", "m": "minutes"}
+    if raw[-1:] in units and raw[:-1].isdigit():
+        return datetime.now() - timedelta(**{units[raw[-1]]: int(raw[:-1])})
+    try:
+        return datetime.fromisoformat(raw)
+    except ValueError:
+        raise UsageError(f"--since {raw!r}: expected an ISO date or a span like 7d / 12h") from None
+
+
+# Table headers short enough that a terminal shows them whole; json/csv keep the column names.
+SHORT = {"run_id": "run", "study_name": "study", "profile_name": "profile", "simulated": "sim",
+         **KNOB_LABELS, "concurrency": "conc", "output_tps": "out tok/s",
+         "goodput_tps": "goodput tok/s", "ttft_p50_ms": "TTFT p50 ms", "ttft_p99_ms": "TTFT p99 ms",
+         "tpot_p99_ms": "TPOT p99 ms", "cache_hit_rate": "cache hit", "retractions": "retr",
+         "passes_sla": "SLA", "phase": "phase", "started_at": "started (UTC)", "worker_id": "worker id",
+         "gpu_index": "GPU"}
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, datetime):
+        return v.strftime("%Y-%m-%d %H:%M:%S")
+    return str(v)
+
+
+def emit_rows(rows: list[dict[str, Any]], cols: list[str], fmt: str) -> None:
+    if fmt == "json":
+        typer.echo(json.dumps(rows, default=str, indent=2))
+    elif fmt == "csv":
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+        typer.echo(buf.getvalue().rstrip("\n"))
+    elif fmt == "table":
+        t = Table()
+        for c in cols:
+            t.add_column(SHORT.get(c, c), no_wrap=True)
+        for r in rows:
+            t.add_row(*[_cell(r.get(c)) for c in cols])
+        Console(width=250).print(t)
+    else:
+        raise UsageError(f"--format {fmt!r}: expected table, json or csv")

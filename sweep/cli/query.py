@@ -1,0 +1,123 @@
+"""The verbs that read a study: `sweep runs`, `show`, `report`, `compare` and `serve` (the live page)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sweep.cli.app import DEFAULT_DB, app, console, db_url, emit_rows, since_arg
+from sweep.core.errors import SweepError, UsageError
+from sweep.core.types import KNOB_NAMES
+
+if TYPE_CHECKING:
+    from sweep.report.document import CompareSide  # the report imports matplotlib: only for `sweep compare`
+
+@app.command()
+def serve(db: str = typer.Option(DEFAULT_DB, help="results database (path or SQLAlchemy URL)"),
+          study: str | None = typer.Option(None, help="the study to watch (default: the newest in the database)"),
+          host: str = typer.Option("127.0.0.1", help="address to bind (another than 127.0.0.1 exposes the page)"),
+          port: int = typer.Option(8765, help="port (0: any free port)")) -> None:
+    """Serve the live page of a study: progress, ladder curves against the SLA, winner, failures, ETA."""
+    from sweep.ui.live import serve as serve_page
+
+    serve_page(db_url(db), study, host, port, say=lambda line: console.print(line, highlight=False))
+
+
+@app.command()
+def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: str | None = None,
+         since: str | None = typer.Option(None, help="ISO date or e.g. 7d, 12h"), status: str | None = None,
+         fmt: str = typer.Option("table", "--format", help="table | json | csv"),
+         limit: int | None = typer.Option(None)) -> None:
+    """List past runs (one row per measured ladder step)."""
+    from sweep.store import Store
+    from sweep.views.workers import with_worker_labels, worker_labels
+
+    store = Store(db_url(db), create=False)
+    rows = store.list_runs(study=study, profile=profile, since=since_arg(since), status=status, limit=limit)
+    labels = {k: v for sid in {r["study_id"] for r in rows} for k, v in worker_labels(store.workers(sid)).items()}
+    rows = with_worker_labels(rows, labels)  # which worker measured each step, as progress lines name it
+    cols = ["run_id", "study_name", "profile_name", "simulated", "driver", *KNOB_NAMES, "phase", "concurrency",
+            "status", "output_tps", "goodput_tps", "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate",
+            "retractions", "passes_sla", "started_at", "worker", "worker_id", "host", "gpu_index"]
+    emit_rows(rows, cols, fmt)
+
+
+@app.command()
+def show(run_id: int, db: str = typer.Option(DEFAULT_DB),
+         fmt: str = typer.Option("table", "--format", help="table | json")) -> None:
+    """Show one run: its configuration, window and every stat."""
+    from sweep.store import Store
+
+    row = Store(db_url(db), create=False).get_run(run_id)
+    if row is None:
+        raise SweepError(f"no run {run_id} in {db}")
+    if fmt == "json":
+        typer.echo(json.dumps(row, default=str, indent=2))
+        return
+    t = Table(title=f"run {run_id}" + (" [SIMULATED]" if row.get("simulated") else ""))
+    t.add_column("field")
+    t.add_column("value")
+    for k, v in row.items():
+        t.add_row(k, "" if v is None else str(v))
+    Console().print(t)
+
+
+@app.command()
+def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Option(Path("reports")),
+           rank_mixed_hardware: bool = typer.Option(False, help="rank configurations measured on different GPU "
+                                                    "models together (their knees are not comparable)")) -> None:
+    """Rewrite the report of a stored study."""
+    from sweep.report.document import write_report
+    from sweep.store import Store
+    from sweep.views.context import study_context
+
+    store = Store(db_url(db), create=False)
+    s = store.get_study_by_name(study)
+    if s is None:
+        raise SweepError(f"no study named {study} in {db}")
+    files = write_report(study_context(store, s["id"], rank_mixed_hardware), out / study)
+    console.print(f"report {files.markdown}")
+
+
+@app.command()
+def compare(a: str = typer.Argument(..., help="run id or study name"),
+            b: str = typer.Argument(..., help="run id or study name"),
+            db: str = typer.Option(DEFAULT_DB), force: bool = typer.Option(False, help="compare across workloads"),
+            out: Path | None = typer.Option(None, help="also write the comparison as markdown here")) -> None:
+    """Two runs or two studies side by side; refuses when their workload fingerprints differ (unless --force)."""
+    from sweep.report.document import compare_markdown
+    from sweep.store import Store
+
+    store = Store(db_url(db), create=False)
+    left, right = _side(store, a), _side(store, b)
+    if left.fingerprint != right.fingerprint:
+        msg = (f"{a} and {b} ran different workloads (fingerprint {left.fingerprint} vs {right.fingerprint}): "
+               "their numbers are not comparable")
+        if not force:
+            raise UsageError(f"{msg}; pass --force to compare anyway")
+        console.print(f"[bold red on yellow]WARNING: {msg}. Comparing anyway because of --force.[/]")
+    text = compare_markdown(left, right, forced=left.fingerprint != right.fingerprint)
+    if out is not None:
+        out.write_text(text)
+    typer.echo(text)
+
+
+def _side(store: Any, ref: str) -> CompareSide:
+    """A comparison side from a run id or a study name."""
+    from sweep.report.document import CompareSide
+    from sweep.views.context import study_context
+
+    if ref.isdigit():
+        run = store.get_run(int(ref))
+        if run is None:
+            raise SweepError(f"no run {ref}")
+        return CompareSide(f"run {ref}", run["fingerprint"], run=run)
+    s = store.get_study_by_name(ref)
+    if s is None:
+        raise SweepError(f"no run or study named {ref}")
+    return CompareSide(ref, s["fingerprint"], ctx=study_context(store, s["id"]))

@@ -1,0 +1,176 @@
+"""The verbs that measure: `sweep knee` (the whole study), `ladder`, `crosscheck`, `doctor` and `profile-schema`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from sweep.cli.app import DEFAULT_DB, app, console, db_url, load_profile_arg
+from sweep.core import interrupt
+from sweep.core.errors import LaunchError, UsageError
+from sweep.core.types import KNOB_NAMES, ServerConfig
+from sweep.profile import check_study_name, is_loopback
+from sweep.ui.progress import StudyProgress
+
+if TYPE_CHECKING:
+    pass  # the report imports matplotlib: only for `sweep compare`
+
+
+
+@app.command()
+def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name or YAML path"),
+         db: str = typer.Option(DEFAULT_DB, help="results database (path or SQLAlchemy URL)"),
+         driver: str = typer.Option("auto", help="auto | http | virtual"),
+         launcher: str | None = typer.Option(None, help="override server.launcher: sglang | sim | attach"),
+         study: str | None = typer.Option(None, help="study name (default: profile + timestamp)"),
+         resume: bool = typer.Option(False, help="continue an interrupted study of this name"),
+         out: Path = typer.Option(Path("reports"), help="where reports and server logs go"),
+         set_: list[str] = typer.Option([], "--set", help="override a profile field: key.path=value"),
+         progress: bool = typer.Option(True, help="rich progress bars with ETA on stderr"),
+         soak: bool | None = typer.Option(None, help="force the winner's soak on/off (default: the profile's)"),
+         client_procs: int = typer.Option(1, "--client-procs", min=1,
+                                          help="HTTP driver: shard the load over N client processes"),
+         crosscheck: bool = typer.Option(False, "--crosscheck",
+                                         help="after every window, measure the same step with a reference client"),
+         live: bool = typer.Option(False, "--live", help="serve the live page on 127.0.0.1 while the study runs"),
+         live_port: int = typer.Option(8765, "--live-port", help="the live page's port (0: any free port)"),
+         gpus: str | None = typer.Option(None, help="one worker per GPU group of this host on one study, e.g. 0,1,2,3"),
+         gpus_per_server: int | None = typer.Option(None, "--gpus-per-server", min=1,
+                                                    help="GPUs per server with --gpus (default: tp x dp)")) -> None:
+    """Search the profile's space, climb the ladder per configuration, name the knee, write the report."""
+    extra = [] if soak is None else [f"soak.enabled={json.dumps(soak)}"]
+    extra += ["crosscheck.enabled=true"] if crosscheck else []
+    prof = load_profile_arg(profile, list(set_) + extra)
+    if study is not None:
+        check_study_name(study)
+    from sweep.study.orchestrator import (
+        Orchestrator,  # heavy (optuna, matplotlib): after the cheap input checks
+    )
+    if not is_loopback(prof.server.host):
+        console.print(f"[bold yellow]warning[/]: the server listens on {prof.server.host} "
+                      "(server.allow_non_loopback_host): other hosts can reach it")
+    orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
+                        client_procs=client_procs)
+    page = None
+    if live:
+        from sweep.ui.live import LiveServer
+
+        page = LiveServer(db_url(db), study, port=live_port)
+        console.print(f"live page {page.start()}")
+    try:
+        with interrupt.stop_like_sigint():
+            if gpus is not None:
+                from sweep.cli.workers import knee_on_gpus
+
+                run = knee_on_gpus(orch, gpus, gpus_per_server, study, resume, db_url(db), out, launcher, driver,
+                                   client_procs)
+            else:
+                with StudyProgress(prof, progress, console) as bars:
+                    run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done,
+                                    on_step_start=bars.step_start, on_trial=bars.trial_done)
+    finally:
+        if page is not None:
+            page.stop()
+    win = run.winner
+    tag = " [SIMULATED]" if run.simulated else ""
+    for f in run.failures:
+        console.print(f"[red]{escape(f.failure_class)}[/] {escape(f.label)}: {escape(f.reason[:400])}", highlight=False)
+    if not run.measured and run.failures:
+        raise LaunchError(f"every configuration failed ({len(run.failures)}), nothing was measured; "
+                          f"study {run.study_name}, report {run.report.markdown}")
+    if win is None:
+        console.print(f"[bold red]no configuration passed the SLA{tag}[/]")
+    elif run.report.missing:
+        pass  # the contract line below says why no knee is named
+    else:
+        k = win.knee
+        ci = "" if k.ci_low is None or k.ci_high is None else f", 95% CI {k.ci_low:.0f}–{k.ci_high:.0f}"
+        knobs = " ".join(f"{a}={b}" for a, b in win.config.knobs().items()) or "the server's defaults"
+        console.print(f"[bold green]knee{tag}[/]: {knobs} at "
+                      f"concurrency {k.concurrency}, goodput {k.goodput_tps:.0f} output tok/s{ci} ({k.reason})")
+    if run.report.missing:
+        console.print(f"[yellow]report contract not met, no conclusion drawn: missing {', '.join(run.report.missing)}[/]")
+    console.print(f"study {run.study_name} (id {run.study_id}) in {db}; report {run.report.markdown}"
+                  + (f" and {run.report.html}" if run.report.html else ""))
+
+
+app.command("sweep", help="Overnight alias of knee: resumes the named study after an interruption.")(knee)
+
+
+@app.command()
+def ladder(profile: str = typer.Option(..., "--profile", "-p"),
+           config: str = typer.Option("", help="knobs, e.g. max_running_requests=64,mem_fraction_static=0.8"),
+           db: str = typer.Option(DEFAULT_DB), driver: str = typer.Option("auto"),
+           launcher: str | None = typer.Option(None), out: Path = typer.Option(Path("reports")),
+           set_: list[str] = typer.Option([], "--set"),
+           client_procs: int = typer.Option(1, "--client-procs", min=1),
+           crosscheck: bool = typer.Option(False, "--crosscheck",
+                                           help="after every window, measure the same step with a reference client"),
+           study: str | None = typer.Option(None, help="study name (default: profile + timestamp)")) -> None:
+    """Climb the ladder for one server configuration (no search, no screening, no soak)."""
+    given: dict[str, str] = {}
+    for part in filter(None, config.split(",")):
+        key, _, raw = part.partition("=")
+        if key not in KNOB_NAMES:
+            raise UsageError(f"--config: unknown knob {key!r} (knobs: {', '.join(KNOB_NAMES)})")
+        given[key] = raw
+    try:
+        knobs = ServerConfig.from_mapping(given).knobs()
+    except ValueError as exc:
+        raise UsageError(f"--config: {exc}") from None
+    space = {k: [v] for k, v in knobs.items()}
+    knee(profile=profile, db=db, driver=driver, launcher=launcher, study=study, resume=False, out=out,
+         set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
+                            "search.screening.enabled=false"],
+         progress=True, soak=False, client_procs=client_procs, crosscheck=crosscheck, live=False, live_port=0,
+         gpus=None, gpus_per_server=None)
+
+
+@app.command("crosscheck")
+def crosscheck_cmd(profile: str = typer.Option(..., "--profile", "-p"),
+                   config: str = typer.Option("", help="knobs, e.g. max_running_requests=64,mem_fraction_static=0.8"),
+                   db: str = typer.Option(DEFAULT_DB), driver: str = typer.Option("auto", help="auto | http"),
+                   launcher: str | None = typer.Option(None), out: Path = typer.Option(Path("reports")),
+                   set_: list[str] = typer.Option([], "--set"),
+                   reference: str | None = typer.Option(None, help="auto | h11 | bench_serving "
+                                                        "(default: the profile's crosscheck.reference)"),
+                   study: str | None = typer.Option(None, help="study name (default: profile + timestamp)"),
+                   client_procs: int = typer.Option(1, "--client-procs", min=1)) -> None:
+    """Climb one configuration's ladder; after each window an independent client measures the same step."""
+    if reference is not None and reference not in ("auto", "h11", "bench_serving"):
+        raise UsageError(f"--reference {reference!r}: expected auto, h11 or bench_serving")
+    extra = [f"crosscheck.reference={reference}"] if reference else []
+    ladder(profile=profile, config=config, db=db, driver=driver, launcher=launcher, out=out,
+           set_=list(set_) + extra, client_procs=client_procs, crosscheck=True, study=study)
+
+
+@app.command("profile-schema")
+def profile_schema(out: Path = typer.Option(Path("docs/profile.md"), help="where the reference goes ('-': stdout)")
+                   ) -> None:
+    """Write the profile reference (every field, its default and meaning) from the pydantic models."""
+    from sweep.profile.doc import reference
+
+    text = reference()
+    if str(out) == "-":
+        typer.echo(text, nl=False)
+        return
+    out.write_text(text)
+    console.print(f"wrote {out}")
+
+
+@app.command()
+def doctor(profile: str = typer.Option("interactive", "--profile", "-p"), db: str = typer.Option(DEFAULT_DB)) -> None:
+    """Check GPUs, sglang and its flags, leftover server processes, ports and the database."""
+    from sweep.study.doctor import render, run_doctor
+
+    checks = run_doctor(load_profile_arg(profile, []), db_url(db))
+    render(checks, Console())
+    if any(c.ok is False for c in checks):
+        raise typer.Exit(1)
+
+

@@ -1,0 +1,40 @@
+"""What a study plans to measure: configurations per phase and steps with their length on the driver's clock,
+read by the terminal's bars and the live page's ETA."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sweep.profile import Profile
+from sweep.profile.grid import grid_size
+from sweep.profile.phases import phase_seconds
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """Steps the study expects (the screen, or only, ladders; the finals screening promotes; the soak), and
+    their length on the driver's clock."""
+
+    steps: int
+    seconds: float
+
+
+def planned_configs(prof: Profile, phase: str) -> int:
+    """Configurations a phase means to measure: the trial budget (else the grid's size); for the finals after a
+    screen, the share screening promotes (search.promoted's cut of them all)."""
+
+    n = prof.search.n_trials or grid_size(prof.search.space)
+    sc = prof.search.screening
+    return sc.kept(n) if sc.enabled and phase == "final" else n
+
+
+def study_plan(prof: Profile) -> StudyPlan:
+
+    per_config = len(prof.ladder)
+    sc = prof.search.screening
+    first = planned_configs(prof, "screen" if sc.enabled else "final") * per_config
+    finals = planned_configs(prof, "final") * per_config if sc.enabled else 0
+    soak = 1 if prof.soak.enabled else 0
+    seconds = (first * phase_seconds(prof, "screen" if sc.enabled else "final")
+               + finals * phase_seconds(prof, "final") + soak * phase_seconds(prof, "soak"))
+    return StudyPlan(first + finals + soak, seconds)
