@@ -53,16 +53,16 @@ class Paths:
 class MetricNames:
     """How the engine's /metrics names map onto sweep's canonical names (sweep.analysis.server_metrics).
 
-    A sample's name loses its `prefix` (e.g. "sglang:"); an engine name found in `aliases` is read as the
-    canonical name it maps to (where the server does not also export the canonical one)."""
+    A sample's name loses the engine's `prefix` (e.g. "sglang:"); an engine name found in `aliases` is read as
+    the canonical name it maps to (where the server does not also export the canonical one)."""
 
     prefix: str
     aliases: Mapping[str, str] = field(default_factory=dict)
     sim_gpu_gauge: str | None = None  # a simulated server's GPU-memory gauge (real servers: NVML instead)
 
     def strip(self, name: str) -> str:
-        """A sample name without the engine's prefix (any `ns:` prefix, the Prometheus namespace form)."""
-        return name.split(":", 1)[1] if ":" in name else name
+        """A sample name without the engine's prefix (names without it, e.g. python_gc_*, stay as they are)."""
+        return name[len(self.prefix):] if self.prefix and name.startswith(self.prefix) else name
 
     def older_names_of(self, canonical: Iterable[str]) -> set[str]:
         """The engine names that alias to any of the canonical names."""
