@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sweep.core.errors import LaunchError
+from sweep.engines import flags_in_argv
 from sweep.launchers import flags
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -70,7 +71,7 @@ def test_every_bad_flag_is_named_and_nonsense_has_no_suggestion(help23: str) -> 
 
 
 def test_values_are_not_flags() -> None:
-    assert flags.flags_in_argv(["--a", "-1", "--b=-2", "-0.5", "x", "-h"]) == ["--a", "--b", "-h"]
+    assert flags_in_argv(["--a", "-1", "--b=-2", "-0.5", "x", "-h"]) == ["--a", "--b", "-h"]
 
 
 def test_help_text_is_cached_per_command(tmp_path: Path) -> None:

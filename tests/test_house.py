@@ -13,7 +13,7 @@ import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT = Path(sys.executable).with_name("lint-imports")
-LAYER_FOLDERS = ("core", "profile", "analysis", "workload", "launchers", "store", "drivers", "views", "report",
+LAYER_FOLDERS = ("core", "engines", "profile", "analysis", "workload", "launchers", "store", "drivers", "views", "report",
                  "study", "ui", "fleet", "cli")
 
 

@@ -11,6 +11,7 @@ import pytest
 from sglang_sim.cli import POLICIES
 from sglang_sim.params import EngineKnobs
 from sweep.core.types import KNOB_LABELS, KNOB_NAMES, SCHEDULE_POLICIES, ServerConfig, _knob
+from sweep.engines import SGLANG
 from sweep.launchers.sglang import KEPT_INFO, pick_server_info
 from sweep.profile import Space
 from sweep.store.models import KNOB_COLUMNS, ServerConfigRow
@@ -50,12 +51,12 @@ def test_schedule_policies_are_sglangs_and_the_simulators() -> None:
     assert Space(schedule_policy=["shortest-prefill-first"]).schedule_policy == ["shortest-prefill-first"]
 
 
-def test_to_args_is_the_one_flag_spelling() -> None:
+def test_knob_args_is_the_one_flag_spelling() -> None:
     cfg = ServerConfig(max_running_requests=64, chunked_prefill_size=-1, schedule_policy="lpm")
-    assert cfg.to_args() == ["--max-running-requests", "64", "--chunked-prefill-size", "-1",
+    assert SGLANG.knob_args(cfg) == ["--max-running-requests", "64", "--chunked-prefill-size", "-1",
                              "--schedule-policy", "lpm"]
     assert cfg.label() == "mrr=64 chunk=-1 policy=lpm"
-    assert ServerConfig().label() == "defaults" and ServerConfig().to_args() == []
+    assert ServerConfig().label() == "defaults" and SGLANG.knob_args(ServerConfig()) == []
 
 
 def test_from_mapping_types_each_knob_and_ignores_other_keys() -> None:
@@ -80,6 +81,6 @@ def test_a_fifth_knob_is_one_more_field() -> None:
         max_prefill_tokens: int | None = _knob("prefill", int)
 
     cfg = WithFifth.from_mapping({"max_prefill_tokens": "8192", "max_running_requests": 4})
-    assert cfg.to_args() == ["--max-running-requests", "4", "--max-prefill-tokens", "8192"]
+    assert SGLANG.knob_args(cfg) == ["--max-running-requests", "4", "--max-prefill-tokens", "8192"]
     assert cfg.label() == "mrr=4 prefill=8192"
     assert cfg.columns()["max_prefill_tokens"] == 8192 and cfg.key() != ServerConfig(max_running_requests=4).key()

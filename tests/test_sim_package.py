@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sglang_sim import cli as sim_cli
 from sweep.core.types import ServerConfig
-from sweep.launchers.base import READY_LINE
+from sweep.engines import SGLANG
 from sweep.launchers.sglang import SGLangLauncher
 from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import ServerSpec
@@ -37,7 +37,7 @@ def test_the_simulator_imports_nothing_from_sweep_or_launchers() -> None:
 
 
 def test_the_simulator_prints_the_ready_line_launchers_wait_for() -> None:
-    assert sim_cli.READY_LINE == READY_LINE
+    assert sim_cli.READY_LINE == SGLANG.ready_line
 
 
 def test_virtual_launcher_gives_the_engine_the_configs_knobs_and_the_profiles_extra_args() -> None:

@@ -1,6 +1,5 @@
 """Pure functions over measurements: a window's statistics (`measure`), the client's self-check, `/metrics`
-parsing, the cross-check judge, the knee of a ladder, the winner rule and the soak verdict. No I/O.
-"""
+parsing, the cross-check judge, the knee of a ladder, the winner rule and the soak verdict. No I/O."""
 
 from sweep.analysis.crosscheck import (
     CrossCheck,
@@ -34,10 +33,8 @@ from sweep.analysis.measure import (
 from sweep.analysis.measure_client import client_stats
 from sweep.analysis.run_stats import COLUMNS, ClientStats, RunStats
 from sweep.analysis.server_metrics import (
-    ALIASES,
     HISTOGRAM_SOURCE,
     SAMPLED,
-    SIM_GPU_GAUGE,
     MetricsSnapshot,
     buckets_as_samples,
     histogram_delta,
@@ -50,12 +47,12 @@ from sweep.analysis.soak import SoakVerdict, judge, slope_per_min, soak_rate
 from sweep.analysis.winner import HardwareRanking, Winner, hardware_lines, pick_winner, rank_by_hardware
 
 __all__ = [
-    "ALIASES", "COLUMNS", "ClientStats", "ConfigKnee", "CrossCheck", "HISTOGRAM_SOURCE", "HardwareRanking",
-    "KneeResult", "LadderStep", "MetricsSnapshot", "RunStats", "SAMPLED", "SIM_GPU_GAUGE", "SoakVerdict",
-    "StepPoint", "Tolerance", "Winner", "buckets_as_samples", "client_stats", "compare_runs",
-    "compute_stats", "e2e_ms", "find_knee", "gain_per_doubling", "hardware_lines", "histogram_check",
-    "histogram_delta", "histogram_quantile", "histogram_samples", "histograms_from_samples", "in_window",
-    "itl_gaps_ms", "judge", "knee_goodput_ci", "ladder_knee", "loop_lag_limit_ms", "only_names",
-    "pareto_front", "parse_metrics", "percentile", "pick_winner", "quantile_bucket", "rank_by_hardware",
-    "server_checks", "slope_per_min", "soak_rate", "step_points", "succeeded", "ttft_ms",
+    "COLUMNS", "ClientStats", "ConfigKnee", "CrossCheck", "HISTOGRAM_SOURCE", "HardwareRanking",
+    "KneeResult", "LadderStep", "MetricsSnapshot", "RunStats", "SAMPLED", "SoakVerdict", "StepPoint",
+    "Tolerance", "Winner", "buckets_as_samples", "client_stats", "compare_runs", "compute_stats", "e2e_ms",
+    "find_knee", "gain_per_doubling", "hardware_lines", "histogram_check", "histogram_delta",
+    "histogram_quantile", "histogram_samples", "histograms_from_samples", "in_window", "itl_gaps_ms",
+    "judge", "knee_goodput_ci", "ladder_knee", "loop_lag_limit_ms", "only_names", "pareto_front",
+    "parse_metrics", "percentile", "pick_winner", "quantile_bucket", "rank_by_hardware", "server_checks",
+    "slope_per_min", "soak_rate", "step_points", "succeeded", "ttft_ms",
 ]

@@ -1,7 +1,9 @@
-"""What SGLang's /metrics says, as sweep reads it: names (with aliases across versions), parsing, histogram deltas.
+"""What a server's /metrics says, as sweep reads it: canonical names, parsing, histogram deltas.
 
-The one home of the server metric names sweep samples and counts, and of the pure functions over a /metrics text:
-parse_metrics, histogram_delta, and the stored form of a window's histograms (samples with source "histogram").
+The one home of the canonical metric names sweep samples and counts (SGLang 0.5.x's names, without a prefix) and
+of the pure functions over a /metrics text: parse_metrics, histogram_delta, and the stored form of a window's
+histograms (samples with source "histogram"). How an engine's own names map onto them (prefix, aliases across
+versions) is the engine's dialect (sweep.engines: Dialect.metrics).
 """
 
 from __future__ import annotations
@@ -14,20 +16,10 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from sweep.core.types import Sample
+from sweep.engines import MetricNames, default
 
 Buckets = list[tuple[float, float]]
 
-# Older / blog-post names -> the canonical (SGLang 0.5.x) name our code reads.
-ALIASES: dict[str, str] = {
-    "num_waiting_reqs": "num_queue_reqs",
-    "gpu_cache_usage_perc": "token_usage",
-    "gpu_cache_usage_percent": "token_usage",
-    "prefix_cache_hit_rate": "cache_hit_rate",
-    "gpu_prefix_cache_hit_rate": "cache_hit_rate",
-    "total_retracted_reqs": "num_retracted_requests_total",  # 0.4.x gauge, cumulative since start
-    "num_prefill_infight_queue_reqs": "num_prefill_inflight_queue_reqs",
-    "num_prefill_prealloc_queue_reqs": "num_prefill_bootstrap_queue_reqs",
-}
 # Canonical names that are fractions 0..1; an alias reporting > 1 is taken as a percentage.
 FRACTIONS = {"token_usage", "cache_hit_rate"}
 # What MetricsProbe samples over time by default (gauges plus the retraction counter for storms).
@@ -42,8 +34,6 @@ SAMPLED: tuple[str, ...] = (
     "new_token_ratio",
     "num_retracted_requests_total",
 )
-# Only the simulated server exports this; real SGLang never does (GPU memory comes from NVML there).
-SIM_GPU_GAUGE = "sim_gpu_memory_used_mib"
 # Counters a window reads at its start and end (WindowResult.counters_start / counters_end).
 COUNTERS: tuple[str, ...] = (
     "prompt_tokens_total",
@@ -67,7 +57,7 @@ class Histogram:
 
 @dataclass
 class MetricsSnapshot:
-    """One /metrics scrape: scalar values and histograms by canonical name (no `sglang:` prefix)."""
+    """One /metrics scrape: scalar values and histograms by canonical name (no engine prefix)."""
 
     values: dict[str, float] = field(default_factory=dict)
     histograms: dict[str, Histogram] = field(default_factory=dict)
@@ -83,16 +73,14 @@ class MetricsSnapshot:
         return {n: self.values[n] for n in COUNTERS if n in self.values}
 
 
-def _strip(name: str) -> str:
-    return name.split(":", 1)[1] if ":" in name else name
-
-
-def only_names(text: str, names: frozenset[str]) -> str:
-    """The sample lines of `text` whose metric name (without `sglang:`) is one of `names`, comments dropped.
+def only_names(text: str, names: frozenset[str], dialect: MetricNames | None = None) -> str:
+    """The sample lines of `text` whose metric name (without the engine's prefix) is one of `names`, comments
+    dropped.
 
     prometheus_client's parser takes 40-100 ms for a whole real SGLang scrape (mostly histogram buckets'
     labels); a probe that needs a few gauges parses just their lines, and keeps the event loop free.
     """
+    strip = (dialect or default().metrics).strip
     keep = []
     for line in text.splitlines():
         if not line or line[0] == "#":
@@ -102,13 +90,16 @@ def only_names(text: str, names: frozenset[str]) -> str:
             i = line.find(stop)
             if 0 <= i < end:
                 end = i
-        if _strip(line[:end]) in names:
+        if strip(line[:end]) in names:
             keep.append(line)
     return "\n".join(keep) + "\n"
 
 
-def parse_metrics(text: str) -> MetricsSnapshot:
-    """Parse Prometheus text: sum each name over its label sets, strip `sglang:`, resolve aliases."""
+def parse_metrics(text: str, dialect: MetricNames | None = None) -> MetricsSnapshot:
+    """Parse Prometheus text: sum each name over its label sets, strip the engine's prefix, resolve its aliases
+    (the default engine's where `dialect` is None)."""
+    names = dialect or default().metrics
+    _strip = names.strip
     values: dict[str, float] = defaultdict(float)
     # cached_tokens_total carries cache_source=device|host|storage|total: count "total" alone when present.
     by_source: dict[str, float] = defaultdict(float)
@@ -139,7 +130,7 @@ def parse_metrics(text: str) -> MetricsSnapshot:
             by_source["total"] if "total" in by_source else sum(by_source.values())
         )
     resolved = dict(values)
-    for old, new in ALIASES.items():
+    for old, new in names.aliases.items():
         if old in values and new not in values:
             v = values[old]
             resolved[new] = v / 100.0 if new in FRACTIONS and v > 1.0 else v

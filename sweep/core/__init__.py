@@ -1,6 +1,5 @@
 """The vocabulary every layer shares, with no I/O: the knobs (`ServerConfig`), the records stages hand each other
-(`WindowResult`, `RequestRecord`, `Sample`, `Placement`), the one error family (`SweepError`) and interrupts.
-"""
+(`WindowResult`, `RequestRecord`, `Sample`, `Placement`), the one error family (`SweepError`) and interrupts."""
 
 from sweep.core.errors import (
     LaunchError,

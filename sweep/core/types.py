@@ -33,8 +33,8 @@ class ServerConfig:
     """One server configuration: the knobs the search moves (None = server default).
 
     The one home of the knob vocabulary: a field here is a knob (its name is the store column and the
-    /server_info key, its `--flag` is the name with dashes), and every other module takes the list from
-    KNOB_NAMES / KNOB_LABELS."""
+    /server_info key), and every other module takes the list from KNOB_NAMES / KNOB_LABELS. The flag a knob
+    becomes is the engine's (sweep.engines: Dialect.knob_args)."""
 
     max_running_requests: int | None = _knob("mrr", int)
     mem_fraction_static: float | None = _knob("mem", float)
@@ -66,13 +66,6 @@ class ServerConfig:
         """Stable short id of the knob set, used to de-duplicate launches."""
         blob = json.dumps(self.knobs(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
-
-    def to_args(self) -> list[str]:
-        """The knobs as sglang.launch_server flags: the one place a knob becomes a `--flag`."""
-        args: list[str] = []
-        for name, value in self.knobs().items():
-            args += ["--" + name.replace("_", "-"), str(value)]
-        return args
 
     def label(self) -> str:
         """Short text for tables and the terminal, e.g. "mrr=64 mem=0.85"."""

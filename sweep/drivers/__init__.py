@@ -6,13 +6,15 @@ runs the simulator's engine on a virtual clock. The ladder sees only the `Driver
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from sweep.core.types import WindowResult
     from sweep.launchers.base import ServerHandle
-    from sweep.profile import Window
+    from sweep.profile import Arrival, Window
     from sweep.workload.stream import Requests
+
+__all__ = ["Driver"]
 
 
 class Driver(Protocol):
@@ -21,6 +23,6 @@ class Driver(Protocol):
     simulated: bool
 
     def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
-                   window: Window, arrival: Any = None) -> WindowResult: ...
+                   window: Window, arrival: Arrival | None = None) -> WindowResult: ...
 
     def flush_cache(self, handle: ServerHandle) -> str | None: ...

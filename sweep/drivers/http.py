@@ -108,15 +108,15 @@ class HttpDriver:
             self._window_t0 = None
 
     def flush_cache(self, handle: ServerHandle) -> str | None:
-        """Empty the server's prefix cache (POST /flush_cache); None when done, else why not."""
+        """Empty the server's prefix cache (its engine's flush path); None when done, else why not."""
         from sweep.drivers.flush import flush_over_http
 
-        return flush_over_http(str(handle.url or ""), dict(handle.headers()))
+        return flush_over_http(str(handle.url or ""), dict(handle.headers()), path=handle.dialect.paths.flush_cache)
 
     def _plans(self, handle: ServerHandle, specs: Requests, concurrency: int, window: Window,
                arrival: Any) -> tuple[list[Plan], float | None]:
         n = self.client_procs
-        base = Plan(url=str(handle.url or ""), headers=dict(handle.headers()), api=self.api,
+        base = Plan(url=str(handle.url or ""), headers=dict(handle.headers()), api=self.api, paths=handle.dialect.paths,
                     model_name=self.model_name, specs=specs, window=window, concurrency=concurrency)
         if not arrivals.is_open(arrival):
             think = getattr(arrival, "think_time_s", self.think_time_s) if arrival is not None else self.think_time_s
@@ -207,7 +207,8 @@ class HttpDriver:
             if exc is not None:
                 raise exc
             results.append(w.result())
-        start, end = _parsed(start_snap or None), _parsed(end_snap or None)  # now: the window's streams are done
+        names = getattr(metrics, "dialect", None)  # the probe's engine's metric names
+        start, end = _parsed(start_snap or None, names), _parsed(end_snap or None, names)  # the streams are done
         return results, aborted, (start, end, ws if ws is not None else float("nan"))
 
     async def _watch_alive(self, handle: ServerHandle, dead: asyncio.Event) -> None:
@@ -311,14 +312,14 @@ class HttpDriver:
             simulated=simulated, aborted=aborted)
 
 
-def _parsed(raw: tuple[str, float] | None) -> Any:
+def _parsed(raw: tuple[str, float] | None, names: Any = None) -> Any:
     """A MetricsSnapshot of a fetched /metrics text (None when there is none or it does not parse)."""
     if raw is None:
         return None
     from sweep.analysis.server_metrics import parse_metrics
 
     try:
-        snap = parse_metrics(raw[0])
+        snap = parse_metrics(raw[0], names)
     except Exception:  # noqa: BLE001 - an unparsable scrape leaves counters empty, measure copes
         return None
     snap.t = raw[1]

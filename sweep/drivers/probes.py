@@ -16,15 +16,9 @@ from typing import Any, Protocol
 import httpx
 import psutil
 
-from sweep.analysis.server_metrics import (
-    ALIASES,
-    SAMPLED,
-    SIM_GPU_GAUGE,
-    MetricsSnapshot,
-    only_names,
-    parse_metrics,
-)
+from sweep.analysis.server_metrics import SAMPLED, MetricsSnapshot, only_names, parse_metrics
 from sweep.core.types import Sample
+from sweep.engines import Dialect, default
 
 Clock = Callable[[], float]
 
@@ -87,7 +81,8 @@ class _PeriodicProbe:
 
 
 class MetricsProbe(_PeriodicProbe):
-    """Scrapes handle.url + '/metrics' and records the SAMPLED names as source 'metrics' samples."""
+    """Scrapes the server's metrics path (the handle's engine's, else `engine`'s, else the default engine's) and
+    records the SAMPLED names as source 'metrics' samples."""
 
     def __init__(
         self,
@@ -99,6 +94,7 @@ class MetricsProbe(_PeriodicProbe):
         timeout: float = 10.0,
         headers: dict[str, str] | None = None,
         names: tuple[str, ...] = SAMPLED,
+        engine: Dialect | None = None,
     ) -> None:
         super().__init__(interval_s, clock)
         base = handle if isinstance(handle, str) else handle.url
@@ -106,10 +102,13 @@ class MetricsProbe(_PeriodicProbe):
             raise ValueError("MetricsProbe needs a server URL")
         if headers is None and hasattr(handle, "headers") and callable(handle.headers):
             headers = handle.headers()
-        self.url = base.rstrip("/") + "/metrics"
+        engine = engine or getattr(handle, "dialect", None) or default()
+        self.dialect = engine.metrics
+        self.url = base.rstrip("/") + engine.paths.metrics
         self.names = names
         # what sample_once parses: its names, the older names that alias to them, the simulator's GPU gauge
-        self._lines = frozenset({*names, SIM_GPU_GAUGE, *(old for old, new in ALIASES.items() if new in names)})
+        gauge = () if self.dialect.sim_gpu_gauge is None else (self.dialect.sim_gpu_gauge,)
+        self._lines = frozenset({*names, *gauge, *self.dialect.older_names_of(names)})
         self._own_client = client is None
         self.client = client or httpx.AsyncClient(timeout=timeout, headers=headers or {})
         self.last: MetricsSnapshot | None = None
@@ -123,19 +122,21 @@ class MetricsProbe(_PeriodicProbe):
     async def scrape_once(self) -> MetricsSnapshot:
         """GET /metrics and parse all of it; .t is the clock at the reply."""
         text, t = await self.fetch()
-        snap = parse_metrics(text)
+        snap = parse_metrics(text, self.dialect)
         snap.t = t
         self.last = snap
         return snap
 
     async def sample_once(self) -> list[Sample]:
         text, t = await self.fetch()
-        snap = parse_metrics(only_names(text, self._lines))  # a few gauges, not the histograms' buckets
+        # a few gauges, not the histograms' buckets
+        snap = parse_metrics(only_names(text, self._lines, self.dialect), self.dialect)
         snap.t = t
         out = [Sample(snap.t, "metrics", n, snap.values[n]) for n in self.names if n in snap.values]
-        if SIM_GPU_GAUGE in snap.values:
+        gauge = self.dialect.sim_gpu_gauge
+        if gauge is not None and gauge in snap.values:
             # The simulated server states the device memory a real host would show; labelled as such.
-            out.append(Sample(snap.t, "gpu", "gpu_mem_used_mib", snap.values[SIM_GPU_GAUGE], "gpu=0,simulated=1"))
+            out.append(Sample(snap.t, "gpu", "gpu_mem_used_mib", snap.values[gauge], "gpu=0,simulated=1"))
         return out
 
     async def close(self) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sweep.core.types import RequestRecord, RequestSpec
+from sweep.engines import Paths, default
 from sweep.workload.requests import chat_body, generate_body
 
 Clock = Callable[[], float]
@@ -24,11 +25,12 @@ class StreamError(Exception):
         self.kind = kind
 
 
-def request_for(api: str, spec: RequestSpec, model_name: str) -> tuple[str, dict[str, Any]]:
-    """(path, JSON body) of a streamed request in the given API."""
+def request_for(api: str, spec: RequestSpec, model_name: str, paths: Paths | None = None) -> tuple[str, dict[str, Any]]:
+    """(path, JSON body) of a streamed request in the given API; the path is the engine's (default: SGLang's)."""
+    path = (paths or default().paths).request(api)
     if api == "chat":
-        return "/v1/chat/completions", chat_body(spec, model_name, stream=True)
-    return "/generate", generate_body(spec, stream=True)
+        return path, chat_body(spec, model_name, stream=True)
+    return path, generate_body(spec, stream=True)
 
 
 class SseSink:

@@ -19,6 +19,7 @@ import numpy as np
 from sweep.core.types import RequestRecord, RequestSpec
 from sweep.drivers.h1 import Pool
 from sweep.drivers.sse import Clock, SseSink, StreamError, request_for
+from sweep.engines import Paths, default
 from sweep.profile import Window
 from sweep.workload.requests import estimated_prompt_tokens
 from sweep.workload.stream import Requests, StreamExhausted, spec_at
@@ -147,6 +148,7 @@ class Plan:
     offsets: np.ndarray | None = None  # open loop: this worker's scheduled send offsets from t0
     numbers: np.ndarray | None = None  # open loop: the global request number of each offset
     max_in_flight: int = 1 << 30
+    paths: Paths = field(default_factory=lambda: default().paths)  # the server engine's paths (request_for)
 
 
 @dataclass
@@ -251,7 +253,7 @@ class _WatchedSink(SseSink):
 async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestRecord, clock: Clock,
                    coord: Coord | None = None) -> None:
     """Send one streamed request and fill rec; a failed request is recorded (rec.error), never raised."""
-    path, body = request_for(plan.api, spec, plan.model_name)
+    path, body = request_for(plan.api, spec, plan.model_name, plan.paths)
     chat = plan.api == "chat"
     sink = SseSink(rec, chat, clock) if coord is None else _WatchedSink(rec, chat, clock, coord, plan.shard)
     if coord is not None:

@@ -24,6 +24,7 @@ import httpx
 
 from sweep.core.errors import LaunchError
 from sweep.core.types import ServerConfig
+from sweep.engines import Dialect, default
 from sweep.launchers import procs
 from sweep.launchers.base import LauncherKind, ServerHandle, SpawnCallback, StopReport
 from sweep.launchers.sglang import pick_server_info
@@ -54,8 +55,10 @@ class AttachLauncher:
 
     def __init__(self, url: str, api_key: str | None = None, wait_s: float = 10.0, check_interval_s: float = 1.0,
                  check_timeout_s: float = 5.0, failures_to_die: int = 3,
-                 gpu_inventory: Callable[[], list[dict[str, Any]]] = procs.gpu_inventory):
+                 gpu_inventory: Callable[[], list[dict[str, Any]]] = procs.gpu_inventory,
+                 dialect: Dialect | None = None):
         self.url = url.rstrip("/")
+        self.dialect = dialect or default()  # what the server speaks: its paths
         self.api_key = api_key
         self.wait_s = wait_s
         self.check_interval_s = check_interval_s
@@ -80,9 +83,9 @@ class AttachLauncher:
         last: Exception | None = None
         for _ in range(2):  # one retry on a fresh connection: idle keep-alives get dropped
             try:
-                r = self._get("/server_info", timeout=30.0)
+                r = self._get(self.dialect.paths.server_info, timeout=30.0)
                 if r.status_code in (401, 403):
-                    raise LaunchError(f"{self.url}/server_info refused the API key (HTTP {r.status_code})",
+                    raise LaunchError(f"{self.url}{self.dialect.paths.server_info} refused the API key (HTTP {r.status_code})",
                                       reason="crash")
                 r.raise_for_status()
                 raw = dict(r.json())
@@ -92,7 +95,7 @@ class AttachLauncher:
                 return info
             except (httpx.HTTPError, ValueError) as exc:
                 last = exc
-        raise LaunchError(f"{self.url}/server_info unreadable: {last}", reason="crash")
+        raise LaunchError(f"{self.url}{self.dialect.paths.server_info} unreadable: {last}", reason="crash")
 
     def start(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:
         """Check /health (waiting up to wait_s) and describe the server; `config` is ignored, it cannot change.
@@ -101,7 +104,7 @@ class AttachLauncher:
         status: str = "no answer"
         while True:
             try:
-                code = self._get("/health").status_code
+                code = self._get(self.dialect.paths.health).status_code
                 if code == 200:
                     break
                 status = f"HTTP {code}"
@@ -116,7 +119,7 @@ class AttachLauncher:
         self.simulated = bool(info.get("simulated", False))
         return ServerHandle(config=config_from_server_info(info), url=self.url, api_key=self.api_key,
                             startup_s=0.0, simulated=self.simulated, version=str(info.get("version", "")),
-                            server_info=info)
+                            server_info=info, dialect=self.dialect)
 
     def stop(self, handle: ServerHandle) -> StopReport:
         """Nothing to stop: the server belongs to someone else (only the liveness client is closed)."""
@@ -160,7 +163,7 @@ class AttachLauncher:
             except LaunchError:
                 info = {}
         simulated = bool(info.get("simulated", False))
-        env: dict[str, Any] = {"kind": self.kind, "url": self.url, "simulated": simulated,
+        env: dict[str, Any] = {"kind": self.kind, "engine": self.dialect.name, "url": self.url, "simulated": simulated,
                                "sglang": info.get("version"), "model_path": info.get("model_path"),
                                "host": socket.gethostname()}
         if simulated and info.get("sim_gpu"):

@@ -9,11 +9,11 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from sweep.core.types import ServerConfig
+from sweep.engines import Dialect, default
 
 if TYPE_CHECKING:  # the simulator is a separate package; only the virtual launcher builds one of its engines
     from sglang_sim.engine import Engine
 
-READY_LINE = "The server is fired up and ready to roll!"
 # What a launcher started (stored as server_configs.launcher): real SGLang, the simulated server process,
 # someone else's server, or the simulator's engine in-process.
 LauncherKind = Literal["sglang", "sim", "attach", "virtual"]
@@ -36,6 +36,7 @@ class ServerHandle:
     server_info: dict[str, Any] = field(default_factory=dict)  # resolved args from /server_info
     engine: Engine | None = None  # the in-process simulator engine (VirtualLauncher; the virtual driver runs it)
     process: subprocess.Popen[bytes] | None = None  # where the launcher started a server process
+    dialect: Dialect = field(default_factory=default)  # what the server speaks: its paths and metric names
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}

@@ -6,11 +6,12 @@ import difflib
 import re
 import subprocess
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from sweep.core.errors import LaunchError
+from sweep.engines import DEFAULT_ENGINE, SGLANG, flags_in_argv
 
-HELP_TIMEOUT_S = 120.0  # `sglang.launch_server --help` imports torch: tens of seconds on a cold cache
+HELP_TIMEOUT_S = 120.0  # SGLang's `--help` imports torch: tens of seconds on a cold cache
 
 # An option line in argparse's help body: two spaces, then the invocation ("--a A, --b A").
 _OPTION_LINE = re.compile(r"^  (-{1,2}[A-Za-z0-9][^\s,]*.*)$")
@@ -42,39 +43,11 @@ def parse_help_flags(help_text: str) -> set[str]:
     return flags
 
 
-def flags_in_argv(argv: Iterable[str]) -> list[str]:
-    """The option names in an argv fragment (values such as `-1` or `0.8` are skipped)."""
-    out: list[str] = []
-    for tok in argv:
-        if not tok.startswith("-") or tok in ("-", "--"):
-            continue
-        if re.fullmatch(r"-\d[\d.eE+-]*", tok):  # a negative number is a value, e.g. --chunked-prefill-size -1
-            continue
-        out.append(tok.split("=", 1)[0])
-    return out
-
-
-# Flags the launcher sets itself on every launch: a copy in extra_args would silently win (argparse keeps the
-# last), e.g. --host 0.0.0.0 opens the server to the network, --port points the client at nothing, --api-key
-# turns every request into a 401.
-OWNED_FLAGS = ("--model-path", "--model", "--host", "--port", "--api-key", "--enable-metrics")
-
-
-def owned_flags_in(argv: Iterable[str]) -> list[str]:
-    """The flags of argv the launcher owns, abbreviations included (argparse expands `--ho` to `--host`)."""
-    found = []
-    for flag in flags_in_argv(argv):
-        owned = [o for o in OWNED_FLAGS if o.startswith(flag)] if flag.startswith("--") and len(flag) > 3 else []
-        if owned:
-            found.append(flag if flag in owned else f"{flag} (short for {owned[0]})")
-    return list(dict.fromkeys(found))
-
-
-def explain_flag(flag: str, known: set[str], version: str) -> str | None:
-    """Why `flag` would be rejected (or silently mis-parsed) by this version; None if it is valid."""
+def explain_flag(flag: str, known: set[str], version: str, engine: str = DEFAULT_ENGINE) -> str | None:
+    """Why `flag` would be rejected (or silently mis-parsed) by this version of the engine; None if it is valid."""
     if flag in known:
         return None
-    head = f"{flag} is not a flag of sglang {version}"
+    head = f"{flag} is not a flag of {engine} {version}"
     prefixed = sorted(k for k in known if k.startswith(flag))
     if len(prefixed) == 1:
         # argparse would accept this abbreviation today, but a release that adds a flag with the
@@ -89,12 +62,12 @@ def explain_flag(flag: str, known: set[str], version: str) -> str | None:
     return f"{head} (removed or renamed; {hint})"
 
 
-def validate_flags(argv_flags: Sequence[str], help_text: str, version: str) -> None:
+def validate_flags(argv_flags: Sequence[str], help_text: str, version: str, engine: str = DEFAULT_ENGINE) -> None:
     """Raise LaunchError(reason="bad_flag") naming every flag the help text does not declare exactly."""
     known = parse_help_flags(help_text)
     if not known:
         return  # an unparsable help text must not block a launch; the server's argparse still guards it
-    problems = [p for f in dict.fromkeys(flags_in_argv(argv_flags)) if (p := explain_flag(f, known, version))]
+    problems = [p for f in dict.fromkeys(flags_in_argv(argv_flags)) if (p := explain_flag(f, known, version, engine))]
     if problems:
         raise LaunchError("; ".join(problems), reason="bad_flag")
 
@@ -123,7 +96,7 @@ def help_text(command: Sequence[str], timeout_s: float = HELP_TIMEOUT_S, env: di
     return text
 
 
-def installed_version(python: str, package: str = "sglang", timeout_s: float = 60.0,
+def installed_version(python: str, package: str = SGLANG.version_package, timeout_s: float = 60.0,
                       env: dict[str, str] | None = None) -> str:
     """`importlib.metadata.version(package)` inside the target python, or "unknown"."""
     key = f"{python}\0{package}\0{sorted(env.items()) if env else ''}"

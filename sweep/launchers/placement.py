@@ -7,13 +7,10 @@ import os
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from sweep.core.types import Placement
 from sweep.launchers import procs
-
-if TYPE_CHECKING:
-    from sweep.profile import Profile
+from sweep.profile import Profile
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 import weakref
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,9 @@ import httpx
 
 from sweep.core.errors import LaunchError
 from sweep.core.types import KNOB_NAMES, ServerConfig
+from sweep.engines import get as get_dialect
 from sweep.launchers import flags, keyshim, procs
-from sweep.launchers.base import READY_LINE, LauncherKind, ServerHandle, SpawnCallback, StopReport
+from sweep.launchers.base import LauncherKind, ServerHandle, SpawnCallback, StopReport
 from sweep.launchers.launch_record import spawn_record
 from sweep.launchers.placement import required_gpus
 from sweep.launchers.server_log import ServerExited, check_alive, classify_failure, read_tail, redact
@@ -34,15 +34,6 @@ KEPT_INFO = (*KNOB_NAMES, "max_total_num_tokens", "version", "simulated", "model
 GPU_TOLERANCE_BYTES = 2**30
 GPU_RELEASE_WAIT_S = 30.0
 READY_LINE_GRACE_S = 3.0  # /health 200 without our ready line: maybe another server owns the port
-
-def server_argv(model_path: str, config: ServerConfig, extra_args: Sequence[str],
-                listen: tuple[str, int] | None = None) -> list[str]:
-    """sglang.launch_server's arguments for one configuration, never the API key: the model, where it listens,
-    metrics on, the knobs (ServerConfig.to_args), the profile's extra args. The launcher starts servers with
-    them; the report prints them as the winner's launch command."""
-    where = ["--host", listen[0], "--port", str(listen[1])] if listen else []
-    return ["--model-path", model_path, *where, "--enable-metrics", *config.to_args(), *extra_args]
-
 
 def pick_server_info(raw: dict[str, Any]) -> dict[str, Any]:
     """The knobs worth keeping from /server_info (top level, else DP rank 0); drops everything else, keys too."""
@@ -75,19 +66,21 @@ def _kill_on_exit() -> None:
 
 
 class SGLangLauncher:
-    """Starts `python -m sglang.launch_server` (or the simulated server) in its own session."""
+    """Starts the engine's server (`python -m sglang.launch_server` for SGLang, spec.engine's dialect) or the
+    simulated server in its own session."""
 
     kind: LauncherKind = "sglang"  # "sim" for an instance that launches the simulated server
 
     def __init__(self, spec: ServerSpec, log_dir: Path, python: str = sys.executable,
-                 module: str = "sglang.launch_server", extra_env: dict[str, str] | None = None,
+                 module: str | None = None, extra_env: dict[str, str] | None = None,
                  gpu_ids: list[int] | None = None, validate: bool = True, drain_s: float = 30.0,
                  command_prefix: list[str] | None = None, simulated: bool = False,
                  ports: tuple[int, int] | None = None):
         self.spec = spec
         self.log_dir = Path(log_dir)
         self.python = python
-        self.module = module
+        self.dialect = get_dialect(spec.engine)
+        self.module = module or self.dialect.launch_module
         self.extra_env = dict(extra_env or {})
         self.gpu_ids = gpu_ids
         self.validate = validate
@@ -108,11 +101,13 @@ class SGLangLauncher:
     def _version(self) -> str:
         if self.simulated:
             return "sim"
-        return "unknown" if self.command_prefix else flags.installed_version(self.python, env=self._env())
+        return "unknown" if self.command_prefix else flags.installed_version(self.python, self.dialect.version_package,
+                                                                     env=self._env())
 
     def launch_args(self, config: ServerConfig, port: int) -> list[str]:
         """The server arguments (after the module or prefix) for one configuration; the key is not one of them."""
-        return server_argv(self.spec.model_path, config, self.spec.extra_args, listen=(self.spec.host, port))
+        return self.dialect.server_argv(self.spec.model_path, config, self.spec.extra_args,
+                                        listen=(self.spec.host, port))
 
     def _log_path(self, config: ServerConfig) -> Path:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -142,8 +137,9 @@ class SGLangLauncher:
                               f"worker's group has {len(self.gpu_ids)} (CUDA_VISIBLE_DEVICES="
                               f"{','.join(map(str, self.gpu_ids))})", reason="too_few_gpus")
         if self.validate:
-            probe = [*self.launch_args(config, 1), "--api-key", "x"]
-            flags.validate_flags(probe, flags.help_text(self._base_command(), env=self._env()), self._version())
+            probe = [*self.launch_args(config, 1), self.dialect.api_key_flag, "x"]
+            flags.validate_flags(probe, flags.help_text(self._base_command(), env=self._env()), self._version(),
+                                 self.dialect.name)
         try:
             return self._start_once(config, on_spawn)
         except LaunchError as exc:
@@ -174,7 +170,7 @@ class SGLangLauncher:
         handle = ServerHandle(config=config, url=f"http://{self.spec.host}:{port}",
                               argv=keyshim.shown(argv), pid=proc.pid, pgid=proc.pid,
                               log_path=str(log_path), api_key=api_key, simulated=self.simulated,
-                              process=proc)
+                              process=proc, dialect=self.dialect)
         try:
             if on_spawn is not None:
                 on_spawn(spawn_record(proc, str(log_path), api_key, port, self._env().get("CUDA_VISIBLE_DEVICES")))
@@ -208,7 +204,7 @@ class SGLangLauncher:
                 run.tree.update(procs.snapshot_tree(run.proc.pid))
                 if run.proc.poll() is not None:
                     raise self._failure(handle, "exited before ready")
-                ready_line = ready_line or READY_LINE in read_tail(handle.log_path)
+                ready_line = ready_line or self.dialect.ready_line in read_tail(handle.log_path)
                 if self._health_ok(client, handle):
                     now = time.monotonic()
                     health_ok_at = health_ok_at or now
@@ -228,7 +224,7 @@ class SGLangLauncher:
     @staticmethod
     def _health_ok(client: httpx.Client, handle: ServerHandle) -> bool:
         try:
-            return client.get(f"{handle.url}/health").status_code == 200
+            return client.get(f"{handle.url}{handle.dialect.paths.health}").status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -250,7 +246,7 @@ class SGLangLauncher:
         for _ in range(2):  # one retry on a fresh connection: idle keep-alives get dropped
             try:
                 with httpx.Client(headers=handle.headers(), timeout=30.0) as client:
-                    r = client.get(f"{handle.url}/server_info")
+                    r = client.get(f"{handle.url}{handle.dialect.paths.server_info}")
                     r.raise_for_status()
                     raw = r.json()
                 break
@@ -350,13 +346,15 @@ class SGLangLauncher:
     # ---------------------------------------------------------------- facts
 
     def environment(self) -> dict[str, Any]:
-        """sglang/torch/CUDA versions of the target python, GPUs, host and model path."""
+        """The engine's, torch's and CUDA's versions in the target python, GPUs, host, model path and engine."""
         if self._env_cache is None:
             launch = " ".join(keyshim.readable(self._base_command()))
-            env: dict[str, Any] = {"kind": self.kind, "simulated": self.simulated, "host": socket.gethostname(),
+            env: dict[str, Any] = {"kind": self.kind, "engine": self.dialect.name, "simulated": self.simulated,
+                                   "host": socket.gethostname(),
                                    "model_path": self.spec.model_path, "launch": launch,
                                    "orchestrator_python": sys.version.split()[0]}
-            env.update(_target_versions(self.python, self._env()) if not self.command_prefix else {})
+            packages = (self.dialect.version_package, *self.dialect.companion_packages)
+            env.update(_target_versions(self.python, self._env(), packages) if not self.command_prefix else {})
             gpus = procs.gpu_inventory()
             env["gpus"] = [{k: g[k] for k in ("name", "memory_total_mib")} for g in gpus]
             env["gpu_driver"] = gpus[0]["driver"] if gpus else None
@@ -367,7 +365,7 @@ class SGLangLauncher:
 _VERSIONS_SNIPPET = """
 import json, sys, importlib.metadata as m
 out = {"python": sys.version.split()[0]}
-for pkg in ("sglang", "torch", "flashinfer-python", "sgl-kernel"):
+for pkg in sys.argv[1:]:
     try: out[pkg] = m.version(pkg)
     except Exception: out[pkg] = None
 try:
@@ -379,10 +377,10 @@ print(json.dumps(out))
 """
 
 
-def _target_versions(python: str, env: dict[str, str]) -> dict[str, Any]:
+def _target_versions(python: str, env: dict[str, str], packages: tuple[str, ...]) -> dict[str, Any]:
     """Package versions as seen by the python that runs the server (absent packages map to None)."""
     try:
-        r = subprocess.run([python, "-c", _VERSIONS_SNIPPET], capture_output=True, text=True, timeout=120,
+        r = subprocess.run([python, "-c", _VERSIONS_SNIPPET, *packages], capture_output=True, text=True, timeout=120,
                            stdin=subprocess.DEVNULL, env=env)
         return dict(json.loads(r.stdout.strip().splitlines()[-1])) if r.returncode == 0 else {}
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):

@@ -18,6 +18,7 @@ from sglang_sim.params import SimOOM, gpu_preset, model_preset
 from sglang_sim.server import VERSION
 from sweep.core.errors import LaunchError, ProfileError
 from sweep.core.types import ServerConfig
+from sweep.engines import Dialect, default
 from sweep.launchers.base import LauncherKind, ServerHandle, SpawnCallback, StopReport
 
 FAULT_SPELLINGS = {"--" + k.replace("_", "-") for k in FAULT_FLAGS}
@@ -38,8 +39,9 @@ class VirtualLauncher:
     simulated = True
 
     def __init__(self, gpu: str = "H200", model: str = "llama3-8b", extra_args: list[str] | None = None,
-                 model_path: str = "models/llama3-8b-shape"):
+                 model_path: str = "models/llama3-8b-shape", dialect: Dialect | None = None):
         self.gpu, self.model, self.model_path = gpu, model, model_path
+        self.dialect = dialect or default()  # the engine the simulator stands in for
         self.extra_args = list(extra_args or [])
         refuse_faults(self.extra_args)
         gpu_preset(gpu)  # fail fast on unknown presets
@@ -66,9 +68,9 @@ class VirtualLauncher:
             eng = Engine(params, replace(knobs_from(args), **config.knobs()), seed=args.random_seed or 0)
         except SimOOM as exc:
             raise LaunchError(str(exc), reason="oom") from exc
-        return ServerHandle(config=config, url=None, argv=["<virtual>", *self.extra_args, *config.to_args()],
+        return ServerHandle(config=config, url=None, argv=["<virtual>", *self.extra_args, *self.dialect.knob_args(config)],
                             startup_s=time.perf_counter() - t0, simulated=True, version=VERSION,
-                            server_info=server_info(args, eng), engine=eng)
+                            server_info=server_info(args, eng), engine=eng, dialect=self.dialect)
 
     def stop(self, handle: ServerHandle) -> StopReport:
         handle.engine = None
@@ -79,7 +81,7 @@ class VirtualLauncher:
 
     def environment(self) -> dict[str, Any]:
         g, m = gpu_preset(self.gpu), model_preset(self.model)
-        return {"simulated": True, "launcher": "virtual", "sglang_version": VERSION,
+        return {"simulated": True, "launcher": "virtual", "engine": self.dialect.name, "sglang_version": VERSION,
                 "gpu_name": f"{g.name} (simulated)", "gpu_memory_mib": round(g.mem_bytes / 2**20),
                 "gpu_count": m.tp, "tp_size": m.tp, "parallel": f"TP {m.tp}, DP 1", "model": m.name,
                 "model_path": self.model_path}

@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from sweep import engines
 from sweep.core.errors import ProfileError
 from sweep.profile.base import (
     DAY_S,
@@ -41,6 +42,7 @@ from sweep.profile.base import (
     is_loopback,
 )
 from sweep.profile.base import Strict as _Strict
+from sweep.profile.inputs import locate_inputs
 from sweep.profile.search import FloatRange, IntRange, Screening, Search, Space
 from sweep.profile.workload import (
     Arrival,
@@ -99,6 +101,8 @@ class Window(_Strict):
 
 
 class ServerSpec(_Strict):
+    engine: str = Field(engines.DEFAULT_ENGINE,
+        description="the inference engine the server runs (its flags, paths and metric names): sglang")
     launcher: Literal["auto", "sglang", "sim", "attach"] = Field("auto",
         description="auto (SGLang where a GPU and sglang exist, else the simulator), sglang, sim or attach")
     model_path: str = Field("models/llama3-8b-shape",
@@ -128,12 +132,17 @@ class ServerSpec(_Strict):
                     "must start the server with python3 -c \"$SWEEP_SERVER_SHIM\" MODULE \"$@\", which adds "
                     "the API key from the environment)")
 
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, v: str) -> str:
+        if v not in engines.names():
+            raise ValueError(f"unknown engine {v!r} (choose from {', '.join(engines.names())})")
+        return v
+
     @field_validator("extra_args")
     @classmethod
-    def _no_owned_flags(cls, v: list[str]) -> list[str]:
-        from sweep.launchers.flags import owned_flags_in  # the engine dialect (sweep/engines) takes this over
-
-        owned = owned_flags_in(v)
+    def _no_owned_flags(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        owned = engines.get(info.data.get("engine", engines.DEFAULT_ENGINE)).owned_flags_in(v)
         if owned:
             raise ValueError(f"{', '.join(owned)}: set by the launcher, not by extra_args "
                              "(use server.host / server.model_path; port and API key are sweep's)")
@@ -295,8 +304,6 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None) -> P
         prof = Profile.model_validate(data)
     except ValidationError as err:
         raise ProfileError(_format_error(p, err)) from None
-    from sweep.profile.inputs import locate_inputs
-
     return locate_inputs(prof, p.resolve().parent, str(p))
 
 

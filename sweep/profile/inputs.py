@@ -5,9 +5,14 @@ says where sweep looked, before anything is measured or written."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sweep.core.errors import ProfileError
-from sweep.profile import Profile, TraceArrival
+from sweep.profile.trace import load_trace
+from sweep.profile.workload import TraceArrival
+
+if TYPE_CHECKING:
+    from sweep.profile import Profile
 
 
 def locate_inputs(prof: Profile, folder: Path | None, where: str, hint: str = "") -> Profile:
@@ -47,8 +52,6 @@ def find_input(folder: Path | None, where: str, field: str, raw: str, hint: str 
 
 def _check_trace(where: str, arrival: TraceArrival) -> None:
     """The trace file parses (timestamps, non-decreasing, finite): its problem is the profile's, at load time."""
-    from sweep.profile.trace import load_trace
-
     try:
         load_trace(arrival.file, arrival.time_scale)
     except (OSError, UnicodeDecodeError, ValueError) as exc:

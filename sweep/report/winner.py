@@ -6,9 +6,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from sweep import engines
 from sweep.analysis.winner import Winner
 from sweep.core.types import ServerConfig
-from sweep.launchers.sglang import server_argv
 from sweep.report.tables import ci_text, fmt
 from sweep.views.study import StudyContext, StudyView
 
@@ -16,22 +16,30 @@ ROOT = Path(__file__).resolve().parents[2]
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack")
 
 
-def launch_argv(model_path: str, knobs: dict[str, Any], extra_args: list[str]) -> list[str]:
-    """The winning configuration's `sglang.launch_server` argv, as the launcher builds it (its host and port
-    left to the reader)."""
-    return ["python", "-m", "sglang.launch_server", *server_argv(model_path, ServerConfig.from_mapping(knobs),
-                                                                  extra_args)]
+def launch_argv(model_path: str, knobs: dict[str, Any], extra_args: list[str],
+                dialect: engines.Dialect | None = None) -> list[str]:
+    """The winning configuration's launch argv (`python -m sglang.launch_server ...` for SGLang), as the
+    launcher builds it (its host and port left to the reader)."""
+    dialect = dialect or engines.default()
+    return [*dialect.launch_command(), *dialect.server_argv(model_path, ServerConfig.from_mapping(knobs), extra_args)]
 
 
-def launch_command(model_path: str, knobs: dict[str, Any], extra_args: list[str]) -> str:
+def launch_command(model_path: str, knobs: dict[str, Any], extra_args: list[str],
+                   dialect: engines.Dialect | None = None) -> str:
     """The ready-to-paste, shell-quoted command: one flag and its value per line."""
-    argv = launch_argv(model_path, knobs, extra_args)
+    argv = launch_argv(model_path, knobs, extra_args, dialect)
     groups, i = [argv[:3]], 3
     while i < len(argv):  # a flag's value stays on the flag's line
         take = 2 if argv[i].startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--") else 1
         groups.append(argv[i:i + take])
         i += take
     return " \\\n  ".join(shlex.join(g) for g in groups)
+
+
+def study_dialect(profile_raw: dict[str, Any]) -> engines.Dialect:
+    """The engine the study's profile names (the default engine where that name is not registered here)."""
+    name = str(profile_raw.get("server", {}).get("engine", engines.DEFAULT_ENGINE))
+    return engines.get(name) if name in engines.names() else engines.default()
 
 
 def shape_only(model_path: str) -> bool:
@@ -86,7 +94,7 @@ def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView) -> list[str
                   "again with more client processes (`--client-procs`) before trusting it.", ""]
     model = env.get("model_path") or "MODEL"
     extra = list(ctx.profile_raw.get("server", {}).get("extra_args", []))
-    lines += ["```", launch_command(model, winner.config.knobs(), extra), "```", ""]
+    lines += ["```", launch_command(model, winner.config.knobs(), extra, study_dialect(ctx.profile_raw)), "```", ""]
     for warning in launch_warnings(model, extra):
         lines += [warning, ""]
     return lines

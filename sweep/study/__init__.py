@@ -1,6 +1,5 @@
 """Running a study: the orchestrator, the ladder on one launch, the Optuna search and its sampler, the soak,
-the cross-check step, launch bookkeeping, resume and recovery after dead workers, liveness, and `doctor`.
-"""
+the cross-check step, launch bookkeeping, resume and recovery after dead workers, liveness, and `doctor`."""
 
 from sweep.study.doctor import doctor_ok, profile_flags, render, run_doctor, workers_check
 from sweep.study.environment import normalise_env

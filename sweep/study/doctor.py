@@ -12,7 +12,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from sweep import engines
 from sweep.core.errors import LaunchError
+from sweep.engines import Dialect
 from sweep.launchers import flags, procs
 from sweep.profile import Profile
 
@@ -34,43 +36,47 @@ def _gpus() -> Check:
     return Check("gpu", True, f"driver {gpus[0]['driver']}: " + "; ".join(parts))
 
 
-def _sglang(python: str, needed: bool) -> tuple[Check, bool]:
-    code = "import sglang, importlib.metadata as m; print(m.version('sglang'))"
+def _engine_package(python: str, needed: bool, dialect: Dialect) -> tuple[Check, bool]:
+    """Whether the engine's package (e.g. sglang) is importable in the target python, and its version."""
+    pkg = dialect.version_package
+    code = f"import {pkg.replace('-', '_')}, importlib.metadata as m; print(m.version({pkg!r}))"
     try:
         r = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120,
                            stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Check("sglang", False if needed else None, f"cannot run {python}: {exc}"), False
+        return Check(dialect.name, False if needed else None, f"cannot run {python}: {exc}"), False
     if r.returncode == 0:
-        return Check("sglang", True, f"sglang {r.stdout.strip()} importable in {python}"), True
+        return Check(dialect.name, True, f"{pkg} {r.stdout.strip()} importable in {python}"), True
     last = (r.stderr.strip().splitlines() or ["import failed"])[-1]
-    return Check("sglang", False if needed else None, f"not importable in {python}: {last}"), False
+    return Check(dialect.name, False if needed else None, f"not importable in {python}: {last}"), False
 
 
 def profile_flags(profile: Profile) -> list[str]:
     """The flags a sweep of this profile will pass: extra_args plus one per knob the search moves."""
-    knob_flags = ["--" + name.replace("_", "-") for name, value in profile.search.space if value is not None]
-    return [*profile.server.extra_args, *knob_flags]
+    dialect = engines.get(profile.server.engine)
+    return [*profile.server.extra_args, *(dialect.flag(name) for name, value in profile.search.space if value is not None)]
 
 
-def _flags(profile: Profile, python: str, module: str) -> Check:
+def _flags(profile: Profile, python: str, module: str, dialect: Dialect) -> Check:
     wanted = profile_flags(profile)
     if not wanted:
         return Check("flags", True, "no extra flags or knobs to check")
     try:
         text = flags.help_text([python, "-m", module])
-        flags.validate_flags(wanted, text, flags.installed_version(python))
+        flags.validate_flags(wanted, text, flags.installed_version(python, dialect.version_package), dialect.name)
     except LaunchError as exc:
         return Check("flags", False, str(exc))
-    return Check("flags", True, f"{len(flags.flags_in_argv(wanted))} flags exist in {module} --help")
+    return Check("flags", True, f"{len(engines.flags_in_argv(wanted))} flags exist in {module} --help")
 
 
-def _leftovers() -> Check:
-    found = procs.find_by_name_prefix("sglang::")
+def _leftovers(prefix: str) -> Check:
+    if not prefix:
+        return Check("leftovers", None, "skipped: the engine's processes carry no name of their own")
+    found = procs.find_by_name_prefix(prefix)
     if not found:
-        return Check("leftovers", True, "no sglang:: processes running")
+        return Check("leftovers", True, f"no {prefix} processes running")
     pids = ", ".join(f"{pid} ({cmd[:40]})" for pid, cmd in found[:10])
-    return Check("leftovers", False, f"{len(found)} sglang:: processes hold resources (not killed): {pids}")
+    return Check("leftovers", False, f"{len(found)} {prefix} processes hold resources (not killed): {pids}")
 
 
 def _port(host: str) -> Check:
@@ -127,17 +133,19 @@ def _model(profile: Profile) -> Check:
 
 
 def run_doctor(profile: Profile, db_url: str, python: str = sys.executable,
-               module: str = "sglang.launch_server") -> list[Check]:
-    """Run every pre-flight check; none of them starts a server or kills anything."""
-    needed = profile.server.launcher == "sglang"
+               module: str | None = None) -> list[Check]:
+    """Run every pre-flight check; none of them starts a server or kills anything. `module` defaults to the
+    profile's engine's launch module."""
+    dialect = engines.get(profile.server.engine)
+    needed = profile.server.launcher == "sglang"  # the launcher that starts the engine's real server
     checks = [_gpus()]
-    sg_check, importable = _sglang(python, needed)
+    sg_check, importable = _engine_package(python, needed, dialect)
     checks.append(sg_check)
     if importable:
-        checks.append(_flags(profile, python, module))
+        checks.append(_flags(profile, python, module or dialect.launch_module, dialect))
     else:
-        checks.append(Check("flags", None, "skipped: sglang not importable"))
-    checks += [_model(profile), _leftovers(), _port(profile.server.host), _database(db_url)]
+        checks.append(Check("flags", None, f"skipped: {dialect.version_package} not importable"))
+    checks += [_model(profile), _leftovers(dialect.process_prefix), _port(profile.server.host), _database(db_url)]
     if checks[-1].ok:
         checks.append(workers_check(db_url))
     return checks

@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from sweep import engines
 from sweep.core.errors import ProfileError, SweepError
 from sweep.drivers import Driver
 from sweep.launchers.base import Launcher, ServerHandle
@@ -44,13 +45,13 @@ def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path, seat:
         from sweep.launchers.virtual import VirtualLauncher
 
         return VirtualLauncher(gpu=spec.sim_gpu, model=spec.sim_model, extra_args=spec.extra_args,
-                               model_path=spec.model_path)
+                               model_path=spec.model_path, dialect=engines.get(spec.engine))
     if kind == "attach":
         from sweep.launchers.attach import AttachLauncher
 
         if not spec.url:
             raise ProfileError("server.url is required with launcher attach")
-        return AttachLauncher(spec.url)
+        return AttachLauncher(spec.url, dialect=engines.get(spec.engine))
     from sweep.launchers.sglang import SGLangLauncher
 
     if kind == "sim":
@@ -80,7 +81,8 @@ def make_driver(profile: Profile, driver: str, launcher: Launcher, client_procs:
     from sweep.drivers.probes import GpuProbe, MetricsProbe, ProcessProbe
 
     def probes(handle: ServerHandle, clock: Any) -> list[Any]:
-        out: list[Any] = [MetricsProbe(handle.url or "", headers=handle.headers(), interval_s=1.0, clock=clock),
+        out: list[Any] = [MetricsProbe(handle.url or "", headers=handle.headers(), interval_s=1.0, clock=clock,
+                                       engine=handle.dialect),
                           GpuProbe(interval_s=1.0, clock=clock)]
         if handle.pid:
             out.append(ProcessProbe(handle.pid, interval_s=2.0, clock=clock))

@@ -1,7 +1,6 @@
 """Read models of a study built from the store alone, for every reader (report, live page, `sweep show`, the
 terminal): its context (configurations, knees, winner, ties, hardware groups, failures), the live state, the
-plan, the workers.
-"""
+plan, the workers."""
 
 from sweep.views.context import ConfigFailure, config_failures, study_context
 from sweep.views.live import read_state, study_eta

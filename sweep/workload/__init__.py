@@ -1,6 +1,5 @@
 """What is sent: the seeded request stream (text, image, video, audio; shared prefixes), datasets, the prompt
-lexicon, locally made media, and the cache hit rate the workload predicts.
-"""
+lexicon, locally made media, and the cache hit rate the workload predicts."""
 
 from sweep.workload.cache_model import (
     GAP_FLAG,
