@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TREES = ("sweep", "launchers", "sglang_sim", "bench", "tools")  # a row `pkg/` covers everything below it
+TREES = ("sweep", "launchers", "sglang_sim", "bench", "tools")  # a row `pkg/` covers everything below it,
+# except in sweep/, where a folder row names each module
 ENTRY_POINTS = ("__init__.py", "__main__.py")  # a package's own files need no row (a protocol in one does)
 
 
@@ -30,7 +31,8 @@ def _named() -> set[str]:
 
 def test_every_module_has_a_row_in_the_readme_table() -> None:
     named = _named()
-    packages = tuple(n for n in named if n.endswith("/"))
+    # a folder row of sweep/ names its modules one by one; other trees (and Alembic's migrations) are covered whole
+    packages = tuple(n for n in named if n.endswith("/") and (not n.startswith("sweep/") or n == "sweep/store/"))
     modules = sorted(str(p.relative_to(ROOT)) for tree in TREES for p in (ROOT / tree).rglob("*.py"))
     missing = [m for m in modules if m not in named and not m.startswith(packages)
                and Path(m).name not in ENTRY_POINTS]

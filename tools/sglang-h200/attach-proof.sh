@@ -5,7 +5,7 @@
 # --max-running-requests 256 --mem-fraction-static 0.14 --chunked-prefill-size 4096 --schedule-policy lpm),
 # warms it, then for each concurrency in $LEVELS (default "16 32"), one after the other on that server:
 #   (a) tools/sglang-h200/independent_client.py (no sweep code; aiohttp where installed, else raw asyncio
-#       streams), (b) python3 -m sweep.cli.commands ladder --launcher attach --set server.url=... at that concurrency.
+#       streams), (b) python3 -m sweep.cli ladder --launcher attach --set server.url=... at that concurrency.
 # Same workload both: closed loop, prompts U(1000,1100) tokens (80% start with one of 16 shared 512-token
 # prefixes), outputs U(64,256) with ignore_eos, $WARMUP_S s warm-up (5) + $MEASURE_S s windows (20); the
 # prefix cache is flushed before each window. OUTDIR gets attach-proof.md (the comparison table; exit 1 if a
@@ -77,11 +77,11 @@ for c in $levels; do
   "${client[@]}" --concurrency "$c" --seed "$c" --out "$out/independent-$c.json"
   ind+=("$out/independent-$c.json")
   py_get /flush_cache POST >/dev/null
-  "$py" -m sweep.cli.commands ladder --profile interactive --launcher attach --set "server.url=$url" \
+  "$py" -m sweep.cli ladder --profile interactive --launcher attach --set "server.url=$url" \
     --set "ladder=[$c]" "${workload[@]}" --db "$work/results.db" --out "$work/reports" 2>&1 | tail -n 5
 done
 "$py" "$here/attach_compare.py" --db "$work/results.db" --independent "${ind[@]}" --out "$out/attach-proof.md"
 rc=$?
-"$py" -m sweep.cli.commands runs --db "$work/results.db" --format csv > "$out/runs.csv" || true
+"$py" -m sweep.cli runs --db "$work/results.db" --format csv > "$out/runs.csv" || true
 cp "$work/results.db" "$out/results.db"
 exit $rc

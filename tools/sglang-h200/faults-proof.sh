@@ -26,7 +26,7 @@ else
 fi
 export PYTHONUNBUFFERED=1
 db="$work/results.db"
-cmd=($py -m sweep.cli.commands sweep --profile interactive --db "$db" --out "$work/reports" --study faults --resume
+cmd=($py -m sweep.cli sweep --profile interactive --db "$db" --out "$work/reports" --study faults --resume
      --no-progress --driver http "${server[@]}" --set window.warmup_requests=8 --set window.measure_seconds=15
      --set window.drain_seconds=10 --set server.startup_timeout_s=400 --set 'ladder=[8,16]' --set soak.enabled=false
      --set search.screening.enabled=false

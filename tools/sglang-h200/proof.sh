@@ -26,42 +26,42 @@ short=(--set window.warmup_requests=32 --set window.warmup_seconds=5 --set windo
 set +e
 case "$stage" in
   ladder)
-    python3 -m sweep.cli.commands ladder --profile interactive "${common[@]}" "${short[@]}" \
+    python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" \
       --config max_running_requests=64,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
       --set 'ladder=[8,32,128]' --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]' ;;
   knee)
-    python3 -m sweep.cli.commands knee --profile interactive "${common[@]}" "${short[@]}" --study h200-knee \
+    python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-knee \
       --set 'ladder=[16,64]' \
       --set 'search.space={"max_running_requests":[32,128],"mem_fraction_static":[0.85],"chunked_prefill_size":[8192],"schedule_policy":["lpm"]}' \
       --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]' ;;
   multimodal)
-    python3 -m sweep.cli.commands ladder --profile multimodal "${common[@]}" "${short[@]}" \
+    python3 -m sweep.cli ladder --profile multimodal "${common[@]}" "${short[@]}" \
       --config max_running_requests=32,mem_fraction_static=0.7,chunked_prefill_size=8192 \
       --set 'workload.mix={"text":0.5,"image":0.5}' --set 'ladder=[8,32]' --set workload.num_requests=1000 \
       --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch","--mm-attention-backend","triton_attn"]' ;;
   chat)
     # The OpenAI chat API through the same load generator (text only: the 8B shape has no vision tower).
-    python3 -m sweep.cli.commands ladder --profile interactive "${common[@]}" "${short[@]}" \
+    python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" \
       --config max_running_requests=64,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
       --set workload.api=chat --set 'ladder=[8,64]' \
       --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch","--enable-cache-report"]' ;;
   kvbound)
     # A constrained KV pool: the article's regime (retractions, a queue that never empties) on purpose.
-    python3 -m sweep.cli.commands ladder --profile interactive "${common[@]}" "${short[@]}" \
+    python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" \
       --config max_running_requests=128,mem_fraction_static=0.2,chunked_prefill_size=8192,schedule_policy=lpm \
       --set 'ladder=[32,128]' \
       --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]' ;;
   kvrepeat)
     # docs/calibration.md: a second KV-bound ladder (52k-token pool) around the knee, to tell the simulator's
     # -34% TTFT P50 one step past it from window noise. ~4 minutes on a warm machine.
-    python3 -m sweep.cli.commands knee --profile interactive "${common[@]}" "${short[@]}" --study kv-calib-2 \
+    python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study kv-calib-2 \
       --set 'search.space={"max_running_requests":[256],"mem_fraction_static":[0.14],"chunked_prefill_size":[4096],"schedule_policy":["lpm"]}' \
       --set 'ladder=[48,64,96]' \
       --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]' ;;
   crosscheck)
     # After each of sweep's windows, SGLang's own bench_serving (from the same bundle) replays the same requests at
     # the same concurrency on the same server; REFERENCE=h11 uses sweep's second HTTP stack instead.
-    python3 -m sweep.cli.commands crosscheck --profile interactive "${common[@]}" "${short[@]}" --study "h200-crosscheck-${REFERENCE:-bench_serving}" \
+    python3 -m sweep.cli crosscheck --profile interactive "${common[@]}" "${short[@]}" --study "h200-crosscheck-${REFERENCE:-bench_serving}" \
       --reference "${REFERENCE:-bench_serving}" --set "crosscheck.command=$bench" \
       --config max_running_requests=256,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
       --set 'ladder=[16,32]' \
@@ -69,7 +69,7 @@ case "$stage" in
   crosscheck-vl)
     # The Qwen2.5-VL shape, every request one 448x448 PNG and text: bench_serving's image dataset of the same shape
     # (it cannot replay sweep's own images; REFERENCE=h11 replays them exactly).
-    python3 -m sweep.cli.commands crosscheck --profile multimodal "${common[@]}" "${short[@]}" --study "h200-crosscheck-vl-${REFERENCE:-bench_serving}" \
+    python3 -m sweep.cli crosscheck --profile multimodal "${common[@]}" "${short[@]}" --study "h200-crosscheck-vl-${REFERENCE:-bench_serving}" \
       --reference "${REFERENCE:-bench_serving}" --set "crosscheck.command=$bench" \
       --config max_running_requests=32,mem_fraction_static=0.7,chunked_prefill_size=8192 \
       --set 'workload.mix={"text":0.0,"image":1.0}' --set 'workload.shared_prefix={"groups":0,"share":0.0}' \
@@ -82,7 +82,7 @@ case "$stage" in
     # CUDA_VISIBLE_DEVICES=0, a port range of their own and a small static memory fraction (SGLang takes it of
     # the memory free when it starts, so two fit). The study is shared through one SQLite file on this host
     # (WAL; Optuna's transactions BEGIN IMMEDIATE): no PostgreSQL on the GPU machine, none needed for one host.
-    python3 -m sweep.cli.commands study create --profile interactive --db "$db" --study h200-workers --launcher sglang \
+    python3 -m sweep.cli study create --profile interactive --db "$db" --study h200-workers --launcher sglang \
       --set "server.command=$cmd" "${short[@]}" --set 'ladder=[16,64]' --set search.heartbeat_s=10 \
       --set 'search.space={"max_running_requests":[32,64],"mem_fraction_static":[0.3],"chunked_prefill_size":[4096,8192],"schedule_policy":["lpm"]}' \
       --set 'server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]' \
@@ -104,19 +104,19 @@ while time.monotonic() < end:
     time.sleep(2)
 sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
       fi
-      python3 -m sweep.cli.commands worker --study h200-workers --db "$db" --out "$work/reports" --launcher sglang \
+      python3 -m sweep.cli worker --study h200-workers --db "$db" --out "$work/reports" --launcher sglang \
         --driver http --gpus 0 --ports "$((30000 + 100 * i))-$((30100 + 100 * i))" --label "w$i" --no-progress \
         > "$out/workers-w$i.log" 2>&1 &
       pids+=($!)
     done
     wrc=0; for p in "${pids[@]}"; do wait "$p" || wrc=$?; done
-    python3 -m sweep.cli.commands report h200-workers --db "$db" --out "$work/reports"
-    python3 -m sweep.cli.commands runs --study h200-workers --db "$db" --format csv > "$out/workers-runs.csv" || true
+    python3 -m sweep.cli report h200-workers --db "$db" --out "$work/reports"
+    python3 -m sweep.cli runs --study h200-workers --db "$db" --format csv > "$out/workers-runs.csv" || true
     (exit $wrc) ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 rc=$?
-python3 -m sweep.cli.commands runs --db "$db" --format csv > "$out/runs.csv" || true
+python3 -m sweep.cli runs --db "$db" --format csv > "$out/runs.csv" || true
 cp "$db" "$out/results.db"
 latest=$(ls -td "$work"/reports/*/ | head -1)
 cp "$latest/report.md" "$out/$stage-report.md"; cp "$latest"/*.png "$out/" 2>/dev/null || true
