@@ -38,7 +38,7 @@ from sweep.drivers.worker import (
     run_worker,
 )
 from sweep.launchers.base import ServerHandle
-from sweep.profile import Window
+from sweep.profile import ArrivalProcess, ClosedArrival, Window
 from sweep.workload.requests import warm_media_pool
 from sweep.workload.stream import Requests, RequestStream, StreamExhausted
 
@@ -92,7 +92,7 @@ class HttpDriver:
         return None if t0 is None else self.clock() - t0
 
     def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
-                   window: Window, arrival: Any = None) -> WindowResult:
+                   window: Window, arrival: ArrivalProcess | None = None) -> WindowResult:
         """Warm up, measure one window, drain; returns every record and sample.
 
         arrival None or ClosedArrival: `concurrency` closed-loop users (ClosedArrival's think time wins).
@@ -114,24 +114,24 @@ class HttpDriver:
         return flush_over_http(str(handle.url or ""), dict(handle.headers()), path=handle.dialect.paths.flush_cache)
 
     def _plans(self, handle: ServerHandle, specs: Requests, concurrency: int, window: Window,
-               arrival: Any) -> tuple[list[Plan], float | None]:
+               arrival: ArrivalProcess | None) -> tuple[list[Plan], float | None]:
         n = self.client_procs
         base = Plan(url=str(handle.url or ""), headers=dict(handle.headers()), api=self.api, paths=handle.dialect.paths,
                     model_name=self.model_name, specs=specs, window=window, concurrency=concurrency)
-        if not arrivals.is_open(arrival):
-            think = getattr(arrival, "think_time_s", self.think_time_s) if arrival is not None else self.think_time_s
+        sched = arrival.schedule(window, self.seed, concurrency) if arrival is not None else None
+        if sched is None:
+            think = arrival.think_time_s if isinstance(arrival, ClosedArrival) else self.think_time_s
             n = min(n, concurrency)
             return [replace(base, users=arrivals.split_int(concurrency, n, i), think_time_s=think, shard=i,
                             n_shards=n) for i in range(n)], None
-        offsets, ws_off, _ = arrivals.plan(arrival, window, self.seed, concurrency)
-        cap = arrivals.cap_for(arrival)
+        offsets, cap = sched.offsets, sched.max_in_flight
         n = min(n, cap, max(1, len(offsets)))
         out = []
         for i in range(n):
             idx = arrivals.shard(len(offsets), n, i)
             out.append(replace(base, shard=i, n_shards=n, offsets=offsets[idx], numbers=idx,
                                max_in_flight=arrivals.split_int(cap, n, i)))
-        return out, ws_off
+        return out, sched.start
 
     async def _run(self, handle: ServerHandle, plans: list[Plan], concurrency: int, window: Window,
                    ws_off: float | None) -> WindowResult:
