@@ -266,7 +266,7 @@ def _format_error(path: Path, err: ValidationError) -> str:
 _ARRIVAL_KINDS = frozenset({"closed", "constant", "poisson", "gamma", "trace"})
 
 
-def _field_path(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+def _field_path(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
     """A pydantic error location without its union-member tags ('list[int]', 'IntRange', 'poisson', ...)."""
     out = tuple(p for p in loc if not (isinstance(p, str) and (not p.isidentifier() or p[:1].isupper())))
     if out[:1] == ("arrival",) and len(out) > 1 and out[1] in _ARRIVAL_KINDS:
@@ -339,7 +339,7 @@ def _set_field(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
