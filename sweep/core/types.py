@@ -21,6 +21,7 @@ Modality = Literal["text", "image", "video", "audio"]
 SchedulePolicy = Literal["lpm", "random", "fcfs", "dfs-weight", "lof", "priority", "routing-key", "hrrn",
                          "shortest-prefill-first"]
 SCHEDULE_POLICIES: tuple[str, ...] = get_args(SchedulePolicy)
+KnobValue = int | float | str  # one knob's value (ServerConfig's field types)
 
 
 def _knob(label: str, kind: type) -> Any:
@@ -42,10 +43,10 @@ class ServerConfig:
     schedule_policy: str | None = _knob("policy", str)
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> ServerConfig:
+    def from_mapping(cls, values: Mapping[str, object]) -> ServerConfig:
         """The knobs found in any mapping (a store row, /server_info, `--config` text), each of its own type;
         other keys are ignored, a missing or None knob is the server default. ValueError for a bad value."""
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {}  # each value checked against its field's `kind` below
         for f in fields(cls):
             v, kind = values.get(f.name), f.metadata["kind"]
             try:
@@ -54,11 +55,11 @@ class ServerConfig:
                 raise ValueError(f"{f.name}={v!r} is not {'an' if kind is int else 'a'} {kind.__name__}") from None
         return cls(**out)
 
-    def knobs(self) -> dict[str, Any]:
+    def knobs(self) -> dict[str, Any]:  # keyword arguments of a knob dataclass (ServerConfig, EngineKnobs)
         """The knobs that are set (not the server default), by name."""
         return {k: v for k, v in asdict(self).items() if v is not None}
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> dict[str, KnobValue | None]:
         """Every knob by name, None where unset (the store's server_configs columns)."""
         return asdict(self)
 
@@ -188,6 +189,6 @@ class Placement:
     gpu_memory_mib: float | None = None
     gpu_driver: str | None = None
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> dict[str, str | float | None]:
         """The runs / server_configs columns this placement fills."""
         return asdict(self)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from sweep.core.types import WindowResult
     from sweep.launchers.base import ServerHandle
-    from sweep.profile import Arrival, Window
+    from sweep.profile import ArrivalProcess, Window
     from sweep.workload.stream import Requests
 
 __all__ = ["Driver"]
@@ -23,6 +23,6 @@ class Driver(Protocol):
     simulated: bool
 
     def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
-                   window: Window, arrival: Arrival | None = None) -> WindowResult: ...
+                   window: Window, arrival: ArrivalProcess | None = None) -> WindowResult: ...
 
     def flush_cache(self, handle: ServerHandle) -> str | None: ...

@@ -19,12 +19,12 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from typing import Any
 from urllib.parse import urlsplit
 
 import httptools
 
 from sweep.drivers.sse import Clock, SseSink, StreamError
+from sweep.workload.requests import RequestBody
 
 
 class _Stale(Exception):
@@ -161,7 +161,7 @@ class Pool:
         self._idle: list[_Conn] = []
         self._open: set[_Conn] = set()
 
-    async def stream(self, path: str, body: dict[str, Any], sink: SseSink) -> None:
+    async def stream(self, path: str, body: RequestBody, sink: SseSink) -> None:
         """POST body as JSON and feed the streamed response to sink; raises StreamError on any failure."""
         payload = json.dumps(body, separators=(",", ":")).encode()
         request = (f"POST {self.prefix}{path} HTTP/1.1\r\n{self._head}Content-Length: {len(payload)}\r\n\r\n"

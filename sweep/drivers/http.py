@@ -20,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import numpy as np
 
@@ -38,17 +39,25 @@ from sweep.drivers.worker import (
     run_worker,
 )
 from sweep.launchers.base import ServerHandle
-from sweep.profile import Window
+from sweep.profile import ArrivalProcess, ClosedArrival, Window
 from sweep.workload.requests import warm_media_pool
 from sweep.workload.stream import Requests, RequestStream, StreamExhausted
+
+if TYPE_CHECKING:  # a spawned client process imports this module: it needs none of these
+    from sweep.analysis.server_metrics import MetricsSnapshot
+    from sweep.drivers.probes import MetricsProbe, Probe
+    from sweep.engines import MetricNames
+
+    Snaps = tuple[MetricsSnapshot | None, MetricsSnapshot | None, float]  # /metrics at the window's bounds, its start
 
 Clock = Callable[[], float]
 STALL_TIMEOUT_S = 120.0  # no response bytes this long while requests are in flight: the server is hung
 START_MARGIN_S = 0.05  # t0 is this far after the start barrier, so every worker is waiting when it comes
 ALIVE_INTERVAL_S = 0.25  # how often the launcher's alive() runs (in its own thread) during a window
+T = TypeVar("T")
 
 
-def run_loop(coro: Any) -> Any:
+def run_loop(coro: Coroutine[object, object, T]) -> T:
     """Run a coroutine on uvloop where it is installed (a faster event loop: lower per-chunk overhead and
     tail latency in the load generator), else on asyncio's default loop."""
     try:
@@ -67,7 +76,7 @@ class HttpDriver:
     simulated = False
 
     def __init__(self, api: str = "generate", model_name: str = "default", metrics_interval_s: float = 1.0,
-                 think_time_s: float = 0.0, probes: Callable[[ServerHandle, Clock], list[Any]] | None = None,
+                 think_time_s: float = 0.0, probes: Callable[[ServerHandle, Clock], list[Probe]] | None = None,
                  alive: Callable[[ServerHandle], bool] | None = None, clock: Clock = time.perf_counter,
                  client_procs: int = 1, seed: int = 0, alive_interval_s: float = ALIVE_INTERVAL_S,
                  stall_timeout_s: float | None = STALL_TIMEOUT_S):
@@ -92,7 +101,7 @@ class HttpDriver:
         return None if t0 is None else self.clock() - t0
 
     def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
-                   window: Window, arrival: Any = None) -> WindowResult:
+                   window: Window, arrival: ArrivalProcess | None = None) -> WindowResult:
         """Warm up, measure one window, drain; returns every record and sample.
 
         arrival None or ClosedArrival: `concurrency` closed-loop users (ClosedArrival's think time wins).
@@ -114,24 +123,24 @@ class HttpDriver:
         return flush_over_http(str(handle.url or ""), dict(handle.headers()), path=handle.dialect.paths.flush_cache)
 
     def _plans(self, handle: ServerHandle, specs: Requests, concurrency: int, window: Window,
-               arrival: Any) -> tuple[list[Plan], float | None]:
+               arrival: ArrivalProcess | None) -> tuple[list[Plan], float | None]:
         n = self.client_procs
         base = Plan(url=str(handle.url or ""), headers=dict(handle.headers()), api=self.api, paths=handle.dialect.paths,
                     model_name=self.model_name, specs=specs, window=window, concurrency=concurrency)
-        if not arrivals.is_open(arrival):
-            think = getattr(arrival, "think_time_s", self.think_time_s) if arrival is not None else self.think_time_s
+        sched = arrival.schedule(window, self.seed, concurrency) if arrival is not None else None
+        if sched is None:
+            think = arrival.think_time_s if isinstance(arrival, ClosedArrival) else self.think_time_s
             n = min(n, concurrency)
             return [replace(base, users=arrivals.split_int(concurrency, n, i), think_time_s=think, shard=i,
                             n_shards=n) for i in range(n)], None
-        offsets, ws_off, _ = arrivals.plan(arrival, window, self.seed, concurrency)
-        cap = arrivals.cap_for(arrival)
+        offsets, cap = sched.offsets, sched.max_in_flight
         n = min(n, cap, max(1, len(offsets)))
         out = []
         for i in range(n):
             idx = arrivals.shard(len(offsets), n, i)
             out.append(replace(base, shard=i, n_shards=n, offsets=offsets[idx], numbers=idx,
                                max_in_flight=arrivals.split_int(cap, n, i)))
-        return out, ws_off
+        return out, sched.start
 
     async def _run(self, handle: ServerHandle, plans: list[Plan], concurrency: int, window: Window,
                    ws_off: float | None) -> WindowResult:
@@ -157,11 +166,11 @@ class HttpDriver:
         exhausted = next((r.exhausted for r in results if r.exhausted), None)
         if exhausted is not None:
             raise StreamExhausted(exhausted)
-        samples: list[Sample] = [s for p in probes for s in getattr(p, "samples", [])]
+        samples: list[Sample] = [s for p in probes for s in p.samples]
         return self._merge(results, samples, snaps, concurrency, window, t0, aborted, handle.simulated)
 
-    async def _supervise(self, handle: ServerHandle, coord: Coord, workers: Sequence[asyncio.Future[Any]],
-                         window: Window, metrics: Any) -> tuple[list[WorkerResult], str | None, tuple[Any, Any, float]]:
+    async def _supervise(self, handle: ServerHandle, coord: Coord, workers: Sequence[asyncio.Future[WorkerResult]],
+                         window: Window, metrics: MetricsProbe | None) -> tuple[list[WorkerResult], str | None, Snaps]:
         """Snapshot /metrics at the window's start and end, stop dispatch if the server dies, collect results."""
         dead = asyncio.Event()
         watcher = asyncio.create_task(self._watch_alive(handle, dead)) if self.alive is not None else None
@@ -172,11 +181,11 @@ class HttpDriver:
                 watcher.cancel()
                 await asyncio.gather(watcher, return_exceptions=True)
 
-    async def _supervise_loop(self, coord: Coord, workers: Sequence[asyncio.Future[Any]], window: Window,
-                              metrics: Any, dead: asyncio.Event
-                              ) -> tuple[list[WorkerResult], str | None, tuple[Any, Any, float]]:
-        start_snap: Any = None
-        end_snap: Any = None
+    async def _supervise_loop(self, coord: Coord, workers: Sequence[asyncio.Future[WorkerResult]],
+                              window: Window, metrics: MetricsProbe | None, dead: asyncio.Event
+                              ) -> tuple[list[WorkerResult], str | None, Snaps]:
+        start_snap: tuple[str, float] | Literal[False] | None = None  # False: scraped, nothing came
+        end_snap: tuple[str, float] | Literal[False] | None = None
         aborted: str | None = None
         ws = None
         while not all(w.done() for w in workers):
@@ -207,7 +216,7 @@ class HttpDriver:
             if exc is not None:
                 raise exc
             results.append(w.result())
-        names = getattr(metrics, "dialect", None)  # the probe's engine's metric names
+        names = metrics.dialect if metrics is not None else None  # the probe's engine's metric names
         start, end = _parsed(start_snap or None, names), _parsed(end_snap or None, names)  # the streams are done
         return results, aborted, (start, end, ws if ws is not None else float("nan"))
 
@@ -232,7 +241,7 @@ class HttpDriver:
             pool.shutdown(wait=False, cancel_futures=True)  # a check in flight ends on its own timeout
 
     async def _run_procs(self, handle: ServerHandle, plans: list[Plan], window: Window, ws_off: float | None,
-                         metrics: Any) -> tuple[list[WorkerResult], str | None, tuple[Any, Any, float], float]:
+                         metrics: MetricsProbe | None) -> tuple[list[WorkerResult], str | None, Snaps, float]:
         """Spawn one process per plan, start them all at one t0, supervise, gather their pickled results."""
         ctx = mp.get_context("spawn")
         coord = SharedCoord(ctx, n_shards=len(plans))
@@ -280,7 +289,7 @@ class HttpDriver:
             return None
         return f"hung: no response bytes for {silent:.0f} s while {in_flight} request(s) were in flight"
 
-    async def _snapshot(self, metrics: Any) -> tuple[str, float] | None:
+    async def _snapshot(self, metrics: MetricsProbe | None) -> tuple[str, float] | None:
         """The /metrics text and its time, parsed only after the window (a full parse stalls the loop ~50 ms)."""
         if metrics is None:
             return None
@@ -290,7 +299,7 @@ class HttpDriver:
         except Exception:  # noqa: BLE001 - a failed scrape leaves counters empty, measure copes
             return None
 
-    def _merge(self, results: list[WorkerResult], samples: list[Sample], snaps: tuple[Any, Any, float],
+    def _merge(self, results: list[WorkerResult], samples: list[Sample], snaps: Snaps,
                concurrency: int, window: Window, t0: float, aborted: str | None, simulated: bool) -> WindowResult:
         from sweep.analysis.server_metrics import histogram_delta, histogram_samples
 
@@ -312,7 +321,7 @@ class HttpDriver:
             simulated=simulated, aborted=aborted)
 
 
-def _parsed(raw: tuple[str, float] | None, names: Any = None) -> Any:
+def _parsed(raw: tuple[str, float] | None, names: MetricNames | None = None) -> MetricsSnapshot | None:
     """A MetricsSnapshot of a fetched /metrics text (None when there is none or it does not parse)."""
     if raw is None:
         return None
@@ -326,7 +335,7 @@ def _parsed(raw: tuple[str, float] | None, names: Any = None) -> Any:
     return snap
 
 
-def _child(plan: Plan, coord: SharedCoord, conn: Any) -> None:
+def _child(plan: Plan, coord: SharedCoord, conn: Connection) -> None:
     """Spawned client process: report ready, wait for t0, run the worker, send back the pickled result."""
     try:
         if isinstance(plan.specs, RequestStream):  # encode the media pool before the start barrier, not in the window

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, Protocol
 
 import httpx
@@ -27,6 +28,16 @@ RETRYABLE = (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, htt
 
 class _HasUrl(Protocol):
     url: str | None
+
+
+class Probe(Protocol):
+    """What a driver runs beside a window: start(), stop(), and the samples it took."""
+
+    samples: list[Sample]
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 async def control_request(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
@@ -152,7 +163,7 @@ class GpuProbe(_PeriodicProbe):
     ) -> None:
         super().__init__(interval_s, clock)
         self.devices = devices
-        self._nvml: Any = None
+        self._nvml: ModuleType | None = None
         self._tried = False
         self.unavailable_reason: str | None = None
 
@@ -185,16 +196,16 @@ class GpuProbe(_PeriodicProbe):
         out: list[Sample] = []
         for i in devices:
             h = nv.nvmlDeviceGetHandleByIndex(i)
-            out.append(Sample(t, "gpu", "gpu_mem_used_mib", self._mem_used(h) / 2**20, f"gpu={i}"))
+            out.append(Sample(t, "gpu", "gpu_mem_used_mib", self._mem_used(nv, h) / 2**20, f"gpu={i}"))
             # Utilisation is not exposed everywhere (some containers, MIG slices): memory still counts.
             with contextlib.suppress(Exception):
                 util = nv.nvmlDeviceGetUtilizationRates(h).gpu
                 out.append(Sample(t, "gpu", "gpu_util", float(util), f"gpu={i}"))
         return out
 
-    def _mem_used(self, handle: Any) -> float:
+    @staticmethod
+    def _mem_used(nv: ModuleType, handle: object) -> float:
         """Bytes in use as nvidia-smi shows them (v2 excludes driver-reserved memory; v1 as a fallback)."""
-        nv = self._nvml
         try:
             return float(nv.nvmlDeviceGetMemoryInfo(handle, version=nv.nvmlMemory_v2).used)
         except Exception:

@@ -26,12 +26,11 @@ import h11
 
 from sweep.core.errors import SweepError
 from sweep.core.types import RequestRecord, RequestSpec, WindowResult
-from sweep.drivers import arrivals
 from sweep.drivers.http import run_loop
 from sweep.drivers.sse import request_for
 from sweep.drivers.worker import Coord
 from sweep.launchers.base import ServerHandle
-from sweep.profile import Window
+from sweep.profile import ArrivalProcess, ClosedArrival, Window
 from sweep.workload.stream import spec_at
 
 Clock = Callable[[], float]
@@ -52,11 +51,11 @@ class H11Reference:
         self.clock = clock
 
     def run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
-                   window: Window, arrival: Any = None) -> WindowResult:
+                   window: Window, arrival: ArrivalProcess | None = None) -> WindowResult:
         """Warm up, measure one window of `concurrency` closed-loop users, drain; every record kept."""
-        if arrivals.is_open(arrival):
+        if arrival is not None and arrival.open_loop:
             raise SweepError("the reference client runs closed-loop windows only (arrival.kind: closed)")
-        think = float(getattr(arrival, "think_time_s", 0.0) or 0.0)
+        think = arrival.think_time_s if isinstance(arrival, ClosedArrival) else 0.0
         base = (self.url or handle.url or "").rstrip("/")
         if not base:
             raise SweepError("the reference client needs a server URL")

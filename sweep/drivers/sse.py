@@ -12,7 +12,7 @@ from typing import Any
 
 from sweep.core.types import RequestRecord, RequestSpec
 from sweep.engines import Paths, default
-from sweep.workload.requests import chat_body, generate_body
+from sweep.workload.requests import RequestBody, chat_body, generate_body
 
 Clock = Callable[[], float]
 
@@ -25,7 +25,7 @@ class StreamError(Exception):
         self.kind = kind
 
 
-def request_for(api: str, spec: RequestSpec, model_name: str, paths: Paths | None = None) -> tuple[str, dict[str, Any]]:
+def request_for(api: str, spec: RequestSpec, model_name: str, paths: Paths | None = None) -> tuple[str, RequestBody]:
     """(path, JSON body) of a streamed request in the given API; the path is the engine's (default: SGLang's)."""
     path = (paths or default().paths).request(api)
     if api == "chat":

@@ -5,16 +5,14 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from typing import Any
 
 from sglang_sim.engine import Engine, SimRequest
 from sglang_sim.media import audio_tokens, image_tokens, placeholder_ids, video_tokens
 from sweep.analysis.server_metrics import buckets_as_samples
 from sweep.core import interrupt
 from sweep.core.types import RequestRecord, RequestSpec, Sample, WindowResult
-from sweep.drivers import arrivals
 from sweep.launchers.base import ServerHandle
-from sweep.profile import Window
+from sweep.profile import ArrivalProcess, Window
 from sweep.workload.requests import estimated_prompt_tokens
 from sweep.workload.stream import Requests, spec_at
 
@@ -78,10 +76,10 @@ class VirtualDriver:
         return None if eng.flush_cache() else "the engine still holds requests"
 
     def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
-                   window: Window, arrival: Any = None) -> WindowResult:
+                   window: Window, arrival: ArrivalProcess | None = None) -> WindowResult:
         """Closed loop (`concurrency` users) or, for an open-loop arrival, sends at the scheduled times.
 
-        Open loop: the schedule is arrivals.plan(arrival, window, seed, concurrency); a request over
+        Open loop: the schedule is arrival.schedule(window, seed, concurrency); a request over
         max_in_flight waits for a slot (scheduled_at stays the scheduled time, sent_at is the real send).
         window_elapsed() follows the window's simulated clock meanwhile.
         """
@@ -102,7 +100,7 @@ class VirtualDriver:
 class _WindowRun:
     """One window's simulated clients: who is in flight, what is scheduled, and the window's marks."""
 
-    def __init__(self, eng: Engine, specs: Requests, concurrency: int, window: Window, arrival: Any,
+    def __init__(self, eng: Engine, specs: Requests, concurrency: int, window: Window, arrival: ArrivalProcess | None,
                  per_chunk: int, wid: int, seed: int, sample_interval_s: float):
         self.eng, self.specs, self.concurrency, self.window = eng, specs, concurrency, window
         self.per_chunk, self.wid, self.sample_interval_s = per_chunk, wid, sample_interval_s
@@ -122,15 +120,15 @@ class _WindowRun:
         self.hist_start: list[tuple[float, float]] = []
         self.hist_end: list[tuple[float, float]] = []
         self.warm_cap = start + window.warmup_seconds + window.request_timeout_s  # warm-up that never ends
-        self.open_loop = arrivals.is_open(arrival)
+        sched = arrival.schedule(window, seed, concurrency) if arrival is not None else None
+        self.open_loop = sched is not None
         self.sched: list[float] = []  # open loop: absolute scheduled times, in send order
         self.nxt = 0  # next scheduled request to release
         self.waiting: deque[float] = deque()  # released but over the in-flight cap: their scheduled times
-        self.cap = arrivals.cap_for(arrival)
-        if self.open_loop:
-            offs, ws_off, _ = arrivals.plan(arrival, window, seed, concurrency)
-            self.sched = (start + offs).tolist()
-            self.ws, self.we = start + ws_off, start + ws_off + window.measure_seconds
+        self.cap = sched.max_in_flight if sched is not None else 1 << 30
+        if sched is not None:
+            self.sched = (start + sched.offsets).tolist()
+            self.ws, self.we = start + sched.start, start + sched.start + window.measure_seconds
             self.warm_cap = float("inf")
         self.next_sample = start
         self.steps = 0

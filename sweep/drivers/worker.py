@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from multiprocessing.context import BaseContext
 
 import numpy as np
 
@@ -81,7 +81,7 @@ class Coord:
 class SharedCoord(Coord):
     """Coord across spawned processes: multiprocessing shared values (the count is locked, warm-up only)."""
 
-    def __init__(self, ctx: Any, window_start: float | None = None, n_shards: int = 1):
+    def __init__(self, ctx: BaseContext, window_start: float | None = None, n_shards: int = 1):
         self._ws_v = ctx.RawValue("d", math.nan if window_start is None else window_start)
         self._count_v = ctx.Value("q", 0)
         self._stop_v = ctx.RawValue("b", 0)

@@ -17,8 +17,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from rich.console import Console
 from rich.markup import escape
 
 from sweep.analysis.run_stats import RunStats
@@ -74,7 +74,7 @@ def worker_command(seat: Seat, study: str, db: str, out: Path, driver: str | Non
 class FleetProgress:
     """What the fleet prints from the study's database: every worker's landed windows and what each does."""
 
-    def __init__(self, store: Store, study_id: int, labels: list[str], console: Any,
+    def __init__(self, store: Store, study_id: int, labels: list[str], console: Console,
                  percentiles: tuple[int, int] = (99, 99), exclude: tuple[str, int] | None = None,
                  on_window: Callable[[str], None] | None = None):
         self.store, self.study_id, self.labels, self.console = store, study_id, labels, console
@@ -134,7 +134,7 @@ class FleetProgress:
 
 
 def run_fleet(seats: list[Seat], study: str, db: str, out: Path, driver: str | None, launcher: str | None,
-              client_procs: int, console: Any, study_id: int, poll_s: float = 2.0,
+              client_procs: int, console: Console, study_id: int, poll_s: float = 2.0,
               percentiles: tuple[int, int] = (99, 99), profile_dir: Path | None = None) -> int:
     """Start one worker per seat, show their progress from the database until all exit; the worst exit code."""
     log_root = out / study / "logs"

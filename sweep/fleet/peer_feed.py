@@ -12,7 +12,8 @@ import os
 import socket
 import threading
 from collections.abc import Callable
-from typing import Any
+
+from rich.console import Console
 
 from sweep.fleet.gpus import FleetProgress
 from sweep.store import Store
@@ -21,7 +22,7 @@ from sweep.store import Store
 class PeerFeed:
     """A background reader of the study's database; a context manager around the worker's work."""
 
-    def __init__(self, db_url: str, study: str, console: Any, percentiles: tuple[int, int] = (99, 99),
+    def __init__(self, db_url: str, study: str, console: Console, percentiles: tuple[int, int] = (99, 99),
                  every_s: float = 2.0, on_window: Callable[[str], None] | None = None):
         self.db_url, self.study, self.console, self.percentiles, self.every_s = (db_url, study, console,
                                                                                  percentiles, every_s)

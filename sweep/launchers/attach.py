@@ -55,7 +55,7 @@ class AttachLauncher:
 
     def __init__(self, url: str, api_key: str | None = None, wait_s: float = 10.0, check_interval_s: float = 1.0,
                  check_timeout_s: float = 5.0, failures_to_die: int = 3,
-                 gpu_inventory: Callable[[], list[dict[str, Any]]] = procs.gpu_inventory,
+                 gpu_inventory: Callable[[], list[procs.GpuRow]] = procs.gpu_inventory,
                  dialect: Dialect | None = None):
         self.url = url.rstrip("/")
         self.dialect = dialect or default()  # what the server speaks: its paths

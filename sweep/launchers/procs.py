@@ -8,7 +8,8 @@ import signal
 import socket
 import time
 from collections.abc import Iterable
-from typing import Any
+from types import ModuleType
+from typing import Any, TypedDict
 
 import psutil
 
@@ -140,7 +141,7 @@ def free_port(host: str = "127.0.0.1", within: tuple[int, int] | None = None) ->
     raise OSError(f"no free port in [{within[0]}, {within[1]}) on {host}" if within else f"no free port on {host}")
 
 
-def _nvml() -> Any:
+def _nvml() -> ModuleType | None:
     """pynvml, initialised, or None where there is no driver or no GPU."""
     try:
         import pynvml
@@ -164,12 +165,23 @@ def gpu_count() -> int:
         return 0
 
 
-def gpu_inventory() -> list[dict[str, Any]]:
+class GpuRow(TypedDict):
+    """One visible GPU as NVML reports it."""
+
+    index: int
+    name: str
+    memory_total_mib: int
+    memory_used_mib: int
+    memory_free_mib: int
+    driver: str
+
+
+def gpu_inventory() -> list[GpuRow]:
     """Name, total/used/free MiB and driver of each visible GPU; empty without NVML."""
     nv = _nvml()
     if nv is None:
         return []
-    out: list[dict[str, Any]] = []
+    out: list[GpuRow] = []
     try:
         driver = nv.nvmlSystemGetDriverVersion()
         for i in range(nv.nvmlDeviceGetCount()):

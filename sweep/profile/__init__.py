@@ -22,7 +22,6 @@ import yaml
 from pydantic import (
     Field,
     PrivateAttr,
-    StrictBool,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -31,6 +30,16 @@ from pydantic import (
 
 from sweep import engines
 from sweep.core.errors import ProfileError
+from sweep.profile.arrival import (
+    Arrival,
+    ArrivalProcess,
+    ClosedArrival,
+    GammaArrival,
+    OpenArrival,
+    RateArrival,
+    SendSchedule,
+    TraceArrival,
+)
 from sweep.profile.base import (
     DAY_S,
     MAX_CONCURRENCY,
@@ -44,24 +53,12 @@ from sweep.profile.base import (
 from sweep.profile.base import Strict as _Strict
 from sweep.profile.inputs import locate_inputs
 from sweep.profile.search import FloatRange, IntRange, Screening, Search, Space
-from sweep.profile.workload import (
-    Arrival,
-    ClosedArrival,
-    Dataset,
-    GammaArrival,
-    LengthDist,
-    MediaSpec,
-    ModalMix,
-    OpenArrival,
-    RateArrival,
-    SharedPrefix,
-    TraceArrival,
-    Workload,
-)
+from sweep.profile.window import Window
+from sweep.profile.workload import Dataset, LengthDist, MediaSpec, ModalMix, SharedPrefix, Workload
 
-__all__ = ["DAY_S", "MAX_CONCURRENCY", "MAX_GRID", "MAX_REQUESTS", "MAX_TOKENS", "SLA", "Arrival", "ClosedArrival",
+__all__ = ["DAY_S", "MAX_CONCURRENCY", "MAX_GRID", "MAX_REQUESTS", "MAX_TOKENS", "SLA", "Arrival", "ArrivalProcess", "ClosedArrival",
            "CrossCheck", "Dataset", "FloatRange", "GammaArrival", "IntRange", "LengthDist", "MediaSpec", "ModalMix",
-           "OpenArrival", "Profile", "RateArrival", "Screening", "Search", "ServerSpec", "SharedPrefix", "Soak",
+           "OpenArrival", "Profile", "RateArrival", "Screening", "Search", "SendSchedule", "ServerSpec", "SharedPrefix", "Soak",
            "Space", "TraceArrival", "Window", "Workload", "check_name", "check_study_name", "is_loopback",
            "load_profile", "resolve_profile_path"]
 
@@ -82,22 +79,6 @@ class SLA(_Strict):
         description="the end-to-end percentile a step must keep under e2e_ms")
     max_error_rate: float = Field(0.01, ge=0, le=1,
         description="largest share of failed requests a passing step may have")
-
-
-class Window(_Strict):
-    warmup_requests: int = Field(100, ge=0, le=MAX_REQUESTS,
-        description="requests completed before the measured window opens (0: warm-up by time)")
-    warmup_seconds: float = Field(0.0, ge=0, le=DAY_S,
-        description="warm-up time before the measured window, used when warmup_requests is 0")
-    measure_seconds: float = Field(900.0, gt=0, le=7 * DAY_S,
-        description="length of the measured window of each ladder step, seconds")
-    drain_seconds: float = Field(30.0, ge=0, le=DAY_S,
-        description="how long requests still in flight after the window may finish before they are cut")
-    request_timeout_s: float = Field(600.0, gt=0, le=DAY_S,
-        description="a request with no complete response after this long is an error")
-    flush_cache: StrictBool = Field(True, description=(
-        "empty the server's prefix cache (SGLang POST /flush_cache) before every ladder step, so no step "
-        "inherits the previous step's cache"))
 
 
 class ServerSpec(_Strict):
@@ -257,12 +238,12 @@ class Profile(_Strict):
             raise ValueError(f"arrival.rates has {len(rates)} values for a ladder of {len(self.ladder)} steps")
         return self
 
-    def step_arrival(self, concurrency: int) -> Any:
+    def step_arrival(self, concurrency: int) -> Arrival:
         """The arrival process of one ladder step: an open loop with per-step `rates` offers that step's rate."""
-        rates = getattr(self.arrival, "rates", None)
-        if rates is None or concurrency not in self.ladder:
-            return self.arrival
-        return self.arrival.model_copy(update={"rate": rates[self.ladder.index(concurrency)]})
+        a = self.arrival
+        if not isinstance(a, RateArrival | GammaArrival) or a.rates is None or concurrency not in self.ladder:
+            return a
+        return a.model_copy(update={"rate": a.rates[self.ladder.index(concurrency)]})
 
     def fingerprint(self) -> str:
         """Hash of what makes two runs comparable: workload, arrival, window and SLA."""
@@ -285,7 +266,7 @@ def _format_error(path: Path, err: ValidationError) -> str:
 _ARRIVAL_KINDS = frozenset({"closed", "constant", "poisson", "gamma", "trace"})
 
 
-def _field_path(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+def _field_path(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
     """A pydantic error location without its union-member tags ('list[int]', 'IntRange', 'poisson', ...)."""
     out = tuple(p for p in loc if not (isinstance(p, str) and (not p.isidentifier() or p[:1].isupper())))
     if out[:1] == ("arrival",) and len(out) > 1 and out[1] in _ARRIVAL_KINDS:
@@ -358,7 +339,7 @@ def _set_field(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 

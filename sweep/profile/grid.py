@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
-from sweep.core.types import KNOB_NAMES
-from sweep.profile.search import FloatRange, IntRange, Space
+from sweep.core.types import KNOB_NAMES, KnobValue
+from sweep.profile.search import FloatRange, IntRange, KnobValues, Space
 
 
-def expand(values: Any) -> list[Any] | None:
+def expand(values: KnobValues) -> list[KnobValue] | None:
     """A knob's profile value (list or range) as the explicit list of values to search."""
     if values is None:
         return None
@@ -27,9 +26,9 @@ def expand(values: Any) -> list[Any] | None:
     raise TypeError(f"unsupported search value {values!r}")
 
 
-def grid(space: Space) -> dict[str, list[Any]]:
+def grid(space: Space) -> dict[str, list[KnobValue]]:
     """The search space as explicit value lists, knobs the profile leaves open omitted."""
-    out = {}
+    out: dict[str, list[KnobValue]] = {}
     for knob in KNOB_NAMES:
         vals = expand(getattr(space, knob))
         if vals is not None:

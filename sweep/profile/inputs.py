@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweep.core.errors import ProfileError
+from sweep.profile.arrival import TraceArrival
 from sweep.profile.trace import load_trace
-from sweep.profile.workload import TraceArrival
 
 if TYPE_CHECKING:
     from sweep.profile import Profile

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -36,6 +36,10 @@ class FloatRange(_Strict):
         return self
 
 
+# a knob's searched values as a profile gives them: a list, a range, or absent (the server's default)
+KnobValues = list[int] | list[float] | list[str] | IntRange | FloatRange | None
+
+
 class Space(_Strict):
     """One field per ServerConfig knob: a list of values, a range, or absent (server default)."""
 
@@ -51,7 +55,7 @@ class Space(_Strict):
 
     @field_validator("mem_fraction_static")
     @classmethod
-    def _fraction(cls, v: Any) -> Any:
+    def _fraction(cls, v: list[float] | FloatRange | None) -> list[float] | FloatRange | None:
         vals = v if isinstance(v, list) else ([v.low, v.high] if v is not None else [])
         for x in vals:
             if not 0.05 <= x <= 0.99:
@@ -60,14 +64,14 @@ class Space(_Strict):
 
     @field_validator("max_running_requests")
     @classmethod
-    def _positive_range(cls, v: Any) -> Any:
+    def _positive_range(cls, v: list[int] | IntRange | None) -> list[int] | IntRange | None:
         if isinstance(v, IntRange) and not 1 <= v.low <= v.high <= MAX_CONCURRENCY:
             raise ValueError(f"a range within 1..{MAX_CONCURRENCY}")
         return v
 
     @field_validator(*KNOB_NAMES)  # a ServerConfig knob without a field here fails at import
     @classmethod
-    def _nonempty(cls, v: Any) -> Any:
+    def _nonempty(cls, v: KnobValues) -> KnobValues:
         if isinstance(v, list) and not v:
             raise ValueError("must list at least one value")
         if isinstance(v, list) and len(set(v)) != len(v):
@@ -87,7 +91,7 @@ class Space(_Strict):
         return self
 
 
-def _value_count(v: Any) -> int:
+def _value_count(v: KnobValues) -> int:
     """How many values a knob's list or range expands to (1 when absent)."""
     if v is None:
         return 1

@@ -1,13 +1,13 @@
-"""The workload (lengths, modalities, media, shared prefixes, a dataset) and the arrival processes of a profile."""
+"""The workload of a profile: lengths, modalities, media, shared prefixes, a dataset (arrivals: arrival.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import Field, PrivateAttr, StrictBool, model_validator
 
-from sweep.profile.base import DAY_S, MAX_CONCURRENCY, MAX_REQUESTS, MAX_TOKENS
+from sweep.profile.base import MAX_REQUESTS, MAX_TOKENS
 from sweep.profile.base import Strict as _Strict
 
 
@@ -109,68 +109,3 @@ class Workload(_Strict):
     replay: StrictBool = Field(False, description=(
         "cycle the first num_requests requests (or the dataset's entries) instead of fresh ones: a server then "
         "sees requests again, and its prefix cache hits them"))
-
-
-class ClosedArrival(_Strict):
-    kind: Literal["closed"] = Field("closed",
-        description="closed: `concurrency` users, each sends when its previous request ends")
-    think_time_s: float = Field(0.0, ge=0, le=DAY_S,
-        description="pause of a user between a response and its next request, seconds")
-
-
-class RateArrival(_Strict):
-    """Open loop at `rate` requests/s: evenly spaced (constant) or exponential gaps (poisson)."""
-
-    kind: Literal["constant", "poisson"] = Field(
-        description="constant (evenly spaced) or poisson (exponential gaps)")
-    rate: float = Field(gt=0, description="requests per second")
-    rates: list[Annotated[float, Field(gt=0)]] | None = Field(
-        None, description="offered rate per ladder step (req/s), one per step; overrides rate")
-    max_in_flight: int = Field(1024, ge=1, le=MAX_CONCURRENCY,
-        description="cap on requests in flight; later arrivals wait and their latency counts the wait")
-
-
-class GammaArrival(_Strict):
-    """Open loop with gamma gaps: mean 1/rate, burstiness by shape (cv = 1/sqrt(shape)); cv > 1 is burstier."""
-
-    kind: Literal["gamma"] = Field("gamma", description="gamma: gamma-distributed gaps (bursty when cv > 1)")
-    rate: float = Field(gt=0, description="requests per second")
-    shape: float | None = Field(None, gt=0, description="gamma shape k (1 = poisson)")
-    cv: float | None = Field(None, gt=0, description="coefficient of variation of the gaps (alternative to shape)")
-    rates: list[Annotated[float, Field(gt=0)]] | None = Field(
-        None, description="offered rate per ladder step (req/s), one per step; overrides rate")
-    max_in_flight: int = Field(1024, ge=1, le=MAX_CONCURRENCY,
-        description="cap on requests in flight; later arrivals wait and their latency counts the wait")
-
-    @model_validator(mode="after")
-    def _one_of(self) -> GammaArrival:
-        if (self.shape is None) == (self.cv is None):
-            raise ValueError("gamma arrivals need exactly one of shape or cv")
-        return self
-
-    @property
-    def k(self) -> float:
-        """The gamma shape, from shape or cv."""
-        return self.shape if self.shape is not None else 1.0 / (self.cv or 1.0) ** 2
-
-
-class TraceArrival(_Strict):
-    """Open loop replaying send times (seconds, one per line, first column of CSV) from a file."""
-
-    kind: Literal["trace"] = Field("trace", description="trace: replay send times from a file")
-    path: str = Field(min_length=1,
-        description=("the trace file: relative paths are looked up in the profile's folder, then the "
-                     "working directory"))
-    time_scale: float = Field(1.0, ge=1e-6, le=1e6, description="multiply every trace gap (0.5 = twice as fast)")
-    max_in_flight: int = Field(1024, ge=1, le=MAX_CONCURRENCY,
-        description="cap on requests in flight; later arrivals wait and their latency counts the wait")
-    _resolved: Path | None = PrivateAttr(None)  # set by load_profile: where `path` was found
-
-    @property
-    def file(self) -> Path:
-        """The trace file load_profile found (the profile's folder, then the working directory)."""
-        return self._resolved or Path(self.path)
-
-
-Arrival = Annotated[ClosedArrival | RateArrival | GammaArrival | TraceArrival, Field(discriminator="kind")]
-OpenArrival = RateArrival | GammaArrival | TraceArrival

@@ -5,9 +5,9 @@ Light to import (Optuna is loaded only to make a sampler): the progress line and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sweep.core.types import ServerConfig
+from sweep.core.types import KnobValue, ServerConfig
 from sweep.profile import Profile
 from sweep.profile.grid import grid, grid_size
 
@@ -34,7 +34,7 @@ def make_sampler(profile: Profile) -> optuna.samplers.BaseSampler:
     return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
 
 
-def suggest(trial: optuna.Trial, space: dict[str, list[Any]]) -> ServerConfig:
+def suggest(trial: optuna.Trial, space: dict[str, list[KnobValue]]) -> ServerConfig:
     """One configuration from the trial; every knob is categorical over its explicit values."""
     knobs = {k: trial.suggest_categorical(k, v) for k, v in space.items()}
-    return ServerConfig(**knobs)
+    return ServerConfig.from_mapping(knobs)

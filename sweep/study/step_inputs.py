@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import WindowResult
-from sweep.drivers import arrivals
 from sweep.launchers.base import ServerHandle
-from sweep.profile import Profile, Window
+from sweep.profile import ArrivalProcess, Profile, Window
 from sweep.workload.cache_model import SAMPLE, PrefixShape, predicted_hit_rate, prefix_shape
 from sweep.workload.stream import Requests, RequestStream, StreamExhausted, next_position, spec_at, view_from
 
@@ -44,7 +43,8 @@ class StepInputs:
         self.since_flush = 0  # requests sent since the server's cache was last emptied
         self._last: tuple[int, int] | None = None  # (concurrency, requests used) of the previous step
 
-    def before_step(self, handle: ServerHandle, concurrency: int, window: Window, arrival: Any) -> tuple[Requests, str | None]:
+    def before_step(self, handle: ServerHandle, concurrency: int, window: Window,
+                    arrival: ArrivalProcess | None) -> tuple[Requests, str | None]:
         """Flush the cache (window.flush_cache), then the step's view of the stream, its requests made ahead.
 
         Returns (requests, note): note says why the cache could not be emptied, None when it was (or is not asked).
@@ -78,11 +78,11 @@ class StepInputs:
             self._shape = prefix_shape(self.profile.workload, [spec_at(self.specs, i) for i in range(n)])
         return self._shape
 
-    def _expected(self, concurrency: int, window: Window, arrival: Any) -> int:
+    def _expected(self, concurrency: int, window: Window, arrival: ArrivalProcess | None) -> int:
         """Requests the step will likely send: the schedule's length (open loop), else scaled from the last step."""
-        if arrivals.is_open(arrival):
-            offsets, _, _ = arrivals.plan(arrival, window, self.profile.workload.seed, concurrency)
-            return len(offsets)
+        sched = arrival.schedule(window, self.profile.workload.seed, concurrency) if arrival is not None else None
+        if sched is not None:
+            return len(sched.offsets)
         if self._last is None:
             return window.warmup_requests + 2 * concurrency
         prev_c, prev_used = self._last
@@ -95,10 +95,10 @@ def refuse_short_dataset(profile: Profile, specs: Requests) -> None:
     (A closed loop's need depends on the server's speed: it is refused when it runs out, by StreamExhausted.)
     """
     cap = specs.capacity if isinstance(specs, RequestStream) else None
-    if cap is None or not arrivals.is_open(profile.arrival):
+    if cap is None or not profile.arrival.open_loop:
         return
-    need = sum(len(arrivals.plan(profile.step_arrival(c), profile.window, profile.workload.seed, c)[0])
-               for c in profile.ladder)
+    scheds = (profile.step_arrival(c).schedule(profile.window, profile.workload.seed, c) for c in profile.ladder)
+    need = sum(len(s.offsets) for s in scheds if s is not None)
     if need > cap:
         raise StreamExhausted(f"{profile.workload.dataset.path if profile.workload.dataset else 'the dataset'}: "
                               f"the dataset holds {cap} entries and one ladder's schedules send {need}; set "

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import html
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -78,8 +78,7 @@ class LiveServer:
 
     @property
     def url(self) -> str:
-        sock: Any = self.server.servers[0].sockets[0] if self.server.servers else None
-        port = sock.getsockname()[1] if sock is not None else self.server.config.port
+        port = self.server.servers[0].sockets[0].getsockname()[1] if self.server.servers else self.server.config.port
         return f"http://{self.server.config.host}:{port}/"
 
     def stop(self) -> None:
@@ -87,7 +86,7 @@ class LiveServer:
         self.thread.join(timeout=5)
 
 
-def serve(db_url: str, study: str | None, host: str, port: int, say: Any = print) -> None:
+def serve(db_url: str, study: str | None, host: str, port: int, say: Callable[[str], object] = print) -> None:
     """Serve in the foreground until Ctrl-C (or SIGTERM); port 0 takes a free port, and the line says which."""
     live = LiveServer(db_url, study, host, port)
     say(f"live page {live.start()} (Ctrl-C stops it)")

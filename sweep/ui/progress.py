@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -38,7 +38,8 @@ from sweep.views.plan import study_plan
 
 if TYPE_CHECKING:
     from sweep.analysis.ladder_steps import LadderStep
-    from sweep.study.ladder import StepStart
+    from sweep.core.types import ServerConfig
+    from sweep.study.ladder import LadderOutcome, StepStart
 
 WIDE = 120  # at least this many columns: one result line per window, else a head line and a numbers line
 LABEL_CHARS = 34  # a bar's description is cut to this, so the bars fit 80 columns
@@ -187,7 +188,7 @@ class StudyProgress:
 
         threading.Thread(target=tick, daemon=True).start()
 
-    def step_done(self, config: Any, concurrency: int, step: LadderStep) -> None:
+    def step_done(self, config: ServerConfig, concurrency: int, step: LadderStep) -> None:
         phase = step.phase or self.phase
         with self._lock:
             self._stop_timer()
@@ -212,7 +213,7 @@ class StudyProgress:
             self.done_s += self.lengths.get(phase, 0.0)
             self._show_study()
 
-    def trial_done(self, outcome: Any) -> None:
+    def trial_done(self, outcome: LadderOutcome) -> None:
         """A ladder stopped early (saturation, pruning, launch failure, reuse): its unrun steps leave the plan."""
         skipped = max(0, self.per_config - self.done_in_config)
         self.total = max(self.done, self.total - skipped)

@@ -17,7 +17,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Required, TypedDict
 
 import numpy as np
 
@@ -37,8 +37,64 @@ MARKERS = {
     "video": "<|vision_start|><|video_pad|><|vision_end|>",
     "audio": "<|audio_bos|><|AUDIO|><|audio_eos|>",  # Qwen2-Audio / Qwen2.5-Omni convention
 }
-_CHAT_PART = {"image": ("image_url", "image_url"), "video": ("video_url", "video_url"),
-              "audio": ("audio_url", "audio_url")}
+
+
+class SamplingParams(TypedDict):
+    max_new_tokens: int
+    ignore_eos: bool
+    temperature: float
+
+
+class GenerateBody(TypedDict, total=False):
+    """The JSON body of SGLang's /generate: token ids, or text with media markers and the media."""
+
+    input_ids: list[int]
+    text: str
+    image_data: list[str]
+    video_data: list[list[str]]
+    audio_data: list[str]
+    sampling_params: Required[SamplingParams]
+    stream: Required[bool]
+
+
+class UrlRef(TypedDict):
+    url: str | list[str]
+
+
+class ChatPart(TypedDict, total=False):
+    """One part of a chat message's content: text or one medium by URL."""
+
+    type: Required[str]
+    text: str
+    image_url: UrlRef
+    video_url: UrlRef
+    audio_url: UrlRef
+
+
+class ChatMessage(TypedDict):
+    role: str
+    content: str | list[ChatPart]
+
+
+class StreamOptions(TypedDict):
+    include_usage: bool
+    continuous_usage_stats: bool
+
+
+class ChatBody(TypedDict, total=False):
+    """The JSON body of /v1/chat/completions."""
+
+    model: Required[str]
+    messages: Required[list[ChatMessage]]
+    max_tokens: Required[int]
+    ignore_eos: Required[bool]
+    temperature: Required[float]
+    stream: Required[bool]
+    stream_options: StreamOptions
+
+
+RequestBody = GenerateBody | ChatBody
+
 # Stream ids: adding a stream never perturbs the others.
 _S_PFX_IDS, _S_ORDER, _S_REQUEST = 6, 8, 9  # 1-5 and 7 were per-purpose streams of the old pooled generator
 
@@ -224,34 +280,44 @@ def _split_text(spec: RequestSpec, prefix_len: int) -> tuple[str, str]:
     return " ".join(words[:prefix_len]), (words[prefix_len] if len(words) > prefix_len else "")
 
 
-def generate_body(spec: RequestSpec, stream: bool = True, *, prefix_len: int = 0) -> dict[str, Any]:
+def generate_body(spec: RequestSpec, stream: bool = True, *, prefix_len: int = 0) -> GenerateBody:
     """Body for SGLang's native /generate; prefix_len > 0 puts media after the shared prefix text."""
-    params = {"max_new_tokens": spec.output_tokens, "ignore_eos": True, "temperature": 0}
+    params: SamplingParams = {"max_new_tokens": spec.output_tokens, "ignore_eos": True, "temperature": 0}
     if not spec.media:
         return {"input_ids": list(spec.input_ids), "sampling_params": params, "stream": stream}
     head, rest = _split_text(spec, prefix_len)
-    body: dict[str, Any] = {}
-    for m in spec.media:
-        key = f"{m.kind}_data"
-        body.setdefault(key, []).append(list(m.data_urls) if m.kind == "video" else m.data_urls[0])
     markers = "".join(MARKERS[m.kind] for m in spec.media)
-    text = (head + " " + markers + rest) if head else markers + rest
-    return {"text": text, **body, "sampling_params": params, "stream": stream}
+    body: GenerateBody = {"text": (head + " " + markers + rest) if head else markers + rest,
+                          "sampling_params": params, "stream": stream}
+    images = [m.data_urls[0] for m in spec.media if m.kind == "image"]
+    videos = [list(m.data_urls) for m in spec.media if m.kind == "video"]
+    audios = [m.data_urls[0] for m in spec.media if m.kind == "audio"]
+    if images:
+        body["image_data"] = images
+    if videos:
+        body["video_data"] = videos
+    if audios:
+        body["audio_data"] = audios
+    return body
 
 
-def chat_body(spec: RequestSpec, model: str, stream: bool = True, *, prefix_len: int = 0) -> dict[str, Any]:
+def chat_body(spec: RequestSpec, model: str, stream: bool = True, *, prefix_len: int = 0) -> ChatBody:
     """Body for /v1/chat/completions; prefix_len > 0 sends the shared prefix as a system message."""
     head, rest = _split_text(spec, prefix_len)
-    content: list[dict[str, Any]] = []
+    content: list[ChatPart] = []
     for m in spec.media:
-        part, key = _CHAT_PART[m.kind]
-        url: str | list[str] = list(m.data_urls) if m.kind == "video" else m.data_urls[0]
-        content.append({"type": part, key: {"url": url}})
+        url: UrlRef = {"url": list(m.data_urls) if m.kind == "video" else m.data_urls[0]}
+        if m.kind == "image":
+            content.append({"type": "image_url", "image_url": url})
+        elif m.kind == "video":
+            content.append({"type": "video_url", "video_url": url})
+        else:
+            content.append({"type": "audio_url", "audio_url": url})
     content.append({"type": "text", "text": rest})
-    messages: list[dict[str, Any]] = [{"role": "system", "content": head}] if head else []
+    messages: list[ChatMessage] = [{"role": "system", "content": head}] if head else []
     messages.append({"role": "user", "content": content})
-    body: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": spec.output_tokens,
-                            "ignore_eos": True, "temperature": 0, "stream": stream}
+    body: ChatBody = {"model": model, "messages": messages, "max_tokens": spec.output_tokens,
+                      "ignore_eos": True, "temperature": 0, "stream": stream}
     if stream:
         # continuous usage: every content chunk says how many tokens it completes (one chunk can hold several)
         body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}

@@ -1,0 +1,183 @@
+"""The arrival processes of a profile, and the open-loop send schedule each one computes.
+
+Every kind is an `ArrivalProcess`: `schedule(window, seed, step)` is None for the closed loop (`concurrency`
+users, each sending when its last request ends) and a `SendSchedule` for an open loop (rate, gamma, trace).
+A schedule is a sorted numpy array of send-time offsets in seconds from the step's start (t0), computed up
+front from a seeded RNG (or a trace file): the same (arrival, seed, step) always yields the same schedule, so
+every configuration sees the same arrivals. Latency is counted from these scheduled times, never from the
+actual send, so a slow client or a full in-flight cap cannot hide queueing (coordinated omission).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field, PrivateAttr, model_validator
+
+from sweep.profile.base import DAY_S, MAX_CONCURRENCY
+from sweep.profile.base import Strict as _Strict
+from sweep.profile.trace import load_trace
+from sweep.profile.window import Window
+
+_BLOCK = 4096
+_IN_FLIGHT = "cap on requests in flight; later arrivals wait and their latency counts the wait"
+
+
+@dataclass(frozen=True)
+class SendSchedule:
+    """One open-loop step: its send offsets (before the window's end), the measured window [start, end) as
+    offsets from t0, and the in-flight cap."""
+
+    offsets: np.ndarray
+    start: float
+    end: float
+    max_in_flight: int
+
+
+def rng_for(seed: int, step: int) -> np.random.Generator:
+    """The schedule RNG of one ladder step: numpy Generator seeded from (workload seed, step)."""
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(step) & 0xFFFFFFFF, 0x5EED])
+
+
+def window_offsets(offsets: np.ndarray, window: Window) -> tuple[float, float]:
+    """(start, end) of the measured window as offsets from t0: warm-up is the first warmup_requests sends
+    and the first warmup_seconds, whichever ends later."""
+    n = window.warmup_requests
+    by_count = float(offsets[n]) if n < len(offsets) else (float(offsets[-1]) if len(offsets) else 0.0)
+    start = max(window.warmup_seconds, by_count if n > 0 else 0.0)
+    return start, start + window.measure_seconds
+
+
+class ArrivalProcess(_Strict):
+    """How a step's requests are sent; the base of every `arrival` kind."""
+
+    open_loop: ClassVar[bool] = False
+
+    def schedule(self, window: Window, seed: int = 0, step: int = 0) -> SendSchedule | None:
+        """The open-loop send schedule of one step (seeded by workload seed and step); None for a closed loop."""
+        return None
+
+
+class ClosedArrival(ArrivalProcess):
+    kind: Literal["closed"] = Field("closed",
+        description="closed: `concurrency` users, each sends when its previous request ends")
+    think_time_s: float = Field(0.0, ge=0, le=DAY_S,
+        description="pause of a user between a response and its next request, seconds")
+
+
+class OpenArrival(ArrivalProcess):
+    """An open loop: requests sent at scheduled times whatever the server does, at most max_in_flight at once."""
+
+    open_loop: ClassVar[bool] = True
+    max_in_flight: int = Field(1024, ge=1, le=MAX_CONCURRENCY, description=_IN_FLIGHT)
+
+    @property
+    def mean_rate(self) -> float | None:
+        """The offered rate (requests/s) where the kind has one; None for a trace."""
+        return None
+
+    def offsets(self, horizon_s: float, seed: int = 0, step: int = 0, min_count: int = 0) -> np.ndarray:
+        """Send offsets covering [0, horizon_s) and at least min_count requests; the first request is at 0."""
+        rng = rng_for(seed, step)
+        parts: list[np.ndarray] = []
+        last, count = 0.0, 0
+        while last < horizon_s or count < min_count:
+            t = last + np.cumsum(self._gaps(rng, _BLOCK))
+            if not parts:
+                t = np.concatenate(([0.0], t[:-1]))
+            parts.append(t)
+            last, count = float(t[-1]), count + len(t)
+        out = np.concatenate(parts)
+        keep = max(int(np.searchsorted(out, horizon_s, side="left")), min_count)
+        return out[:keep]
+
+    def _gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        raise TypeError(f"no gap model for {type(self).__name__}")
+
+    def schedule(self, window: Window, seed: int = 0, step: int = 0) -> SendSchedule:
+        """The step's sends before the window's end, its window offsets and the in-flight cap."""
+        horizon = window.warmup_seconds + window.measure_seconds
+        if self.mean_rate:
+            horizon = max(horizon, window.warmup_requests / self.mean_rate + window.measure_seconds)
+        offs = self.offsets(horizon * 1.05 + 1.0, seed, step, min_count=window.warmup_requests + 1)
+        start, end = window_offsets(offs, window)
+        return SendSchedule(offs[offs < end], start, end, self.max_in_flight)
+
+
+class RateArrival(OpenArrival):
+    """Open loop at `rate` requests/s: evenly spaced (constant) or exponential gaps (poisson)."""
+
+    kind: Literal["constant", "poisson"] = Field(
+        description="constant (evenly spaced) or poisson (exponential gaps)")
+    rate: float = Field(gt=0, description="requests per second")
+    rates: list[Annotated[float, Field(gt=0)]] | None = Field(
+        None, description="offered rate per ladder step (req/s), one per step; overrides rate")
+
+    @property
+    def mean_rate(self) -> float | None:
+        return self.rate
+
+    def offsets(self, horizon_s: float, seed: int = 0, step: int = 0, min_count: int = 0) -> np.ndarray:
+        if self.kind == "constant":  # exact multiples, no cumsum drift
+            n = max(int(math.ceil(horizon_s * self.rate - 1e-9)), min_count)
+            return np.arange(n, dtype=float) / self.rate
+        return super().offsets(horizon_s, seed, step, min_count)
+
+    def _gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.exponential(1.0 / self.rate, n)
+
+
+class GammaArrival(OpenArrival):
+    """Open loop with gamma gaps: mean 1/rate, burstiness by shape (cv = 1/sqrt(shape)); cv > 1 is burstier."""
+
+    kind: Literal["gamma"] = Field("gamma", description="gamma: gamma-distributed gaps (bursty when cv > 1)")
+    rate: float = Field(gt=0, description="requests per second")
+    shape: float | None = Field(None, gt=0, description="gamma shape k (1 = poisson)")
+    cv: float | None = Field(None, gt=0, description="coefficient of variation of the gaps (alternative to shape)")
+    rates: list[Annotated[float, Field(gt=0)]] | None = Field(
+        None, description="offered rate per ladder step (req/s), one per step; overrides rate")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> GammaArrival:
+        if (self.shape is None) == (self.cv is None):
+            raise ValueError("gamma arrivals need exactly one of shape or cv")
+        return self
+
+    @property
+    def k(self) -> float:
+        """The gamma shape, from shape or cv."""
+        return self.shape if self.shape is not None else 1.0 / (self.cv or 1.0) ** 2
+
+    @property
+    def mean_rate(self) -> float | None:
+        return self.rate
+
+    def _gaps(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return rng.gamma(self.k, 1.0 / (self.rate * self.k), n)
+
+
+class TraceArrival(OpenArrival):
+    """Open loop replaying send times (seconds, one per line, first column of CSV) from a file."""
+
+    kind: Literal["trace"] = Field("trace", description="trace: replay send times from a file")
+    path: str = Field(min_length=1,
+        description=("the trace file: relative paths are looked up in the profile's folder, then the "
+                     "working directory"))
+    time_scale: float = Field(1.0, ge=1e-6, le=1e6, description="multiply every trace gap (0.5 = twice as fast)")
+    _resolved: Path | None = PrivateAttr(None)  # set by load_profile: where `path` was found
+
+    @property
+    def file(self) -> Path:
+        """The trace file load_profile found (the profile's folder, then the working directory)."""
+        return self._resolved or Path(self.path)
+
+    def offsets(self, horizon_s: float, seed: int = 0, step: int = 0, min_count: int = 0) -> np.ndarray:
+        """The whole trace, whatever the horizon."""
+        return load_trace(self.file, self.time_scale)
+
+
+Arrival = Annotated[ClosedArrival | RateArrival | GammaArrival | TraceArrival, Field(discriminator="kind")]

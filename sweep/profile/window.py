@@ -1,0 +1,24 @@
+"""The measured window of a ladder step: warm-up, measured seconds, drain, the request timeout, cache flushing."""
+
+from __future__ import annotations
+
+from pydantic import Field, StrictBool
+
+from sweep.profile.base import DAY_S, MAX_REQUESTS
+from sweep.profile.base import Strict as _Strict
+
+
+class Window(_Strict):
+    warmup_requests: int = Field(100, ge=0, le=MAX_REQUESTS,
+        description="requests completed before the measured window opens (0: warm-up by time)")
+    warmup_seconds: float = Field(0.0, ge=0, le=DAY_S,
+        description="warm-up time before the measured window, used when warmup_requests is 0")
+    measure_seconds: float = Field(900.0, gt=0, le=7 * DAY_S,
+        description="length of the measured window of each ladder step, seconds")
+    drain_seconds: float = Field(30.0, ge=0, le=DAY_S,
+        description="how long requests still in flight after the window may finish before they are cut")
+    request_timeout_s: float = Field(600.0, gt=0, le=DAY_S,
+        description="a request with no complete response after this long is an error")
+    flush_cache: StrictBool = Field(True, description=(
+        "empty the server's prefix cache (SGLang POST /flush_cache) before every ladder step, so no step "
+        "inherits the previous step's cache"))
