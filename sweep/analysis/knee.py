@@ -51,6 +51,12 @@ class ConfigKnee:
     phase: str  # the ladder's phase: screen or final
     reason: str  # why find_knee chose this step
     throughput_rps: float | None = None  # the knee step's completed requests/s (the soak's rate)
+    # The refined ladder's SLA boundary (sweep.analysis.boundary; server_configs.boundary_*): the concurrency
+    # where the SLA percentile crosses its bound, its 95% interval, smooth | cliff; None when not refined.
+    boundary: float | None = None
+    boundary_ci_low: float | None = None
+    boundary_ci_high: float | None = None
+    boundary_shape: str | None = None
 
 
 def gain_per_doubling(prev: StepPoint, cur: StepPoint) -> float | None:

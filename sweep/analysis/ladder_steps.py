@@ -29,6 +29,11 @@ class LadderStep:
                    server_config_id=row.get("server_config_id"))
 
 
+def ladder_phase(phase: str | None) -> str:
+    """The ladder a run's phase belongs to: a refinement window ('refine') is a step of its final ladder."""
+    return "final" if phase in (None, "", "refine") else phase
+
+
 def step_points(steps: Sequence[LadderStep]) -> list[StepPoint]:
     """Ladder steps to knee inputs."""
     return [StepPoint(concurrency=s.concurrency, goodput_rps=(st := s.stats).goodput_rps or 0.0,
@@ -47,7 +52,7 @@ def ladder_knee(rows: Sequence[Mapping[str, Any]], flatten_threshold: float) -> 
         return None
     lo, hi = knee_goodput_ci(points, flatten_threshold)
     return ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
-                      rows[0].get("phase") or "final", k.reason, rows[k.index or 0].get("throughput_rps"))
+                      ladder_phase(rows[0].get("phase")), k.reason, rows[k.index or 0].get("throughput_rps"))
 
 
 def _ci_tps(stats: RunStats, v: float | None) -> float | None:
