@@ -9,8 +9,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sweep.analysis.boundary import Boundary
-from sweep.analysis.knee import KneeResult, find_knee
-from sweep.analysis.ladder_steps import LadderStep, step_points
+from sweep.analysis.knee import KneeResult
+from sweep.analysis.ladder_steps import LadderStep, steps_knee
 from sweep.analysis.measure import compute_stats
 from sweep.analysis.run_stats import RunStats
 from sweep.core import interrupt
@@ -220,7 +220,7 @@ class LadderRunner:
 
     def _rank(self, outcome: LadderOutcome) -> None:
         """The ladder's knee; a ladder that ran to the end without one is infeasible."""
-        outcome.knee = find_knee(step_points(outcome.steps), self.profile.search.flatten_threshold)
+        outcome.knee = steps_knee(outcome.steps, self.profile.search.flatten_threshold)
         if outcome.status == "completed" and outcome.knee.point is None:
             outcome.status = "infeasible"
 
