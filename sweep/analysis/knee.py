@@ -7,6 +7,10 @@ or retractions rise, the steps from the flattening on are in the negative-return
 the best passing step before the first flattening (normally the step just before it). The rule only
 applies when the step just before the flattening passes; otherwise the plain best passing step wins.
 No passing step: infeasible (index None).
+
+A refined ladder (profile section refine: bisection windows between its last passing and first failing step)
+has found its boundary instead: its knee is the highest passing step with a failing step above it (the
+bracket's passing side; `bracket_knee`), the plain rule when no such step exists.
 """
 
 from __future__ import annotations
@@ -51,6 +55,12 @@ class ConfigKnee:
     phase: str  # the ladder's phase: screen or final
     reason: str  # why find_knee chose this step
     throughput_rps: float | None = None  # the knee step's completed requests/s (the soak's rate)
+    # The refined ladder's SLA boundary (sweep.analysis.boundary; server_configs.boundary_*): the concurrency
+    # where the SLA percentile crosses its bound, its 95% interval, smooth | cliff; None when not refined.
+    boundary: float | None = None
+    boundary_ci_low: float | None = None
+    boundary_ci_high: float | None = None
+    boundary_shape: str | None = None
 
 
 def gain_per_doubling(prev: StepPoint, cur: StepPoint) -> float | None:
@@ -107,6 +117,22 @@ def find_knee(points: list[StepPoint], flatten_threshold: float) -> KneeResult:
     return KneeResult(
         best_i, best, f"highest-goodput passing step c={best.concurrency} ({best.goodput_tps:.1f} good tok/s)"
     )
+
+
+def bracket_knee(points: list[StepPoint], flatten_threshold: float) -> KneeResult:
+    """A refined ladder's knee: the highest passing step with a failing step above it (module docstring)."""
+    order = sorted(range(len(points)), key=lambda i: points[i].concurrency)
+    for pos in reversed(range(len(order))):
+        i = order[pos]
+        if not points[i].passes:
+            continue
+        above = [points[j].concurrency for j in order[pos + 1:] if not points[j].passes]
+        if above:
+            p = points[i]
+            return KneeResult(i, p, f"refined: highest passing concurrency c={p.concurrency} below the first "
+                                    f"failing c={above[0]} ({p.goodput_tps:.1f} good tok/s)")
+        break
+    return find_knee(points, flatten_threshold)
 
 
 def knee_goodput_ci(points: list[StepPoint], flatten_threshold: float, n: int = 400,

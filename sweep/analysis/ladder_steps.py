@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweep.analysis.knee import ConfigKnee, StepPoint, find_knee, knee_goodput_ci
+from sweep.analysis.knee import ConfigKnee, KneeResult, StepPoint, bracket_knee, find_knee, knee_goodput_ci
 from sweep.analysis.run_stats import RunStats
 
 
@@ -29,6 +29,11 @@ class LadderStep:
                    server_config_id=row.get("server_config_id"))
 
 
+def ladder_phase(phase: str | None) -> str:
+    """The ladder a run's phase belongs to: a refinement window ('refine') is a step of its final ladder."""
+    return "final" if phase in (None, "", "refine") else phase
+
+
 def step_points(steps: Sequence[LadderStep]) -> list[StepPoint]:
     """Ladder steps to knee inputs."""
     return [StepPoint(concurrency=s.concurrency, goodput_rps=(st := s.stats).goodput_rps or 0.0,
@@ -38,16 +43,28 @@ def step_points(steps: Sequence[LadderStep]) -> list[StepPoint]:
                       goodput_ci_high=_ci_tps(st, st.goodput_ci_high)) for s in steps]
 
 
+def steps_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> KneeResult:
+    """The knee of one configuration's steps: find_knee's, or bracket_knee's when the ladder was refined (any of
+    its steps a refinement window)."""
+    points = step_points(steps)
+    if any(s.phase == "refine" for s in steps):
+        return bracket_knee(points, flatten_threshold)
+    return find_knee(points, flatten_threshold)
+
+
 def ladder_knee(rows: Sequence[Mapping[str, Any]], flatten_threshold: float) -> ConfigKnee | None:
     """The knee of one configuration's completed ladder steps (stored runs rows of one phase), with its goodput
     interval; None when no step passes the SLA."""
-    points = step_points([LadderStep.from_row(r) for r in rows])
-    k = find_knee(points, flatten_threshold)
+    steps = [LadderStep.from_row(r) for r in rows]
+    points = step_points(steps)
+    k = steps_knee(steps, flatten_threshold)
     if k.point is None:
         return None
-    lo, hi = knee_goodput_ci(points, flatten_threshold)
+    refined = any(s.phase == "refine" for s in steps)  # the knee is the bracket's: its own window's interval
+    lo, hi = ((k.point.goodput_ci_low, k.point.goodput_ci_high) if refined
+              else knee_goodput_ci(points, flatten_threshold))
     return ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
-                      rows[0].get("phase") or "final", k.reason, rows[k.index or 0].get("throughput_rps"))
+                      ladder_phase(rows[0].get("phase")), k.reason, rows[k.index or 0].get("throughput_rps"))
 
 
 def _ci_tps(stats: RunStats, v: float | None) -> float | None:

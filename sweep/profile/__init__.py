@@ -22,6 +22,7 @@ import yaml
 from pydantic import (
     Field,
     PrivateAttr,
+    StrictBool,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -56,9 +57,11 @@ from sweep.profile.search import FloatRange, IntRange, Screening, Search, Space
 from sweep.profile.window import Window
 from sweep.profile.workload import Dataset, LengthDist, MediaSpec, ModalMix, SharedPrefix, Workload
 
-__all__ = ["DAY_S", "MAX_CONCURRENCY", "MAX_GRID", "MAX_REQUESTS", "MAX_TOKENS", "SLA", "Arrival", "ArrivalProcess", "ClosedArrival",
+__all__ = ["DAY_S", "MAX_CONCURRENCY", "MAX_GRID", "MAX_REQUESTS", "MAX_TOKENS", "SLA", "Arrival", "ArrivalProcess",
+           "ClosedArrival",
            "CrossCheck", "Dataset", "FloatRange", "GammaArrival", "IntRange", "LengthDist", "MediaSpec", "ModalMix",
-           "OpenArrival", "Profile", "RateArrival", "Screening", "Search", "SendSchedule", "ServerSpec", "SharedPrefix", "Soak",
+           "OpenArrival", "Profile", "RateArrival", "Refine", "Screening", "Search", "SendSchedule", "ServerSpec",
+           "SharedPrefix", "Soak",
            "Space", "TraceArrival", "Window", "Workload", "check_name", "check_study_name", "is_loopback",
            "load_profile", "resolve_profile_path"]
 
@@ -190,6 +193,18 @@ class CrossCheck(_Strict):
     min_tail: int = Field(5, ge=1, description="a percentile is judged when this many requests lie beyond it")
 
 
+class Refine(_Strict):
+    """Finding the boundary, not the ladder step: after a final ladder brackets its knee (a passing step below a
+    failing one), more windows on the same warm server bisect the concurrency between the two."""
+
+    enabled: StrictBool = Field(False, description=(
+        "bisect the concurrency between a final ladder's last passing and first failing step (screening ladders "
+        "and coupled mode never refine; nor do open-loop arrival.rates ladders: the rate is not bisected)"))
+    tolerance: float = Field(0.10, gt=0, le=1, description=(
+        "stop when the bracket is at most this share of its passing concurrency wide (0.10: within 10%)"))
+    max_steps: int = Field(3, ge=1, le=16, description="at most this many refinement windows per configuration")
+
+
 class Profile(_Strict):
     name: str = Field(description="the profile's name (default: the file name)")
     description: str = Field("", description="free text shown in the report")
@@ -201,6 +216,8 @@ class Profile(_Strict):
         max_length=64, description="client concurrencies climbed per configuration, strictly ascending")
     window: Window = Field(Window(),
         description="warm-up, measured window and drain of every step (section window)")
+    refine: Refine = Field(Refine(),
+        description="bisecting each final ladder's knee bracket on the same server (section refine)")
     server: ServerSpec = Field(ServerSpec(), description="how the server is started (section server)")
     search: Search = Field(Search(), description="the search over server configurations (section search)")
     soak: Soak = Field(Soak(), description="the winner's long Poisson run (section soak)")

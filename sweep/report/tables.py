@@ -30,7 +30,8 @@ def steps_table(ctx: StudyContext) -> list[str]:
     """Every measured window of every configuration, client-bound windows flagged."""
     lines = ["## Every configuration and step", "",
              "Screening rows (phase `screen`) ran short windows and only rank configurations; the winner comes "
-             "from `final` rows. Rows of an aborted attempt (orchestrator killed) are kept but never counted.", "",
+             "from `final` rows and the `refine` rows between them (bisection windows on the same server, profile section "
+             "refine). Rows of an aborted attempt (orchestrator killed) are kept but never counted.", "",
              "| config | phase | concurrency | throughput (tok/s) | goodput (tok/s) | TTFT P50 (s) | TTFT P99 (s) | "
              "TPOT P50 (ms) | TPOT P99 (ms) | cache hit | preemptions | KV max | queue mean | peak GPU mem (GiB) | "
              "client-bound | SLA |",
@@ -64,23 +65,35 @@ def ci_text(knee: ConfigKnee) -> str:
     return "—" if lo is None or hi is None else f"{lo:,.0f}–{hi:,.0f}"
 
 
+def boundary_text(knee: ConfigKnee) -> str:
+    """The refined SLA boundary: concurrency, its 95% interval and its shape; — when not refined."""
+    if knee.boundary is None:
+        return "—"
+    ci = ("" if knee.boundary_ci_low is None or knee.boundary_ci_high is None
+          else f" ({knee.boundary_ci_low:,.1f}–{knee.boundary_ci_high:,.1f})")
+    return f"{knee.boundary:,.1f}{ci}, {knee.boundary_shape or '?'}"
+
+
 def configs_table(ctx: StudyContext, view: StudyView) -> list[str]:
-    """One row per configuration: its knee, the knee's interval, whether it is bracketed, why the ladder stopped."""
+    """One row per configuration: its knee, the knee's interval, whether it is bracketed, the refined SLA
+    boundary, why the ladder stopped."""
     lines = ["## Configurations", "",
-             "| config | status | phase | knee concurrency | knee goodput (tok/s) | 95% CI | why the ladder stopped |",
-             "|---|---|---|---|---|---|---|"]
+             "| config | status | phase | knee concurrency | knee goodput (tok/s) | 95% CI | "
+             "SLA boundary c (95% CI), shape | why the ladder stopped |",
+             "|---|---|---|---|---|---|---|---|"]
     for c in ctx.configs:
         knee = ctx.knees.get(c["id"])
         at = ("" if not knee else " (top of ladder: not bracketed)" if c["id"] in view.knee_at_top else "")
         lines.append(f"| {ctx.labels.get(c['id'])} | {c['status']} | {knee.phase if knee else '—'} | "
                      f"{str(knee.concurrency) + at if knee else '—'} | {fmt(knee.goodput_tps) if knee else '—'} | "
-                     f"{ci_text(knee) if knee else '—'} | {cell(c.get('stop_reason') or c.get('failure_reason'))} |")
+                     f"{ci_text(knee) if knee else '—'} | {boundary_text(knee) if knee else '—'} | "
+                     f"{cell(c.get('stop_reason') or c.get('failure_reason'))} |")
     lines.append("")
     top = [f"{ctx.labels.get(cid)} (c={ctx.knees[cid].concurrency})" for cid in sorted(view.knee_at_top)
            if cid in ctx.knees]
     if top:
         lines += [f"> **Not bracketed** (the knee is the highest step its ladder measured, so a higher concurrency "
-                  f"may do better: extend the ladder): {', '.join(top)}.", ""]
+                  f"may do better: extend the ladder past it): {', '.join(top)}.", ""]
     return lines
 
 

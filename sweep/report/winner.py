@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep import engines
+from sweep.analysis.ladder_steps import ladder_phase
 from sweep.analysis.winner import Winner
 from sweep.core.types import ServerConfig
 from sweep.report.tables import ci_text, fmt
@@ -80,14 +81,14 @@ def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView) -> list[str
         lines += ["> Screening only: no final (long-window) ladder ran, so this winner rests on short windows.", ""]
     if winner.id in view.knee_at_top:
         lines += [f"> **Not bracketed**: the knee is the highest step measured (c={knee.concurrency}); a higher "
-                  "concurrency may do better. Extend the ladder before trusting this knee.", ""]
+                  f"concurrency may do better. Extend the ladder past {knee.concurrency} before trusting this knee.", ""]
     if view.ties:
         tied = ", ".join(f"{labels.get(cid)} ({fmt(ctx.knees[cid].goodput_tps)} tok/s, CI "
                          f"{ci_text(ctx.knees[cid])})" for cid in view.ties)
         lines += [f"> **Ties**: {tied}: each 95% CI overlaps the winner's, so these data do not rank "
                   f"{'it' if len(view.ties) == 1 else 'them'} below the winner.", ""]
     knee_run = next((r for r in ctx.runs if r["server_config_id"] == winner.id and r["status"] == "completed"
-                     and r["concurrency"] == knee.concurrency and (r.get("phase") or "final") == knee.phase),
+                     and r["concurrency"] == knee.concurrency and ladder_phase(r.get("phase")) == knee.phase),
                     None)
     if knee_run is not None and knee_run.get("client_bound"):
         lines += ["> **Client-bound knee**: the load generator may have limited the knee's window; measure it "

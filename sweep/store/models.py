@@ -32,7 +32,7 @@ from sweep.core.types import KNOB_NAMES
 VERSION_TABLE = "sweep_alembic_version"  # Optuna's RDB storage owns `alembic_version` in the same database
 CONFIG_STATUSES = ("pending", "running", "completed", "failed", "infeasible", "aborted")
 RUN_STATUSES = ("running", "completed", "failed", "aborted")
-RUN_PHASES = ("screen", "final", "soak")
+RUN_PHASES = ("screen", "final", "refine", "soak")  # refine: a bisection window of a final ladder
 
 # The per-window statistics, in the order they appear as columns of `runs`: the fields of sweep.analysis.run_stats.RunStats
 # (what measure produces), so they are listed exactly once. Python type of each: int, float, bool or str.
@@ -154,6 +154,13 @@ class ServerConfigRow(Base):
     gpu_index: Mapped[str | None] = mapped_column(String(50))
     gpu_memory_mib: Mapped[float | None] = mapped_column(Float)
     gpu_driver: Mapped[str | None] = mapped_column(String(50))
+    # The refined ladder's SLA boundary (sweep.analysis.boundary): the concurrency where the SLA percentile
+    # crosses its bound, its 95% bootstrap interval and its shape (smooth | cliff); None when not refined or
+    # not bracketed.
+    boundary_concurrency: Mapped[float | None] = mapped_column(Float)
+    boundary_ci_low: Mapped[float | None] = mapped_column(Float)
+    boundary_ci_high: Mapped[float | None] = mapped_column(Float)
+    boundary_shape: Mapped[str | None] = mapped_column(String(10))
 
 
 # runs is built from STAT_COLUMNS so the statistics are listed exactly once.

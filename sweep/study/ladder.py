@@ -8,8 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sweep.analysis.knee import KneeResult, find_knee
-from sweep.analysis.ladder_steps import LadderStep, step_points
+from sweep.analysis.boundary import Boundary
+from sweep.analysis.knee import KneeResult
+from sweep.analysis.ladder_steps import LadderStep, steps_knee
 from sweep.analysis.measure import compute_stats
 from sweep.analysis.run_stats import RunStats
 from sweep.core import interrupt
@@ -18,9 +19,10 @@ from sweep.core.types import SERVER_DIED, Placement, RequestRecord, ServerConfig
 from sweep.drivers import Driver
 from sweep.launchers.base import Launcher, ServerHandle
 from sweep.profile import Arrival, Profile, Window
-from sweep.profile.phases import phase_window
+from sweep.profile.phases import phase_window, refines
 from sweep.store import Store
 from sweep.study.launch import Launch, launch_status
+from sweep.study.refine import REFINE_PHASE, refine
 from sweep.study.step_inputs import StepInputs
 from sweep.workload.stream import Requests, StreamExhausted
 
@@ -32,10 +34,11 @@ class LadderOutcome:
     config: ServerConfig
     config_id: int
     status: str  # completed | failed | infeasible
-    steps: list[LadderStep] = field(default_factory=list)  # every completed step
+    steps: list[LadderStep] = field(default_factory=list)  # every completed step (refinement windows included)
     knee: KneeResult | None = None
     stop_reason: str = ""
     failure: str | None = None
+    boundary: Boundary | None = None  # the refined ladder's SLA boundary (None: not refined, or not bracketed)
 
     @property
     def value(self) -> float | None:
@@ -55,7 +58,7 @@ class StepStart:
 
     config: ServerConfig
     concurrency: int
-    phase: str  # screen | final | soak
+    phase: str  # screen | final | refine | soak
     expected_s: float
     elapsed: Callable[[], float | None]
 
@@ -198,6 +201,9 @@ class LadderRunner:
         with launch:
             # Steps are labelled with what ran (an attached server's own knobs), as the configuration row is.
             self._climb(handle, handle.config, config_id, climb, outcome, should_stop)
+            if (climb.judge is None and refines(self.profile, climb.phase) and outcome.status == "completed"
+                    and not outcome.stop_reason.startswith("pruned")):
+                refine(self, handle, handle.config, config_id, climb, outcome)
         outcome.stop_reason += launch.notes()
         if climb.judge is None:
             self._rank(outcome)
@@ -205,9 +211,16 @@ class LadderRunner:
                                         failure_reason=outcome.failure)
         return outcome
 
+    def refine_window(self, handle: ServerHandle, config: ServerConfig, config_id: int, concurrency: int,
+                      window: Window) -> LadderOutcome:
+        """One refinement window (phase refine) on the running server, stored and judged like a ladder step."""
+        scratch = LadderOutcome(config, config_id, "completed")
+        self._climb(handle, config, config_id, Climb((concurrency,), REFINE_PHASE, window), scratch)
+        return scratch
+
     def _rank(self, outcome: LadderOutcome) -> None:
         """The ladder's knee; a ladder that ran to the end without one is infeasible."""
-        outcome.knee = find_knee(step_points(outcome.steps), self.profile.search.flatten_threshold)
+        outcome.knee = steps_knee(outcome.steps, self.profile.search.flatten_threshold)
         if outcome.status == "completed" and outcome.knee.point is None:
             outcome.status = "infeasible"
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from sweep.analysis.knee import find_knee
-from sweep.analysis.ladder_steps import LadderStep, step_points
+from sweep.analysis.ladder_steps import LadderStep, ladder_phase, steps_knee
 from sweep.core.errors import SweepError
 from sweep.core.types import ServerConfig
 from sweep.profile import Profile
@@ -45,9 +44,9 @@ def reuse_outcome(store: Store, profile: Profile, study_id: int, config: ServerC
         if row["config_key"] != config.key() or row["status"] not in ("completed", "infeasible"):
             continue
         steps = [LadderStep.from_row(r) for r in store.completed_runs(study_id, row["id"])]
-        if steps and any(s.phase != phase for s in steps):
+        if steps and any(ladder_phase(s.phase) != phase for s in steps):  # refinement windows are final steps
             continue  # the other fidelity: a screen never stands in for a final, nor the reverse
-        knee = find_knee(step_points(steps), profile.search.flatten_threshold)
+        knee = steps_knee(steps, profile.search.flatten_threshold)
         return LadderOutcome(config, row["id"], row["status"], steps, knee, row.get("stop_reason") or "")
     return None
 

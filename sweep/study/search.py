@@ -278,6 +278,9 @@ class Search:
             trial.set_user_attr(FAILURE_ATTR, CONFIGURATION_FAILURE)
         trial.set_user_attr("phase", phase)
         trial.set_user_attr("pruned", outcome.stop_reason.startswith("pruned"))
+        if outcome.boundary is not None:  # the refined SLA boundary (also on the server_configs row)
+            b = outcome.boundary
+            trial.set_user_attr("boundary", [b.concurrency, b.ci_low, b.ci_high, b.shape])
         into.append(outcome)
         if self.on_trial:
             self.on_trial(outcome)

@@ -109,13 +109,15 @@ class StudyProgress:
     def __init__(self, prof: Profile, enabled: bool, console: Console | None = None, worker: str | None = None):
         self.console = console or make_console()
         self.worker = worker
-        self.per_config = len(prof.ladder)
         self.percentiles = (int(prof.sla.ttft_percentile), int(prof.sla.tpot_percentile))
         self.live = enabled and self.console.is_terminal
-        from sweep.profile.phases import phase_seconds
+        from sweep.profile.phases import ladder_windows, phase_seconds
+
+        # a final ladder may run refine.max_steps refinement windows beyond its steps
+        self.per_configs = {phase: ladder_windows(prof, phase) for phase in ("screen", "final")}
 
         plan = study_plan(prof)
-        self.lengths = {phase: phase_seconds(prof, phase) for phase in ("screen", "final", "soak")}
+        self.lengths = {phase: phase_seconds(prof, phase) for phase in ("screen", "final", "refine", "soak")}
         # the count says steps; the bar (and so its ETA) runs on the driver's seconds: a final window is
         # 1/fraction screens long, and the soak is one step of an hour
         self.total, self.plan_s = plan.steps, plan.seconds
@@ -215,7 +217,7 @@ class StudyProgress:
 
     def trial_done(self, outcome: LadderOutcome) -> None:
         """A ladder stopped early (saturation, pruning, launch failure, reuse): its unrun steps leave the plan."""
-        skipped = max(0, self.per_config - self.done_in_config)
+        skipped = max(0, self.per_configs.get(self.phase, 0) - self.done_in_config)
         self.total = max(self.done, self.total - skipped)
         self.plan_s = max(self.done_s, self.plan_s - skipped * self.lengths.get(self.phase, 0.0))
         self.done_in_config = 0

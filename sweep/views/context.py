@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -69,8 +69,10 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
         if not steps:
             continue
         knee = ladder_knee(steps, search.flatten_threshold)
-        if knee is not None:
-            knees[c["id"]] = knee
+        if knee is not None:  # with the refined SLA boundary its configuration row stores (None: not refined)
+            knees[c["id"]] = replace(knee, boundary=c.get("boundary_concurrency"),
+                                     boundary_ci_low=c.get("boundary_ci_low"),
+                                     boundary_ci_high=c.get("boundary_ci_high"), boundary_shape=c.get("boundary_shape"))
     # A candidate ran its ladder to the end (a failed one never wins) and meets the report contract itself.
     status = {c["id"]: c["status"] for c in configs}
 

@@ -207,7 +207,7 @@ def study_eta(prof: Profile, phase: str, queued: int, running: int, steps: list[
     screening will promote, the soak's share not run; a ladder as long as the finished ones were, `steps`) in
     seconds of the driver's clock, times the wall seconds a driver second has cost so far (a worker's span over
     its windows' driver seconds, so launches count), the ladders spread over the configurations running."""
-    from sweep.profile.phases import phase_seconds
+    from sweep.profile.phases import ladder_windows, phase_seconds
 
     driver_s = 0.0
     first: dict[int | None, datetime] = {}
@@ -221,9 +221,9 @@ def study_eta(prof: Profile, phase: str, queued: int, running: int, steps: list[
     wall_s = sum(_seconds(first[w], last[w]) or 0.0 for w in first)
     if driver_s <= 0 or wall_s <= 0:
         return None
-    per_config = sum(steps) / len(steps) if steps else len(prof.ladder)
+    per_config = sum(steps) / len(steps) if steps else ladder_windows(prof, phase)
     ladders = (queued + running / 2) * per_config * phase_seconds(prof, phase)
-    if phase == "screen":
-        ladders += planned_configs(prof, "final") * per_config * phase_seconds(prof, "final")
+    if phase == "screen":  # the finals' ladders, refinement windows included
+        ladders += planned_configs(prof, "final") * ladder_windows(prof, "final") * phase_seconds(prof, "final")
     left = ladders / max(1, running) + soak_left * phase_seconds(prof, "soak")
     return left * wall_s / driver_s

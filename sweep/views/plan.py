@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sweep.profile import Profile
 from sweep.profile.grid import grid_size
-from sweep.profile.phases import phase_seconds
+from sweep.profile.phases import ladder_windows, phase_seconds
 
 
 @dataclass(frozen=True)
@@ -30,10 +30,11 @@ def planned_configs(prof: Profile, phase: str) -> int:
 
 def study_plan(prof: Profile) -> StudyPlan:
 
-    per_config = len(prof.ladder)
     sc = prof.search.screening
-    first = planned_configs(prof, "screen" if sc.enabled else "final") * per_config
-    finals = planned_configs(prof, "final") * per_config if sc.enabled else 0
+    first_phase = "screen" if sc.enabled else "final"
+    # a final ladder may add up to refine.max_steps refinement windows (a final's length each)
+    first = planned_configs(prof, first_phase) * ladder_windows(prof, first_phase)
+    finals = planned_configs(prof, "final") * ladder_windows(prof, "final") if sc.enabled else 0
     soak = 1 if prof.soak.enabled else 0
     seconds = (first * phase_seconds(prof, "screen" if sc.enabled else "final")
                + finals * phase_seconds(prof, "final") + soak * phase_seconds(prof, "soak"))

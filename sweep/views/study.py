@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.ladder_steps import ladder_phase
 from sweep.analysis.measure import percentile
 from sweep.analysis.winner import HardwareRanking, Winner
 from sweep.core.types import KNOB_NAMES
@@ -86,7 +87,7 @@ def knees_at_top(knees: Mapping[int, ConfigKnee], runs: Sequence[Mapping[str, An
     for cid, knee in knees.items():
         mine = group.get(cid, cid)
         above = [r for r in runs if group.get(r["server_config_id"], r["server_config_id"]) == mine
-                 and r["concurrency"] > knee.concurrency and (r.get("phase") or "final") == knee.phase
+                 and r["concurrency"] > knee.concurrency and ladder_phase(r.get("phase")) == knee.phase
                  and r["status"] in BRACKETING_STATUSES]
         if not above:
             top.add(cid)
