@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from alembic import command
-from alembic.util.exc import CommandError
 from sqlalchemy import (
     Connection,
     Insert,
@@ -27,17 +26,18 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.exc import SQLAlchemyError
 
 from sweep.analysis.run_stats import RunStats
 from sweep.core.errors import StoreError
 from sweep.core.types import Placement, RequestRecord, Sample, ServerConfig
 from sweep.store import queries as q
 from sweep.store.engine import alembic_config, make_engine, serialize_sqlite
+from sweep.store.errors import DatabaseError, database_error, map_errors
 from sweep.store.models import STAT_COLUMNS, runs_table
 from sweep.store.queries import UnknownColumnError
 
-__all__ = ["STAT_COLUMNS", "Store", "UnknownColumnError", "alembic_config", "serialize_sqlite"]
+__all__ = ["STAT_COLUMNS", "DatabaseError", "Store", "UnknownColumnError", "alembic_config", "database_error",
+           "map_errors", "serialize_sqlite"]
 
 _PG_MIGRATION_LOCK = 0x5357_4545  # pg_advisory_xact_lock key: one migrating worker at a time ("SWEE")
 _CONFIG_FIELDS = frozenset(q.configs_table.c.keys()) - {"id", "study_id", "created_at", "argv_json",
@@ -84,16 +84,9 @@ class Store:
 
     @contextmanager
     def _guard(self, action: str) -> Iterator[None]:
-        """Turn database and migration failures into a one-line StoreError naming the action."""
-        try:
+        """Turn database and migration failures into a one-line StoreError naming the action (store/errors.py)."""
+        with map_errors(f"cannot {action} ({self._shown})", opening=True):
             yield
-        except StoreError:
-            raise
-        except (SQLAlchemyError, CommandError, OSError, ImportError) as exc:
-            cause = getattr(exc, "orig", None) or exc
-            lines = str(cause).strip().splitlines()
-            detail = lines[0] if lines else type(cause).__name__
-            raise StoreError(f"cannot {action} ({self._shown}): {detail}") from exc
 
     @contextmanager
     def _write(self, action: str) -> Iterator[Connection]:
