@@ -35,8 +35,9 @@ from sweep.store.engine import alembic_config, make_engine, serialize_sqlite
 from sweep.store.errors import DatabaseError, database_error, map_errors
 from sweep.store.models import STAT_COLUMNS, runs_table
 from sweep.store.queries import UnknownColumnError
+from sweep.store.records import WorkerRecord
 
-__all__ = ["STAT_COLUMNS", "DatabaseError", "Store", "UnknownColumnError", "alembic_config", "database_error",
+__all__ = ["STAT_COLUMNS", "DatabaseError", "Store", "UnknownColumnError", "WorkerRecord", "alembic_config", "database_error",
            "map_errors", "serialize_sqlite"]
 
 _PG_MIGRATION_LOCK = 0x5357_4545  # pg_advisory_xact_lock key: one migrating worker at a time ("SWEE")
@@ -303,12 +304,12 @@ class Store:
         with self._write(f"mark worker {worker_id} {status}") as conn:
             self._update_one(conn, q.workers_table, worker_id, values, f"worker {worker_id}")
 
-    def workers(self, study_id: int) -> list[dict[str, Any]]:
+    def workers(self, study_id: int) -> list[WorkerRecord]:
         """Every worker that joined a study, in joining order."""
         with self._read(f"read workers of study {study_id}") as conn:
             t = q.workers_table
-            return [dict(r._mapping) for r in conn.execute(select(t).where(t.c.study_id == study_id)
-                                                           .order_by(t.c.id))]
+            return [WorkerRecord.from_row(dict(r._mapping)) for r in conn.execute(select(t).where(t.c.study_id == study_id)
+                                                                            .order_by(t.c.id))]
 
     def completed_runs(self, study_id: int, server_config_id: int | None = None) -> list[dict[str, Any]]:
         """Completed runs of a study (optionally of one configuration), oldest first."""

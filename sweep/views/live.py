@@ -30,7 +30,7 @@ from sweep.analysis.knee import ConfigKnee
 from sweep.core.errors import SweepError
 from sweep.core.types import ServerConfig
 from sweep.profile import Profile
-from sweep.store import Store
+from sweep.store import Store, WorkerRecord
 from sweep.views.plan import planned_configs
 from sweep.views.read_model import read_study
 from sweep.views.workers import WorkerActivity, activity, worker_labels
@@ -136,9 +136,9 @@ def read_state(store: Store, study_id: int) -> LiveState:
     runs = [r for r in model.runs if r["status"] != "aborted"]
     labels = model.labels
     by_id = {c["id"]: c for c in configs}
-    workers = store.workers(study_id) or [{"id": None, "label": "this study", "host": None, "gpus": None,
-                                           "status": "running" if study["status"] == "running" else "done"}]
-    names = worker_labels(w for w in workers if w["id"] is not None)
+    workers = store.workers(study_id) or [WorkerRecord(None, "this study", "running" if study["status"] == "running"
+                                                       else "done")]
+    names = worker_labels(workers)
 
     windows: list[Window] = []
     per_config: dict[int, list[dict[str, Any]]] = {}
