@@ -17,6 +17,7 @@ from waiting import wait_for
 
 from sweep.core.types import ServerConfig
 from sweep.store import Store
+from sweep.store.records import WorkerRecord
 from sweep.views.live import read_state
 from sweep.views.workers import activity
 
@@ -34,10 +35,8 @@ def _run(rid: int, cid: int, c: int, status: str, worker_id: int | None, phase: 
 
 
 def test_each_worker_says_what_it_measures_launches_or_whether_it_stopped() -> None:
-    workers = [{"id": 1, "label": "gpu0", "host": "a", "gpus": "0", "status": "running"},
-               {"id": 2, "label": "gpu1", "host": "a", "gpus": "1", "status": "running"},
-               {"id": 3, "label": "b:77", "host": "b", "gpus": None, "status": "lost"},
-               {"id": 4, "label": "late", "host": "b", "gpus": None, "status": "running"}]
+    workers = [WorkerRecord(1, "gpu0", "running", "a", "0"), WorkerRecord(2, "gpu1", "running", "a", "1"),
+               WorkerRecord(3, "b:77", "lost", "b"), WorkerRecord(4, "late", "running", "b")]
     configs = [_cfg(10, 4, "completed", 1), _cfg(11, 8, "running", 1), _cfg(12, 16, "running", 2),
                _cfg(13, 32, "aborted", 3)]
     runs = [_run(1, 10, 2, "completed", 1), _run(2, 10, 4, "completed", 1), _run(3, 11, 2, "running", 1),

@@ -90,17 +90,10 @@ def run(invoke: Callable[[], object], argv: list[str] | None = None) -> int:
 
 def _database_error_line(exc: BaseException) -> str | None:
     """A database failure outside sweep's store (Optuna's storage shares the database): disk full, I/O, locks."""
-    from sqlalchemy.exc import SQLAlchemyError
+    from sweep.store.errors import database_error
 
-    seen: BaseException | None = exc
-    for _ in range(4):  # Optuna wraps it (StorageInternalError from the SQLAlchemy error)
-        if seen is None:
-            return None
-        if isinstance(seen, SQLAlchemyError):
-            cause = getattr(seen, "orig", None) or seen
-            return f"the results database failed: {_one_line(str(cause), type(cause).__name__)}"
-        seen = seen.__cause__ or seen.__context__
-    return None
+    mapped = database_error(exc, "the results database failed")
+    return None if mapped is None else _one_line(str(mapped), type(mapped).__name__)
 
 
 def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:

@@ -84,7 +84,7 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
         raise LaunchError(f"every configuration failed ({len(run.failures)}), nothing was measured; "
                           f"study {run.study_name}, report {run.report.markdown}")
     if win is None:
-        console.print(f"[bold red]no configuration passed the SLA{tag}[/]")
+        console.print(f"[bold red]{escape(run.no_winner or 'no configuration passed the SLA')}{tag}[/]")
     elif run.report.missing:
         pass  # the contract line below says why no knee is named
     else:

@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
                        "any worker of the study; start `sweep worker` again to continue", err=True)
             raise typer.Exit(interrupt.exit_code(sig)) from None
         win = run.winner
-        knee = "no configuration passed the SLA" if win is None else (
+        knee = (run.no_winner or "no configuration passed the SLA") if win is None else (
             f"knee so far: {' '.join(f'{a}={b}' for a, b in win.config.knobs().items())} at concurrency "
             f"{win.knee.concurrency}, goodput {win.knee.goodput_tps:.0f} output tok/s")
         console.print(f"worker {label or ''} done with study {study}: {knee}; report {run.report.markdown}")

@@ -91,7 +91,7 @@ class FleetProgress:
         configs = {c["id"]: c for c in self.store.server_configs(self.study_id)}
         runs = [r for r in self.store.study_runs(self.study_id) if r["status"] != "aborted"]
         names = worker_labels(workers)
-        mine = {w["id"] for w in workers if self.exclude == (w["host"], w["pid"])}
+        mine = {w.id for w in workers if self.exclude == (w.host, w.pid)}
         landed = []
         for r in runs:
             if r["status"] != "completed" or r["id"] in self.seen or r.get("reference_for_run_id") is not None \

@@ -15,51 +15,16 @@ from sweep.report.tables import ci_text as _ci
 from sweep.report.tables import configs_table, modality_table, steps_table
 from sweep.report.tables import fmt as _fmt
 from sweep.report.winner import winner_lines
-from sweep.views.steps import measured_steps
+from sweep.views.contract import ContractInput, missing_fields
 from sweep.views.study import StudyContext
 
 SIM_BANNER = ("> **SIMULATED** — these numbers come from sweep's simulated SGLang server, not from a GPU. "
               "They exercise the tool; they are not a measurement of SGLang.")
 
-CONTRACT: dict[str, Callable[[StudyContext], Any]] = {
-    "model path": lambda c: c.env.get("model_path"),
-    "SGLang version": lambda c: c.env.get("sglang_version"),
-    "GPU model": lambda c: c.env.get("gpu_name"),
-    "parallel configuration": lambda c: c.env.get("parallel"),
-    "input distribution": lambda c: c.profile_raw.get("workload"),
-    "arrival pattern": lambda c: c.profile_raw.get("arrival"),
-    "concurrency": lambda c: c.runs and [r["concurrency"] for r in c.runs],
-    "warm-up amount": lambda c: c.runs and c.runs[0].get("warmup_requests") is not None,
-    "measured duration": lambda c: c.runs and c.runs[0].get("window_s"),
-    "mean throughput": lambda c: _all(c, "output_tps"),
-    "TTFT P50/P99": lambda c: _all(c, "ttft_p50_ms") and _all(c, "ttft_p99_ms"),
-    "TPOT P50/P99": lambda c: _all(c, "tpot_p50_ms") and _all(c, "tpot_p99_ms"),
-    "goodput": lambda c: _all(c, "goodput_tps"),
-    "cache hit rate": lambda c: _all(c, "cache_hit_rate"),
-    "preemption count": lambda c: _all(c, "retractions"),
-    "peak GPU memory": lambda c: _all(c, "peak_gpu_mem_mib"),
-}
-
-
-def _all(ctx: StudyContext, col: str) -> bool:
-    """The contract is judged per configuration: over the winner's measured steps (everyone's without one)."""
-    winner = ctx.winner
-    runs = [r for r in ctx.runs if winner is None or r["server_config_id"] == winner.id]
-    steps = measured_steps(runs)
-    return bool(steps) and all(r.get(col) is not None for r in steps)
-
-
 def missing_contract_fields(ctx: StudyContext) -> list[str]:
-    """Report-contract fields (README.md, first paragraph) that the data cannot fill; a report with any may not conclude."""
-    missing = []
-    for name, probe in CONTRACT.items():
-        try:
-            ok = probe(ctx)
-        except (KeyError, TypeError, IndexError):
-            ok = None
-        if ok in (None, False, "", []):
-            missing.append(name)
-    return missing
+    """Report-contract fields (README.md, first paragraph) that the data cannot fill; a report with any may not
+    conclude (the rule lives in sweep/views/contract.py; the read model's winner decision uses it too)."""
+    return missing_fields(ContractInput(ctx.env, ctx.profile_raw, ctx.runs, ctx.winner.id if ctx.winner else None))
 
 
 @dataclass(frozen=True)
@@ -117,46 +82,69 @@ def _soak_ttft(ctx: StudyContext, run: dict[str, Any]) -> str:
     return f"TTFT P{q:g} {_fmt(run[col], 2, 1e-3)} s (SLA ≤ {_fmt(bound, 2, 1e-3)} s), "
 
 
-def write_report(ctx: StudyContext, out_dir: Path) -> ReportFiles:
-    """Write report.md (and PNG plots) for a study context gathered from the store."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    study = ctx.study
+def title_lines(ctx: StudyContext) -> list[str]:
+    """The title, the simulated banner and the simulator's unmodelled flags."""
+    return [f"# Knee report: {ctx.study['name']}", "", *([SIM_BANNER, ""] if ctx.study.get("simulated") else []),
+            *unmodelled_lines(ctx.env)]
+
+
+def no_conclusion_lines(ctx: StudyContext) -> list[str]:
+    """Why no winner is named when the report contract is not met."""
     missing = missing_contract_fields(ctx)
-    lines: list[str] = [f"# Knee report: {study['name']}", ""]
-    if study.get("simulated"):
-        lines += [SIM_BANNER, ""]
-    lines += unmodelled_lines(ctx.env)
-    view = ctx.view
-    lines += setup_lines(ctx)
-    lines += steps_table(ctx)
-    lines += [*input_lines(ctx.request_tokens), *cache_lines(ctx)]
-    lines += configs_table(ctx, view)
-    if missing:
-        lines += ["## No conclusion", "", "The report contract is not met; missing: " + ", ".join(missing) + ".",
-                  "A report missing any of these fields may not name a winner.", ""]
-    winner = ctx.winner
-    hardware = ctx.hardware
-    lines += hardware_lines(hardware, ctx.labels)
-    if winner and not missing:
-        lines += winner_lines(ctx, winner, view)
+    if not missing:
+        return []
+    return ["## No conclusion", "", "The report contract is not met; missing: " + ", ".join(missing) + ".",
+            "A report missing any of these fields may not name a winner.", ""]
+
+
+def conclusion_lines(ctx: StudyContext) -> list[str]:
+    """The hardware groups (a study on several GPU models), then the winner, or why every configuration lost."""
+    winner, hardware = ctx.winner, ctx.hardware
+    out = hardware_lines(hardware, ctx.labels)
+    if winner and not missing_contract_fields(ctx):
+        out += winner_lines(ctx, winner, ctx.view)
     elif winner is None and not (hardware and hardware.reason):
-        lines += ["## Winner", "", "No configuration passed the SLA at any step: every configuration is infeasible.", ""]
-    lines += modality_table(ctx, view)
-    lines += soak_lines(ctx)
+        out += ["## Winner", "", "No configuration passed the SLA at any step: every configuration is infeasible.",
+                ""]
+    return out
+
+
+def _crosscheck(ctx: StudyContext) -> list[str]:
     from sweep.report.crosscheck import crosscheck_lines
 
-    lines += crosscheck_lines(ctx)
+    return crosscheck_lines(ctx)
+
+
+# The report's sections, in the order report.md shows them; each reads the study context alone.
+SECTIONS: tuple[Callable[[StudyContext], list[str]], ...] = (
+    title_lines,
+    setup_lines,
+    steps_table,
+    lambda ctx: input_lines(ctx.request_tokens),
+    cache_lines,
+    lambda ctx: configs_table(ctx, ctx.view),
+    no_conclusion_lines,
+    conclusion_lines,
+    lambda ctx: modality_table(ctx, ctx.view),
+    soak_lines,
+    _crosscheck,
+)
+
+
+def write_report(ctx: StudyContext, out_dir: Path) -> ReportFiles:
+    """Write report.md (SECTIONS in order, then the plots) and report.html for a study context from the store."""
     from sweep.report.html import history_plot, write_html
 
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lines = [line for section in SECTIONS for line in section(ctx)]
     plots = _plots(ctx, out_dir)
     hist = history_plot(ctx, out_dir)
     plots += [hist] if hist else []
-    for p in plots:
-        lines.append(f"![{p.stem}]({p.name})")
+    lines += [f"![{p.stem}]({p.name})" for p in plots]
     md = out_dir / "report.md"
     md.write_text("\n".join(lines) + "\n")
-    html = write_html(lines, plots, out_dir / "report.html", simulated=bool(study.get("simulated")))
-    return ReportFiles(md, plots, missing, html)
+    html = write_html(lines, plots, out_dir / "report.html", simulated=bool(ctx.study.get("simulated")))
+    return ReportFiles(md, plots, missing_contract_fields(ctx), html)
 
 
 COMPARE_METRICS = (("output_tps", "throughput (tok/s)", 0, 1.0), ("goodput_tps", "goodput (tok/s)", 0, 1.0),

@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from alembic import command
-from alembic.util.exc import CommandError
 from sqlalchemy import (
     Connection,
     Insert,
@@ -27,17 +26,19 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.exc import SQLAlchemyError
 
 from sweep.analysis.run_stats import RunStats
 from sweep.core.errors import StoreError
 from sweep.core.types import Placement, RequestRecord, Sample, ServerConfig
 from sweep.store import queries as q
 from sweep.store.engine import alembic_config, make_engine, serialize_sqlite
+from sweep.store.errors import DatabaseError, database_error, map_errors
 from sweep.store.models import STAT_COLUMNS, runs_table
 from sweep.store.queries import UnknownColumnError
+from sweep.store.records import WorkerRecord
 
-__all__ = ["STAT_COLUMNS", "Store", "UnknownColumnError", "alembic_config", "serialize_sqlite"]
+__all__ = ["STAT_COLUMNS", "DatabaseError", "Store", "UnknownColumnError", "WorkerRecord", "alembic_config", "database_error",
+           "map_errors", "serialize_sqlite"]
 
 _PG_MIGRATION_LOCK = 0x5357_4545  # pg_advisory_xact_lock key: one migrating worker at a time ("SWEE")
 _CONFIG_FIELDS = frozenset(q.configs_table.c.keys()) - {"id", "study_id", "created_at", "argv_json",
@@ -84,16 +85,9 @@ class Store:
 
     @contextmanager
     def _guard(self, action: str) -> Iterator[None]:
-        """Turn database and migration failures into a one-line StoreError naming the action."""
-        try:
+        """Turn database and migration failures into a one-line StoreError naming the action (store/errors.py)."""
+        with map_errors(f"cannot {action} ({self._shown})", opening=True):
             yield
-        except StoreError:
-            raise
-        except (SQLAlchemyError, CommandError, OSError, ImportError) as exc:
-            cause = getattr(exc, "orig", None) or exc
-            lines = str(cause).strip().splitlines()
-            detail = lines[0] if lines else type(cause).__name__
-            raise StoreError(f"cannot {action} ({self._shown}): {detail}") from exc
 
     @contextmanager
     def _write(self, action: str) -> Iterator[Connection]:
@@ -310,12 +304,12 @@ class Store:
         with self._write(f"mark worker {worker_id} {status}") as conn:
             self._update_one(conn, q.workers_table, worker_id, values, f"worker {worker_id}")
 
-    def workers(self, study_id: int) -> list[dict[str, Any]]:
+    def workers(self, study_id: int) -> list[WorkerRecord]:
         """Every worker that joined a study, in joining order."""
         with self._read(f"read workers of study {study_id}") as conn:
             t = q.workers_table
-            return [dict(r._mapping) for r in conn.execute(select(t).where(t.c.study_id == study_id)
-                                                           .order_by(t.c.id))]
+            return [WorkerRecord.from_row(dict(r._mapping)) for r in conn.execute(select(t).where(t.c.study_id == study_id)
+                                                                            .order_by(t.c.id))]
 
     def completed_runs(self, study_id: int, server_config_id: int | None = None) -> list[dict[str, Any]]:
         """Completed runs of a study (optionally of one configuration), oldest first."""

@@ -31,7 +31,8 @@ from sweep.study.wiring import (
     resolve_driver,
     resolve_launcher_kind,
 )
-from sweep.views.context import ConfigFailure, config_failures, study_context
+from sweep.views.context import ConfigFailure, study_context
+from sweep.views.read_model import read_study
 from sweep.workload.lexicon import for_model
 from sweep.workload.stream import RequestStream
 
@@ -56,6 +57,7 @@ class KneeRun:
     winner: Winner | None = None  # the study's winner from the store (covers trials of earlier processes)
     failures: list[ConfigFailure] = field(default_factory=list)  # configurations that failed or never started
     measured: bool = True  # whether any configuration got a completed measured step
+    no_winner: str = ""  # why no winner is named (the read model's WinnerDecision.why_none; "" when one is)
 
 
 class Orchestrator:
@@ -171,7 +173,7 @@ class Orchestrator:
         def soak() -> None:
             from sweep.study.soak import run_soak
 
-            winner = study_context(self.store, study_id).winner
+            winner = read_study(self.store, study_id).winner
             if winner is None or soak_done(self.store, study_id):
                 return
             self.say(f"soak: {self.profile.soak.duration_s:.0f} s of Poisson arrivals at the winner's knee rate")
@@ -198,9 +200,9 @@ class Orchestrator:
         winner = ctx.winner
         self.store.finish_study(study_id, "completed", winner_config_id=winner.id if winner else None,
                                 report_path=str(report.markdown))
-        failures, measured = config_failures(self.store, study_id)
-        return KneeRun(study_id, study_name, result, report, self.simulated, self.driver_name, winner, failures,
-                       measured)
+        why = ctx.decision.why_none() if ctx.decision is not None else ""
+        return KneeRun(study_id, study_name, result, report, self.simulated, self.driver_name, winner,
+                       list(ctx.failures), ctx.measured, why)
 
 
 def check_writable_dir(path: Path) -> None:

@@ -84,23 +84,25 @@ def dead_workers(store: Store, study_id: int) -> list[int]:
     host is gone (marked lost here). A running worker of another host is alive until its heartbeat says not."""
     dead = []
     for w in store.workers(study_id):
-        if w["status"] == "running":
-            if not dead_on_this_host({"host": w["host"], "pid": w["pid"], "started": w["process_started"]}):
+        if w.id is None:
+            continue  # never from the store: every stored worker has its id
+        if w.status == "running":
+            if not dead_on_this_host({"host": w.host, "pid": w.pid, "started": w.process_started}):
                 continue
-            store.set_worker_status(w["id"], "lost")
-        dead.append(int(w["id"]))
+            store.set_worker_status(w.id, "lost")
+        dead.append(w.id)
     return dead
 
 
 def worker_ended(store: Store, study_id: int, worker_id: int) -> bool:
     """Whether a worker's sweep_workers row says it stopped (done, failed or lost): it holds no trial any more."""
-    return any(w["id"] == worker_id and w["status"] != "running" for w in store.workers(study_id))
+    return any(w.id == worker_id and w.status != "running" for w in store.workers(study_id))
 
 
 def alone(store: Store, study_id: int, me: int) -> bool:
     """Whether no other worker of the study may be alive: every other one ended, or is dead on this host."""
-    return not any(w["id"] != me and w["status"] == "running" and not dead_on_this_host(
-        {"host": w["host"], "pid": w["pid"], "started": w["process_started"]}) for w in store.workers(study_id))
+    return not any(w.id != me and w.status == "running" and not dead_on_this_host(
+        {"host": w.host, "pid": w.pid, "started": w.process_started}) for w in store.workers(study_id))
 
 
 def clean_after_dead(store: Store, study_id: int, say: Say) -> None:

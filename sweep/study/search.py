@@ -12,10 +12,10 @@ import optuna
 from sqlalchemy.exc import SQLAlchemyError
 
 from sweep.analysis.ladder_steps import LadderStep
-from sweep.core.errors import StoreError
 from sweep.core.types import ServerConfig
 from sweep.profile import Profile, Screening
 from sweep.profile.grid import grid, grid_size
+from sweep.store.errors import DatabaseError, database_error, first_line
 from sweep.study import liveness
 from sweep.study.ladder import LadderOutcome, LadderRunner, orchestrator_failure
 from sweep.study.liveness import WorkerIdentity
@@ -344,8 +344,5 @@ def storage_error(exc: BaseException) -> BaseException:
         exc = exc.__context__
     if not isinstance(exc, optuna.exceptions.StorageInternalError | SQLAlchemyError):
         return exc
-    root: BaseException = exc
-    while root.__cause__ is not None:
-        root = root.__cause__
-    lines = str(getattr(root, "orig", None) or root).strip().splitlines()
-    return StoreError(f"cannot write the Optuna study: {lines[0] if lines else type(root).__name__}")
+    what = "cannot write the Optuna study"
+    return database_error(exc, what) or DatabaseError(f"{what}: {first_line(exc)}", "optuna")

@@ -12,7 +12,8 @@ another process and for a study several workers share (PostgreSQL).
   percentiles (the SLA bounds travel with them).
 - failures: configurations that failed (or were found infeasible at launch, out of memory) with their reason,
   and failed windows.
-- winner: the highest-goodput knee among final ladders (screens when no final exists yet), with its 95% CI.
+- winner: the read model's winner (sweep/views/read_model.py, the rule the report and the terminal use too:
+  completed ladders that fill the report contract, one GPU model), with its 95% CI; else why there is none.
 - ETA: what is left of every phase (screen, final, soak) on the driver's clock, at the wall seconds a driver
   second has cost so far (study_eta).
 """
@@ -26,12 +27,12 @@ from datetime import datetime
 from typing import Any
 
 from sweep.analysis.knee import ConfigKnee
-from sweep.analysis.ladder_steps import ladder_knee
-from sweep.analysis.winner import pick_winner
+from sweep.core.errors import SweepError
 from sweep.core.types import ServerConfig
 from sweep.profile import Profile
-from sweep.store import Store
+from sweep.store import Store, WorkerRecord
 from sweep.views.plan import planned_configs
+from sweep.views.read_model import read_study
 from sweep.views.workers import WorkerActivity, activity, worker_labels
 
 DONE = ("completed", "infeasible")
@@ -108,6 +109,7 @@ class LiveState:
     windows: list[Window] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     screened: int = 0  # during the finals: configurations the screen measured (the counts are the finals')
+    no_winner: str = ""  # why no winner is named yet (the read model's one line; "" when one is)
 
     def as_json(self) -> str:
         return json.dumps(asdict(self), default=str)
@@ -122,19 +124,21 @@ def _seconds(a: Any, b: Any) -> float | None:
 
 
 def read_state(store: Store, study_id: int) -> LiveState:
-    study = store.get_study(study_id)
-    if study is None:
-        raise LookupError(f"no study {study_id}")
-    prof = Profile.model_validate_json(study["profile_json"])
+    try:
+        model = read_study(store, study_id)
+    except SweepError as exc:
+        raise LookupError(str(exc)) from None
+    study = model.study
+    prof = model.profile or Profile.model_validate_json(study["profile_json"])  # another version's: its error
     sla = prof.sla
     pt, pp = int(sla.ttft_percentile), int(sla.tpot_percentile)
-    configs = [c for c in store.server_configs(study_id) if c["status"] != "aborted"]
-    runs = [r for r in store.study_runs(study_id) if r["status"] != "aborted"]
-    labels = {c["id"]: _label(c) for c in configs}
+    configs = [c for c in model.configs if c["status"] != "aborted"]
+    runs = [r for r in model.runs if r["status"] != "aborted"]
+    labels = model.labels
     by_id = {c["id"]: c for c in configs}
-    workers = store.workers(study_id) or [{"id": None, "label": "this study", "host": None, "gpus": None,
-                                           "status": "running" if study["status"] == "running" else "done"}]
-    names = worker_labels(w for w in workers if w["id"] is not None)
+    workers = store.workers(study_id) or [WorkerRecord(None, "this study", "running" if study["status"] == "running"
+                                                       else "done")]
+    names = worker_labels(workers)
 
     windows: list[Window] = []
     per_config: dict[int, list[dict[str, Any]]] = {}
@@ -149,18 +153,13 @@ def read_state(store: Store, study_id: int) -> LiveState:
             per_config.setdefault(r["server_config_id"], []).append(r)
 
     curves: list[Curve] = []
-    knees: dict[int, ConfigKnee] = {}
     for cid, steps in per_config.items():
         steps.sort(key=lambda r: r["concurrency"])
         curves.append(Curve(cid, labels[cid], steps[0]["phase"], [r["concurrency"] for r in steps],
                             [r.get("goodput_tps") for r in steps],
                             [r.get(f"ttft_p{pt}_ms", r.get("ttft_p99_ms")) for r in steps],
                             [r.get(f"tpot_p{pp}_ms", r.get("tpot_p99_ms")) for r in steps]))
-        if by_id[cid]["status"] in DONE or study["status"] != "running":
-            knee = ladder_knee(steps, prof.search.flatten_threshold)
-            if knee is not None:
-                knees[cid] = knee
-    best = pick_winner(configs, knees)[0]
+    best = model.decision.named  # the one winner rule: the report and the terminal name the same one
     winner = LiveWinner.of(labels[best.id], best.knee) if best is not None else None
 
     def where(row: Mapping[str, Any]) -> str:
@@ -196,7 +195,8 @@ def read_state(store: Store, study_id: int) -> LiveState:
     return LiveState(study["name"], study["status"], bool(study["simulated"]), phase,
                      {"ttft_ms": float(sla.ttft_ms), "tpot_ms": float(sla.tpot_ms), "ttft_percentile": pt,
                       "tpot_percentile": pp}, planned, done, running, queued, failed, len(windows), eta, winner,
-                     activity(workers, configs, runs, _label), curves, windows, failures, screened)
+                     activity(workers, configs, runs, _label), curves, windows, failures, screened,
+                     model.decision.why_none())
 
 
 def study_eta(prof: Profile, phase: str, queued: int, running: int, steps: list[int], soak_left: float,

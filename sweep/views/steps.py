@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 # The per-step fields of the contract, by the runs columns that fill them.
@@ -11,14 +12,14 @@ STEP_FIELDS = {"mean throughput": ("output_tps",), "TTFT P50/P99": ("ttft_p50_ms
                "peak GPU memory": ("peak_gpu_mem_mib",)}
 
 
-def measured_steps(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def measured_steps(runs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The steps a conclusion can rest on: completed, not the soak, with at least one completed request (a
     step whose every request failed has no latency to report: its error rate is its data, not a gap)."""
     return [r for r in runs if r["status"] == "completed" and r.get("phase") != "soak"
             and (r.get("n_completed") is None or r["n_completed"] > 0)]
 
 
-def config_missing(runs: list[dict[str, Any]]) -> list[str]:
+def config_missing(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     """Per-step contract fields that one configuration's measured steps cannot fill."""
     steps = measured_steps(runs)
     return [name for name, cols in STEP_FIELDS.items()

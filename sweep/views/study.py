@@ -22,6 +22,7 @@ from sweep.profile import Profile
 
 if TYPE_CHECKING:
     from sweep.analysis.soak import SoakVerdict
+    from sweep.views.read_model import ConfigFailure, WinnerDecision
 
 BRACKETING_STATUSES = ("completed", "failed")  # a failed step above the knee still bounds it
 MODALITY_ORDER = {"text": 0, "image": 1, "video": 2, "audio": 3}
@@ -148,9 +149,12 @@ class StudyContext:
     knees: dict[int, ConfigKnee] = field(default_factory=dict)  # config id -> its knee (feasible ladders only)
     winner: Winner | None = None  # None: nothing passed, or knees on several GPU models (see hardware)
     hardware: HardwareRanking | None = None
+    decision: WinnerDecision | None = None  # the read model's winner decision (winner and hardware come from it)
     trials: list[TrialPoint] = field(default_factory=list)
     soak_verdicts: dict[int, SoakVerdict] = field(default_factory=dict)  # soak run id -> its verdict
     reference_runs: list[dict[str, Any]] = field(default_factory=list)
     histograms: dict[int, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)  # run id -> metric
     view: StudyView = field(default_factory=StudyView)
     request_tokens: list[tuple[Any, ...]] = field(default_factory=list)  # Store.study_request_tokens
+    failures: list[ConfigFailure] = field(default_factory=list)  # configurations that failed or never started
+    measured: bool = False  # whether any configuration got a completed measured step

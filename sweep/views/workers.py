@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sweep.store.records import WorkerRecord
+
 CONFIG_DONE = ("completed", "infeasible")
 
 
@@ -44,17 +46,17 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
-def activity(workers: Sequence[Mapping[str, Any]], configs: Sequence[Mapping[str, Any]],
+def activity(workers: Sequence[WorkerRecord], configs: Sequence[Mapping[str, Any]],
              runs: Sequence[Mapping[str, Any]], config_label: Callable[[Mapping[str, Any]], str]) -> list[WorkerActivity]:
     """Every worker that joined the study, in joining order; aborted attempts are not work done."""
     label_of = {c["id"]: config_label(c) for c in configs}
     out = []
     for w in workers:
-        mine = [r for r in runs if r.get("worker_id") == w["id"] and r["status"] != "aborted"]
+        mine = [r for r in runs if r.get("worker_id") == w.id and r["status"] != "aborted"]
         running = [r for r in mine if r["status"] == "running"]
-        starting = [c for c in configs if c.get("worker_id") == w["id"] and c["status"] in ("pending", "running")]
-        if w["status"] != "running":
-            now = str(w["status"])
+        starting = [c for c in configs if c.get("worker_id") == w.id and c["status"] in ("pending", "running")]
+        if w.status != "running":
+            now = str(w.status)
         elif running:
             r = running[-1]
             now = f"measuring {r['phase']} {label_of.get(r['server_config_id'], '?')} c={r['concurrency']}"
@@ -62,15 +64,15 @@ def activity(workers: Sequence[Mapping[str, Any]], configs: Sequence[Mapping[str
             now = f"launching {label_of[starting[-1]['id']]}"
         else:
             now = "idle"
-        done = sum(c.get("worker_id") == w["id"] and c["status"] in CONFIG_DONE for c in configs)
-        out.append(WorkerActivity(w["id"], str(w["label"]), w.get("host"), w.get("gpus"), str(w["status"]), now,
+        done = sum(c.get("worker_id") == w.id and c["status"] in CONFIG_DONE for c in configs)
+        out.append(WorkerActivity(w.id, w.label, w.host, w.gpus, str(w.status), now,
                                   sum(r["status"] == "completed" for r in mine), done))
     return out
 
 
-def worker_labels(workers: Iterable[Mapping[str, Any]]) -> dict[int, str]:
+def worker_labels(workers: Iterable[WorkerRecord]) -> dict[int, str]:
     """sweep_workers id -> label."""
-    return {int(w["id"]): str(w["label"]) for w in workers}
+    return {w.id: w.label for w in workers if w.id is not None}
 
 
 def with_worker_labels(rows: list[dict[str, Any]], labels: Mapping[int, str]) -> list[dict[str, Any]]:

@@ -1,0 +1,170 @@
+"""One read model of a study, built once from the store: its rows, the knee of every configuration, the
+configurations that failed, and the one winner decision that the report, the live page and the terminal's final
+answer all show.
+
+The winner rule (decide_winner) lives here and nowhere else:
+- a candidate ran its ladder to the end (status completed: a failed configuration never wins, however high its
+  best step) and its own measured steps fill the report contract's per-step fields;
+- among candidates, the highest knee goodput of the final ladders (screens when no final ran);
+- knees measured on different GPU models are not comparable: such a study names no single winner (each hardware
+  group has its own) unless the caller asks to rank across them anyway;
+- a winner is named only when the report contract is met (README.md, first paragraph).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.ladder_steps import ladder_knee
+from sweep.analysis.winner import HardwareRanking, Winner, pick_winner, rank_by_hardware
+from sweep.core.errors import SweepError
+from sweep.core.types import ServerConfig
+from sweep.profile import Profile, Search
+from sweep.store import Store
+from sweep.views.contract import ContractInput, missing_fields
+from sweep.views.steps import config_missing
+
+Row = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ConfigFailure:
+    """One configuration that yielded no ladder: its label, failure class (oom, timeout, bad_flag, crash, hung,
+    errors, ...) and the stored reason."""
+
+    label: str
+    failure_class: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class WinnerDecision:
+    """The study's winner under the one rule, and why there is none when there is none."""
+
+    winner: Winner | None  # the ranked winner: eligible, on one GPU model (or ranked anyway)
+    pool: dict[int, ConfigKnee]  # the eligible knees it was chosen from (ties are judged within it)
+    hardware: HardwareRanking
+    missing: tuple[str, ...] = ()  # report-contract fields the data cannot fill
+    knees: int = 0  # how many configurations have a knee at all
+
+    @property
+    def named(self) -> Winner | None:
+        """The winner a report, page or terminal may name: the ranked one, when the contract is met."""
+        return self.winner if not self.missing else None
+
+    def why_none(self) -> str:
+        """One line: why no winner is named ('' when one is)."""
+        if self.named is not None:
+            return ""
+        if self.hardware.reason is not None:
+            return f"no single winner: {self.hardware.reason}"
+        if self.winner is not None:
+            return f"report contract not met, no conclusion drawn: missing {', '.join(self.missing)}"
+        if self.knees:
+            return ("no configuration that passed the SLA completed its ladder with every step the report "
+                    "contract needs")
+        return "no configuration passed the SLA"
+
+
+def config_knees(configs: Sequence[Row], runs: Sequence[Row], flatten_threshold: float) -> dict[int, ConfigKnee]:
+    """Each configuration's knee from its completed, non-soak steps (an aborted attempt's steps never count: the
+    configuration was measured again)."""
+    knees: dict[int, ConfigKnee] = {}
+    for c in configs:
+        if c["status"] == "aborted":
+            continue
+        steps = sorted((r for r in runs if r["server_config_id"] == c["id"] and r["status"] == "completed"
+                        and r.get("phase") != "soak"), key=lambda r: r["concurrency"])
+        knee = ladder_knee(steps, flatten_threshold) if steps else None
+        if knee is not None:  # with the refined SLA boundary its configuration row stores (None: not refined)
+            knees[c["id"]] = replace(knee, boundary=c.get("boundary_concurrency"),
+                                     boundary_ci_low=c.get("boundary_ci_low"),
+                                     boundary_ci_high=c.get("boundary_ci_high"), boundary_shape=c.get("boundary_shape"))
+    return knees
+
+
+def decide_winner(configs: Sequence[Row], runs: Sequence[Row], knees: Mapping[int, ConfigKnee],
+                  env: Mapping[str, Any], profile_raw: Mapping[str, Any],
+                  rank_mixed_hardware: bool = False) -> WinnerDecision:
+    """The one winner rule (see the module's docstring)."""
+    status = {c["id"]: c["status"] for c in configs}
+
+    def eligible(i: int) -> bool:
+        return status.get(i) == "completed" and not config_missing([r for r in runs if r["server_config_id"] == i])
+
+    winner, pool = pick_winner(configs, knees, eligible)
+    hardware = rank_by_hardware(configs, knees, rank_mixed_hardware, eligible)
+    if hardware.reason is not None:
+        winner = None  # knees on different GPU models are not comparable: see hardware.winners
+    missing = missing_fields(ContractInput(env, profile_raw, runs, winner.id if winner else None))
+    return WinnerDecision(winner, pool, hardware, tuple(missing), len(knees))
+
+
+def config_failures_of(configs: Sequence[Row], runs: Sequence[Row]) -> tuple[list[ConfigFailure], bool]:
+    """(failed or infeasible-at-launch configurations, whether any configuration measured a step)."""
+    live = [c for c in configs if c["status"] != "aborted"]
+    done = {r["server_config_id"] for r in runs if r["status"] == "completed"}
+    out = []
+    for c in live:
+        reason = c.get("failure_reason")
+        if c["status"] not in ("failed", "infeasible") or not reason:
+            continue
+        cls = reason.split(":", 1)[0] if ":" in reason.split(" ", 1)[0] else "failed"
+        out.append(ConfigFailure(ServerConfig.from_mapping(c).label(), cls, reason))
+    return out, any(c["id"] in done for c in live)
+
+
+def stored_profile(profile_json: str) -> Profile | None:
+    """A study's stored profile (sweep_studies.profile_json) re-validated; None when this version of sweep no
+    longer accepts it (a study made by another version: the report then shows its stored fields as they are)."""
+    try:
+        return Profile.model_validate_json(profile_json)
+    except ValidationError:
+        return None
+
+
+@dataclass(frozen=True)
+class StudyReadModel:
+    """One study as read back from the store: rows, knees, failures and the winner decision."""
+
+    study: dict[str, Any]  # the sweep_studies row
+    configs: list[dict[str, Any]]  # server_configs rows, aborted attempts included
+    runs: list[dict[str, Any]]  # runs rows (reference-client rows left out)
+    env: dict[str, Any]  # the environment row ({} when none was recorded)
+    profile_raw: dict[str, Any]  # the stored profile JSON as it was written
+    profile: Profile | None  # re-validated; None: another version's (see profile_raw)
+    labels: dict[int, str]  # config id -> ServerConfig.label()
+    knees: dict[int, ConfigKnee]
+    decision: WinnerDecision
+    failures: list[ConfigFailure] = field(default_factory=list)
+    measured: bool = False  # whether any configuration got a completed measured step
+
+    @property
+    def winner(self) -> Winner | None:
+        """The ranked winner (see WinnerDecision.named for the one a report may name)."""
+        return self.decision.winner
+
+
+def read_study(store: Store, study_id: int, rank_mixed_hardware: bool = False) -> StudyReadModel:
+    """The read model of one study, from the store alone."""
+    study = store.get_study(study_id)
+    if study is None:
+        raise SweepError(f"no study {study_id}")
+    configs = store.server_configs(study_id)
+    runs = store.study_runs(study_id)
+    env = store.environment(study_id) or {}
+    profile_raw = json.loads(study["profile_json"])  # as stored: the report shows another version's study too
+    prof = stored_profile(study["profile_json"])
+    search = prof.search if prof is not None else Search()
+    knees = config_knees(configs, runs, search.flatten_threshold)
+    decision = decide_winner(configs, runs, knees, env, profile_raw, rank_mixed_hardware)
+    failures, measured = config_failures_of(configs, runs)
+    return StudyReadModel(study, configs, runs, env, profile_raw, prof,
+                          {c["id"]: ServerConfig.from_mapping(c).label() for c in configs}, knees, decision,
+                          failures, measured)
