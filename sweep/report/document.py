@@ -9,12 +9,14 @@ from typing import Any
 
 from sweep.analysis.winner import Winner, hardware_lines
 from sweep.core.types import KNOB_NAMES
+from sweep.report.answer import answer_lines, why_lines
 from sweep.report.inputs import cache_lines, input_lines
 from sweep.report.setup import setup_lines
 from sweep.report.tables import ci_text as _ci
 from sweep.report.tables import configs_table, modality_table, steps_table
 from sweep.report.tables import fmt as _fmt
-from sweep.report.winner import winner_lines
+from sweep.report.winner import study_dialect, winner_lines
+from sweep.views.answer import Answer
 from sweep.views.steps import measured_steps
 from sweep.views.study import StudyContext
 
@@ -117,8 +119,9 @@ def _soak_ttft(ctx: StudyContext, run: dict[str, Any]) -> str:
     return f"TTFT P{q:g} {_fmt(run[col], 2, 1e-3)} s (SLA ≤ {_fmt(bound, 2, 1e-3)} s), "
 
 
-def write_report(ctx: StudyContext, out_dir: Path) -> ReportFiles:
-    """Write report.md (and PNG plots) for a study context gathered from the store."""
+def write_report(ctx: StudyContext, out_dir: Path, answer: Answer | None = None) -> ReportFiles:
+    """Write report.md (and PNG plots) for a study context gathered from the store; `answer` (sweep.views.answer)
+    puts the per-tier answer block at the top, a "Why" section after the winner, and answer.json beside it."""
     out_dir.mkdir(parents=True, exist_ok=True)
     study = ctx.study
     missing = missing_contract_fields(ctx)
@@ -126,6 +129,10 @@ def write_report(ctx: StudyContext, out_dir: Path) -> ReportFiles:
     if study.get("simulated"):
         lines += [SIM_BANNER, ""]
     lines += unmodelled_lines(ctx.env)
+    if answer is not None:
+        lines += (answer_lines(answer, study_dialect(ctx.profile_raw)) if not missing else
+                  ["## Answer", "", "No conclusion: the report contract is not met (see *No conclusion* below).", ""])
+        (out_dir / "answer.json").write_text(answer.to_json() + "\n")
     view = ctx.view
     lines += setup_lines(ctx)
     lines += steps_table(ctx)
@@ -141,6 +148,8 @@ def write_report(ctx: StudyContext, out_dir: Path) -> ReportFiles:
         lines += winner_lines(ctx, winner, view)
     elif winner is None and not (hardware and hardware.reason):
         lines += ["## Winner", "", "No configuration passed the SLA at any step: every configuration is infeasible.", ""]
+    if answer is not None and not missing:
+        lines += why_lines(answer)
     lines += modality_table(ctx, view)
     lines += soak_lines(ctx)
     from sweep.report.crosscheck import crosscheck_lines
