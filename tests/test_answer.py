@@ -131,3 +131,13 @@ def test_significance_probability_tie_and_difference() -> None:
     d = difference(w, far)
     assert d.delta_tps == 500 and d.percent == pytest.approx(100.0) and d.ci_low < 500 < d.ci_high
     assert prob_higher(_k(10, None, None), _k(5, None, None)) == 1.0
+
+
+def test_live_state_names_each_finished_ladders_binding_constraint(run: KneeRun) -> None:
+    from sweep.store import Store
+    from sweep.views.live import read_state
+
+    state = read_state(Store(f"sqlite:///{_db(run)}", create=False), run.study_id)
+    why = {c.config: c.binding for c in state.curves}
+    assert why["mrr=16 mem=0.095"].startswith("kv at c=") and why["mrr=4 mem=0.85"].startswith("running-cap at c=")
+    assert '"binding"' in state.as_json()
