@@ -186,8 +186,9 @@ class Search:
             raise optuna.TrialPruned("surplus: every work item of this phase is claimed")
 
     def _drain(self, study: optuna.Study, total: int, objective: Callable[[optuna.Trial], float],
-               may_start: Callable[[], bool]) -> None:
-        """Run trials of one phase until its `total` work items are claimed; then wait out the others' trials."""
+               may_start: Callable[[], bool], wait_others: bool = True) -> None:
+        """Run trials of one phase until its `total` work items are claimed; then wait out the others' trials
+        (unless not `wait_others`: nothing later depends on them, so this worker moves on)."""
         while True:
             liveness.fail_stale(study)
             liveness.requeue_dead(self.storage, study, self.grace_s, self.on_requeued, self.ended, self.alone)
@@ -202,7 +203,7 @@ class Search:
                         raise
                     raise reported from exc
                 continue
-            if any(t.state == optuna.trial.TrialState.RUNNING for t in trials):
+            if wait_others and any(t.state == optuna.trial.TrialState.RUNNING for t in trials):
                 self.wait(min(self.profile.search.heartbeat_s, 5.0))  # another worker's trial may yet die
                 continue
             return  # every item is measured, or this worker's budget is spent and the rest is left to others
@@ -346,7 +347,8 @@ class Search:
             result.baseline = outcome
             return value
 
-        self._drain(study, 1, self._guarded(study, measure), lambda: True)
+        # another worker measuring the defaults holds no one up: the search's configurations do not depend on them
+        self._drain(study, 1, self._guarded(study, measure), lambda: True, wait_others=False)
 
     def _soak(self, soak: Callable[[], None]) -> None:
         """The winner's soak: one trial of `<name>:soak`, run by the first worker that asks, after every final."""
