@@ -70,17 +70,23 @@ def show(run_id: int, db: str = typer.Option(DEFAULT_DB),
 @app.command()
 def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Option(Path("reports")),
            rank_mixed_hardware: bool = typer.Option(False, help="rank configurations measured on different GPU "
-                                                    "models together (their knees are not comparable)")) -> None:
+                                                    "models together (their knees are not comparable)"),
+           tier: list[Path] = typer.Option([], "--tier", help="YAML file of an SLA tier (name + sla bounds, or a list "
+                                           "of them) judged on the stored windows, never measured again")) -> None:
     """Rewrite the report of a stored study."""
+    from sweep.cli.explain import load_tiers
     from sweep.report.document import write_report
     from sweep.store import Store
+    from sweep.views.answer import build_answer
     from sweep.views.context import study_context
 
+    extra = [t for p in tier for t in load_tiers(p)]
     store = Store(db_url(db), create=False)
     s = store.get_study_by_name(study)
     if s is None:
         raise SweepError(f"no study named {study} in {db}")
-    files = write_report(study_context(store, s["id"], rank_mixed_hardware), out / study)
+    ctx = study_context(store, s["id"], rank_mixed_hardware)
+    files = write_report(ctx, out / study, build_answer(store, ctx, extra))
     console.print(f"report {files.markdown}")
 
 

@@ -93,6 +93,12 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
         knobs = " ".join(f"{a}={b}" for a, b in win.config.knobs().items()) or "the server's defaults"
         console.print(f"[bold green]knee{tag}[/]: {knobs} at "
                       f"concurrency {k.concurrency}, goodput {k.goodput_tps:.0f} output tok/s{ci} ({k.reason})")
+    if run.answer is not None and not run.report.missing and run.measured:
+        from sweep.report.answer import answer_lines
+        from sweep.report.winner import study_dialect
+
+        console.print("\n".join(answer_lines(run.answer, study_dialect(prof.model_dump(mode="json")))),
+                      markup=False, highlight=False)
     if run.report.missing:
         console.print(f"[yellow]report contract not met, no conclusion drawn: missing {', '.join(run.report.missing)}[/]")
     console.print(f"study {run.study_name} (id {run.study_id}) in {db}; report {run.report.markdown}"
@@ -126,7 +132,7 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
     space = {k: [v] for k, v in knobs.items()}
     knee(profile=profile, db=db, driver=driver, launcher=launcher, study=study, resume=False, out=out,
          set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
-                            "search.screening.enabled=false"],
+                            "search.screening.enabled=false", "search.baseline=false"],
          progress=True, soak=False, client_procs=client_procs, crosscheck=crosscheck, live=False, live_port=0,
          gpus=None, gpus_per_server=None)
 

@@ -59,10 +59,10 @@ from sweep.profile.workload import Dataset, LengthDist, MediaSpec, ModalMix, Sha
 
 __all__ = ["DAY_S", "MAX_CONCURRENCY", "MAX_GRID", "MAX_REQUESTS", "MAX_TOKENS", "SLA", "Arrival", "ArrivalProcess",
            "ClosedArrival",
-           "CrossCheck", "Dataset", "FloatRange", "GammaArrival", "IntRange", "LengthDist", "MediaSpec", "ModalMix",
+           "CrossCheck", "DEFAULT_TIER", "Dataset", "FloatRange", "GammaArrival", "IntRange", "LengthDist", "MediaSpec", "ModalMix",
            "OpenArrival", "Profile", "RateArrival", "Refine", "Screening", "Search", "SendSchedule", "ServerSpec",
            "SharedPrefix", "Soak",
-           "Space", "TraceArrival", "Window", "Workload", "check_name", "check_study_name", "is_loopback",
+           "Space", "Tier", "TraceArrival", "Window", "Workload", "check_name", "check_study_name", "is_loopback",
            "load_profile", "resolve_profile_path"]
 
 class SLA(_Strict):
@@ -82,6 +82,27 @@ class SLA(_Strict):
         description="the end-to-end percentile a step must keep under e2e_ms")
     max_error_rate: float = Field(0.01, ge=0, le=1,
         description="largest share of failed requests a passing step may have")
+
+
+class Tier(SLA):
+    """One named SLA tier of a multi-tier profile: its bounds, and whether it is the primary (the one that steers
+    search, pruning and refinement). Every tier is judged on the same stored windows (sweep.analysis.tiers)."""
+
+    name: str = Field(description="the tier's name, e.g. strict, interactive, batch")
+    primary: bool = Field(False, description="this tier steers the search (exactly one; none marked: the first)")
+
+    @field_validator("name")
+    @classmethod
+    def _safe_tier_name(cls, v: str) -> str:
+        return check_name(v, "tier name")
+
+    def bounds(self) -> SLA:
+        """The tier's bounds as a plain SLA."""
+        return SLA(**self.model_dump(exclude={"name", "primary"}))
+
+
+DEFAULT_TIER = "default"  # the one tier of a profile with a single `sla` block
+
 
 
 class ServerSpec(_Strict):
@@ -208,7 +229,12 @@ class Refine(_Strict):
 class Profile(_Strict):
     name: str = Field(description="the profile's name (default: the file name)")
     description: str = Field("", description="free text shown in the report")
-    sla: SLA = Field(SLA(), description="the latency bounds a step must meet (section sla)")
+    sla: SLA = Field(SLA(), description=(
+        "the latency bounds a step must meet (section sla); or a list of named tiers (section tiers), each with "
+        "these bounds plus `name` and `primary`: the primary tier steers the search, every tier gets its own "
+        "knee, winner and launch command from the same windows"))
+    tiers: list[Tier] = Field(default_factory=list, max_length=16, description=(
+        "the SLA tiers (filled from a list-valued `sla`; none: the one `sla` block is the tier 'default')"))
     workload: Workload = Field(Workload(), description="what the requests look like (section workload)")
     arrival: Arrival = Field(ClosedArrival(),
         description="how requests are sent: closed, constant, poisson, gamma or trace (section arrival)")
@@ -236,6 +262,54 @@ class Profile(_Strict):
     @classmethod
     def _safe_name(cls, v: str) -> str:
         return check_name(v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sla_tiers(cls, data: Any) -> Any:
+        """A list-valued `sla` becomes `tiers`, and `sla` the primary tier's bounds (what existing code reads)."""
+        if not isinstance(data, dict):
+            return data
+        sla, tiers = data.get("sla"), data.get("tiers")
+        if isinstance(sla, list):
+            if tiers:
+                raise ValueError("sla: give the tiers either as a list under sla or under tiers, not both")
+            data = {**data, "tiers": sla}
+            data.pop("sla")
+            tiers = sla
+        if isinstance(tiers, list) and tiers:
+            if not all(isinstance(t, dict) for t in tiers):
+                raise ValueError("sla: every tier is a mapping with a name and SLA bounds")
+            marked = [t for t in tiers if t.get("primary") is True]
+            if len(marked) > 1:
+                raise ValueError(f"sla: {len(marked)} tiers are marked primary; mark exactly one")
+            primary = marked[0] if marked else tiers[0]
+            bounds = {k: v for k, v in primary.items() if k not in ("name", "primary")}
+            if "sla" in data and data["sla"] != bounds and not isinstance(data["sla"], SLA):
+                raise ValueError("sla: with tiers, sla is the primary tier's bounds; give the tiers only")
+            data = {**data, "sla": bounds}
+        return data
+
+    @field_validator("tiers")
+    @classmethod
+    def _unique_tiers(cls, v: list[Tier]) -> list[Tier]:
+        names = [t.name for t in v]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup is not None:
+            raise ValueError(f"tier name {dup!r} is used twice")
+        return v
+
+    @property
+    def primary_tier(self) -> Tier:
+        """The tier that steers the search (its bounds are `sla`)."""
+        return next((t for t in self.tiers if t.primary), None) or (
+            self.tiers[0] if self.tiers else Tier(name=DEFAULT_TIER, primary=True, **self.sla.model_dump()))
+
+    def all_tiers(self) -> list[Tier]:
+        """Every tier, the primary first; a single-`sla` profile has one, named 'default'."""
+        if not self.tiers:
+            return [self.primary_tier]
+        p = self.primary_tier
+        return [p, *(t for t in self.tiers if t.name != p.name)]
 
     @field_validator("ladder")
     @classmethod

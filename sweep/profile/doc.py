@@ -25,7 +25,7 @@ the working directory (a `sweep worker`: in its `--profile-dir`, then its workin
 
 # the sections in the order a profile reads; arrival is one of several kinds
 SECTIONS: list[tuple[str, type[BaseModel]]] = [
-    ("(top level)", P.Profile), ("sla", P.SLA), ("workload", P.Workload), ("workload.mix", P.ModalMix),
+    ("(top level)", P.Profile), ("sla", P.SLA), ("sla (a list of tiers) / tiers", P.Tier), ("workload", P.Workload), ("workload.mix", P.ModalMix),
     ("workload.prompt_len / workload.output_len", P.LengthDist), ("workload.shared_prefix", P.SharedPrefix),
     ("workload.media", P.MediaSpec), ("workload.dataset", P.Dataset), ("arrival (kind: closed)", P.ClosedArrival),
     ("arrival (kind: constant | poisson)", P.RateArrival), ("arrival (kind: gamma)", P.GammaArrival),

@@ -131,6 +131,9 @@ class Search(_Strict):
         description=("ladder (one launch per configuration) or coupled (--max-running-requests "
                      "follows concurrency)"))
     screening: Screening = Field(Screening(), description="successive halving (section search.screening)")
+    baseline: bool = Field(True, description=(
+        "measure SGLang with none of the searched flags (its own defaults) first, as configuration 0, so the "
+        "report can state the winner's gain over the defaults (skipped in coupled mode)"))
     pruning: bool = Field(False, description="stop a ladder whose goodput trails the median of earlier ones")
     # Several workers share a study: a worker silent for grace_s (default 4 x heartbeat_s) is dead, and its
     # configuration is measured again by another worker (Optuna's trial heartbeat).

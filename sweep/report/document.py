@@ -9,12 +9,14 @@ from typing import Any
 
 from sweep.analysis.winner import Winner, hardware_lines
 from sweep.core.types import KNOB_NAMES
+from sweep.report.answer import answer_lines, why_lines
 from sweep.report.inputs import cache_lines, input_lines
 from sweep.report.setup import setup_lines
 from sweep.report.tables import ci_text as _ci
 from sweep.report.tables import configs_table, modality_table, steps_table
 from sweep.report.tables import fmt as _fmt
-from sweep.report.winner import winner_lines
+from sweep.report.winner import study_dialect, winner_lines
+from sweep.views.answer import Answer
 from sweep.views.contract import ContractInput, missing_fields
 from sweep.views.study import StudyContext
 
@@ -131,12 +133,24 @@ SECTIONS: tuple[Callable[[StudyContext], list[str]], ...] = (
 )
 
 
-def write_report(ctx: StudyContext, out_dir: Path) -> ReportFiles:
-    """Write report.md (SECTIONS in order, then the plots) and report.html for a study context from the store."""
+def answer_sections(ctx: StudyContext, answer: Answer, out_dir: Path) -> dict[object, list[str]]:
+    """The per-tier answer block (after the title: a reader of only this block can deploy) and the "Why" section
+    (after the winner), keyed by the section they follow; answer.json is written beside the report."""
+    missing = missing_contract_fields(ctx)
+    (out_dir / "answer.json").write_text(answer.to_json() + "\n")
+    block = (answer_lines(answer, study_dialect(ctx.profile_raw)) if not missing else
+             ["## Answer", "", "No conclusion: the report contract is not met (see *No conclusion* below).", ""])
+    return {title_lines: block, conclusion_lines: [] if missing else why_lines(answer)}
+
+
+def write_report(ctx: StudyContext, out_dir: Path, answer: Answer | None = None) -> ReportFiles:
+    """Write report.md (SECTIONS in order, the answer's sections after the ones they follow, then the plots) and
+    report.html for a study context from the store."""
     from sweep.report.html import history_plot, write_html
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    lines = [line for section in SECTIONS for line in section(ctx)]
+    after = answer_sections(ctx, answer, out_dir) if answer is not None else {}
+    lines = [line for section in SECTIONS for line in (*section(ctx), *after.get(section, []))]
     plots = _plots(ctx, out_dir)
     hist = history_plot(ctx, out_dir)
     plots += [hist] if hist else []

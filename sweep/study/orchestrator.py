@@ -31,6 +31,7 @@ from sweep.study.wiring import (
     resolve_driver,
     resolve_launcher_kind,
 )
+from sweep.views.answer import Answer, build_answer
 from sweep.views.context import ConfigFailure, study_context
 from sweep.views.read_model import read_study
 from sweep.workload.lexicon import for_model
@@ -58,6 +59,7 @@ class KneeRun:
     failures: list[ConfigFailure] = field(default_factory=list)  # configurations that failed or never started
     measured: bool = True  # whether any configuration got a completed measured step
     no_winner: str = ""  # why no winner is named (the read model's WinnerDecision.why_none; "" when one is)
+    answer: Answer | None = None  # the per-tier final answer (sweep.views.answer), as the report's top shows it
 
 
 class Orchestrator:
@@ -196,13 +198,14 @@ class Orchestrator:
         """The study's report and winner, from the store (so they cover every process's trials); the study is
         marked completed."""
         ctx = study_context(self.store, study_id)
-        report = write_report(ctx, self.out_dir / ctx.study["name"])
+        answer = build_answer(self.store, ctx)
+        report = write_report(ctx, self.out_dir / ctx.study["name"], answer)
         winner = ctx.winner
         self.store.finish_study(study_id, "completed", winner_config_id=winner.id if winner else None,
                                 report_path=str(report.markdown))
         why = ctx.decision.why_none() if ctx.decision is not None else ""
         return KneeRun(study_id, study_name, result, report, self.simulated, self.driver_name, winner,
-                       list(ctx.failures), ctx.measured, why)
+                       list(ctx.failures), ctx.measured, why, answer)
 
 
 def check_writable_dir(path: Path) -> None:

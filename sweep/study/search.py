@@ -57,6 +57,7 @@ class Budget:
 class StudyResult:
     outcomes: list[LadderOutcome] = field(default_factory=list)  # every trial of this process (screen or final)
     finals: list[LadderOutcome] = field(default_factory=list)  # long-window ladders of promoted configurations
+    baseline: LadderOutcome | None = None  # SGLang's own defaults (every knob unset), measured first by this process
     stopped_reason: str = ""
 
     def winner(self) -> LadderOutcome | None:
@@ -136,7 +137,7 @@ class Search:
     def _phase_studies(self) -> list[optuna.Study]:
         out = [self.study]
         names = {s.study_name for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False)}
-        for suffix in (":final", ":soak"):
+        for suffix in (":baseline", ":final", ":soak"):
             if self.study_name + suffix in names:
                 out.append(optuna.load_study(study_name=self.study_name + suffix, storage=self.storage))
         return out
@@ -185,8 +186,9 @@ class Search:
             raise optuna.TrialPruned("surplus: every work item of this phase is claimed")
 
     def _drain(self, study: optuna.Study, total: int, objective: Callable[[optuna.Trial], float],
-               may_start: Callable[[], bool]) -> None:
-        """Run trials of one phase until its `total` work items are claimed; then wait out the others' trials."""
+               may_start: Callable[[], bool], wait_others: bool = True) -> None:
+        """Run trials of one phase until its `total` work items are claimed; then wait out the others' trials
+        (unless not `wait_others`: nothing later depends on them, so this worker moves on)."""
         while True:
             liveness.fail_stale(study)
             liveness.requeue_dead(self.storage, study, self.grace_s, self.on_requeued, self.ended, self.alone)
@@ -201,7 +203,7 @@ class Search:
                         raise
                     raise reported from exc
                 continue
-            if any(t.state == optuna.trial.TrialState.RUNNING for t in trials):
+            if wait_others and any(t.state == optuna.trial.TrialState.RUNNING for t in trials):
                 self.wait(min(self.profile.search.heartbeat_s, 5.0))  # another worker's trial may yet die
                 continue
             return  # every item is measured, or this worker's budget is spent and the rest is left to others
@@ -211,6 +213,8 @@ class Search:
         then the soak (one trial, on whichever worker asks first) when `soak` is given."""
         result = StudyResult()
         budget = Budget(self.profile.search.time_budget_s, self.clock(), self.clock)
+        if self.measures_baseline():
+            self._baseline(result, reuse)
         self._first_phase(result, reuse, budget)
         if self.profile.search.screening.enabled:
             self._finals(result, reuse, budget)
@@ -322,6 +326,32 @@ class Search:
             return True
 
         self._drain(study, len(cut), self._guarded(study, measure), may_start)
+
+    def measures_baseline(self) -> bool:
+        """Whether this study measures SGLang's defaults first (search.baseline; never in coupled mode, where
+        max_running_requests follows the ladder and there is no 'defaults' ladder)."""
+        return self.profile.search.baseline and self.profile.search.mode != "coupled"
+
+    def _baseline(self, result: StudyResult, reuse: ReuseFn | None) -> None:
+        """SGLang's defaults (a ServerConfig with every knob None) as configuration 0: one final-phase ladder (the
+        winner's window, so their knees compare), one trial of `<name>:baseline` taken by the first worker. It
+        competes for the win like any configuration; the report states every winner's gain over it."""
+        study = self._phase_study(":baseline", "baseline", 1)
+
+        def measure(trial: optuna.Trial) -> float:
+            self._begin(study, trial, 1)
+            trial.suggest_categorical("baseline", [0])
+            config = ServerConfig()
+            outcome = reuse(config, "final") if reuse else None
+            if outcome is None:
+                outcome = self.runner.run(config, phase="final")
+            sink: list[LadderOutcome] = []
+            value = self._told(trial, outcome, "final", sink)
+            result.baseline = outcome
+            return value
+
+        # another worker measuring the defaults holds no one up: the search's configurations do not depend on them
+        self._drain(study, 1, self._guarded(study, measure), lambda: True, wait_others=False)
 
     def _soak(self, soak: Callable[[], None]) -> None:
         """The winner's soak: one trial of `<name>:soak`, run by the first worker that asks, after every final."""

@@ -26,10 +26,13 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sweep.analysis.binding import binding
 from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.ladder_steps import LadderStep
 from sweep.core.errors import SweepError
 from sweep.core.types import ServerConfig
 from sweep.profile import Profile
+from sweep.profile.grid import grid
 from sweep.store import Store, WorkerRecord
 from sweep.views.plan import planned_configs
 from sweep.views.read_model import read_study
@@ -62,6 +65,7 @@ class Curve:
     goodput_tps: list[float | None]
     ttft_ms: list[float | None]
     tpot_ms: list[float | None]
+    binding: str = ""  # why its knee is where it is (sweep.analysis.binding), once its ladder is done
 
 
 @dataclass(frozen=True)
@@ -155,10 +159,16 @@ def read_state(store: Store, study_id: int) -> LiveState:
     curves: list[Curve] = []
     for cid, steps in per_config.items():
         steps.sort(key=lambda r: r["concurrency"])
+        why = ""
+        if by_id[cid]["status"] in DONE or study["status"] != "running":
+            knee = model.knees.get(cid)
+            b = binding([LadderStep.from_row(r) for r in steps], knee.concurrency if knee else 0,
+                        ServerConfig.from_mapping(by_id[cid]), grid(prof.search.space))
+            why = b.line() if b is not None else ""
         curves.append(Curve(cid, labels[cid], steps[0]["phase"], [r["concurrency"] for r in steps],
                             [r.get("goodput_tps") for r in steps],
                             [r.get(f"ttft_p{pt}_ms", r.get("ttft_p99_ms")) for r in steps],
-                            [r.get(f"tpot_p{pp}_ms", r.get("tpot_p99_ms")) for r in steps]))
+                            [r.get(f"tpot_p{pp}_ms", r.get("tpot_p99_ms")) for r in steps], why))
     best = model.decision.named  # the one winner rule: the report and the terminal name the same one
     winner = LiveWinner.of(labels[best.id], best.knee) if best is not None else None
 

@@ -4,7 +4,7 @@ from the store) and `StudyView`, the facts derived from it:
 - Per-modality latency of the winner's steps, from the stored requests (a request counts as in
   `measure`: not warm-up, sent inside the window; latencies from successful requests only).
 - Which knees sit at the top of their ladder (no step above them measured): not bracketed.
-- Which configurations tie with the winner: their knee-goodput 95% intervals overlap the winner's.
+- Which configurations tie with the winner: P(winner's knee goodput higher) < 0.9 (sweep.analysis.significance).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import ladder_phase
 from sweep.analysis.measure import percentile
+from sweep.analysis.significance import ties
 from sweep.analysis.winner import HardwareRanking, Winner
 from sweep.core.types import KNOB_NAMES
 from sweep.profile import Profile
@@ -100,15 +101,17 @@ def coupled_ladders(configs: Sequence[Mapping[str, Any]]) -> dict[int, Hashable]
     return {c["id"]: tuple(c.get(k) for k in KNOB_NAMES if k != "max_running_requests") for c in configs}
 
 
-def tied_with(winner_id: int | None, pool: Mapping[int, ConfigKnee]) -> tuple[int, ...]:
-    """Configurations of the winner's pool whose knee-goodput interval overlaps the winner's (both known)."""
+def tied_with(winner_id: int | None, pool: Mapping[int, ConfigKnee],
+              exclude: frozenset[int] = frozenset()) -> tuple[int, ...]:
+    """Configurations of the winner's pool the data do not rank below it: the bootstrap probability that the
+    winner's knee goodput is higher is below 0.9 (sweep.analysis.significance). `exclude` (SGLang's defaults) is
+    never a tie; a winner without an interval ties with nothing."""
     if winner_id is None or winner_id not in pool:
         return ()
     w = pool[winner_id]
     if w.ci_low is None or w.ci_high is None:
         return ()
-    return tuple(cid for cid, k in pool.items() if cid != winner_id and k.ci_low is not None
-                 and k.ci_high is not None and k.ci_low <= w.ci_high and k.ci_high >= w.ci_low)
+    return ties(winner_id, pool, exclude)
 
 
 def build_view(requests_for_run: Callable[[int], Sequence[Mapping[str, Any]]], configs: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]],
@@ -121,7 +124,10 @@ def build_view(requests_for_run: Callable[[int], Sequence[Mapping[str, Any]]], c
             if r["server_config_id"] == winner.id and r["status"] == "completed":
                 modalities[r["id"]] = modality_stats(requests_for_run(r["id"]), r.get("window_s"))
     ladders = coupled_ladders(configs) if coupled else None
-    return StudyView(modalities, knees_at_top(knees, runs, ladders), tied_with(winner.id if winner else None, pool))
+    defaults = frozenset(c["id"] for c in configs if c.get("status") != "aborted"
+                         and all(c.get(k) is None for k in KNOB_NAMES))
+    return StudyView(modalities, knees_at_top(knees, runs, ladders),
+                     tied_with(winner.id if winner else None, pool, defaults))
 
 
 @dataclass(frozen=True)

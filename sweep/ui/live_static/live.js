@@ -62,6 +62,12 @@ function legend(curves, sla) {
     mark.className = c.phase === "screen" ? "swatch screen" : "swatch";
     mark.style.borderColor = colour(i);
     li.append(mark, `${c.phase} ${c.config}`);
+    if (c.binding) {  // why the knee is where it is (sweep.analysis.binding)
+      const why = document.createElement("small");
+      why.className = "binding";
+      why.textContent = ` — ${c.binding}`;
+      li.append(why);
+    }
     return li;
   });
   if (curves.length) {

@@ -1,0 +1,156 @@
+"""SLA tiers judged on stored windows (pure): one study, one set of measured windows, a knee and a winner per tier.
+
+A tier is a named SLA (sweep.profile.Tier). The primary tier's verdicts are the stored `runs` columns (what the
+search was steered by). Any other tier is judged again from the stored requests of each window, never by measuring
+again; its verdict follows sweep.analysis.measure's definitions, with one approximation:
+
+- passes: the tier's percentile bounds on the window's successful requests (TTFT, TPOT, E2E as stored per request,
+  the same numbers measure computed) and its error-rate bound: exactly measure's rule (`_sla_failures`).
+- goodput_rps and attainment: requests sent in the window that meet the tier's per-request bounds: exact.
+- goodput_tps: the window's stored output_tps times the share of output tokens (of requests sent in the window) that
+  belong to requests meeting the tier. measure counts tokens by arrival time from per-chunk times, which the store
+  does not keep; the share is exact for steady windows and off by at most the edge requests' tokens otherwise.
+- goodput interval: measure's union of a block bootstrap of meeting sends and the Wilson interval of attainment.
+
+A tier whose bounds equal the study's stored SLA takes the stored columns unchanged, so the primary tier's knees
+and winner are identical to the study's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sweep.analysis.knee import ConfigKnee, find_knee, knee_goodput_ci
+from sweep.analysis.ladder_steps import LadderStep, step_points
+from sweep.analysis.measure import (
+    GOODPUT_BLOCKS,
+    _block_counts,
+    _bootstrap_ci,
+    _sla_failures,
+    ratio,
+    wilson_interval,
+)
+from sweep.analysis.run_stats import RunStats
+from sweep.profile import SLA
+
+
+@dataclass(frozen=True)
+class StoredRequest:
+    """What a tier needs of one stored request (a `requests` row): times relative to the window start, in ms."""
+
+    scheduled_at: float
+    warmup: bool
+    error: bool
+    finished: bool  # e2e_ms recorded
+    ttft_ms: float | None
+    tpot_ms: float | None
+    e2e_ms: float | None
+    output_tokens: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> StoredRequest:
+        """A stored `requests` row."""
+        def num(k: str) -> float | None:
+            v = row.get(k)
+            return None if v is None else float(v)  # type: ignore[arg-type]
+
+        return cls(float(row["scheduled_at"]), bool(row["warmup"]), row.get("error") is not None,  # type: ignore[arg-type]
+                   row.get("e2e_ms") is not None, num("ttft_ms"), num("tpot_ms"), num("e2e_ms"),
+                   int(row.get("output_tokens") or 0))  # type: ignore[call-overload]
+
+    @property
+    def ok(self) -> bool:
+        """Finished without error (measure.succeeded)."""
+        return not self.error and self.finished
+
+
+def meets(req: StoredRequest, sla: SLA) -> bool:
+    """measure.meets_sla on a stored request."""
+    if not req.ok or req.ttft_ms is None or req.ttft_ms > sla.ttft_ms:
+        return False
+    if req.tpot_ms is not None and req.tpot_ms > sla.tpot_ms:
+        return False
+    return sla.e2e_ms is None or (req.e2e_ms is not None and req.e2e_ms <= sla.e2e_ms)
+
+
+def same_bounds(a: SLA, b: SLA) -> bool:
+    """Whether two SLAs (or tiers) judge identically."""
+    return SLA(**a.model_dump(include=set(SLA.model_fields))) == SLA(**b.model_dump(include=set(SLA.model_fields)))
+
+
+def judge_stats(stats: RunStats, requests: Sequence[StoredRequest], sla: SLA, *, bootstrap: int = 200,
+                seed: int = 0) -> RunStats:
+    """One stored window's statistics with the verdict columns (passes_sla, sla_failures, goodput, attainment and
+    the goodput interval) re-judged for `sla`; every other column unchanged."""
+    window_s = stats.window_s
+    recs = [r for r in requests if not r.warmup and 0.0 <= r.scheduled_at < window_s]
+    ok = [r for r in recs if r.ok]
+    meeting = [r for r in recs if meets(r, sla)]
+    error_rate = ratio(sum(1 for r in recs if r.error), len(recs))
+    fails = _sla_failures(sla, [r.ttft_ms for r in ok if r.ttft_ms is not None],
+                          [r.tpot_ms for r in ok if r.tpot_ms is not None],
+                          [r.e2e_ms for r in ok if r.e2e_ms is not None], error_rate, len(ok), None)
+    tokens = sum(r.output_tokens for r in recs)
+    share = ratio(sum(r.output_tokens for r in meeting), tokens)
+    goodput_tps = None if stats.output_tps is None else stats.output_tps * (share or 0.0)
+    lo = hi = None
+    if window_s > 0 and recs and bootstrap > 0:
+        rng = np.random.default_rng(seed)
+        per_block = _block_counts([r.scheduled_at for r in meeting], 0.0, window_s, GOODPUT_BLOCKS)
+        lo, hi = _bootstrap_ci(per_block, lambda a: float(a.sum()) * GOODPUT_BLOCKS / a.size / window_s,
+                               bootstrap, rng)
+        if lo is not None and hi is not None:
+            w_lo, w_hi = wilson_interval(len(meeting), len(recs))
+            lo, hi = min(lo, w_lo * len(recs) / window_s), max(hi, w_hi * len(recs) / window_s)
+    return dataclasses.replace(stats, passes_sla=not fails, sla_failures="; ".join(fails),
+                               goodput_rps=ratio(len(meeting), window_s), goodput_tps=goodput_tps,
+                               attainment=ratio(len(meeting), len(recs)), goodput_ci_low=lo, goodput_ci_high=hi)
+
+
+def steps_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> ConfigKnee | None:
+    """The knee of one configuration's steps (one phase) with its goodput interval; None when none passes
+    (sweep.analysis.ladder_steps.ladder_knee, from steps instead of rows)."""
+    if not steps:
+        return None
+    points = step_points(steps)
+    k = find_knee(points, flatten_threshold)
+    if k.point is None or k.index is None:
+        return None
+    lo, hi = knee_goodput_ci(points, flatten_threshold)
+    return ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi, steps[0].phase,
+                      k.reason, steps[k.index].stats.throughput_rps)
+
+
+@dataclass(frozen=True)
+class TierVerdicts:
+    """One tier over a study's stored windows: every configuration's judged steps and its knee."""
+
+    name: str
+    sla: SLA
+    primary: bool
+    steps: Mapping[int, tuple[LadderStep, ...]]  # config id -> its judged steps (the knee's phase), by concurrency
+    knees: Mapping[int, ConfigKnee]  # config id -> its knee (configurations with a passing step only)
+
+
+def judge_tier(name: str, sla: SLA, primary: bool, stored_sla: SLA | None,
+               steps: Mapping[int, Sequence[LadderStep]],
+               requests: Mapping[int, Sequence[StoredRequest]], flatten_threshold: float) -> TierVerdicts:
+    """A tier's verdicts: each configuration's steps (its knee's phase: final when it has a final ladder, else its
+    screen) re-judged from `requests` (run id -> stored requests) unless `sla` equals `stored_sla`, and its knee."""
+    keep = same_bounds(sla, stored_sla) if stored_sla is not None else False
+    judged: dict[int, tuple[LadderStep, ...]] = {}
+    knees: dict[int, ConfigKnee] = {}
+    for cid, all_steps in steps.items():
+        finals = [s for s in all_steps if s.phase == "final"]
+        mine = sorted(finals or [s for s in all_steps if s.phase != "soak"], key=lambda s: s.concurrency)
+        if not keep:
+            mine = [dataclasses.replace(s, stats=judge_stats(s.stats, requests.get(s.run_id, ()), sla)) for s in mine]
+        judged[cid] = tuple(mine)
+        knee = steps_knee(mine, flatten_threshold)
+        if knee is not None:
+            knees[cid] = knee
+    return TierVerdicts(name, sla, primary, judged, knees)

@@ -1,0 +1,119 @@
+"""The final answer block (top of report.md/html, and the end of `sweep knee`) and `sweep explain`'s lines, from
+sweep.views.answer.Answer: per tier the winner, its knee, goodput, gain over SGLang's defaults, binding constraint and
+the shell-quoted launch command."""
+
+from __future__ import annotations
+
+from sweep import engines
+from sweep.analysis.knee import ConfigKnee
+from sweep.profile import SLA
+from sweep.report.winner import launch_command, launch_warnings
+from sweep.views.answer import Answer, TierAnswer
+
+
+def sla_text(sla: SLA) -> str:
+    """A tier's bounds in one phrase."""
+    parts = [f"TTFT P{sla.ttft_percentile:g} ≤ {sla.ttft_ms:g} ms", f"TPOT P{sla.tpot_percentile:g} ≤ {sla.tpot_ms:g} ms"]
+    if sla.e2e_ms is not None:
+        parts.append(f"E2E P{sla.e2e_percentile:g} ≤ {sla.e2e_ms:g} ms")
+    return ", ".join(parts) + f", errors ≤ {sla.max_error_rate:.1%}"
+
+
+def _ci(k: ConfigKnee) -> str:
+    return "no interval" if k.ci_low is None or k.ci_high is None else f"95% CI {k.ci_low:.0f}–{k.ci_high:.0f}"
+
+
+def _knee_text(k: ConfigKnee) -> str:
+    return f"c={k.concurrency}, {k.goodput_tps:.0f} output tok/s ({_ci(k)})"
+
+
+def gain_text(t: TierAnswer) -> str:
+    """The winner against SGLang's defaults, in one line."""
+    g = t.gain
+    if g is None:
+        return "not measured (search.baseline is false)"
+    if g.defaults_knee is None:
+        return "SGLang's defaults never met this tier's SLA at any step: every byte of goodput is the gain"
+    if g.defaults_won:
+        return f"**SGLang's defaults win this tier** (knee {_knee_text(g.defaults_knee)}): no searched flag beat them"
+    d = g.diff
+    if d is None:
+        return f"defaults' knee {_knee_text(g.defaults_knee)}"
+    pct = "" if d.percent is None else f" ({d.percent:+.1f}%)"
+    return (f"{d.delta_tps:+.0f} output tok/s{pct}, 95% CI of the difference {d.ci_low:+.0f} to {d.ci_high:+.0f}, "
+            f"P(winner higher) {d.prob_higher:.2f}; defaults' own knee {_knee_text(g.defaults_knee)}")
+
+
+def tier_lines(answer: Answer, t: TierAnswer, dialect: engines.Dialect | None = None) -> list[str]:
+    """One tier's part of the answer block."""
+    head = f"### Tier `{t.tier}`{' (primary: steered the search)' if t.primary else ''}: {sla_text(t.sla)}"
+    if t.knee is None or t.winner_id is None:
+        why = answer.note or "no configuration passed this tier's SLA at any step"
+        return [head, "", f"No winner: {why}.", ""]
+    k = t.knee
+    knee = f"concurrency {k.concurrency}"
+    if t.bracket is not None:
+        knee += (f" (c={t.bracket[1]} fails)" if t.bracket[1] is not None
+                 else " (top of the ladder: not bracketed, a higher concurrency may do better)")
+    if t.shape:
+        knee += f", {t.shape}"
+    out = [head, "",
+           f"- **Winner**: {t.label}" + (" (screening windows only)" if t.screen_only else ""),
+           f"- **Knee**: {knee}",
+           f"- **Goodput**: {k.goodput_tps:.0f} output tok/s inside the SLA ({_ci(k)})",
+           f"- **Gain over SGLang's defaults**: {gain_text(t)}"]
+    if t.binding is not None:
+        out.append(f"- **Binding constraint**: {t.binding.line()}")
+    if t.tied:
+        tied = ", ".join(f"{answer.labels.get(c, c)} (P(winner higher) {t.win_prob.get(c, 0):.2f})" for c in t.tied)
+        out.append(f"- **Ties** (the data do not rank these below the winner): {tied}")
+    out += ["- **Launch**:", "", "```",
+            launch_command(answer.model_path, dict(t.knobs), list(answer.extra_args), dialect), "```", ""]
+    for w in launch_warnings(answer.model_path, list(answer.extra_args)):
+        out += [w, ""]
+    return out
+
+
+def answer_lines(answer: Answer, dialect: engines.Dialect | None = None) -> list[str]:
+    """The answer block: every tier, the primary first."""
+    out = ["## Answer" + (" (SIMULATED)" if answer.simulated else ""), ""]
+    for t in answer.tiers:
+        out += tier_lines(answer, t, dialect)
+    return out
+
+
+def explain_lines(answer: Answer, config_id: int | None = None) -> list[str]:
+    """`sweep explain`: per tier, every configuration's (or one's) knee and binding constraint."""
+    out = []
+    for t in answer.tiers:
+        out.append(f"tier {t.tier}{' (primary)' if t.primary else ''}: {sla_text(t.sla)}")
+        ids = [config_id] if config_id is not None else sorted(t.bindings)
+        for cid in ids:
+            b = t.bindings.get(cid)
+            k = t.knees.get(cid)
+            mark = " [winner]" if cid == t.winner_id else ""
+            knee = f"knee {_knee_text(k)}" if k is not None else "no passing step"
+            out.append(f"  {answer.labels.get(cid, cid)} (config {cid}){mark}: {knee}")
+            out.append(f"    why: {b.line()}" if b is not None else "    why: no measured step")
+            if cid in t.win_prob:
+                out.append(f"    P(winner's knee goodput higher): {t.win_prob[cid]:.2f}"
+                           + (" (tie)" if cid in t.tied else ""))
+    return out
+
+
+def why_lines(answer: Answer) -> list[str]:
+    """The report's "Why" section: per tier, every configuration's binding constraint, knee and P(winner higher)."""
+    out = ["## Why the knees are where they are", ""]
+    for t in answer.tiers:
+        if not t.bindings:
+            continue
+        out += [f"Tier `{t.tier}`:", "", "| configuration | knee | binding | evidence | next | P(winner higher) |",
+                "|---|---|---|---|---|---|"]
+        for cid in sorted(t.bindings, key=lambda c: -(t.knees[c].goodput_tps if c in t.knees else -1.0)):
+            b, k = t.bindings[cid], t.knees.get(cid)
+            p = "winner" if cid == t.winner_id else (
+                f"{t.win_prob[cid]:.2f}{' (tie)' if cid in t.tied else ''}" if cid in t.win_prob else "—")
+            out.append(f"| {answer.labels.get(cid, cid)} | {_knee_text(k) if k else 'none passes'} | "
+                       f"{b.constraint} (c={b.concurrency}) | {b.evidence.replace('|', '/')} | {b.next_step} | {p} |")
+        out.append("")
+    return out

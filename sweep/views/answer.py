@@ -1,0 +1,188 @@
+"""The final answer of a study, per SLA tier, as frozen dataclasses: the winner, its knee, its goodput, the gain over
+SGLang's defaults, why its knee is where it is, and what to launch. A person who reads only this should be able to
+deploy. Built from the store alone (`build_answer`): the primary tier from the study's own verdicts (StudyContext),
+every other tier judged again on the same stored windows (sweep.analysis.tiers), never measured again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sweep.analysis.binding import Binding, binding
+from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.ladder_steps import LadderStep
+from sweep.analysis.significance import Difference, difference, ties, win_probabilities
+from sweep.analysis.tiers import StoredRequest, judge_tier, same_bounds
+from sweep.analysis.winner import pick_winner
+from sweep.core.types import ServerConfig
+from sweep.profile import SLA, Tier
+from sweep.profile.grid import grid
+from sweep.store import Store
+from sweep.views.steps import config_missing
+from sweep.views.study import StudyContext
+
+
+@dataclass(frozen=True)
+class Gain:
+    """The winner against SGLang's defaults (configuration 0) in one tier."""
+
+    defaults_id: int
+    defaults_knee: ConfigKnee | None  # None: the defaults never met this tier's SLA
+    diff: Difference | None  # winner − defaults (None when the defaults have no knee)
+    defaults_won: bool
+
+
+@dataclass(frozen=True)
+class TierAnswer:
+    """One tier's answer."""
+
+    tier: str
+    primary: bool
+    sla: SLA
+    winner_id: int | None
+    label: str  # the winner's knobs, e.g. "mrr=64 mem=0.85", or "SGLang defaults"
+    knobs: Mapping[str, Any]  # the winner's set knobs (the launch command's flags)
+    knee: ConfigKnee | None
+    screen_only: bool
+    bracket: tuple[int, int | None] | None  # (highest passing concurrency, lowest failing above it) of the winner
+    shape: str | None  # smooth | cliff, where the boundary refinement stored one
+    gain: Gain | None  # None: the defaults were not measured (search.baseline false)
+    binding: Binding | None  # the winner's binding constraint
+    bindings: Mapping[int, Binding] = field(default_factory=dict)  # every configuration's
+    win_prob: Mapping[int, float] = field(default_factory=dict)  # P(winner's knee goodput higher than config's)
+    tied: tuple[int, ...] = ()  # configurations the data do not rank below the winner (P < 0.9), defaults excluded
+    knees: Mapping[int, ConfigKnee] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A study's final answer: one TierAnswer per tier, the primary first, and what the launch command needs."""
+
+    study: str
+    simulated: bool
+    model_path: str
+    extra_args: tuple[str, ...]
+    tiers: tuple[TierAnswer, ...]
+    labels: Mapping[int, str] = field(default_factory=dict)
+    note: str | None = None  # why no tier names a winner (mixed hardware), if so
+
+    def to_json(self) -> str:
+        """The answer as JSON (answer.json beside the report)."""
+        return json.dumps(asdict(self), default=str, indent=2)
+
+
+def is_defaults(config_row: Mapping[str, Any]) -> bool:
+    """Whether a server_configs row is SGLang's defaults: every knob unset."""
+    return not ServerConfig.from_mapping(config_row).knobs()
+
+
+def defaults_ids(configs: Sequence[Mapping[str, Any]]) -> frozenset[int]:
+    """The ids of the configurations that are SGLang's defaults (not aborted attempts)."""
+    return frozenset(c["id"] for c in configs if c["status"] != "aborted" and is_defaults(c))
+
+
+def _label(configs: Sequence[Mapping[str, Any]], cid: int, labels: Mapping[int, str]) -> str:
+    row = next((c for c in configs if c["id"] == cid), None)
+    if row is not None and is_defaults(row):
+        return "SGLang defaults (no searched flag)"
+    return labels.get(cid, str(cid))
+
+
+def _bracket(steps: Sequence[LadderStep], knee: ConfigKnee) -> tuple[int, int | None]:
+    """(the knee's concurrency, the lowest failing step above it) over every phase but the soak."""
+    above = sorted(s.concurrency for s in steps if s.concurrency > knee.concurrency and not s.stats.passes_sla)
+    return knee.concurrency, (above[0] if above else None)
+
+
+def _shape(ctx: StudyContext, cid: int) -> str | None:
+    """smooth | cliff from the boundary refinement, where this version's context carries it (read defensively)."""
+    found = getattr(ctx, "boundaries", None) or getattr(ctx, "refinement", None)
+    item = found.get(cid) if isinstance(found, Mapping) else None
+    shape = getattr(item, "shape", None) if item is not None else None
+    return shape if isinstance(shape, str) else None
+
+
+def stored_steps(ctx: StudyContext) -> dict[int, list[LadderStep]]:
+    """Config id -> its completed, non-soak steps (aborted attempts left out)."""
+    live = {c["id"] for c in ctx.configs if c["status"] != "aborted"}
+    out: dict[int, list[LadderStep]] = {}
+    for r in ctx.runs:
+        if r["server_config_id"] in live and r["status"] == "completed" and r.get("phase") != "soak":
+            out.setdefault(r["server_config_id"], []).append(LadderStep.from_row(r))
+    return out
+
+
+def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) -> Answer:
+    """Every tier's answer (the profile's, then `extra`, e.g. `sweep report --tier FILE`), from the store."""
+    prof = ctx.profile
+    tiers: list[Tier] = list(prof.all_tiers()) if prof is not None else []
+    tiers += [t for t in extra if t.name not in {x.name for x in tiers}]
+    steps = stored_steps(ctx)
+    status = {c["id"]: c["status"] for c in ctx.configs}
+
+    def eligible(i: int) -> bool:
+        return status.get(i) == "completed" and not config_missing(
+            [r for r in ctx.runs if r["server_config_id"] == i])
+
+    requests: dict[int, list[StoredRequest]] = {}
+
+    def load_requests() -> dict[int, list[StoredRequest]]:
+        if not requests:
+            for ss in steps.values():
+                for s in ss:
+                    requests[s.run_id] = [StoredRequest.from_row(r) for r in store.requests_for_run(s.run_id)]
+        return requests
+
+    space = grid(prof.search.space) if prof is not None else {}
+    flatten = prof.search.flatten_threshold if prof is not None else 0.10
+    note = ctx.hardware.reason if ctx.hardware is not None else None
+    out = []
+    for tier in tiers:
+        stored = prof.sla if prof is not None else None
+        keep = stored is not None and same_bounds(tier, stored)
+        if keep:
+            knees: Mapping[int, ConfigKnee] = ctx.knees
+            judged: Mapping[int, Sequence[LadderStep]] = {
+                cid: [s for s in ss if s.phase == knees[cid].phase] if cid in knees else ss
+                for cid, ss in steps.items()}
+        else:
+            verdicts = judge_tier(tier.name, tier.bounds(), False, None, steps, load_requests(), flatten)
+            knees, judged = verdicts.knees, verdicts.steps
+        winner, pool = pick_winner(ctx.configs, knees, eligible)
+        if keep:
+            winner = ctx.winner
+        if note is not None:
+            winner = None
+        out.append(_tier_answer(ctx, tier, winner.id if winner else None, bool(winner and winner.screen_only),
+                                knees, pool, judged, space))
+    return Answer(str(ctx.study.get("name", "")), bool(ctx.study.get("simulated")),
+                  str(ctx.env.get("model_path") or (prof.server.model_path if prof else "MODEL")),
+                  tuple(ctx.profile_raw.get("server", {}).get("extra_args", [])), tuple(out),
+                  {c["id"]: _label(ctx.configs, c["id"], ctx.labels) for c in ctx.configs}, note)
+
+
+def _tier_answer(ctx: StudyContext, tier: Tier, wid: int | None, screen_only: bool, knees: Mapping[int, ConfigKnee],
+                 pool: Mapping[int, ConfigKnee], judged: Mapping[int, Sequence[LadderStep]], space: Mapping[str, Sequence[Any]]) -> TierAnswer:
+    rows = {c["id"]: c for c in ctx.configs}
+    bindings = {cid: b for cid, ss in judged.items()
+                if (b := binding(ss, knees[cid].concurrency if cid in knees else 0,
+                                 ServerConfig.from_mapping(rows[cid]), space)) is not None}
+    base = sorted(defaults_ids(ctx.configs) & set(judged))
+    gain = None
+    if base:
+        did = next((i for i in base if i in knees), base[-1])
+        dk = knees.get(did)
+        diff = difference(knees[wid], dk) if wid is not None and dk is not None else None
+        gain = Gain(did, dk, diff, wid == did)
+    knee = knees.get(wid) if wid is not None else None
+    config = ServerConfig.from_mapping(rows[wid]) if wid is not None else ServerConfig()
+    return TierAnswer(
+        tier.name, tier.primary, tier.bounds(), wid,
+        _label(ctx.configs, wid, ctx.labels) if wid is not None else "", config.knobs(), knee, screen_only,
+        _bracket(list(judged.get(wid, ())), knee) if knee is not None and wid is not None else None,
+        _shape(ctx, wid) if wid is not None else None, gain, bindings.get(wid) if wid is not None else None,
+        bindings, win_probabilities(wid, pool) if wid is not None else {},
+        ties(wid, pool, exclude=defaults_ids(ctx.configs)), dict(knees))
