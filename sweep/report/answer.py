@@ -55,6 +55,10 @@ def tier_lines(answer: Answer, t: TierAnswer, dialect: engines.Dialect | None = 
     if t.bracket is not None:
         knee += (f" (c={t.bracket[1]} fails)" if t.bracket[1] is not None
                  else " (top of the ladder: not bracketed, a higher concurrency may do better)")
+    if k.boundary is not None:
+        ci = ("" if k.boundary_ci_low is None or k.boundary_ci_high is None
+              else f" (95% CI {k.boundary_ci_low:.1f}–{k.boundary_ci_high:.1f})")
+        knee += f"; SLA boundary at concurrency {k.boundary:.1f}{ci}"
     if t.shape:
         knee += f", {t.shape}"
     out = [head, "",

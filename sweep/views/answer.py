@@ -16,12 +16,11 @@ from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.significance import Difference, difference, ties, win_probabilities
 from sweep.analysis.tiers import StoredRequest, judge_tier, same_bounds
-from sweep.analysis.winner import pick_winner
 from sweep.core.types import ServerConfig
 from sweep.profile import SLA, Tier
 from sweep.profile.grid import grid
 from sweep.store import Store
-from sweep.views.steps import config_missing
+from sweep.views.read_model import decide_winner
 from sweep.views.study import StudyContext
 
 
@@ -97,12 +96,9 @@ def _bracket(steps: Sequence[LadderStep], knee: ConfigKnee) -> tuple[int, int | 
     return knee.concurrency, (above[0] if above else None)
 
 
-def _shape(ctx: StudyContext, cid: int) -> str | None:
-    """smooth | cliff from the boundary refinement, where this version's context carries it (read defensively)."""
-    found = getattr(ctx, "boundaries", None) or getattr(ctx, "refinement", None)
-    item = found.get(cid) if isinstance(found, Mapping) else None
-    shape = getattr(item, "shape", None) if item is not None else None
-    return shape if isinstance(shape, str) else None
+def _shape(knee: ConfigKnee | None) -> str | None:
+    """smooth | cliff, where the boundary refinement ran for this knee (server_configs.boundary_shape)."""
+    return knee.boundary_shape if knee is not None else None
 
 
 def stored_steps(ctx: StudyContext) -> dict[int, list[LadderStep]]:
@@ -121,12 +117,6 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
     tiers: list[Tier] = list(prof.all_tiers()) if prof is not None else []
     tiers += [t for t in extra if t.name not in {x.name for x in tiers}]
     steps = stored_steps(ctx)
-    status = {c["id"]: c["status"] for c in ctx.configs}
-
-    def eligible(i: int) -> bool:
-        return status.get(i) == "completed" and not config_missing(
-            [r for r in ctx.runs if r["server_config_id"] == i])
-
     requests: dict[int, list[StoredRequest]] = {}
 
     def load_requests() -> dict[int, list[StoredRequest]]:
@@ -146,14 +136,15 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
         if keep:
             knees: Mapping[int, ConfigKnee] = ctx.knees
             judged: Mapping[int, Sequence[LadderStep]] = {
-                cid: [s for s in ss if s.phase == knees[cid].phase] if cid in knees else ss
+                cid: [s for s in ss if s.phase == knees[cid].phase or (s.phase, knees[cid].phase) == ("refine", "final")]
+                if cid in knees else ss
                 for cid, ss in steps.items()}
         else:
             verdicts = judge_tier(tier.name, tier.bounds(), False, None, steps, load_requests(), flatten)
             knees, judged = verdicts.knees, verdicts.steps
-        winner, pool = pick_winner(ctx.configs, knees, eligible)
-        if keep:
-            winner = ctx.winner
+        # the one winner rule (views/read_model.py), on this tier's knees: the primary tier's is the study's own
+        decision = decide_winner(ctx.configs, ctx.runs, knees, ctx.env, ctx.profile_raw)
+        winner, pool = (ctx.winner if keep else decision.winner), decision.pool
         if note is not None:
             winner = None
         out.append(_tier_answer(ctx, tier, winner.id if winner else None, bool(winner and winner.screen_only),
@@ -183,6 +174,6 @@ def _tier_answer(ctx: StudyContext, tier: Tier, wid: int | None, screen_only: bo
         tier.name, tier.primary, tier.bounds(), wid,
         _label(ctx.configs, wid, ctx.labels) if wid is not None else "", config.knobs(), knee, screen_only,
         _bracket(list(judged.get(wid, ())), knee) if knee is not None and wid is not None else None,
-        _shape(ctx, wid) if wid is not None else None, gain, bindings.get(wid) if wid is not None else None,
+        _shape(knee), gain, bindings.get(wid) if wid is not None else None,
         bindings, win_probabilities(wid, pool) if wid is not None else {},
         ties(wid, pool, exclude=defaults_ids(ctx.configs)), dict(knees))
