@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
 #   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound |
-#                                                             kvrepeat | crosscheck | crosscheck-vl | workers
+#                                                             kvrepeat | crosscheck | crosscheck-vl | workers |
+#                                                             refine | answer
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/core/ (sweep's dependencies missing there; the
 # device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/; the image has tokenizers).
 # Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
@@ -16,11 +17,18 @@ fi
 export PYTHONPATH=/tmp/site:$root PYTHONUNBUFFERED=1
 bundle="$root/.sglang-bundle/sglang-0.5.17-site.tar.xz"
 # Unpack the SGLang bundle once so that `--help` (flag validation) is fast.
-bash "$here/start-server.sh" "$bundle" -- --help >/dev/null 2>&1 || true
+[ "${LAUNCHER:-sglang}" = sim ] || bash "$here/start-server.sh" "$bundle" -- --help >/dev/null 2>&1 || true
 cmd="[\"bash\",\"$here/start-server.sh\",\"$bundle\",\"--\"]"
 bench="[\"env\",\"SGLANG_MODULE=sglang.bench_serving\",\"bash\",\"$here/start-server.sh\",\"$bundle\",\"--\"]"
 db="$work/results.db"
 common=(--db "$db" --out "$work/reports" --launcher sglang --set "server.command=$cmd")
+# LAUNCHER=sim: the same stage on the simulated server (a CPU dry run of a stage before it spends GPU time)
+[ "${LAUNCHER:-sglang}" = sim ] && common=(--db "$db" --out "$work/reports" --launcher sim --driver http)
+dummy='server.extra_args=["--load-format","dummy","--attention-backend","triton","--sampling-backend","pytorch"]'
+[ "${LAUNCHER:-sglang}" = sim ] && dummy='server.extra_args=["--load-format","dummy"]'
+# issue 19: the primary tier is the interactive profile's own SLA; strict is a second tier judged on the same windows
+tiers='sla=[{"name":"interactive","primary":true,"ttft_ms":1000,"tpot_ms":100,"ttft_percentile":95,"tpot_percentile":95,"max_error_rate":0.01},{"name":"strict","ttft_ms":300,"tpot_ms":30,"ttft_percentile":95,"tpot_percentile":95,"max_error_rate":0.01}]'
+
 short=(--set window.warmup_requests=32 --set window.warmup_seconds=5 --set window.measure_seconds=${MEASURE_S:-20}
        --set window.drain_seconds=20 --set server.startup_timeout_s=400)
 set +e
@@ -113,6 +121,27 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
     python3 -m sweep.cli report h200-workers --db "$db" --out "$work/reports"
     python3 -m sweep.cli runs --study h200-workers --db "$db" --format csv > "$out/workers-runs.csv" || true
     (exit $wrc) ;;
+  refine)
+    # issue 19 §1: the boundary bisected on the same warm server (ladder 16/64, up to 3 refinement windows), then a
+    # dense scan of the same configuration in the same call (a fresh launch, every 2 concurrencies around the
+    # bracket; the ladder stops at its first failing, saturated step): where does the SLA really stop holding?
+    python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" --study h200-refine \
+      --config max_running_requests=32,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
+      --set 'ladder=[16,64]' --set refine.enabled=true --set refine.max_steps=3 --set refine.tolerance=0.1 \
+      --set "$dummy" || exit $?
+    python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" --study h200-dense \
+      --config max_running_requests=32,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
+      --set "ladder=${DENSE:-[28,30,32,34,36,38,40,44,48]}" --set refine.enabled=false \
+      --set "$dummy" ;;
+  answer)
+    # issue 19 §2-5: one study, two SLO tiers, SGLang's defaults measured as configuration 0, refinement on:
+    # the final answer block (per tier: winner, refined knee, gain over the defaults, why, launch command).
+    python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-answer \
+      --set "$tiers" --set search.baseline=true --set 'ladder=[24,96]' \
+      --set refine.enabled=true --set refine.max_steps=3 --set refine.tolerance=0.1 \
+      --set 'search.space={"max_running_requests":[48],"mem_fraction_static":[0.85],"chunked_prefill_size":[8192],"schedule_policy":["lpm"]}' \
+      --set search.screening.enabled=false --set soak.enabled=false --set "$dummy" || exit $?
+    python3 -m sweep.cli explain h200-answer --db "$db" > "$out/answer-explain.txt" || true ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 rc=$?
