@@ -18,8 +18,7 @@ import contextlib
 import json
 import ssl
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
 from urllib.parse import urlsplit
 
 import h11
@@ -27,7 +26,7 @@ import h11
 from sweep.core.errors import SweepError
 from sweep.core.types import RequestRecord, RequestSpec, WindowResult
 from sweep.drivers.http import run_loop
-from sweep.drivers.sse import request_for
+from sweep.drivers.sse import SseEvent, request_for
 from sweep.drivers.worker import Coord
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, ClosedArrival, Window
@@ -159,7 +158,7 @@ class H11Reference:
             rec.error, rec.error_kind = "stream ended without [DONE]", "disconnect"
 
     @staticmethod
-    def _event(event: Any, rec: RequestRecord, chat: bool, seen: int, now: float) -> int:
+    def _event(event: SseEvent, rec: RequestRecord, chat: bool, seen: int, now: float) -> int:
         """Tokens so far after one event: /generate's cumulative completion_tokens; chat: one per content delta,
         corrected to the usage's completion_tokens at the end."""
         if not isinstance(event, dict):
@@ -227,7 +226,7 @@ class _Connection:
             if isinstance(event, h11.Response):
                 return int(event.status_code)
 
-    async def body(self) -> Any:
+    async def body(self) -> AsyncIterator[bytes]:
         """The response body's chunks as they arrive; afterwards the connection is ready for the next request."""
         while True:
             event = await self._next()
@@ -238,7 +237,7 @@ class _Connection:
                     self.h11.start_next_cycle()
                 return
 
-    async def _next(self) -> Any:
+    async def _next(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
         assert self.reader is not None
         while True:
             event = self.h11.next_event()
