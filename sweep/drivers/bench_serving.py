@@ -33,10 +33,10 @@ from pathlib import Path
 import numpy as np
 
 from sweep.core.errors import SweepError
-from sweep.core.types import JSON, RequestSpec
+from sweep.core.types import JSON
 from sweep.profile import LengthDist, Workload
 from sweep.workload.lexicon import Lexicon
-from sweep.workload.stream import spec_at
+from sweep.workload.stream import Requests, spec_at
 
 NAME = "sglang-bench_serving"
 BACKENDS = {"generate": "sglang", "chat": "sglang-oai-chat"}
@@ -81,7 +81,7 @@ def added_special_tokens(tokenizer: str) -> int:
         return 0
 
 
-def dataset_lines(specs: Sequence[RequestSpec], n: int, lexicon: Lexicon, specials: int = 0) -> list[str]:
+def dataset_lines(specs: Requests, n: int, lexicon: Lexicon, specials: int = 0) -> list[str]:
     """The first n requests of the stream (cycled) as `custom` dataset lines: prompt and a completion that the
     tokenizer counts as output_tokens (`specials` fewer words: the tokens it adds to every text)."""
     out = []
@@ -194,7 +194,7 @@ class BenchServingReference:
         """What the last reference row is, for its stored reason (shown under the report's comparison)."""
         return "; ".join(n for n in (self.dataset_note, self.step_note) if n)
 
-    def run_step(self, url: str, api_key: str | None, specs: Sequence[RequestSpec], concurrency: int,
+    def run_step(self, url: str, api_key: str | None, specs: Requests, concurrency: int,
                  num_prompts: int, warmup: int, timeout_s: float) -> BenchStats:
         """One bench_serving run; its summary as a stats dict. A failed run raises SweepError with its output tail."""
         n = max(num_prompts, 2 * concurrency)

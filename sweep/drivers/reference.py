@@ -18,7 +18,7 @@ import contextlib
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 import h11
@@ -30,7 +30,7 @@ from sweep.drivers.sse import SseEvent, request_for
 from sweep.drivers.worker import Coord
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, ClosedArrival, Window
-from sweep.workload.stream import spec_at
+from sweep.workload.stream import Requests, spec_at
 
 Clock = Callable[[], float]
 NAME = "reference-h11"
@@ -49,7 +49,7 @@ class H11Reference:
         self.url = url  # None: the server handle's own URL
         self.clock = clock
 
-    def run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
+    def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
                    window: Window, arrival: ArrivalProcess | None = None) -> WindowResult:
         """Warm up, measure one window of `concurrency` closed-loop users, drain; every record kept."""
         if arrival is not None and arrival.open_loop:
@@ -60,7 +60,7 @@ class H11Reference:
             raise SweepError("the reference client needs a server URL")
         return run_loop(self._run(base, handle.headers(), specs, concurrency, window, think))
 
-    async def _run(self, base: str, headers: dict[str, str], specs: Sequence[RequestSpec], concurrency: int,
+    async def _run(self, base: str, headers: dict[str, str], specs: Requests, concurrency: int,
                    window: Window, think: float) -> WindowResult:
         coord = Coord()
         records: list[RequestRecord] = []
@@ -89,7 +89,7 @@ class H11Reference:
                             samples=[], window_start=ws, window_end=ws + window.measure_seconds,
                             warmup_requests=window.warmup_requests, warmup_seconds=window.warmup_seconds)
 
-    async def _user(self, conn: _Connection, specs: Sequence[RequestSpec], users: int, u: int, coord: Coord,
+    async def _user(self, conn: _Connection, specs: Requests, users: int, u: int, coord: Coord,
                     t0: float, window: Window, think: float, out: list[RequestRecord]) -> None:
         """One closed-loop user: request j of user u is request number j * users + u, as in sweep's own driver."""
         j = 0
