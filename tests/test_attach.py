@@ -85,7 +85,7 @@ def test_a_server_on_this_host_gets_this_hosts_gpus_so_the_report_can_conclude()
         attach = AttachLauncher(url, gpu_inventory=lambda: H200)
         env = attach.environment()
         no_gpu = AttachLauncher(url.replace("127.0.0.1", "localhost"), gpu_inventory=list).environment()
-    assert env["gpus"] == [{"name": "NVIDIA H200", "memory_total_mib": 143771}] and env["gpu_driver"] == "570.124.06"
+    assert env["gpus"] == [{"name": "NVIDIA H200", "memory_total_mib": 143771}] and env["driver_version"] == "570.124.06"
     assert "gpus" not in no_gpu  # NVML sees no GPU: nothing invented
     row = normalise_env(env, load_profile(ROOT / "profiles" / "smoke.yaml"), simulated=False)
     assert (row["gpu_name"], row["gpu_memory_mib"], row["gpu_count"], row["driver_version"]) == \

@@ -113,7 +113,8 @@ def test_protocol_and_environment(tmp_path: Path) -> None:
     launcher = sg.SGLangLauncher(ServerSpec(model_path=TINY), tmp_path, module="sglang_sim", simulated=True)
     assert isinstance(launcher, Launcher) and launcher.kind == "sim" and launcher.simulated
     env = launcher.environment()
-    assert env["model_path"] == TINY and env["python"] and "sglang" in env and isinstance(env["gpus"], list)
+    assert env["model_path"] == TINY and env["versions"]["python"] and "sglang" in env["versions"]
+    assert isinstance(env["gpus"], list)
 
 
 # ------------------------------------------------------------------ the simulated server, end to end

@@ -24,13 +24,13 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any, NoReturn
+from typing import NoReturn
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 _received: list[signal.Signals] = []
 # The unraisable hook each running stop_like_sigint() block replaced (innermost last): non-empty inside a block.
-_hooks: list[Callable[[Any], Any]] = []
+_hooks: list[Callable[[sys.UnraisableHookArgs], object]] = []
 
 
 class Interrupted(KeyboardInterrupt):
@@ -58,7 +58,7 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     on_sigint(signal.SIGINT, frame)  # asyncio's runner: cancel the main task, raise KeyboardInterrupt after
 
 
-def _quiet_lost_interrupt(unraisable: Any) -> None:
+def _quiet_lost_interrupt(unraisable: sys.UnraisableHookArgs) -> None:
     if isinstance(unraisable.exc_value, KeyboardInterrupt) and _received:
         return  # raised again by the next check(); not a traceback on stderr
     (_hooks[-1] if _hooks else sys.__unraisablehook__)(unraisable)

@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeAlias, get_args
 
 import numpy as np
 
@@ -22,6 +22,8 @@ SchedulePolicy = Literal["lpm", "random", "fcfs", "dfs-weight", "lof", "priority
                          "shortest-prefill-first"]
 SCHEDULE_POLICIES: tuple[str, ...] = get_args(SchedulePolicy)
 KnobValue = int | float | str  # one knob's value (ServerConfig's field types)
+# A parsed JSON value (json.loads, a server's /server_info, a dataset line): narrow with isinstance before use.
+JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
 
 
 def _knob(label: str, kind: type) -> Any:

@@ -29,15 +29,14 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from sweep.core.errors import SweepError
-from sweep.core.types import RequestSpec
+from sweep.core.types import JSON
 from sweep.profile import LengthDist, Workload
 from sweep.workload.lexicon import Lexicon
-from sweep.workload.stream import spec_at
+from sweep.workload.stream import Requests, spec_at
 
 NAME = "sglang-bench_serving"
 BACKENDS = {"generate": "sglang", "chat": "sglang-oai-chat"}
@@ -54,6 +53,13 @@ RESULT_COLUMNS = {
     "request_throughput": "throughput_rps", "input_throughput": "input_tps", "output_throughput": "output_tps",
 }
 TIMEOUT_MARGIN_S = 300.0  # imports, tokenizer and dataset set-up before the first request
+BenchResult = dict[str, JSON]  # one line of bench_serving's --output-file: its summary of a run
+BenchStats = dict[str, float | None]  # that summary as runs columns
+
+
+def _num(value: JSON) -> float | None:
+    """A number of bench_serving's summary; None where it is missing or not a number."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def default_command() -> list[str] | None:
@@ -75,7 +81,7 @@ def added_special_tokens(tokenizer: str) -> int:
         return 0
 
 
-def dataset_lines(specs: Sequence[RequestSpec], n: int, lexicon: Lexicon, specials: int = 0) -> list[str]:
+def dataset_lines(specs: Requests, n: int, lexicon: Lexicon, specials: int = 0) -> list[str]:
     """The first n requests of the stream (cycled) as `custom` dataset lines: prompt and a completion that the
     tokenizer counts as output_tokens (`specials` fewer words: the tokens it adds to every text)."""
     out = []
@@ -130,36 +136,36 @@ def argv(command: Sequence[str], *, api: str, url: str, model_name: str, tokeniz
             "--warmup-requests", str(warmup), "--output-file", str(output), "--seed", str(seed), "--disable-tqdm"]
 
 
-def steady_output_tps(result: dict[str, Any], concurrency: int) -> float | None:
+def steady_output_tps(result: BenchResult, concurrency: int) -> float | None:
     """The closed loop's steady-state output tok/s from bench_serving's own figures (the module docstring):
     C × (total_output_tokens / completed) / mean E2E; None when a figure is missing or zero."""
-    completed, tokens = result.get("completed"), result.get("total_output_tokens")
-    e2e_ms = result.get("mean_e2e_latency_ms")
+    completed, tokens = _num(result.get("completed")), _num(result.get("total_output_tokens"))
+    e2e_ms = _num(result.get("mean_e2e_latency_ms"))
     if not completed or not tokens or not e2e_ms or concurrency < 1:
         return None
-    return concurrency * (float(tokens) / float(completed)) / (float(e2e_ms) / 1000.0)
+    return concurrency * (tokens / completed) / (e2e_ms / 1000.0)
 
 
-def throughput_note(result: dict[str, Any], concurrency: int) -> str:
+def throughput_note(result: BenchResult, concurrency: int) -> str:
     """What the reference row's output tok/s is, and bench_serving's own figure beside it."""
-    own, steady = result.get("output_throughput"), steady_output_tps(result, concurrency)
+    own, steady = _num(result.get("output_throughput")), steady_output_tps(result, concurrency)
     if steady is None or own is None:
         return ""
     return (f"output tok/s {steady:,.0f} = {concurrency} users x mean output / mean E2E (Little's law); "
-            f"bench_serving's own figure over its whole run, ramp-down included: {float(own):,.0f}")
+            f"bench_serving's own figure over its whole run, ramp-down included: {own:,.0f}")
 
 
-def stats_from_result(result: dict[str, Any], num_prompts: int, concurrency: int = 0) -> dict[str, Any]:
+def stats_from_result(result: BenchResult, num_prompts: int, concurrency: int = 0) -> BenchStats:
     """bench_serving's summary line as runs columns (window_s = its benchmark duration; output_tps the steady
     state by Little's law where its figures allow, else its own output throughput)."""
-    stats: dict[str, Any] = {col: result.get(key) for key, col in RESULT_COLUMNS.items() if key in result}
+    stats: BenchStats = {col: _num(result.get(key)) for key, col in RESULT_COLUMNS.items() if key in result}
     steady = steady_output_tps(result, concurrency)
     if steady is not None:
         stats["output_tps"] = steady
-    completed = int(result.get("completed") or 0)
+    completed = int(_num(result.get("completed")) or 0)
     stats.update(n_started=num_prompts, n_completed=completed, n_errors=max(0, num_prompts - completed),
                  error_rate=(num_prompts - completed) / num_prompts if num_prompts else None,
-                 window_s=result.get("duration"))
+                 window_s=_num(result.get("duration")))
     return stats
 
 
@@ -188,8 +194,8 @@ class BenchServingReference:
         """What the last reference row is, for its stored reason (shown under the report's comparison)."""
         return "; ".join(n for n in (self.dataset_note, self.step_note) if n)
 
-    def run_step(self, url: str, api_key: str | None, specs: Sequence[RequestSpec], concurrency: int,
-                 num_prompts: int, warmup: int, timeout_s: float) -> dict[str, Any]:
+    def run_step(self, url: str, api_key: str | None, specs: Requests, concurrency: int,
+                 num_prompts: int, warmup: int, timeout_s: float) -> BenchStats:
         """One bench_serving run; its summary as a stats dict. A failed run raises SweepError with its output tail."""
         n = max(num_prompts, 2 * concurrency)
         env = dict(os.environ)
@@ -217,5 +223,7 @@ class BenchServingReference:
                 tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
                 raise SweepError(f"bench_serving failed (exit {proc.returncode}): {tail[0][:300]}")
             result = json.loads(out.read_text().strip().splitlines()[-1])
+        if not isinstance(result, dict):
+            raise SweepError(f"bench_serving's result line is not a JSON object: {str(result)[:100]}")
         self.step_note = throughput_note(result, concurrency)
         return stats_from_result(result, n, concurrency)

@@ -18,8 +18,7 @@ import contextlib
 import json
 import ssl
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 import h11
@@ -27,11 +26,11 @@ import h11
 from sweep.core.errors import SweepError
 from sweep.core.types import RequestRecord, RequestSpec, WindowResult
 from sweep.drivers.http import run_loop
-from sweep.drivers.sse import request_for
+from sweep.drivers.sse import SseEvent, request_for
 from sweep.drivers.worker import Coord
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, ClosedArrival, Window
-from sweep.workload.stream import spec_at
+from sweep.workload.stream import Requests, spec_at
 
 Clock = Callable[[], float]
 NAME = "reference-h11"
@@ -50,7 +49,7 @@ class H11Reference:
         self.url = url  # None: the server handle's own URL
         self.clock = clock
 
-    def run_window(self, handle: ServerHandle, specs: Sequence[RequestSpec], concurrency: int,
+    def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
                    window: Window, arrival: ArrivalProcess | None = None) -> WindowResult:
         """Warm up, measure one window of `concurrency` closed-loop users, drain; every record kept."""
         if arrival is not None and arrival.open_loop:
@@ -61,7 +60,7 @@ class H11Reference:
             raise SweepError("the reference client needs a server URL")
         return run_loop(self._run(base, handle.headers(), specs, concurrency, window, think))
 
-    async def _run(self, base: str, headers: dict[str, str], specs: Sequence[RequestSpec], concurrency: int,
+    async def _run(self, base: str, headers: dict[str, str], specs: Requests, concurrency: int,
                    window: Window, think: float) -> WindowResult:
         coord = Coord()
         records: list[RequestRecord] = []
@@ -90,7 +89,7 @@ class H11Reference:
                             samples=[], window_start=ws, window_end=ws + window.measure_seconds,
                             warmup_requests=window.warmup_requests, warmup_seconds=window.warmup_seconds)
 
-    async def _user(self, conn: _Connection, specs: Sequence[RequestSpec], users: int, u: int, coord: Coord,
+    async def _user(self, conn: _Connection, specs: Requests, users: int, u: int, coord: Coord,
                     t0: float, window: Window, think: float, out: list[RequestRecord]) -> None:
         """One closed-loop user: request j of user u is request number j * users + u, as in sweep's own driver."""
         j = 0
@@ -159,7 +158,7 @@ class H11Reference:
             rec.error, rec.error_kind = "stream ended without [DONE]", "disconnect"
 
     @staticmethod
-    def _event(event: Any, rec: RequestRecord, chat: bool, seen: int, now: float) -> int:
+    def _event(event: SseEvent, rec: RequestRecord, chat: bool, seen: int, now: float) -> int:
         """Tokens so far after one event: /generate's cumulative completion_tokens; chat: one per content delta,
         corrected to the usage's completion_tokens at the end."""
         if not isinstance(event, dict):
@@ -227,7 +226,7 @@ class _Connection:
             if isinstance(event, h11.Response):
                 return int(event.status_code)
 
-    async def body(self) -> Any:
+    async def body(self) -> AsyncIterator[bytes]:
         """The response body's chunks as they arrive; afterwards the connection is ready for the next request."""
         while True:
             event = await self._next()
@@ -238,7 +237,7 @@ class _Connection:
                     self.h11.start_next_cycle()
                 return
 
-    async def _next(self) -> Any:
+    async def _next(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
         assert self.reader is not None
         while True:
             event = self.h11.next_event()

@@ -8,13 +8,55 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
-from sweep.core.types import RequestRecord, RequestSpec
+from sweep.core.types import JSON, RequestRecord, RequestSpec
 from sweep.engines import Paths, default
 from sweep.workload.requests import RequestBody, chat_body, generate_body
 
 Clock = Callable[[], float]
+
+
+# One SSE event's JSON as the servers send it (the fields read here; a server may send more, or less).
+class PromptDetails(TypedDict, total=False):
+    cached_tokens: int | None
+
+
+class Usage(TypedDict, total=False):
+    """An OpenAI chat stream's token counts (the last event, with stream_options.include_usage)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    prompt_tokens_details: PromptDetails | None
+
+
+class Delta(TypedDict, total=False):
+    content: str | None
+
+
+class Choice(TypedDict, total=False):
+    delta: Delta | None
+
+
+class MetaInfo(TypedDict, total=False):
+    """/generate's per-event counts (cumulative) and, at the end, why the request finished."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int | None
+    num_retractions: int | None
+    finish_reason: dict[str, JSON] | str | None  # {"type": "abort", "message": ...} for an abort
+
+
+class SseEvent(TypedDict, total=False):
+    """One `data:` line of a stream: a chat chunk (choices, usage), a /generate chunk (meta_info, output_ids)
+    or an error event."""
+
+    choices: list[Choice]
+    usage: Usage | None
+    meta_info: MetaInfo
+    output_ids: list[int]
+    error: JSON
 
 
 class StreamError(Exception):
@@ -111,7 +153,7 @@ def share_by_length(total: int, lengths: list[int]) -> list[int]:
 def _event(payload: bytes, rec: RequestRecord, chat: bool, seen: int, now: float, sink: SseSink) -> int:
     """Apply one event to rec; returns the tokens seen so far."""
     try:
-        event = json.loads(payload)
+        event: SseEvent = json.loads(payload)
     except ValueError:
         raise StreamError("malformed", f"malformed SSE event: {payload[:80]!r}") from None
     if not isinstance(event, dict):
@@ -131,7 +173,7 @@ def _event(payload: bytes, rec: RequestRecord, chat: bool, seen: int, now: float
     return seen
 
 
-def _tokens_so_far(event: dict[str, Any], seen: int, chat: bool, sink: SseSink) -> int:
+def _tokens_so_far(event: SseEvent, seen: int, chat: bool, sink: SseSink) -> int:
     if chat:
         choices = event.get("choices") or []
         content = (choices[0].get("delta") or {}).get("content") if choices else None
@@ -150,7 +192,7 @@ def _tokens_so_far(event: dict[str, Any], seen: int, chat: bool, sink: SseSink) 
     return len(event.get("output_ids") or [])
 
 
-def _meta(event: dict[str, Any], rec: RequestRecord, chat: bool) -> None:
+def _meta(event: SseEvent, rec: RequestRecord, chat: bool) -> None:
     if chat:
         usage = event.get("usage")
         if usage:

@@ -87,7 +87,8 @@ class VirtualDriver:
         if eng is None or not specs:
             raise ValueError("VirtualDriver needs handle.engine and at least one RequestSpec")
         # tokens per streamed chunk: the launched server's --stream-interval unless the driver was given one
-        per_chunk = self.stream_interval or int((handle.server_info or {}).get("stream_interval") or 1)
+        interval = handle.server_info.get("stream_interval")
+        per_chunk = self.stream_interval or (int(interval) if isinstance(interval, int | float | str) and interval else 1)
         run = _WindowRun(eng, specs, concurrency, window, arrival, per_chunk, wid=next(self._windows),
                          seed=self.seed, sample_interval_s=self.sample_interval_s)
         self._window = (eng, run.start)

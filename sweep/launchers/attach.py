@@ -17,7 +17,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -26,7 +25,15 @@ from sweep.core.errors import LaunchError
 from sweep.core.types import ServerConfig
 from sweep.engines import Dialect, default
 from sweep.launchers import procs
-from sweep.launchers.base import LauncherKind, ServerHandle, SpawnCallback, StopReport
+from sweep.launchers.base import (
+    Environment,
+    GpuSummary,
+    LauncherKind,
+    ServerHandle,
+    ServerInfo,
+    SpawnCallback,
+    StopReport,
+)
 from sweep.launchers.sglang import pick_server_info
 
 
@@ -41,7 +48,7 @@ def on_this_host(url: str) -> bool:
         return False
 
 
-def config_from_server_info(info: dict[str, Any]) -> ServerConfig:
+def config_from_server_info(info: ServerInfo) -> ServerConfig:
     """The ServerConfig a running server actually has, from its (picked) /server_info."""
     return ServerConfig.from_mapping(info)
 
@@ -66,7 +73,7 @@ class AttachLauncher:
         self.failures_to_die = failures_to_die
         self.gpu_inventory = gpu_inventory
         self.simulated = False
-        self._info: dict[str, Any] | None = None
+        self._info: ServerInfo | None = None
         self._live_lock = threading.Lock()  # alive() may be called from the driver's liveness thread
         self._live_client: httpx.Client | None = None
         self._checked_at = -float("inf")
@@ -79,7 +86,7 @@ class AttachLauncher:
         with httpx.Client(headers=self._headers(), timeout=timeout) as client:
             return client.get(f"{self.url}{path}")
 
-    def _server_info(self) -> dict[str, Any]:
+    def _server_info(self) -> ServerInfo:
         last: Exception | None = None
         for _ in range(2):  # one retry on a fresh connection: idle keep-alives get dropped
             try:
@@ -88,7 +95,9 @@ class AttachLauncher:
                     raise LaunchError(f"{self.url}{self.dialect.paths.server_info} refused the API key (HTTP {r.status_code})",
                                       reason="crash")
                 r.raise_for_status()
-                raw = dict(r.json())
+                raw = r.json()
+                if not isinstance(raw, dict):
+                    raise ValueError(f"not a JSON object: {type(raw).__name__}")
                 info = pick_server_info(raw)  # only the knobs: raw server_args may carry keys
                 if raw.get("simulated") and raw.get("sim_gpu"):
                     info["sim_gpu"] = str(raw["sim_gpu"])  # the GPU the simulator models
@@ -150,7 +159,7 @@ class AttachLauncher:
         except httpx.HTTPError:
             return False
 
-    def environment(self) -> dict[str, Any]:
+    def environment(self) -> Environment:
         """What the server reports about itself; plus this host's GPUs (NVML) when the server listens here.
 
         A server on another host: its GPUs are unknown from here. A simulated server (its /server_info says
@@ -163,15 +172,17 @@ class AttachLauncher:
             except LaunchError:
                 info = {}
         simulated = bool(info.get("simulated", False))
-        env: dict[str, Any] = {"kind": self.kind, "engine": self.dialect.name, "url": self.url, "simulated": simulated,
-                               "sglang": info.get("version"), "model_path": info.get("model_path"),
-                               "host": socket.gethostname()}
+        version, model_path = info.get("version"), info.get("model_path")
+        env: Environment = {"kind": self.kind, "engine": self.dialect.name, "url": self.url, "simulated": simulated,
+                            "sglang_version": None if version is None else str(version),
+                            "model_path": None if model_path is None else str(model_path),
+                            "host": socket.gethostname()}
         if simulated and info.get("sim_gpu"):
             env["gpu_name"], env["gpu_count"] = f"{info['sim_gpu']} (simulated)", 1
         if not simulated and on_this_host(self.url):
             gpus = self.gpu_inventory()
             if gpus:
-                env["gpus"] = [{k: g[k] for k in ("name", "memory_total_mib")} for g in gpus]
-                env["gpu_driver"] = gpus[0].get("driver")
+                env["gpus"] = [GpuSummary(name=g["name"], memory_total_mib=g["memory_total_mib"]) for g in gpus]
+                env["driver_version"] = gpus[0]["driver"]
                 env["gpu_scope"] = "every GPU of this host (the attached server listens here)"
         return env

@@ -6,9 +6,9 @@ import socket
 import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, runtime_checkable
 
-from sweep.core.types import ServerConfig
+from sweep.core.types import JSON, ServerConfig
 from sweep.engines import Dialect, default
 
 if TYPE_CHECKING:  # the simulator is a separate package; only the virtual launcher builds one of its engines
@@ -17,6 +17,49 @@ if TYPE_CHECKING:  # the simulator is a separate package; only the virtual launc
 # What a launcher started (stored as server_configs.launcher): real SGLang, the simulated server process,
 # someone else's server, or the simulator's engine in-process.
 LauncherKind = Literal["sglang", "sim", "attach", "virtual"]
+
+# The knobs and facts a server reports at /server_info (sweep.launchers.sglang.pick_server_info keeps a few),
+# plus what sweep adds beside them (the launch record, the GPU group it gave the server). JSON: narrow to read.
+ServerInfo = dict[str, JSON]
+
+
+class GpuSummary(TypedDict):
+    """One GPU as a study's environment lists it."""
+
+    name: str
+    memory_total_mib: int
+
+
+class Environment(TypedDict, total=False):
+    """Where a study runs: what a launcher reports (Launcher.environment()) and, after
+    sweep.study.environment.normalise_env, the same facts under the environments table's column names (keys that
+    are no column land in its extra_json)."""
+
+    kind: LauncherKind  # the launcher that reports
+    engine: str  # the engine dialect's name
+    simulated: bool
+    host: str
+    url: str  # an attached server
+    launch: str  # the command that starts each server (keys hidden)
+    orchestrator_python: str
+    model_path: str | None
+    model: str  # the simulator's model preset
+    # Versions in the python that runs the server, by distribution (python and cuda too); None: not installed.
+    versions: dict[str, str | None]
+    gpus: list[GpuSummary]
+    gpu_scope: str  # what `gpus` covers where that is not obvious
+    gpu_name: str | None
+    gpu_count: int
+    gpu_memory_mib: int | None
+    tp_size: int
+    parallel: str  # "TP 2, DP 1"
+    # the environments table's columns
+    sglang_version: str | None  # the engine's version
+    torch_version: str | None
+    cuda_version: str | None
+    driver_version: str | None
+    python_version: str | None
+    sim_unmodelled_flags: list[str]  # flags the simulator accepted and ignored
 
 
 @dataclass
@@ -33,7 +76,7 @@ class ServerHandle:
     startup_s: float = 0.0
     simulated: bool = False
     version: str = ""
-    server_info: dict[str, Any] = field(default_factory=dict)  # resolved args from /server_info
+    server_info: ServerInfo = field(default_factory=dict)  # resolved args from /server_info
     engine: Engine | None = None  # the in-process simulator engine (VirtualLauncher; the virtual driver runs it)
     process: subprocess.Popen[bytes] | None = None  # where the launcher started a server process
     dialect: Dialect = field(default_factory=default)  # what the server speaks: its paths and metric names
@@ -71,7 +114,7 @@ class LaunchRecord:
     # dead run's server printed it into its log (SGLang prints server_args, api_key included) and scrubs it.
     credential_digest: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, JSON]:
         return asdict(self)
 
     @staticmethod
@@ -96,6 +139,6 @@ class Launcher(Protocol):
 
     def alive(self, handle: ServerHandle) -> bool: ...
 
-    def environment(self) -> dict[str, Any]:
+    def environment(self) -> Environment:
         """Versions, GPU and host facts stored with each study."""
         ...

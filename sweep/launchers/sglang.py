@@ -15,7 +15,6 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -23,7 +22,15 @@ from sweep.core.errors import LaunchError
 from sweep.core.types import KNOB_NAMES, ServerConfig
 from sweep.engines import get as get_dialect
 from sweep.launchers import flags, keyshim, procs
-from sweep.launchers.base import LauncherKind, ServerHandle, SpawnCallback, StopReport
+from sweep.launchers.base import (
+    Environment,
+    GpuSummary,
+    LauncherKind,
+    ServerHandle,
+    ServerInfo,
+    SpawnCallback,
+    StopReport,
+)
 from sweep.launchers.launch_record import spawn_record
 from sweep.launchers.placement import required_gpus
 from sweep.launchers.server_log import ServerExited, check_alive, classify_failure, read_tail, redact
@@ -35,9 +42,9 @@ GPU_TOLERANCE_BYTES = 2**30
 GPU_RELEASE_WAIT_S = 30.0
 READY_LINE_GRACE_S = 3.0  # /health 200 without our ready line: maybe another server owns the port
 
-def pick_server_info(raw: dict[str, Any]) -> dict[str, Any]:
+def pick_server_info(raw: ServerInfo) -> ServerInfo:
     """The knobs worth keeping from /server_info (top level, else DP rank 0); drops everything else, keys too."""
-    states = raw.get("internal_states") or [{}]
+    states = raw.get("internal_states")
     first = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
     return {k: raw.get(k, first.get(k)) for k in KEPT_INFO if raw.get(k, first.get(k)) is not None}
 
@@ -90,7 +97,7 @@ class SGLangLauncher:
         self.kind = "sim" if simulated else "sglang"
         self.ports = ports  # [low, high): several workers on one host never pick the same server port
         self._runs: dict[int, _Run] = {}
-        self._env_cache: dict[str, Any] | None = None
+        self._env_cache: Environment | None = None
         _LIVE.add(self)
 
     # ---------------------------------------------------------------- start
@@ -187,7 +194,7 @@ class SGLangLauncher:
             handle.version = str(handle.server_info.get("version") or self._version())
             return handle
         except BaseException:
-            # Any failure (also Ctrl-C) while starting: leave no process behind.
+            # On any failure (also Ctrl-C) while starting: leave no process behind.
             self._teardown(handle, run, drain_s=min(self.drain_s, 5.0))
             self._redact_log(handle)
             raise
@@ -240,15 +247,16 @@ class SGLangLauncher:
         return LaunchError(f"server {what} ({reason}, exit {rc}): {line[:300]} | log: {handle.log_path}",
                            reason=reason, log_path=handle.log_path)
 
-    def _server_info(self, handle: ServerHandle) -> dict[str, Any]:
+    def _server_info(self, handle: ServerHandle) -> ServerInfo:
         """The resolved knobs from /server_info; {} if it cannot be read (the launch itself succeeded)."""
-        raw: dict[str, Any] = {}
+        raw: ServerInfo = {}
         for _ in range(2):  # one retry on a fresh connection: idle keep-alives get dropped
             try:
                 with httpx.Client(headers=handle.headers(), timeout=30.0) as client:
                     r = client.get(f"{handle.url}{handle.dialect.paths.server_info}")
                     r.raise_for_status()
-                    raw = r.json()
+                    body = r.json()
+                raw = body if isinstance(body, dict) else {}
                 break
             except (httpx.HTTPError, ValueError):
                 continue
@@ -345,21 +353,20 @@ class SGLangLauncher:
 
     # ---------------------------------------------------------------- facts
 
-    def environment(self) -> dict[str, Any]:
+    def environment(self) -> Environment:
         """The engine's, torch's and CUDA's versions in the target python, GPUs, host, model path and engine."""
         if self._env_cache is None:
             launch = " ".join(keyshim.readable(self._base_command()))
-            env: dict[str, Any] = {"kind": self.kind, "engine": self.dialect.name, "simulated": self.simulated,
-                                   "host": socket.gethostname(),
-                                   "model_path": self.spec.model_path, "launch": launch,
-                                   "orchestrator_python": sys.version.split()[0]}
             packages = (self.dialect.version_package, *self.dialect.companion_packages)
-            env.update(_target_versions(self.python, self._env(), packages) if not self.command_prefix else {})
             gpus = procs.gpu_inventory()
-            env["gpus"] = [{k: g[k] for k in ("name", "memory_total_mib")} for g in gpus]
-            env["gpu_driver"] = gpus[0]["driver"] if gpus else None
-            self._env_cache = env
-        return dict(self._env_cache)
+            self._env_cache = {
+                "kind": self.kind, "engine": self.dialect.name, "simulated": self.simulated,
+                "host": socket.gethostname(), "model_path": self.spec.model_path, "launch": launch,
+                "orchestrator_python": sys.version.split()[0],
+                "versions": {} if self.command_prefix else _target_versions(self.python, self._env(), packages),
+                "gpus": [GpuSummary(name=g["name"], memory_total_mib=g["memory_total_mib"]) for g in gpus],
+                "driver_version": gpus[0]["driver"] if gpus else None}
+        return self._env_cache.copy()
 
 
 _VERSIONS_SNIPPET = """
@@ -377,11 +384,12 @@ print(json.dumps(out))
 """
 
 
-def _target_versions(python: str, env: dict[str, str], packages: tuple[str, ...]) -> dict[str, Any]:
-    """Package versions as seen by the python that runs the server (absent packages map to None)."""
+def _target_versions(python: str, env: dict[str, str], packages: tuple[str, ...]) -> dict[str, str | None]:
+    """Package versions as seen by the python that runs the server, "python" and "cuda" too (absent ones: None)."""
     try:
         r = subprocess.run([python, "-c", _VERSIONS_SNIPPET, *packages], capture_output=True, text=True, timeout=120,
                            stdin=subprocess.DEVNULL, env=env)
-        return dict(json.loads(r.stdout.strip().splitlines()[-1])) if r.returncode == 0 else {}
+        found = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         return {}
+    return {str(k): None if v is None else str(v) for k, v in found.items()} if isinstance(found, dict) else {}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import replace
-from typing import Any
 
 from sglang_sim.cli import build_parser, knobs_from, make_params, server_info
 from sglang_sim.engine import Engine
@@ -19,7 +18,7 @@ from sglang_sim.server import VERSION
 from sweep.core.errors import LaunchError, ProfileError
 from sweep.core.types import ServerConfig
 from sweep.engines import Dialect, default
-from sweep.launchers.base import LauncherKind, ServerHandle, SpawnCallback, StopReport
+from sweep.launchers.base import Environment, LauncherKind, ServerHandle, SpawnCallback, StopReport
 
 FAULT_SPELLINGS = {"--" + k.replace("_", "-") for k in FAULT_FLAGS}
 
@@ -79,9 +78,9 @@ class VirtualLauncher:
     def alive(self, handle: ServerHandle) -> bool:
         return handle.engine is not None
 
-    def environment(self) -> dict[str, Any]:
+    def environment(self) -> Environment:
         g, m = gpu_preset(self.gpu), model_preset(self.model)
-        return {"simulated": True, "launcher": "virtual", "engine": self.dialect.name, "sglang_version": VERSION,
+        return {"simulated": True, "kind": self.kind, "engine": self.dialect.name, "sglang_version": VERSION,
                 "gpu_name": f"{g.name} (simulated)", "gpu_memory_mib": round(g.mem_bytes / 2**20),
                 "gpu_count": m.tp, "tp_size": m.tp, "parallel": f"TP {m.tp}, DP 1", "model": m.name,
                 "model_path": self.model_path}

@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import (
@@ -365,7 +366,7 @@ def _field_path(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
     return out
 
 
-def load_profile(path: str | Path, overrides: dict[str, Any] | None = None) -> Profile:
+def load_profile(path: str | Path, overrides: Mapping[str, object] | None = None) -> Profile:
     """Read and validate a profile YAML file; raise ProfileError with one line on any problem."""
     p = Path(path)
     data = _read_yaml(p)
@@ -379,8 +380,9 @@ def load_profile(path: str | Path, overrides: dict[str, Any] | None = None) -> P
     return locate_inputs(prof, p.resolve().parent, str(p))
 
 
-def _read_yaml(p: Path) -> dict[str, Any]:
-    """The profile file as a mapping: UTF-8 YAML, one ProfileError line for anything else."""
+def _read_yaml(p: Path) -> dict[str, object]:
+    """The profile file as a mapping (its values whatever YAML made of them, for pydantic to validate): UTF-8
+    YAML, one ProfileError line for anything else."""
     if p.is_dir():
         raise ProfileError(f"{p}: is a directory, not a profile file")
     try:
@@ -419,14 +421,15 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _set_field(data: dict[str, Any], dotted: str, value: Any) -> None:
+def _set_field(data: dict[str, object], dotted: str, value: object) -> None:
     """Apply one `--set key.path=value` override; every step of the path must be a mapping."""
-    node: Any = data
+    node = data
     *parents, leaf = dotted.split(".")
     for i, part in enumerate(parents):
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
             raise ProfileError(f"--set {dotted}={_shown(value)}: {'.'.join(parents[:i + 1])} is not a mapping")
+        node = child
     node[leaf] = value
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import types
 import typing
-from typing import Any
 
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from sweep import profile as P
@@ -36,7 +36,7 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
 ]
 
 
-def _type(annotation: Any) -> str:
+def _type(annotation: object) -> str:  # a type expression (a class, Literal[...], X | Y, list[X])
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
         return _type(typing.get_args(annotation)[0])
@@ -55,9 +55,9 @@ def _type(annotation: Any) -> str:
 LOADER_DEFAULTS: dict[tuple[type[BaseModel], str], str] = {(P.Profile, "name"): "the file's name (without .yaml)"}
 
 
-def _default(info: Any) -> str:
+def _default(info: FieldInfo) -> str:
     if info.default_factory is not None:
-        value = info.default_factory()
+        value = info.get_default(call_default_factory=True, validated_data={})
     elif info.default is PydanticUndefined:
         return "*required*"
     else:

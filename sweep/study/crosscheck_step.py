@@ -12,7 +12,6 @@ Which reference (profile crosscheck.reference):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from sweep.analysis.crosscheck import CrossCheck, Tolerance, compare_runs
 from sweep.analysis.measure import compute_stats
@@ -22,7 +21,7 @@ from sweep.drivers import bench_serving
 from sweep.drivers.flush import flush_over_http
 from sweep.drivers.reference import H11Reference
 from sweep.launchers.base import ServerHandle
-from sweep.profile import Profile, Window
+from sweep.profile import ArrivalProcess, Profile, Window
 from sweep.store import Store
 from sweep.workload.lexicon import Lexicon
 from sweep.workload.stream import Requests
@@ -92,8 +91,8 @@ class CrossChecker:
             flush_cache(handle.url, handle.headers())
 
     def after_window(self, handle: ServerHandle, config_id: int, concurrency: int, run_id: int,
-                     stats: RunStats, phase: str, window: Window, arrival: Any = None,
-                     specs: Any = None) -> CrossCheck | None:
+                     stats: RunStats, phase: str, window: Window, arrival: ArrivalProcess | None = None,
+                     specs: Requests | None = None) -> CrossCheck | None:
         """Measure the reference at this step, store its row linked to run_id, compare; None if it failed.
 
         specs: the requests sweep's window was given (default: the study's); the reference sends the same ones."""

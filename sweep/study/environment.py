@@ -3,26 +3,37 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from sweep.launchers.base import ServerHandle
+from sweep.engines import get as get_dialect
+from sweep.launchers.base import Environment, ServerHandle
 from sweep.profile import Profile
 from sweep.store import Store
 
 
-def normalise_env(raw: dict[str, Any], profile: Profile, simulated: bool) -> dict[str, Any]:
-    """Launcher facts under the environments table's column names (anything else lands in extra_json)."""
-    env = dict(raw)
+def normalise_env(raw: Environment, profile: Profile, simulated: bool) -> Environment:
+    """Launcher facts under the environments table's column names (anything else lands in extra_json).
+
+    The versions the launcher found in the server's python fill the version columns (the engine's package's is
+    sglang_version); the other packages' stay in `versions`."""
+    env = raw.copy()
     gpus = env.pop("gpus", None) or []
     if gpus and not env.get("gpu_name"):
-        env["gpu_name"] = gpus[0].get("name")
-        env["gpu_memory_mib"] = gpus[0].get("memory_total_mib")
+        env["gpu_name"] = gpus[0]["name"]
+        env["gpu_memory_mib"] = gpus[0]["memory_total_mib"]
         env["gpu_count"] = len(gpus)
-    renames = {"sglang": "sglang_version", "torch": "torch_version", "cuda": "cuda_version",
-               "gpu_driver": "driver_version", "python": "python_version"}
-    for old, new in renames.items():
-        if old in env and not env.get(new):
-            env[new] = env.pop(old)
+    versions = dict(env.pop("versions", {}))
+    engine = versions.pop(get_dialect(profile.server.engine).version_package, None)
+    torch_v, cuda_v, python_v = versions.pop("torch", None), versions.pop("cuda", None), versions.pop("python", None)
+    if engine and not env.get("sglang_version"):
+        env["sglang_version"] = engine
+    if torch_v and not env.get("torch_version"):
+        env["torch_version"] = torch_v
+    if cuda_v and not env.get("cuda_version"):
+        env["cuda_version"] = cuda_v
+    if python_v and not env.get("python_version"):
+        env["python_version"] = python_v
+    if versions:
+        env["versions"] = versions
     if not env.get("torch_version") and not simulated:
         try:
             from importlib.metadata import version
@@ -30,7 +41,7 @@ def normalise_env(raw: dict[str, Any], profile: Profile, simulated: bool) -> dic
             env["torch_version"] = version("torch")
             import torch  # the orchestrator's python is the server's on a GPU host
 
-            env.setdefault("cuda_version", torch.version.cuda)
+            env["cuda_version"] = env.get("cuda_version") or torch.version.cuda
         except Exception:  # noqa: BLE001 - torch is optional for the orchestrator
             pass
     env["model_path"] = profile.server.model_path
@@ -62,7 +73,7 @@ class EnvironmentRecord:
     version (from /server_info) wins over the package's, which a wrapper script hides.
     """
 
-    def __init__(self, store: Store, study_id: int, env: dict[str, Any], simulated: bool,
+    def __init__(self, store: Store, study_id: int, env: Environment, simulated: bool,
                  say: Callable[[str], None]):
         self.store, self.study_id, self.env, self.simulated, self.say = store, study_id, env, simulated, say
         self.unmodelled: list[str] = []
@@ -76,7 +87,8 @@ class EnvironmentRecord:
             self.env["simulated"] = True
             self.store.record_environment(self.study_id, self.env)
             self.say("[bold yellow]SIMULATED[/]: the server reports it is sweep's simulator; labelled so.")
-        flags = [f for f in handle.server_info.get("unmodelled_flags") or [] if f not in self.unmodelled]
+        listed = handle.server_info.get("unmodelled_flags")
+        flags = [str(f) for f in listed if str(f) not in self.unmodelled] if isinstance(listed, list) else []
         if flags:  # the simulator accepted these and ignored them: the terminal, the DB and the report say so
             self.unmodelled.extend(flags)
             self.env["sim_unmodelled_flags"] = list(self.unmodelled)

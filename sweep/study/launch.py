@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from types import TracebackType
-from typing import Any
 
 from sweep.core.errors import LaunchError
 from sweep.core.types import ServerConfig
-from sweep.launchers.base import Launcher, LaunchRecord, ServerHandle, StopReport
+from sweep.launchers.base import Launcher, LaunchRecord, ServerHandle, ServerInfo, StopReport
 from sweep.store import Store
 
 
@@ -32,7 +31,7 @@ class SpawnLog:
         self.store.update_server_config(self.config_id, log_path=record.log_path,
                                         server_info={"sweep_launch": record.as_dict()})
 
-    def server_info(self, handle: ServerHandle) -> dict[str, Any]:
+    def server_info(self, handle: ServerHandle) -> ServerInfo:
         """The ready server's /server_info knobs with the launch record kept beside them."""
         info = dict(handle.server_info or {})
         if self.record is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from sweep import engines
 from sweep.core.errors import ProfileError, SweepError
@@ -63,7 +63,15 @@ def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path, seat:
                           **_seat_args(seat))
 
 
-def _seat_args(seat: WorkerSeat | None) -> dict[str, Any]:
+class _SeatArgs(TypedDict, total=False):
+    """SGLangLauncher's keyword arguments that place a worker's servers."""
+
+    gpu_ids: list[int] | None
+    ports: tuple[int, int] | None
+    extra_env: dict[str, str]
+
+
+def _seat_args(seat: WorkerSeat | None) -> _SeatArgs:
     """A worker's GPU group and port range as SGLangLauncher arguments."""
     if seat is None:
         return {}
@@ -78,10 +86,10 @@ def make_driver(profile: Profile, driver: str, launcher: Launcher, client_procs:
 
         return VirtualDriver(seed=profile.workload.seed)
     from sweep.drivers.http import HttpDriver
-    from sweep.drivers.probes import GpuProbe, MetricsProbe, ProcessProbe
+    from sweep.drivers.probes import Clock, GpuProbe, MetricsProbe, Probe, ProcessProbe
 
-    def probes(handle: ServerHandle, clock: Any) -> list[Any]:
-        out: list[Any] = [MetricsProbe(handle.url or "", headers=handle.headers(), interval_s=1.0, clock=clock,
+    def probes(handle: ServerHandle, clock: Clock) -> list[Probe]:
+        out: list[Probe] = [MetricsProbe(handle.url or "", headers=handle.headers(), interval_s=1.0, clock=clock,
                                        engine=handle.dialect),
                           GpuProbe(interval_s=1.0, clock=clock)]
         if handle.pid:

@@ -7,10 +7,9 @@ import zlib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from sweep.core.errors import WorkloadError
-from sweep.core.types import MediaItem
+from sweep.core.types import JSON, MediaItem
 from sweep.profile import Dataset
 from sweep.workload.media import image_from_file
 
@@ -53,12 +52,13 @@ def _image(path: str) -> MediaItem:
     return image_from_file(path)
 
 
-def _images(value: Any, root: Path) -> tuple[MediaItem, ...]:
+def _images(value: JSON, root: Path) -> tuple[MediaItem, ...]:
     """Resolve and load an "images" list (paths relative to the dataset file's folder)."""
-    if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+    paths = [p for p in value if isinstance(p, str) and p] if isinstance(value, list) else []
+    if not isinstance(value, list) or len(paths) != len(value):
         raise _Bad('"images" must be a list of file paths')
     out = []
-    for rel in value:
+    for rel in paths:
         p = Path(rel) if Path(rel).is_absolute() else root / rel
         if not p.is_file():
             raise _Bad(f"image {rel}: no such file")
@@ -69,29 +69,29 @@ def _images(value: Any, root: Path) -> tuple[MediaItem, ...]:
     return tuple(out)
 
 
-def _positive_int(value: Any, name: str) -> int:
+def _positive_int(value: JSON, name: str) -> int:
     """An int >= 1 (bools rejected)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise _Bad(f'"{name}" must be an integer >= 1')
     return value
 
 
-def _jsonl_item(obj: Any, line: int, root: Path) -> DatasetItem:
+def _jsonl_item(obj: JSON, line: int, root: Path) -> DatasetItem:
     """Validate one JSONL object: {"prompt"| "input_ids", "output_len"?, "images"?}."""
     if not isinstance(obj, dict):
         raise _Bad("expected a JSON object")
     text: str | None = None
     if "input_ids" in obj:
         ids = obj["input_ids"]
-        if (not isinstance(ids, list) or not ids
-                or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)):
+        input_ids = tuple(i for i in ids if isinstance(i, int) and not isinstance(i, bool) and i >= 0) \
+            if isinstance(ids, list) else ()
+        if not isinstance(ids, list) or not ids or len(input_ids) != len(ids):
             raise _Bad('"input_ids" must be a non-empty list of integers >= 0')
-        input_ids = tuple(ids)
     elif "prompt" in obj:
-        text = obj["prompt"]
-        if not isinstance(text, str) or not text.split():
+        prompt = obj["prompt"]
+        if not isinstance(prompt, str) or not prompt.split():
             raise _Bad('"prompt" must be a non-empty string')
-        input_ids = text_to_ids(text)
+        text, input_ids = prompt, text_to_ids(prompt)
     else:
         raise _Bad('needs "prompt" or "input_ids"')
     out = _positive_int(obj["output_len"], "output_len") if "output_len" in obj else None
@@ -99,11 +99,11 @@ def _jsonl_item(obj: Any, line: int, root: Path) -> DatasetItem:
     return DatasetItem(line=line, input_ids=input_ids, text=text, output_len=out, images=images)
 
 
-def _sharegpt_item(obj: Any, line: int, root: Path) -> DatasetItem:
+def _sharegpt_item(obj: JSON, line: int, root: Path) -> DatasetItem:
     """Validate one ShareGPT conversation: first human turn = prompt, the reply's words = output length."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("conversations"), list):
+    turns = obj.get("conversations") if isinstance(obj, dict) else None
+    if not isinstance(obj, dict) or not isinstance(turns, list):
         raise _Bad('expected an object with a "conversations" list')
-    turns = obj["conversations"]
     for k, turn in enumerate(turns):
         if isinstance(turn, dict) and turn.get("from") in _HUMAN:
             text = turn.get("value")
@@ -111,8 +111,9 @@ def _sharegpt_item(obj: Any, line: int, root: Path) -> DatasetItem:
                 raise _Bad("first human turn has no text")
             ref = None
             for reply in turns[k + 1:]:
-                if isinstance(reply, dict) and reply.get("from") in _GPT and isinstance(reply.get("value"), str):
-                    ref = len(reply["value"].split()) or None
+                said = reply.get("value") if isinstance(reply, dict) and reply.get("from") in _GPT else None
+                if isinstance(said, str):
+                    ref = len(said.split()) or None
                     break
             images = _images(obj["images"], root) if "images" in obj else ()
             return DatasetItem(line=line, input_ids=text_to_ids(text), text=text, ref_output_len=ref,
@@ -127,7 +128,7 @@ class _Entry:
 
     where: str
     number: int
-    obj: Any
+    obj: JSON | _Bad
 
 
 def load_dataset(ds: Dataset, base_dir: Path | None = None) -> tuple[list[DatasetItem], list[str]]:
