@@ -266,7 +266,7 @@ class Profile(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _sla_tiers(cls, data: Any) -> Any:
+    def _sla_tiers(cls, data: object) -> object:
         """A list-valued `sla` becomes `tiers`, and `sla` the primary tier's bounds (what existing code reads)."""
         if not isinstance(data, dict):
             return data
