@@ -7,9 +7,11 @@ again; its verdict follows sweep.analysis.measure's definitions, with one approx
 - passes: the tier's percentile bounds on the window's successful requests (TTFT, TPOT, E2E as stored per request,
   the same numbers measure computed) and its error-rate bound: exactly measure's rule (`_sla_failures`).
 - goodput_rps and attainment: requests sent in the window that meet the tier's per-request bounds: exact.
-- goodput_tps: the window's stored output_tps times the share of output tokens (of requests sent in the window) that
-  belong to requests meeting the tier. measure counts tokens by arrival time from per-chunk times, which the store
-  does not keep; the share is exact for steady windows and off by at most the edge requests' tokens otherwise.
+- goodput_tps: the window's stored goodput_tps (the primary tier's, counted by arrival time) scaled by the ratio of
+  output tokens of requests meeting this tier to those meeting the primary (requests sent in the window), capped at
+  the window's output_tps; without a stored primary, output_tps times the tier's token share. measure counts tokens
+  by arrival time from per-chunk times, which the store does not keep: the ratio is exact for steady windows and
+  off by at most the edge requests' tokens otherwise, and a tier stricter than the primary never reads higher.
 - goodput interval: measure's union of a block bootstrap of meeting sends and the Wilson interval of attainment.
 
 A tier whose bounds equal the study's stored SLA takes the stored columns unchanged, so the primary tier's knees
@@ -82,8 +84,8 @@ def same_bounds(a: SLA, b: SLA) -> bool:
     return SLA(**a.model_dump(include=set(SLA.model_fields))) == SLA(**b.model_dump(include=set(SLA.model_fields)))
 
 
-def judge_stats(stats: RunStats, requests: Sequence[StoredRequest], sla: SLA, *, bootstrap: int = 200,
-                seed: int = 0) -> RunStats:
+def judge_stats(stats: RunStats, requests: Sequence[StoredRequest], sla: SLA, *, primary: SLA | None = None,
+                bootstrap: int = 200, seed: int = 0) -> RunStats:
     """One stored window's statistics with the verdict columns (passes_sla, sla_failures, goodput, attainment and
     the goodput interval) re-judged for `sla`; every other column unchanged."""
     window_s = stats.window_s
@@ -96,7 +98,13 @@ def judge_stats(stats: RunStats, requests: Sequence[StoredRequest], sla: SLA, *,
                           [r.e2e_ms for r in ok if r.e2e_ms is not None], error_rate, len(ok), None)
     tokens = sum(r.output_tokens for r in recs)
     share = ratio(sum(r.output_tokens for r in meeting), tokens)
-    goodput_tps = None if stats.output_tps is None else stats.output_tps * (share or 0.0)
+    base = None if primary is None else ratio(sum(r.output_tokens for r in recs if meets(r, primary)), tokens)
+    if stats.output_tps is None:
+        goodput_tps = None
+    elif base and stats.goodput_tps is not None:
+        goodput_tps = min(stats.output_tps, stats.goodput_tps * (share or 0.0) / base)
+    else:
+        goodput_tps = stats.output_tps * (share or 0.0)
     lo = hi = None
     if window_s > 0 and recs and bootstrap > 0:
         rng = np.random.default_rng(seed)
@@ -145,10 +153,11 @@ def judge_tier(name: str, sla: SLA, primary: bool, stored_sla: SLA | None,
     judged: dict[int, tuple[LadderStep, ...]] = {}
     knees: dict[int, ConfigKnee] = {}
     for cid, all_steps in steps.items():
-        finals = [s for s in all_steps if s.phase == "final"]
+        finals = [s for s in all_steps if s.phase in ("final", "refine")]  # a refined ladder's windows with it
         mine = sorted(finals or [s for s in all_steps if s.phase != "soak"], key=lambda s: s.concurrency)
         if not keep:
-            mine = [dataclasses.replace(s, stats=judge_stats(s.stats, requests.get(s.run_id, ()), sla)) for s in mine]
+            mine = [dataclasses.replace(s, stats=judge_stats(s.stats, requests.get(s.run_id, ()), sla, primary=stored_sla))
+                    for s in mine]
         judged[cid] = tuple(mine)
         knee = steps_knee(mine, flatten_threshold)
         if knee is not None:

@@ -140,7 +140,7 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
                 if cid in knees else ss
                 for cid, ss in steps.items()}
         else:
-            verdicts = judge_tier(tier.name, tier.bounds(), False, None, steps, load_requests(), flatten)
+            verdicts = judge_tier(tier.name, tier.bounds(), False, stored, steps, load_requests(), flatten)
             knees, judged = verdicts.knees, verdicts.steps
         # the one winner rule (views/read_model.py), on this tier's knees: the primary tier's is the study's own
         decision = decide_winner(ctx.configs, ctx.runs, knees, ctx.env, ctx.profile_raw)
