@@ -272,13 +272,19 @@ def test_modality_stats_count_what_measure_counts() -> None:
     assert image.ttft_p50_ms == 400.0 and image.ttft_p99_ms == 498.0 and image.e2e_p50_ms == 500.0
 
 
-def test_ties_need_both_intervals_and_an_overlap() -> None:
+def test_a_tie_is_a_configuration_the_winner_beats_with_probability_below_0_9() -> None:
+    """Issue 19 §4: the CI-overlap rule became a number: P(the winner's knee goodput is higher) by bootstrap;
+    below 0.9 the two are tied. A winner without an interval ties with nothing."""
     from sweep.analysis.knee import ConfigKnee
+    from sweep.analysis.significance import win_probabilities
     from sweep.views.study import tied_with
 
-    def knee(lo: float | None, hi: float | None) -> ConfigKnee:
-        return ConfigKnee(8, 950.0, 9.5, lo, hi, "final", "test")
+    def knee(g: float, lo: float | None, hi: float | None) -> ConfigKnee:
+        return ConfigKnee(8, g, g / 100, lo, hi, "final", "test")
 
-    pool = {1: knee(900, 1000), 2: knee(990, 1100), 3: knee(700, 899), 4: knee(None, None)}
+    pool = {1: knee(1000, 950, 1050), 2: knee(990, 940, 1040), 3: knee(700, 650, 750), 4: knee(900, None, None)}
+    p = win_probabilities(1, pool)
+    assert 0.5 < p[2] < 0.9 and p[3] > 0.99
     assert tied_with(1, pool) == (2,)
+    assert tied_with(1, pool, exclude=frozenset({2})) == ()
     assert tied_with(4, pool) == () and tied_with(None, pool) == ()
