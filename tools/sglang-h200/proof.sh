@@ -131,7 +131,7 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
       --set "$dummy" || exit $?
     python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" --study h200-dense \
       --config max_running_requests=32,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
-      --set "ladder=${DENSE:-[28,30,32,34,36,38,40,44,48]}" --set refine.enabled=false \
+      --set "ladder=${DENSE:-[30,32,34,36,38,40,42,44,48]}" --set refine.enabled=false \
       --set "$dummy" ;;
   answer)
     # issue 19 §2-5: one study, two SLO tiers, SGLang's defaults measured as configuration 0, refinement on:
