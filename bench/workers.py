@@ -47,11 +47,11 @@ def one_study(n: int, db: str, out: Path) -> dict[str, float]:
         if p.returncode != 0:
             raise RuntimeError(f"a worker failed (exit {p.returncode}): {err.decode()[-2000:]}")
     with Store(db) as store:
-        done = [c for c in store.server_configs(sid) if c["status"] in ("completed", "infeasible")]
-    keys = Counter(c["config_key"] for c in done)
+        done = [c for c in store.server_configs(sid) if c.get("status") in ("completed", "infeasible")]
+    keys = Counter(c.get("config_key") for c in done)
     if len(keys) != len(GRID["max_running_requests"]) * len(GRID["mem_fraction_static"]) or set(keys.values()) != {1}:
         raise RuntimeError(f"{n} workers: configurations not measured exactly once: {dict(keys)}")
-    per_worker = Counter(c["worker_id"] for c in done)
+    per_worker = Counter(c.get("worker_id") for c in done)
     return {"wall_s": wall, "configs": float(len(done)), "busiest": float(max(per_worker.values()))}
 
 

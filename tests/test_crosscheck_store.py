@@ -21,11 +21,11 @@ def test_reference_rows_are_linked_and_left_out_of_the_ladder(tmp_path: Path) ->
     store.finish_run(ours, STATS, [], buckets_as_samples("time_to_first_token_seconds", ttft, 5.0), 0.0)
     ref = store.create_run(sid, cid, 4, "fp", True, "reference-h11", reference_for=ours)
     store.finish_run(ref, dict(STATS, ttft_p50_ms=55.0), [], [], 0.0)
-    assert [r["id"] for r in store.completed_runs(sid)] == [ours]  # a resumed study reuses sweep's steps only
-    assert [r["id"] for r in store.completed_runs(sid, cid)] == [ours]
-    assert [r["id"] for r in store.study_runs(sid)] == [ours]
+    assert [r.get("id") for r in store.completed_runs(sid)] == [ours]  # a resumed study reuses sweep's steps only
+    assert [r.get("id") for r in store.completed_runs(sid, cid)] == [ours]
+    assert [r.get("id") for r in store.study_runs(sid)] == [ours]
     refs = store.reference_runs(sid)
-    assert [(r["id"], r["reference_for_run_id"], r["driver"], r["ttft_p50_ms"]) for r in refs] == [
+    assert [(r.get("id"), r.get("reference_for_run_id"), r.get("driver"), r.get("ttft_p50_ms")) for r in refs] == [
         (ref, ours, "reference-h11", 55.0)]
     assert store.window_histograms(sid) == {ours: {"time_to_first_token_seconds": ttft}}
-    assert {r["run_id"] for r in store.list_runs(study="cc-store")} == {ours, ref}  # `sweep runs` shows both
+    assert {r.get("run_id") for r in store.list_runs(study="cc-store")} == {ours, ref}  # `sweep runs` shows both

@@ -11,7 +11,7 @@ from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig, WindowResult
 from sweep.launchers.base import ServerHandle, StopReport
 from sweep.profile import RateArrival, load_profile
-from sweep.store import Store
+from sweep.store import ConfigRecord, Store
 from sweep.study.ladder import LadderOutcome, LadderRunner
 from sweep.study.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.workload.lexicon import for_model
@@ -30,12 +30,12 @@ def _runner(store: Store, tmp_path: Path, overrides: dict[str, object] | None = 
     return LadderRunner(prof, launcher, make_driver(prof, "virtual", launcher), store, study_id, specs, "virtual")
 
 
-def _config_row(store: Store, outcome: LadderOutcome) -> dict[str, object]:
-    return next(c for c in store.server_configs(1) if c["id"] == outcome.config_id)
+def _config_row(store: Store, outcome: LadderOutcome) -> ConfigRecord:
+    return next(c for c in store.server_configs(1) if c.get("id") == outcome.config_id)
 
 
 def _runs(store: Store) -> list[tuple[int, str, str | None]]:
-    return [(r["concurrency"], r["status"], r["phase"]) for r in store.study_runs(1)]
+    return [(r.get("concurrency"), r.get("status"), r.get("phase")) for r in store.study_runs(1)]
 
 
 def test_a_ladder_within_the_sla_runs_every_step_and_finds_its_knee(sqlite_store: Store, tmp_path: Path) -> None:
@@ -46,7 +46,7 @@ def test_a_ladder_within_the_sla_runs_every_step_and_finds_its_knee(sqlite_store
     assert outcome.knee is not None and outcome.knee.point is not None and outcome.knee.point.concurrency == 4
     assert outcome.value == pytest.approx(outcome.steps[-1].stats.goodput_tps)
     row = _config_row(sqlite_store, outcome)
-    assert (row["status"], row["stop_reason"]) == ("completed", "ladder complete")
+    assert (row.get("status"), row.get("stop_reason")) == ("completed", "ladder complete")
     assert _runs(sqlite_store) == [(2, "completed", "final"), (4, "completed", "final")]
 
 
@@ -61,7 +61,7 @@ def test_an_sla_miss_on_a_saturated_server_stops_the_ladder(sqlite_store: Store,
     assert outcome.status == "completed" and outcome.knee is not None and outcome.knee.point is not None
     assert outcome.knee.point.concurrency == 8  # the last step that met the SLA
     assert [c for c, _, _ in _runs(sqlite_store)] == [2, 8, 32]
-    assert _config_row(sqlite_store, outcome)["stop_reason"] == outcome.stop_reason
+    assert _config_row(sqlite_store, outcome).stop_reason == outcome.stop_reason
 
 
 def test_a_server_that_cannot_start_is_infeasible_and_climbs_nothing(sqlite_store: Store, tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_a_server_that_cannot_start_is_infeasible_and_climbs_nothing(sqlite_stor
     assert (outcome.status, outcome.stop_reason, outcome.steps) == ("infeasible", "launch oom", [])
     assert outcome.failure is not None and "Not enough memory" in outcome.failure
     row = _config_row(sqlite_store, outcome)
-    assert row["status"] == "infeasible" and str(row["failure_reason"]).startswith("oom: Not enough memory")
+    assert row.get("status") == "infeasible" and str(row.get("failure_reason")).startswith("oom: Not enough memory")
     assert _runs(sqlite_store) == []
 
 
@@ -82,7 +82,7 @@ def test_a_step_where_every_request_fails_fails_the_configuration(sqlite_store: 
     assert outcome.failure is not None and outcome.failure.startswith("errors: every request at concurrency 2 failed")
     assert "timeout" in outcome.failure
     row = _config_row(sqlite_store, outcome)
-    assert (row["status"], row["failure_reason"]) == ("failed", outcome.failure)
+    assert (row.get("status"), row.get("failure_reason")) == ("failed", outcome.failure)
     assert [c for c, _, _ in _runs(sqlite_store)] == [2]
 
 
@@ -110,7 +110,7 @@ def test_an_orchestrator_failure_mid_ladder_aborts_the_attempt(sqlite_store: Sto
     with pytest.raises(KeyboardInterrupt):
         runner.run(ServerConfig(max_running_requests=8))
     (row,) = sqlite_store.server_configs(1)
-    assert row["status"] == "aborted" and str(row["failure_reason"]).startswith("orchestrator: interrupted")
+    assert row.get("status") == "aborted" and str(row.get("failure_reason")).startswith("orchestrator: interrupted")
 
 
 class _UngracefulStop:
@@ -133,7 +133,7 @@ def test_what_the_stop_found_is_kept_in_the_stop_reason(sqlite_store: Store, tmp
     outcome = runner.run(ServerConfig(max_running_requests=8))
     assert outcome.stop_reason == ("ladder complete; killed leftover pids [4242]; "
                                    "server ignored SIGTERM for the drain budget and was killed")
-    assert _config_row(sqlite_store, outcome)["stop_reason"] == outcome.stop_reason
+    assert _config_row(sqlite_store, outcome).stop_reason == outcome.stop_reason
 
 
 def test_a_judged_window_is_a_one_step_soak_with_its_verdict_as_the_reason(sqlite_store: Store,
@@ -154,5 +154,5 @@ def test_a_judged_window_is_a_one_step_soak_with_its_verdict_as_the_reason(sqlit
     assert outcome.knee is None and outcome.status == "completed"
     assert outcome.stop_reason.startswith("soaked; killed leftover pids [4242]")
     (run,) = sqlite_store.study_runs(1)
-    assert (run["phase"], run["concurrency"], run["status"]) == ("soak", 6, "completed")
-    assert run["reason"] == f"verdict over {judged[0]} requests"
+    assert (run.get("phase"), run.get("concurrency"), run.get("status")) == ("soak", 6, "completed")
+    assert run.get("reason") == f"verdict over {judged[0]} requests"

@@ -34,7 +34,7 @@ def check_finished(url: str) -> None:
     store = Store(url)
     study = store.get_study_by_name("state")
     assert study is not None
-    s = read_state(store, study["id"])
+    s = read_state(store, study.get("id"))
     assert (s.status, s.phase, s.planned, s.done, s.running, s.queued, s.failed) == \
         ("completed", "final", 2, 2, 0, 0, 0)
     assert s.windows_done == 6 and len(s.windows) == 6 and {w.phase for w in s.windows} == {"final"}
@@ -88,13 +88,15 @@ def test_the_eta_counts_the_finals_and_the_soak_still_to_come_at_the_drivers_rat
     from datetime import datetime, timedelta
 
     from sweep.profile import load_profile
+    from sweep.store import RunRecord
     from sweep.views.live import study_eta
 
     prof = load_profile(ROOT / "profiles" / "smoke.yaml", {"search.screening.enabled": True,
                                                               "search.screening.fraction": 0.5, "soak.enabled": True})
     t0 = datetime(2026, 1, 1)
-    runs = [{"status": "completed", "phase": "screen", "worker_id": 7, "started_at": t0 + timedelta(seconds=13 * i),
-             "finished_at": t0 + timedelta(seconds=13 * (i + 1))} for i in range(3)]
+    runs = [RunRecord.from_row({"id": i, "server_config_id": 1, "concurrency": 1, "status": "completed",
+                                "phase": "screen", "worker_id": 7, "started_at": t0 + timedelta(seconds=13 * i),
+                                "finished_at": t0 + timedelta(seconds=13 * (i + 1))}) for i in range(3)]
     eta = study_eta(prof, "screen", 0, 1, [3], 1.0, runs)
     assert eta is not None and abs(eta - 87.5) < 1e-6, eta
     assert study_eta(prof, "screen", 0, 1, [3], 1.0, []) is None  # nothing finished: no rate yet
@@ -132,7 +134,7 @@ def test_the_finals_counts_say_how_many_the_screen_measured(tmp_path: Path) -> N
     store = Store(f"sqlite:///{db}")
     study = store.get_study_by_name("screened")
     assert study is not None
-    s = read_state(store, study["id"])
+    s = read_state(store, study.get("id"))
     # two configurations screened, one promoted: the counts are the finals', the screen's stays in view
     assert (s.phase, s.done, s.planned, s.screened) == ("final", 1, 1, 2)
     assert {w.phase for w in s.windows} == {"screen", "final"}

@@ -78,7 +78,7 @@ def test_the_stored_profile_is_validated_again_and_another_versions_is_shown_in_
 
     store = Store(f"sqlite:///{run.report.markdown.parent.parent.parent / 'r.db'}")
     ctx = study_context(store, run.study_id)
-    stored = ctx.study["profile_json"]
+    stored = ctx.study.profile_json
     assert isinstance(ctx.profile, Profile) and ctx.profile == Profile.model_validate_json(stored)
     # a field this version does not know (a study made by a later sweep): no model, the setup in words, no crash
     other = json.dumps({**json.loads(stored), "future_field": 1})

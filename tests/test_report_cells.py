@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sweep.report.html import markdown_to_html
 from sweep.report.tables import configs_table, steps_table
+from sweep.store import ConfigRecord, RunRecord
 from sweep.views.study import StudyContext, StudyView
 
 REASON = "server exited (code 1) | last log: ValueError: a|b\nsecond line"
@@ -15,8 +16,10 @@ def _columns(row: str) -> int:
 
 
 def _ctx() -> StudyContext:
-    run = {"id": 7, "server_config_id": 1, "concurrency": 4, "status": "failed", "reason": REASON, "phase": "final"}
-    return StudyContext(configs=[{"id": 1, "status": "failed", "stop_reason": None, "failure_reason": REASON}],
+    run = RunRecord.from_row({"id": 7, "server_config_id": 1, "concurrency": 4, "status": "failed", "reason": REASON,
+                              "phase": "final"})
+    return StudyContext(configs=[ConfigRecord.from_row({"id": 1, "status": "failed", "stop_reason": None,
+                                                        "failure_reason": REASON})],
                         runs=[run], labels={1: "mrr=4"})
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from sweep.profile import load_profile
 from sweep.report.inputs import cache_lines, input_rows
+from sweep.store import RunRecord
 from sweep.study.orchestrator import Orchestrator
 from sweep.views.study import StudyContext
 
@@ -29,8 +30,9 @@ def test_input_rows_per_modality_by_hand() -> None:
 
 
 def test_cache_lines_flag_a_gap_over_ten_points() -> None:
-    runs = [{"status": "completed", "server_config_id": 1, "concurrency": c, "phase": "final",
-             "cache_hit_rate": hit, "cache_hit_rate_predicted": 0.11} for c, hit in ((2, 0.12), (4, 0.59))]
+    runs = [RunRecord.from_row({"id": c, "status": "completed", "server_config_id": 1, "concurrency": c, "phase": "final",
+                                "cache_hit_rate": hit, "cache_hit_rate_predicted": 0.11})
+            for c, hit in ((2, 0.12), (4, 0.59))]
     lines = cache_lines(StudyContext(runs=runs, labels={1: "mrr=8"}, profile_raw={"window": {}, "workload": {}}))
     rows = [ln for ln in lines if ln.startswith("| mrr=8")]
     assert "⚠" not in rows[0] and "+1 |" in rows[0]

@@ -3,6 +3,7 @@ the Pareto front and the winner marked. Checked on the matplotlib figures themse
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.winner import Winner
 from sweep.core.types import ServerConfig
 from sweep.report.plots import ladder_figure, pareto_figure, pareto_front, plots
+from sweep.store import ConfigRecord, RunRecord, StudyRecord
 from sweep.views.study import StudyContext
 
 SLA = {"ttft_ms": 1000.0, "tpot_ms": 100.0, "ttft_percentile": 95, "tpot_percentile": 95}
@@ -22,15 +24,15 @@ LADDER = [16, 32, 64, 128]
 def study(n: int = 30) -> StudyContext:
     configs, runs = [], []
     for cid in range(1, n + 1):
-        configs.append({"id": cid, "status": "completed"})
+        configs.append(ConfigRecord(cid, status="completed"))
         for j, c in enumerate(LADDER):
-            runs.append({"server_config_id": cid, "status": "completed", "phase": "final", "concurrency": c,
+            runs.append(RunRecord.from_row({"id": len(runs) + 1, "server_config_id": cid, "status": "completed", "phase": "final", "concurrency": c,
                          "output_tps": 100.0 * c + cid, "goodput_tps": 90.0 * c + 3 * cid - 20 * j * j,
                          "ttft_p95_ms": 200.0 * (j + 1) + cid, "tpot_p95_ms": 20.0 * (j + 1), "cache_hit_rate": 0.5,
-                         "retractions": 0, "kv_usage_max": 0.5, "queue_len_mean": 1.0, "peak_gpu_mem_mib": 1024.0})
+                         "retractions": 0, "kv_usage_max": 0.5, "queue_len_mean": 1.0, "peak_gpu_mem_mib": 1024.0}))
     knee = ConfigKnee(64, 5800.0, 58.0, None, None, "final", "test")
     return StudyContext(configs=configs, runs=runs, labels={cid: f"mrr={cid * 8}" for cid in range(1, n + 1)},
-                        study={"name": "thirty", "simulated": True}, profile_raw={"sla": SLA},
+                        study=StudyRecord(1, "thirty", simulated=True), profile_raw={"sla": SLA},
                         winner=Winner(30, ServerConfig(max_running_requests=240), knee, False))
 
 
@@ -88,8 +90,9 @@ def test_plots_writes_both_files(tmp_path: Path) -> None:
 
 def test_latencies_a_hundredfold_apart_get_a_log_axis_so_passing_steps_are_not_flattened_onto_zero() -> None:
     ctx = study(4)
-    for r in ctx.runs:  # the top step fails at 10 s TTFT, the others pass near 100 ms (the interactive profile's)
-        r["ttft_p95_ms"] = 10_000.0 if r["concurrency"] == 128 else 80.0 + r["concurrency"]
+    # the top step fails at 10 s TTFT, the others pass near 100 ms (the interactive profile's)
+    ctx = replace(ctx, runs=[replace(r, stats=replace(r.stats, ttft_p95_ms=10_000.0 if r.concurrency == 128
+                                                      else 80.0 + r.concurrency)) for r in ctx.runs])
     ladder, pareto = ladder_figure(ctx), pareto_figure(ctx)
     assert ladder is not None and pareto is not None
     assert ladder.axes[2].get_yscale() == "log" and pareto.axes[0].get_xscale() == "log"
@@ -105,7 +108,7 @@ def test_the_history_legend_sits_outside_the_trials_it_would_cover() -> None:
 
     trials = [TrialPoint(0, "FAIL", None, False, "screen"), TrialPoint(1, "COMPLETE", 4400.0, True, "screen"),
               TrialPoint(2, "COMPLETE", 5500.0, True, "final")]
-    fig = history_figure(StudyContext(study={"name": "h", "simulated": True}, trials=trials))
+    fig = history_figure(StudyContext(study=StudyRecord(1, "h", simulated=True), trials=trials))
     assert fig is not None
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]

@@ -17,7 +17,7 @@ from sweep.analysis.soak import judge
 from sweep.profile import Soak, load_profile
 from sweep.report.document import write_report
 from sweep.report.winner import launch_command, shape_only
-from sweep.store import Store
+from sweep.store import Store, StoredRequestRow
 from sweep.study.orchestrator import KneeRun, Orchestrator
 from sweep.views.context import study_context
 
@@ -255,9 +255,12 @@ def test_text_only_workload_has_no_per_modality_table(smoke: tuple[Path, KneeRun
     assert "Per modality" not in smoke[1].report.markdown.read_text()
 
 
-def _req(modality: str, at: float, ttft: float | None, warmup: bool = False, error: str | None = None) -> dict[str, Any]:
-    return {"modality": modality, "warmup": warmup, "scheduled_at": at, "error": error, "ttft_ms": ttft,
-            "tpot_ms": None if ttft is None else ttft / 10, "e2e_ms": None if error else (ttft or 0) + 100}
+def _req(modality: str, at: float, ttft: float | None, warmup: bool = False,
+         error: str | None = None) -> StoredRequestRow:
+    return StoredRequestRow.from_row({"idx": 0, "sent_at": at, "modality": modality, "warmup": warmup,
+                                      "scheduled_at": at, "error": error, "ttft_ms": ttft,
+                                      "tpot_ms": None if ttft is None else ttft / 10,
+                                      "e2e_ms": None if error else (ttft or 0) + 100})
 
 
 def test_modality_stats_count_what_measure_counts() -> None:

@@ -83,7 +83,7 @@ def _round_trip(store: Store) -> None:
     """Write a study, environment, config, run, requests and samples; read every piece back."""
     name = f"rt-{uuid.uuid4().hex[:8]}"
     sid = _study(store, name)
-    assert store.get_study_by_name(name)["id"] == sid  # type: ignore[index]
+    assert store.get_study_by_name(name).get("id") == sid  # type: ignore[index]
     assert store.get_study_by_name("no-such-study") is None
     env_id = store.record_environment(sid, {"host": "h1", "gpu_name": "H200", "gpu_count": 1,
                                             "simulated": True, "numa": {"nodes": 2}})
@@ -93,7 +93,7 @@ def _round_trip(store: Store) -> None:
                           schedule_policy="lpm")
     cid = store.create_server_config(sid, config, "sim", ["--port", "30000"], trial_number=3)
     store.update_server_config(cid, status="running", startup_s=1.5, server_info={"version": "0.5.17"})
-    assert store.find_server_config(sid, config.key())["id"] == cid  # type: ignore[index]
+    assert store.find_server_config(sid, config.key()).id == cid  # type: ignore[union-attr]
     assert store.find_server_config(sid, "nope") is None
 
     rid = store.create_run(sid, cid, 16, "fp1", True, "virtual", phase="screen")
@@ -107,38 +107,38 @@ def _round_trip(store: Store) -> None:
 
     study = store.get_study_by_name(name)
     assert study is not None
-    assert (study["status"], study["winner_config_id"], study["report_path"]) == ("completed", cid, "reports/x.md")
-    assert study["simulated"] is True and study["finished_at"] is not None
+    assert (study.get("status"), study.get("winner_config_id"), study.get("report_path")) == ("completed", cid, "reports/x.md")
+    assert study.get("simulated") is True and study.get("finished_at") is not None
 
     [cfg] = store.server_configs(sid)
-    assert (cfg["status"], cfg["trial_number"], cfg["schedule_policy"]) == ("completed", 3, "lpm")
-    assert json.loads(cfg["server_info_json"]) == {"version": "0.5.17"} and cfg["finished_at"] is not None
+    assert (cfg.get("status"), cfg.get("trial_number"), cfg.get("schedule_policy")) == ("completed", 3, "lpm")
+    assert json.loads(cfg.get("server_info_json")) == {"version": "0.5.17"} and cfg.get("finished_at") is not None
 
     run = store.get_run(rid)
     assert run is not None
-    assert (run["id"], run["study_name"], run["profile_name"], run["phase"], run["status"]) == (
+    assert (run.get("id"), run.get("study_name"), run.get("profile_name"), run.get("phase"), run.get("status")) == (
         rid, name, "interactive", "screen", "completed")
-    assert (run["max_running_requests"], run["mem_fraction_static"], run["chunked_prefill_size"]) == (32, 0.8, 8192)
-    assert (run["request_count"], run["warmup_count"], run["sample_count"]) == (4, 1, 2)
-    assert run["passes_sla"] is True and run["steady"] is False
-    assert run["n_started"] == 3 and run["error_rate"] == pytest.approx(1 / 3) and run["window_s"] == 60.0
-    assert isinstance(run["started_at"], datetime)
+    assert (run.get("max_running_requests"), run.get("mem_fraction_static"), run.get("chunked_prefill_size")) == (32, 0.8, 8192)
+    assert (run.get("request_count"), run.get("warmup_count"), run.get("sample_count")) == (4, 1, 2)
+    assert run.get("passes_sla") is True and run.get("steady") is False
+    assert run.get("n_started") == 3 and run.get("error_rate") == pytest.approx(1 / 3) and run.get("window_s") == 60.0
+    assert isinstance(run.get("started_at"), datetime)
 
     rows = store.requests_for_run(rid)
-    assert [r["idx"] for r in rows] == [0, 1, 2, 3]
-    assert rows[0]["warmup"] is True and rows[1]["warmup"] is False
-    assert rows[1]["sent_at"] == pytest.approx(0.001)  # relative to the window start
-    assert rows[1]["ttft_ms"] == pytest.approx(measure.ttft_ms(records[1]))
-    assert rows[1]["tpot_ms"] == pytest.approx(90.0)  # (1.1 - 0.2) s / 10 gaps
-    assert rows[1]["e2e_ms"] == pytest.approx(1200.0)
-    assert (rows[3]["error"], rows[3]["error_kind"], rows[3]["ttft_ms"], rows[3]["e2e_ms"]) == (
+    assert [r.get("idx") for r in rows] == [0, 1, 2, 3]
+    assert rows[0].get("warmup") is True and rows[1].get("warmup") is False
+    assert rows[1].get("sent_at") == pytest.approx(0.001)  # relative to the window start
+    assert rows[1].get("ttft_ms") == pytest.approx(measure.ttft_ms(records[1]))
+    assert rows[1].get("tpot_ms") == pytest.approx(90.0)  # (1.1 - 0.2) s / 10 gaps
+    assert rows[1].get("e2e_ms") == pytest.approx(1200.0)
+    assert (rows[3].get("error"), rows[3].get("error_kind"), rows[3].get("ttft_ms"), rows[3].get("e2e_ms")) == (
         "boom", "status", None, None)
-    assert rows[1]["cached_tokens"] == 40 and rows[1]["prompt_tokens"] == 100
+    assert rows[1].get("cached_tokens") == 40 and rows[1].get("prompt_tokens") == 100
 
     got = store.samples_for_run(rid)
-    assert [(s["name"], s["t"]) for s in got] == [("num_queue_reqs", 0.0), ("gpu_mem_used_mib", 0.5)]
-    assert store.samples_for_run(rid, name="gpu_mem_used_mib")[0]["labels"] == "gpu=0"
-    assert [r["id"] for r in store.completed_runs(sid)] == [rid]
+    assert [(s.name, s.t) for s in got] == [("num_queue_reqs", 0.0), ("gpu_mem_used_mib", 0.5)]
+    assert store.samples_for_run(rid, name="gpu_mem_used_mib")[0].labels == "gpu=0"
+    assert [r.get("id") for r in store.completed_runs(sid)] == [rid]
     assert store.completed_runs(sid, server_config_id=cid + 1000) == []
 
 
@@ -164,7 +164,7 @@ def test_migration_builds_exactly_the_schema_the_models_describe(store: Store) -
 
 
 def test_run_summary_view_has_the_columns_queries_read(store: Store) -> None:
-    view_columns = [c["name"] for c in inspect(store.engine).get_columns("run_summary")]
+    view_columns = [c.get("name") for c in inspect(store.engine).get_columns("run_summary")]
     assert view_columns == [c.name for c in run_summary.columns]
     assert set(STAT_COLUMNS) <= set(view_columns)
 
@@ -191,7 +191,7 @@ def test_list_runs_filters_by_study_profile_since_and_status(store: Store) -> No
                      {"t": datetime(2020, 1, 1), "id": old})
 
     def ids(**kw: Any) -> list[int]:
-        return [r["run_id"] for r in store.list_runs(**kw)]
+        return [r.get("run_id") for r in store.list_runs(**kw)]
 
     assert ids() == [other, done, old]  # newest first
     assert ids(study="alpha") == [done, old]
@@ -212,7 +212,7 @@ def test_unknown_stat_key_raises_and_stores_nothing(store: Store) -> None:
     with pytest.raises(ValueError):
         store.update_server_config(1, colour="blue")
     run = store.get_run(rid)
-    assert run is not None and run["status"] == "running" and run["request_count"] == 0
+    assert run is not None and run.get("status") == "running" and run.get("request_count") == 0
 
 
 def test_numpy_values_and_nan_are_stored_as_plain_values(store: Store) -> None:
@@ -224,8 +224,8 @@ def test_numpy_values_and_nan_are_stored_as_plain_values(store: Store) -> None:
                                  sla_failures=["TTFT P95 1200 ms > 1000 ms", "errors 2%"]), [], [], 0.0)
     run = store.get_run(rid)
     assert run is not None
-    assert (run["n_started"], run["passes_sla"], run["goodput_ci_low"]) == (7, False, None)
-    assert run["sla_failures"] == "TTFT P95 1200 ms > 1000 ms; errors 2%"
+    assert (run.get("n_started"), run.get("passes_sla"), run.get("goodput_ci_low")) == (7, False, None)
+    assert run.get("sla_failures") == "TTFT P95 1200 ms > 1000 ms; errors 2%"
 
 
 def test_abort_running_marks_what_a_killed_orchestrator_left_behind(store: Store) -> None:
@@ -241,14 +241,14 @@ def test_abort_running_marks_what_a_killed_orchestrator_left_behind(store: Store
     assert store.abort_running(sid) == 3  # two runs (the finished step of the attempt too), one config
     assert store.abort_running(sid) == 0
     stale_row = store.get_run(stale)
-    assert stale_row is not None and stale_row["status"] == "aborted" and stale_row["finished_at"] is not None
-    assert "orchestrator stopped" in stale_row["reason"]
+    assert stale_row is not None and stale_row.get("status") == "aborted" and stale_row.get("finished_at") is not None
+    assert "orchestrator stopped" in stale_row.get("reason")
     # The attempt's finished step keeps its stats but is no ordinary completed row: the configuration is redone.
     done_row = store.get_run(finished)
-    assert done_row is not None and done_row["status"] == "aborted" and done_row["n_started"] is not None
-    assert done_row["reason"].startswith("attempt aborted: ")
-    assert store.get_run(untouched)["status"] == "running"  # type: ignore[index]
-    assert store.server_configs(sid)[0]["status"] == "aborted"
+    assert done_row is not None and done_row.get("status") == "aborted" and done_row.get("n_started") is not None
+    assert done_row.get("reason").startswith("attempt aborted: ")
+    assert store.get_run(untouched).get("status") == "running"  # type: ignore[index]
+    assert store.server_configs(sid)[0].get("status") == "aborted"
 
 
 def test_api_key_is_stripped_from_stored_argv(store: Store) -> None:
@@ -256,12 +256,12 @@ def test_api_key_is_stripped_from_stored_argv(store: Store) -> None:
     argv = ["python", "-m", "sglang.launch_server", "--api-key", "sk-secret", "--tokenizer-path", "tok",
             "--admin-api-key=adm1n", "--port", "30000"]
     cid = store.create_server_config(sid, ServerConfig(), "sglang", argv, None)
-    stored = store.server_configs(sid)[0]["argv_json"]
+    stored = store.server_configs(sid)[0].get("argv_json")
     assert "sk-secret" not in stored and "adm1n" not in stored
     assert json.loads(stored) == ["python", "-m", "sglang.launch_server", "--api-key", "***", "--tokenizer-path",
                                   "tok", "--admin-api-key=***", "--port", "30000"]
     store.update_server_config(cid, argv=["--api-key", "again", "--port", "1"])
-    assert json.loads(store.server_configs(sid)[0]["argv_json"]) == ["--api-key", "***", "--port", "1"]
+    assert json.loads(store.server_configs(sid)[0].get("argv_json")) == ["--api-key", "***", "--port", "1"]
 
 
 def test_environment_keeps_unknown_keys_as_extra_and_drops_secrets(store: Store) -> None:
@@ -280,7 +280,7 @@ def test_opening_an_existing_database_again_changes_nothing(store: Store, db_pat
     with sqlite3.connect(db_path) as raw:
         schema = raw.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
     with Store(f"sqlite:///{db_path}") as again:
-        assert again.get_study_by_name("kept")["id"] == sid  # type: ignore[index]
+        assert again.get_study_by_name("kept").get("id") == sid  # type: ignore[index]
     with sqlite3.connect(db_path) as raw:
         assert raw.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall() == schema
         assert raw.execute("SELECT version_num FROM sweep_alembic_version").fetchall() == [(HEAD,)]
@@ -347,7 +347,7 @@ def test_finish_run_stores_100k_requests_in_one_fast_transaction(store: Store) -
     store.finish_run(rid, _stats(), records, samples, 0.0)
     elapsed = time.perf_counter() - started
     run = store.get_run(rid)
-    assert run is not None and (run["request_count"], run["sample_count"]) == (100_000, 10_000)
+    assert run is not None and (run.get("request_count"), run.get("sample_count")) == (100_000, 10_000)
     assert elapsed < 30, f"finish_run took {elapsed:.1f} s for 100k requests"
 
 
@@ -367,8 +367,8 @@ def test_round_trip_on_postgresql() -> None:
             sid = _study(second)
             cid = second.create_server_config(sid, ServerConfig(8), "sim", ["--api-key", "pg-secret"], None)
             rid = second.create_run(sid, cid, 8, "fp", True, "virtual")
-            assert second.abort_running(sid) == 1 and second.get_run(rid)["status"] == "aborted"  # type: ignore[index]
-            assert "pg-secret" not in second.server_configs(sid)[0]["argv_json"]
+            assert second.abort_running(sid) == 1 and second.get_run(rid).get("status") == "aborted"  # type: ignore[index]
+            assert "pg-secret" not in second.server_configs(sid)[0].get("argv_json")
 
 
 @pytest.mark.postgres

@@ -6,15 +6,17 @@ from __future__ import annotations
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.winner import hardware_lines, pick_winner, rank_by_hardware
 from sweep.core.types import ServerConfig
+from sweep.store import ConfigRecord
 
 
 def _knee(goodput: float, phase: str = "final") -> ConfigKnee:
     return ConfigKnee(16, goodput, goodput / 100, goodput - 50, goodput + 50, phase, "test")
 
 
-CONFIGS = [{"id": 1, "max_running_requests": 8, "gpu_name": "H200", "gpu_memory_mib": 143771},
-           {"id": 2, "max_running_requests": 16, "gpu_name": "H200", "gpu_memory_mib": 143771},
-           {"id": 3, "max_running_requests": 32, "gpu_name": "A100", "gpu_memory_mib": 81920}]
+CONFIGS = [ConfigRecord.from_row(row) for row in (
+    {"id": 1, "max_running_requests": 8, "gpu_name": "H200", "gpu_memory_mib": 143771},
+    {"id": 2, "max_running_requests": 16, "gpu_name": "H200", "gpu_memory_mib": 143771},
+    {"id": 3, "max_running_requests": 32, "gpu_name": "A100", "gpu_memory_mib": 81920})]
 
 
 def test_a_final_ladder_beats_a_better_screen_and_the_winner_carries_its_knobs() -> None:

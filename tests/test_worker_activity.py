@@ -10,14 +10,13 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from waiting import wait_for
 
 from sweep.core.types import ServerConfig
 from sweep.store import Store
-from sweep.store.records import WorkerRecord
+from sweep.store.records import ConfigRecord, RunRecord, WorkerRecord
 from sweep.views.live import read_state
 from sweep.views.workers import activity
 
@@ -25,13 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 
-def _cfg(cid: int, mrr: int, status: str, worker_id: int | None) -> dict[str, Any]:
-    return {"id": cid, "max_running_requests": mrr, "status": status, "worker_id": worker_id}
+def _cfg(cid: int, mrr: int, status: str, worker_id: int | None) -> ConfigRecord:
+    return ConfigRecord.from_row({"id": cid, "max_running_requests": mrr, "status": status, "worker_id": worker_id})
 
 
-def _run(rid: int, cid: int, c: int, status: str, worker_id: int | None, phase: str = "final") -> dict[str, Any]:
-    return {"id": rid, "server_config_id": cid, "concurrency": c, "status": status, "worker_id": worker_id,
-            "phase": phase}
+def _run(rid: int, cid: int, c: int, status: str, worker_id: int | None, phase: str = "final") -> RunRecord:
+    return RunRecord.from_row({"id": rid, "server_config_id": cid, "concurrency": c, "status": status,
+                               "worker_id": worker_id, "phase": phase})
 
 
 def test_each_worker_says_what_it_measures_launches_or_whether_it_stopped() -> None:
@@ -41,7 +40,7 @@ def test_each_worker_says_what_it_measures_launches_or_whether_it_stopped() -> N
                _cfg(13, 32, "aborted", 3)]
     runs = [_run(1, 10, 2, "completed", 1), _run(2, 10, 4, "completed", 1), _run(3, 11, 2, "running", 1),
             _run(4, 13, 2, "aborted", 3)]
-    got = {a.worker: a for a in activity(workers, configs, runs, lambda c: ServerConfig.from_mapping(c).label())}
+    got = {a.worker: a for a in activity(workers, configs, runs)}
     assert list(got) == ["gpu0", "gpu1", "b:77", "late"]  # every worker that joined, in joining order
     assert got["gpu0"].now == "measuring final mrr=8 c=2"
     assert (got["gpu0"].windows_done, got["gpu0"].configs_done) == (2, 1)
@@ -71,7 +70,7 @@ def test_a_two_worker_fleet_shows_every_workers_work_as_it_lands(tmp_path: Path)
         study = wait_for(lambda: store.get_study_by_name("pair"), 120, "the study")
 
         def both_seen_measuring() -> bool:
-            for w in read_state(store, study["id"]).workers:
+            for w in read_state(store, study.get("id")).workers:
                 if w.now.startswith("measuring "):
                     measuring.add(w.worker)
             return measuring == {"gpu0", "gpu1"} or proc.poll() is not None
@@ -84,7 +83,7 @@ def test_a_two_worker_fleet_shows_every_workers_work_as_it_lands(tmp_path: Path)
             proc.wait()
     assert measuring == {"gpu0", "gpu1"}, "the live state never showed both workers measuring"
 
-    state = read_state(store, study["id"])
+    state = read_state(store, study.get("id"))
     host = socket.gethostname()
     rows = {w.worker: w for w in state.workers}
     assert set(rows) == {"gpu0", "gpu1"}
@@ -110,7 +109,7 @@ def test_a_two_worker_fleet_shows_every_workers_work_as_it_lands(tmp_path: Path)
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert listed.returncode == 0, listed.stderr
     shown = json.loads(listed.stdout)
-    assert len(shown) == 8 and {(r["worker"], r["host"], r["gpu_index"]) for r in shown} == \
+    assert len(shown) == 8 and {(r.get("worker"), r.get("host"), r.get("gpu_index")) for r in shown} == \
         {("gpu0", host, "0"), ("gpu1", host, "1")}
     table = subprocess.run([sys.executable, "-m", "sweep.cli", "runs", "--study", "pair", "--db", str(db)],
                            capture_output=True, text=True, timeout=120, cwd=tmp_path,
@@ -163,7 +162,7 @@ def test_a_lone_worker_also_prints_the_windows_other_workers_store(tmp_path: Pat
     first = worker("a")
     store = Store(f"sqlite:///{db}", create=False)
     study = wait_for(lambda: store.get_study_by_name("duo"), 60, "the study")
-    wait_for(lambda: store.workers(study["id"]), 120, "worker a to join")
+    wait_for(lambda: store.workers(study.get("id")), 120, "worker a to join")
     second = worker("b")
     for p in (first, second):
         assert p.wait(timeout=400) == 0, (tmp_path / "a.log").read_text()[-2000:] + (tmp_path / "b.log").read_text()[-2000:]

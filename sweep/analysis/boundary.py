@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sweep.analysis.tiers import StoredRequest
 from sweep.profile import SLA
 
 CLIFF_FACTOR = 3.0
@@ -65,19 +66,17 @@ class Boundary:
     ratio_failing: float
 
 
-def window_sample(concurrency: int, requests: Sequence[Mapping[str, object]], window_s: float | None,
+def window_sample(concurrency: int, requests: Sequence[StoredRequest], window_s: float | None,
                   goodput_tps: float | None = None) -> WindowSample:
-    """A window's stored `requests` rows (times relative to the window start) as a sample: its measured requests
+    """A window's stored requests (times relative to the window start) as a sample: its measured requests
     (not warm-up, scheduled inside [0, window_s))."""
-    rows = [r for r in requests if not r["warmup"] and window_s is not None
-            and 0 <= float(r["scheduled_at"]) < window_s]  # type: ignore[arg-type]
+    rows = [r for r in requests if not r.warmup and window_s is not None and 0 <= r.scheduled_at < window_s]
 
-    def col(name: str) -> tuple[float, ...]:
-        return tuple(math.nan if r["error"] is not None or r[name] is None else float(r[name])  # type: ignore[arg-type]
-                     for r in rows)
+    def col(values: list[float | None]) -> tuple[float, ...]:
+        return tuple(math.nan if r.error or v is None else v for r, v in zip(rows, values, strict=True))
 
-    return WindowSample(concurrency, col("ttft_ms"), col("tpot_ms"), col("e2e_ms"),
-                        tuple(r["error"] is not None for r in rows), goodput_tps)
+    return WindowSample(concurrency, col([r.ttft_ms for r in rows]), col([r.tpot_ms for r in rows]),
+                        col([r.e2e_ms for r in rows]), tuple(r.error for r in rows), goodput_tps)
 
 
 def _bounds(sla: SLA) -> list[tuple[str, float, float]]:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sweep.analysis.measure import histogram_quantile
 
@@ -130,14 +129,14 @@ class HistogramCheck:
     note: str = ""
 
 
-def _num(v: Any) -> float | None:
+def _num(v: object) -> float | None:
     if v is None or isinstance(v, bool):
         return None
-    f = float(v)
+    f = float(v)  # type: ignore[arg-type]
     return None if math.isnan(f) else f
 
 
-def compare_runs(ours: Mapping[str, Any], reference: Mapping[str, Any], tol: Tolerance = Tolerance()) -> CrossCheck:
+def compare_runs(ours: Mapping[str, object], reference: Mapping[str, object], tol: Tolerance = Tolerance()) -> CrossCheck:
     """sweep's stats row against the reference client's row of the same step."""
     out = []
     n = min(_num(ours.get("n_completed")) or 0.0, _num(reference.get("n_completed")) or 0.0)
@@ -200,7 +199,7 @@ def histogram_check(metric: str, name: str, q: int, client_ms: float | None, buc
     return HistogramCheck(metric, name, q, client_ms, server, lo, hi, n, agrees, note)
 
 
-def server_checks(stats: Mapping[str, Any], histograms: Mapping[str, Buckets],
+def server_checks(stats: Mapping[str, object], histograms: Mapping[str, Buckets],
                   tol: Tolerance = Tolerance()) -> tuple[HistogramCheck, ...]:
     """The client's P50/P99 of each metric against the server's histogram of it, where the server exports one."""
     out = []

@@ -3,9 +3,8 @@ steps as `StepPoint`s, and the knee of one configuration's stored steps with its
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sweep.analysis.knee import ConfigKnee, KneeResult, StepPoint, bracket_knee, find_knee, knee_goodput_ci
 from sweep.analysis.run_stats import RunStats
@@ -20,13 +19,6 @@ class LadderStep:
     phase: str  # screen | final | soak
     stats: RunStats
     server_config_id: int | None = None  # the launch it ran on (coupled mode: one launch per step)
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> LadderStep:
-        """A stored `runs` row (or a run_summary row) as a step."""
-        return cls(run_id=int(row["id"] if "id" in row else row["run_id"]), concurrency=int(row["concurrency"]),
-                   phase=str(row.get("phase") or "final"), stats=RunStats.from_row(row),
-                   server_config_id=row.get("server_config_id"))
 
 
 def ladder_phase(phase: str | None) -> str:
@@ -52,10 +44,9 @@ def steps_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> KneeRes
     return find_knee(points, flatten_threshold)
 
 
-def ladder_knee(rows: Sequence[Mapping[str, Any]], flatten_threshold: float) -> ConfigKnee | None:
-    """The knee of one configuration's completed ladder steps (stored runs rows of one phase), with its goodput
+def ladder_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> ConfigKnee | None:
+    """The knee of one configuration's completed ladder steps (stored windows of one phase), with its goodput
     interval; None when no step passes the SLA."""
-    steps = [LadderStep.from_row(r) for r in rows]
     points = step_points(steps)
     k = steps_knee(steps, flatten_threshold)
     if k.point is None:
@@ -64,7 +55,7 @@ def ladder_knee(rows: Sequence[Mapping[str, Any]], flatten_threshold: float) -> 
     lo, hi = ((k.point.goodput_ci_low, k.point.goodput_ci_high) if refined
               else knee_goodput_ci(points, flatten_threshold))
     return ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
-                      ladder_phase(rows[0].get("phase")), k.reason, rows[k.index or 0].get("throughput_rps"))
+                      ladder_phase(steps[0].phase), k.reason, steps[k.index or 0].stats.throughput_rps)
 
 
 def _ci_tps(stats: RunStats, v: float | None) -> float | None:

@@ -105,6 +105,12 @@ class RunStats:
                 out[f.name] = getattr(self, f.name)
         return out
 
+    def get(self, name: str) -> float | int | bool | str | None:
+        """One `runs` stat column by name (a client figure too); None for a name that is no stat column."""
+        if name in _CLIENT_FIELDS:
+            return getattr(self.client, name)  # type: ignore[no-any-return]
+        return getattr(self, name, None) if name in COLUMN_TYPES else None
+
     @classmethod
     def from_row(cls, row: Mapping[str, object]) -> RunStats:
         """A stored `runs` row (or any mapping with these columns) back as RunStats; a missing column reads None."""
@@ -126,3 +132,4 @@ def _column_types() -> dict[str, type]:
 # Every stat column of `runs`, in order, and its Python type: derived from the fields above, listed nowhere else.
 COLUMN_TYPES: dict[str, type] = _column_types()
 COLUMNS: tuple[str, ...] = tuple(COLUMN_TYPES)
+_CLIENT_FIELDS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(ClientStats))

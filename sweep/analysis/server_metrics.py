@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -176,10 +176,10 @@ def histogram_samples(start: MetricsSnapshot | None, end: MetricsSnapshot | None
     return [s for name in WINDOW_HISTOGRAMS for s in buckets_as_samples(name, histogram_delta(start, end, name), t)]
 
 
-def histograms_from_samples(samples: list[dict[str, Any]]) -> dict[str, Buckets]:
-    """Stored histogram samples (rows with source, name, labels, value) back to {name: [(le, count), ...]}."""
+def histograms_from_samples(samples: Iterable[Sample]) -> dict[str, Buckets]:
+    """Stored histogram samples back to {name: [(le, count), ...]}."""
     out: dict[str, Buckets] = defaultdict(list)
     for s in samples:
-        if s["source"] == HISTOGRAM_SOURCE and s["labels"].startswith("le="):
-            out[s["name"]].append((float(s["labels"][3:]), float(s["value"])))
+        if s.source == HISTOGRAM_SOURCE and s.labels.startswith("le="):
+            out[s.name].append((float(s.labels[3:]), s.value))
     return {name: sorted(b) for name, b in out.items()}

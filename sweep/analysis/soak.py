@@ -3,9 +3,8 @@ memory growth, so the report recomputes it from the store; and the rate the soak
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -44,16 +43,11 @@ def _f(v: float | None) -> str:
     return "—" if v is None else f"{v:.2f}"
 
 
-def _get(s: Sample | Mapping[str, Any], k: str) -> Any:
-    return s[k] if isinstance(s, Mapping) else getattr(s, k)
-
-
-def series(samples: Iterable[Sample | Mapping[str, Any]], names: Sequence[str], source: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+def series(samples: Iterable[Sample], names: Sequence[str], source: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(t, value) of the first name in `names` that has samples, sorted by time; empty arrays if none."""
     rows = list(samples)
     for name in names:
-        pts = sorted((float(_get(s, "t")), float(_get(s, "value"))) for s in rows
-                     if _get(s, "name") == name and (source is None or _get(s, "source") == source))
+        pts = sorted((s.t, s.value) for s in rows if s.name == name and (source is None or s.source == source))
         if len(pts) >= 2:
             arr = np.asarray(pts)
             return arr[:, 0], arr[:, 1]
@@ -67,7 +61,7 @@ def slope_per_min(t: np.ndarray, v: np.ndarray) -> float | None:
     return float(np.polyfit(t, v, 1)[0]) * 60.0
 
 
-def judge(samples: Iterable[Sample | Mapping[str, Any]], soak: Soak, sla_failures: str | None = None) -> SoakVerdict:
+def judge(samples: Iterable[Sample], soak: Soak, sla_failures: str | None = None) -> SoakVerdict:
     """Storm (retraction rate high and rising), growing queue and growing GPU memory, from a soak's samples.
 
     `sla_failures` is the window's `runs.sla_failures` (measure's "; "-joined misses): a soak that misses

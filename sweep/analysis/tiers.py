@@ -53,17 +53,6 @@ class StoredRequest:
     e2e_ms: float | None
     output_tokens: int
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, object]) -> StoredRequest:
-        """A stored `requests` row."""
-        def num(k: str) -> float | None:
-            v = row.get(k)
-            return None if v is None else float(v)  # type: ignore[arg-type]
-
-        return cls(float(row["scheduled_at"]), bool(row["warmup"]), row.get("error") is not None,  # type: ignore[arg-type]
-                   row.get("e2e_ms") is not None, num("ttft_ms"), num("tpot_ms"), num("e2e_ms"),
-                   int(row.get("output_tokens") or 0))  # type: ignore[call-overload]
-
     @property
     def ok(self) -> bool:
         """Finished without error (measure.succeeded)."""

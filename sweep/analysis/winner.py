@@ -8,30 +8,46 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol, TypeVar
 
 from sweep.analysis.knee import ConfigKnee
-from sweep.core.types import ServerConfig
+from sweep.core.types import Placement, ServerConfig
 
 
-def hardware_key(row: Mapping[str, Any]) -> str:
+class Launched(Protocol):
+    """A configuration as it was launched (a stored server_configs record): its id, knobs and placement."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def config(self) -> ServerConfig: ...
+
+    @property
+    def placement(self) -> Placement: ...
+
+
+L = TypeVar("L", bound=Launched)
+
+
+def hardware_key(where: Placement) -> str:
     """A run's or configuration's hardware group: GPU model and memory (unknown for rows before workers)."""
-    name = row.get("gpu_name")
+    name = where.gpu_name
     if not name:
         return "unrecorded hardware"
-    mem = row.get("gpu_memory_mib")
+    mem = where.gpu_memory_mib
     return f"{name}, {mem / 1024:.0f} GiB" if mem else str(name)
 
 
-def hardware_groups(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    """Rows grouped by hardware_key, groups in first-seen order."""
-    out: dict[str, list[Mapping[str, Any]]] = {}
+def hardware_groups(rows: Iterable[L]) -> dict[str, list[L]]:
+    """Configurations grouped by hardware_key, groups in first-seen order."""
+    out: dict[str, list[L]] = {}
     for r in rows:
-        out.setdefault(hardware_key(r), []).append(r)
+        out.setdefault(hardware_key(r.placement), []).append(r)
     return out
 
 
-def mixed_hardware_reason(rows: Iterable[Mapping[str, Any]]) -> str | None:
+def mixed_hardware_reason(rows: Iterable[Launched]) -> str | None:
     """Why configurations of these rows cannot be ranked together, or None when they share one GPU model."""
     groups = [k for k in hardware_groups(rows) if k != "unrecorded hardware"]
     if len(groups) <= 1:
@@ -50,7 +66,7 @@ class Winner:
     screen_only: bool  # no final ladder ran: the winner rests on screening windows
 
 
-def pick_winner(configs: Sequence[Mapping[str, Any]], knees: Mapping[int, ConfigKnee],
+def pick_winner(configs: Sequence[Launched], knees: Mapping[int, ConfigKnee],
                 eligible: Callable[[int], bool] = lambda _: True) -> tuple[Winner | None, dict[int, ConfigKnee]]:
     """(winner, pool): the highest knee goodput among the eligible final ladders (or screens when no final ran)."""
     finals = {i: k for i, k in knees.items() if k.phase == "final"}
@@ -58,8 +74,8 @@ def pick_winner(configs: Sequence[Mapping[str, Any]], knees: Mapping[int, Config
     if not pool:
         return None, pool
     cid = max(pool, key=lambda i: pool[i].goodput_tps)
-    c = next(c for c in configs if c["id"] == cid)
-    return Winner(cid, ServerConfig.from_mapping(c), pool[cid], not finals), pool
+    c = next(c for c in configs if c.id == cid)
+    return Winner(cid, c.config, pool[cid], not finals), pool
 
 
 @dataclass(frozen=True)
@@ -72,12 +88,12 @@ class HardwareRanking:
     ranked_anyway: bool  # mixed, and the caller asked for one ranking regardless
 
 
-def rank_by_hardware(configs: Sequence[Mapping[str, Any]], knees: Mapping[int, ConfigKnee],
+def rank_by_hardware(configs: Sequence[Launched], knees: Mapping[int, ConfigKnee],
                      rank_mixed: bool = False, eligible: Callable[[int], bool] = lambda _: True) -> HardwareRanking:
     """Each hardware group's own winner; across groups only when `rank_mixed` (their knees are not comparable)."""
-    measured = [c for c in configs if c["id"] in knees]
+    measured = [c for c in configs if c.id in knees]
     groups = hardware_groups(measured)
-    winners = {key: pick_winner(rows, {c["id"]: knees[c["id"]] for c in rows}, eligible)[0]
+    winners = {key: pick_winner(rows, {c.id: knees[c.id] for c in rows}, eligible)[0]
                for key, rows in groups.items()}
     reason = mixed_hardware_reason(measured)
     return HardwareRanking(None if rank_mixed else reason, winners, reason is not None,

@@ -67,7 +67,7 @@ SHORT = {"run_id": "run", "study_name": "study", "profile_name": "profile", "sim
          "gpu_index": "GPU"}
 
 
-def _cell(v: Any) -> str:
+def _cell(v: object) -> str:
     if v is None:
         return ""
     if isinstance(v, bool):
@@ -79,7 +79,7 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-def emit_rows(rows: list[dict[str, Any]], cols: list[str], fmt: str) -> None:
+def emit_rows(rows: list[dict[str, object]], cols: list[str], fmt: str) -> None:
     if fmt == "json":
         typer.echo(json.dumps(rows, default=str, indent=2))
     elif fmt == "csv":

@@ -54,8 +54,8 @@ def explain(study: str = typer.Argument(..., help="study name"), db: str = typer
     s = store.get_study_by_name(study)
     if s is None:
         raise SweepError(f"no study named {study} in {db}")
-    ctx = study_context(store, s["id"])
-    if config is not None and config not in {c["id"] for c in ctx.configs}:
+    ctx = study_context(store, s.id)
+    if config is not None and config not in {c.id for c in ctx.configs}:
         raise UsageError(f"--config {config}: study {study} has no configuration {config}")
     answer = build_answer(store, ctx, extra)
     typer.echo("\n".join(explain_lines(answer, config)))

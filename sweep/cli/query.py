@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -16,6 +16,7 @@ from sweep.core.types import KNOB_NAMES
 
 if TYPE_CHECKING:
     from sweep.report.document import CompareSide  # the report imports matplotlib: only for `sweep compare`
+    from sweep.store import Store
 
 @app.command()
 def serve(db: str = typer.Option(DEFAULT_DB, help="results database (path or SQLAlchemy URL)"),
@@ -39,12 +40,13 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
 
     store = Store(db_url(db), create=False)
     rows = store.list_runs(study=study, profile=profile, since=since_arg(since), status=status, limit=limit)
-    labels = {k: v for sid in {r["study_id"] for r in rows} for k, v in worker_labels(store.workers(sid)).items()}
-    rows = with_worker_labels(rows, labels)  # which worker measured each step, as progress lines name it
+    labels = {k: v for sid in {r.run.study_id for r in rows if r.run.study_id is not None}
+              for k, v in worker_labels(store.workers(sid)).items()}
+    columns = with_worker_labels(rows, labels)  # which worker measured each step, as progress lines name it
     cols = ["run_id", "study_name", "profile_name", "simulated", "driver", *KNOB_NAMES, "phase", "concurrency",
             "status", "output_tps", "goodput_tps", "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate",
             "retractions", "passes_sla", "started_at", "worker", "worker_id", "host", "gpu_index"]
-    emit_rows(rows, cols, fmt)
+    emit_rows(columns, cols, fmt)
 
 
 @app.command()
@@ -56,13 +58,14 @@ def show(run_id: int, db: str = typer.Option(DEFAULT_DB),
     row = Store(db_url(db), create=False).get_run(run_id)
     if row is None:
         raise SweepError(f"no run {run_id} in {db}")
+    fields = row.columns()
     if fmt == "json":
-        typer.echo(json.dumps(row, default=str, indent=2))
+        typer.echo(json.dumps(fields, default=str, indent=2))
         return
-    t = Table(title=f"run {run_id}" + (" [SIMULATED]" if row.get("simulated") else ""))
+    t = Table(title=f"run {run_id}" + (" [SIMULATED]" if row.run.simulated else ""))
     t.add_column("field")
     t.add_column("value")
-    for k, v in row.items():
+    for k, v in fields.items():
         t.add_row(k, "" if v is None else str(v))
     Console().print(t)
 
@@ -85,7 +88,7 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
     s = store.get_study_by_name(study)
     if s is None:
         raise SweepError(f"no study named {study} in {db}")
-    ctx = study_context(store, s["id"], rank_mixed_hardware)
+    ctx = study_context(store, s.id, rank_mixed_hardware)
     files = write_report(ctx, out / study, build_answer(store, ctx, extra))
     console.print(f"report {files.markdown}")
 
@@ -113,7 +116,7 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
     typer.echo(text)
 
 
-def _side(store: Any, ref: str) -> CompareSide:
+def _side(store: Store, ref: str) -> CompareSide:
     """A comparison side from a run id or a study name."""
     from sweep.report.document import CompareSide
     from sweep.views.context import study_context
@@ -122,8 +125,8 @@ def _side(store: Any, ref: str) -> CompareSide:
         run = store.get_run(int(ref))
         if run is None:
             raise SweepError(f"no run {ref}")
-        return CompareSide(f"run {ref}", run["fingerprint"], run=run)
+        return CompareSide(f"run {ref}", run.run.fingerprint, run=run)
     s = store.get_study_by_name(ref)
     if s is None:
         raise SweepError(f"no run or study named {ref}")
-    return CompareSide(ref, s["fingerprint"], ctx=study_context(store, s["id"]))
+    return CompareSide(ref, s.fingerprint, ctx=study_context(store, s.id))

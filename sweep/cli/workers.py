@@ -60,7 +60,7 @@ def stored_profile(db: str, study: str, overrides: list[str], folder: Path | Non
     if row is None:
         raise UsageError(f"no study named {study} in {db.split('@')[-1]}: create it with `sweep study create` "
                          "or `sweep sweep`")
-    data = json.loads(row["profile_json"])
+    data = json.loads(row.profile_json)
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep:
@@ -80,8 +80,8 @@ def stored_profile(db: str, study: str, overrides: list[str], folder: Path | Non
     except ValidationError as exc:
         first = exc.errors()[0]
         raise UsageError(f"--set: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
-    if prof.fingerprint() != row["fingerprint"]:
-        raise UsageError(f"--set changes the workload fingerprint of study {study} ({row['fingerprint']} vs "
+    if prof.fingerprint() != row.fingerprint:
+        raise UsageError(f"--set changes the workload fingerprint of study {study} ({row.fingerprint} vs "
                          f"{prof.fingerprint()}): a worker must measure what the study measures")
     from sweep.profile.inputs import locate_inputs
 
@@ -121,7 +121,7 @@ def register(app: typer.Typer) -> None:
         prof = stored_profile(url, study, list(set_), profile_dir)
         with Store(url) as store:
             row = store.get_study_by_name(study)
-        chosen = row["driver"] if driver == "auto" and row else driver
+        chosen = row.driver if driver == "auto" and row else driver
         orch = Orchestrator(prof, url, out, launcher_kind=launcher, driver=chosen, console=console,
                             client_procs=client_procs, seat=seat)
         from sweep.fleet.peer_feed import PeerFeed
@@ -172,7 +172,6 @@ def register(app: typer.Typer) -> None:
         """Every worker of a study: host, GPU group, status and what it measures or launches now."""
         from dataclasses import asdict
 
-        from sweep.core.types import ServerConfig
         from sweep.store import Store
         from sweep.views.workers import activity
 
@@ -180,8 +179,7 @@ def register(app: typer.Typer) -> None:
             row = store.get_study_by_name(study)
             if row is None:
                 raise UsageError(f"no study named {study} in {_shown(db)}")
-            rows = activity(store.workers(row["id"]), store.server_configs(row["id"]),
-                            store.study_runs(row["id"]), lambda c: ServerConfig.from_mapping(c).label())
+            rows = activity(store.workers(row.id), store.server_configs(row.id), store.study_runs(row.id))
         emit_rows([asdict(a) for a in rows], ["worker", "host", "gpus", "status", "now", "windows_done", "configs_done"],
               fmt)
 

@@ -21,9 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from sweep.analysis.run_stats import RunStats
 from sweep.core.errors import UsageError
-from sweep.core.types import ServerConfig
 from sweep.store import Store
 from sweep.ui.progress import WIDE, clock, result_lines
 from sweep.views.live import read_state
@@ -88,25 +86,24 @@ class FleetProgress:
     def lines(self) -> tuple[list[str], dict[str, str]]:
         """(result lines of windows landed since the last call, worker label -> its activity line)."""
         workers = self.store.workers(self.study_id)
-        configs = {c["id"]: c for c in self.store.server_configs(self.study_id)}
-        runs = [r for r in self.store.study_runs(self.study_id) if r["status"] != "aborted"]
+        configs = {c.id: c for c in self.store.server_configs(self.study_id)}
+        runs = [r for r in self.store.study_runs(self.study_id) if r.status != "aborted"]
         names = worker_labels(workers)
         mine = {w.id for w in workers if self.exclude == (w.host, w.pid)}
         landed = []
         for r in runs:
-            if r["status"] != "completed" or r["id"] in self.seen or r.get("reference_for_run_id") is not None \
-                    or r.get("worker_id") in mine:
+            if r.status != "completed" or r.id in self.seen or r.reference_for_run_id is not None \
+                    or r.placement.worker_id in mine or r.stats is None:
                 continue
-            self.seen.add(r["id"])
+            self.seen.add(r.id)
             if self.on_window is not None:
-                self.on_window(r["phase"])
-            who = names.get(r.get("worker_id") or -1)
-            label = ServerConfig.from_mapping(configs[r["server_config_id"]]).label()
+                self.on_window(r.phase)
+            who = names.get(r.placement.worker_id or -1)
+            label = configs[r.server_config_id].label()
             width = self.console.width - 2 if self.console.is_terminal else WIDE  # a pipe: one line per window
-            landed += result_lines(r["phase"], label, r["concurrency"], RunStats.from_row(r), width, escape(f"[{who}]") if who else None,
+            landed += result_lines(r.phase, label, r.concurrency, r.stats, width, escape(f"[{who}]") if who else None,
                                    self.percentiles)
-        seated = {a.worker: a.line() for a in activity(workers, list(configs.values()), runs,
-                                                        lambda c: ServerConfig.from_mapping(c).label())}
+        seated = {a.worker: a.line() for a in activity(workers, list(configs.values()), runs)}
         waiting = {label: "starting" for label in self.labels if label not in seated}
         return landed, {**waiting, **seated}
 

@@ -44,7 +44,7 @@ class PeerFeed:
                 row = store.get_study_by_name(self.study)
                 if row is None:
                     return
-                feed = FleetProgress(store, row["id"], [], self.console, self.percentiles,
+                feed = FleetProgress(store, row.id, [], self.console, self.percentiles,
                                      exclude=(socket.gethostname(), os.getpid()), on_window=self.on_window)
                 feed.lines()  # history: counted, not printed
                 while not self._stop.wait(self.every_s):

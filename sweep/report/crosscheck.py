@@ -15,9 +15,14 @@ DIFFERS = "**DIFFERS**"
 
 
 def _tolerance(ctx: StudyContext) -> Tolerance:
-    cc = ctx.profile_raw.get("crosscheck") or {}
-    return Tolerance(rel=float(cc.get("tolerance_pct", 10.0)) / 100.0, abs_ms=float(cc.get("tolerance_ms", 20.0)),
-                     min_tail=int(cc.get("min_tail", 5)))
+    cc = ctx.raw("crosscheck")
+
+    def num(key: str, default: float) -> float:
+        v = cc.get(key, default)
+        return float(v) if isinstance(v, int | float) else default
+
+    return Tolerance(rel=num("tolerance_pct", 10.0) / 100.0, abs_ms=num("tolerance_ms", 20.0),
+                     min_tail=int(num("min_tail", 5)))
 
 
 def _v(x: float | None, nd: int = 1) -> str:
@@ -38,33 +43,33 @@ def reference_lines(ctx: StudyContext) -> list[str]:
     if not refs:
         return []
     tol = _tolerance(ctx)
-    ours = {r["id"]: r for r in ctx.runs}
+    ours = {r.id: r for r in ctx.runs}
     lines = ["## Cross-check: an independent client on the same server", "",
              f"Right after sweep's own window at each step, a reference client measured the same server instance "
              f"with the same requests, concurrency and window. A figure differs when the two are further apart "
              f"than {tol.describe()} (throughput: {tol.rel:.0%}).", ""]
     judged = agreed = 0
     body: list[str] = []
-    notes = [f"- run {r['id']} ({r['driver']}): {r['reason']}" for r in refs if r["status"] == "completed"
-             and r.get("reason")]
+    notes = [f"- run {r.id} ({r.driver}): {r.reason}" for r in refs if r.status == "completed"
+             and r.reason]
     for ref in refs:
-        mine = ours.get(ref["reference_for_run_id"])
+        mine = ours.get(ref.reference_for_run_id) if ref.reference_for_run_id is not None else None
         if mine is None:
             continue
-        label = ctx.labels.get(mine["server_config_id"], str(mine["server_config_id"]))
-        if ref["status"] != "completed" or mine["status"] != "completed":
-            why = ref.get("reason") or ref["status"]
-            body.append(f"| {label} | {mine['concurrency']} | {ref['driver']} | — | — | — | — | — | not run: {why} |")
+        label = ctx.labels.get(mine.server_config_id, str(mine.server_config_id))
+        if ref.status != "completed" or mine.status != "completed":
+            why = ref.reason or ref.status
+            body.append(f"| {label} | {mine.concurrency} | {ref.driver} | — | — | — | — | — | not run: {why} |")
             continue
-        check = compare_runs(mine, ref, tol)
+        check = compare_runs(mine.columns(), ref.columns(), tol)
         if check.agrees is not None:
             judged += 1
             agreed += int(check.agrees)
         for f in check.figures:
             nd = 0 if f.column == "output_tps" else 1
             rel = "" if f.rel_diff is None else f" ({f.rel_diff:+.1%})"
-            body.append(f"| {label} | {mine['concurrency']} | {ref['driver']} | {f.label} | {_v(f.ours, nd)} "
-                        f"(run {mine['id']}) | {_v(f.reference, nd)} (run {ref['id']}) | {_v(f.diff, nd)}{rel} | "
+            body.append(f"| {label} | {mine.concurrency} | {ref.driver} | {f.label} | {_v(f.ours, nd)} "
+                        f"(run {mine.id}) | {_v(f.reference, nd)} (run {ref.id}) | {_v(f.diff, nd)}{rel} | "
                         f"{_v(f.allowed, nd)} | {_verdict(f.agrees, f.note)} |")
     lines += [f"**{agreed} of {judged} cross-checked steps agree.**" if judged else "No step could be judged.", "",
               "| config | concurrency | reference | figure | sweep | reference | reference − sweep | allowed | "
@@ -78,15 +83,15 @@ def server_histogram_lines(ctx: StudyContext) -> list[str]:
     tol = _tolerance(ctx)
     body: list[str] = []
     judged = agreed = 0
-    for r in sorted(ctx.runs, key=lambda r: (r["server_config_id"], r["concurrency"], r["id"])):
-        if r["status"] != "completed" or r["id"] not in hists:
+    for r in sorted(ctx.runs, key=lambda r: (r.server_config_id, r.concurrency, r.id)):
+        if r.status != "completed" or r.id not in hists:
             continue
-        label = ctx.labels.get(r["server_config_id"], str(r["server_config_id"]))
-        for c in server_checks(r, hists[r["id"]], tol):
+        label = ctx.labels.get(r.server_config_id, str(r.server_config_id))
+        for c in server_checks(r.columns(), hists[r.id], tol):
             if c.agrees is not None:
                 judged += 1
                 agreed += int(c.agrees)
-            body.append(f"| {label} | {r.get('phase') or 'final'} | {r['concurrency']} | {c.metric} P{c.q} | "
+            body.append(f"| {label} | {r.phase} | {r.concurrency} | {c.metric} P{c.q} | "
                         f"{_v(c.client_ms)} | {_v(c.server_ms)} | {_v(c.bucket_low_ms)}–{_v(c.bucket_high_ms)} | "
                         f"{c.observations:,.0f} | {_verdict(c.agrees, c.note)} |")
     if not body:

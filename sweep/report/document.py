@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sweep.analysis.winner import Winner, hardware_lines
-from sweep.core.types import KNOB_NAMES
+from sweep.core.types import KNOB_NAMES, KnobValue
 from sweep.report.answer import answer_lines, why_lines
 from sweep.report.inputs import cache_lines, input_lines
 from sweep.report.setup import setup_lines
@@ -16,6 +15,7 @@ from sweep.report.tables import ci_text as _ci
 from sweep.report.tables import configs_table, modality_table, steps_table
 from sweep.report.tables import fmt as _fmt
 from sweep.report.winner import study_dialect, winner_lines
+from sweep.store import STAT_COLUMNS, RunRecord, RunSummary
 from sweep.views.answer import Answer
 from sweep.views.contract import ContractInput, missing_fields
 from sweep.views.study import StudyContext
@@ -48,14 +48,14 @@ def _plots(ctx: StudyContext, out_dir: Path) -> list[Path]:
 
 def soak_lines(ctx: StudyContext) -> list[str]:
     """The soak section: each soak run's rate, stats and verdict recomputed from its stored samples."""
-    soaks = [r for r in ctx.runs if r.get("phase") == "soak"]
+    soaks = [r for r in ctx.runs if r.phase == "soak"]
     if not soaks:
         return []
     out = ["## Soak (Poisson arrivals at the winner's knee rate)", ""]
     for r in soaks:
-        verdict = ctx.soak_verdicts.get(r["id"])
-        text = verdict.summary() if verdict is not None else (r.get("reason") or r["status"])
-        out += [f"- run {r['id']} ({ctx.labels.get(r['server_config_id'])}), {r['status']}, window "
+        verdict = ctx.soak_verdicts.get(r.id)
+        text = verdict.summary() if verdict is not None else (r.reason or r.status)
+        out += [f"- run {r.id} ({ctx.labels.get(r.server_config_id)}), {r.status}, window "
                 f"{_fmt(r.get('window_s'))} s: throughput {_fmt(r.get('output_tps'))} tok/s, goodput "
                 f"{_fmt(r.get('goodput_tps'))} tok/s, {_soak_ttft(ctx, r)}TTFT P99 "
                 f"{_fmt(r.get('ttft_p99_ms'), 2, 1e-3)} s, preemptions {_fmt(r.get('retractions'))}, peak GPU "
@@ -65,28 +65,28 @@ def soak_lines(ctx: StudyContext) -> list[str]:
     return out + [""]
 
 
-def unmodelled_lines(env: dict[str, Any]) -> list[str]:
+def unmodelled_lines(env: Mapping[str, object]) -> list[str]:
     """The flags the simulator accepted but did not model (recorded at launch), as a warning block."""
     flags = env.get("sim_unmodelled_flags") or []
-    if not flags:
+    if not isinstance(flags, list) or not flags:
         return []
     return ["> **The simulator accepted but does not model these flags**; numbers that depend on them are not "
             "simulated:", *[f"> - `{f}`" for f in flags], ""]
 
 
-def _soak_ttft(ctx: StudyContext, run: dict[str, Any]) -> str:
+def _soak_ttft(ctx: StudyContext, run: RunRecord) -> str:
     """`TTFT P95 3.50 s (SLA ≤ 2.00 s), ` for the SLA's own percentile when the runs table has it."""
-    sla = ctx.profile_raw.get("sla", {})
+    sla = ctx.raw("sla")
     q, bound = sla.get("ttft_percentile"), sla.get("ttft_ms")
     col = f"ttft_p{q:g}_ms" if isinstance(q, int | float) else ""
-    if q == 99 or col not in run or bound is None:
+    if q == 99 or col not in STAT_COLUMNS or bound is None:
         return ""
-    return f"TTFT P{q:g} {_fmt(run[col], 2, 1e-3)} s (SLA ≤ {_fmt(bound, 2, 1e-3)} s), "
+    return f"TTFT P{q:g} {_fmt(run.get(col), 2, 1e-3)} s (SLA ≤ {_fmt(bound, 2, 1e-3)} s), "
 
 
 def title_lines(ctx: StudyContext) -> list[str]:
     """The title, the simulated banner and the simulator's unmodelled flags."""
-    return [f"# Knee report: {ctx.study['name']}", "", *([SIM_BANNER, ""] if ctx.study.get("simulated") else []),
+    return [f"# Knee report: {ctx.study.name}", "", *([SIM_BANNER, ""] if ctx.study.simulated else []),
             *unmodelled_lines(ctx.env)]
 
 
@@ -157,7 +157,7 @@ def write_report(ctx: StudyContext, out_dir: Path, answer: Answer | None = None)
     lines += [f"![{p.stem}]({p.name})" for p in plots]
     md = out_dir / "report.md"
     md.write_text("\n".join(lines) + "\n")
-    html = write_html(lines, plots, out_dir / "report.html", simulated=bool(ctx.study.get("simulated")))
+    html = write_html(lines, plots, out_dir / "report.html", simulated=bool(ctx.study.simulated))
     return ReportFiles(md, plots, missing_contract_fields(ctx), html)
 
 
@@ -174,29 +174,30 @@ class CompareSide:
 
     name: str
     fingerprint: str
-    run: dict[str, Any] | None = None  # the runs row, for a run
+    run: RunSummary | None = None  # the run_summary row, for a run
     ctx: StudyContext | None = None  # the study's context, for a study
 
-    def steps(self) -> dict[int, dict[str, Any]]:
+    def steps(self) -> dict[int, RunRecord]:
         """Per concurrency, the step this side contributes: a run's own, or a study's winner's ladder."""
         if self.run is not None:
-            return {self.run["concurrency"]: self.run}
+            return {self.run.run.concurrency: self.run.run}
         win = self.ctx.winner if self.ctx is not None else None
         if self.ctx is None or win is None:
             return {}
-        return {r["concurrency"]: r for r in self.ctx.runs
-                if r["server_config_id"] == win.id and r["status"] == "completed"}
+        return {r.concurrency: r for r in self.ctx.runs
+                if r.server_config_id == win.id and r.status == "completed"}
 
-    def knobs(self) -> dict[str, Any]:
+    def knobs(self) -> dict[str, KnobValue | None]:
         """Every knob by name (None where unset): the run's, or the study winner's."""
         if self.run is not None:
-            return {k: self.run.get(k) for k in KNOB_NAMES}
+            return self.run.config.columns()
         win = self.ctx.winner if self.ctx is not None else None
         return win.config.columns() if win is not None else dict.fromkeys(KNOB_NAMES)
 
     def simulated(self) -> bool:
-        row = self.run if self.run is not None else self.ctx.study if self.ctx is not None else {}
-        return bool(row.get("simulated"))
+        if self.run is not None:
+            return self.run.run.simulated
+        return self.ctx is not None and self.ctx.study.simulated
 
 
 def compare_markdown(a: CompareSide, b: CompareSide, forced: bool = False) -> str:
@@ -216,7 +217,7 @@ def compare_markdown(a: CompareSide, b: CompareSide, forced: bool = False) -> st
     if a.ctx is not None and b.ctx is not None:
         lines += ["", "## Knees", "", f"| | {a.name} | {b.name} |", "|---|---|---|"]
         wa, wb = a.ctx.winner, b.ctx.winner
-        rows: tuple[tuple[str, Callable[[Winner], Any]], ...] = (
+        rows: tuple[tuple[str, Callable[[Winner], object]], ...] = (
             ("knee concurrency", lambda w: w.knee.concurrency), ("knee goodput (tok/s)", lambda w: _fmt(w.knee.goodput_tps)),
             ("95% CI", lambda w: _ci(w.knee)))
         for label, f in rows:
@@ -227,12 +228,13 @@ def compare_markdown(a: CompareSide, b: CompareSide, forced: bool = False) -> st
               "|---|---|---|---|---|"]
     for c in sorted(set(sa) | set(sb)):
         for col, label, nd, scale in COMPARE_METRICS:
-            va, vb = (sa.get(c) or {}).get(col), (sb.get(c) or {}).get(col)
+            ra, rb = sa.get(c), sb.get(c)
+            va, vb = (ra.get(col) if ra else None), (rb.get(col) if rb else None)
             diff = (_fmt((vb - va), nd, scale) if isinstance(va, int | float) and isinstance(vb, int | float)
                     and not isinstance(va, bool) else "")
             lines.append(f"| {c} | {label} | {_fmt(va, nd, scale)} | {_fmt(vb, nd, scale)} | {diff} |")
     return "\n".join(lines) + "\n"
 
 
-def _fmt_any(v: Any) -> str:
+def _fmt_any(v: object) -> str:
     return "—" if v is None else str(v)

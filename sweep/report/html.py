@@ -49,8 +49,8 @@ def history_figure(ctx: StudyContext) -> Figure | None:
         ax.step(xs, ys, where="post", color="gray", label="best so far")
     ax.set_xlabel("trial number")
     ax.set_ylabel("trial value: knee goodput (output tok/s)")
-    sim = " [SIMULATED]" if ctx.study.get("simulated") else ""
-    ax.set_title(f"study history: {ctx.study['name']}{sim}")
+    sim = " [SIMULATED]" if ctx.study.simulated else ""
+    ax.set_title(f"study history: {ctx.study.name}{sim}")
     fig.tight_layout()
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     return fig

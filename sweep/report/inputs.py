@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from sweep.store import RequestTokens, RunRecord
 from sweep.views.study import StudyContext
 from sweep.workload.cache_model import GAP_FLAG, hit_gap
 
@@ -50,10 +50,10 @@ def _dist(values: Sequence[int]) -> Dist | None:
     return Dist(float(a.mean()), float(np.percentile(a, 50)), float(np.percentile(a, 99)))
 
 
-def input_rows(rows: Sequence[tuple[Any, ...]]) -> list[InputRow]:
+def input_rows(rows: Sequence[RequestTokens]) -> list[InputRow]:
     """Per modality (then all together when there are several) from (modality, sent prompt, counted prompt,
     sent output, counted output, error) rows. Sent: every request that left the client; counted: the successes."""
-    by: dict[str, list[tuple[Any, ...]]] = {}
+    by: dict[str, list[RequestTokens]] = {}
     for row in rows:
         by.setdefault(str(row[0]), []).append(row)
     groups = [(m, by[m]) for m in sorted(by, key=lambda m: (MODALITY_ORDER + (m,)).index(m))]
@@ -63,8 +63,9 @@ def input_rows(rows: Sequence[tuple[Any, ...]]) -> list[InputRow]:
     for name, rs in groups:
         sent = [r for r in rs if r[1] is not None and not str(r[5] or "").startswith("never sent")]
         ok = [r for r in rs if r[5] is None]
-        out.append(InputRow(name, len(sent), _dist([r[1] for r in sent]), _dist([r[2] for r in ok]),
-                            _dist([r[3] for r in sent if r[3] is not None]), _dist([r[4] for r in ok])))
+        out.append(InputRow(name, len(sent), _dist([v for r in sent if (v := r[1]) is not None]),
+                            _dist([r[2] for r in ok]), _dist([v for r in sent if (v := r[3]) is not None]),
+                            _dist([r[4] for r in ok])))
     return out
 
 
@@ -72,7 +73,7 @@ def _cell(d: Dist | None) -> str:
     return "—" if d is None else d.text()
 
 
-def input_lines(rows: Sequence[tuple[Any, ...]]) -> list[str]:
+def input_lines(rows: Sequence[RequestTokens]) -> list[str]:
     """The 'Inputs as sent and as counted' section (markdown lines; the HTML report renders the same lines)."""
     table = input_rows(rows)
     out = ["## Inputs as sent and as the server counted them", "",
@@ -89,13 +90,13 @@ def input_lines(rows: Sequence[tuple[Any, ...]]) -> list[str]:
     return out + [""]
 
 
-def cache_rows(ctx: StudyContext) -> list[tuple[dict[str, Any], float | None, bool]]:
+def cache_rows(ctx: StudyContext) -> list[tuple[RunRecord, float | None, bool]]:
     """(run, measured - predicted, flagged) for each completed step that has a prediction."""
     out = []
-    for r in sorted(ctx.runs, key=lambda r: (r["server_config_id"], r.get("phase") or "", r["concurrency"])):
-        if r["status"] != "completed" or r.get("cache_hit_rate_predicted") is None:
+    for r in sorted(ctx.runs, key=lambda r: (r.server_config_id, r.phase or "", r.concurrency)):
+        if r.status != "completed" or r.get("cache_hit_rate_predicted") is None:
             continue
-        gap = hit_gap(r.get("cache_hit_rate"), r.get("cache_hit_rate_predicted"))
+        gap = hit_gap(r.number("cache_hit_rate"), r.number("cache_hit_rate_predicted"))
         out.append((r, gap, gap is not None and abs(gap) > GAP_FLAG))
     return out
 
@@ -105,8 +106,8 @@ def cache_lines(ctx: StudyContext) -> list[str]:
     rows = cache_rows(ctx)
     if not rows:
         return []
-    flush = (ctx.profile_raw.get("window") or {}).get("flush_cache", True)
-    replay = (ctx.profile_raw.get("workload") or {}).get("replay", False)
+    flush = ctx.raw("window").get("flush_cache", True)
+    replay = ctx.raw("workload").get("replay", False)
     out = ["## Prefix cache: measured vs predicted", "",
            "Predicted: the hit rate the workload's shared prefixes allow (sweep/workload/cache_model.py: share × prefix "
            "tokens / mean prompt tokens, less the first touch of each prefix after the cache was emptied). "
@@ -114,9 +115,10 @@ def cache_lines(ctx: StudyContext) -> list[str]:
            f"{'replayed from a pool' if replay else 'fresh (none sent twice to one server)'}.", "",
            "| config | phase | concurrency | measured | predicted | gap (points) | |", "|---|---|---|---|---|---|---|"]
     for r, gap, flagged in rows:
-        measured = "—" if r.get("cache_hit_rate") is None else f"{r['cache_hit_rate'] * 100:.0f}%"
-        out.append(f"| {ctx.labels.get(r['server_config_id'])} | {r.get('phase') or 'final'} | {r['concurrency']} | "
-                   f"{measured} | {r['cache_hit_rate_predicted'] * 100:.0f}% | "
+        hit, predicted = r.number("cache_hit_rate"), r.number("cache_hit_rate_predicted") or 0.0
+        measured = "—" if hit is None else f"{hit * 100:.0f}%"
+        out.append(f"| {ctx.labels.get(r.server_config_id)} | {r.phase} | {r.concurrency} | "
+                   f"{measured} | {predicted * 100:.0f}% | "
                    f"{'—' if gap is None else f'{round(gap * 100):+d}'} | {'**⚠ gap > 10 points**' if flagged else ''} |")
     n_flagged = sum(1 for _, _, f in rows if f)
     if n_flagged:

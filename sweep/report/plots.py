@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import ScalarFormatter  # noqa: E402
 
+from sweep.store import RunRecord  # noqa: E402
 from sweep.views.study import StudyContext  # noqa: E402
 
 MARKERS = ("o", "s", "^")
@@ -36,31 +37,37 @@ def style(i: int) -> dict[str, Any]:
     return {"color": PALETTE[i % len(PALETTE)], "marker": MARKERS[(i // 10) % len(MARKERS)]}
 
 
-def _sla(ctx: StudyContext) -> dict[str, Any]:
-    return dict(ctx.profile_raw.get("sla") or {})
+def _sla(ctx: StudyContext) -> dict[str, object]:
+    return ctx.raw("sla")
 
 
-def _pct(sla: dict[str, Any], key: str) -> int:
-    return int(sla.get(key) or 99)
+def _pct(sla: dict[str, object], key: str) -> int:
+    v = sla.get(key)
+    return int(v) if isinstance(v, int | float) and v else 99
 
 
-def ladders(ctx: StudyContext) -> dict[int, list[dict[str, Any]]]:
+def _bound(sla: dict[str, object], key: str) -> float | None:
+    v = sla.get(key)
+    return float(v) if isinstance(v, int | float) else None
+
+
+def ladders(ctx: StudyContext) -> dict[int, list[RunRecord]]:
     """Completed, non-soak steps per configuration (aborted attempts left out), by concurrency."""
-    aborted = {c["id"] for c in ctx.configs if c["status"] == "aborted"}
-    by_cfg: dict[int, list[dict[str, Any]]] = {}
+    aborted = {c.id for c in ctx.configs if c.status == "aborted"}
+    by_cfg: dict[int, list[RunRecord]] = {}
     for r in ctx.runs:
-        if r["status"] == "completed" and r.get("phase") != "soak" and r["server_config_id"] not in aborted:
-            by_cfg.setdefault(r["server_config_id"], []).append(r)
-    return {cid: sorted(rs, key=lambda r: r["concurrency"]) for cid, rs in sorted(by_cfg.items())}
+        if r.status == "completed" and r.phase != "soak" and r.server_config_id not in aborted:
+            by_cfg.setdefault(r.server_config_id, []).append(r)
+    return {cid: sorted(rs, key=lambda r: r.concurrency) for cid, rs in sorted(by_cfg.items())}
 
 
-def _label(ctx: StudyContext, cid: int, runs: list[dict[str, Any]]) -> str:
-    tag = " (screen)" if runs[0].get("phase") == "screen" else ""
+def _label(ctx: StudyContext, cid: int, runs: list[RunRecord]) -> str:
+    tag = " (screen)" if runs[0].phase == "screen" else ""
     return ctx.labels.get(cid, str(cid)) + tag
 
 
 def _title(ctx: StudyContext, text: str) -> str:
-    return text + ("  [SIMULATED]" if ctx.study.get("simulated") else "")
+    return text + ("  [SIMULATED]" if ctx.study.simulated else "")
 
 
 def _log_when_wide(values: list[float]) -> bool:
@@ -77,19 +84,19 @@ def ladder_figure(ctx: StudyContext) -> Figure | None:
     pt, pp = _pct(sla, "ttft_percentile"), _pct(sla, "tpot_percentile")
     panels = [("output_tps", "throughput (output tok/s)", 1.0, None),
               ("goodput_tps", "goodput (output tok/s)", 1.0, None),
-              (f"ttft_p{pt}_ms", f"TTFT P{pt} (ms)", 1.0, sla.get("ttft_ms")),
-              (f"tpot_p{pp}_ms", f"TPOT P{pp} (ms)", 1.0, sla.get("tpot_ms")),
+              (f"ttft_p{pt}_ms", f"TTFT P{pt} (ms)", 1.0, _bound(sla, "ttft_ms")),
+              (f"tpot_p{pp}_ms", f"TPOT P{pp} (ms)", 1.0, _bound(sla, "tpot_ms")),
               ("cache_hit_rate", "cache hit rate", 1.0, None), ("retractions", "retractions", 1.0, None),
               ("kv_usage_max", "KV usage max", 1.0, None), ("queue_len_mean", "queue length mean", 1.0, None),
               ("peak_gpu_mem_mib", "peak GPU memory (GiB)", 1 / 1024, None)]
     fig, axes = plt.subplots(3, 3, figsize=(16, 12))
-    steps = sorted({r["concurrency"] for runs in by_cfg.values() for r in runs})
+    steps = sorted({r.concurrency for runs in by_cfg.values() for r in runs})
     for ax, (col, title, scale, bound) in zip(axes.flat, panels, strict=False):
         drawn: list[float] = []
         for i, (cid, runs) in enumerate(by_cfg.items()):
-            ys = [r[col] * scale if r.get(col) is not None else float("nan") for r in runs]
+            ys = [v * scale if (v := r.number(col)) is not None else float("nan") for r in runs]
             drawn += ys
-            ax.plot([r["concurrency"] for r in runs], ys, "--" if runs[0].get("phase") == "screen" else "-",
+            ax.plot([r.concurrency for r in runs], ys, "--" if runs[0].phase == "screen" else "-",
                     label=_label(ctx, cid, runs), markersize=5, **style(i))
         if bound is not None:
             ax.axhline(float(bound), label="SLA bound", **SLA_STYLE)
@@ -102,7 +109,7 @@ def ladder_figure(ctx: StudyContext) -> Figure | None:
         ax.set_title(title)
         ax.set_xlabel("client concurrency")
     handles, labels = axes.flat[2].get_legend_handles_labels()  # the TTFT panel: every ladder and the bound
-    fig.suptitle(_title(ctx, ctx.study["name"]))
+    fig.suptitle(_title(ctx, ctx.study.name))
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.97), fontsize=8, frameon=False,
                ncol=1 if len(labels) <= 32 else 2)
@@ -128,7 +135,7 @@ def pareto_figure(ctx: StudyContext) -> Figure | None:
     fig, ax = plt.subplots(figsize=(9, 5.5))
     points: list[tuple[float, float]] = []
     for i, (cid, runs) in enumerate(by_cfg.items()):
-        xy = [(float(r[col]), float(r.get("goodput_tps") or 0.0)) for r in runs if r.get(col) is not None]
+        xy = [(x, r.number("goodput_tps") or 0.0) for r in runs if (x := r.number(col)) is not None]
         points += xy
         st = style(i)
         ax.scatter([x for x, _ in xy], [y for _, y in xy], color=st["color"], marker=st["marker"], s=30,
@@ -137,15 +144,17 @@ def pareto_figure(ctx: StudyContext) -> Figure | None:
     if front:
         ax.plot([x for x, _ in front], [y for _, y in front], "-", color="#555555", linewidth=2.5, alpha=0.6,
                 drawstyle="steps-post", label="Pareto front", zorder=1)
-    if sla.get("ttft_ms") is not None:
-        ax.axvline(float(sla["ttft_ms"]), label=f"SLA TTFT P{pt} bound", **SLA_STYLE)
+    ttft_bound = _bound(sla, "ttft_ms")
+    if ttft_bound is not None:
+        ax.axvline(ttft_bound, label=f"SLA TTFT P{pt} bound", **SLA_STYLE)
     win = ctx.winner
     if win is not None:
-        step = next((r for r in by_cfg.get(win.id, []) if r["concurrency"] == win.knee.concurrency), None)
-        if step is not None and step.get(col) is not None:
-            ax.scatter([step[col]], [step.get("goodput_tps") or 0.0], marker="*", s=320, facecolor="gold",
+        step = next((r for r in by_cfg.get(win.id, []) if r.concurrency == win.knee.concurrency), None)
+        x = step.number(col) if step is not None else None
+        if step is not None and x is not None:
+            ax.scatter([x], [step.number("goodput_tps") or 0.0], marker="*", s=320, facecolor="gold",
                        edgecolor="black", zorder=5, label=f"winner: {ctx.labels.get(win.id, '')} "
-                                                          f"c={step['concurrency']}")
+                                                          f"c={step.concurrency}")
     if _log_when_wide([x for x, _ in points]):
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(ScalarFormatter())

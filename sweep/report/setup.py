@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sweep.profile import SLA, Arrival, LengthDist, SharedPrefix, Window, Workload
 from sweep.views.study import StudyContext
 
@@ -82,11 +80,11 @@ def window_text(w: Window) -> str:
             f"{_num(w.drain_seconds)} s, request timeout {_num(w.request_timeout_s)} s")
 
 
-def _known(v: Any) -> str:
+def _known(v: object) -> str:
     return UNKNOWN if v in (None, "") else str(v)
 
 
-def _plain(v: Any) -> str:
+def _plain(v: object) -> str:
     """A stored value that no longer validates, still without JSON: nested keys joined, nulls dropped."""
     if isinstance(v, dict):
         return ", ".join(f"{k} {_plain(x)}" for k, x in v.items() if x is not None) or "—"
@@ -103,7 +101,7 @@ def setup_lines(ctx: StudyContext) -> list[str]:
              f"- model path: `{_known(env.get('model_path'))}`; SGLang version: {_known(env.get('sglang_version'))}",
              f"- GPU: {gpu}" + (f" ×{env.get('gpu_count') or 1}" if gpu != UNKNOWN else "")
              + f"; parallel: {_known(env.get('parallel'))}",
-             f"- profile `{study.get('profile_name')}`, workload fingerprint `{study.get('fingerprint')}`"]
+             f"- profile `{study.profile_name}`, workload fingerprint `{study.fingerprint}`"]
     prof = ctx.profile  # re-validated by study_context; None: another version's
     if prof is None:  # a profile stored by another version of sweep: its fields, in words
         lines += [f"- {k}: {_plain(raw[k])}" for k in ("workload", "arrival", "ladder", "window", "sla") if k in raw]
@@ -112,5 +110,5 @@ def setup_lines(ctx: StudyContext) -> list[str]:
                   f"- arrival: {arrival_text(prof.arrival)}; ladder {', '.join(str(c) for c in prof.ladder)}",
                   f"- window: {window_text(prof.window)}",
                   f"- SLA: {sla_text(prof.sla)}"]
-    return lines + [f"- driver: {study.get('driver')}; TPOT = (last − first token) / (tokens − 1) per request; "
+    return lines + [f"- driver: {study.driver}; TPOT = (last − first token) / (tokens − 1) per request; "
                     "ITL counts a k-token chunk as k gaps", ""]

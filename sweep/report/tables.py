@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sweep.analysis.knee import ConfigKnee
 from sweep.views.study import StudyContext, StudyView
 
@@ -12,16 +10,18 @@ CLIENT_BOUND_WHY = ("the load generator, not the server, may have limited these 
                     "their latencies overstate it")
 
 
-def fmt(v: Any, nd: int = 0, scale: float = 1.0) -> str:
-    """A number for a table cell: thousands separators, `—` for no data, yes/no for flags."""
+def fmt(v: object, nd: int = 0, scale: float = 1.0) -> str:
+    """A number for a table cell: thousands separators, `—` for no data, yes/no for flags (other values as text)."""
     if v is None:
         return "—"
     if isinstance(v, bool):
         return "yes" if v else "no"
+    if not isinstance(v, int | float):
+        return str(v)
     return f"{v * scale:,.{nd}f}"
 
 
-def cell(text: Any) -> str:
+def cell(text: object) -> str:
     """Free text as one markdown table cell: on one line, its `|` escaped so it cannot open a column."""
     return " ".join(str(text or "").split()).replace("|", "\\|")
 
@@ -36,24 +36,24 @@ def steps_table(ctx: StudyContext) -> list[str]:
              "TPOT P50 (ms) | TPOT P99 (ms) | cache hit | preemptions | KV max | queue mean | peak GPU mem (GiB) | "
              "client-bound | SLA |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    aborted = {c["id"] for c in ctx.configs if c["status"] == "aborted"}
+    aborted = {c.id for c in ctx.configs if c.status == "aborted"}
     bound = []
-    for r in sorted(ctx.runs, key=lambda r: (r["server_config_id"], r["concurrency"])):
-        label = ctx.labels.get(r["server_config_id"])
-        phase = (r.get("phase") or "final") + (" (aborted attempt)" if r["server_config_id"] in aborted else "")
-        if r["status"] != "completed":
-            lines.append(f"| {label} | {phase} | {r['concurrency']} | {r['status']}: {cell(r.get('reason'))} |"
+    for r in sorted(ctx.runs, key=lambda r: (r.server_config_id, r.concurrency)):
+        label = ctx.labels.get(r.server_config_id)
+        phase = r.phase + (" (aborted attempt)" if r.server_config_id in aborted else "")
+        if r.status != "completed":
+            lines.append(f"| {label} | {phase} | {r.concurrency} | {r.status}: {cell(r.reason)} |"
                          + " |" * 12)
             continue
         if r.get("client_bound"):
-            bound.append(f"{label} at c={r['concurrency']} ({phase})")
+            bound.append(f"{label} at c={r.concurrency} ({phase})")
         lines.append(
-            f"| {label} | {phase} | {r['concurrency']} | {fmt(r['output_tps'])} | "
-            f"{fmt(r['goodput_tps'])} | {fmt(r['ttft_p50_ms'], 2, 1e-3)} | {fmt(r['ttft_p99_ms'], 2, 1e-3)} | "
-            f"{fmt(r['tpot_p50_ms'], 1)} | {fmt(r['tpot_p99_ms'], 1)} | {fmt(r['cache_hit_rate'], 0, 100)}% | "
-            f"{fmt(r['retractions'])} | {fmt(r['kv_usage_max'], 2)} | {fmt(r['queue_len_mean'], 1)} | "
+            f"| {label} | {phase} | {r.concurrency} | {fmt(r.get('output_tps'))} | "
+            f"{fmt(r.get('goodput_tps'))} | {fmt(r.get('ttft_p50_ms'), 2, 1e-3)} | {fmt(r.get('ttft_p99_ms'), 2, 1e-3)} | "
+            f"{fmt(r.get('tpot_p50_ms'), 1)} | {fmt(r.get('tpot_p99_ms'), 1)} | {fmt(r.get('cache_hit_rate'), 0, 100)}% | "
+            f"{fmt(r.get('retractions'))} | {fmt(r.get('kv_usage_max'), 2)} | {fmt(r.get('queue_len_mean'), 1)} | "
             f"{fmt(r.get('peak_gpu_mem_mib'), 1, 1 / 1024)} | {'**yes**' if r.get('client_bound') else 'no'} | "
-            f"{'pass' if r['passes_sla'] else 'fail: ' + cell(r.get('sla_failures'))} |")
+            f"{'pass' if r.get('passes_sla') else 'fail: ' + cell(r.get('sla_failures'))} |")
     lines.append("")
     if bound:
         lines += [f"> **Client-bound**: {', '.join(bound)}. {CLIENT_BOUND_WHY[0].upper()}{CLIENT_BOUND_WHY[1:]}.", ""]
@@ -82,12 +82,12 @@ def configs_table(ctx: StudyContext, view: StudyView) -> list[str]:
              "SLA boundary c (95% CI), shape | why the ladder stopped |",
              "|---|---|---|---|---|---|---|---|"]
     for c in ctx.configs:
-        knee = ctx.knees.get(c["id"])
-        at = ("" if not knee else " (top of ladder: not bracketed)" if c["id"] in view.knee_at_top else "")
-        lines.append(f"| {ctx.labels.get(c['id'])} | {c['status']} | {knee.phase if knee else '—'} | "
+        knee = ctx.knees.get(c.id)
+        at = ("" if not knee else " (top of ladder: not bracketed)" if c.id in view.knee_at_top else "")
+        lines.append(f"| {ctx.labels.get(c.id)} | {c.status} | {knee.phase if knee else '—'} | "
                      f"{str(knee.concurrency) + at if knee else '—'} | {fmt(knee.goodput_tps) if knee else '—'} | "
                      f"{ci_text(knee) if knee else '—'} | {boundary_text(knee) if knee else '—'} | "
-                     f"{cell(c.get('stop_reason') or c.get('failure_reason'))} |")
+                     f"{cell(c.stop_reason or c.failure_reason)} |")
     lines.append("")
     top = [f"{ctx.labels.get(cid)} (c={ctx.knees[cid].concurrency})" for cid in sorted(view.knee_at_top)
            if cid in ctx.knees]
@@ -107,11 +107,11 @@ def modality_table(ctx: StudyContext, view: StudyView) -> list[str]:
              "Each modality's requests in the winner's measured windows; a mixed workload's averages hide these.", "",
              "| phase | concurrency | modality | requests | errors | TTFT P50 (s) | TTFT P99 (s) | TPOT P50 (ms) | "
              "TPOT P99 (ms) | E2E P50 (s) | E2E P99 (s) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    runs = {r["id"]: r for r in ctx.runs}
-    for run_id in sorted(view.modalities, key=lambda i: (runs[i].get("phase") or "final", runs[i]["concurrency"])):
+    runs = {r.id: r for r in ctx.runs}
+    for run_id in sorted(view.modalities, key=lambda i: (runs[i].phase, runs[i].concurrency)):
         r = runs[run_id]
-        phase = r.get("phase") or "final"
-        c = f"{r['concurrency']}" + (" (knee)" if r["concurrency"] == knee_c and phase == winner.knee.phase
+        phase = r.phase
+        c = f"{r.concurrency}" + (" (knee)" if r.concurrency == knee_c and phase == winner.knee.phase
                                      else "")
         for m in view.modalities[run_id]:
             lines.append(f"| {phase} | {c} | {m.modality} | {m.count:,} | {m.errors:,} | {fmt(m.ttft_p50_ms, 2, 1e-3)} | "

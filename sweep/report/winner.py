@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from sweep import engines
 from sweep.analysis.ladder_steps import ladder_phase
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack")
 
 
-def launch_argv(model_path: str, knobs: dict[str, Any], extra_args: list[str],
+def launch_argv(model_path: str, knobs: Mapping[str, object], extra_args: list[str],
                 dialect: engines.Dialect | None = None) -> list[str]:
     """The winning configuration's launch argv (`python -m sglang.launch_server ...` for SGLang), as the
     launcher builds it (its host and port left to the reader)."""
@@ -25,7 +25,7 @@ def launch_argv(model_path: str, knobs: dict[str, Any], extra_args: list[str],
     return [*dialect.launch_command(), *dialect.server_argv(model_path, ServerConfig.from_mapping(knobs), extra_args)]
 
 
-def launch_command(model_path: str, knobs: dict[str, Any], extra_args: list[str],
+def launch_command(model_path: str, knobs: Mapping[str, object], extra_args: list[str],
                    dialect: engines.Dialect | None = None) -> str:
     """The ready-to-paste, shell-quoted command: one flag and its value per line."""
     argv = launch_argv(model_path, knobs, extra_args, dialect)
@@ -37,9 +37,10 @@ def launch_command(model_path: str, knobs: dict[str, Any], extra_args: list[str]
     return " \\\n  ".join(shlex.join(g) for g in groups)
 
 
-def study_dialect(profile_raw: dict[str, Any]) -> engines.Dialect:
+def study_dialect(profile_raw: Mapping[str, object]) -> engines.Dialect:
     """The engine the study's profile names (the default engine where that name is not registered here)."""
-    name = str(profile_raw.get("server", {}).get("engine", engines.DEFAULT_ENGINE))
+    server = profile_raw.get("server")
+    name = str(server.get("engine", engines.DEFAULT_ENGINE) if isinstance(server, dict) else engines.DEFAULT_ENGINE)
     return engines.get(name) if name in engines.names() else engines.default()
 
 
@@ -76,7 +77,7 @@ def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView) -> list[str
     lines = ["## Winner", "",
              f"**{labels.get(winner.id)}**: knee at concurrency {knee.concurrency}, goodput "
              f"{fmt(knee.goodput_tps)} output tok/s inside the SLA (95% CI {ci_text(knee)}, knee re-chosen in "
-             "every bootstrap resample)" + (" (simulated)." if study.get("simulated") else "."), ""]
+             "every bootstrap resample)" + (" (simulated)." if study.simulated else "."), ""]
     if winner.screen_only:
         lines += ["> Screening only: no final (long-window) ladder ran, so this winner rests on short windows.", ""]
     if winner.id in view.knee_at_top:
@@ -87,14 +88,15 @@ def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView) -> list[str
                          f"{ci_text(ctx.knees[cid])})" for cid in view.ties)
         lines += [f"> **Ties**: {tied}: each 95% CI overlaps the winner's, so these data do not rank "
                   f"{'it' if len(view.ties) == 1 else 'them'} below the winner.", ""]
-    knee_run = next((r for r in ctx.runs if r["server_config_id"] == winner.id and r["status"] == "completed"
-                     and r["concurrency"] == knee.concurrency and ladder_phase(r.get("phase")) == knee.phase),
+    knee_run = next((r for r in ctx.runs if r.server_config_id == winner.id and r.status == "completed"
+                     and r.concurrency == knee.concurrency and ladder_phase(r.phase) == knee.phase),
                     None)
     if knee_run is not None and knee_run.get("client_bound"):
         lines += ["> **Client-bound knee**: the load generator may have limited the knee's window; measure it "
                   "again with more client processes (`--client-procs`) before trusting it.", ""]
-    model = env.get("model_path") or "MODEL"
-    extra = list(ctx.profile_raw.get("server", {}).get("extra_args", []))
+    model = str(env.get("model_path") or "MODEL")
+    extra_args = ctx.raw("server").get("extra_args")
+    extra = [str(a) for a in extra_args] if isinstance(extra_args, list) else []
     lines += ["```", launch_command(model, winner.config.knobs(), extra, study_dialect(ctx.profile_raw)), "```", ""]
     for warning in launch_warnings(model, extra):
         lines += [warning, ""]

@@ -2,7 +2,7 @@
 
 Store(url) opens any SQLAlchemy URL, migrates it to head with the packaged Alembic scripts (version table
 `sweep_alembic_version`, so Optuna's RDB storage can share the database) and offers typed writes and
-dict-returning reads. Every database failure surfaces as a one-line StoreError. Timestamps are naive UTC.
+typed reads (sweep/store/records.py). Every database failure surfaces as a one-line StoreError. Timestamps are naive UTC.
 """
 
 from __future__ import annotations
@@ -11,19 +11,22 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import cast
 
 from alembic import command
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     Insert,
     Table,
+    Update,
     case,
     func,
     insert,
     make_url,
     or_,
     select,
+    true,
     update,
 )
 
@@ -34,10 +37,18 @@ from sweep.store import queries as q
 from sweep.store.engine import alembic_config, make_engine, serialize_sqlite
 from sweep.store.errors import DatabaseError, database_error, map_errors
 from sweep.store.models import STAT_COLUMNS, runs_table
-from sweep.store.queries import UnknownColumnError
-from sweep.store.records import WorkerRecord
+from sweep.store.queries import RequestTokens, UnknownColumnError
+from sweep.store.records import (
+    ConfigRecord,
+    RunRecord,
+    RunSummary,
+    StoredRequestRow,
+    StudyRecord,
+    WorkerRecord,
+)
 
-__all__ = ["STAT_COLUMNS", "DatabaseError", "Store", "UnknownColumnError", "WorkerRecord", "alembic_config", "database_error",
+__all__ = ["STAT_COLUMNS", "ConfigRecord", "DatabaseError", "RequestTokens", "RunRecord", "RunSummary", "Store",
+           "StoredRequestRow", "StudyRecord", "UnknownColumnError", "WorkerRecord", "alembic_config", "database_error",
            "map_errors", "serialize_sqlite"]
 
 _PG_MIGRATION_LOCK = 0x5357_4545  # pg_advisory_xact_lock key: one migrating worker at a time ("SWEE")
@@ -115,7 +126,7 @@ class Store:
                 command.upgrade(cfg, "head")
 
     @staticmethod
-    def _update_one(conn: Connection, table: Table, row_id: int, values: Mapping[str, Any], what: str) -> None:
+    def _update_one(conn: Connection, table: Table, row_id: int, values: Mapping[str, object], what: str) -> None:
         """Update the row `row_id` of `table`; raise when there is none (a wrong id is a caller bug worth hearing
         about)."""
         if conn.execute(update(table).where(table.c.id == row_id).values(dict(values))).rowcount == 0:
@@ -132,12 +143,12 @@ class Store:
         with self._write(f"create study {name!r}") as conn:
             return _new_id(conn, insert(q.studies_table).values(row))
 
-    def get_study_by_name(self, name: str) -> dict[str, Any] | None:
+    def get_study_by_name(self, name: str) -> StudyRecord | None:
         """The study row named `name`, or None."""
         with self._read(f"read study {name!r}") as conn:
             return q.study_by_name(conn, name)
 
-    def latest_study(self) -> dict[str, Any] | None:
+    def latest_study(self) -> StudyRecord | None:
         """The most recently created study, or None in an empty database."""
         with self._read("read the latest study") as conn:
             return q.latest_study(conn)
@@ -145,7 +156,7 @@ class Store:
     def finish_study(self, study_id: int, status: str, winner_config_id: int | None = None,
                      report_path: str | None = None) -> None:
         """Set a study's final status (and winner / report path when given) and its finish time."""
-        values: dict[str, Any] = {"status": status, "finished_at": q.utcnow()}
+        values: dict[str, object] = {"status": status, "finished_at": q.utcnow()}
         if winner_config_id is not None:
             values["winner_config_id"] = winner_config_id
         if report_path is not None:
@@ -165,7 +176,7 @@ class Store:
             self._update_one(conn, q.studies_table, study_id, {"simulated": True}, f"study {study_id}")
             conn.execute(update(runs_table).where(runs_table.c.study_id == study_id).values(simulated=True))
 
-    def record_environment(self, study_id: int, env: Mapping[str, Any]) -> int:
+    def record_environment(self, study_id: int, env: Mapping[str, object]) -> int:
         """Store where a study ran; unknown keys go to extra_json, keys that look like secrets are dropped."""
         with self._write(f"record environment of study {study_id}") as conn:
             stmt = insert(q.environments_table).values(q.environment_row(study_id, env))
@@ -182,7 +193,7 @@ class Store:
         with self._write(f"create server config {config.label()!r}") as conn:
             return _new_id(conn, insert(q.configs_table).values(row))
 
-    def update_server_config(self, config_id: int, **fields: Any) -> None:
+    def update_server_config(self, config_id: int, **fields: object) -> None:
         """Set columns of a configuration; server_info (dict) and argv (list) are stored as JSON."""
         values = {k: v for k, v in fields.items() if k not in ("server_info", "argv")}
         unknown = sorted(set(values) - _CONFIG_FIELDS)
@@ -192,7 +203,7 @@ class Store:
             info = fields["server_info"]
             values["server_info_json"] = None if info is None else json.dumps(q.drop_secrets(info), default=str)
         if "argv" in fields:
-            values["argv_json"] = json.dumps(q.redact_argv(fields["argv"] or []))
+            values["argv_json"] = json.dumps(q.redact_argv(cast(Sequence[str], fields["argv"] or [])))
         if values.get("status") in _DONE_CONFIG and "finished_at" not in values:
             values["finished_at"] = q.utcnow()
         if not values:
@@ -200,12 +211,12 @@ class Store:
         with self._write(f"update server config {config_id}") as conn:
             self._update_one(conn, q.configs_table, config_id, values, f"server config {config_id}")
 
-    def server_configs(self, study_id: int) -> list[dict[str, Any]]:
+    def server_configs(self, study_id: int) -> list[ConfigRecord]:
         """Every server configuration of a study, in creation order."""
         with self._read(f"read server configs of study {study_id}") as conn:
             return q.server_configs(conn, study_id)
 
-    def find_server_config(self, study_id: int, config_key: str) -> dict[str, Any] | None:
+    def find_server_config(self, study_id: int, config_key: str) -> ConfigRecord | None:
         """The latest configuration of a study with this knob key (ServerConfig.key()), or None."""
         with self._read(f"find server config {config_key}") as conn:
             return q.find_server_config(conn, study_id, config_key)
@@ -241,7 +252,7 @@ class Store:
 
     def mark_run(self, run_id: int, status: str, reason: str | None) -> None:
         """Set a run's status and reason (e.g. failed: server died) without stats."""
-        values: dict[str, Any] = {"status": status, "reason": reason}
+        values: dict[str, object] = {"status": status, "reason": reason}
         if status != "running":
             values["finished_at"] = q.utcnow()
         with self._write(f"mark run {run_id} {status}") as conn:
@@ -258,10 +269,10 @@ class Store:
         reason = "orchestrator stopped before this finished"
         changed = 0
 
-        def owned(table: Any) -> Any:
+        def owned(table: Table) -> ColumnElement[bool]:
             """The rows of the given workers (all rows without `workers`)."""
             if workers is None:
-                return True
+                return true()
             ids = [w for w in workers if w is not None]
             return (or_(table.c.worker_id.in_(ids), table.c.worker_id.is_(None)) if None in workers
                     else table.c.worker_id.in_(ids))
@@ -298,7 +309,7 @@ class Store:
 
     def set_worker_status(self, worker_id: int, status: str) -> None:
         """A worker finished (done) or was found dead (lost)."""
-        values: dict[str, Any] = {"status": status}
+        values: dict[str, object] = {"status": status}
         if status != "running":
             values["finished_at"] = q.utcnow()
         with self._write(f"mark worker {worker_id} {status}") as conn:
@@ -311,43 +322,43 @@ class Store:
             return [WorkerRecord.from_row(dict(r._mapping)) for r in conn.execute(select(t).where(t.c.study_id == study_id)
                                                                             .order_by(t.c.id))]
 
-    def completed_runs(self, study_id: int, server_config_id: int | None = None) -> list[dict[str, Any]]:
+    def completed_runs(self, study_id: int, server_config_id: int | None = None) -> list[RunRecord]:
         """Completed runs of a study (optionally of one configuration), oldest first."""
         with self._read(f"read runs of study {study_id}") as conn:
             return q.completed_runs(conn, study_id, server_config_id)
 
     def list_runs(self, study: str | None = None, profile: str | None = None, since: datetime | None = None,
-                  status: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+                  status: str | None = None, limit: int | None = None) -> list[RunSummary]:
         """Rows of the run_summary view matching every given filter, newest first (naive `since` = UTC)."""
         with self._read("list runs") as conn:
             return q.list_runs(conn, study, profile, since, status, limit)
 
-    def get_run(self, run_id: int) -> dict[str, Any] | None:
+    def get_run(self, run_id: int) -> RunSummary | None:
         """One run with its knobs, study name and request/sample counts, or None."""
         with self._read(f"read run {run_id}") as conn:
             return q.get_run(conn, run_id)
 
-    def requests_for_run(self, run_id: int) -> list[dict[str, Any]]:
+    def requests_for_run(self, run_id: int) -> list[StoredRequestRow]:
         """Every request of a run in send order; times in seconds from the window start."""
         with self._read(f"read requests of run {run_id}") as conn:
             return q.requests_for_run(conn, run_id)
 
-    def study_request_tokens(self, study_id: int) -> list[tuple[Any, ...]]:
+    def study_request_tokens(self, study_id: int) -> list[RequestTokens]:
         """(modality, sent prompt, counted prompt, sent output, counted output, error) of each measured request."""
         with self._read(f"read request tokens of study {study_id}") as conn:
             return q.study_request_tokens(conn, study_id)
 
-    def samples_for_run(self, run_id: int, name: str | None = None) -> list[dict[str, Any]]:
+    def samples_for_run(self, run_id: int, name: str | None = None) -> list[Sample]:
         """Probe samples of a run (optionally one metric name) in time order."""
         with self._read(f"read samples of run {run_id}") as conn:
             return q.samples_for_run(conn, run_id, name)
 
-    def get_study(self, study_id: int) -> dict[str, Any] | None:
+    def get_study(self, study_id: int) -> StudyRecord | None:
         """The study row with this id, or None."""
         with self._read(f"read study {study_id}") as conn:
             return q.study_by_id(conn, study_id)
 
-    def study_runs(self, study_id: int) -> list[dict[str, Any]]:
+    def study_runs(self, study_id: int) -> list[RunRecord]:
         """Every run of a study (any status), oldest first."""
         with self._read(f"read runs of study {study_id}") as conn:
             return q.study_runs(conn, study_id)
@@ -358,23 +369,23 @@ class Store:
 
         with self._read(f"read histograms of study {study_id}") as conn:
             rows = q.histogram_samples(conn, study_id, HISTOGRAM_SOURCE)
-        by_run: dict[int, list[dict[str, Any]]] = {}
-        for row in rows:
-            by_run.setdefault(int(row["run_id"]), []).append(row)
+        by_run: dict[int, list[Sample]] = {}
+        for run_id, sample in rows:
+            by_run.setdefault(run_id, []).append(sample)
         return {run_id: histograms_from_samples(rs) for run_id, rs in by_run.items()}
 
-    def reference_runs(self, study_id: int) -> list[dict[str, Any]]:
+    def reference_runs(self, study_id: int) -> list[RunRecord]:
         """The cross-check reference-client rows of a study, oldest first."""
         with self._read(f"read reference runs of study {study_id}") as conn:
             return q.reference_runs(conn, study_id)
 
-    def environment(self, study_id: int) -> dict[str, Any] | None:
+    def environment(self, study_id: int) -> dict[str, object] | None:
         """Where a study ran (latest record), extra fields merged in."""
         with self._read(f"read environment of study {study_id}") as conn:
             return q.environment(conn, study_id)
 
 
-def _abort_runs(which: Any, reason: str) -> Any:
+def _abort_runs(which: ColumnElement[bool], reason: str) -> Update:
     """UPDATE of the running and completed runs matching `which` to 'aborted' (a completed one keeps its stats
     and says in its reason that its attempt was aborted)."""
     r = runs_table.c

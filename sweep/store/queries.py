@@ -7,9 +7,9 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import cast
 
-from sqlalchemy import Column, Connection, MetaData, Table, case, func, select
+from sqlalchemy import Column, Connection, Executable, MetaData, Table, case, func, select
 
 from sweep.analysis import measure
 from sweep.analysis.run_stats import RunStats
@@ -29,6 +29,7 @@ from sweep.store.models import (
     Worker,
     runs_table,
 )
+from sweep.store.records import ConfigRecord, RunRecord, RunSummary, StoredRequestRow, StudyRecord
 
 studies_table: Table = Study.__table__  # type: ignore[assignment]
 environments_table: Table = Environment.__table__  # type: ignore[assignment]
@@ -89,7 +90,7 @@ def redact_argv(argv: Iterable[str]) -> list[str]:
     return out
 
 
-def drop_secrets(value: Any) -> Any:
+def drop_secrets(value: object) -> object:
     """A copy of value without dict entries whose key mentions key/token/secret/password, at any depth."""
     if isinstance(value, Mapping):
         return {k: drop_secrets(v) for k, v in value.items()
@@ -99,30 +100,30 @@ def drop_secrets(value: Any) -> Any:
     return value
 
 
-def environment_row(study_id: int, env: Mapping[str, Any]) -> dict[str, Any]:
+def environment_row(study_id: int, env: Mapping[str, object]) -> dict[str, object]:
     """Column values for one environment: known keys as columns, the rest as extra_json, secrets dropped."""
-    clean = drop_secrets(env)
+    clean = cast(dict[str, object], drop_secrets(env))  # a mapping in, a dict out
     columns = set(environments_table.c.keys()) - {"id", "study_id", "extra_json"}
-    row: dict[str, Any] = {k: v for k, v in clean.items() if k in columns}
+    row: dict[str, object] = {k: v for k, v in clean.items() if k in columns}
     extra = {k: v for k, v in clean.items() if k not in columns}
     row.update(study_id=study_id, simulated=bool(row.get("simulated", False)),
                extra_json=json.dumps(extra, sort_keys=True, default=str) if extra else None)
     return row
 
 
-def _plain(value: Any, kind: type) -> Any:
+def _plain(value: object, kind: type) -> object:
     """value coerced to a driver-safe Python type (numpy scalars, NaN → None, list of failures → text)."""
     if value is None:
         return None
     if kind is str:
         return "; ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
     if kind is float:
-        number = float(value)
+        number = float(value)  # type: ignore[arg-type]
         return None if math.isnan(number) else number
     return kind(value)
 
 
-def stat_values(stats: RunStats | Mapping[str, object]) -> dict[str, Any]:
+def stat_values(stats: RunStats | Mapping[str, object]) -> dict[str, object]:
     """The runs columns for one window's stats (a mapping: an outside client's partial row); unknown keys raise."""
     values = stats.columns() if isinstance(stats, RunStats) else stats
     unknown = sorted(set(values) - set(STAT_COLUMNS))
@@ -136,7 +137,7 @@ def _ms(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
-def request_rows(run_id: int, records: Iterable[RequestRecord], window_start: float) -> list[dict[str, Any]]:
+def request_rows(run_id: int, records: Iterable[RequestRecord], window_start: float) -> list[dict[str, object]]:
     """One requests row per record; latencies as measure defines them, times relative to window_start."""
     return [{
         "run_id": run_id, "idx": int(r.index), "warmup": bool(r.warmup), "modality": r.modality,
@@ -150,7 +151,7 @@ def request_rows(run_id: int, records: Iterable[RequestRecord], window_start: fl
     } for r in records]
 
 
-def sample_rows(run_id: int, samples: Iterable[Sample], window_start: float) -> list[dict[str, Any]]:
+def sample_rows(run_id: int, samples: Iterable[Sample], window_start: float) -> list[dict[str, object]]:
     """One samples row per probe reading, t relative to window_start."""
     return [{"run_id": run_id, "t": float(s.t - window_start), "source": s.source, "name": s.name,
              "value": float(s.value), "labels": s.labels} for s in samples]
@@ -160,45 +161,41 @@ class UnknownColumnError(StoreError, ValueError):
     """A caller passed a field the table does not have (a bug in the caller, not in the database)."""
 
 
-def _dicts(conn: Connection, stmt: Any) -> list[dict[str, Any]]:
-    """Rows of a statement as plain dicts."""
+def _rows(conn: Connection, stmt: Executable) -> list[Mapping[str, object]]:
+    """Rows of a statement as mappings (column name -> value)."""
     return [dict(row) for row in conn.execute(stmt).mappings()]
 
 
-def _first(conn: Connection, stmt: Any) -> dict[str, Any] | None:
-    """The first row of a statement as a dict, or None."""
+def _first(conn: Connection, stmt: Executable) -> Mapping[str, object] | None:
+    """The first row of a statement as a mapping, or None."""
     row = conn.execute(stmt).mappings().first()
     return None if row is None else dict(row)
 
 
-def _with_id(row: dict[str, Any]) -> dict[str, Any]:
-    """A run_summary row with `id` beside `run_id`, so every run dict can be read the same way."""
-    row["id"] = row["run_id"]
-    return row
-
-
-def study_by_name(conn: Connection, name: str) -> dict[str, Any] | None:
+def study_by_name(conn: Connection, name: str) -> StudyRecord | None:
     """The study row named `name`, or None."""
-    return _first(conn, select(studies_table).where(studies_table.c.name == name))
+    row = _first(conn, select(studies_table).where(studies_table.c.name == name))
+    return None if row is None else StudyRecord.from_row(row)
 
 
-def latest_study(conn: Connection) -> dict[str, Any] | None:
+def latest_study(conn: Connection) -> StudyRecord | None:
     """The most recently created study, or None in an empty database."""
-    return _first(conn, select(studies_table).order_by(studies_table.c.id.desc()).limit(1))
+    row = _first(conn, select(studies_table).order_by(studies_table.c.id.desc()).limit(1))
+    return None if row is None else StudyRecord.from_row(row)
 
 
-def completed_runs(conn: Connection, study_id: int, server_config_id: int | None = None) -> list[dict[str, Any]]:
+def completed_runs(conn: Connection, study_id: int, server_config_id: int | None = None) -> list[RunRecord]:
     """Completed runs of a study (optionally one configuration), oldest first."""
     stmt = select(runs_table).where(runs_table.c.study_id == study_id, runs_table.c.status == "completed",
                                     runs_table.c.reference_for_run_id.is_(None))
     if server_config_id is not None:
         stmt = stmt.where(runs_table.c.server_config_id == server_config_id)
-    return _dicts(conn, stmt.order_by(runs_table.c.id))
+    return [RunRecord.from_row(r) for r in _rows(conn, stmt.order_by(runs_table.c.id))]
 
 
 def list_runs(conn: Connection, study: str | None = None, profile: str | None = None,
               since: datetime | None = None, status: str | None = None,
-              limit: int | None = None) -> list[dict[str, Any]]:
+              limit: int | None = None) -> list[RunSummary]:
     """run_summary rows matching every given filter, newest first."""
     v = run_summary.c
     stmt = select(run_summary)
@@ -213,93 +210,109 @@ def list_runs(conn: Connection, study: str | None = None, profile: str | None = 
     stmt = stmt.order_by(v.started_at.desc(), v.run_id.desc())
     if limit is not None:
         stmt = stmt.limit(limit)
-    return [_with_id(row) for row in _dicts(conn, stmt)]
+    return [RunSummary.from_row(row) for row in _rows(conn, stmt)]
 
 
-def get_run(conn: Connection, run_id: int) -> dict[str, Any] | None:
+def get_run(conn: Connection, run_id: int) -> RunSummary | None:
     """One run_summary row plus request_count, warmup_count and sample_count, or None."""
-    row = _first(conn, select(run_summary).where(run_summary.c.run_id == run_id))
-    if row is None:
+    found = _first(conn, select(run_summary).where(run_summary.c.run_id == run_id))
+    if found is None:
         return None
+    row = dict(found)
     r = requests_table.c
     row["request_count"], row["warmup_count"] = conn.execute(
         select(func.count(), func.coalesce(func.sum(case((r.warmup, 1), else_=0)), 0))
         .where(r.run_id == run_id)).one()
     row["sample_count"] = conn.execute(
         select(func.count()).select_from(samples_table).where(samples_table.c.run_id == run_id)).scalar_one()
-    return _with_id(row)
+    return RunSummary.from_row(row)
 
 
-def requests_for_run(conn: Connection, run_id: int) -> list[dict[str, Any]]:
+def requests_for_run(conn: Connection, run_id: int) -> list[StoredRequestRow]:
     """Every request row of a run, in send order."""
     r = requests_table.c
-    return _dicts(conn, select(requests_table).where(r.run_id == run_id).order_by(r.sent_at, r.id))
+    return [StoredRequestRow.from_row(row) for row in
+            _rows(conn, select(requests_table).where(r.run_id == run_id).order_by(r.sent_at, r.id))]
 
 
-def study_request_tokens(conn: Connection, study_id: int) -> list[tuple[Any, ...]]:
+RequestTokens = tuple[str, int | None, int, int | None, int, str | None]
+
+
+def study_request_tokens(conn: Connection, study_id: int) -> list[RequestTokens]:
     """(modality, sent_prompt_tokens, prompt_tokens, sent_output_tokens, output_tokens, error) of every measured
     (not warm-up) request of the study's completed runs."""
     r, q = runs_table.c, requests_table.c
     stmt = (select(q.modality, q.sent_prompt_tokens, q.prompt_tokens, q.sent_output_tokens, q.output_tokens, q.error)
             .join(runs_table, r.id == q.run_id)
             .where(r.study_id == study_id, r.status == "completed", q.warmup.is_(False)))
-    return [tuple(row) for row in conn.execute(stmt)]
+    return [(str(m), sp, int(p), so, int(o), e) for m, sp, p, so, o, e in conn.execute(stmt)]
 
 
-def samples_for_run(conn: Connection, run_id: int, name: str | None = None) -> list[dict[str, Any]]:
-    """Probe samples of a run (optionally one metric name), in time order."""
+def _sample(row: Mapping[str, object]) -> Sample:
+    return Sample(float(row["t"]), str(row["source"]), str(row["name"]), float(row["value"]),  # type: ignore[arg-type]
+                  str(row.get("labels") or ""))
+
+
+def samples_for_run(conn: Connection, run_id: int, name: str | None = None) -> list[Sample]:
+    """Probe samples of a run (optionally one metric name), in time order (t from the window start)."""
     s = samples_table.c
     stmt = select(samples_table).where(s.run_id == run_id)
     if name is not None:
         stmt = stmt.where(s.name == name)
-    return _dicts(conn, stmt.order_by(s.t, s.id))
+    return [_sample(row) for row in _rows(conn, stmt.order_by(s.t, s.id))]
 
 
-def server_configs(conn: Connection, study_id: int) -> list[dict[str, Any]]:
+def server_configs(conn: Connection, study_id: int) -> list[ConfigRecord]:
     """Every server configuration of a study, in creation order."""
     c = configs_table.c
-    return _dicts(conn, select(configs_table).where(c.study_id == study_id).order_by(c.id))
+    return [ConfigRecord.from_row(r) for r in
+            _rows(conn, select(configs_table).where(c.study_id == study_id).order_by(c.id))]
 
 
-def find_server_config(conn: Connection, study_id: int, config_key: str) -> dict[str, Any] | None:
+def find_server_config(conn: Connection, study_id: int, config_key: str) -> ConfigRecord | None:
     """The latest configuration of a study with this knob key, or None."""
     c = configs_table.c
-    return _first(conn, select(configs_table).where(c.study_id == study_id, c.config_key == config_key)
-                  .order_by(c.id.desc()))
+    row = _first(conn, select(configs_table).where(c.study_id == study_id, c.config_key == config_key)
+                 .order_by(c.id.desc()))
+    return None if row is None else ConfigRecord.from_row(row)
 
 
-def study_by_id(conn: Connection, study_id: int) -> dict[str, Any] | None:
+def study_by_id(conn: Connection, study_id: int) -> StudyRecord | None:
     """One study row by id."""
-    return _first(conn, select(studies_table).where(studies_table.c.id == study_id))
+    row = _first(conn, select(studies_table).where(studies_table.c.id == study_id))
+    return None if row is None else StudyRecord.from_row(row)
 
 
-def study_runs(conn: Connection, study_id: int) -> list[dict[str, Any]]:
+def study_runs(conn: Connection, study_id: int) -> list[RunRecord]:
     """Every run of a study, whatever its status, in creation order (reference-client rows left out)."""
     t = runs_table.c
-    return _dicts(conn, select(runs_table).where(t.study_id == study_id, t.reference_for_run_id.is_(None))
-                  .order_by(t.id))
+    return [RunRecord.from_row(r) for r in
+            _rows(conn, select(runs_table).where(t.study_id == study_id, t.reference_for_run_id.is_(None))
+                  .order_by(t.id))]
 
 
-def reference_runs(conn: Connection, study_id: int) -> list[dict[str, Any]]:
+def reference_runs(conn: Connection, study_id: int) -> list[RunRecord]:
     """The cross-check reference-client rows of a study (each names sweep's run in reference_for_run_id)."""
     t = runs_table.c
-    return _dicts(conn, select(runs_table).where(t.study_id == study_id, t.reference_for_run_id.is_not(None))
-                  .order_by(t.id))
+    return [RunRecord.from_row(r) for r in
+            _rows(conn, select(runs_table).where(t.study_id == study_id, t.reference_for_run_id.is_not(None))
+                  .order_by(t.id))]
 
 
-def environment(conn: Connection, study_id: int) -> dict[str, Any] | None:
+def environment(conn: Connection, study_id: int) -> dict[str, object] | None:
     """The latest environment recorded for a study, extra_json merged in."""
     t = environments_table
-    row = _first(conn, select(t).where(t.c.study_id == study_id).order_by(t.c.id.desc()).limit(1))
-    if row is None:
+    found = _first(conn, select(t).where(t.c.study_id == study_id).order_by(t.c.id.desc()).limit(1))
+    if found is None:
         return None
-    extra = json.loads(row.pop("extra_json") or "{}")
+    row = dict(found)
+    extra = json.loads(str(row.pop("extra_json") or "{}"))
     return {**extra, **row}
 
 
-def histogram_samples(conn: Connection, study_id: int, source: str) -> list[dict[str, Any]]:
+def histogram_samples(conn: Connection, study_id: int, source: str) -> list[tuple[int, Sample]]:
     """Every sample of `source` (the window histograms) of a study's runs, with its run_id."""
     sm, r = samples_table.c, runs_table.c
     stmt = (select(samples_table).join(runs_table, r.id == sm.run_id)
             .where(r.study_id == study_id, sm.source == source).order_by(sm.run_id, sm.id))
-    return _dicts(conn, stmt)
+    return [(int(row["run_id"]), _sample(row)) for row in _rows(conn, stmt)]  # type: ignore[call-overload]

@@ -1,15 +1,55 @@
-"""Typed rows the store's reads return (frozen dataclasses, one per table), instead of dict[str, Any].
+"""Typed rows the store's reads return (frozen dataclasses, one per table or view), instead of untyped row dicts.
 
-Converted so far: sweep_workers (WorkerRecord). The other reads still return the row mappings; see the
-module docstring of sweep/store/__init__.py.
+Each record is built in one place from a SQLAlchemy row mapping (`from_row`); a column this version does not
+know is ignored, a missing one reads as its default. Where a caller picks a column by name (the report's
+tables, `sweep runs --format json`), a record offers `get(name)` / `columns()` typed `object`.
+Samples come back as sweep.core.types.Sample (t relative to the window start).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any
+
+from sweep.analysis.ladder_steps import LadderStep
+from sweep.analysis.run_stats import COLUMNS as STAT_COLUMNS
+from sweep.analysis.run_stats import RunStats
+from sweep.analysis.tiers import StoredRequest
+from sweep.core.types import Placement, ServerConfig
+
+_PLACEMENT = tuple(f.name for f in fields(Placement))
+
+
+def _opt_int(v: object) -> int | None:
+    return None if v is None else int(v)  # type: ignore[call-overload]
+
+
+def _opt_float(v: object) -> float | None:
+    return None if v is None else float(v)  # type: ignore[arg-type]
+
+
+def _opt_str(v: object) -> str | None:
+    return None if v is None else str(v)
+
+
+def _when(v: object) -> datetime | None:
+    return v if isinstance(v, datetime) else None
+
+
+def placement_of(row: Mapping[str, object]) -> Placement:
+    """The placement columns of a runs / server_configs row."""
+    return Placement(_opt_int(row.get("worker_id")), _opt_str(row.get("host")), _opt_str(row.get("gpu_name")),
+                     _opt_str(row.get("gpu_index")), _opt_float(row.get("gpu_memory_mib")),
+                     _opt_str(row.get("gpu_driver")))
+
+
+def stats_of(row: Mapping[str, object]) -> RunStats | None:
+    """A row's window statistics, or None when it stores none (a window still running, or failed before its end)."""
+    if all(row.get(c) is None for c in STAT_COLUMNS):
+        return None
+    return RunStats.from_row(row)
 
 
 @dataclass(frozen=True)
@@ -31,6 +71,241 @@ class WorkerRecord:
     finished_at: datetime | None = None
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> WorkerRecord:
+    def from_row(cls, row: Mapping[str, object]) -> WorkerRecord:
         """The record of a sweep_workers row (columns this version does not know are ignored)."""
-        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """One sweep_studies row: one sweep of one profile."""
+
+    id: int
+    name: str
+    profile_name: str = ""
+    profile_json: str = "{}"  # the profile as it was stored (another version's may no longer validate)
+    fingerprint: str = ""
+    sampler: str = ""
+    simulated: bool = False
+    driver: str = ""
+    status: str = "running"
+    optuna_study_name: str | None = None
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    winner_config_id: int | None = None
+    report_path: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> StudyRecord:
+        """The record of a sweep_studies row (columns this version does not know are ignored)."""
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})  # type: ignore[arg-type]
+
+    def get(self, name: str) -> object:
+        """One column by name (None when there is none)."""
+        return getattr(self, name, None)
+
+
+@dataclass(frozen=True)
+class ConfigRecord:
+    """One server_configs row: a launched (or attempted) configuration, its knobs, where it ran, why its ladder
+    stopped and the refined SLA boundary (None: not refined or not bracketed)."""
+
+    id: int
+    config: ServerConfig = field(default_factory=ServerConfig)
+    status: str = "pending"  # pending | running | completed | failed | infeasible | aborted
+    study_id: int | None = None
+    trial_number: int | None = None
+    config_key: str = ""
+    launcher: str = ""
+    argv: tuple[str, ...] = ()
+    failure_reason: str | None = None
+    startup_s: float | None = None
+    log_path: str | None = None
+    server_info_json: str | None = None
+    stop_reason: str | None = None
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    placement: Placement = field(default_factory=Placement)
+    boundary_concurrency: float | None = None
+    boundary_ci_low: float | None = None
+    boundary_ci_high: float | None = None
+    boundary_shape: str | None = None  # smooth | cliff
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> ConfigRecord:
+        """The record of a server_configs row (knobs, argv_json and placement columns gathered)."""
+        argv = json.loads(str(row.get("argv_json") or "[]"))
+        return cls(
+            id=int(row["id"]), config=ServerConfig.from_mapping(row), status=str(row.get("status") or "pending"),  # type: ignore[call-overload]
+            study_id=_opt_int(row.get("study_id")), trial_number=_opt_int(row.get("trial_number")),
+            config_key=str(row.get("config_key") or ""), launcher=str(row.get("launcher") or ""),
+            argv=tuple(str(a) for a in argv), failure_reason=_opt_str(row.get("failure_reason")),
+            startup_s=_opt_float(row.get("startup_s")), log_path=_opt_str(row.get("log_path")),
+            server_info_json=_opt_str(row.get("server_info_json")), stop_reason=_opt_str(row.get("stop_reason")),
+            created_at=_when(row.get("created_at")), finished_at=_when(row.get("finished_at")),
+            placement=placement_of(row), boundary_concurrency=_opt_float(row.get("boundary_concurrency")),
+            boundary_ci_low=_opt_float(row.get("boundary_ci_low")),
+            boundary_ci_high=_opt_float(row.get("boundary_ci_high")),
+            boundary_shape=_opt_str(row.get("boundary_shape")))
+
+    def label(self) -> str:
+        """The knobs as short text (ServerConfig.label)."""
+        return self.config.label()
+
+    def columns(self) -> dict[str, object]:
+        """Every server_configs column by name, flat (knobs, argv_json and placement in place)."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("config", "argv", "placement")}
+        return {**own, **self.config.columns(), "argv_json": json.dumps(list(self.argv)), **self.placement.columns()}
+
+    def get(self, name: str) -> object:
+        """One column by name (None when there is none)."""
+        return self.columns().get(name)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One runs row: one measured window (a ladder step, a soak, or a cross-check reference-client row)."""
+
+    id: int
+    server_config_id: int
+    concurrency: int
+    status: str = "completed"  # running | completed | failed | aborted
+    phase: str = "final"  # screen | final | refine | soak
+    study_id: int | None = None
+    reason: str | None = None
+    fingerprint: str = ""
+    simulated: bool = False
+    driver: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    reference_for_run_id: int | None = None  # a reference-client row: sweep's own run of the same step
+    stats: RunStats | None = None  # None: no statistics stored (still running, or failed before its window ended)
+    placement: Placement = field(default_factory=Placement)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> RunRecord:
+        """The record of a runs row or a run_summary row (whose id is run_id)."""
+        rid = row["id"] if "id" in row else row["run_id"]
+        return cls(id=int(rid), server_config_id=int(row["server_config_id"]),  # type: ignore[call-overload]
+                   concurrency=int(row["concurrency"]), status=str(row.get("status") or "completed"),  # type: ignore[call-overload]
+                   phase=str(row.get("phase") or "final"), study_id=_opt_int(row.get("study_id")),
+                   reason=_opt_str(row.get("reason")), fingerprint=str(row.get("fingerprint") or ""),
+                   simulated=bool(row.get("simulated")), driver=str(row.get("driver") or ""),
+                   started_at=_when(row.get("started_at")), finished_at=_when(row.get("finished_at")),
+                   reference_for_run_id=_opt_int(row.get("reference_for_run_id")), stats=stats_of(row),
+                   placement=placement_of(row))
+
+    def get(self, name: str) -> object:
+        """One column by name (its own, a stat column or a placement column); None when it has none."""
+        if name in STAT_COLUMNS:
+            return None if self.stats is None else self.stats.get(name)
+        if name in _PLACEMENT:
+            return getattr(self.placement, name)
+        return getattr(self, name, None) if name not in ("stats", "placement") else None
+
+    def number(self, name: str) -> float | None:
+        """A numeric column by name as a float (None when unset)."""
+        v = self.get(name)
+        return None if v is None or isinstance(v, str) else float(v)  # type: ignore[arg-type]
+
+    def columns(self) -> dict[str, object]:
+        """Every column of the row, flat, by name (the stats and placement in place)."""
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("stats", "placement")}
+        stats = self.stats.columns() if self.stats is not None else dict.fromkeys(STAT_COLUMNS)
+        return {**own, **stats, **self.placement.columns()}
+
+    def step(self) -> LadderStep:
+        """This completed window as a ladder step (ValueError when it stores no statistics)."""
+        if self.stats is None:
+            raise ValueError(f"run {self.id} has no statistics (status {self.status})")
+        return LadderStep(self.id, self.concurrency, self.phase, self.stats, self.server_config_id)
+
+    @property
+    def measured(self) -> bool:
+        """A step a conclusion can rest on: completed, not the soak, with at least one completed request."""
+        return (self.status == "completed" and self.phase != "soak"
+                and (self.stats is None or self.stats.n_completed is None or self.stats.n_completed > 0))
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run_summary row (the view `sweep runs` lists): the run, its study and its configuration's knobs;
+    `get_run` adds the request and sample counts."""
+
+    run: RunRecord
+    study_name: str
+    profile_name: str
+    config: ServerConfig
+    trial_number: int | None = None
+    config_key: str = ""
+    launcher: str = ""
+    config_status: str = ""
+    request_count: int | None = None
+    warmup_count: int | None = None
+    sample_count: int | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> RunSummary:
+        """The record of a run_summary row (plus counts where present)."""
+        return cls(RunRecord.from_row(row), str(row.get("study_name") or ""), str(row.get("profile_name") or ""),
+                   ServerConfig.from_mapping(row), _opt_int(row.get("trial_number")),
+                   str(row.get("config_key") or ""), str(row.get("launcher") or ""),
+                   str(row.get("config_status") or ""), _opt_int(row.get("request_count")),
+                   _opt_int(row.get("warmup_count")), _opt_int(row.get("sample_count")))
+
+    def columns(self) -> dict[str, object]:
+        """Every column by name, flat (run_id and id both the run's id), for tables and JSON output."""
+        head: dict[str, object] = {"run_id": self.run.id, "study_name": self.study_name,
+                                   "profile_name": self.profile_name, "trial_number": self.trial_number,
+                                   "config_key": self.config_key, **self.config.columns(), "launcher": self.launcher,
+                                   "config_status": self.config_status}
+        counts = {k: v for k, v in (("request_count", self.request_count), ("warmup_count", self.warmup_count),
+                                    ("sample_count", self.sample_count)) if v is not None}
+        return {**head, **self.run.columns(), **counts}
+
+    def get(self, name: str) -> object:
+        """One column by name (None when there is none)."""
+        return self.columns().get(name)
+
+
+@dataclass(frozen=True)
+class StoredRequestRow:
+    """One stored requests row; times in seconds from the window start, latencies in ms."""
+
+    idx: int
+    scheduled_at: float
+    sent_at: float
+    warmup: bool = False
+    modality: str = "text"
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    sent_prompt_tokens: int | None = None
+    sent_output_tokens: int | None = None
+    cached_tokens: int = 0
+    num_retractions: int = 0
+    error: str | None = None
+    error_kind: str | None = None
+    id: int | None = None
+    run_id: int | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> StoredRequestRow:
+        """The record of a requests row (columns this version does not know are ignored)."""
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})  # type: ignore[arg-type]
+
+    def get(self, name: str) -> object:
+        """One column by name (None when there is none)."""
+        return getattr(self, name, None)
+
+    def latency(self, name: str) -> float | None:
+        """ttft_ms, tpot_ms or e2e_ms by name."""
+        return {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "e2e_ms": self.e2e_ms}[name]
+
+    def judged(self) -> StoredRequest:
+        """What an SLA tier and the boundary estimate read of this request."""
+        return StoredRequest(self.scheduled_at, self.warmup, self.error is not None, self.e2e_ms is not None,
+                             self.ttft_ms, self.tpot_ms, self.e2e_ms, self.output_tokens)
+

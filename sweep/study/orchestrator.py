@@ -109,7 +109,7 @@ class Orchestrator:
             raise SweepError(f"no study named {study_name} in {self.store.shown}: create it with "
                              "`sweep study create` or `sweep sweep`")
         self.open_study(study_name, resume=True)
-        return self._work(existing["id"], study_name, on_step, on_step_start, on_trial)
+        return self._work(existing.id, study_name, on_step, on_step_start, on_trial)
 
     def knee(self, study_name: str | None = None, resume: bool = False, on_step: StepCallback | None = None,
              on_step_start: StartCallback | None = None, on_trial: TrialCallback | None = None) -> KneeRun:
@@ -199,7 +199,7 @@ class Orchestrator:
         marked completed."""
         ctx = study_context(self.store, study_id)
         answer = build_answer(self.store, ctx)
-        report = write_report(ctx, self.out_dir / ctx.study["name"], answer)
+        report = write_report(ctx, self.out_dir / ctx.study.name, answer)
         winner = ctx.winner
         self.store.finish_study(study_id, "completed", winner_config_id=winner.id if winner else None,
                                 report_path=str(report.markdown))

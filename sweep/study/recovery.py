@@ -11,20 +11,20 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import optuna
 
-from sweep.store import Store
+from sweep.store import ConfigRecord, Store
 from sweep.study.liveness import WORKER_ATTR, dead_on_this_host
 
 Say = Callable[[str], None]
 
 
-def _launch_host(config: dict[str, Any]) -> str | None:
+def _launch_host(config: ConfigRecord) -> str | None:
     """The host a configuration's server was launched on: the launch record, else the configuration's column."""
-    info = json.loads(config.get("server_info_json") or "{}").get("sweep_launch") or {}
-    return info.get("host") or config.get("host")
+    info = json.loads(config.server_info_json or "{}").get("sweep_launch") or {}
+    host = info.get("host") or config.placement.host
+    return None if host is None else str(host)
 
 
 def kill_leftover_servers(store: Store, study_id: int, say: Say | None = None,
@@ -43,22 +43,22 @@ def kill_leftover_servers(store: Store, study_id: int, say: Say | None = None,
     here = socket.gethostname()
     killed: list[int] = []
     for c in store.server_configs(study_id):
-        if c["status"] not in ("running", "pending", "aborted"):
+        if c.status not in ("running", "pending", "aborted"):
             continue
-        if only is not None and c.get("worker_id") not in only:
+        if only is not None and c.placement.worker_id not in only:
             continue
-        info = json.loads(c.get("server_info_json") or "{}").get("sweep_launch") or {}
+        info = json.loads(c.server_info_json or "{}").get("sweep_launch") or {}
         pid, created = info.get("pid"), info.get("create_time")
         if not pid or created is None:
             continue
         host = _launch_host(c)
         if host not in (None, here):
-            if say is not None and c["status"] != "aborted":
-                say(f"resume: the interrupted launch of configuration {c['id']} ran on {host}, not here "
+            if say is not None and c.status != "aborted":
+                say(f"resume: the interrupted launch of configuration {c.id} ran on {host}, not here "
                     f"({here}): stop its server (pid {pid}) there")
             continue
         killed += _kill_launch(int(pid), float(created), int(info.get("pgid") or pid), int(info.get("sid") or pid))
-        scrub_log(info.get("log_path") or c.get("log_path"), info.get("credential_digest"))
+        scrub_log(info.get("log_path") or c.log_path, info.get("credential_digest"))
     return sorted(killed)
 
 
@@ -113,8 +113,8 @@ def clean_after_dead(store: Store, study_id: int, say: Say) -> None:
         say(f"resume: killed leftover server process(es) {killed} of the interrupted launch")
     aborted = store.abort_running(study_id, dead)
     for c in store.server_configs(study_id):
-        if c["status"] == "pending" and c.get("worker_id") in dead:
-            store.update_server_config(c["id"], status="aborted", failure_reason="orchestrator stopped before launch")
+        if c.status == "pending" and c.placement.worker_id in dead:
+            store.update_server_config(c.id, status="aborted", failure_reason="orchestrator stopped before launch")
             aborted += 1
     if aborted:
         say(f"resume: marked {aborted} interrupted run(s)/launch(es) aborted; they will be redone")
@@ -133,8 +133,8 @@ def on_requeued(store: Store, study_id: int, say: Say) -> Callable[[optuna.trial
                 kill_leftover_servers(store, study_id, None, [wid])
             store.abort_running(study_id, [wid])
             for c in store.server_configs(study_id):
-                if c["status"] == "pending" and c.get("worker_id") == wid:
-                    store.update_server_config(c["id"], status="aborted",
+                if c.status == "pending" and c.placement.worker_id == wid:
+                    store.update_server_config(c.id, status="aborted",
                                                failure_reason="worker lost before launch")
             try:
                 store.set_worker_status(int(wid), "lost")

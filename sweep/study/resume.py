@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from sweep.analysis.ladder_steps import LadderStep, ladder_phase, steps_knee
+from sweep.analysis.ladder_steps import ladder_phase, steps_knee
 from sweep.core.errors import SweepError
 from sweep.core.types import ServerConfig
 from sweep.profile import Profile
@@ -24,13 +24,13 @@ def open_study(store: Store, profile: Profile, study_name: str | None, resume: b
     if existing is not None:
         if not resume:
             raise SweepError(f"study {study_name} exists; pass --resume to continue it")
-        if existing["fingerprint"] != profile.fingerprint():
+        if existing.fingerprint != profile.fingerprint():
             raise SweepError(f"study {study_name} was run with another workload fingerprint "
-                             f"({existing['fingerprint']} vs {profile.fingerprint()})")
+                             f"({existing.fingerprint} vs {profile.fingerprint()})")
         # Only what dead workers left: another live worker of this study keeps its server and its rows.
-        clean_after_dead(store, existing["id"], say)
-        store.reopen_study(existing["id"])
-        return existing["id"], study_name
+        clean_after_dead(store, existing.id, say)
+        store.reopen_study(existing.id)
+        return existing.id, study_name
     study_id = store.create_study(
         study_name, profile.name, profile.model_dump_json(), profile.fingerprint(),
         profile.search.sampler, simulated, driver_name, study_name)
@@ -41,16 +41,16 @@ def reuse_outcome(store: Store, profile: Profile, study_id: int, config: ServerC
                   phase: str = "final") -> LadderOutcome | None:
     """A configuration whose ladder (of this phase) completed before a kill is not measured twice."""
     for row in reversed(store.server_configs(study_id)):
-        if row["config_key"] != config.key() or row["status"] not in ("completed", "infeasible"):
+        if row.config_key != config.key() or row.status not in ("completed", "infeasible"):
             continue
-        steps = [LadderStep.from_row(r) for r in store.completed_runs(study_id, row["id"])]
+        steps = [r.step() for r in store.completed_runs(study_id, row.id) if r.stats is not None]
         if steps and any(ladder_phase(s.phase) != phase for s in steps):  # refinement windows are final steps
             continue  # the other fidelity: a screen never stands in for a final, nor the reverse
         knee = steps_knee(steps, profile.search.flatten_threshold)
-        return LadderOutcome(config, row["id"], row["status"], steps, knee, row.get("stop_reason") or "")
+        return LadderOutcome(config, row.id, row.status, steps, knee, row.stop_reason or "")
     return None
 
 
 def soak_done(store: Store, study_id: int) -> bool:
     """Whether a completed soak run exists for this study (a resume does not soak twice)."""
-    return any(r.get("phase") == "soak" and r["status"] == "completed" for r in store.study_runs(study_id))
+    return any(r.phase == "soak" and r.status == "completed" for r in store.study_runs(study_id))

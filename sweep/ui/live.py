@@ -31,7 +31,7 @@ def make_app(db_url: str, study: str | None = None) -> Starlette:
     def state_json(request: Request) -> str | None:
         name = request.query_params.get("study") or study
         row = store.get_study_by_name(name) if name else store.latest_study()
-        return None if row is None else read_state(store, row["id"]).as_json()
+        return None if row is None else read_state(store, row.id).as_json()
 
     def index(request: Request) -> Response:
         state = state_json(request)

@@ -9,17 +9,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from sweep.analysis.binding import Binding, binding
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.significance import Difference, difference, ties, win_probabilities
 from sweep.analysis.tiers import StoredRequest, judge_tier, same_bounds
-from sweep.core.types import ServerConfig
+from sweep.core.types import KnobValue, ServerConfig
 from sweep.profile import SLA, Tier
 from sweep.profile.grid import grid
-from sweep.store import Store
+from sweep.store import ConfigRecord, Store
 from sweep.views.read_model import decide_winner
 from sweep.views.study import StudyContext
 
@@ -43,7 +42,7 @@ class TierAnswer:
     sla: SLA
     winner_id: int | None
     label: str  # the winner's knobs, e.g. "mrr=64 mem=0.85", or "SGLang defaults"
-    knobs: Mapping[str, Any]  # the winner's set knobs (the launch command's flags)
+    knobs: Mapping[str, KnobValue]  # the winner's set knobs (the launch command's flags)
     knee: ConfigKnee | None
     screen_only: bool
     bracket: tuple[int, int | None] | None  # (highest passing concurrency, lowest failing above it) of the winner
@@ -73,18 +72,18 @@ class Answer:
         return json.dumps(asdict(self), default=str, indent=2)
 
 
-def is_defaults(config_row: Mapping[str, Any]) -> bool:
-    """Whether a server_configs row is SGLang's defaults: every knob unset."""
-    return not ServerConfig.from_mapping(config_row).knobs()
+def is_defaults(config_row: ConfigRecord) -> bool:
+    """Whether a configuration is SGLang's defaults: every knob unset."""
+    return not config_row.config.knobs()
 
 
-def defaults_ids(configs: Sequence[Mapping[str, Any]]) -> frozenset[int]:
+def defaults_ids(configs: Sequence[ConfigRecord]) -> frozenset[int]:
     """The ids of the configurations that are SGLang's defaults (not aborted attempts)."""
-    return frozenset(c["id"] for c in configs if c["status"] != "aborted" and is_defaults(c))
+    return frozenset(c.id for c in configs if c.status != "aborted" and is_defaults(c))
 
 
-def _label(configs: Sequence[Mapping[str, Any]], cid: int, labels: Mapping[int, str]) -> str:
-    row = next((c for c in configs if c["id"] == cid), None)
+def _label(configs: Sequence[ConfigRecord], cid: int, labels: Mapping[int, str]) -> str:
+    row = next((c for c in configs if c.id == cid), None)
     if row is not None and is_defaults(row):
         return "SGLang defaults (no searched flag)"
     return labels.get(cid, str(cid))
@@ -103,11 +102,11 @@ def _shape(knee: ConfigKnee | None) -> str | None:
 
 def stored_steps(ctx: StudyContext) -> dict[int, list[LadderStep]]:
     """Config id -> its completed, non-soak steps (aborted attempts left out)."""
-    live = {c["id"] for c in ctx.configs if c["status"] != "aborted"}
+    live = {c.id for c in ctx.configs if c.status != "aborted"}
     out: dict[int, list[LadderStep]] = {}
     for r in ctx.runs:
-        if r["server_config_id"] in live and r["status"] == "completed" and r.get("phase") != "soak":
-            out.setdefault(r["server_config_id"], []).append(LadderStep.from_row(r))
+        if r.server_config_id in live and r.status == "completed" and r.phase != "soak" and r.stats is not None:
+            out.setdefault(r.server_config_id, []).append(r.step())
     return out
 
 
@@ -123,7 +122,7 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
         if not requests:
             for ss in steps.values():
                 for s in ss:
-                    requests[s.run_id] = [StoredRequest.from_row(r) for r in store.requests_for_run(s.run_id)]
+                    requests[s.run_id] = [r.judged() for r in store.requests_for_run(s.run_id)]
         return requests
 
     space = grid(prof.search.space) if prof is not None else {}
@@ -149,18 +148,19 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
             winner = None
         out.append(_tier_answer(ctx, tier, winner.id if winner else None, bool(winner and winner.screen_only),
                                 knees, pool, judged, space))
-    return Answer(str(ctx.study.get("name", "")), bool(ctx.study.get("simulated")),
+    server = ctx.profile_raw.get("server")
+    extra_args = server.get("extra_args", []) if isinstance(server, dict) else []
+    return Answer(ctx.study.name, ctx.study.simulated,
                   str(ctx.env.get("model_path") or (prof.server.model_path if prof else "MODEL")),
-                  tuple(ctx.profile_raw.get("server", {}).get("extra_args", [])), tuple(out),
-                  {c["id"]: _label(ctx.configs, c["id"], ctx.labels) for c in ctx.configs}, note)
+                  tuple(extra_args), tuple(out), {c.id: _label(ctx.configs, c.id, ctx.labels) for c in ctx.configs},
+                  note)
 
 
 def _tier_answer(ctx: StudyContext, tier: Tier, wid: int | None, screen_only: bool, knees: Mapping[int, ConfigKnee],
-                 pool: Mapping[int, ConfigKnee], judged: Mapping[int, Sequence[LadderStep]], space: Mapping[str, Sequence[Any]]) -> TierAnswer:
-    rows = {c["id"]: c for c in ctx.configs}
+                 pool: Mapping[int, ConfigKnee], judged: Mapping[int, Sequence[LadderStep]], space: Mapping[str, Sequence[KnobValue]]) -> TierAnswer:
+    rows = {c.id: c for c in ctx.configs}
     bindings = {cid: b for cid, ss in judged.items()
-                if (b := binding(ss, knees[cid].concurrency if cid in knees else 0,
-                                 ServerConfig.from_mapping(rows[cid]), space)) is not None}
+                if (b := binding(ss, knees[cid].concurrency if cid in knees else 0, rows[cid].config, space)) is not None}
     base = sorted(defaults_ids(ctx.configs) & set(judged))
     gain = None
     if base:
@@ -169,7 +169,7 @@ def _tier_answer(ctx: StudyContext, tier: Tier, wid: int | None, screen_only: bo
         diff = difference(knees[wid], dk) if wid is not None and dk is not None else None
         gain = Gain(did, dk, diff, wid == did)
     knee = knees.get(wid) if wid is not None else None
-    config = ServerConfig.from_mapping(rows[wid]) if wid is not None else ServerConfig()
+    config = rows[wid].config if wid is not None else ServerConfig()
     return TierAnswer(
         tier.name, tier.primary, tier.bounds(), wid,
         _label(ctx.configs, wid, ctx.labels) if wid is not None else "", config.knobs(), knee, screen_only,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sweep.profile import Search, Soak
-from sweep.store import Store
+from sweep.store import RunRecord, Store, StudyRecord
 from sweep.views.read_model import ConfigFailure, config_failures_of, read_study, stored_profile
 from sweep.views.study import StudyContext, TrialPoint, build_view
 
@@ -42,19 +43,19 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
         request_tokens=store.study_request_tokens(study_id), failures=model.failures, measured=model.measured)
 
 
-def soak_verdicts(store: Store, runs: list[dict[str, Any]], soak: Soak) -> dict[int, SoakVerdict]:
+def soak_verdicts(store: Store, runs: Sequence[RunRecord], soak: Soak) -> dict[int, SoakVerdict]:
     """Each completed soak run's verdict, recomputed from its stored samples (the verdict is pure)."""
     from sweep.analysis.soak import judge
 
-    return {r["id"]: judge(store.samples_for_run(r["id"]), soak, r.get("sla_failures")) for r in runs
-            if r.get("phase") == "soak" and r["status"] == "completed"}
+    return {r.id: judge(store.samples_for_run(r.id), soak, r.stats.sla_failures if r.stats else None) for r in runs
+            if r.phase == "soak" and r.status == "completed"}
 
 
-def optuna_history(study: dict[str, Any], url: str) -> list[TrialPoint]:
+def optuna_history(study: StudyRecord, url: str) -> list[TrialPoint]:
     """(number, state, value, feasible) of the study's Optuna trials, for the history plot; [] without one."""
     import optuna
 
-    name = study.get("optuna_study_name")
+    name = study.optuna_study_name
     if not name:
         return []
     optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from sweep.store import RunRecord
 from sweep.views.steps import measured_steps
 
 
@@ -15,15 +15,15 @@ class ContractInput:
     """What the contract is judged on: the environment row, the stored profile JSON, the study's runs and the
     ranked winner's configuration id (None: judged over every configuration's steps)."""
 
-    env: Mapping[str, Any]
-    profile_raw: Mapping[str, Any]
-    runs: Sequence[Mapping[str, Any]]
+    env: Mapping[str, object]
+    profile_raw: Mapping[str, object]
+    runs: Sequence[RunRecord]
     winner_id: int | None
 
 
 def _all(c: ContractInput, col: str) -> bool:
     """Per-step fields are judged per configuration: over the winner's measured steps (everyone's without one)."""
-    runs = [r for r in c.runs if c.winner_id is None or r["server_config_id"] == c.winner_id]
+    runs = [r for r in c.runs if c.winner_id is None or r.server_config_id == c.winner_id]
     steps = measured_steps(runs)
     return bool(steps) and all(r.get(col) is not None for r in steps)
 
@@ -35,7 +35,7 @@ CONTRACT: dict[str, Callable[[ContractInput], object]] = {
     "parallel configuration": lambda c: c.env.get("parallel"),
     "input distribution": lambda c: c.profile_raw.get("workload"),
     "arrival pattern": lambda c: c.profile_raw.get("arrival"),
-    "concurrency": lambda c: c.runs and [r["concurrency"] for r in c.runs],
+    "concurrency": lambda c: c.runs and [r.concurrency for r in c.runs],
     "warm-up amount": lambda c: c.runs and c.runs[0].get("warmup_requests") is not None,
     "measured duration": lambda c: c.runs and c.runs[0].get("window_s"),
     "mean throughput": lambda c: _all(c, "output_tps"),

@@ -21,19 +21,17 @@ another process and for a study several workers share (PostgreSQL).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
 
 from sweep.analysis.binding import binding
 from sweep.analysis.knee import ConfigKnee
-from sweep.analysis.ladder_steps import LadderStep
 from sweep.core.errors import SweepError
-from sweep.core.types import ServerConfig
+from sweep.core.types import Placement
 from sweep.profile import Profile
 from sweep.profile.grid import grid
-from sweep.store import Store, WorkerRecord
+from sweep.store import STAT_COLUMNS, RunRecord, Store, WorkerRecord
 from sweep.views.plan import planned_configs
 from sweep.views.read_model import read_study
 from sweep.views.workers import WorkerActivity, activity, worker_labels
@@ -119,12 +117,14 @@ class LiveState:
         return json.dumps(asdict(self), default=str)
 
 
-def _label(c: Mapping[str, Any]) -> str:
-    return ServerConfig.from_mapping(c).label()
+def _seconds(a: datetime, b: datetime) -> float:
+    return (b - a).total_seconds()
 
 
-def _seconds(a: Any, b: Any) -> float | None:
-    return (b - a).total_seconds() if isinstance(a, datetime) and isinstance(b, datetime) else None
+def _pct(r: RunRecord, metric: str, q: int) -> float | None:
+    """A run's `metric` P`q` (ms), its P99 where the runs table keeps no such percentile."""
+    col = f"{metric}_p{q}_ms"
+    return r.number(col if col in STAT_COLUMNS else f"{metric}_p99_ms")
 
 
 def read_state(store: Store, study_id: int) -> LiveState:
@@ -133,84 +133,83 @@ def read_state(store: Store, study_id: int) -> LiveState:
     except SweepError as exc:
         raise LookupError(str(exc)) from None
     study = model.study
-    prof = model.profile or Profile.model_validate_json(study["profile_json"])  # another version's: its error
+    prof = model.profile or Profile.model_validate_json(study.profile_json)  # another version's: its error
     sla = prof.sla
     pt, pp = int(sla.ttft_percentile), int(sla.tpot_percentile)
-    configs = [c for c in model.configs if c["status"] != "aborted"]
-    runs = [r for r in model.runs if r["status"] != "aborted"]
+    configs = [c for c in model.configs if c.status != "aborted"]
+    runs = [r for r in model.runs if r.status != "aborted"]
     labels = model.labels
-    by_id = {c["id"]: c for c in configs}
-    workers = store.workers(study_id) or [WorkerRecord(None, "this study", "running" if study["status"] == "running"
+    by_id = {c.id: c for c in configs}
+    workers = store.workers(study_id) or [WorkerRecord(None, "this study", "running" if study.status == "running"
                                                        else "done")]
     names = worker_labels(workers)
 
     windows: list[Window] = []
-    per_config: dict[int, list[dict[str, Any]]] = {}
+    per_config: dict[int, list[RunRecord]] = {}
     for r in runs:
-        if r["status"] != "completed" or r["server_config_id"] not in by_id:
+        if r.status != "completed" or r.server_config_id not in by_id:
             continue
-        windows.append(Window(r["id"], labels[r["server_config_id"]], r["phase"], r["concurrency"],
-                              names.get(r.get("worker_id") or -1, "this study"), r.get("host"),
-                              r.get("gpu_index"), r.get("goodput_tps"), r.get(f"ttft_p{pt}_ms", r.get("ttft_p99_ms")),
-                              r.get(f"tpot_p{pp}_ms", r.get("tpot_p99_ms")), bool(r.get("passes_sla"))))
-        if r["phase"] != "soak":
-            per_config.setdefault(r["server_config_id"], []).append(r)
+        where_r = r.placement
+        windows.append(Window(r.id, labels[r.server_config_id], r.phase, r.concurrency,
+                              names.get(where_r.worker_id or -1, "this study"), where_r.host, where_r.gpu_index,
+                              r.number("goodput_tps"), _pct(r, "ttft", pt), _pct(r, "tpot", pp),
+                              bool(r.stats and r.stats.passes_sla)))
+        if r.phase != "soak":
+            per_config.setdefault(r.server_config_id, []).append(r)
 
     curves: list[Curve] = []
     for cid, steps in per_config.items():
-        steps.sort(key=lambda r: r["concurrency"])
+        steps.sort(key=lambda r: r.concurrency)
         why = ""
-        if by_id[cid]["status"] in DONE or study["status"] != "running":
+        if by_id[cid].status in DONE or study.status != "running":
             knee = model.knees.get(cid)
-            b = binding([LadderStep.from_row(r) for r in steps], knee.concurrency if knee else 0,
-                        ServerConfig.from_mapping(by_id[cid]), grid(prof.search.space))
+            b = binding([r.step() for r in steps if r.stats is not None], knee.concurrency if knee else 0,
+                        by_id[cid].config, grid(prof.search.space))
             why = b.line() if b is not None else ""
-        curves.append(Curve(cid, labels[cid], steps[0]["phase"], [r["concurrency"] for r in steps],
-                            [r.get("goodput_tps") for r in steps],
-                            [r.get(f"ttft_p{pt}_ms", r.get("ttft_p99_ms")) for r in steps],
-                            [r.get(f"tpot_p{pp}_ms", r.get("tpot_p99_ms")) for r in steps], why))
+        curves.append(Curve(cid, labels[cid], steps[0].phase, [r.concurrency for r in steps],
+                            [r.number("goodput_tps") for r in steps], [_pct(r, "ttft", pt) for r in steps],
+                            [_pct(r, "tpot", pp) for r in steps], why))
     best = model.decision.named  # the one winner rule: the report and the terminal name the same one
     winner = LiveWinner.of(labels[best.id], best.knee) if best is not None else None
 
-    def where(row: Mapping[str, Any]) -> str:
-        return " on ".join(str(x) for x in (names.get(row.get("worker_id") or -1), row.get("host")) if x)
+    def where(at: Placement) -> str:
+        return " on ".join(str(x) for x in (names.get(at.worker_id or -1), at.host) if x)
 
     # an out-of-memory launch is infeasible, not failed (it counts as done), but it failed with a reason all the same
-    failures = [Failure(labels[c["id"]], ("launch" if not per_config.get(c["id"]) else "ladder")
-                        + ("" if c["status"] == "failed" else f" ({c['status']})"),
-                        c.get("failure_reason") or c.get("stop_reason") or c["status"], where(c))
-                for c in configs if c["status"] == "failed" or c.get("failure_reason")]
-    failures += [Failure(labels.get(r["server_config_id"], "?"), f"{r['phase']} window c={r['concurrency']}",
-                         r.get("reason") or "failed", where(r)) for r in runs if r["status"] == "failed"]
+    failures = [Failure(labels[c.id], ("launch" if not per_config.get(c.id) else "ladder")
+                        + ("" if c.status == "failed" else f" ({c.status})"),
+                        c.failure_reason or c.stop_reason or c.status, where(c.placement))
+                for c in configs if c.status == "failed" or c.failure_reason]
+    failures += [Failure(labels.get(r.server_config_id, "?"), f"{r.phase} window c={r.concurrency}",
+                         r.reason or "failed", where(r.placement)) for r in runs if r.status == "failed"]
 
-    soaks = {r["server_config_id"] for r in runs if r["phase"] == "soak"}
-    ladder_configs = [c for c in configs if c["id"] not in soaks]
-    phase = "final" if any(r["phase"] == "final" for r in runs) or not prof.search.screening.enabled else "screen"
-    ran_as = {cid: steps[0]["phase"] for cid, steps in per_config.items()}  # a configuration not yet measured: none
-    in_phase = [c for c in ladder_configs if ran_as.get(c["id"], phase) == phase]
-    done = sum(c["status"] in DONE for c in in_phase)
-    running = sum(c["status"] in ("running", "pending") for c in in_phase)
-    failed = sum(c["status"] == "failed" for c in in_phase)
+    soaks = {r.server_config_id for r in runs if r.phase == "soak"}
+    ladder_configs = [c for c in configs if c.id not in soaks]
+    phase = "final" if any(r.phase == "final" for r in runs) or not prof.search.screening.enabled else "screen"
+    ran_as = {cid: steps[0].phase for cid, steps in per_config.items()}  # a configuration not yet measured: none
+    in_phase = [c for c in ladder_configs if ran_as.get(c.id, phase) == phase]
+    done = sum(c.status in DONE for c in in_phase)
+    running = sum(c.status in ("running", "pending") for c in in_phase)
+    failed = sum(c.status == "failed" for c in in_phase)
     planned = max(planned_configs(prof, phase), done + running + failed)  # a count never passes its total
-    queued = 0 if study["status"] != "running" else max(0, planned - done - running - failed)
-    screened = 0 if phase != "final" else sum(c["status"] in DONE for c in ladder_configs
-                                              if ran_as.get(c["id"]) == "screen")
+    queued = 0 if study.status != "running" else max(0, planned - done - running - failed)
+    screened = 0 if phase != "final" else sum(c.status in DONE for c in ladder_configs if ran_as.get(c.id) == "screen")
 
-    lengths = [len(per_config[c["id"]]) for c in ladder_configs if c["status"] in DONE and c["id"] in per_config]
-    soak_runs = {r["status"] for r in runs if r["phase"] == "soak"}
+    lengths = [len(per_config[c.id]) for c in ladder_configs if c.status in DONE and c.id in per_config]
+    soak_runs = {r.status for r in runs if r.phase == "soak"}
     soak_left = 0.0 if not prof.soak.enabled or "completed" in soak_runs else 0.5 if "running" in soak_runs else 1.0
     eta = None
-    if study["status"] == "running":
+    if study.status == "running":
         eta = study_eta(prof, phase, queued, running, lengths, soak_left, runs)
-    return LiveState(study["name"], study["status"], bool(study["simulated"]), phase,
+    return LiveState(study.name, study.status, bool(study.simulated), phase,
                      {"ttft_ms": float(sla.ttft_ms), "tpot_ms": float(sla.tpot_ms), "ttft_percentile": pt,
                       "tpot_percentile": pp}, planned, done, running, queued, failed, len(windows), eta, winner,
-                     activity(workers, configs, runs, _label), curves, windows, failures, screened,
+                     activity(workers, configs, runs), curves, windows, failures, screened,
                      model.decision.why_none())
 
 
 def study_eta(prof: Profile, phase: str, queued: int, running: int, steps: list[int], soak_left: float,
-              runs: list[dict[str, Any]]) -> float | None:
+              runs: Sequence[RunRecord]) -> float | None:
     """Wall seconds to the end of the study, None before a window has finished.
 
     What is left of every phase (this one's queued configurations, half of those running, the finals that
@@ -223,12 +222,12 @@ def study_eta(prof: Profile, phase: str, queued: int, running: int, steps: list[
     first: dict[int | None, datetime] = {}
     last: dict[int | None, datetime] = {}
     for r in runs:
-        if r["status"] == "completed" and isinstance(r.get("finished_at"), datetime):
-            who = r.get("worker_id")
-            driver_s += phase_seconds(prof, r["phase"])
-            first[who] = min(first.get(who, r["started_at"]), r["started_at"])
-            last[who] = max(last.get(who, r["finished_at"]), r["finished_at"])
-    wall_s = sum(_seconds(first[w], last[w]) or 0.0 for w in first)
+        if r.status == "completed" and r.started_at is not None and r.finished_at is not None:
+            who = r.placement.worker_id
+            driver_s += phase_seconds(prof, r.phase)
+            first[who] = min(first.get(who, r.started_at), r.started_at)
+            last[who] = max(last.get(who, r.finished_at), r.finished_at)
+    wall_s = sum(_seconds(first[w], last[w]) for w in first)
     if driver_s <= 0 or wall_s <= 0:
         return None
     per_config = sum(steps) / len(steps) if steps else ladder_windows(prof, phase)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -24,13 +23,10 @@ from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import ladder_knee
 from sweep.analysis.winner import HardwareRanking, Winner, pick_winner, rank_by_hardware
 from sweep.core.errors import SweepError
-from sweep.core.types import ServerConfig
 from sweep.profile import Profile, Search
-from sweep.store import Store
+from sweep.store import ConfigRecord, RunRecord, Store, StudyRecord
 from sweep.views.contract import ContractInput, missing_fields
 from sweep.views.steps import config_missing
-
-Row = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -72,31 +68,31 @@ class WinnerDecision:
         return "no configuration passed the SLA"
 
 
-def config_knees(configs: Sequence[Row], runs: Sequence[Row], flatten_threshold: float) -> dict[int, ConfigKnee]:
+def config_knees(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord],
+                 flatten_threshold: float) -> dict[int, ConfigKnee]:
     """Each configuration's knee from its completed, non-soak steps (an aborted attempt's steps never count: the
     configuration was measured again)."""
     knees: dict[int, ConfigKnee] = {}
     for c in configs:
-        if c["status"] == "aborted":
+        if c.status == "aborted":
             continue
-        steps = sorted((r for r in runs if r["server_config_id"] == c["id"] and r["status"] == "completed"
-                        and r.get("phase") != "soak"), key=lambda r: r["concurrency"])
+        steps = sorted((r.step() for r in runs if r.server_config_id == c.id and r.status == "completed"
+                        and r.phase != "soak" and r.stats is not None), key=lambda s: s.concurrency)
         knee = ladder_knee(steps, flatten_threshold) if steps else None
         if knee is not None:  # with the refined SLA boundary its configuration row stores (None: not refined)
-            knees[c["id"]] = replace(knee, boundary=c.get("boundary_concurrency"),
-                                     boundary_ci_low=c.get("boundary_ci_low"),
-                                     boundary_ci_high=c.get("boundary_ci_high"), boundary_shape=c.get("boundary_shape"))
+            knees[c.id] = replace(knee, boundary=c.boundary_concurrency, boundary_ci_low=c.boundary_ci_low,
+                                  boundary_ci_high=c.boundary_ci_high, boundary_shape=c.boundary_shape)
     return knees
 
 
-def decide_winner(configs: Sequence[Row], runs: Sequence[Row], knees: Mapping[int, ConfigKnee],
-                  env: Mapping[str, Any], profile_raw: Mapping[str, Any],
+def decide_winner(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord], knees: Mapping[int, ConfigKnee],
+                  env: Mapping[str, object], profile_raw: Mapping[str, object],
                   rank_mixed_hardware: bool = False) -> WinnerDecision:
     """The one winner rule (see the module's docstring)."""
-    status = {c["id"]: c["status"] for c in configs}
+    status = {c.id: c.status for c in configs}
 
     def eligible(i: int) -> bool:
-        return status.get(i) == "completed" and not config_missing([r for r in runs if r["server_config_id"] == i])
+        return status.get(i) == "completed" and not config_missing([r for r in runs if r.server_config_id == i])
 
     winner, pool = pick_winner(configs, knees, eligible)
     hardware = rank_by_hardware(configs, knees, rank_mixed_hardware, eligible)
@@ -106,18 +102,19 @@ def decide_winner(configs: Sequence[Row], runs: Sequence[Row], knees: Mapping[in
     return WinnerDecision(winner, pool, hardware, tuple(missing), len(knees))
 
 
-def config_failures_of(configs: Sequence[Row], runs: Sequence[Row]) -> tuple[list[ConfigFailure], bool]:
+def config_failures_of(configs: Sequence[ConfigRecord],
+                       runs: Sequence[RunRecord]) -> tuple[list[ConfigFailure], bool]:
     """(failed or infeasible-at-launch configurations, whether any configuration measured a step)."""
-    live = [c for c in configs if c["status"] != "aborted"]
-    done = {r["server_config_id"] for r in runs if r["status"] == "completed"}
+    live = [c for c in configs if c.status != "aborted"]
+    done = {r.server_config_id for r in runs if r.status == "completed"}
     out = []
     for c in live:
-        reason = c.get("failure_reason")
-        if c["status"] not in ("failed", "infeasible") or not reason:
+        reason = c.failure_reason
+        if c.status not in ("failed", "infeasible") or not reason:
             continue
         cls = reason.split(":", 1)[0] if ":" in reason.split(" ", 1)[0] else "failed"
-        out.append(ConfigFailure(ServerConfig.from_mapping(c).label(), cls, reason))
-    return out, any(c["id"] in done for c in live)
+        out.append(ConfigFailure(c.label(), cls, reason))
+    return out, any(c.id in done for c in live)
 
 
 def stored_profile(profile_json: str) -> Profile | None:
@@ -133,11 +130,11 @@ def stored_profile(profile_json: str) -> Profile | None:
 class StudyReadModel:
     """One study as read back from the store: rows, knees, failures and the winner decision."""
 
-    study: dict[str, Any]  # the sweep_studies row
-    configs: list[dict[str, Any]]  # server_configs rows, aborted attempts included
-    runs: list[dict[str, Any]]  # runs rows (reference-client rows left out)
-    env: dict[str, Any]  # the environment row ({} when none was recorded)
-    profile_raw: dict[str, Any]  # the stored profile JSON as it was written
+    study: StudyRecord
+    configs: list[ConfigRecord]  # aborted attempts included
+    runs: list[RunRecord]  # reference-client rows left out
+    env: dict[str, object]  # the environment row ({} when none was recorded)
+    profile_raw: dict[str, object]  # the stored profile JSON as it was written
     profile: Profile | None  # re-validated; None: another version's (see profile_raw)
     labels: dict[int, str]  # config id -> ServerConfig.label()
     knees: dict[int, ConfigKnee]
@@ -159,12 +156,12 @@ def read_study(store: Store, study_id: int, rank_mixed_hardware: bool = False) -
     configs = store.server_configs(study_id)
     runs = store.study_runs(study_id)
     env = store.environment(study_id) or {}
-    profile_raw = json.loads(study["profile_json"])  # as stored: the report shows another version's study too
-    prof = stored_profile(study["profile_json"])
+    profile_raw = json.loads(study.profile_json)  # as stored: the report shows another version's study too
+    prof = stored_profile(study.profile_json)
     search = prof.search if prof is not None else Search()
     knees = config_knees(configs, runs, search.flatten_threshold)
     decision = decide_winner(configs, runs, knees, env, profile_raw, rank_mixed_hardware)
     failures, measured = config_failures_of(configs, runs)
     return StudyReadModel(study, configs, runs, env, profile_raw, prof,
-                          {c["id"]: ServerConfig.from_mapping(c).label() for c in configs}, knees, decision,
+                          {c.id: c.label() for c in configs}, knees, decision,
                           failures, measured)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+
+from sweep.store import RunRecord
 
 # The per-step fields of the contract, by the runs columns that fill them.
 STEP_FIELDS = {"mean throughput": ("output_tps",), "TTFT P50/P99": ("ttft_p50_ms", "ttft_p99_ms"),
@@ -12,14 +13,13 @@ STEP_FIELDS = {"mean throughput": ("output_tps",), "TTFT P50/P99": ("ttft_p50_ms
                "peak GPU memory": ("peak_gpu_mem_mib",)}
 
 
-def measured_steps(runs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def measured_steps(runs: Sequence[RunRecord]) -> list[RunRecord]:
     """The steps a conclusion can rest on: completed, not the soak, with at least one completed request (a
     step whose every request failed has no latency to report: its error rate is its data, not a gap)."""
-    return [r for r in runs if r["status"] == "completed" and r.get("phase") != "soak"
-            and (r.get("n_completed") is None or r["n_completed"] > 0)]
+    return [r for r in runs if r.measured]
 
 
-def config_missing(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+def config_missing(runs: Sequence[RunRecord]) -> list[str]:
     """Per-step contract fields that one configuration's measured steps cannot fill."""
     steps = measured_steps(runs)
     return [name for name, cols in STEP_FIELDS.items()

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import ladder_phase
 from sweep.analysis.measure import percentile
 from sweep.analysis.significance import ties
 from sweep.analysis.winner import HardwareRanking, Winner
-from sweep.core.types import KNOB_NAMES
 from sweep.profile import Profile
+from sweep.store import ConfigRecord, RequestTokens, RunRecord, StoredRequestRow, StudyRecord
 
 if TYPE_CHECKING:
     from sweep.analysis.soak import SoakVerdict
@@ -57,27 +57,27 @@ class StudyView:
         return any(len(rows) > 1 for rows in self.modalities.values())
 
 
-def modality_stats(requests: Sequence[Mapping[str, Any]], window_s: float | None) -> tuple[ModalityStats, ...]:
+def modality_stats(requests: Sequence[StoredRequestRow], window_s: float | None) -> tuple[ModalityStats, ...]:
     """Per modality (text, image, video, audio), the window's requests' TTFT, TPOT and E2E P50/P99 and counts.
 
     `requests` are stored requests rows (scheduled_at in seconds from the window start).
     """
-    measured = [r for r in requests if not r["warmup"] and window_s is not None and 0 <= r["scheduled_at"] < window_s]
+    measured = [r for r in requests if not r.warmup and window_s is not None and 0 <= r.scheduled_at < window_s]
     out = []
-    for modality in sorted({r["modality"] for r in measured}, key=lambda m: (MODALITY_ORDER.get(m, 99), m)):
-        rows = [r for r in measured if r["modality"] == modality]
-        ok = [r for r in rows if r["error"] is None and r["e2e_ms"] is not None]
+    for modality in sorted({r.modality for r in measured}, key=lambda m: (MODALITY_ORDER.get(m, 99), m)):
+        rows = [r for r in measured if r.modality == modality]
+        ok = [r for r in rows if r.error is None and r.e2e_ms is not None]
 
-        def pct(col: str, q: float, ok: list[Mapping[str, Any]] = ok) -> float | None:
-            return percentile([r[col] for r in ok if r[col] is not None], q)
+        def pct(col: str, q: float, ok: list[StoredRequestRow] = ok) -> float | None:
+            return percentile([v for r in ok if (v := r.latency(col)) is not None], q)
 
-        out.append(ModalityStats(modality, len(ok), sum(1 for r in rows if r["error"] is not None),
+        out.append(ModalityStats(modality, len(ok), sum(1 for r in rows if r.error is not None),
                                  pct("ttft_ms", 50), pct("ttft_ms", 99), pct("tpot_ms", 50), pct("tpot_ms", 99),
                                  pct("e2e_ms", 50), pct("e2e_ms", 99)))
     return tuple(out)
 
 
-def knees_at_top(knees: Mapping[int, ConfigKnee], runs: Sequence[Mapping[str, Any]],
+def knees_at_top(knees: Mapping[int, ConfigKnee], runs: Sequence[RunRecord],
                  ladder_of: Mapping[int, Hashable] | None = None) -> frozenset[int]:
     """Configurations whose knee has no completed or failed step of the same phase and ladder above it.
 
@@ -88,17 +88,17 @@ def knees_at_top(knees: Mapping[int, ConfigKnee], runs: Sequence[Mapping[str, An
     top = set()
     for cid, knee in knees.items():
         mine = group.get(cid, cid)
-        above = [r for r in runs if group.get(r["server_config_id"], r["server_config_id"]) == mine
-                 and r["concurrency"] > knee.concurrency and ladder_phase(r.get("phase")) == knee.phase
-                 and r["status"] in BRACKETING_STATUSES]
+        above = [r for r in runs if group.get(r.server_config_id, r.server_config_id) == mine
+                 and r.concurrency > knee.concurrency and ladder_phase(r.phase) == knee.phase
+                 and r.status in BRACKETING_STATUSES]
         if not above:
             top.add(cid)
     return frozenset(top)
 
 
-def coupled_ladders(configs: Sequence[Mapping[str, Any]]) -> dict[int, Hashable]:
+def coupled_ladders(configs: Sequence[ConfigRecord]) -> dict[int, Hashable]:
     """Config id -> its coupled ladder: the knobs other than max_running_requests."""
-    return {c["id"]: tuple(c.get(k) for k in KNOB_NAMES if k != "max_running_requests") for c in configs}
+    return {c.id: tuple(v for k, v in c.config.columns().items() if k != "max_running_requests") for c in configs}
 
 
 def tied_with(winner_id: int | None, pool: Mapping[int, ConfigKnee],
@@ -114,18 +114,18 @@ def tied_with(winner_id: int | None, pool: Mapping[int, ConfigKnee],
     return ties(winner_id, pool, exclude)
 
 
-def build_view(requests_for_run: Callable[[int], Sequence[Mapping[str, Any]]], configs: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]],
+def build_view(requests_for_run: Callable[[int], Sequence[StoredRequestRow]], configs: Sequence[ConfigRecord],
+               runs: Sequence[RunRecord],
                knees: Mapping[int, ConfigKnee], winner: Winner | None,
                pool: Mapping[int, ConfigKnee], coupled: bool = False) -> StudyView:
     """The view of a study; `requests_for_run(run_id)` reads a run's stored requests."""
     modalities: dict[int, tuple[ModalityStats, ...]] = {}
     if winner is not None:
         for r in runs:
-            if r["server_config_id"] == winner.id and r["status"] == "completed":
-                modalities[r["id"]] = modality_stats(requests_for_run(r["id"]), r.get("window_s"))
+            if r.server_config_id == winner.id and r.status == "completed":
+                modalities[r.id] = modality_stats(requests_for_run(r.id), r.stats.window_s if r.stats else None)
     ladders = coupled_ladders(configs) if coupled else None
-    defaults = frozenset(c["id"] for c in configs if c.get("status") != "aborted"
-                         and all(c.get(k) is None for k in KNOB_NAMES))
+    defaults = frozenset(c.id for c in configs if c.status != "aborted" and not c.config.knobs())
     return StudyView(modalities, knees_at_top(knees, runs, ladders),
                      tied_with(winner.id if winner else None, pool, defaults))
 
@@ -143,13 +143,13 @@ class TrialPoint:
 
 @dataclass(frozen=True)
 class StudyContext:
-    """Everything a report needs about one study, read back from the store (rows stay the store's mappings)."""
+    """Everything a report needs about one study, read back from the store (its records, sweep/store/records.py)."""
 
-    study: dict[str, Any] = field(default_factory=dict)  # the sweep_studies row
-    configs: list[dict[str, Any]] = field(default_factory=list)  # server_configs rows
-    runs: list[dict[str, Any]] = field(default_factory=list)  # runs rows
-    env: dict[str, Any] = field(default_factory=dict)  # the environment row ({} when none was recorded)
-    profile_raw: dict[str, Any] = field(default_factory=dict)  # the stored profile JSON as it was written
+    study: StudyRecord = field(default_factory=lambda: StudyRecord(0, ""))
+    configs: list[ConfigRecord] = field(default_factory=list)
+    runs: list[RunRecord] = field(default_factory=list)  # reference-client rows left out
+    env: dict[str, object] = field(default_factory=dict)  # the environment row ({} when none was recorded)
+    profile_raw: dict[str, object] = field(default_factory=dict)  # the stored profile JSON as it was written
     profile: Profile | None = None  # the stored profile re-validated; None: another version's (see profile_raw)
     labels: dict[int, str] = field(default_factory=dict)  # config id -> ServerConfig.label()
     knees: dict[int, ConfigKnee] = field(default_factory=dict)  # config id -> its knee (feasible ladders only)
@@ -158,9 +158,14 @@ class StudyContext:
     decision: WinnerDecision | None = None  # the read model's winner decision (winner and hardware come from it)
     trials: list[TrialPoint] = field(default_factory=list)
     soak_verdicts: dict[int, SoakVerdict] = field(default_factory=dict)  # soak run id -> its verdict
-    reference_runs: list[dict[str, Any]] = field(default_factory=list)
+    reference_runs: list[RunRecord] = field(default_factory=list)
     histograms: dict[int, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)  # run id -> metric
     view: StudyView = field(default_factory=StudyView)
-    request_tokens: list[tuple[Any, ...]] = field(default_factory=list)  # Store.study_request_tokens
+    request_tokens: list[RequestTokens] = field(default_factory=list)  # Store.study_request_tokens
     failures: list[ConfigFailure] = field(default_factory=list)  # configurations that failed or never started
     measured: bool = False  # whether any configuration got a completed measured step
+
+    def raw(self, section: str) -> dict[str, object]:
+        """One section of the stored profile JSON as written ({} when absent or not an object)."""
+        value = self.profile_raw.get(section)
+        return value if isinstance(value, dict) else {}

@@ -13,11 +13,10 @@ several workers share (on one host or many) reads the same everywhere:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from sweep.store.records import WorkerRecord
+from sweep.store.records import ConfigRecord, RunRecord, RunSummary, WorkerRecord
 
 CONFIG_DONE = ("completed", "infeasible")
 
@@ -46,27 +45,27 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
-def activity(workers: Sequence[WorkerRecord], configs: Sequence[Mapping[str, Any]],
-             runs: Sequence[Mapping[str, Any]], config_label: Callable[[Mapping[str, Any]], str]) -> list[WorkerActivity]:
+def activity(workers: Sequence[WorkerRecord], configs: Sequence[ConfigRecord],
+             runs: Sequence[RunRecord]) -> list[WorkerActivity]:
     """Every worker that joined the study, in joining order; aborted attempts are not work done."""
-    label_of = {c["id"]: config_label(c) for c in configs}
+    label_of = {c.id: c.label() for c in configs}
     out = []
     for w in workers:
-        mine = [r for r in runs if r.get("worker_id") == w.id and r["status"] != "aborted"]
-        running = [r for r in mine if r["status"] == "running"]
-        starting = [c for c in configs if c.get("worker_id") == w.id and c["status"] in ("pending", "running")]
+        mine = [r for r in runs if r.placement.worker_id == w.id and r.status != "aborted"]
+        running = [r for r in mine if r.status == "running"]
+        starting = [c for c in configs if c.placement.worker_id == w.id and c.status in ("pending", "running")]
         if w.status != "running":
             now = str(w.status)
         elif running:
             r = running[-1]
-            now = f"measuring {r['phase']} {label_of.get(r['server_config_id'], '?')} c={r['concurrency']}"
+            now = f"measuring {r.phase} {label_of.get(r.server_config_id, '?')} c={r.concurrency}"
         elif starting:
-            now = f"launching {label_of[starting[-1]['id']]}"
+            now = f"launching {label_of[starting[-1].id]}"
         else:
             now = "idle"
-        done = sum(c.get("worker_id") == w.id and c["status"] in CONFIG_DONE for c in configs)
+        done = sum(c.placement.worker_id == w.id and c.status in CONFIG_DONE for c in configs)
         out.append(WorkerActivity(w.id, w.label, w.host, w.gpus, str(w.status), now,
-                                  sum(r["status"] == "completed" for r in mine), done))
+                                  sum(r.status == "completed" for r in mine), done))
     return out
 
 
@@ -75,9 +74,11 @@ def worker_labels(workers: Iterable[WorkerRecord]) -> dict[int, str]:
     return {w.id: w.label for w in workers if w.id is not None}
 
 
-def with_worker_labels(rows: list[dict[str, Any]], labels: Mapping[int, str]) -> list[dict[str, Any]]:
-    """Run rows with a `worker` entry: the label of the worker that measured them ("" where none is recorded)."""
+def with_worker_labels(rows: Sequence[RunSummary], labels: Mapping[int, str]) -> list[dict[str, object]]:
+    """Run rows as columns with a `worker` entry: the label of the worker that measured them ("" where none is
+    recorded)."""
+    out = []
     for row in rows:
-        wid = row.get("worker_id")
-        row["worker"] = labels.get(int(wid), f"worker {wid}") if wid is not None else ""
-    return rows
+        wid = row.run.placement.worker_id
+        out.append({**row.columns(), "worker": labels.get(wid, f"worker {wid}") if wid is not None else ""})
+    return out

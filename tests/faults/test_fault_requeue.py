@@ -50,8 +50,8 @@ def test_database_error_mid_configuration_is_measured_again_exactly_once(tmp_pat
     # Item 11: the aborted attempt's finished step is listed as aborted, never as an ordinary completed row.
     listed = Store(url).list_runs(study="db")
     aborted_id = q(db, "SELECT id FROM server_configs WHERE status = 'aborted'")[0][0]
-    mine = [r for r in listed if r["server_config_id"] == aborted_id]
-    assert mine and {r["status"] for r in mine} == {"aborted"}, mine
+    mine = [r for r in listed if r.get("server_config_id") == aborted_id]
+    assert mine and {r.get("status") for r in mine} == {"aborted"}, mine
 
     run = Orchestrator(prof, url, tmp_path / "out", driver="virtual").knee("db", resume=True)
     assert run.winner is not None
