@@ -62,7 +62,7 @@ def bench_profile(seed: int = 2026) -> Profile:
 
 def all_configs(profile: Profile) -> list[ServerConfig]:
     space = grid(profile.search.space)
-    return [ServerConfig(**dict(zip(space, vals, strict=True))) for vals in itertools.product(*space.values())]
+    return [ServerConfig.from_mapping(dict(zip(space, vals, strict=True))) for vals in itertools.product(*space.values())]
 
 
 def params_of(config: ServerConfig) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def test_on_this_host() -> None:
     assert not on_this_host("http://10.1.2.3:30000") and not on_this_host("http://gpu-box.example:30000")
 
 
-H200 = [{"index": 0, "name": "NVIDIA H200", "memory_total_mib": 143771, "memory_used_mib": 0,
+H200: list[procs.GpuRow] = [{"index": 0, "name": "NVIDIA H200", "memory_total_mib": 143771, "memory_used_mib": 0,
          "memory_free_mib": 143771, "driver": "570.124.06"}]
 
 

@@ -25,8 +25,9 @@ from sweep.analysis.measure import in_window, itl_gaps_ms, succeeded, ttft_ms
 from sweep.analysis.measure_client import client_stats
 from sweep.core.types import RequestSpec, ServerConfig, WindowResult
 from sweep.drivers.http import HttpDriver
-from sweep.drivers.probes import MetricsProbe
+from sweep.drivers.probes import Clock, MetricsProbe, Probe
 from sweep.launchers.attach import AttachLauncher
+from sweep.launchers.base import ServerHandle
 from sweep.profile import Window
 
 HERE = Path(__file__).resolve().parent
@@ -150,7 +151,7 @@ def test_parsing_a_real_metrics_scrape_does_not_stall_the_streams() -> None:
     with timed_server("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--metrics-file", str(fixture)) as url:
         handle = AttachLauncher(url).start(ServerConfig())
 
-        def probes(h: object, clock: object) -> list[object]:
+        def probes(h: ServerHandle, clock: Clock) -> list[Probe]:
             return [MetricsProbe(url, interval_s=0.25)]
 
         w = Window(warmup_requests=8, measure_seconds=3.0, drain_seconds=5.0, request_timeout_s=10.0)

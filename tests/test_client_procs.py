@@ -10,7 +10,7 @@ from sweep.analysis.measure_client import client_stats
 from sweep.core.types import RequestSpec, ServerConfig
 from sweep.drivers import arrivals
 from sweep.drivers.http import HttpDriver
-from sweep.drivers.probes import MetricsProbe
+from sweep.drivers.probes import Clock, MetricsProbe, Probe
 from sweep.launchers.base import ServerHandle
 from sweep.profile import GammaArrival, Window
 
@@ -20,8 +20,8 @@ def _specs(n: int = 30) -> list[RequestSpec]:
             for i in range(n)]
 
 
-def _probes(handle: ServerHandle, clock: object) -> list[object]:
-    return [MetricsProbe(handle.url or "", interval_s=0.5, clock=clock)]  # type: ignore[arg-type]
+def _probes(handle: ServerHandle, clock: Clock) -> list[Probe]:
+    return [MetricsProbe(handle.url or "", interval_s=0.5, clock=clock)]
 
 
 def test_closed_and_open_loop_over_two_processes() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -78,9 +79,10 @@ def test_a_smoke_ladder_runs_through_a_registered_toy_dialect(toy: Dialect, tmp_
     flushed: list[str | None] = []
     real_flush = flush.flush_over_http
 
-    def spy_flush(*args: object, path: str | None = None, **kwargs: object) -> str | None:
+    def spy_flush(url: str, headers: dict[str, str], timeout_s: float = 30.0,
+                  clock: Callable[[], float] = time.monotonic, path: str | None = None) -> str | None:
         flushed.append(path)
-        return real_flush(*args, path=path, **kwargs)  # type: ignore[arg-type]
+        return real_flush(url, headers, timeout_s, clock, path)
 
     monkeypatch.setattr(flush, "flush_over_http", spy_flush)
     prof = load_profile(SMOKE, {"server.engine": "toy", "search.space.max_running_requests": [8],

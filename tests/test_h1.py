@@ -13,6 +13,7 @@ import pytest
 from sweep.core.types import RequestRecord
 from sweep.drivers.h1 import Pool
 from sweep.drivers.sse import SseSink, StreamError
+from sweep.workload.requests import ChatBody, GenerateBody
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]
 
@@ -41,6 +42,18 @@ async def _read_request(reader: asyncio.StreamReader) -> bytes | None:
         return None
     length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
     return head + await reader.readexactly(length)
+
+
+def _chat(i: int) -> ChatBody:
+    """A small streamed chat body, told apart by its message."""
+    return {"model": "m", "messages": [{"role": "user", "content": f"request {i}"}], "max_tokens": 4,
+            "ignore_eos": True, "temperature": 0.0, "stream": True}
+
+
+def _generate() -> GenerateBody:
+    """A small streamed /generate body."""
+    return {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4, "ignore_eos": True, "temperature": 0.0},
+            "stream": True}
 
 
 def _run(handler: Handler, n_requests: int) -> tuple[list[RequestRecord | StreamError], int, list[bytes]]:
@@ -78,7 +91,7 @@ def _run(handler: Handler, n_requests: int) -> tuple[list[RequestRecord | Stream
         for i in range(n_requests):
             rec = RequestRecord(index=i, concurrency=1, scheduled_at=0.0, sent_at=0.0)
             try:
-                await asyncio.wait_for(pool.stream("/v1/chat/completions", {"i": i},
+                await asyncio.wait_for(pool.stream("/v1/chat/completions", _chat(i),
                                                    SseSink(rec, True, time.perf_counter)), 10)
                 out.append(rec)
             except StreamError as exc:
@@ -102,7 +115,7 @@ def test_keep_alive_connection_is_reused_and_request_is_well_formed() -> None:
     assert all(isinstance(r, RequestRecord) and r.output_tokens == 4 and r.finished_at for r in results)
     head, body = seen[0].split(b"\r\n\r\n", 1)
     assert head.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
-    assert b"\r\nAuthorization: Bearer k" in head and json.loads(body) == {"i": 0}
+    assert b"\r\nAuthorization: Bearer k" in head and json.loads(body) == _chat(0)
 
 
 def test_stale_keep_alive_connection_is_retried_once_on_a_fresh_one() -> None:
@@ -160,7 +173,7 @@ def test_unreachable_server_is_a_connect_error() -> None:
             pool = Pool(f"http://127.0.0.1:{port}", {}, time.perf_counter)
             rec = RequestRecord(index=0, concurrency=1, scheduled_at=0.0, sent_at=0.0)
             with pytest.raises(StreamError) as exc:
-                await pool.stream("/generate", {}, SseSink(rec, False, time.perf_counter))
+                await pool.stream("/generate", _generate(), SseSink(rec, False, time.perf_counter))
             return exc.value
 
         assert asyncio.run(main()).kind == "connect"
@@ -184,7 +197,7 @@ def test_a_cancelled_request_closes_its_connection() -> None:
         pool = Pool(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", {}, time.perf_counter)
         rec = RequestRecord(index=0, concurrency=1, scheduled_at=0.0, sent_at=0.0)
         with pytest.raises(TimeoutError):
-            await asyncio.wait_for(pool.stream("/v1/chat/completions", {}, SseSink(rec, True, time.perf_counter)),
+            await asyncio.wait_for(pool.stream("/v1/chat/completions", _chat(0), SseSink(rec, True, time.perf_counter)),
                                    0.3)
         await asyncio.wait_for(eof.wait(), 10)  # the server saw the client hang up
         server.close()
@@ -222,7 +235,7 @@ def test_https_verifies_the_server_and_trusts_a_ca_from_ssl_cert_file(tmp_path: 
             pool = Pool(url, {}, time.perf_counter)
             rec = RequestRecord(index=0, concurrency=1, scheduled_at=0.0, sent_at=0.0)
             try:
-                await asyncio.wait_for(pool.stream("/v1/chat/completions", {}, SseSink(rec, True, time.perf_counter)),
+                await asyncio.wait_for(pool.stream("/v1/chat/completions", _chat(0), SseSink(rec, True, time.perf_counter)),
                                        10)
                 out.append(rec)
             except StreamError as exc:

@@ -31,11 +31,11 @@ def _runner(store: Store, tmp_path: Path, overrides: dict[str, object] | None = 
 
 
 def _config_row(store: Store, outcome: LadderOutcome) -> ConfigRecord:
-    return next(c for c in store.server_configs(1) if c.get("id") == outcome.config_id)
+    return next(c for c in store.server_configs(1) if c.id == outcome.config_id)
 
 
 def _runs(store: Store) -> list[tuple[int, str, str | None]]:
-    return [(r.get("concurrency"), r.get("status"), r.get("phase")) for r in store.study_runs(1)]
+    return [(r.concurrency, r.status, r.phase) for r in store.study_runs(1)]
 
 
 def test_a_ladder_within_the_sla_runs_every_step_and_finds_its_knee(sqlite_store: Store, tmp_path: Path) -> None:

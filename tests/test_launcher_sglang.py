@@ -17,7 +17,7 @@ import pytest
 from waiting import wait_for
 
 from sweep.core.errors import LaunchError, ServerDied
-from sweep.core.types import ServerConfig
+from sweep.core.types import JSON, ServerConfig
 from sweep.launchers import procs
 from sweep.launchers import sglang as sg
 from sweep.launchers.base import Launcher
@@ -102,7 +102,7 @@ def test_real_log_excerpt_is_not_misclassified() -> None:
 
 
 def test_pick_server_info_keeps_knobs_only() -> None:
-    raw = {"version": "0.5.23", "api_key": "secret", "mem_fraction_static": 0.9, "schedule_policy": "fcfs",
+    raw: dict[str, JSON] = {"version": "0.5.23", "api_key": "secret", "mem_fraction_static": 0.9, "schedule_policy": "fcfs",
            "internal_states": [{"max_total_num_tokens": 1000, "max_running_requests": 64}]}
     info = sg.pick_server_info(raw)
     assert info == {"version": "0.5.23", "mem_fraction_static": 0.9, "schedule_policy": "fcfs",

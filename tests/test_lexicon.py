@@ -25,7 +25,9 @@ def test_rendered_prompts_have_one_token_per_id_in_the_models_tokenizer(model: s
     for s in specs:
         assert len(tok.encode(s.text or "", add_special_tokens=False).ids) == s.prompt_tokens
     # what the chat API sends is that text: the user message is as long as the profile asked
-    msg = chat_body(specs[0], "m")["messages"][-1]["content"][-1]["text"]
+    content = chat_body(specs[0], "m")["messages"][-1]["content"]
+    assert isinstance(content, list)  # text parts, not a bare string
+    msg = content[-1]["text"]
     assert len(tok.encode(msg, add_special_tokens=False).ids) == specs[0].prompt_tokens
     # the simulator's words would not be: the shipped tokenizers split "t123" into several tokens
     sim_text = render_ids(specs[0].input_ids)

@@ -34,7 +34,7 @@ def check_finished(url: str) -> None:
     store = Store(url)
     study = store.get_study_by_name("state")
     assert study is not None
-    s = read_state(store, study.get("id"))
+    s = read_state(store, study.id)
     assert (s.status, s.phase, s.planned, s.done, s.running, s.queued, s.failed) == \
         ("completed", "final", 2, 2, 0, 0, 0)
     assert s.windows_done == 6 and len(s.windows) == 6 and {w.phase for w in s.windows} == {"final"}
@@ -134,7 +134,7 @@ def test_the_finals_counts_say_how_many_the_screen_measured(tmp_path: Path) -> N
     store = Store(f"sqlite:///{db}")
     study = store.get_study_by_name("screened")
     assert study is not None
-    s = read_state(store, study.get("id"))
+    s = read_state(store, study.id)
     # two configurations screened, one promoted: the counts are the finals', the screen's stays in view
     assert (s.phase, s.done, s.planned, s.screened) == ("final", 1, 1, 2)
     assert {w.phase for w in s.windows} == {"screen", "final"}

@@ -128,11 +128,10 @@ def test_the_refined_knee_is_within_ten_percent_of_a_dense_scan(sqlite_store: St
     assert b is not None and b.shape == (shape or b.shape), outcome.stop_reason
     assert b.ci_low <= b.concurrency <= b.ci_high and b.passing <= b.concurrency <= b.failing
     # stored: the refinement windows as runs of phase 'refine', the boundary on the configuration row
-    runs = [r for r in sqlite_store.study_runs(study_id) if r.get("server_config_id") == outcome.config_id]
-    assert sorted(r.get("concurrency") for r in runs if r.get("phase") == "refine") == sorted(s.concurrency
-                                                                                       for s in refine_steps)
-    row = next(c for c in sqlite_store.server_configs(study_id) if c.get("id") == outcome.config_id)
-    assert (row.get("boundary_concurrency"), row.get("boundary_shape")) == (pytest.approx(b.concurrency), b.shape)
+    runs = [r for r in sqlite_store.study_runs(study_id) if r.server_config_id == outcome.config_id]
+    assert sorted(r.concurrency for r in runs if r.phase == "refine") == sorted(s.concurrency for s in refine_steps)
+    row = next(c for c in sqlite_store.server_configs(study_id) if c.id == outcome.config_id)
+    assert (row.boundary_concurrency, row.boundary_shape) == (pytest.approx(b.concurrency), b.shape)
     assert row.get("boundary_ci_low") == pytest.approx(b.ci_low) and row.get("boundary_ci_high") == pytest.approx(b.ci_high)
     # the report's knee is the refined one, with its boundary
     ctx = study_context(sqlite_store, study_id)

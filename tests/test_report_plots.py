@@ -22,7 +22,8 @@ LADDER = [16, 32, 64, 128]
 
 
 def study(n: int = 30) -> StudyContext:
-    configs, runs = [], []
+    configs: list[ConfigRecord] = []
+    runs: list[RunRecord] = []
     for cid in range(1, n + 1):
         configs.append(ConfigRecord(cid, status="completed"))
         for j, c in enumerate(LADDER):
@@ -91,8 +92,11 @@ def test_plots_writes_both_files(tmp_path: Path) -> None:
 def test_latencies_a_hundredfold_apart_get_a_log_axis_so_passing_steps_are_not_flattened_onto_zero() -> None:
     ctx = study(4)
     # the top step fails at 10 s TTFT, the others pass near 100 ms (the interactive profile's)
-    ctx = replace(ctx, runs=[replace(r, stats=replace(r.stats, ttft_p95_ms=10_000.0 if r.concurrency == 128
-                                                      else 80.0 + r.concurrency)) for r in ctx.runs])
+    def slowed(r: RunRecord) -> RunRecord:
+        assert r.stats is not None  # every step of study() stores its statistics
+        return replace(r, stats=replace(r.stats, ttft_p95_ms=10_000.0 if r.concurrency == 128 else 80.0 + r.concurrency))
+
+    ctx = replace(ctx, runs=[slowed(r) for r in ctx.runs])
     ladder, pareto = ladder_figure(ctx), pareto_figure(ctx)
     assert ladder is not None and pareto is not None
     assert ladder.axes[2].get_yscale() == "log" and pareto.axes[0].get_xscale() == "log"

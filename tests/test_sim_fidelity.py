@@ -37,7 +37,8 @@ def test_unmodelled_flags_are_listed_in_server_info() -> None:
     handle = VirtualLauncher(extra_args=["--attention-backend", "flashinfer", "--sampling-backend", "flashinfer"]
                              ).start(ServerConfig(schedule_policy="hrrn"))
     flags = handle.server_info["unmodelled_flags"]
-    assert [f.split(":")[0] for f in flags] == ["--attention-backend flashinfer", "--sampling-backend flashinfer",
+    assert isinstance(flags, list)
+    assert [str(f).split(":")[0] for f in flags] == ["--attention-backend flashinfer", "--sampling-backend flashinfer",
                                                 "--schedule-policy hrrn"]
     plain = VirtualLauncher(extra_args=["--attention-backend", "triton", "--sampling-backend", "pytorch",
                                         "--disable-cuda-graph"]).start(ServerConfig())

@@ -83,7 +83,8 @@ def _round_trip(store: Store) -> None:
     """Write a study, environment, config, run, requests and samples; read every piece back."""
     name = f"rt-{uuid.uuid4().hex[:8]}"
     sid = _study(store, name)
-    assert store.get_study_by_name(name).get("id") == sid  # type: ignore[index]
+    first = store.get_study_by_name(name)
+    assert first is not None and first.id == sid
     assert store.get_study_by_name("no-such-study") is None
     env_id = store.record_environment(sid, {"host": "h1", "gpu_name": "H200", "gpu_count": 1,
                                             "simulated": True, "numa": {"nodes": 2}})
@@ -93,7 +94,8 @@ def _round_trip(store: Store) -> None:
                           schedule_policy="lpm")
     cid = store.create_server_config(sid, config, "sim", ["--port", "30000"], trial_number=3)
     store.update_server_config(cid, status="running", startup_s=1.5, server_info={"version": "0.5.17"})
-    assert store.find_server_config(sid, config.key()).id == cid  # type: ignore[union-attr]
+    found = store.find_server_config(sid, config.key())
+    assert found is not None and found.id == cid
     assert store.find_server_config(sid, "nope") is None
 
     rid = store.create_run(sid, cid, 16, "fp1", True, "virtual", phase="screen")
@@ -112,7 +114,8 @@ def _round_trip(store: Store) -> None:
 
     [cfg] = store.server_configs(sid)
     assert (cfg.get("status"), cfg.get("trial_number"), cfg.get("schedule_policy")) == ("completed", 3, "lpm")
-    assert json.loads(cfg.get("server_info_json")) == {"version": "0.5.17"} and cfg.get("finished_at") is not None
+    assert cfg.server_info_json is not None and json.loads(cfg.server_info_json) == {"version": "0.5.17"}
+    assert cfg.finished_at is not None
 
     run = store.get_run(rid)
     assert run is not None
@@ -191,7 +194,7 @@ def test_list_runs_filters_by_study_profile_since_and_status(store: Store) -> No
                      {"t": datetime(2020, 1, 1), "id": old})
 
     def ids(**kw: Any) -> list[int]:
-        return [r.get("run_id") for r in store.list_runs(**kw)]
+        return [r.run.id for r in store.list_runs(**kw)]
 
     assert ids() == [other, done, old]  # newest first
     assert ids(study="alpha") == [done, old]
@@ -242,12 +245,13 @@ def test_abort_running_marks_what_a_killed_orchestrator_left_behind(store: Store
     assert store.abort_running(sid) == 0
     stale_row = store.get_run(stale)
     assert stale_row is not None and stale_row.get("status") == "aborted" and stale_row.get("finished_at") is not None
-    assert "orchestrator stopped" in stale_row.get("reason")
+    assert stale_row.run.reason is not None and "orchestrator stopped" in stale_row.run.reason
     # The attempt's finished step keeps its stats but is no ordinary completed row: the configuration is redone.
     done_row = store.get_run(finished)
     assert done_row is not None and done_row.get("status") == "aborted" and done_row.get("n_started") is not None
-    assert done_row.get("reason").startswith("attempt aborted: ")
-    assert store.get_run(untouched).get("status") == "running"  # type: ignore[index]
+    assert done_row.run.reason is not None and done_row.run.reason.startswith("attempt aborted: ")
+    untouched_row = store.get_run(untouched)
+    assert untouched_row is not None and untouched_row.run.status == "running"
     assert store.server_configs(sid)[0].get("status") == "aborted"
 
 
@@ -256,12 +260,12 @@ def test_api_key_is_stripped_from_stored_argv(store: Store) -> None:
     argv = ["python", "-m", "sglang.launch_server", "--api-key", "sk-secret", "--tokenizer-path", "tok",
             "--admin-api-key=adm1n", "--port", "30000"]
     cid = store.create_server_config(sid, ServerConfig(), "sglang", argv, None)
-    stored = store.server_configs(sid)[0].get("argv_json")
-    assert "sk-secret" not in stored and "adm1n" not in stored
-    assert json.loads(stored) == ["python", "-m", "sglang.launch_server", "--api-key", "***", "--tokenizer-path",
-                                  "tok", "--admin-api-key=***", "--port", "30000"]
+    stored = store.server_configs(sid)[0].argv
+    assert "sk-secret" not in " ".join(stored) and "adm1n" not in " ".join(stored)
+    assert list(stored) == ["python", "-m", "sglang.launch_server", "--api-key", "***", "--tokenizer-path",
+                            "tok", "--admin-api-key=***", "--port", "30000"]
     store.update_server_config(cid, argv=["--api-key", "again", "--port", "1"])
-    assert json.loads(store.server_configs(sid)[0].get("argv_json")) == ["--api-key", "***", "--port", "1"]
+    assert list(store.server_configs(sid)[0].argv) == ["--api-key", "***", "--port", "1"]
 
 
 def test_environment_keeps_unknown_keys_as_extra_and_drops_secrets(store: Store) -> None:
@@ -280,7 +284,8 @@ def test_opening_an_existing_database_again_changes_nothing(store: Store, db_pat
     with sqlite3.connect(db_path) as raw:
         schema = raw.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
     with Store(f"sqlite:///{db_path}") as again:
-        assert again.get_study_by_name("kept").get("id") == sid  # type: ignore[index]
+        kept = again.get_study_by_name("kept")
+        assert kept is not None and kept.id == sid
     with sqlite3.connect(db_path) as raw:
         assert raw.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall() == schema
         assert raw.execute("SELECT version_num FROM sweep_alembic_version").fetchall() == [(HEAD,)]
@@ -367,8 +372,10 @@ def test_round_trip_on_postgresql() -> None:
             sid = _study(second)
             cid = second.create_server_config(sid, ServerConfig(8), "sim", ["--api-key", "pg-secret"], None)
             rid = second.create_run(sid, cid, 8, "fp", True, "virtual")
-            assert second.abort_running(sid) == 1 and second.get_run(rid).get("status") == "aborted"  # type: ignore[index]
-            assert "pg-secret" not in second.server_configs(sid)[0].get("argv_json")
+            assert second.abort_running(sid) == 1
+            aborted = second.get_run(rid)
+            assert aborted is not None and aborted.run.status == "aborted"
+            assert "pg-secret" not in " ".join(second.server_configs(sid)[0].argv)
 
 
 @pytest.mark.postgres

@@ -19,7 +19,6 @@ import termios
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pyte
 from rich.console import Console
@@ -28,7 +27,7 @@ from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig
 from sweep.profile import load_profile
-from sweep.study.ladder import StepStart
+from sweep.study.ladder import LadderOutcome, StepStart
 from sweep.ui.progress import StudyProgress, eta_seconds, result_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,7 +142,7 @@ def test_counts_never_pass_their_totals_when_the_finals_outnumber_the_plan() -> 
     console = Console(file=io.StringIO(), force_terminal=False, width=80)
     prof = load_profile(SMOKE, {"soak.enabled": False})
     bars = StudyProgress(prof, False, console)
-    cfg = SimpleNamespace(label=lambda: "mrr=4")
+    cfg = ServerConfig(max_running_requests=4)
     for i in range(bars.total + 5):
         bars.step_done(cfg, 2, LadderStep(i, 2, "final", RunStats.from_row({"passes_sla": True, "goodput_tps": 1.0 + i})))
         assert bars.done <= bars.total
@@ -178,9 +177,11 @@ def test_the_study_bar_runs_on_driver_seconds_so_a_final_or_the_soak_weighs_its_
     bars = StudyProgress(prof, False, console)
     study = bars.progress.tasks[bars.study]
     assert (bars.total, study.total) == (10, 73.0)
-    cfg = SimpleNamespace(label=lambda: "mrr=4")
-    bars.step_done(cfg, 2, LadderStep(1, 2, "screen", RunStats.from_row({"passes_sla": True})))
-    bars.trial_done(None)  # the ladder stopped after one step: its two unrun screens leave the plan
+    cfg = ServerConfig(max_running_requests=4)
+    first = LadderStep(1, 2, "screen", RunStats.from_row({"passes_sla": True}))
+    bars.step_done(cfg, 2, first)
+    # the ladder stopped after one step: its two unrun screens leave the plan
+    bars.trial_done(LadderOutcome(cfg, 1, "completed", [first], stop_reason="saturated"))
     assert (bars.done, bars.total, study.completed, study.total) == (1, 8, 6.5, 60.0)
     bars.step_done(cfg, 2, LadderStep(2, 2, "soak", RunStats.from_row({"passes_sla": True})))
     assert study.completed == 16.5 and study.remaining == 43.5

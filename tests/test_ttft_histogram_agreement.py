@@ -11,13 +11,13 @@ from simserver import sim_server
 from sweep.analysis.measure import histogram_quantile, in_window, succeeded, ttft_ms
 from sweep.core.types import RequestSpec, ServerConfig
 from sweep.drivers.http import HttpDriver
-from sweep.drivers.probes import MetricsProbe
+from sweep.drivers.probes import Clock, MetricsProbe, Probe
 from sweep.launchers.base import ServerHandle
 from sweep.profile import Window
 
 
-def _probes(handle: ServerHandle, clock: object) -> list[object]:
-    return [MetricsProbe(handle.url or "", headers=handle.headers(), interval_s=1.0, clock=clock)]  # type: ignore[arg-type]
+def _probes(handle: ServerHandle, clock: Clock) -> list[Probe]:
+    return [MetricsProbe(handle.url or "", headers=handle.headers(), interval_s=1.0, clock=clock)]
 
 
 def _bucket(buckets: list[tuple[float, float]], v: float) -> tuple[float, float]:

@@ -56,8 +56,9 @@ def test_resume_leaves_a_live_workers_trial_and_rows_alone(tmp_path: Path, sqlit
     study = optuna.load_study(study_name="shared", storage=url)
     assert [t.state.name for t in study.get_trials()] == ["RUNNING"]
     with Store(url) as s:
-        assert s.get_run(rid).get("status") == "running"  # type: ignore[index]
-        assert s.server_configs(sid)[0].get("status") == "running"
+        run = s.get_run(rid)
+        assert run is not None and run.run.status == "running"
+        assert s.server_configs(sid)[0].status == "running"
 
 
 def test_a_dead_workers_trial_is_requeued_exactly_once_when_two_workers_look_at_once(tmp_path: Path, sqlite_url: str) -> None:
@@ -122,9 +123,11 @@ def test_a_study_measured_on_two_gpu_models_is_ranked_per_hardware_group_unless_
     assert a100.fingerprint() == h200.fingerprint()  # the same workload, other hardware
     Orchestrator(a100, url, tmp_path, driver="virtual").join("mixed")
     with Store(url) as store:
-        sid = store.get_study_by_name("mixed").get("id")  # type: ignore[union-attr]
-        kept = [c for c in store.server_configs(sid) if c.get("status") in ("completed", "infeasible")]
-        assert sorted(c.get("gpu_name") for c in kept) == ["A100-80G (simulated)"] * 2 + ["H200 (simulated)"] * 2
+        study = store.get_study_by_name("mixed")
+        assert study is not None
+        sid = study.id
+        kept = [c for c in store.server_configs(sid) if c.status in ("completed", "infeasible")]
+        assert sorted(c.placement.gpu_name or "" for c in kept) == ["A100-80G (simulated)"] * 2 + ["H200 (simulated)"] * 2
         ctx = study_context(store, sid)
         assert ctx.winner is None and ctx.hardware and ctx.hardware.reason and "2 GPU models" in ctx.hardware.reason
         assert set(ctx.hardware.winners) == {"H200 (simulated), 140 GiB", "A100-80G (simulated), 80 GiB"}

@@ -7,6 +7,7 @@ import io
 import json
 import wave
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -253,7 +254,9 @@ def test_generate_bodies() -> None:
     assert b["input_ids"] == list(text.input_ids) and b["stream"] is True
     assert b["sampling_params"] == {"max_new_tokens": text.output_tokens, "ignore_eos": True, "temperature": 0}
     assert generate_body(text, stream=False)["stream"] is False
-    for kind, key in (("image", "image_data"), ("video", "video_data"), ("audio", "audio_data")):
+    media_keys: tuple[tuple[str, Literal["image_data", "video_data", "audio_data"]], ...] = (
+        ("image", "image_data"), ("video", "video_data"), ("audio", "audio_data"))
+    for kind, key in media_keys:
         s = next(x for x in specs if x.modality == kind)
         b = generate_body(s)
         assert "input_ids" not in b and b["text"] == MARKERS[kind] + s.text

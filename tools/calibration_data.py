@@ -51,24 +51,24 @@ def export_db(db: str, out: Path, pool_tokens: dict[str, int]) -> int:
         shutil.copy(db, copy)
         store = Store(f"sqlite:///{copy}")
         try:
-            runs = [r for r in store.list_runs(status="completed") if not r.get("simulated")]
+            runs = [r for r in store.list_runs(status="completed") if not r.run.simulated]
             studies: dict[str, Any] = {}
-            for r in sorted(runs, key=lambda r: (r.get("server_config_id"), r.get("concurrency"))):
-                st = studies.get(r.get("study_name"))
+            for r in sorted(runs, key=lambda r: (r.run.server_config_id, r.run.concurrency)):
+                st = studies.get(r.study_name)
                 if st is None:
-                    study = store.get_study_by_name(r.get("study_name"))
+                    study = store.get_study_by_name(r.study_name)
                     assert study is not None  # the run was listed under it
                     prof = json.loads(study.profile_json)
                     prof["server"]["command"] = None  # a path of the measuring machine, not needed to replay
-                    st = studies[r.get("study_name")] = {"name": r.get("study_name"), "profile": prof, "windows": []}
+                    st = studies[r.study_name] = {"name": r.study_name, "profile": prof, "windows": []}
                 reqs = [q for q in store.requests_for_run(r.run.id) if not q.warmup and q.error is None]
                 st["windows"].append({
-                    "run_id": r.get("run_id"), "config_id": r.get("server_config_id"), "concurrency": r.get("concurrency"),
-                    "knobs": {"max_running_requests": r.get("max_running_requests"),
-                              "mem_fraction_static": r.get("mem_fraction_static"),
-                              "chunked_prefill_size": r.get("chunked_prefill_size"),
-                              "schedule_policy": r.get("schedule_policy") or "fcfs"},
-                    "pool_tokens": pool_tokens.get(str(r.get("mem_fraction_static"))),
+                    "run_id": r.run.id, "config_id": r.run.server_config_id, "concurrency": r.run.concurrency,
+                    "knobs": {"max_running_requests": r.config.max_running_requests,
+                              "mem_fraction_static": r.config.mem_fraction_static,
+                              "chunked_prefill_size": r.config.chunked_prefill_size,
+                              "schedule_policy": r.config.schedule_policy or "fcfs"},
+                    "pool_tokens": pool_tokens.get(str(r.config.mem_fraction_static)),
                     "real": {m: r.get(m) for m in REAL_METRICS},
                     "requests": {"modality": [q.modality for q in reqs],
                                  "ttft_ms": [round(q.ttft_ms, 2) if q.ttft_ms is not None else None
