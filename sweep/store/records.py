@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
+from typing import Self
 
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.run_stats import COLUMNS as STAT_COLUMNS
@@ -52,8 +53,27 @@ def stats_of(row: Mapping[str, object]) -> RunStats | None:
     return RunStats.from_row(row)
 
 
+class Record:
+    """The one base of the store's records: built from a row mapping by field name (a column this version does not
+    know is ignored, a missing one reads as its default), and read back by column name. A record whose columns are
+    not its fields one to one (knobs, statistics, placement) overrides `from_row` and `columns`."""
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, object]) -> Self:
+        """The record of one row."""
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})  # type: ignore[arg-type]
+
+    def columns(self) -> dict[str, object]:
+        """Every column by name, flat."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+    def get(self, name: str) -> object:
+        """One column by name (None when there is none)."""
+        return self.columns().get(name)
+
+
 @dataclass(frozen=True)
-class WorkerRecord:
+class WorkerRecord(Record):
     """One sweep_workers row: a `sweep worker` process that joined a study (id None: the stand-in "this study"
     row of a study stored before workers existed)."""
 
@@ -70,14 +90,9 @@ class WorkerRecord:
     started_at: datetime | None = None
     finished_at: datetime | None = None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, object]) -> WorkerRecord:
-        """The record of a sweep_workers row (columns this version does not know are ignored)."""
-        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})  # type: ignore[arg-type]
-
 
 @dataclass(frozen=True)
-class StudyRecord:
+class StudyRecord(Record):
     """One sweep_studies row: one sweep of one profile."""
 
     id: int
@@ -95,18 +110,9 @@ class StudyRecord:
     winner_config_id: int | None = None
     report_path: str | None = None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, object]) -> StudyRecord:
-        """The record of a sweep_studies row (columns this version does not know are ignored)."""
-        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})  # type: ignore[arg-type]
-
-    def get(self, name: str) -> object:
-        """One column by name (None when there is none)."""
-        return getattr(self, name, None)
-
 
 @dataclass(frozen=True)
-class ConfigRecord:
+class ConfigRecord(Record):
     """One server_configs row: a launched (or attempted) configuration, its knobs, where it ran, why its ladder
     stopped and the refined SLA boundary (None: not refined or not bracketed)."""
 
@@ -157,13 +163,9 @@ class ConfigRecord:
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("config", "argv", "placement")}
         return {**own, **self.config.columns(), "argv_json": json.dumps(list(self.argv)), **self.placement.columns()}
 
-    def get(self, name: str) -> object:
-        """One column by name (None when there is none)."""
-        return self.columns().get(name)
-
 
 @dataclass(frozen=True)
-class RunRecord:
+class RunRecord(Record):
     """One runs row: one measured window (a ladder step, a soak, or a cross-check reference-client row)."""
 
     id: int
@@ -228,7 +230,7 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
-class RunSummary:
+class RunSummary(Record):
     """One run_summary row (the view `sweep runs` lists): the run, its study and its configuration's knobs;
     `get_run` adds the request and sample counts."""
 
@@ -263,13 +265,9 @@ class RunSummary:
                                     ("sample_count", self.sample_count)) if v is not None}
         return {**head, **self.run.columns(), **counts}
 
-    def get(self, name: str) -> object:
-        """One column by name (None when there is none)."""
-        return self.columns().get(name)
-
 
 @dataclass(frozen=True)
-class StoredRequestRow:
+class StoredRequestRow(Record):
     """One stored requests row; times in seconds from the window start, latencies in ms."""
 
     idx: int
@@ -290,15 +288,6 @@ class StoredRequestRow:
     error_kind: str | None = None
     id: int | None = None
     run_id: int | None = None
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, object]) -> StoredRequestRow:
-        """The record of a requests row (columns this version does not know are ignored)."""
-        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})  # type: ignore[arg-type]
-
-    def get(self, name: str) -> object:
-        """One column by name (None when there is none)."""
-        return getattr(self, name, None)
 
     def latency(self, name: str) -> float | None:
         """ttft_ms, tpot_ms or e2e_ms by name."""
