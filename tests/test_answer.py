@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.significance import difference, prob_higher, ties
-from sweep.analysis.tiers import StoredRequest, judge_stats
+from sweep.analysis.tiers import judge_stats
 from sweep.cli import app
 from sweep.profile import Profile, load_profile
 from sweep.store import Store
@@ -166,7 +166,7 @@ def test_a_stricter_tier_never_reads_a_higher_goodput_than_the_primary(run: Knee
             if not s.stats.goodput_tps:
                 continue
             stats = dataclasses.replace(s.stats, output_tps=1.25 * s.stats.goodput_tps)
-            reqs = [StoredRequest.from_row(r) for r in store.requests_for_run(s.run_id)]
+            reqs = [r.judged() for r in store.requests_for_run(s.run_id)]
             judged = judge_stats(stats, reqs, strict.bounds(), primary=ctx.profile.sla)
             assert judged.goodput_tps is not None and judged.goodput_tps <= s.stats.goodput_tps + 1e-6
             checked += 1

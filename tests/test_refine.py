@@ -16,9 +16,11 @@ from sweep.analysis.boundary import WindowSample, estimate_boundary, sla_ratio
 from sweep.core.types import ServerConfig
 from sweep.profile import SLA, load_profile
 from sweep.profile.phases import ladder_windows
+from sweep.report.answer import answer_lines
 from sweep.store import Store
 from sweep.study.ladder import LadderOutcome, LadderRunner
 from sweep.study.wiring import ROOT, make_driver, make_launcher, model_path
+from sweep.views.answer import build_answer
 from sweep.views.context import study_context
 from sweep.views.plan import planned_configs, study_plan
 from sweep.workload.lexicon import for_model
@@ -148,3 +150,30 @@ def test_refinement_off_keeps_the_ladder(sqlite_store: Store, tmp_path: Path) ->
     screen = _runner(sqlite_store, tmp_path, {"ladder": [8, 16, 32, 64], "refine.enabled": True}).run(
         config, phase="screen")
     assert all(s.phase == "screen" for s in screen.steps) and screen.boundary is None  # screening stays coarse
+
+
+def test_each_tier_gets_its_own_boundary_from_the_refined_windows(sqlite_store: Store, tmp_path: Path) -> None:
+    """A refined ladder judged for a stricter tier (issue 19 §2): the strict tier's boundary comes from the same
+    stored windows (nothing measured again) and lies below the primary's; the answer block prints both."""
+    tiers = [{"name": "loose", "ttft_ms": 1000, "tpot_ms": 100, "ttft_percentile": 95, "tpot_percentile": 95,
+              "primary": True},
+             {"name": "strict", "ttft_ms": 500, "tpot_ms": 100, "ttft_percentile": 95, "tpot_percentile": 95}]
+    runner = _runner(sqlite_store, tmp_path, {"ladder": [8, 16, 32, 64], "refine.enabled": True, "sla": tiers})
+    outcome = runner.run(ServerConfig(max_running_requests=8, mem_fraction_static=0.85))
+    assert outcome.boundary is not None
+    n_runs = len(sqlite_store.study_runs(runner.study_id))
+    answer = build_answer(sqlite_store, study_context(sqlite_store, runner.study_id))
+    loose, strict = (t.knees[outcome.config_id] for t in answer.tiers)
+    assert loose.boundary == pytest.approx(outcome.boundary.concurrency)
+    assert strict.boundary is not None and strict.boundary_ci_low is not None and strict.boundary_ci_high is not None
+    assert strict.boundary_ci_high < loose.boundary and strict.concurrency <= strict.boundary < loose.concurrency
+    assert strict.boundary_ci_low <= strict.boundary <= strict.boundary_ci_high
+    assert strict.boundary_shape in ("smooth", "cliff"), (strict, loose)
+    assert len(sqlite_store.study_runs(runner.study_id)) == n_runs  # judged again, never measured again
+    text = "\n".join(answer_lines(answer)).split("### Tier `strict`")[1]
+    assert f"SLA boundary at concurrency {strict.boundary:.1f} (95% CI" in text and strict.boundary_shape in text
+    # a configuration whose ladder was not refined gets no tier boundary
+    plain = _runner(sqlite_store, tmp_path, {"ladder": [8, 16, 32, 64], "sla": tiers})
+    plain.run(ServerConfig(max_running_requests=8, mem_fraction_static=0.85))
+    assert all(k.boundary is None for t in build_answer(sqlite_store, study_context(sqlite_store, plain.study_id)).tiers
+               for k in t.knees.values())

@@ -25,12 +25,15 @@ The windows' requests are the measured ones (not warm-up, sent inside the window
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.tiers import StoredRequest
 from sweep.profile import SLA
 
@@ -168,3 +171,22 @@ def shape(ratio_failing: float, goodput_passing: float | None, goodput_failing: 
     if goodput_passing and goodput_failing is not None and goodput_failing * CLIFF_FACTOR < goodput_passing:
         return "cliff"
     return "smooth"
+
+
+def steps_boundary(steps: Sequence[LadderStep], requests: Mapping[int, Sequence[StoredRequest]],
+                   sla: SLA) -> Boundary | None:
+    """The SLA boundary of one configuration's stored steps (run id -> its stored requests in `requests`) judged
+    by `sla`: None unless the ladder was refined (a step of phase 'refine') and is bracketed for `sla`."""
+    if not any(s.phase == "refine" for s in steps):
+        return None
+    windows = [window_sample(s.concurrency, requests.get(s.run_id, ()), s.stats.window_s, s.stats.goodput_tps)
+               for s in steps]
+    return estimate_boundary(windows, sla)
+
+
+def with_boundary(knee: ConfigKnee, b: Boundary | None) -> ConfigKnee:
+    """`knee` carrying boundary `b` (unchanged when None)."""
+    if b is None:
+        return knee
+    return dataclasses.replace(knee, boundary=b.concurrency, boundary_ci_low=b.ci_low, boundary_ci_high=b.ci_high,
+                               boundary_shape=b.shape)
