@@ -131,7 +131,7 @@ def test_the_refined_knee_is_within_ten_percent_of_a_dense_scan(sqlite_store: St
     assert b.ci_low <= b.concurrency <= b.ci_high and b.passing <= b.concurrency <= b.failing
     # stored: the refinement windows as runs of phase 'refine', the boundary on the configuration row
     runs = [r for r in sqlite_store.study_runs(study_id) if r.get("server_config_id") == outcome.config_id]
-    assert sorted(r.get("concurrency") for r in runs if r.get("phase") == "refine") == sorted(s.concurrency
+    assert sorted(int(str(r.get("concurrency"))) for r in runs if r.get("phase") == "refine") == sorted(s.concurrency
                                                                                        for s in refine_steps)
     row = next(c for c in sqlite_store.server_configs(study_id) if c.get("id") == outcome.config_id)
     assert (row.get("boundary_concurrency"), row.get("boundary_shape")) == (pytest.approx(b.concurrency), b.shape)
@@ -164,7 +164,7 @@ def test_each_tier_gets_its_own_boundary_from_the_refined_windows(sqlite_store: 
     n_runs = len(sqlite_store.study_runs(runner.study_id))
     answer = build_answer(sqlite_store, study_context(sqlite_store, runner.study_id))
     loose, strict = (t.knees[outcome.config_id] for t in answer.tiers)
-    assert loose.boundary == pytest.approx(outcome.boundary.concurrency)
+    assert loose.boundary is not None and loose.boundary == pytest.approx(outcome.boundary.concurrency)
     assert strict.boundary is not None and strict.boundary_ci_low is not None and strict.boundary_ci_high is not None
     assert strict.boundary_ci_high < loose.boundary and strict.concurrency <= strict.boundary < loose.concurrency
     assert strict.boundary_ci_low <= strict.boundary <= strict.boundary_ci_high
