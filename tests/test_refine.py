@@ -89,9 +89,10 @@ def _runner(store: Store, tmp_path: Path, overrides: dict[str, Any]) -> LadderRu
     return LadderRunner(prof, launcher, make_driver(prof, "virtual", launcher), store, study_id, specs, "virtual")
 
 
-def _dense_boundary(store: Store, tmp_path: Path, config: ServerConfig, lo: int, hi: int) -> int:
-    """The highest concurrency of a scan every 2 from lo to hi that passes before the first that fails."""
-    outcome = _runner(store, tmp_path, {"ladder": list(range(lo, hi + 1, 2))}).run(config)
+def _dense_boundary(store: Store, tmp_path: Path, config: ServerConfig, lo: int, hi: int, every: int = 2,
+                    overrides: dict[str, Any] | None = None) -> int:
+    """The highest concurrency of a scan every `every` from lo to hi that passes before the first that fails."""
+    outcome = _runner(store, tmp_path, {"ladder": list(range(lo, hi + 1, every)), **(overrides or {})}).run(config)
     passing = 0
     for s in sorted(outcome.steps, key=lambda s: s.concurrency):
         if not s.stats.passes_sla:
@@ -101,25 +102,35 @@ def _dense_boundary(store: Store, tmp_path: Path, config: ServerConfig, lo: int,
     return passing
 
 
-def _refined(store: Store, tmp_path: Path, config: ServerConfig, ladder: list[int]) -> tuple[int, LadderOutcome]:
+def _refined(store: Store, tmp_path: Path, config: ServerConfig, ladder: list[int],
+             overrides: dict[str, Any] | None = None) -> tuple[int, LadderOutcome]:
     """(study id, outcome) of one refined final ladder."""
-    runner = _runner(store, tmp_path, {"ladder": ladder, "refine.enabled": True})
+    runner = _runner(store, tmp_path, {"ladder": ladder, "refine.enabled": True, **(overrides or {})})
     return runner.study_id, runner.run(config)
 
 
-@pytest.mark.parametrize(("config", "ladder", "scan", "shape"), [
+# Long outputs (3,000-3,600 tokens, ~19 s a request) on a KV cache that holds about 9 of them (mem 0.12): up to 9
+# users TTFT P95 stays at the prefill's ~31 ms; at 10 the cache is full, requests are retracted and queue behind
+# whole requests (TTFT P95 ~1.1 s, 2.8 s at 11). Windows of 300 simulated seconds hold ~130 requests each.
+LONG = {"workload.output_len": {"kind": "uniform", "low": 3000, "high": 3600}, "workload.num_requests": 2000,
+        "window.measure_seconds": 300.0, "window.drain_seconds": 120.0, "window.request_timeout_s": 300}
+
+
+@pytest.mark.parametrize(("config", "ladder", "scan", "shape", "overrides"), [
     # smooth: 8 running slots; past them requests queue and TTFT P95 rises steadily with the load
-    (ServerConfig(max_running_requests=8, mem_fraction_static=0.85), [8, 16, 32, 64], (16, 64), "smooth"),
-    # KV-bound: a KV cache that a few dozen requests fill (usage ~0.97 from c=32; goodput collapses by c=96). On
-    # the simulator with this short-output workload its SLA crossing itself is gradual (TTFT P95 / bound 0.95 ->
-    # 1.07 between c=72 and 80), so its label is not asserted here; the cliff rule is tested on synthetic windows.
-    (ServerConfig(max_running_requests=256, mem_fraction_static=0.1), [16, 32, 64, 128], (32, 128), None),
-], ids=["smooth", "kv-bound"])
+    (ServerConfig(max_running_requests=8, mem_fraction_static=0.85), [8, 16, 32, 64], (16, 64, 2), "smooth", {}),
+    # KV-bound, short outputs: a KV cache that a few dozen requests fill (usage ~0.97 from c=32; goodput collapses
+    # by c=96); its SLA crossing itself is gradual (TTFT P95 / bound 0.95 -> 1.07 between c=72 and 80)
+    (ServerConfig(max_running_requests=256, mem_fraction_static=0.1), [16, 32, 64, 128], (32, 128, 2), None, {}),
+    # KV-bound, long outputs: the cliff (LONG): TTFT P95 / bound 0.03 at c=9 -> 1.13 at c=10; scanned every 1
+    (ServerConfig(max_running_requests=256, mem_fraction_static=0.12), [4, 8, 16, 32], (4, 16, 1), "cliff", LONG),
+], ids=["smooth", "kv-bound", "kv-cliff"])
 def test_the_refined_knee_is_within_ten_percent_of_a_dense_scan(sqlite_store: Store, tmp_path: Path,
                                                                 config: ServerConfig, ladder: list[int],
-                                                                scan: tuple[int, int], shape: str | None) -> None:
-    dense = _dense_boundary(sqlite_store, tmp_path, config, *scan)
-    study_id, outcome = _refined(sqlite_store, tmp_path, config, ladder)
+                                                                scan: tuple[int, int, int], shape: str | None,
+                                                                overrides: dict[str, Any]) -> None:
+    dense = _dense_boundary(sqlite_store, tmp_path, config, *scan, overrides=overrides)
+    study_id, outcome = _refined(sqlite_store, tmp_path, config, ladder, overrides)
     refine_steps = [s for s in outcome.steps if s.phase == "refine"]
     assert 1 <= len(refine_steps) <= 3, outcome.stop_reason
     assert outcome.knee is not None and outcome.knee.point is not None
