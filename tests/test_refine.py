@@ -16,9 +16,11 @@ from sweep.analysis.boundary import WindowSample, estimate_boundary, sla_ratio
 from sweep.core.types import ServerConfig
 from sweep.profile import SLA, load_profile
 from sweep.profile.phases import ladder_windows
+from sweep.report.answer import answer_lines
 from sweep.store import Store
 from sweep.study.ladder import LadderOutcome, LadderRunner
 from sweep.study.wiring import ROOT, make_driver, make_launcher, model_path
+from sweep.views.answer import build_answer
 from sweep.views.context import study_context
 from sweep.views.plan import planned_configs, study_plan
 from sweep.workload.lexicon import for_model
@@ -87,9 +89,10 @@ def _runner(store: Store, tmp_path: Path, overrides: dict[str, Any]) -> LadderRu
     return LadderRunner(prof, launcher, make_driver(prof, "virtual", launcher), store, study_id, specs, "virtual")
 
 
-def _dense_boundary(store: Store, tmp_path: Path, config: ServerConfig, lo: int, hi: int) -> int:
-    """The highest concurrency of a scan every 2 from lo to hi that passes before the first that fails."""
-    outcome = _runner(store, tmp_path, {"ladder": list(range(lo, hi + 1, 2))}).run(config)
+def _dense_boundary(store: Store, tmp_path: Path, config: ServerConfig, lo: int, hi: int, every: int = 2,
+                    overrides: dict[str, Any] | None = None) -> int:
+    """The highest concurrency of a scan every `every` from lo to hi that passes before the first that fails."""
+    outcome = _runner(store, tmp_path, {"ladder": list(range(lo, hi + 1, every)), **(overrides or {})}).run(config)
     passing = 0
     for s in sorted(outcome.steps, key=lambda s: s.concurrency):
         if not s.stats.passes_sla:
@@ -99,25 +102,35 @@ def _dense_boundary(store: Store, tmp_path: Path, config: ServerConfig, lo: int,
     return passing
 
 
-def _refined(store: Store, tmp_path: Path, config: ServerConfig, ladder: list[int]) -> tuple[int, LadderOutcome]:
+def _refined(store: Store, tmp_path: Path, config: ServerConfig, ladder: list[int],
+             overrides: dict[str, Any] | None = None) -> tuple[int, LadderOutcome]:
     """(study id, outcome) of one refined final ladder."""
-    runner = _runner(store, tmp_path, {"ladder": ladder, "refine.enabled": True})
+    runner = _runner(store, tmp_path, {"ladder": ladder, "refine.enabled": True, **(overrides or {})})
     return runner.study_id, runner.run(config)
 
 
-@pytest.mark.parametrize(("config", "ladder", "scan", "shape"), [
+# Long outputs (3,000-3,600 tokens, ~19 s a request) on a KV cache that holds about 9 of them (mem 0.12): up to 9
+# users TTFT P95 stays at the prefill's ~31 ms; at 10 the cache is full, requests are retracted and queue behind
+# whole requests (TTFT P95 ~1.1 s, 2.8 s at 11). Windows of 300 simulated seconds hold ~130 requests each.
+LONG = {"workload.output_len": {"kind": "uniform", "low": 3000, "high": 3600}, "workload.num_requests": 2000,
+        "window.measure_seconds": 300.0, "window.drain_seconds": 120.0, "window.request_timeout_s": 300}
+
+
+@pytest.mark.parametrize(("config", "ladder", "scan", "shape", "overrides"), [
     # smooth: 8 running slots; past them requests queue and TTFT P95 rises steadily with the load
-    (ServerConfig(max_running_requests=8, mem_fraction_static=0.85), [8, 16, 32, 64], (16, 64), "smooth"),
-    # KV-bound: a KV cache that a few dozen requests fill (usage ~0.97 from c=32; goodput collapses by c=96). On
-    # the simulator with this short-output workload its SLA crossing itself is gradual (TTFT P95 / bound 0.95 ->
-    # 1.07 between c=72 and 80), so its label is not asserted here; the cliff rule is tested on synthetic windows.
-    (ServerConfig(max_running_requests=256, mem_fraction_static=0.1), [16, 32, 64, 128], (32, 128), None),
-], ids=["smooth", "kv-bound"])
+    (ServerConfig(max_running_requests=8, mem_fraction_static=0.85), [8, 16, 32, 64], (16, 64, 2), "smooth", {}),
+    # KV-bound, short outputs: a KV cache that a few dozen requests fill (usage ~0.97 from c=32; goodput collapses
+    # by c=96); its SLA crossing itself is gradual (TTFT P95 / bound 0.95 -> 1.07 between c=72 and 80)
+    (ServerConfig(max_running_requests=256, mem_fraction_static=0.1), [16, 32, 64, 128], (32, 128, 2), None, {}),
+    # KV-bound, long outputs: the cliff (LONG): TTFT P95 / bound 0.03 at c=9 -> 1.13 at c=10; scanned every 1
+    (ServerConfig(max_running_requests=256, mem_fraction_static=0.12), [4, 8, 16, 32], (4, 16, 1), "cliff", LONG),
+], ids=["smooth", "kv-bound", "kv-cliff"])
 def test_the_refined_knee_is_within_ten_percent_of_a_dense_scan(sqlite_store: Store, tmp_path: Path,
                                                                 config: ServerConfig, ladder: list[int],
-                                                                scan: tuple[int, int], shape: str | None) -> None:
-    dense = _dense_boundary(sqlite_store, tmp_path, config, *scan)
-    study_id, outcome = _refined(sqlite_store, tmp_path, config, ladder)
+                                                                scan: tuple[int, int, int], shape: str | None,
+                                                                overrides: dict[str, Any]) -> None:
+    dense = _dense_boundary(sqlite_store, tmp_path, config, *scan, overrides=overrides)
+    study_id, outcome = _refined(sqlite_store, tmp_path, config, ladder, overrides)
     refine_steps = [s for s in outcome.steps if s.phase == "refine"]
     assert 1 <= len(refine_steps) <= 3, outcome.stop_reason
     assert outcome.knee is not None and outcome.knee.point is not None
@@ -147,3 +160,30 @@ def test_refinement_off_keeps_the_ladder(sqlite_store: Store, tmp_path: Path) ->
     screen = _runner(sqlite_store, tmp_path, {"ladder": [8, 16, 32, 64], "refine.enabled": True}).run(
         config, phase="screen")
     assert all(s.phase == "screen" for s in screen.steps) and screen.boundary is None  # screening stays coarse
+
+
+def test_each_tier_gets_its_own_boundary_from_the_refined_windows(sqlite_store: Store, tmp_path: Path) -> None:
+    """A refined ladder judged for a stricter tier (issue 19 §2): the strict tier's boundary comes from the same
+    stored windows (nothing measured again) and lies below the primary's; the answer block prints both."""
+    tiers = [{"name": "loose", "ttft_ms": 1000, "tpot_ms": 100, "ttft_percentile": 95, "tpot_percentile": 95,
+              "primary": True},
+             {"name": "strict", "ttft_ms": 500, "tpot_ms": 100, "ttft_percentile": 95, "tpot_percentile": 95}]
+    runner = _runner(sqlite_store, tmp_path, {"ladder": [8, 16, 32, 64], "refine.enabled": True, "sla": tiers})
+    outcome = runner.run(ServerConfig(max_running_requests=8, mem_fraction_static=0.85))
+    assert outcome.boundary is not None
+    n_runs = len(sqlite_store.study_runs(runner.study_id))
+    answer = build_answer(sqlite_store, study_context(sqlite_store, runner.study_id))
+    loose, strict = (t.knees[outcome.config_id] for t in answer.tiers)
+    assert loose.boundary is not None and loose.boundary == pytest.approx(outcome.boundary.concurrency)
+    assert strict.boundary is not None and strict.boundary_ci_low is not None and strict.boundary_ci_high is not None
+    assert strict.boundary_ci_high < loose.boundary and strict.concurrency <= strict.boundary < loose.concurrency
+    assert strict.boundary_ci_low <= strict.boundary <= strict.boundary_ci_high
+    assert strict.boundary_shape in ("smooth", "cliff"), (strict, loose)
+    assert len(sqlite_store.study_runs(runner.study_id)) == n_runs  # judged again, never measured again
+    text = "\n".join(answer_lines(answer)).split("### Tier `strict`")[1]
+    assert f"SLA boundary at concurrency {strict.boundary:.1f} (95% CI" in text and strict.boundary_shape in text
+    # a configuration whose ladder was not refined gets no tier boundary
+    plain = _runner(sqlite_store, tmp_path, {"ladder": [8, 16, 32, 64], "sla": tiers})
+    plain.run(ServerConfig(max_running_requests=8, mem_fraction_static=0.85))
+    assert all(k.boundary is None for t in build_answer(sqlite_store, study_context(sqlite_store, plain.study_id)).tiers
+               for k in t.knees.values())

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sweep.analysis.knee import ConfigKnee, find_knee, knee_goodput_ci
-from sweep.analysis.ladder_steps import LadderStep, step_points
+from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.ladder_steps import LadderStep, ladder_knee
 from sweep.analysis.measure import (
     GOODPUT_BLOCKS,
     _block_counts,
@@ -109,17 +109,10 @@ def judge_stats(stats: RunStats, requests: Sequence[StoredRequest], sla: SLA, *,
 
 
 def steps_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> ConfigKnee | None:
-    """The knee of one configuration's steps (one phase) with its goodput interval; None when none passes
-    (sweep.analysis.ladder_steps.ladder_knee, from steps instead of rows)."""
-    if not steps:
-        return None
-    points = step_points(steps)
-    k = find_knee(points, flatten_threshold)
-    if k.point is None or k.index is None:
-        return None
-    lo, hi = knee_goodput_ci(points, flatten_threshold)
-    return ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi, steps[0].phase,
-                      k.reason, steps[k.index].stats.throughput_rps)
+    """The knee of one configuration's steps (one phase, a refined ladder's windows included) with its goodput
+    interval; None when none passes: sweep.analysis.ladder_steps.ladder_knee, the rule the primary tier's knee
+    follows (a refined ladder's knee is its bracket's passing window)."""
+    return ladder_knee(steps, flatten_threshold) if steps else None
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,6 @@ def refine(runner: LadderRunner, handle: ServerHandle, config: ServerConfig, con
 
 def boundary_of(runner: LadderRunner, steps: Sequence[LadderStep]) -> Boundary | None:
     """The SLA boundary of a configuration's stored windows (their requests read back from the store)."""
-    windows = [window_sample(s.concurrency, [r.judged() for r in runner.store.requests_for_run(s.run_id)], s.stats.window_s,
-                             s.stats.goodput_tps) for s in steps]
+    windows = [window_sample(s.concurrency, [r.judged() for r in runner.store.requests_for_run(s.run_id)],
+                             s.stats.window_s, s.stats.goodput_tps) for s in steps]
     return estimate_boundary(windows, runner.profile.sla) if windows else None

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from sweep.analysis.binding import Binding, binding
+from sweep.analysis.boundary import steps_boundary, with_boundary
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.significance import Difference, difference, ties, win_probabilities
@@ -140,7 +141,10 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
                 for cid, ss in steps.items()}
         else:
             verdicts = judge_tier(tier.name, tier.bounds(), False, stored, steps, load_requests(), flatten)
-            knees, judged = verdicts.knees, verdicts.steps
+            judged = verdicts.steps
+            # the tier's own SLA boundary, where the configuration's ladder was refined and brackets this tier
+            knees = {cid: with_boundary(k, steps_boundary(judged.get(cid, ()), load_requests(), tier.bounds()))
+                     for cid, k in verdicts.knees.items()}
         # the one winner rule (views/read_model.py), on this tier's knees: the primary tier's is the study's own
         decision = decide_winner(ctx.configs, ctx.runs, knees, ctx.env, ctx.profile_raw)
         winner, pool = (ctx.winner if keep else decision.winner), decision.pool
