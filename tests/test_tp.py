@@ -4,6 +4,7 @@ configuration needs, the profile's rules, and a `sweep knee` over tp_size [1, 2]
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from alembic import command
+from pgdb import fresh_database, needs_pg
 from sqlalchemy import create_engine, inspect
 
 from sglang_sim.cost import CostModel
@@ -94,7 +96,17 @@ def test_knee_over_tp_1_and_2_on_the_virtual_driver(tmp_path: Path) -> None:
 
 
 def test_a_0007_database_gains_tp_size_keeping_its_configurations_and_goes_back(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'old.db'}"
+    _migrates_back_and_forth(f"sqlite:///{tmp_path / 'old.db'}")
+
+
+@needs_pg
+def test_a_0007_postgresql_database_gains_tp_size_and_goes_back() -> None:
+    with fresh_database() as url:
+        _migrates_back_and_forth(url)
+
+
+def _migrates_back_and_forth(url: str) -> None:
+    """A study at head taken back to 0007 (before tp_size), then opened again: its rows kept, the column back."""
     with Store(url) as store:  # a study stored at head, then taken back to 0007 (before this change)
         sid = store.create_study("s", "p", "{}", "fp", "grid", True, "virtual", None)
         store.create_server_config(sid, ServerConfig(max_running_requests=8), "virtual", [], trial_number=None)
@@ -111,3 +123,26 @@ def test_a_0007_database_gains_tp_size_keeping_its_configurations_and_goes_back(
     engine = create_engine(url)
     assert "tp_size" in {c["name"] for c in inspect(engine).get_columns("run_summary")}
     engine.dispose()
+
+
+@pytest.mark.slow
+def test_sweep_on_two_gpus_gives_one_worker_both_and_a_tp2_server_its_flag(tmp_path: Path) -> None:
+    """`sweep sweep --gpus 0,1` over tp_size [1, 2] (simulated servers over HTTP): one worker holding GPUs 0,1,
+    every server launched into that group, the TP-2 one with --tp-size 2 and its simulator modelling it."""
+    db = tmp_path / "results.db"
+    cmd = [sys.executable, "-m", "sweep.cli", "sweep", "--profile", str(SMOKE), "--db", str(db), "--out",
+           str(tmp_path / "reports"), "--launcher", "sim", "--driver", "http", "--study", "tp-fleet", "--no-progress",
+           "--gpus", "0,1", "--set", f"search.space={json.dumps(TP_SPACE)}", "--set", "ladder=[2]",
+           "--set", "window.measure_seconds=1", "--set", "window.drain_seconds=2", "--set", "search.heartbeat_s=1"]
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=400,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    con = sqlite3.connect(db)
+    assert [g for (g,) in con.execute("SELECT gpus FROM sweep_workers")] == ["0,1"]
+    rows = con.execute("SELECT tp_size, status, argv_json, server_info_json FROM server_configs").fetchall()
+    assert sorted((tp, status) for tp, status, _, _ in rows) == [(1, "completed"), (2, "completed")]
+    for tp, _, argv, info in rows:
+        assert json.loads(info)["sweep_launch"]["cuda_visible_devices"] == "0,1"
+        assert json.loads(info)["tp_size"] == tp  # what the simulated server says it models
+        args = json.loads(argv)
+        assert args[args.index("--tp-size") + 1] == str(tp)
