@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Coroutine
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,15 @@ import uvicorn
 
 from sglang_sim.engine import Engine
 from sglang_sim.fidelity import unmodelled_flags
-from sglang_sim.params import EngineKnobs, SimOOM, SimParams, gpu_preset, model_from_config, model_preset
+from sglang_sim.params import (
+    EngineKnobs,
+    SimOOM,
+    SimParams,
+    gpu_preset,
+    model_from_config,
+    model_preset,
+    with_tp,
+)
 from sglang_sim.server import VERSION, Faults, SimServer
 from sglang_sim.tokenizer import load as load_tokenizer
 
@@ -52,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sampling-backend")
     a("--mm-attention-backend")
     a("--disable-cuda-graph", action="store_true")
-    a("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
+    a("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int,
+      help="tensor parallel GPUs (default: the model preset's own, 1 but for llama3-70b)")
     a("--random-seed", type=int)
     a("--stream-interval", type=int, default=1)
     a("--log-level", default="info")
@@ -83,11 +91,10 @@ def make_params(args: argparse.Namespace) -> SimParams:
     gpu = gpu_preset(args.sim_gpu)
     if args.sim_model:
         model = model_preset(args.sim_model)
-        if args.tp_size > 1:
-            model = replace(model, tp=args.tp_size)
     else:
-        model = model_from_config(args.model_path, tp=args.tp_size) or model_preset("llama3-8b")
-    return SimParams(gpu=gpu, model=model, speed=args.sim_speed, cuda_graph=not args.disable_cuda_graph)
+        model = model_from_config(args.model_path) or model_preset("llama3-8b")
+    params = SimParams(gpu=gpu, model=model, speed=args.sim_speed, cuda_graph=not args.disable_cuda_graph)
+    return with_tp(params, args.tp_size)  # the Engine applies the same knob (EngineKnobs.tp_size) again: a no-op
 
 
 def knobs_from(args: argparse.Namespace) -> EngineKnobs:
@@ -95,7 +102,8 @@ def knobs_from(args: argparse.Namespace) -> EngineKnobs:
                        chunked_prefill_size=args.chunked_prefill_size, schedule_policy=args.schedule_policy,
                        schedule_conservativeness=args.schedule_conservativeness,
                        disable_radix_cache=args.disable_radix_cache, context_length=args.context_length,
-                       max_prefill_tokens=args.max_prefill_tokens, enable_mixed_chunk=args.enable_mixed_chunk)
+                       max_prefill_tokens=args.max_prefill_tokens, enable_mixed_chunk=args.enable_mixed_chunk,
+                       tp_size=args.tp_size)
 
 
 def server_info(args: argparse.Namespace, eng: Engine) -> dict[str, Any]:
@@ -104,7 +112,8 @@ def server_info(args: argparse.Namespace, eng: Engine) -> dict[str, Any]:
     c = eng.cfg
     info.update(max_total_num_tokens=c.max_total_num_tokens, max_running_requests=c.max_running_requests,
                 mem_fraction_static=c.mem_fraction_static, chunked_prefill_size=c.chunked_prefill_size,
-                context_len=c.context_len, schedule_policy=c.schedule_policy, version=VERSION, simulated=True,
+                context_len=c.context_len, schedule_policy=c.schedule_policy, tp_size=eng.params.model.tp,
+                version=VERSION, simulated=True,
                 sim_gpu=eng.params.gpu.name, sim_model=eng.params.model.name, page_size=eng.params.page_size,
                 served_model_name=args.served_model_name or args.model_path, api_key=None,
                 unmodelled_flags=unmodelled_flags(args, eng.knobs.schedule_policy),
@@ -238,7 +247,7 @@ def log_server_args(args: argparse.Namespace, params: SimParams) -> None:
         log(f"WARNING: accepted but not simulated: {line}")
     log(f"server_args=ServerArgs(model_path='{args.model_path}', mem_fraction_static={args.mem_fraction_static}, "
         f"max_running_requests={args.max_running_requests}, chunked_prefill_size={args.chunked_prefill_size}, "
-        f"schedule_policy='{args.schedule_policy}', tp_size={args.tp_size}, host='{args.host}', port={args.port}, "
+        f"schedule_policy='{args.schedule_policy}', tp_size={params.model.tp}, host='{args.host}', port={args.port}, "
         f"random_seed={args.random_seed}, stream_interval={args.stream_interval}, sim_gpu='{params.gpu.name}', "
         f"sim_model='{params.model.name}', sim_speed={params.speed}, "
         f"api_key={args.api_key!r})")  # as SGLang's server_args line does: the key is in the log

@@ -10,7 +10,7 @@ from typing import Any
 
 from sglang_sim.cost import CostModel
 from sglang_sim.metrics import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS, Histogram, report_gauges
-from sglang_sim.params import EngineKnobs, SimParams, resolve
+from sglang_sim.params import EngineKnobs, SimParams, resolve, with_tp
 from sglang_sim.radix import RadixCache
 from sglang_sim.request import Req, SimRequest, StepResult
 from sglang_sim.schedule_policy import retract_decode, schedule_prefill
@@ -27,7 +27,8 @@ class Engine:
 
     def __init__(self, params: SimParams, knobs: EngineKnobs | None = None, log: Callable[[str], None] | None = None,
                  seed: int = 0):
-        self.params, self.knobs = params, knobs or EngineKnobs()
+        self.knobs = knobs or EngineKnobs()
+        self.params = params = with_tp(params, self.knobs.tp_size)  # --tp-size: the model split over GPUs
         self.cfg = resolve(params, self.knobs)  # raises SimOOM like a server that cannot allocate its pool
         self.cost = CostModel(params)
         self.log = log or (lambda _msg: None)

@@ -3,7 +3,8 @@
 Every sglang.launch_server flag the simulator parses is either modelled (it changes the engine, the cost model
 or the HTTP front), has no bearing on timing (--host, --log-level, --load-format, --trust-remote-code, ...), or
 is listed here when set, so a study that depends on it is told that the simulator ignored it.
---disable-cuda-graph is modelled (sglang_sim.params.Efficiency.no_cuda_graph_decode).
+--disable-cuda-graph is modelled (sglang_sim.params.Efficiency.no_cuda_graph_decode); so is --tp-size (weights
+and KV heads split over the GPUs, per-step compute divided, two all-reduces per layer: sglang_sim.cost.CostModel).
 """
 
 from __future__ import annotations

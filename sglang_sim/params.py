@@ -144,6 +144,7 @@ class EngineKnobs:
     context_length: int | None = None
     max_prefill_tokens: int = 16384
     enable_mixed_chunk: bool = False
+    tp_size: int | None = None  # tensor parallel GPUs (None: the model preset's own, 1 but for llama3-70b's 4)
 
 
 @dataclass(frozen=True)
@@ -267,6 +268,16 @@ def simulated_gpu_used_bytes(params: SimParams, frac: float, chunk: int | None) 
     avail = gpu.mem_bytes - gpu.context_bytes
     act = min(avail * (1 - frac), (chunk or 8192) * model.hidden * 2 * 20)
     return gpu.context_bytes + avail * frac + act
+
+
+def with_tp(params: SimParams, tp: int | None) -> SimParams:
+    """params with the model split over `tp` GPUs (weights, KV heads and per-step compute; cost.CostModel adds the
+    all-reduces); None keeps the preset's own."""
+    if tp is None or tp == params.model.tp:
+        return params
+    if tp < 1:
+        raise ValueError(f"tp_size {tp}: expected 1 or more")
+    return replace(params, model=replace(params.model, tp=tp))
 
 
 def with_speed(params: SimParams, speed: float) -> SimParams:

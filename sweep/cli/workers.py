@@ -200,12 +200,12 @@ def knee_on_gpus(orch: Any, gpus: str, per_server: int | None, study: str | None
                  out: Path, launcher: str | None, driver: str, client_procs: int) -> Any:
     """`sweep sweep --gpus ...`: the study created (or resumed) here, one worker process per GPU group."""
     from sweep.fleet import gpus as fleet
-    from sweep.launchers.placement import required_gpus
+    from sweep.launchers.placement import group_size
 
     ids = parse_gpus(gpus)
     if ids is None:
         raise UsageError("--gpus: expected GPU indices like 0,1,2,3")
-    need = per_server or required_gpus(orch.profile.server.extra_args)
+    need = per_server or group_size(orch.profile)  # the largest tp_size searched x dp: every configuration fits
     seats, left = fleet.plan(ids, need)
     if left:
         console.print(f"[yellow]GPU(s) {','.join(map(str, left))} fill no group of {need} and stay unused[/]")

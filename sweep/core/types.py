@@ -43,6 +43,7 @@ class ServerConfig:
     mem_fraction_static: float | None = _knob("mem", float)
     chunked_prefill_size: int | None = _knob("chunk", int)
     schedule_policy: str | None = _knob("policy", str)
+    tp_size: int | None = _knob("tp", int)  # tensor parallel: one server spans this many GPUs (its worker's group)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> ServerConfig:

@@ -59,12 +59,20 @@ def detect(kind: str, profile: Profile, gpu_ids: Sequence[int] | None, worker_id
                      float(first["memory_total_mib"]), str(first["driver"]))
 
 
-def required_gpus(extra_args: Sequence[str]) -> int:
-    """GPUs one server needs: tensor parallel x data parallel size from the server's extra arguments."""
+def required_gpus(extra_args: Sequence[str], tp_size: int | None = None) -> int:
+    """GPUs one server needs: tensor parallel x data parallel size, the tensor parallel size from the
+    configuration's tp_size knob where set, else from the server's extra arguments (a profile never sets both)."""
     tp, dp = 1, 1
     for i, a in enumerate(extra_args[:-1]):
         if a in ("--tp-size", "--tp", "--tensor-parallel-size"):
             tp = int(extra_args[i + 1])
         if a in ("--dp-size", "--dp", "--data-parallel-size"):
             dp = int(extra_args[i + 1])
-    return tp * dp
+    return (tp_size if tp_size is not None else tp) * dp
+
+
+def group_size(profile: Profile) -> int:
+    """GPUs in each worker's group: what the study's largest server needs (the largest tp_size the space searches).
+    A configuration of a smaller tp_size runs on the first GPUs of its group and leaves the rest idle meanwhile:
+    the simplest plan in which every configuration fits every worker."""
+    return required_gpus(profile.server.extra_args, profile.search.space.largest_tp())

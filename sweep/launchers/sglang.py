@@ -138,9 +138,9 @@ class SGLangLauncher:
 
         on_spawn(record) runs right after each spawn, before the (possibly minutes long) wait for readiness:
         an orchestrator killed during that wait leaves a record its resume can kill the server by."""
-        need = required_gpus(self.spec.extra_args)
+        need = required_gpus(self.spec.extra_args, config.tp_size)
         if self.gpu_ids is not None and need > len(self.gpu_ids):
-            raise LaunchError(f"skipped: the server needs {need} GPUs (tp x dp in server.extra_args) and this "
+            raise LaunchError(f"skipped: the server needs {need} GPUs (tp x dp) and this "
                               f"worker's group has {len(self.gpu_ids)} (CUDA_VISIBLE_DEVICES="
                               f"{','.join(map(str, self.gpu_ids))})", reason="too_few_gpus")
         if self.validate:

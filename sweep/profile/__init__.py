@@ -330,6 +330,18 @@ class Profile(_Strict):
             raise ValueError(f"arrival.rates has {len(rates)} values for a ladder of {len(self.ladder)} steps")
         return self
 
+    @model_validator(mode="after")
+    def _searched_knobs_not_fixed(self) -> Profile:
+        """A searched knob's flag in server.extra_args would win over the search's value (the extra args come last,
+        argparse keeps the last): refused, not silently measured as one configuration."""
+        dialect = engines.get(self.server.engine)
+        given = set(engines.flags_in_argv(self.server.extra_args))
+        clash = [dialect.flag(k) for k, v in self.search.space if v is not None and dialect.flag(k) in given]
+        if clash:
+            raise ValueError(f"server.extra_args sets {', '.join(clash)}, which search.space searches: "
+                             "drop it from extra_args")
+        return self
+
     def step_arrival(self, concurrency: int) -> Arrival:
         """The arrival process of one ladder step: an open loop with per-step `rates` offers that step's rate."""
         a = self.arrival

@@ -11,6 +11,8 @@ from sweep.core.types import KNOB_NAMES, SchedulePolicy
 from sweep.profile.base import DAY_S, MAX_CONCURRENCY, MAX_GRID, MAX_TOKENS
 from sweep.profile.base import Strict as _Strict
 
+MAX_TP = 64  # the largest --tp-size a profile may search (GPUs one server spans)
+
 
 class IntRange(_Strict):
     low: int = Field(ge=-1, le=MAX_TOKENS, description="smallest value")
@@ -52,6 +54,10 @@ class Space(_Strict):
     schedule_policy: list[SchedulePolicy] | None = Field(None,
         description="values of --schedule-policy (SGLang's choices; the simulator orders dfs-weight as lpm and "
                     "priority, routing-key, hrrn, shortest-prefill-first as fcfs, and says so)")
+    tp_size: list[Annotated[int, Field(ge=1, le=MAX_TP)]] | IntRange | None = Field(None,
+        description=f"values of --tp-size, 1..{MAX_TP} (tensor parallel: a server spans this many GPUs; with "
+                    "--gpus every worker gets a group of the largest value, and a smaller one leaves the rest "
+                    "of its group idle while it runs)")
 
     @field_validator("mem_fraction_static")
     @classmethod
@@ -68,6 +74,18 @@ class Space(_Strict):
         if isinstance(v, IntRange) and not 1 <= v.low <= v.high <= MAX_CONCURRENCY:
             raise ValueError(f"a range within 1..{MAX_CONCURRENCY}")
         return v
+
+    @field_validator("tp_size")
+    @classmethod
+    def _tp_range(cls, v: list[int] | IntRange | None) -> list[int] | IntRange | None:
+        if isinstance(v, IntRange) and not 1 <= v.low <= v.high <= MAX_TP:
+            raise ValueError(f"a range within 1..{MAX_TP}")
+        return v
+
+    def largest_tp(self) -> int | None:
+        """The largest --tp-size the space searches (None: the knob is not searched)."""
+        v = self.tp_size
+        return None if v is None else max(v) if isinstance(v, list) else v.low + (v.high - v.low) // v.step * v.step
 
     @field_validator(*KNOB_NAMES)  # a ServerConfig knob without a field here fails at import
     @classmethod

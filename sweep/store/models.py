@@ -137,6 +137,7 @@ class ServerConfigRow(Base):
     mem_fraction_static: Mapped[float | None] = mapped_column(Float)
     chunked_prefill_size: Mapped[int | None] = mapped_column(Integer)
     schedule_policy: Mapped[str | None] = mapped_column(String(50))
+    tp_size: Mapped[int | None] = mapped_column(Integer)  # added by 0008, after the other knobs
     launcher: Mapped[str] = mapped_column(String(50))
     argv_json: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(20), default="pending")

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from sweep.engines import get as get_dialect
 from sweep.launchers.base import Environment, ServerHandle
 from sweep.profile import Profile
+from sweep.profile.grid import expand
 from sweep.store import Store
 
 
@@ -50,18 +51,24 @@ def normalise_env(raw: Environment, profile: Profile, simulated: bool) -> Enviro
         env["gpu_name"] = f"{profile.server.sim_gpu} (simulated)"
         env["gpu_count"] = 1
         env.setdefault("sglang_version", "0.5.17-sim")
+    searched = expand(profile.search.space.tp_size)
+    if searched is not None:  # each configuration its own TP: the study's is the searched set
+        env["parallel"] = _parallel(profile.server.extra_args, "/".join(map(str, searched)) + " (searched)")
+        if simulated:  # a simulated server spans as many GPUs as its configuration's TP: the largest searched
+            env["gpu_count"] = max(int(v) for v in searched)
     env.setdefault("parallel", _parallel(profile.server.extra_args))
     return env
 
 
-def _parallel(extra_args: list[str]) -> str:
+def _parallel(extra_args: list[str], tp_searched: str | None = None) -> str:
+    """"TP 2, DP 1": from server.extra_args, the TP the searched values where the space searches tp_size."""
     tp, dp = "1", "1"
     for i, a in enumerate(extra_args[:-1]):
         if a in ("--tp-size", "--tp", "--tensor-parallel-size"):
             tp = extra_args[i + 1]
         if a in ("--dp-size", "--dp", "--data-parallel-size"):
             dp = extra_args[i + 1]
-    return f"TP {tp}, DP {dp}"
+    return f"TP {tp_searched or tp}, DP {dp}"
 
 
 class EnvironmentRecord:
