@@ -5,17 +5,31 @@ says where sweep looked, before anything is measured or written."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from sweep.core.errors import ProfileError
-from sweep.profile.arrival import TraceArrival
+from sweep.profile.arrival import Arrival, TraceArrival
 from sweep.profile.trace import load_trace
-
-if TYPE_CHECKING:
-    from sweep.profile import Profile
+from sweep.profile.workload import Workload
 
 
-def locate_inputs(prof: Profile, folder: Path | None, where: str, hint: str = "") -> Profile:
+class NamesInputs(Protocol):
+    """What of a profile names input files (sweep.profile.Profile is one): its workload, its arrival process and
+    the folder its relative paths are relative to."""
+
+    _folder: Path | None
+
+    @property
+    def workload(self) -> Workload: ...
+
+    @property
+    def arrival(self) -> Arrival: ...
+
+
+P = TypeVar("P", bound=NamesInputs)
+
+
+def locate_inputs(prof: P, folder: Path | None, where: str, hint: str = "") -> P:
     """Find prof's input files, first in `folder` (the profile file's, or the one a worker is given); `where`
     opens every error line (the profile file, or the study it came from), `hint` ends one for a missing file."""
     prof._folder = folder
@@ -28,7 +42,7 @@ def locate_inputs(prof: Profile, folder: Path | None, where: str, hint: str = ""
     return prof
 
 
-def relative_inputs(prof: Profile) -> list[str]:
+def relative_inputs(prof: NamesInputs) -> list[str]:
     """The input paths of prof that are relative (a worker elsewhere needs the folder they are relative to)."""
     raw = [prof.workload.dataset.path if prof.workload.dataset is not None else None,
            prof.arrival.path if isinstance(prof.arrival, TraceArrival) else None]
