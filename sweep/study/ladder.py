@@ -13,6 +13,7 @@ from sweep.analysis.knee import KneeResult
 from sweep.analysis.ladder_steps import LadderStep, steps_knee
 from sweep.analysis.measure import compute_stats
 from sweep.analysis.run_stats import RunStats
+from sweep.analysis.tiers import StoredRequest
 from sweep.core import interrupt
 from sweep.core.errors import LaunchError, ServerDied
 from sweep.core.types import SERVER_DIED, Placement, RequestRecord, ServerConfig, WindowResult
@@ -203,7 +204,7 @@ class LadderRunner:
             self._climb(handle, handle.config, config_id, climb, outcome, should_stop)
             if (climb.judge is None and refines(self.profile, climb.phase) and outcome.status == "completed"
                     and not outcome.stop_reason.startswith("pruned")):
-                refine(self, handle, handle.config, config_id, climb, outcome)
+                self._refine(handle, config_id, climb, outcome)
         outcome.stop_reason += launch.notes()
         if climb.judge is None:
             self._rank(outcome)
@@ -211,12 +212,26 @@ class LadderRunner:
                                         failure_reason=outcome.failure)
         return outcome
 
-    def refine_window(self, handle: ServerHandle, config: ServerConfig, config_id: int, concurrency: int,
-                      window: Window) -> LadderOutcome:
-        """One refinement window (phase refine) on the running server, stored and judged like a ladder step."""
-        scratch = LadderOutcome(config, config_id, "completed")
-        self._climb(handle, config, config_id, Climb((concurrency,), REFINE_PHASE, window), scratch)
-        return scratch
+    def _refine(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> None:
+        """Bisect the outcome's bracket on the running server (sweep.study.refine) and store its SLA boundary."""
+
+        def run_window(concurrency: int) -> tuple[list[LadderStep], str | None]:
+            scratch = LadderOutcome(handle.config, config_id, "completed")
+            self._climb(handle, handle.config, config_id, Climb((concurrency,), REFINE_PHASE, climb.window), scratch)
+            done = scratch.status == "completed" and bool(scratch.steps)
+            return scratch.steps, None if done else (scratch.failure or scratch.stop_reason or scratch.status)
+
+        def requests_of(run_id: int) -> list[StoredRequest]:
+            return [r.judged() for r in self.store.requests_for_run(run_id)]
+
+        r = refine(self.profile.refine, self.profile.sla, outcome.steps, run_window, requests_of)
+        outcome.steps += r.steps
+        outcome.boundary = r.boundary
+        outcome.stop_reason += r.note
+        if r.boundary is not None:
+            b = r.boundary
+            self.store.update_server_config(config_id, boundary_concurrency=b.concurrency, boundary_ci_low=b.ci_low,
+                                            boundary_ci_high=b.ci_high, boundary_shape=b.shape)
 
     def _rank(self, outcome: LadderOutcome) -> None:
         """The ladder's knee; a ladder that ran to the end without one is infeasible."""
