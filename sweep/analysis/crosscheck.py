@@ -71,6 +71,18 @@ class Tolerance:
     def describe(self) -> str:
         return f"{self.rel:.0%} or {self.abs_ms:g} ms, whichever is looser"
 
+    @classmethod
+    def of(cls, section: Mapping[str, object]) -> Tolerance:
+        """The tolerance of a profile's crosscheck section (a dict; a missing or non-numeric key: the default)."""
+        d = cls()
+
+        def num(key: str, default: float) -> float:
+            v = section.get(key, default)
+            return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else default
+
+        return cls(rel=num("tolerance_pct", d.rel * 100.0) / 100.0, abs_ms=num("tolerance_ms", d.abs_ms),
+                   min_tail=int(num("min_tail", d.min_tail)))
+
 
 @dataclass(frozen=True)
 class FigureCheck:
@@ -111,6 +123,12 @@ class CrossCheck:
     @property
     def flagged(self) -> tuple[FigureCheck, ...]:
         return tuple(f for f in self.figures if f.agrees is False)
+
+    def differences(self) -> str:
+        """The flagged figures in words, e.g. "TTFT P50 (ms) 41.0 vs 101.3 (allowed 20.0)"; "" when none."""
+        return ", ".join(f"{f.label} {f.ours:,.1f} vs {f.reference:,.1f} (allowed {f.allowed:,.1f})"
+                         for f in self.flagged if f.ours is not None and f.reference is not None
+                         and f.allowed is not None)
 
 
 @dataclass(frozen=True)
