@@ -14,9 +14,37 @@ ROW = {"n_completed": 1000, "ttft_p50_ms": 100.0, "ttft_p99_ms": 1000.0, "tpot_p
 
 def test_tolerance_is_the_looser_of_ten_percent_and_twenty_ms() -> None:
     tol = Tolerance()
-    assert tol.allowed(100.0, 105.0, latency=True) == 20.0  # 10% of 105 = 10.5 < 20 ms
-    assert tol.allowed(1000.0, 1150.0, latency=True) == pytest.approx(115.0)  # 10% of the larger figure
-    assert tol.allowed(1000.0, 1090.0, latency=False) == pytest.approx(109.0)  # a rate has no ms floor
+    assert tol.allowed(100.0, 105.0, "request") == 20.0  # 10% of 105 = 10.5 < 20 ms
+    assert tol.allowed(1000.0, 1150.0, "request") == pytest.approx(115.0)  # 10% of the larger figure
+    assert tol.allowed(1000.0, 1090.0, "rate") == pytest.approx(109.0)  # a rate has no ms floor
+
+
+def test_a_per_token_figure_has_a_per_token_floor() -> None:
+    """Issue 23 §15: TPOT and ITL are 5-25 ms, so the 20 ms floor could never flag them (old: a TPOT P50 of 10 vs
+    25 ms agreed). Their floor is tolerance_token_ms (2 ms), stated with the tolerance."""
+    tol = Tolerance()
+    assert tol.allowed(10.0, 13.0, "token") == 2.0  # 10% of 13 = 1.3 < 2 ms
+    assert tol.allowed(30.0, 40.0, "token") == pytest.approx(4.0)
+    check = compare_runs(ROW, dict(ROW, tpot_p50_ms=13.0, tpot_p99_ms=31.0))
+    verdict = {f.column: f.agrees for f in check.figures}
+    assert verdict["tpot_p50_ms"] is False and verdict["tpot_p99_ms"] is True  # 3 > 2; 1 <= 3.1
+    assert compare_runs(ROW, dict(ROW, tpot_p50_ms=11.9)).agrees is True
+    assert compare_runs(ROW, dict(ROW, ttft_p50_ms=119.0)).agrees is True  # a per-request latency keeps 20 ms
+    assert "TPOT and ITL: 2 ms" in tol.describe()
+    assert Tolerance.of({"tolerance_token_ms": 5}).token_ms == 5.0 and Tolerance.of({}).token_ms == 2.0
+
+
+def test_the_itl_p99_the_outside_check_caught_is_flagged_against_its_bucket() -> None:
+    """Issue 23 §15: a client ITL P99 of 12.1 ms against the server's 6-8 ms bucket had agreed (8 + 20 ms)."""
+    itl = [(0.006, 0.0), (0.008, 1000.0), (math.inf, 1000.0)]  # every inter-token gap in the 6-8 ms bucket
+    check = histogram_check("ITL", "inter_token_latency_seconds", 99, 12.1, itl, Tolerance(), "token")
+    assert check is not None and (check.bucket_low_ms, check.bucket_high_ms) == (6.0, 8.0)
+    assert check.agrees is False
+    near = histogram_check("ITL", "inter_token_latency_seconds", 99, 9.9, itl, Tolerance(), "token")
+    assert near is not None and near.agrees is True  # 8 ms + 2 ms
+    by_server = {(c.metric, c.q): c.agrees for c in server_checks({"itl_p99_ms": 12.1, "itl_p50_ms": 7.0},
+                                                                   {"inter_token_latency_seconds": itl})}
+    assert by_server == {("ITL", 50): True, ("ITL", 99): False}
 
 
 def test_reference_within_tolerance_agrees_and_outside_is_flagged() -> None:

@@ -7,7 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from sweep.analysis.measure import compute_stats, histogram_quantile, itl_gaps_ms
+from sweep.analysis.measure import (
+    client_bound_reasons,
+    compute_stats,
+    histogram_quantile,
+    itl_gaps_ms,
+    loop_stall_limit_ms,
+)
 from sweep.analysis.run_stats import COLUMNS, ClientStats, RunStats
 from sweep.core.types import ClientSamples, RequestRecord, Sample, WindowResult
 from sweep.profile import SLA
@@ -311,9 +317,41 @@ def test_no_client_process_has_no_client_figures() -> None:
 )
 def test_client_bound_by_event_loop_lag(lag_p99: float, ttft_bound: float, bound: bool) -> None:
     sla = SLA_DEFAULT.model_copy(update={"ttft_ms": ttft_bound})
-    s = compute_stats(window(five_requests(), client=(client(lag_ms=lag_p99, stall_ms=190.0),)), sla)
-    assert s.client_bound is bound  # a single 190 ms stall (the max) alone is not client-bound
-    assert s.client.loop_lag_p99_ms == pytest.approx(lag_p99) and s.client.loop_lag_max_ms == pytest.approx(190.0)
+    s = compute_stats(window(five_requests(), client=(client(lag_ms=lag_p99, stall_ms=95.0),)), sla)
+    assert s.client_bound is bound  # a single 95 ms stall (the max), under the 100 ms floor, is not client-bound
+    assert s.client.loop_lag_p99_ms == pytest.approx(lag_p99) and s.client.loop_lag_max_ms == pytest.approx(95.0)
+
+
+@pytest.mark.parametrize(
+    "stall_ms,ttft_bound,bound",
+    [
+        (1400.0, 2000.0, True),  # issue 23 §17: 64 streams on a loaded host, P99 low, one 1.4 s stall
+        (660.0, 2000.0, True),  # ... and 0.66 s in another window
+        (150.0, 2000.0, False),  # under 10% of the TTFT bound (200 ms)
+        (150.0, 1000.0, True),  # over 10% of a 1 s bound
+        (90.0, 200.0, False),  # 10% of 200 ms is 20 ms, but one stall under the 100 ms floor is a GC pause
+    ],
+)
+def test_one_long_event_loop_stall_makes_the_window_client_bound(stall_ms: float, ttft_bound: float,
+                                                                  bound: bool) -> None:
+    """Issue 23 §17: only the loop-lag P99 was judged, so windows with 1.4 s and 0.66 s stalls (every stream of
+    that process waited that long) were stored not client-bound. The max is judged against
+    loop_stall_limit_ms = max(100 ms, 10% of the TTFT bound)."""
+    sla = SLA_DEFAULT.model_copy(update={"ttft_ms": ttft_bound})
+    s = compute_stats(window(five_requests(), client=(client(lag_ms=2.0, stall_ms=stall_ms),)), sla)
+    assert s.client.loop_lag_p99_ms == pytest.approx(2.0) and s.client.loop_lag_max_ms == pytest.approx(stall_ms)
+    assert s.client_bound is bound
+    limit = loop_stall_limit_ms(sla)
+    assert limit == max(100.0, 0.1 * ttft_bound)
+    assert client_bound_reasons(s.client, sla) == ((f"event-loop stall {stall_ms:,.0f} ms > {limit:.0f} ms",)
+                                                   if bound else ())
+
+
+def test_a_stall_in_any_one_client_process_counts() -> None:
+    sla = SLA_DEFAULT.model_copy(update={"ttft_ms": 2000})
+    procs = (client(lag_ms=2.0), client(lag_ms=2.0, stall_ms=1400.0), client(lag_ms=2.0))
+    s = compute_stats(window(five_requests(), client=procs), sla)
+    assert s.client_bound is True and s.client.loop_lag_max_ms == pytest.approx(1400.0)
 
 
 def test_aborted_window_does_not_pass() -> None:

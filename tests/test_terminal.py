@@ -167,6 +167,33 @@ def test_a_failed_window_at_80_columns_keeps_its_reasons_whole_on_lines_that_fit
     assert len(short) == 2 and short[0].endswith(f"[/] {why}")  # beside the head when it fits
 
 
+def test_a_client_bound_window_says_why_in_the_terminal() -> None:
+    """Issue 23 §17: a window marked client-bound by one 1.4 s event-loop stall says so, with the rule it broke,
+    on its result line (wide), or on a line of its own (80 columns); a window the client kept up with says nothing."""
+    from test_measure import client, five_requests, window
+
+    from sweep.analysis.ladder_steps import LadderStep
+    from sweep.analysis.measure import compute_stats
+    from sweep.core.types import ServerConfig
+
+    prof = load_profile(SMOKE, {})
+    sla = prof.sla.model_copy(update={"ttft_ms": 2000.0})
+    prof = prof.model_copy(update={"sla": sla})
+    stalled = compute_stats(window(five_requests(), client=(client(lag_ms=2.0, stall_ms=1400.0),)), sla)
+    calm = compute_stats(window(five_requests(), client=(client(lag_ms=2.0, stall_ms=50.0),)), sla)
+    assert stalled.client_bound and not calm.client_bound
+    for width, n_lines in ((200, 1), (80, 3)):
+        console = Console(file=io.StringIO(), force_terminal=False, width=width, color_system=None)
+        bars = StudyProgress(prof, enabled=False, console=console)
+        bars.step_done(ServerConfig(), 8, LadderStep(1, 8, "final", stalled, 1))
+        bars.step_done(ServerConfig(), 16, LadderStep(2, 16, "final", calm, 1))
+        text = console.file.getvalue()  # type: ignore[attr-defined]
+        assert text.count("client-bound: event-loop stall 1,400 ms > 200 ms") == 1, text
+        assert "client-bound" not in text.split("c=16", 1)[1], text
+        lines = result_lines("final", "mrr=8", 8, stalled, width, client_why=("event-loop stall 1,400 ms > 200 ms",))
+        assert len(lines) == n_lines and lines[-1].endswith("client-bound: event-loop stall 1,400 ms > 200 ms[/]")
+
+
 def test_the_study_bar_runs_on_driver_seconds_so_a_final_or_the_soak_weighs_its_length() -> None:
     """smoke with screening (fraction 0.5) and the soak: 6 screen windows of 6.5 s, the one final ladder of 3 x 8 s
     and a 10 s soak = 73 s of the driver's clock. Counted as 10 equal steps, a final window weighed as much as a

@@ -20,12 +20,14 @@ from sweep.analysis.knee import (
 )
 from sweep.analysis.ladder_steps import LadderStep, ladder_knee, step_points
 from sweep.analysis.measure import (
+    client_bound_reasons,
     compute_stats,
     e2e_ms,
     histogram_quantile,
     in_window,
     itl_gaps_ms,
     loop_lag_limit_ms,
+    loop_stall_limit_ms,
     percentile,
     succeeded,
     ttft_ms,
@@ -52,7 +54,7 @@ __all__ = [
     "Tolerance", "Winner", "buckets_as_samples", "client_stats", "compare_runs", "compute_stats", "e2e_ms",
     "find_knee", "gain_per_doubling", "hardware_lines", "histogram_check", "histogram_delta",
     "histogram_quantile", "histogram_samples", "histograms_from_samples", "in_window", "itl_gaps_ms",
-    "judge", "knee_goodput_ci", "ladder_knee", "loop_lag_limit_ms", "only_names", "pareto_front",
+    "judge", "knee_goodput_ci", "ladder_knee", "loop_lag_limit_ms", "loop_stall_limit_ms", "client_bound_reasons", "only_names", "pareto_front",
     "parse_metrics", "percentile", "pick_winner", "quantile_bucket", "rank_by_hardware", "server_checks",
     "slope_per_min", "soak_rate", "step_points", "succeeded", "ttft_ms",
 ]

@@ -4,8 +4,11 @@ Pure: stats rows (the runs-table columns) and Prometheus histogram buckets in, f
 
 Spec:
 - Tolerance: two figures a (sweep's) and b (the other side's) agree when |a − b| <= allowed, where
-  allowed = max(rel × max(|a|, |b|), abs_ms) for a latency in ms and rel × max(|a|, |b|) for a rate (tok/s):
-  "10% or 20 ms, whichever is looser" by default (the profile's crosscheck.tolerance_pct / tolerance_ms).
+  allowed = max(rel × max(|a|, |b|), floor) for a latency in ms and rel × max(|a|, |b|) for a rate (tok/s).
+  The floor is in proportion to the figure's kind: abs_ms for a per-request latency (TTFT, E2E: tens to thousands
+  of ms), token_ms for a per-token one (TPOT, ITL: 5–25 ms, where a 20 ms floor could never flag anything):
+  "10% or 20 ms (TPOT/ITL: 2 ms), whichever is looser" by default (the profile's crosscheck.tolerance_pct /
+  tolerance_ms / tolerance_token_ms).
 - Too few to judge: a percentile Pq of n requests rests on the n × (1 − q/100) requests beyond it; it is judged
   only when that tail holds at least min_tail requests (default 5: a P99 needs 500 requests, a P50 10), on
   both sides (n = the smaller n_completed; for a histogram, its observation count). Otherwise agrees is None
@@ -28,48 +31,68 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from sweep.analysis.measure import histogram_quantile
 
 Buckets = Sequence[tuple[float, float]]
 
-# (runs column, label, latency?) of the figures the reference comparison judges
-REFERENCE_FIGURES: tuple[tuple[str, str, bool], ...] = (
-    ("ttft_p50_ms", "TTFT P50 (ms)", True),
-    ("ttft_p99_ms", "TTFT P99 (ms)", True),
-    ("tpot_p50_ms", "TPOT P50 (ms)", True),
-    ("tpot_p99_ms", "TPOT P99 (ms)", True),
-    ("output_tps", "output tok/s", False),
+# What a figure is, for its tolerance floor: a per-request latency (ms), a per-token latency (ms) or a rate (tok/s)
+FigureKind = Literal["request", "token", "rate"]
+# (runs column, label, kind) of the figures the reference comparison judges
+REFERENCE_FIGURES: tuple[tuple[str, str, FigureKind], ...] = (
+    ("ttft_p50_ms", "TTFT P50 (ms)", "request"),
+    ("ttft_p99_ms", "TTFT P99 (ms)", "request"),
+    ("tpot_p50_ms", "TPOT P50 (ms)", "token"),
+    ("tpot_p99_ms", "TPOT P99 (ms)", "token"),
+    ("output_tps", "output tok/s", "rate"),
 )
-# (client metric prefix, label, server histogram name)
-SERVER_HISTOGRAMS: tuple[tuple[str, str, str], ...] = (
-    ("ttft", "TTFT", "time_to_first_token_seconds"),
-    ("tpot", "TPOT", "time_per_output_token_seconds"),
-    ("itl", "ITL", "inter_token_latency_seconds"),
-    ("e2e", "E2E", "e2e_request_latency_seconds"),
+# (client metric prefix, label, server histogram name, kind)
+SERVER_HISTOGRAMS: tuple[tuple[str, str, str, FigureKind], ...] = (
+    ("ttft", "TTFT", "time_to_first_token_seconds", "request"),
+    ("tpot", "TPOT", "time_per_output_token_seconds", "token"),
+    ("itl", "ITL", "inter_token_latency_seconds", "token"),
+    ("e2e", "E2E", "e2e_request_latency_seconds", "request"),
 )
 SERVER_QUANTILES: tuple[int, ...] = (50, 99)
 
 
 @dataclass(frozen=True)
 class Tolerance:
-    """How far two figures may differ and still agree: the looser of a relative and an absolute bound."""
+    """How far two figures may differ and still agree: the looser of a relative and an absolute bound (abs_ms for
+    a per-request latency, token_ms for a per-token one; a rate has no absolute floor)."""
 
     rel: float = 0.10
     abs_ms: float = 20.0
     min_tail: int = 5
+    token_ms: float = 2.0
 
     def enough(self, n: float, q: float | None) -> bool:
         """Whether a percentile q (0..100; None: not a percentile) of n requests is judged (see the spec)."""
         return q is None or n * (1.0 - q / 100.0) >= self.min_tail
 
-    def allowed(self, a: float, b: float, latency: bool) -> float:
-        """The largest |a − b| that still agrees."""
+    def allowed(self, a: float, b: float, kind: FigureKind) -> float:
+        """The largest |a − b| that still agrees for a figure of this kind."""
         rel = self.rel * max(abs(a), abs(b))
-        return max(rel, self.abs_ms) if latency else rel
+        if kind == "rate":
+            return rel
+        return max(rel, self.abs_ms if kind == "request" else self.token_ms)
 
     def describe(self) -> str:
-        return f"{self.rel:.0%} or {self.abs_ms:g} ms, whichever is looser"
+        return (f"{self.rel:.0%} or {self.abs_ms:g} ms (per-token figures, TPOT and ITL: {self.token_ms:g} ms), "
+                f"whichever is looser")
+
+    @classmethod
+    def of(cls, section: Mapping[str, object]) -> Tolerance:
+        """The tolerance of a profile's crosscheck section (a dict; a missing or non-numeric key: the default)."""
+        d = cls()
+
+        def num(key: str, default: float) -> float:
+            v = section.get(key, default)
+            return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else default
+
+        return cls(rel=num("tolerance_pct", d.rel * 100.0) / 100.0, abs_ms=num("tolerance_ms", d.abs_ms),
+                   min_tail=int(num("min_tail", d.min_tail)), token_ms=num("tolerance_token_ms", d.token_ms))
 
 
 @dataclass(frozen=True)
@@ -112,6 +135,12 @@ class CrossCheck:
     def flagged(self) -> tuple[FigureCheck, ...]:
         return tuple(f for f in self.figures if f.agrees is False)
 
+    def differences(self) -> str:
+        """The flagged figures in words, e.g. "TTFT P50 (ms) 41.0 vs 101.3 (allowed 20.0)"; "" when none."""
+        return ", ".join(f"{f.label} {f.ours:,.1f} vs {f.reference:,.1f} (allowed {f.allowed:,.1f})"
+                         for f in self.flagged if f.ours is not None and f.reference is not None
+                         and f.allowed is not None)
+
 
 @dataclass(frozen=True)
 class HistogramCheck:
@@ -140,12 +169,12 @@ def compare_runs(ours: Mapping[str, object], reference: Mapping[str, object], to
     """sweep's stats row against the reference client's row of the same step."""
     out = []
     n = min(_num(ours.get("n_completed")) or 0.0, _num(reference.get("n_completed")) or 0.0)
-    for col, label, latency in REFERENCE_FIGURES:
+    for col, label, kind in REFERENCE_FIGURES:
         a, b = _num(ours.get(col)), _num(reference.get(col))
         if a is None or b is None:
             out.append(FigureCheck(col, label, a, b, None, None, "no value"))
             continue
-        allowed = tol.allowed(a, b, latency)
+        allowed = tol.allowed(a, b, kind)
         q = _quantile_of(col)
         if not tol.enough(n, q):
             out.append(FigureCheck(col, label, a, b, allowed, None, _few(n, q, tol)))
@@ -179,8 +208,10 @@ def quantile_bucket(buckets: Buckets, q: float) -> tuple[float, float] | None:
 
 
 def histogram_check(metric: str, name: str, q: int, client_ms: float | None, buckets: Buckets,
-                    tol: Tolerance = Tolerance()) -> HistogramCheck | None:
-    """One client percentile against the server histogram `buckets` (seconds); None without observations."""
+                    tol: Tolerance = Tolerance(), kind: FigureKind = "request") -> HistogramCheck | None:
+    """One client percentile against the server histogram `buckets` (seconds); None without observations.
+
+    kind: "token" for a per-token metric (TPOT, ITL), whose bucket is widened by the per-token floor."""
     bounds = quantile_bucket(buckets, q / 100.0)
     if bounds is None:
         return None
@@ -193,8 +224,8 @@ def histogram_check(metric: str, name: str, q: int, client_ms: float | None, buc
     elif not tol.enough(n, q):
         note = _few(n, q, tol)
     else:
-        low_ok = client_ms >= lo - tol.allowed(lo, lo, True)
-        high_ok = math.isinf(hi) or client_ms <= hi + tol.allowed(hi, hi, True)
+        low_ok = client_ms >= lo - tol.allowed(lo, lo, kind)
+        high_ok = math.isinf(hi) or client_ms <= hi + tol.allowed(hi, hi, kind)
         agrees = low_ok and high_ok
     return HistogramCheck(metric, name, q, client_ms, server, lo, hi, n, agrees, note)
 
@@ -203,12 +234,12 @@ def server_checks(stats: Mapping[str, object], histograms: Mapping[str, Buckets]
                   tol: Tolerance = Tolerance()) -> tuple[HistogramCheck, ...]:
     """The client's P50/P99 of each metric against the server's histogram of it, where the server exports one."""
     out = []
-    for prefix, metric, name in SERVER_HISTOGRAMS:
+    for prefix, metric, name, kind in SERVER_HISTOGRAMS:
         buckets = histograms.get(name)
         if not buckets:
             continue
         for q in SERVER_QUANTILES:
-            check = histogram_check(metric, name, q, _num(stats.get(f"{prefix}_p{q}_ms")), buckets, tol)
+            check = histogram_check(metric, name, q, _num(stats.get(f"{prefix}_p{q}_ms")), buckets, tol, kind)
             if check is not None:
                 out.append(check)
     return tuple(out)

@@ -1,7 +1,8 @@
 """The one boundary where an exception becomes one line and an exit code (httpx-style: one tree, mapped once).
 
 `run(invoke, argv)` calls invoke() (the Typer app in click's standalone mode) and maps what escapes it:
-SweepError subclasses carry their own exit code (ProfileError and UsageError 2, LaunchError 3, StoreError 5, ...);
+SweepError subclasses carry their own exit code (ProfileError and UsageError 2, LaunchError 3, StoreError 5,
+CrossCheckDiffers 6, ...);
 typer's own usage errors exit 2; Ctrl-C, SIGTERM, SIGHUP 128 + the signal; an OS failure such as a full disk 1;
 a database failure in Optuna's storage 5. Anything else is a bug and keeps its traceback.
 """

@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from sweep.cli.app import DEFAULT_DB, app, console, db_url, load_profile_arg
 from sweep.core import interrupt
-from sweep.core.errors import LaunchError, UsageError
+from sweep.core.errors import CrossCheckDiffers, LaunchError, UsageError
 from sweep.core.types import KNOB_NAMES, ServerConfig
 from sweep.profile import check_study_name, is_loopback
 from sweep.ui.progress import StudyProgress
@@ -41,8 +41,11 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          live_port: int = typer.Option(8765, "--live-port", help="the live page's port (0: any free port)"),
          gpus: str | None = typer.Option(None, help="one worker per GPU group of this host on one study, e.g. 0,1,2,3"),
          gpus_per_server: int | None = typer.Option(None, "--gpus-per-server", min=1,
-                                                    help="GPUs per server with --gpus (default: tp x dp)")) -> None:
-    """Search the profile's space, climb the ladder per configuration, name the knee, write the report."""
+                                                    help="GPUs per server with --gpus (default: tp x dp)")
+         ) -> object:
+    """Search the profile's space, climb the ladder per configuration, name the knee, write the report.
+
+    Returns the study's KneeRun (sweep.study.orchestrator; typed object so typer need not import it)."""
     extra = [] if soak is None else [f"soak.enabled={json.dumps(soak)}"]
     extra += ["crosscheck.enabled=true"] if crosscheck else []
     prof = load_profile_arg(profile, list(set_) + extra)
@@ -103,6 +106,7 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
         console.print(f"[yellow]report contract not met, no conclusion drawn: missing {', '.join(run.report.missing)}[/]")
     console.print(f"study {run.study_name} (id {run.study_id}) in {db}; report {run.report.markdown}"
                   + (f" and {run.report.html}" if run.report.html else ""))
+    return run
 
 
 app.command("sweep", help="Overnight alias of knee: resumes the named study after an interruption.")(knee)
@@ -117,7 +121,7 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
            client_procs: int = typer.Option(1, "--client-procs", min=1),
            crosscheck: bool = typer.Option(False, "--crosscheck",
                                            help="after every window, measure the same step with a reference client"),
-           study: str | None = typer.Option(None, help="study name (default: profile + timestamp)")) -> None:
+           study: str | None = typer.Option(None, help="study name (default: profile + timestamp)")) -> object:
     """Climb the ladder for one server configuration (no search, no screening, no soak)."""
     given: dict[str, str] = {}
     for part in filter(None, config.split(",")):
@@ -130,11 +134,11 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
     except ValueError as exc:
         raise UsageError(f"--config: {exc}") from None
     space = {k: [v] for k, v in knobs.items()}
-    knee(profile=profile, db=db, driver=driver, launcher=launcher, study=study, resume=False, out=out,
-         set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
-                            "search.screening.enabled=false", "search.baseline=false"],
-         progress=True, soak=False, client_procs=client_procs, crosscheck=crosscheck, live=False, live_port=0,
-         gpus=None, gpus_per_server=None)
+    return knee(profile=profile, db=db, driver=driver, launcher=launcher, study=study, resume=False, out=out,
+                set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
+                                   "search.screening.enabled=false", "search.baseline=false"],
+                progress=True, soak=False, client_procs=client_procs, crosscheck=crosscheck, live=False,
+                live_port=0, gpus=None, gpus_per_server=None)
 
 
 @app.command("crosscheck")
@@ -146,13 +150,34 @@ def crosscheck_cmd(profile: str = typer.Option(..., "--profile", "-p"),
                    reference: str | None = typer.Option(None, help="auto | h11 | bench_serving "
                                                         "(default: the profile's crosscheck.reference)"),
                    study: str | None = typer.Option(None, help="study name (default: profile + timestamp)"),
-                   client_procs: int = typer.Option(1, "--client-procs", min=1)) -> None:
-    """Climb one configuration's ladder; after each window an independent client measures the same step."""
+                   client_procs: int = typer.Option(1, "--client-procs", min=1),
+                   no_fail: bool = typer.Option(False, "--no-fail",
+                                                help="exit 0 even when a judged figure differs")) -> None:
+    """Climb one configuration's ladder; after each window an independent client measures the same step.
+
+    Exits 6 (CrossCheckDiffers) when any judged figure of any step differs, unless --no-fail."""
     if reference is not None and reference not in ("auto", "h11", "bench_serving"):
         raise UsageError(f"--reference {reference!r}: expected auto, h11 or bench_serving")
     extra = [f"crosscheck.reference={reference}"] if reference else []
-    ladder(profile=profile, config=config, db=db, driver=driver, launcher=launcher, out=out,
-           set_=list(set_) + extra, client_procs=client_procs, crosscheck=True, study=study)
+    run = ladder(profile=profile, config=config, db=db, driver=driver, launcher=launcher, out=out,
+                 set_=list(set_) + extra, client_procs=client_procs, crosscheck=True, study=study)
+    from sweep.analysis.crosscheck import Tolerance
+    from sweep.store import Store
+    from sweep.study.orchestrator import KneeRun
+    from sweep.views.crosscheck import step_checks
+
+    assert isinstance(run, KneeRun)
+
+    tol = Tolerance.of(load_profile_arg(profile, list(set_) + extra).crosscheck.model_dump())
+    store = Store(db_url(db))
+    try:
+        differs = [c.line() for c in step_checks(store, run.study_id, tol) if c.check.agrees is False]
+    finally:
+        store.close()
+    if differs and not no_fail:
+        raise CrossCheckDiffers(f"cross-check DIFFERS at {len(differs)} step(s): {'; '.join(differs)}")
+    if differs:
+        console.print(f"[yellow]cross-check DIFFERS (--no-fail): {escape('; '.join(differs))}[/]", highlight=False)
 
 
 @app.command("profile-schema")

@@ -48,3 +48,9 @@ class StoreError(SweepError):
     """The results database cannot be opened, migrated or written."""
 
     exit_code = 5
+
+
+class CrossCheckDiffers(SweepError):
+    """`sweep crosscheck` measured, and a judged figure of sweep's differs from the reference client's."""
+
+    exit_code = 6

@@ -26,7 +26,7 @@ import h11
 from sweep.core.errors import SweepError
 from sweep.core.types import RequestRecord, RequestSpec, WindowResult
 from sweep.drivers.http import run_loop
-from sweep.drivers.sse import SseEvent, request_for
+from sweep.drivers.sse import SseEvent, request_for, share_by_length
 from sweep.drivers.worker import Coord
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, ClosedArrival, Window
@@ -123,8 +123,7 @@ class H11Reference:
     async def _request(self, conn: _Connection, spec: RequestSpec, rec: RequestRecord) -> None:
         """Send one streamed request and fill rec; a failed request is recorded (rec.error), never raised."""
         path, body = request_for(self.api, spec, self.model_name)
-        chat = self.api == "chat"
-        seen = 0
+        tokens = _Tokens(self.api == "chat")
         buf = b""
         try:
             status = await conn.send(path, json.dumps(body).encode())
@@ -142,10 +141,9 @@ class H11Reference:
                         continue
                     payload = line[5:].strip()
                     if payload == b"[DONE]":
-                        rec.finished_at = now
-                        rec.output_tokens = max(rec.output_tokens, seen)
+                        tokens.finish(rec, now)
                         continue
-                    seen = self._event(json.loads(payload), rec, chat, seen, now)
+                    tokens.event(json.loads(payload), rec, now)
         except (OSError, h11.ProtocolError, EOFError) as exc:
             rec.error, rec.error_kind = f"{type(exc).__name__}: {exc}", "disconnect"
             await conn.close()
@@ -157,18 +155,40 @@ class H11Reference:
         if rec.finished_at is None and rec.error is None:
             rec.error, rec.error_kind = "stream ended without [DONE]", "disconnect"
 
-    @staticmethod
-    def _event(event: SseEvent, rec: RequestRecord, chat: bool, seen: int, now: float) -> int:
-        """Tokens so far after one event: /generate's cumulative completion_tokens; chat: one per content delta,
-        corrected to the usage's completion_tokens at the end."""
+
+class _Tokens:
+    """One stream's token count, by the rule sweep's own client follows (sweep.drivers.sse.SseSink's docstring).
+
+    /generate: each event's cumulative meta_info.completion_tokens (else its output_ids). Chat: a content event's
+    cumulative usage.completion_tokens when the server sends continuous usage stats (request_for asks for them);
+    without it an event may still hold several tokens (--stream-interval), so such events count one each until
+    [DONE], and then the final usage count is shared out over them by their text length (share_by_length).
+    Counting one token per chat event read ITL 4x the truth at stream interval 4 (issue 23 §16)."""
+
+    def __init__(self, chat: bool):
+        self.chat = chat
+        self.seen = 0
+        self.chars: list[int] | None = [] if chat else None  # content length per counted event, no usage seen
+
+    def event(self, event: SseEvent, rec: RequestRecord, now: float) -> None:
+        """Apply one event to rec: its tokens, its usage/meta figures; an error event or an abort raises."""
         if not isinstance(event, dict):
             raise ValueError("SSE event is not a JSON object")
         if "error" in event:
             raise _ServerError(f"server error event: {event['error']}")
-        if chat:
+        total = self.seen
+        if self.chat:
             choices = event.get("choices") or []
-            total = seen + (1 if choices and (choices[0].get("delta") or {}).get("content") else 0)
+            content = (choices[0].get("delta") or {}).get("content") if choices else None
             usage = event.get("usage") or {}
+            if content:
+                if "completion_tokens" in usage:
+                    self.chars = None  # exact counts from here on
+                    total = max(self.seen, int(usage["completion_tokens"]))
+                else:
+                    total = self.seen + 1
+                    if self.chars is not None:
+                        self.chars.append(len(content))
             if usage:
                 rec.prompt_tokens = int(usage.get("prompt_tokens", rec.prompt_tokens))
                 rec.output_tokens = int(usage.get("completion_tokens", rec.output_tokens))
@@ -181,12 +201,19 @@ class H11Reference:
             fr = meta.get("finish_reason")
             if isinstance(fr, dict) and fr.get("type") == "abort":
                 raise _ServerError(f"request aborted by the server: {fr.get('message', '')}")
-        if total > seen:
+        if total > self.seen:
             if rec.first_token_at is None:
                 rec.first_token_at = now
             rec.chunk_times.append(now)
-            rec.chunk_tokens.append(total - seen)
-        return max(seen, total)
+            rec.chunk_tokens.append(total - self.seen)
+            self.seen = total
+
+    def finish(self, rec: RequestRecord, now: float) -> None:
+        """[DONE]: chat events counted one each get the final usage count shared out by their text length."""
+        if self.chars and rec.output_tokens > sum(rec.chunk_tokens):
+            rec.chunk_tokens = share_by_length(rec.output_tokens, self.chars)
+        rec.output_tokens = max(rec.output_tokens, self.seen)
+        rec.finished_at = now
 
 
 class _ServerError(Exception):

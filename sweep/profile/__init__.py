@@ -211,7 +211,11 @@ class CrossCheck(_Strict):
     reference_url: str | None = Field(None, description=(
         "where the reference client sends its requests (default: the server's own URL)"))
     tolerance_pct: float = Field(10.0, ge=0, description="relative tolerance, percent of the larger figure")
-    tolerance_ms: float = Field(20.0, ge=0, description="absolute latency tolerance; the looser of the two counts")
+    tolerance_ms: float = Field(20.0, ge=0, description=(
+        "absolute tolerance of a per-request latency (TTFT, E2E); the looser of it and tolerance_pct counts"))
+    tolerance_token_ms: float = Field(2.0, ge=0, description=(
+        "absolute tolerance of a per-token latency (TPOT, ITL: 5-25 ms, where tolerance_ms would never flag); "
+        "the looser of it and tolerance_pct counts"))
     min_tail: int = Field(5, ge=1, description="a percentile is judged when this many requests lie beyond it")
 
 

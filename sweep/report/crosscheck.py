@@ -15,14 +15,7 @@ DIFFERS = "**DIFFERS**"
 
 
 def _tolerance(ctx: StudyContext) -> Tolerance:
-    cc = ctx.raw("crosscheck")
-
-    def num(key: str, default: float) -> float:
-        v = cc.get(key, default)
-        return float(v) if isinstance(v, int | float) else default
-
-    return Tolerance(rel=num("tolerance_pct", 10.0) / 100.0, abs_ms=num("tolerance_ms", 20.0),
-                     min_tail=int(num("min_tail", 5)))
+    return Tolerance.of(ctx.raw("crosscheck"))
 
 
 def _v(x: float | None, nd: int = 1) -> str:

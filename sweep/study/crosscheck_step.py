@@ -31,8 +31,7 @@ FLUSH_DEADLINE_S = 10.0
 
 def tolerance(profile: Profile) -> Tolerance:
     """The profile's cross-check tolerance."""
-    cc = profile.crosscheck
-    return Tolerance(rel=cc.tolerance_pct / 100.0, abs_ms=cc.tolerance_ms, min_tail=cc.min_tail)
+    return Tolerance.of(profile.crosscheck.model_dump())
 
 
 def choose_reference(profile: Profile, tokenizer: str,

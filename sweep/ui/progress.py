@@ -32,6 +32,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from sweep.analysis.measure import client_bound_reasons
 from sweep.analysis.run_stats import RunStats
 from sweep.profile import Profile
 from sweep.views.plan import study_plan
@@ -81,13 +82,17 @@ def _clip(text: str, n: int) -> str:
 
 
 def result_lines(phase: str, label: str, concurrency: int, stats: RunStats, width: int,
-                 worker: str | None = None, percentiles: tuple[int, int] = (99, 99)) -> list[str]:
+                 worker: str | None = None, percentiles: tuple[int, int] = (99, 99),
+                 client_why: tuple[str, ...] = ()) -> list[str]:
     """A finished window as rich-markup lines: one line when `width` allows, else two that fit 80 columns
     (when the SLA's failure reasons do not fit beside the head, each gets a line of its own).
-    TTFT and TPOT are shown at the SLA's percentiles (`percentiles`)."""
+    TTFT and TPOT are shown at the SLA's percentiles (`percentiles`). A client-bound window says so, with
+    `client_why` (sweep.analysis.measure.client_bound_reasons) when given."""
     word = "[green]pass[/]" if stats.passes_sla else "[red]fail[/]"
     why = "" if stats.passes_sla else (stats.sla_failures or "")
     verdict = f"{word} {escape(why)}".rstrip()
+    bound = [f"[yellow]client-bound: {escape(r)}[/]" for r in client_why or ("the load generator may have limited "
+                                                                            "this window",)] if stats.client_bound else []
     who = f"{worker} " if worker else ""
     load = f"in-flight cap {concurrency}" if phase == "soak" else f"c={concurrency}"
     head = f"{who}{phase:<6} {label} {load}"
@@ -96,11 +101,12 @@ def result_lines(phase: str, label: str, concurrency: int, stats: RunStats, widt
     nums = (f"goodput {stats.goodput_tps or 0:.0f} tok/s  TTFT p{pt} {ttft:.2f} s  "
             f"TPOT p{pp} {getattr(stats, f'tpot_p{pp}_ms', None) or 0:.1f} ms  thr {stats.output_tps or 0:.0f}  "
             f"retr {stats.retractions or 0}")
+    extra = [f"    {b}" for b in bound]
     if width >= WIDE:
-        return [f"{head}  {nums}  {verdict}"]
+        return [f"{head}  {nums}  {verdict}" + "".join(f"  {b}" for b in bound)]
     if Text.from_markup(f"{head}  {verdict}").cell_len <= width:
-        return [f"{head}  {verdict}", f"    {nums}"]
-    return [f"{head}  {word}", f"    {nums}", *(f"    {escape(reason)}" for reason in why.split("; "))]
+        return [f"{head}  {verdict}", f"    {nums}", *extra]
+    return [f"{head}  {word}", f"    {nums}", *(f"    {escape(reason)}" for reason in why.split("; ")), *extra]
 
 
 class StudyProgress:
@@ -110,6 +116,7 @@ class StudyProgress:
         self.console = console or make_console()
         self.worker = worker
         self.percentiles = (int(prof.sla.ttft_percentile), int(prof.sla.tpot_percentile))
+        self.sla = prof.sla
         self.live = enabled and self.console.is_terminal
         from sweep.profile.phases import ladder_windows, phase_seconds
 
@@ -199,8 +206,9 @@ class StudyProgress:
         if phase != "soak":
             self.done_in_config += 1
         self._show_study()
+        client_why = client_bound_reasons(step.stats.client, self.sla) if step.stats.client_bound else ()
         lines = result_lines(phase, config.label(), concurrency, step.stats, self.console.width, self.worker,
-                             self.percentiles)
+                             self.percentiles, client_why)
         if not self.live:  # a pipe: one plain line per window, counted
             self.console.print("  ".join([escape(f"[{self._count()}] ") + lines[0], *(ln.strip() for ln in lines[1:])]),
                                markup=True, highlight=False, soft_wrap=True)
