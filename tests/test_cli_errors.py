@@ -169,3 +169,19 @@ def test_a_worker_label_with_a_path_is_refused_before_anything_is_written(
     assert rc == 2
     assert len(lines) == 1 and lines[0].startswith(f"error: --label {label!r} must be"), lines
     assert sorted(p.name for p in tmp_path.iterdir()) == before and not out.exists()
+
+
+def test_serve_refuses_a_missing_or_foreign_database_without_writing(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "sub" / "nosuch.db"
+    rc, lines = run_main(["serve", "--db", str(missing), "--port", "0"], capsys)
+    assert (rc, lines) == (2, [f"error: no results database at {missing} (run a study first, or pass --db)"])
+    assert list(tmp_path.iterdir()) == []
+    foreign = tmp_path / "other.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE notes (x TEXT)")
+    conn.close()
+    before = foreign.read_bytes()
+    rc, lines = run_main(["serve", "--db", str(foreign), "--port", "0"], capsys)
+    assert (rc, lines) == (2, [f"error: {foreign}: not a sweep results database (no sweep tables)"])
+    assert foreign.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
