@@ -153,3 +153,35 @@ def test_a_full_disk_is_one_line_not_a_traceback(limit: int, tmp_path: Path) -> 
     errors = [ln for ln in error_lines(proc.stderr) if ln.startswith("error:")]
     assert len(errors) == 1, proc.stderr[-3000:]
     # (the study's status cannot be written on a full disk; the resume finds and redoes the attempt)
+
+
+@pytest.mark.parametrize("label", ["../../x", "/tmp/abs-label"])
+def test_a_worker_label_with_a_path_is_refused_before_anything_is_written(
+        label: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--label names the worker's log folder under --out: a path there would write logs outside --out."""
+    db, out = tmp_path / "r.db", tmp_path / "out"
+    rc, _ = run_main(["study", "create", "-p", SMOKE, "--db", str(db), "--study", "s", "--driver", "virtual",
+                      "--set", "ladder=[2]", "--set", "search.space.max_running_requests=[4]"], capsys)
+    assert rc == 0
+    before = sorted(p.name for p in tmp_path.iterdir())
+    rc, lines = run_main(["worker", "--study", "s", "--db", str(db), "--out", str(out), "--label", label,
+                          "--no-progress", "--no-peers"], capsys)
+    assert rc == 2
+    assert len(lines) == 1 and lines[0].startswith(f"error: --label {label!r} must be"), lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == before and not out.exists()
+
+
+def test_serve_refuses_a_missing_or_foreign_database_without_writing(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "sub" / "nosuch.db"
+    rc, lines = run_main(["serve", "--db", str(missing), "--port", "0"], capsys)
+    assert (rc, lines) == (2, [f"error: no results database at {missing} (run a study first, or pass --db)"])
+    assert list(tmp_path.iterdir()) == []
+    foreign = tmp_path / "other.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE notes (x TEXT)")
+    conn.close()
+    before = foreign.read_bytes()
+    rc, lines = run_main(["serve", "--db", str(foreign), "--port", "0"], capsys)
+    assert (rc, lines) == (2, [f"error: {foreign}: not a sweep results database (no sweep tables)"])
+    assert foreign.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]

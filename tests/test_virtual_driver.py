@@ -91,3 +91,25 @@ def test_a_long_window_at_128_streams_completes_every_measured_request() -> None
     assert len(measured) > 1500
     assert all(r.error is None and r.finished_at is not None for r in measured)
     assert res.window_end - res.window_start == 300.0
+
+
+def test_a_warm_up_longer_than_the_request_timeout_is_sent_in_full() -> None:
+    """warmup_requests is honoured however long it takes (issue 23 §11: 1,000,000 ran as 303)."""
+    launcher = VirtualLauncher("H200", "llama3-8b")
+    handle = launcher.start(ServerConfig(max_running_requests=8))
+    window = Window(warmup_requests=400, warmup_seconds=0.0, measure_seconds=5.0, drain_seconds=5.0,
+                    request_timeout_s=2.0)
+    res = VirtualDriver().run_window(handle, specs(), 2, window)
+    warm = [r for r in res.records if r.warmup]
+    assert len(warm) >= 400
+    assert res.window_start - min(r.sent_at for r in res.records) > window.request_timeout_s
+
+
+def test_a_warm_up_whose_every_request_is_refused_still_ends() -> None:
+    """Prompts longer than the context are refused at once and their users send nothing more: the window opens."""
+    launcher = VirtualLauncher("H200", "llama3-8b")
+    handle = launcher.start(ServerConfig(max_running_requests=8))
+    huge = [RequestSpec(index=0, input_ids=tuple(range(3, 300_003)), output_tokens=8)]
+    window = Window(warmup_requests=50, warmup_seconds=0.0, measure_seconds=2.0, drain_seconds=1.0)
+    res = VirtualDriver().run_window(handle, huge, 2, window)
+    assert res.records and all(r.error for r in res.records)

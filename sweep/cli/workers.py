@@ -18,7 +18,7 @@ import typer
 from sweep.cli.app import DEFAULT_DB, console, db_url, emit_rows, load_profile_arg
 from sweep.core import interrupt
 from sweep.core.errors import SweepError, UsageError
-from sweep.profile import Profile
+from sweep.profile import Profile, check_study_name
 
 study_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Create studies that workers join.")
 
@@ -116,6 +116,8 @@ def register(app: typer.Typer) -> None:
         from sweep.store import Store
         from sweep.study.orchestrator import Orchestrator
 
+        if label is not None:
+            check_study_name(label, "--label")  # it names the worker's log folder under --out
         url = db_url(db)
         seat = WorkerSeat(label or "", parse_gpus(gpus), parse_ports(ports))
         prof = stored_profile(url, study, list(set_), profile_dir)

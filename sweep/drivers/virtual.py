@@ -120,7 +120,6 @@ class _WindowRun:
         self.counters_end: dict[str, float] = {}
         self.hist_start: list[tuple[float, float]] = []
         self.hist_end: list[tuple[float, float]] = []
-        self.warm_cap = start + window.warmup_seconds + window.request_timeout_s  # warm-up that never ends
         sched = arrival.schedule(window, seed, concurrency) if arrival is not None else None
         self.open_loop = sched is not None
         self.sched: list[float] = []  # open loop: absolute scheduled times, in send order
@@ -130,7 +129,6 @@ class _WindowRun:
         if sched is not None:
             self.sched = (start + sched.offsets).tolist()
             self.ws, self.we = start + sched.start, start + sched.start + window.measure_seconds
-            self.warm_cap = float("inf")
         self.next_sample = start
         self.steps = 0
 
@@ -196,8 +194,10 @@ class _WindowRun:
         return self.eng.counter_values(), self.eng.hist["time_to_first_token_seconds"].cumulative()
 
     def mark(self, now: float) -> None:
-        """Open the window once warm-up has run past its cap; read the counters at its start and end."""
-        if self.ws is None and now >= self.warm_cap:
+        """Read the counters at the window's start and end (a closed loop's warm-up ends by its count and time,
+        however long that takes: every request ends by its timeout, and its user sends the next)."""
+        if self.ws is None and not self.open_loop and not self.in_flight:
+            # every user's request was refused at once (none replaces it): no warm-up is coming
             self.ws, self.we = now, now + self.window.measure_seconds
         if self.ws is not None and not self.counters_start and now >= self.ws:
             self.counters_start, self.hist_start = self._snapshot()

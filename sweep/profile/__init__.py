@@ -57,6 +57,7 @@ from sweep.profile.inputs import locate_inputs
 from sweep.profile.search import FloatRange, IntRange, Screening, Search, Space
 from sweep.profile.window import Window
 from sweep.profile.workload import Dataset, LengthDist, MediaSpec, ModalMix, SharedPrefix, Workload
+from sweep.profile.yaml_keys import load_unique
 
 __all__ = ["DAY_S", "MAX_CONCURRENCY", "MAX_GRID", "MAX_REQUESTS", "MAX_TOKENS", "SLA", "Arrival", "ArrivalProcess",
            "ClosedArrival",
@@ -417,7 +418,7 @@ def _read_yaml(p: Path) -> dict[str, object]:
     if "\x00" in text:
         raise ProfileError(f"{p}: not UTF-8 text (NUL bytes; UTF-16?); save the profile as UTF-8")
     try:
-        data = yaml.safe_load(text)
+        data = load_unique(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""

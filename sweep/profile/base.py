@@ -26,10 +26,10 @@ def check_name(value: str, what: str = "name") -> str:
     return value
 
 
-def check_study_name(value: str) -> str:
-    """--study as a UsageError (exit 2) when it is not a safe folder name."""
+def check_study_name(value: str, what: str = "--study") -> str:
+    """--study (or a worker's --label: both name a folder under --out) as a UsageError (exit 2) when not a safe name."""
     try:
-        return check_name(value, "--study")
+        return check_name(value, what)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

@@ -155,5 +155,5 @@ class Search(_Strict):
     pruning: bool = Field(False, description="stop a ladder whose goodput trails the median of earlier ones")
     # Several workers share a study: a worker silent for grace_s (default 4 x heartbeat_s) is dead, and its
     # configuration is measured again by another worker (Optuna's trial heartbeat).
-    heartbeat_s: float = Field(30.0, ge=1, description="how often a worker's running trial says it is alive")
-    grace_s: float | None = Field(None, ge=2, description="silence after which a worker's trial is failed")
+    heartbeat_s: float = Field(30.0, ge=1, le=DAY_S, description="how often a worker's running trial says it is alive")
+    grace_s: float | None = Field(None, ge=2, le=DAY_S, description="silence after which a worker's trial is failed")

@@ -17,6 +17,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from sweep.core.errors import UsageError
+from sweep.profile import is_loopback
 from sweep.store import Store
 from sweep.views.live import read_state
 
@@ -25,7 +27,7 @@ STATIC = Path(__file__).resolve().parent / "live_static"
 
 def make_app(db_url: str, study: str | None = None) -> Starlette:
     """The page for `study` (default: the newest study in the database, looked up on every request)."""
-    store = Store(db_url)
+    store = Store(db_url, create=False)
     page = (STATIC / "live.html").read_text()
 
     def state_json(request: Request) -> str | None:
@@ -86,8 +88,35 @@ class LiveServer:
         self.thread.join(timeout=5)
 
 
+def check_servable(db_url: str) -> None:
+    """A SQLite database to watch must exist and hold sweep's tables: read, never made, migrated or switched to WAL."""
+    import sqlite3
+
+    from sqlalchemy import make_url
+
+    url = make_url(db_url)
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return
+    path = Path(url.database)
+    if not path.is_file():
+        raise UsageError(f"no results database at {path} (run a study first, or pass --db)")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise UsageError(f"{path}: not a sweep results database ({exc})") from None
+    if "sweep_studies" not in tables:
+        raise UsageError(f"{path}: not a sweep results database (no sweep tables)")
+
+
 def serve(db_url: str, study: str | None, host: str, port: int, say: Callable[[str], object] = print) -> None:
     """Serve in the foreground until Ctrl-C (or SIGTERM); port 0 takes a free port, and the line says which."""
+    check_servable(db_url)
+    if not is_loopback(host):
+        say(f"warning: the live page listens on {host}: other hosts can read the study")
     live = LiveServer(db_url, study, host, port)
     say(f"live page {live.start()} (Ctrl-C stops it)")
     try:
