@@ -32,3 +32,37 @@ def test_a_page_opened_before_its_study_exists_refreshes_until_the_study_is_ther
         assert (state["study"], state["status"], state["windows_done"]) == ("later", "running", 0)
     finally:
         live.stop()
+
+
+HOSTILE = "<!--<script> </script><b>x</b> & \u2028"
+
+
+def test_text_that_would_close_or_comment_out_the_script_element_stays_data(tmp_path: Path) -> None:
+    """A worker label and a failure reason holding `<!--<script>` and `</script>`: the state embedded in the page
+    holds no `<` (an HTML parser sees no tag, comment or end of the element in it) and reads back as the same text."""
+    import json
+    import re
+
+    from sweep.core.types import ServerConfig
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    store = Store(url)
+    prof = load_profile(ROOT / "profiles" / "smoke.yaml")
+    sid = store.create_study("hostile", "smoke", prof.model_dump_json(), prof.fingerprint(), "grid", True, "virtual",
+                             "optuna-hostile")
+    wid = store.register_worker(sid, HOSTILE, "host", 1, 0.0, None, "test", prof.fingerprint())
+    cid = store.create_server_config(sid, ServerConfig(max_running_requests=4), "sim", [], 0)
+    store.update_server_config(cid, status="failed", failure_reason=HOSTILE, worker_id=wid)
+    live = LiveServer(url, "hostile", port=0)
+    page = live.start()
+    try:
+        text = httpx.get(page, timeout=10).text
+    finally:
+        live.stop()
+    m = re.search(r'<script id="state" type="application/json">(.*?)</script>', text, re.S)
+    assert m is not None
+    assert "<" not in m.group(1) and ">" not in m.group(1) and "&" not in m.group(1)
+    state = json.loads(m.group(1))
+    assert [w["worker"] for w in state["workers"]] == [HOSTILE]
+    assert [f["reason"] for f in state["failures"]] == [HOSTILE]
+    assert text.count("</script>") == 3  # the state's, uPlot's and live.js's: nothing else ends an element

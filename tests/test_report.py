@@ -105,3 +105,27 @@ def test_the_arrival_reads_in_words_for_each_kind() -> None:
         "open loop, constant arrivals at 1, 2.5 req/s per step, at most 1,024 in flight"
     assert arrival_text(GammaArrival(rate=3.0, cv=2.0)).endswith("gamma arrivals at 3 req/s, gap cv 2, at most 1,024 in flight")
     assert ", shape 0.5," in arrival_text(GammaArrival(rate=3.0, shape=0.5))
+
+
+def test_free_text_from_servers_and_workers_is_no_raw_html_in_the_report(run: KneeRun, tmp_path: Path) -> None:
+    """A failure reason holding `<!--<script>` and `</script><b>x</b>` (a server's log line): report.md holds it
+    as entities, report.html shows the characters once escaped (not `&amp;lt;`)."""
+    from sweep.report.document import write_report
+    from sweep.store import Store
+    from sweep.views.context import study_context
+
+    hostile = "oom: <!--<script> </script><b>x</b> & co"
+    store = Store(f"sqlite:///{run.report.markdown.parent.parent.parent / 'r.db'}")
+    config = next(c for c in store.server_configs(run.study_id) if c.failure_reason)
+    try:
+        store.update_server_config(config.id, failure_reason=hostile, stop_reason=None)
+        files = write_report(study_context(store, run.study_id), tmp_path)
+    finally:
+        store.update_server_config(config.id, failure_reason=config.failure_reason, stop_reason=config.stop_reason)
+        store.close()
+    md = files.markdown.read_text()
+    assert "&lt;!--&lt;script&gt; &lt;/script&gt;&lt;b&gt;x&lt;/b&gt; &amp; co" in md
+    assert "<script" not in md and "<!--" not in md and "<b>x" not in md
+    assert files.html is not None
+    page = files.html.read_text()
+    assert "&lt;!--&lt;script&gt; &lt;/script&gt;&lt;b&gt;x&lt;/b&gt; &amp; co" in page and "&amp;lt;" not in page
