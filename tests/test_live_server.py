@@ -66,3 +66,35 @@ def test_text_that_would_close_or_comment_out_the_script_element_stays_data(tmp_
     assert [w["worker"] for w in state["workers"]] == [HOSTILE]
     assert [f["reason"] for f in state["failures"]] == [HOSTILE]
     assert text.count("</script>") == 3  # the state's, uPlot's and live.js's: nothing else ends an element
+
+
+def test_serving_on_every_interface_says_other_hosts_can_read_the_study(tmp_path: Path) -> None:
+    """`sweep serve --host 0.0.0.0`: a warning line before the URL (127.0.0.1, the default, prints none)."""
+    import os
+    import select
+    import subprocess
+    import sys
+    import time
+
+    prof = load_profile(ROOT / "profiles" / "smoke.yaml")
+    db = tmp_path / "r.db"
+    Store(f"sqlite:///{db}").create_study("open", "smoke", prof.model_dump_json(), prof.fingerprint(), "grid", True,
+                                          "virtual", "optuna-open")
+    seen = {}
+    for host in ("0.0.0.0", "127.0.0.1"):
+        proc = subprocess.Popen([sys.executable, "-m", "sweep.cli", "serve", "--db", str(db), "--host", host,
+                                 "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200"))
+        assert proc.stdout is not None
+        out, end = "", time.monotonic() + 60
+        try:
+            while "live page http" not in out and time.monotonic() < end and proc.poll() is None:
+                if select.select([proc.stdout], [], [], 0.5)[0]:
+                    out += proc.stdout.readline()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+        assert "live page http://" in out, out
+        seen[host] = out
+    assert "warning: the live page listens on 0.0.0.0: other hosts can read the study" in seen["0.0.0.0"]
+    assert "warning" not in seen["127.0.0.1"]
