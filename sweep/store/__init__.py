@@ -65,6 +65,18 @@ def _new_id(conn: Connection, stmt: Insert) -> int:
     return int(key[0])
 
 
+def _sqlite_file(url: str) -> str | None:
+    """The SQLite database file behind `url`; None for another database, memory, or a URL that does not parse."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - the store's open reports a URL that does not parse, in one line
+        return None
+    db = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return db
+
+
 class Store:
     """The results database behind one SQLAlchemy URL, migrated to head on open.
 
@@ -74,6 +86,7 @@ class Store:
     def __init__(self, url: str, create: bool = True) -> None:
         self.url = url
         self._shown = url.split("@")[-1]  # never echo a password, even before the URL has parsed
+        self._path = _sqlite_file(url)  # error lines name it with what happened to it
         with self._guard("open the results database"):
             self._shown = make_url(url).render_as_string(hide_password=True)
             self.engine = make_engine(url, create)
@@ -97,7 +110,7 @@ class Store:
     @contextmanager
     def _guard(self, action: str) -> Iterator[None]:
         """Turn database and migration failures into a one-line StoreError naming the action (store/errors.py)."""
-        with map_errors(f"cannot {action} ({self._shown})", opening=True):
+        with map_errors(f"cannot {action} ({self._shown})", opening=True, path=self._path):
             yield
 
     @contextmanager
