@@ -36,7 +36,7 @@ def embed_json(text: str) -> str:
 
 def make_app(db_url: str, study: str | None = None) -> Starlette:
     """The page for `study` (default: the newest study in the database, looked up on every request)."""
-    store = Store(db_url, create=False)
+    store = Store(db_url, readonly=True)
     page = (STATIC / "live.html").read_text()
 
     def state_json(request: Request) -> str | None:
