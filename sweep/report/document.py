@@ -106,8 +106,8 @@ def conclusion_lines(ctx: StudyContext) -> list[str]:
     if winner and not missing_contract_fields(ctx):
         out += winner_lines(ctx, winner, ctx.view)
     elif winner is None and not (hardware and hardware.reason):
-        out += ["## Winner", "", "No configuration passed the SLA at any step: every configuration is infeasible.",
-                ""]
+        why = ctx.decision.why_none() if ctx.decision is not None else "no configuration passed the SLA"
+        out += ["## Winner", "", f"No winner: {plain(why)}.", ""]
     return out
 
 
