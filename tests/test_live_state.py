@@ -138,3 +138,27 @@ def test_the_finals_counts_say_how_many_the_screen_measured(tmp_path: Path) -> N
     # two configurations screened, one promoted: the counts are the finals', the screen's stays in view
     assert (s.phase, s.done, s.planned, s.screened) == ("final", 1, 1, 2)
     assert {w.phase for w in s.windows} == {"screen", "final"}
+
+
+def test_the_pages_data_carries_no_absolute_path(tmp_path: Path) -> None:
+    """A launch failure and a failed window whose reasons name the server log by its absolute path (as the launcher
+    writes them): the page's state names the log relative to the study's output folder and no absolute path."""
+    from sweep.core.types import ServerConfig
+    from sweep.profile import load_profile
+
+    prof = load_profile(ROOT / "profiles" / "smoke.yaml")
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    sid = store.create_study("paths", "smoke", prof.model_dump_json(), prof.fingerprint(), "grid", True, "virtual",
+                             "optuna-paths")
+    log = tmp_path / "out" / "paths" / "logs" / "gpu0" / "20260101-mrr4.log"
+    cid = store.create_server_config(sid, ServerConfig(max_running_requests=4), "sim", [], 0)
+    store.update_server_config(cid, status="failed", failure_reason=f"crash: server exited (crash, exit 1): boom "
+                               f"| log: {log}", log_path=str(log))
+    other = store.create_server_config(sid, ServerConfig(max_running_requests=8), "sim", [], 0)
+    run = store.create_run(sid, other, 4, prof.fingerprint(), True, "virtual")
+    store.mark_run(run, "failed", f"hung: no response bytes for 41 s; see {tmp_path}/elsewhere/server.log")
+    s = read_state(store, sid)
+    assert [f.reason for f in s.failures] == ["crash: server exited (crash, exit 1): boom | log: "
+                                              "logs/gpu0/20260101-mrr4.log",
+                                              "hung: no response bytes for 41 s; see …/server.log"]
+    assert str(tmp_path) not in s.as_json() and "/tmp" not in s.as_json()

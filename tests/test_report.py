@@ -105,3 +105,87 @@ def test_the_arrival_reads_in_words_for_each_kind() -> None:
         "open loop, constant arrivals at 1, 2.5 req/s per step, at most 1,024 in flight"
     assert arrival_text(GammaArrival(rate=3.0, cv=2.0)).endswith("gamma arrivals at 3 req/s, gap cv 2, at most 1,024 in flight")
     assert ", shape 0.5," in arrival_text(GammaArrival(rate=3.0, shape=0.5))
+
+
+def test_free_text_from_servers_and_workers_is_no_raw_html_in_the_report(run: KneeRun, tmp_path: Path) -> None:
+    """A failure reason holding `<!--<script>` and `</script><b>x</b>` (a server's log line): report.md holds it
+    as entities, report.html shows the characters once escaped (not `&amp;lt;`)."""
+    from sweep.report.document import write_report
+    from sweep.store import Store
+    from sweep.views.context import study_context
+
+    hostile = "oom: <!--<script> </script><b>x</b> & co"
+    store = Store(f"sqlite:///{run.report.markdown.parent.parent.parent / 'r.db'}")
+    config = next(c for c in store.server_configs(run.study_id) if c.failure_reason)
+    try:
+        store.update_server_config(config.id, failure_reason=hostile, stop_reason=None)
+        files = write_report(study_context(store, run.study_id), tmp_path)
+    finally:
+        store.update_server_config(config.id, failure_reason=config.failure_reason, stop_reason=config.stop_reason)
+        store.close()
+    md = files.markdown.read_text()
+    assert "&lt;!--&lt;script&gt; &lt;/script&gt;&lt;b&gt;x&lt;/b&gt; &amp; co" in md
+    assert "<script" not in md and "<!--" not in md and "<b>x" not in md
+    assert files.html is not None
+    page = files.html.read_text()
+    assert "&lt;!--&lt;script&gt; &lt;/script&gt;&lt;b&gt;x&lt;/b&gt; &amp; co" in page and "&amp;lt;" not in page
+
+
+def _copy_db(run: KneeRun, to: Path) -> str:
+    """The fixture study's database copied (SQLite's backup API: the WAL included), to change without harm."""
+    import sqlite3
+
+    src = sqlite3.connect(run.report.markdown.parent.parent.parent / "r.db")
+    dst = sqlite3.connect(to)
+    src.backup(dst)
+    src.close()
+    dst.close()
+    return f"sqlite:///{to}"
+
+
+def test_steps_that_passed_without_server_metrics_are_not_called_infeasible(run: KneeRun, tmp_path: Path) -> None:
+    """Every step passed the SLA but /metrics answered too late (no cache hit rate, preemptions or GPU memory in
+    any step): the report said "every configuration is infeasible"; it says what is missing and where from."""
+    from sqlalchemy import text
+
+    from sweep.report.document import write_report
+    from sweep.store import Store
+    from sweep.views.context import study_context
+
+    store = Store(_copy_db(run, tmp_path / "slow-metrics.db"))
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE runs SET cache_hit_rate = NULL, retractions = NULL, peak_gpu_mem_mib = NULL"))
+    ctx = study_context(store, run.study_id)
+    assert ctx.winner is None and ctx.decision is not None
+    why = ctx.decision.why_none()
+    assert why.startswith("2 configurations passed the SLA at some step but none can be named: their steps lack "
+                          "cache hit rate, peak GPU memory, preemption count (read from the server's /metrics"), why
+    assert why.endswith("; 2 infeasible at launch (2 oom)"), why
+    md = write_report(ctx, tmp_path / "rep").markdown.read_text()
+    assert "every configuration is infeasible" not in md and f"No winner: {why}." in md
+    store.close()
+
+
+def test_configurations_that_crashed_are_not_called_infeasible(tmp_path: Path) -> None:
+    """No window measured because the servers crashed or hung: the line says so, by failure class."""
+    from sweep.core.types import ServerConfig
+    from sweep.report.document import write_report
+    from sweep.store import Store
+    from sweep.views.context import study_context
+
+    prof = load_profile(SMOKE)
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    sid = store.create_study("crashed", "smoke", prof.model_dump_json(), prof.fingerprint(), "grid", True, "virtual",
+                             "optuna-crashed")
+    for mrr, status, reason in ((4, "failed", "crash: server exited (exit 1)"), (8, "failed", "crash: exit 139"),
+                                (16, "failed", "hung: no response bytes for 41 s"),
+                                (32, "infeasible", "oom: Not enough memory")):
+        cid = store.create_server_config(sid, ServerConfig(max_running_requests=mrr), "sim", [], 0)
+        store.update_server_config(cid, status=status, failure_reason=reason)
+    store.finish_study(sid, "completed")
+    ctx = study_context(store, sid)
+    assert ctx.decision is not None
+    why = ctx.decision.why_none()
+    assert why == "no configuration measured a window: 3 failed (2 crash, 1 hung), 1 infeasible at launch (1 oom)"
+    md = write_report(ctx, tmp_path / "rep").markdown.read_text()
+    assert "every configuration is infeasible" not in md and f"No winner: {why}." in md

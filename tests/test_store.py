@@ -388,3 +388,41 @@ def test_optuna_rdb_storage_shares_the_postgresql_database() -> None:
         study.optimize(lambda trial: trial.suggest_int("mrr", 8, 256), n_trials=2)
         _round_trip(store)
         assert len(optuna.load_study(study_name=name, storage=url).trials) == 2
+
+
+def test_reading_commands_never_migrate_an_older_database(tmp_path: Path) -> None:
+    """A results.db at the previous schema revision (0007, made by Alembic as an older sweep left it): `sweep runs`,
+    `report`, `serve`... upgraded it in place, after which the older sweep refused it. Now they leave it at 0007 and
+    say in one line to run `sweep db upgrade`, which upgrades it; then they read it."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    db = tmp_path / "old.db"
+    command.upgrade(alembic_config(f"sqlite:///{db}"), "0007")
+
+    def revision() -> str:
+        with sqlite3.connect(db) as conn:
+            return str(conn.execute("SELECT version_num FROM sweep_alembic_version").fetchone()[0])
+
+    def sweep(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "sweep.cli", *args], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "300"}, timeout=120)
+
+    assert revision() == "0007"
+    for argv in (["runs", "--db", str(db)], ["report", "any", "--db", str(db), "--out", str(tmp_path / "rep")],
+                 ["explain", "any", "--db", str(db)]):
+        done = sweep(*argv)
+        assert done.returncode == 5, (argv, done.stderr)
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "older schema (revision 0007" in lines[0], lines
+        assert f"run `sweep db upgrade --db {db}`" in lines[0]
+        assert revision() == "0007", argv  # left as it was
+    with pytest.raises(StoreError, match="older schema"):
+        Store(f"sqlite:///{db}", readonly=True)
+    up = sweep("db", "upgrade", "--db", str(db))
+    assert up.returncode == 0 and "upgraded from revision 0007 to 0008" in up.stdout + up.stderr, up
+    assert revision() == "0008"
+    assert sweep("runs", "--db", str(db)).returncode == 0
+    again = sweep("db", "upgrade", "--db", str(db))
+    assert again.returncode == 0 and "already at revision 0008" in again.stdout + again.stderr

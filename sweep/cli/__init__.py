@@ -1,7 +1,7 @@
 """The `sweep` command: a thin layer of typer verbs over the study, views and report layers.
 
 Commands raise; `main()` alone turns an error into one line and an exit code (sweep/cli/boundary.py), never a
-traceback. The verbs live by family: run.py (measure), query.py (read), workers.py (workers and shared studies);
+traceback. The verbs live by family: run.py (measure), query.py (read), workers.py (workers and shared studies), db.py (`sweep db upgrade`);
 app.py holds what they share.
 """
 
@@ -13,13 +13,13 @@ from sweep.cli.app import app
 from sweep.cli.boundary import run as run_at_boundary
 
 # isort: off
-from sweep.cli import run, query, explain, workers  # the verbs register on `app` in this order (sweep --help)
+from sweep.cli import run, query, explain, workers, db  # the verbs register on `app` in this order (sweep --help)
 # isort: on
 
 __all__ = ["app", "main"]
 
 workers.register(app)
-_VERBS = (run, query, explain)
+_VERBS = (run, query, explain, db)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,7 +50,7 @@ def explain(study: str = typer.Argument(..., help="study name"), db: str = typer
     from sweep.views.context import study_context
 
     extra = [t for p in tier for t in load_tiers(p)]
-    store = Store(db_url(db), create=False)
+    store = Store(db_url(db), readonly=True)
     s = store.get_study_by_name(study)
     if s is None:
         raise SweepError(f"no study named {study} in {db}")

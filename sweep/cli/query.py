@@ -38,7 +38,7 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     from sweep.store import Store
     from sweep.views.workers import with_worker_labels, worker_labels
 
-    store = Store(db_url(db), create=False)
+    store = Store(db_url(db), readonly=True)
     rows = store.list_runs(study=study, profile=profile, since=since_arg(since), status=status, limit=limit)
     labels = {k: v for sid in {r.run.study_id for r in rows if r.run.study_id is not None}
               for k, v in worker_labels(store.workers(sid)).items()}
@@ -55,7 +55,7 @@ def show(run_id: int, db: str = typer.Option(DEFAULT_DB),
     """Show one run: its configuration, window and every stat."""
     from sweep.store import Store
 
-    row = Store(db_url(db), create=False).get_run(run_id)
+    row = Store(db_url(db), readonly=True).get_run(run_id)
     if row is None:
         raise SweepError(f"no run {run_id} in {db}")
     fields = row.columns()
@@ -84,7 +84,7 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
     from sweep.views.context import study_context
 
     extra = [t for p in tier for t in load_tiers(p)]
-    store = Store(db_url(db), create=False)
+    store = Store(db_url(db), readonly=True)
     s = store.get_study_by_name(study)
     if s is None:
         raise SweepError(f"no study named {study} in {db}")
@@ -102,7 +102,7 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
     from sweep.report.document import compare_markdown
     from sweep.store import Store
 
-    store = Store(db_url(db), create=False)
+    store = Store(db_url(db), readonly=True)
     left, right = _side(store, a), _side(store, b)
     if left.fingerprint != right.fingerprint:
         msg = (f"{a} and {b} ran different workloads (fingerprint {left.fingerprint} vs {right.fingerprint}): "

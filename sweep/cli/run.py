@@ -63,6 +63,7 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     if live:
         from sweep.ui.live import LiveServer
 
+        _ = orch.store  # the page reads (never makes or migrates) the database: the study makes it first
         page = LiveServer(db_url(db), study, port=live_port)
         console.print(f"live page {page.start()}")
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from sweep.analysis.crosscheck import Tolerance, compare_runs, server_checks
+from sweep.report.tables import cell, plain
 from sweep.views.study import StudyContext
 
 DIFFERS = "**DIFFERS**"
@@ -43,7 +44,7 @@ def reference_lines(ctx: StudyContext) -> list[str]:
              f"than {tol.describe()} (throughput: {tol.rel:.0%}).", ""]
     judged = agreed = 0
     body: list[str] = []
-    notes = [f"- run {r.id} ({r.driver}): {r.reason}" for r in refs if r.status == "completed"
+    notes = [f"- run {r.id} ({r.driver}): {plain(r.reason)}" for r in refs if r.status == "completed"
              and r.reason]
     for ref in refs:
         mine = ours.get(ref.reference_for_run_id) if ref.reference_for_run_id is not None else None
@@ -51,7 +52,7 @@ def reference_lines(ctx: StudyContext) -> list[str]:
             continue
         label = ctx.labels.get(mine.server_config_id, str(mine.server_config_id))
         if ref.status != "completed" or mine.status != "completed":
-            why = ref.reason or ref.status
+            why = cell(ref.reason or ref.status)
             body.append(f"| {label} | {mine.concurrency} | {ref.driver} | — | — | — | — | — | not run: {why} |")
             continue
         check = compare_runs(mine.columns(), ref.columns(), tol)

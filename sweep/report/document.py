@@ -12,7 +12,7 @@ from sweep.report.answer import answer_lines, why_lines
 from sweep.report.inputs import cache_lines, input_lines
 from sweep.report.setup import setup_lines
 from sweep.report.tables import ci_text as _ci
-from sweep.report.tables import configs_table, modality_table, steps_table
+from sweep.report.tables import configs_table, modality_table, plain, steps_table
 from sweep.report.tables import fmt as _fmt
 from sweep.report.winner import study_dialect, winner_lines
 from sweep.store import STAT_COLUMNS, RunRecord, RunSummary
@@ -54,7 +54,7 @@ def soak_lines(ctx: StudyContext) -> list[str]:
     out = ["## Soak (Poisson arrivals at the winner's knee rate)", ""]
     for r in soaks:
         verdict = ctx.soak_verdicts.get(r.id)
-        text = verdict.summary() if verdict is not None else (r.reason or r.status)
+        text = verdict.summary() if verdict is not None else plain(r.reason or r.status)
         out += [f"- run {r.id} ({ctx.labels.get(r.server_config_id)}), {r.status}, window "
                 f"{_fmt(r.get('window_s'))} s: throughput {_fmt(r.get('output_tps'))} tok/s, goodput "
                 f"{_fmt(r.get('goodput_tps'))} tok/s, {_soak_ttft(ctx, r)}TTFT P99 "
@@ -106,8 +106,8 @@ def conclusion_lines(ctx: StudyContext) -> list[str]:
     if winner and not missing_contract_fields(ctx):
         out += winner_lines(ctx, winner, ctx.view)
     elif winner is None and not (hardware and hardware.reason):
-        out += ["## Winner", "", "No configuration passed the SLA at any step: every configuration is infeasible.",
-                ""]
+        why = ctx.decision.why_none() if ctx.decision is not None else "no configuration passed the SLA"
+        out += ["## Winner", "", f"No winner: {plain(why)}.", ""]
     return out
 
 

@@ -68,8 +68,9 @@ def history_plot(ctx: StudyContext, out_dir: Path) -> Path | None:
 
 
 def _inline(text: str) -> str:
-    """Escape, then the inline markdown the reports use: **bold** and `code`."""
-    out = html.escape(text, quote=False)
+    """Escape (the entities report.md writes for free text, tables.plain, read as their characters), then the
+    inline markdown the reports use: **bold** and `code`."""
+    out = html.escape(html.unescape(text), quote=False)
     out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
 

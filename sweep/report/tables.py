@@ -21,9 +21,15 @@ def fmt(v: object, nd: int = 0, scale: float = 1.0) -> str:
     return f"{v * scale:,.{nd}f}"
 
 
+def plain(text: object) -> str:
+    """Free text (a failure reason, a log line, a label) for report.md: on one line, `&`, `<` and `>` as entities,
+    so no text read from a server or a worker is raw HTML in a markdown viewer."""
+    return " ".join(str(text or "").split()).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def cell(text: object) -> str:
-    """Free text as one markdown table cell: on one line, its `|` escaped so it cannot open a column."""
-    return " ".join(str(text or "").split()).replace("|", "\\|")
+    """Free text as one markdown table cell: plain(), its `|` escaped so it cannot open a column."""
+    return plain(text).replace("|", "\\|")
 
 
 def steps_table(ctx: StudyContext) -> list[str]:

@@ -36,7 +36,7 @@ from sweep.core.types import Placement, RequestRecord, Sample, ServerConfig
 from sweep.store import queries as q
 from sweep.store.engine import alembic_config, make_engine, serialize_sqlite
 from sweep.store.errors import DatabaseError, database_error, map_errors
-from sweep.store.models import STAT_COLUMNS, runs_table
+from sweep.store.models import STAT_COLUMNS, VERSION_TABLE, runs_table
 from sweep.store.queries import RequestTokens, UnknownColumnError
 from sweep.store.records import (
     ConfigRecord,
@@ -65,19 +65,46 @@ def _new_id(conn: Connection, stmt: Insert) -> int:
     return int(key[0])
 
 
+def schema_revision(conn: Connection) -> str | None:
+    """The schema revision stored in the database on `conn` (None: no sweep schema in it yet)."""
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The SQLite database file behind `url`; None for another database, memory, or a URL that does not parse."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - the store's open reports a URL that does not parse, in one line
+        return None
+    db = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return db
+
+
 class Store:
     """The results database behind one SQLAlchemy URL, migrated to head on open.
 
-    create=False (the reading commands): a SQLite file that does not exist is refused, not made.
+    create=False: a SQLite file that does not exist is refused, not made. readonly=True (the reading commands:
+    runs, show, report, compare, explain, serve): never made, never migrated, never switched to WAL; a database at
+    another schema revision than this sweep's is refused in one line (an older one: run `sweep db upgrade`), since
+    an older sweep refuses a database a newer one has migrated.
     """
 
-    def __init__(self, url: str, create: bool = True) -> None:
+    def __init__(self, url: str, create: bool = True, readonly: bool = False) -> None:
         self.url = url
         self._shown = url.split("@")[-1]  # never echo a password, even before the URL has parsed
+        self._path = _sqlite_file(url)  # error lines name it with what happened to it
+        self.opened_at: str | None = None  # the schema revision the database had when opened (before migrating)
         with self._guard("open the results database"):
             self._shown = make_url(url).render_as_string(hide_password=True)
-            self.engine = make_engine(url, create)
-            self._migrate()
+            self.engine = make_engine(url, create and not readonly, readonly)
+            if readonly:
+                self._check_revision()
+            else:
+                self._migrate()
 
     @property
     def shown(self) -> str:
@@ -97,7 +124,7 @@ class Store:
     @contextmanager
     def _guard(self, action: str) -> Iterator[None]:
         """Turn database and migration failures into a one-line StoreError naming the action (store/errors.py)."""
-        with map_errors(f"cannot {action} ({self._shown})", opening=True):
+        with map_errors(f"cannot {action} ({self._shown})", opening=True, path=self._path):
             yield
 
     @contextmanager
@@ -122,8 +149,34 @@ class Store:
             with conn.begin():
                 if conn.dialect.name == "postgresql":
                     conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})")
+                self.opened_at = schema_revision(conn)
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")
+
+    def revision(self) -> str | None:
+        """The database's schema revision now (Alembic's, in sweep's own version table)."""
+        with self._read("read the schema revision") as conn:
+            return schema_revision(conn)
+
+    def _check_revision(self) -> None:
+        """Refuse a database whose schema revision is not this sweep's head (read-only opens: nothing migrates)."""
+        from alembic.script import ScriptDirectory
+
+        head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+        with self.engine.connect() as conn:
+            current = self.opened_at = schema_revision(conn)
+        if current == head:
+            return
+        where = self._path or self._shown
+        if current is None:
+            raise StoreError(f"{where} is not a sweep results database (no schema revision in it)")
+        known = {s.revision for s in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+        if current not in known:
+            raise StoreError(f"{where} was written by a newer sweep (schema revision {current}; this one reads "
+                             f"{head}): use that sweep, or upgrade this one")
+        raise StoreError(f"{where} is at an older schema (revision {current}; this sweep reads {head}): run `sweep "
+                         f"db upgrade --db {where}` to upgrade it in place (sweeps older than this one will no "
+                         "longer open it), then run this command again")
 
     @staticmethod
     def _update_one(conn: Connection, table: Table, row_id: int, values: Mapping[str, object], what: str) -> None:

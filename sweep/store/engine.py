@@ -20,9 +20,19 @@ SQLITE_BUSY_MS = 30_000
 
 def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     """Per-connection SQLite setup: WAL, foreign keys, busy timeout; transactions are begun by _sqlite_begin."""
+    _pragmas(dbapi_conn, ("journal_mode=WAL", "foreign_keys=ON", f"busy_timeout={SQLITE_BUSY_MS}",
+                          "synchronous=NORMAL"))
+
+
+def _sqlite_connect_readonly(dbapi_conn: Any, _record: Any) -> None:
+    """Per-connection setup for a reader that changes nothing: the busy timeout, the file's journal mode as it is."""
+    _pragmas(dbapi_conn, (f"busy_timeout={SQLITE_BUSY_MS}", "query_only=ON"))
+
+
+def _pragmas(dbapi_conn: Any, pragmas: tuple[str, ...]) -> None:
     dbapi_conn.isolation_level = None  # let SQLAlchemy's begin event emit BEGIN (pysqlite's own is unreliable)
     cur = dbapi_conn.cursor()
-    for pragma in ("journal_mode=WAL", "foreign_keys=ON", f"busy_timeout={SQLITE_BUSY_MS}", "synchronous=NORMAL"):
+    for pragma in pragmas:
         cur.execute(f"PRAGMA {pragma}")
     cur.close()
 
@@ -60,10 +70,11 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
-def make_engine(url: str, create: bool = True) -> Engine:
+def make_engine(url: str, create: bool = True, readonly: bool = False) -> Engine:
     """An engine for url; SQLite files get their parent folder created (create) and the pragmas above.
 
     With create=False a SQLite file that does not exist is a StoreError: reading commands never make one.
+    readonly: a SQLite connection that can write nothing (query_only) and leaves the journal mode as it is.
     """
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
@@ -72,7 +83,12 @@ def make_engine(url: str, create: bool = True) -> Engine:
     if db and db != ":memory:" and not db.startswith("file:"):
         if not create and not Path(db).expanduser().is_file():
             raise StoreError(f"no results database at {db} (run a study first, or pass --db)")
-        Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        if create:
+            Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_MS / 1000})
+    if readonly:
+        event.listen(engine, "connect", _sqlite_connect_readonly)
+        event.listen(engine, "begin", _sqlite_begin)
+        return engine
     serialize_sqlite(engine)
     return engine

@@ -3,13 +3,18 @@
 SQLAlchemy, its drivers (sqlite3, psycopg) and Alembic raise many types; every caller that can meet one (the
 store, the Optuna search sharing the database, the CLI boundary) turns it into a DatabaseError here: a StoreError
 (exit 5) whose message is one line, `<what failed>: <the driver's first line>`, and whose `kind` says which row
-of ERRORS matched.
+of ERRORS matched. Where the driver's line says too little and the database file is known (`path`), the line says
+what happened to that file instead: a full disk ("database or disk is full", ENOSPC), a file SQLite cannot open
+("unable to open database file": a folder in its way, a read-only mount, no permission), a read-only database.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from alembic.util.exc import CommandError
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
@@ -47,29 +52,73 @@ def first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(cause).__name__
 
 
-def database_error(exc: BaseException, what: str, opening: bool = False) -> DatabaseError | None:
-    """The DatabaseError `exc` is (`what` failed: its first line), or None when no exception in its chain is a
-    database failure. An AssertionError Optuna raises while handling a storage error counts as that error."""
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+_UNOPENABLE = (errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def why_unopenable(path: str) -> str:
+    """Why the SQLite file `path` cannot be opened or made, in words, found by looking at it and its folders."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        return f"{p} is a folder, not a database file"
+    folder = next((a for a in p.parents if a.exists()), None)
+    if folder is not None and not folder.is_dir():
+        return f"{folder} is a file, not a folder, so {p} cannot be made"
+    if folder is not None and folder != p.parent:
+        return f"its folder {p.parent} does not exist"
+    if folder is not None and os.statvfs(folder).f_flag & os.ST_RDONLY:
+        return f"{folder} is on a read-only file system"
+    if p.exists() and not os.access(p, os.R_OK | os.W_OK):
+        return f"no permission to read and write {p}"
+    if folder is not None and not p.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        return f"no permission to make a file in {folder}"
+    return f"SQLite cannot open or make {p} (is its folder read-only, a read-only mount, or out of space?)"
+
+
+def _in_words(seen: BaseException, path: str | None) -> str | None:
+    """What happened, said plainly, for the failures whose driver line names no file or no cause; else None."""
+    cause = getattr(seen, "orig", None) or seen
+    text = str(cause)
+    if (isinstance(cause, OSError) and cause.errno in _FULL) or "database or disk is full" in text:
+        where = path or (cause.filename if isinstance(cause, OSError) else None)
+        return f"the disk holding {where} is full (no space left on device)" if where else \
+            "the disk is full (no space left on device)"
+    if path is None:
+        return None
+    if "unable to open database file" in text or (isinstance(cause, OSError) and cause.errno in _UNOPENABLE):
+        return f"cannot open {path}: {why_unopenable(path)}"
+    if "readonly database" in text:
+        return f"{path} is read-only (a read-only file or mount: sweep must write to its results database)"
+    return None
+
+
+def database_error(exc: BaseException, what: str, opening: bool = False,
+                   path: str | None = None) -> DatabaseError | None:
+    """The DatabaseError `exc` is (`what` failed: its first line, or what happened in words where _in_words knows,
+    `path` being the database file when it is one), or None when no exception in its chain is a database failure.
+    An AssertionError Optuna raises while handling a storage error counts as that error."""
     table = ERRORS + (OPENING if opening else ())
     seen: BaseException | None = exc
     for _ in range(_CHAIN_DEPTH):
         if seen is None or isinstance(seen, StoreError):
             return None
+        if path is not None and isinstance(seen, OSError) and seen.errno in _FULL:  # the database's disk, full
+            return DatabaseError(f"{what}: {_in_words(seen, path)}", "file")
         for types, kind in table:
             if isinstance(seen, types):
-                return DatabaseError(f"{what}: {first_line(seen)}", kind)
+                return DatabaseError(f"{what}: {_in_words(seen, path) or first_line(seen)}", kind)
         seen = seen.__cause__ or seen.__context__
     return None
 
 
 @contextmanager
-def map_errors(what: str, opening: bool = False) -> Iterator[None]:
+def map_errors(what: str, opening: bool = False, path: str | None = None) -> Iterator[None]:
     """Inside: a database failure leaves as the one-line DatabaseError of database_error; a StoreError and any
     other exception pass unchanged."""
     try:
         yield
     except Exception as exc:
-        mapped = database_error(exc, what, opening)
+        mapped = database_error(exc, what, opening, path)
         if mapped is None:
             raise
         raise mapped from exc

@@ -23,11 +23,20 @@ from sweep.store import Store
 from sweep.views.live import read_state
 
 STATIC = Path(__file__).resolve().parent / "live_static"
+# what no JSON text embedded in a <script> element may hold raw: `<` could open `<!--` or close `</script>`, `&` an
+# entity, U+2028/2029 end a line in older script parsers; inside JSON they only occur in strings, where \uXXXX is them
+_EMBED = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                        "\u2029": "\\u2029"})
+
+
+def embed_json(text: str) -> str:
+    """JSON text safe inside a <script> element: the same value, with no character that HTML parsing sees."""
+    return text.translate(_EMBED)
 
 
 def make_app(db_url: str, study: str | None = None) -> Starlette:
     """The page for `study` (default: the newest study in the database, looked up on every request)."""
-    store = Store(db_url, create=False)
+    store = Store(db_url, readonly=True)
     page = (STATIC / "live.html").read_text()
 
     def state_json(request: Request) -> str | None:
@@ -42,7 +51,7 @@ def make_app(db_url: str, study: str | None = None) -> Starlette:
             return HTMLResponse(f'<meta http-equiv="refresh" content="2"><p>no study {html.escape(study or "")} in '
                                 "this database yet (this page looks again every 2 s)</p>", status_code=404)
         title = html.escape(request.query_params.get("study") or study or "newest study")
-        return HTMLResponse(page.replace("__TITLE__", title).replace("__STATE__", state.replace("</", "<\\/")))
+        return HTMLResponse(page.replace("__TITLE__", title).replace("__STATE__", embed_json(state)))
 
     def state(request: Request) -> Response:
         body = state_json(request)

@@ -11,7 +11,8 @@ another process and for a study several workers share (PostgreSQL).
 - curves: every configuration's completed windows by concurrency: goodput, TTFT and TPOT at the SLA's
   percentiles (the SLA bounds travel with them).
 - failures: configurations that failed (or were found infeasible at launch, out of memory) with their reason,
-  and failed windows.
+  and failed windows. A reason names no absolute path (the page may be served to other hosts): a server log under
+  the study's output folder reads relative to it (`logs/LABEL/FILE.log`), any other path as `…/NAME`.
 - winner: the read model's winner (sweep/views/read_model.py, the rule the report and the terminal use too:
   completed ladders that fill the report contract, one GPU model), with its 95% CI; else why there is none.
 - ETA: what is left of every phase (screen, final, soak) on the driver's clock, at the wall seconds a driver
@@ -21,6 +22,7 @@ another process and for a study several workers share (PostgreSQL).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -37,6 +39,19 @@ from sweep.views.read_model import read_study
 from sweep.views.workers import WorkerActivity, activity, worker_labels
 
 DONE = ("completed", "infeasible")
+# an absolute path in free text: after the start, a space, a quote, `(`, `[` or `=` (not `</b>`, not a URL's `//`)
+_ABS_PATH = re.compile(r"""(?<![^\s"'(\[=])/[^\s|\]()'",;]+""")
+
+
+def relative_paths(text: str, study: str) -> str:
+    """`text` with its absolute paths cut: one under the study's output folder (OUT/STUDY/...) relative to that
+    folder, any other to its last name (`…/NAME`)."""
+    def cut(m: re.Match[str]) -> str:
+        path = m.group(0)
+        _, sep, rest = path.partition(f"/{study}/")
+        return rest if sep and rest else "…/" + path.rstrip("/").rsplit("/", 1)[-1]
+
+    return _ABS_PATH.sub(cut, text)
 
 
 @dataclass(frozen=True)
@@ -178,10 +193,11 @@ def read_state(store: Store, study_id: int) -> LiveState:
     # an out-of-memory launch is infeasible, not failed (it counts as done), but it failed with a reason all the same
     failures = [Failure(labels[c.id], ("launch" if not per_config.get(c.id) else "ladder")
                         + ("" if c.status == "failed" else f" ({c.status})"),
-                        c.failure_reason or c.stop_reason or c.status, where(c.placement))
+                        relative_paths(c.failure_reason or c.stop_reason or c.status, study.name), where(c.placement))
                 for c in configs if c.status == "failed" or c.failure_reason]
     failures += [Failure(labels.get(r.server_config_id, "?"), f"{r.phase} window c={r.concurrency}",
-                         r.reason or "failed", where(r.placement)) for r in runs if r.status == "failed"]
+                         relative_paths(r.reason or "failed", study.name), where(r.placement))
+                 for r in runs if r.status == "failed"]
 
     soaks = {r.server_config_id for r in runs if r.phase == "soak"}
     ladder_configs = [c for c in configs if c.id not in soaks]

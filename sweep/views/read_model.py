@@ -14,6 +14,7 @@ The winner rule (decide_winner) lives here and nowhere else:
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -48,6 +49,7 @@ class WinnerDecision:
     hardware: HardwareRanking
     missing: tuple[str, ...] = ()  # report-contract fields the data cannot fill
     knees: int = 0  # how many configurations have a knee at all
+    what_happened: str = ""  # when no configuration is eligible: what the configurations did instead (one line)
 
     @property
     def named(self) -> Winner | None:
@@ -62,10 +64,7 @@ class WinnerDecision:
             return f"no single winner: {self.hardware.reason}"
         if self.winner is not None:
             return f"report contract not met, no conclusion drawn: missing {', '.join(self.missing)}"
-        if self.knees:
-            return ("no configuration that passed the SLA completed its ladder with every step the report "
-                    "contract needs")
-        return "no configuration passed the SLA"
+        return self.what_happened or "no configuration passed the SLA"
 
 
 def config_knees(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord],
@@ -99,7 +98,61 @@ def decide_winner(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord], kn
     if hardware.reason is not None:
         winner = None  # knees on different GPU models are not comparable: see hardware.winners
     missing = missing_fields(ContractInput(env, profile_raw, runs, winner.id if winner else None))
-    return WinnerDecision(winner, pool, hardware, tuple(missing), len(knees))
+    return WinnerDecision(winner, pool, hardware, tuple(missing), len(knees),
+                          "" if winner is not None else what_happened(configs, runs, knees))
+
+
+# per-step contract fields that come from the server's /metrics, not from the client's own timings
+_FROM_METRICS = ("cache hit rate", "preemption count", "peak GPU memory")
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _failure_class(reason: str | None) -> str:
+    """A stored failure reason's class (`oom: ...` -> oom), else "failed"."""
+    head = (reason or "").split(" ", 1)[0]
+    return head.split(":", 1)[0] if ":" in head else "failed"
+
+
+def what_happened(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord],
+                  knees: Mapping[int, ConfigKnee]) -> str:
+    """Why no configuration can be named, as one line from the rows: configurations whose steps passed the SLA
+    but cannot be named (a ladder not finished, contract fields missing, and which), or no step within the SLA,
+    or no window measured at all; then the configurations that crashed or failed, by failure class."""
+    live = [c for c in configs if c.status != "aborted"]
+    status = {c.id: c.status for c in live}
+    measured = [r for r in runs if r.measured and r.server_config_id in status]
+    passing = [cid for cid in knees if cid in status]
+    if passing:
+        unfinished = [cid for cid in passing if status[cid] != "completed"]
+        lacking = sorted({f for cid in passing if status[cid] == "completed"
+                          for f in config_missing([r for r in runs if r.server_config_id == cid])})
+        why = []
+        if lacking:
+            metrics = [f for f in lacking if f in _FROM_METRICS]
+            why.append("their steps lack " + ", ".join(lacking) + (
+                " (read from the server's /metrics: it did not answer, or not in time)" if metrics else ""))
+        if unfinished:
+            why.append(f"{_count(len(unfinished), 'configuration')} did not finish its ladder")
+        head = (f"{_count(len(passing), 'configuration')} passed the SLA at some step but none can be named: "
+                + "; ".join(why or ["none completed its ladder"]))
+    elif measured:
+        head = (f"no configuration passed the SLA at any step ({_count(len(measured), 'window')} measured, "
+                "none within it)")
+    else:
+        head = "no configuration measured a window"
+    broken = []
+    for what in ("failed", "infeasible"):
+        rows = [c for c in live if c.status == what]
+        if rows:
+            classes = Counter(_failure_class(c.failure_reason) for c in rows)
+            kinds = ", ".join(f"{n} {k}" for k, n in classes.most_common())
+            broken.append(f"{len(rows)} {'failed' if what == 'failed' else 'infeasible at launch'} ({kinds})")
+    if not broken:
+        return head
+    return head + ("; " if passing else ": ") + ", ".join(broken)
 
 
 def config_failures_of(configs: Sequence[ConfigRecord],
