@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from sweep.store import Store
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MISSING = ("chromium is not installed: `make test` runs scripts/browser.sh, which installs Debian's chromium "
@@ -59,30 +61,14 @@ def page_url(serve: subprocess.Popen[str], deadline_s: float = 60) -> str:
     raise AssertionError(f"sweep serve printed no URL: {seen!r}")
 
 
-def made_by_the_study(db: Path, deadline_s: float = 60) -> None:
-    """Wait until the study has made its database at this sweep's schema (its version row written)."""
-    import sqlite3
-
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        try:
-            with sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True) as conn:
-                if conn.execute("SELECT version_num FROM sweep_alembic_version").fetchone():
-                    return
-        except sqlite3.Error:
-            pass  # not made yet, or its first transaction still open
-        time.sleep(0.1)
-    raise AssertionError(f"the study made no database at {db}")
-
-
 def test_the_live_page_grows_as_windows_land_and_ends_with_the_winner(tmp_path: Path) -> None:
     db = tmp_path / "live.db"
+    Store(f"sqlite:///{db}").close()  # the results database, empty: `sweep serve` never makes one itself
+    serve = sweep("serve", "--db", str(db), "--study", "live", "--port", "0", cwd=tmp_path,
+                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     study = sweep("knee", "--profile", str(ROOT / "profiles" / "smoke.yaml"), "--db", str(db), "--driver",
                   "virtual", "--study", "live", "--out", str(tmp_path / "rep"), "--set", "window.measure_seconds=20",
                   cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    made_by_the_study(db)  # `sweep serve` reads a results database, never one the study has not made yet
-    serve = sweep("serve", "--db", str(db), "--study", "live", "--port", "0", cwd=tmp_path,
-                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         url = page_url(serve)
         rows_seen: list[int] = []
