@@ -50,7 +50,7 @@ def test_two_workers_on_one_host_never_share_a_port_or_a_gpu(tmp_path: Path) -> 
            str(tmp_path / "reports"), "--launcher", "sim", "--driver", "http", "--study", "fleet", "--no-progress",
            "--gpus", "0,1,2,3", "--gpus-per-server", "2", "--set", f"search.space={json.dumps(space)}",
            "--set", "ladder=[2]", "--set", "window.measure_seconds=1", "--set", "window.drain_seconds=2",
-           "--set", "search.heartbeat_s=1"]
+           "--set", "search.heartbeat_s=1", "--set", "window.min_requests=5"]  # ~11 requests a 1 s window
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=400,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 0, done.stderr[-3000:]
