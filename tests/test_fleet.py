@@ -121,8 +121,11 @@ def test_workers_die_with_their_fleet_after_kill_9(tmp_path: Path) -> None:
         gone, alive = psutil.wait_procs(family, timeout=90)
         assert not alive, [p.info if hasattr(p, "info") else p.pid for p in alive]
         assert {p.pid for p in gone} == {p.pid for p in family}
-    finally:
-        for p in family:  # only what this test started
+    finally:  # only what this test started: the fleet's family and whatever it started since (servers)
+        for p in list(family):
+            with contextlib.suppress(psutil.Error):
+                family += p.children(recursive=True)
+        for p in family:
             with contextlib.suppress(psutil.Error):
                 p.kill()
         if fleet.poll() is None:
