@@ -110,7 +110,7 @@ def test_ladder_on_an_attached_server_is_labelled_with_its_own_knobs(tmp_path: P
         proc = subprocess.run(
             [sys.executable, "-m", "sweep.cli", "ladder", "--profile", str(ROOT / "profiles" / "smoke.yaml"),
              "--launcher", "attach", "--set", f"server.url={url}", "--set", "ladder=[2]",
-             "--set", "window.measure_seconds=1.5", "--db", str(db), "--out", str(tmp_path / "reports")],
+             "--set", "window.measure_seconds=1.5", "--set", "window.min_requests=5", "--db", str(db), "--out", str(tmp_path / "reports")],
             capture_output=True, text=True, timeout=300, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert real.max_running_requests == 12 and real.chunked_prefill_size == 1024 and real.schedule_policy

@@ -217,10 +217,10 @@ def test_passes_sla_false_when_p95_ttft_too_high() -> None:
 
 
 def test_errors_over_limit_fail_the_step() -> None:
-    s = compute_stats(window(five_requests()), SLA(ttft_ms=10_000, tpot_ms=1000, max_error_rate=0.1))
+    s = compute_stats(window(five_requests()), SLA(ttft_ms=10_000, tpot_ms=1000, max_error_rate=0.1), min_requests=5)
     assert s.passes_sla is False
     assert s.sla_failures == "errors 20.0% > 10.0%"
-    s = compute_stats(window(five_requests()), SLA(ttft_ms=10_000, tpot_ms=1000, max_error_rate=0.2))
+    s = compute_stats(window(five_requests()), SLA(ttft_ms=10_000, tpot_ms=1000, max_error_rate=0.2), min_requests=5)
     assert s.passes_sla is True
 
 
@@ -352,6 +352,17 @@ def test_a_stall_in_any_one_client_process_counts() -> None:
     procs = (client(lag_ms=2.0), client(lag_ms=2.0, stall_ms=1400.0), client(lag_ms=2.0))
     s = compute_stats(window(five_requests(), client=procs), sla)
     assert s.client_bound is True and s.client.loop_lag_max_ms == pytest.approx(1400.0)
+
+
+def test_a_step_with_too_few_requests_does_not_pass() -> None:
+    """Three fast requests meet every bound, but three requests name no percentile: the step cannot pass (issue 23
+    §5), so no knee is named from it; the profile's window.min_requests (default 20) sets the count."""
+    three = [rec(i, float(i), [(i + 0.1, 1), (i + 0.11, 1)]) for i in range(3)]
+    s = compute_stats(window(three), SLA_DEFAULT)
+    assert (s.n_started, s.n_completed, s.attainment) == (3, 3, 1.0)
+    assert s.passes_sla is False and s.sla_failures == "too few requests (3 < 20)"
+    assert compute_stats(window(three), SLA_DEFAULT, min_requests=3).passes_sla is True
+    assert compute_stats(window(fast_and_slow(20, 0)), SLA_DEFAULT).passes_sla is True
 
 
 def test_aborted_window_does_not_pass() -> None:

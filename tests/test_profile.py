@@ -43,7 +43,7 @@ BAD = [
     ("search: {space: {mem_fraction_static: [0.8, 1.5]}}\n", "search.space.mem_fraction_static", "outside"),
     ("arrival: {kind: poisson}\n", "arrival.rate", "Field required"),
     ("server: {launcher: docker}\n", "server.launcher", "Input should be"),
-    ("window: {measure_seconds: 0}\n", "window.measure_seconds", "greater than 0"),
+    ("window: {measure_seconds: 0}\n", "window.measure_seconds", "greater than or equal to 1"),
     ("ladder: [16, 32\n", "not valid YAML", "line"),
     ("- just\n- a list\n", "<root>", "mapping"),
 ]

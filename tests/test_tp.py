@@ -133,7 +133,8 @@ def test_sweep_on_two_gpus_gives_one_worker_both_and_a_tp2_server_its_flag(tmp_p
     cmd = [sys.executable, "-m", "sweep.cli", "sweep", "--profile", str(SMOKE), "--db", str(db), "--out",
            str(tmp_path / "reports"), "--launcher", "sim", "--driver", "http", "--study", "tp-fleet", "--no-progress",
            "--gpus", "0,1", "--set", f"search.space={json.dumps(TP_SPACE)}", "--set", "ladder=[2]",
-           "--set", "window.measure_seconds=1", "--set", "window.drain_seconds=2", "--set", "search.heartbeat_s=1"]
+           "--set", "window.measure_seconds=1", "--set", "window.drain_seconds=2", "--set", "search.heartbeat_s=1",
+           "--set", "window.min_requests=5"]  # a 1 s window at concurrency 2 sends ~11 requests
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=400,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 0, done.stderr[-3000:]

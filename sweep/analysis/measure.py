@@ -57,6 +57,7 @@ from sweep.analysis.measure_client import client_stats
 from sweep.analysis.run_stats import ClientStats, RunStats
 from sweep.core.types import RequestRecord, Sample, WindowResult
 from sweep.profile import SLA
+from sweep.profile.window import DEFAULT_MIN_REQUESTS
 
 STEADY_DRIFT = 0.2
 DISPATCH_LAG_LIMIT_MS = 50.0
@@ -233,13 +234,18 @@ def _sla_failures(
     error_rate: float | None,
     n_completed: int,
     aborted: str | None,
+    n_started: int | None = None,
+    min_requests: int = DEFAULT_MIN_REQUESTS,
 ) -> list[str]:
-    """Which of the step's SLA bounds fail, as short human phrases."""
+    """Which of the step's SLA bounds fail, as short human phrases; a step that sent fewer than min_requests
+    requests in its window (n_started) fails too: its percentiles are noise, so no knee is named from it."""
     fails: list[str] = []
     if aborted:
         fails.append(f"aborted: {aborted}")
     if n_completed == 0:
         fails.append("no completed requests")
+    elif n_started is not None and n_started < min_requests:
+        fails.append(f"too few requests ({n_started} < {min_requests})")
     bounds = [
         ("TTFT", ttfts, sla.ttft_percentile, sla.ttft_ms),
         ("TPOT", tpots, sla.tpot_percentile, sla.tpot_ms),
@@ -255,8 +261,10 @@ def _sla_failures(
     return fails
 
 
-def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed: int = 0) -> RunStats:
-    """All statistics of one window (the columns of `runs`; cache_hit_rate_predicted is left None)."""
+def compute_stats(result: WindowResult, sla: SLA, *, min_requests: int = DEFAULT_MIN_REQUESTS,
+                  bootstrap: int = 200, seed: int = 0) -> RunStats:
+    """All statistics of one window (the columns of `runs`; cache_hit_rate_predicted is left None); a window that
+    sent fewer than min_requests requests (the profile's window.min_requests) does not pass."""
     start, end = result.window_start, result.window_end
     window_s = result.measured_seconds
     recs = [r for r in result.records if in_window(r, start, end)]
@@ -332,7 +340,7 @@ def compute_stats(result: WindowResult, sla: SLA, *, bootstrap: int = 200, seed:
     client = client_stats(result.client, start, end)
     out["client_bound"] = is_client_bound(client, sla)
 
-    fails = _sla_failures(sla, ttfts, tpots, e2es, error_rate, n_completed, result.aborted)
+    fails = _sla_failures(sla, ttfts, tpots, e2es, error_rate, n_completed, result.aborted, n_started, min_requests)
     out["passes_sla"] = not fails
     out["sla_failures"] = "; ".join(fails)
     out["window_s"] = window_s

@@ -38,6 +38,7 @@ from sweep.analysis.measure import (
 )
 from sweep.analysis.run_stats import RunStats
 from sweep.profile import SLA
+from sweep.profile.window import DEFAULT_MIN_REQUESTS
 
 
 @dataclass(frozen=True)
@@ -74,9 +75,10 @@ def same_bounds(a: SLA, b: SLA) -> bool:
 
 
 def judge_stats(stats: RunStats, requests: Sequence[StoredRequest], sla: SLA, *, primary: SLA | None = None,
-                bootstrap: int = 200, seed: int = 0) -> RunStats:
+                min_requests: int = DEFAULT_MIN_REQUESTS, bootstrap: int = 200, seed: int = 0) -> RunStats:
     """One stored window's statistics with the verdict columns (passes_sla, sla_failures, goodput, attainment and
-    the goodput interval) re-judged for `sla`; every other column unchanged."""
+    the goodput interval) re-judged for `sla`; every other column unchanged. A window that sent fewer than
+    min_requests requests does not pass (measure's rule)."""
     window_s = stats.window_s
     recs = [r for r in requests if not r.warmup and 0.0 <= r.scheduled_at < window_s]
     ok = [r for r in recs if r.ok]
@@ -84,7 +86,8 @@ def judge_stats(stats: RunStats, requests: Sequence[StoredRequest], sla: SLA, *,
     error_rate = ratio(sum(1 for r in recs if r.error), len(recs))
     fails = _sla_failures(sla, [r.ttft_ms for r in ok if r.ttft_ms is not None],
                           [r.tpot_ms for r in ok if r.tpot_ms is not None],
-                          [r.e2e_ms for r in ok if r.e2e_ms is not None], error_rate, len(ok), None)
+                          [r.e2e_ms for r in ok if r.e2e_ms is not None], error_rate, len(ok), None,
+                          len(recs), min_requests)
     tokens = sum(r.output_tokens for r in recs)
     share = ratio(sum(r.output_tokens for r in meeting), tokens)
     base = None if primary is None else ratio(sum(r.output_tokens for r in recs if meets(r, primary)), tokens)
@@ -128,7 +131,8 @@ class TierVerdicts:
 
 def judge_tier(name: str, sla: SLA, primary: bool, stored_sla: SLA | None,
                steps: Mapping[int, Sequence[LadderStep]],
-               requests: Mapping[int, Sequence[StoredRequest]], flatten_threshold: float) -> TierVerdicts:
+               requests: Mapping[int, Sequence[StoredRequest]], flatten_threshold: float,
+               min_requests: int = DEFAULT_MIN_REQUESTS) -> TierVerdicts:
     """A tier's verdicts: each configuration's steps (its knee's phase: final when it has a final ladder, else its
     screen) re-judged from `requests` (run id -> stored requests) unless `sla` equals `stored_sla`, and its knee."""
     keep = same_bounds(sla, stored_sla) if stored_sla is not None else False
@@ -138,7 +142,8 @@ def judge_tier(name: str, sla: SLA, primary: bool, stored_sla: SLA | None,
         finals = [s for s in all_steps if s.phase in ("final", "refine")]  # a refined ladder's windows with it
         mine = sorted(finals or [s for s in all_steps if s.phase != "soak"], key=lambda s: s.concurrency)
         if not keep:
-            mine = [dataclasses.replace(s, stats=judge_stats(s.stats, requests.get(s.run_id, ()), sla, primary=stored_sla))
+            mine = [dataclasses.replace(s, stats=judge_stats(s.stats, requests.get(s.run_id, ()), sla, primary=stored_sla,
+                                                                   min_requests=min_requests))
                     for s in mine]
         judged[cid] = tuple(mine)
         knee = steps_knee(mine, flatten_threshold)

@@ -213,6 +213,7 @@ def knee_on_gpus(orch: Any, gpus: str, per_server: int | None, study: str | None
         console.print(f"[yellow]GPU(s) {','.join(map(str, left))} fill no group of {need} and stay unused[/]")
     from sweep.fleet.shared_study import open_shared_study, summary
 
+    fleet.refuse_twins(orch.store, study)  # a fleet killed where workers outlive it: never twins of them
     study_id, name = open_shared_study(orch, study, resume)
     sla = orch.profile.sla
     rc = fleet.run_fleet(seats, name, url, out, orch.driver_name, orch.kind, client_procs, console, study_id,

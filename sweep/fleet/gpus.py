@@ -5,13 +5,20 @@ log folder and progress line; they share the study through its database (Optuna 
 The progress is read from the database, so it shows every worker's work as it lands, those of other hosts on
 a shared (PostgreSQL) study too: each finished window as one result line naming its worker, and a line per
 worker (sweep/views/workers.py) whenever what it does changes.
+
+Workers die with their fleet: on Linux each is started with PR_SET_PDEATHSIG = SIGTERM, so a kill -9 of
+`sweep sweep --gpus` stops every worker as Ctrl-C would (its server stopped, its attempt marked aborted). A fleet
+that starts on a study whose workers still run on this host (a fleet killed where no parent-death signal exists,
+or workers started by hand) refuses in one line, naming them, instead of starting twins on their labels and ports.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,7 +29,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from sweep.core.errors import UsageError
-from sweep.store import Store
+from sweep.store import Store, WorkerRecord
+from sweep.study.liveness import process_is_gone
 from sweep.ui.progress import WIDE, clock, result_lines
 from sweep.views.live import read_state
 from sweep.views.workers import activity, worker_labels
@@ -67,6 +75,44 @@ def worker_command(seat: Seat, study: str, db: str, out: Path, driver: str | Non
     if profile_dir is not None:
         cmd += ["--profile-dir", str(profile_dir)]
     return cmd
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with(parent_pid: int) -> Callable[[], None] | None:
+    """A Popen preexec_fn that has the child SIGTERMed when `parent_pid` (the fleet) dies; None off Linux.
+
+    The signal follows the thread that started the child: the fleet starts its workers from its main thread,
+    which lives as long as the fleet. A fleet that died before prctl took effect is caught by the ppid check."""
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def preexec() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent_pid:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+def live_workers(store: Store, study_id: int, host: str | None = None) -> list[WorkerRecord]:
+    """The study's workers recorded as running on this host whose process still runs (same pid, same start)."""
+    here = host or socket.gethostname()
+    return [w for w in store.workers(study_id)
+            if w.status == "running" and w.host == here and w.pid is not None and w.process_started is not None
+            and not process_is_gone(w.pid, w.process_started)]
+
+
+def refuse_twins(store: Store, study: str | None) -> None:
+    """UsageError (one line) when workers of the named study still run on this host: a fleet would start twins.
+    Called before the study is opened (a resume cleans up after dead workers: these are alive)."""
+    row = store.get_study_by_name(study) if study else None
+    live = live_workers(store, row.id) if row is not None else []
+    if live:
+        who = ", ".join(f"{w.label} (pid {w.pid})" for w in live)
+        raise UsageError(f"study {study} already has {len(live)} live worker(s) on this host: {who}; not starting "
+                         "more on their labels and ports (stop them, or let them finish)")
 
 
 class FleetProgress:
@@ -146,7 +192,8 @@ def run_fleet(seats: list[Seat], study: str, db: str, out: Path, driver: str | N
         logs.append(log)
         procs[seat.label] = subprocess.Popen(worker_command(seat, study, db, out, driver, launcher, client_procs,
                                                             profile_dir),
-                                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+                                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                             preexec_fn=die_with(os.getpid()))  # noqa: PLW1509 - no threads yet
         console.print(f"worker {seat.label}: GPUs {','.join(map(str, seat.gpus))}, ports {seat.ports[0]}-"
                       f"{seat.ports[1] - 1}, log {folder / 'worker.log'}")
     try:

@@ -8,20 +8,27 @@ version without /model_info too). SGLang takes its whole process tree down when 
 dead server stops answering there; a hung scheduler shows up as request timeouts. Checks are rate-limited
 (one per check_interval_s, whatever the caller's rate) on one persistent client with a timeout, and the
 server is declared dead only after `failures_to_die` consecutive failed checks.
+
+A server started with an API key refuses every request without it (SGLang answers 401 on all but /health,
+/ready and /metrics). The key comes from the file `server.api_key_file` names, else from the environment
+variable SWEEP_API_KEY, never from argv (anyone on the host reads argv); it goes out as `Authorization: Bearer`
+on every request: the drivers, /metrics, /flush_cache, /server_info and the liveness checks (ServerHandle.headers).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 
-from sweep.core.errors import LaunchError
+from sweep.core.errors import LaunchError, ProfileError
 from sweep.core.types import ServerConfig
 from sweep.engines import Dialect, default
 from sweep.launchers import procs
@@ -46,6 +53,33 @@ def on_this_host(url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+API_KEY_ENV = "SWEEP_API_KEY"  # the attached server's API key, when the profile names no server.api_key_file
+KEY_HINT = f"set {API_KEY_ENV} or server.api_key_file"
+
+
+def attach_api_key(key_file: str | None, environ: os._Environ[str] | dict[str, str] | None = None) -> str | None:
+    """The attached server's API key: the first line of `key_file` when given (ProfileError when it cannot be
+    read or is empty), else $SWEEP_API_KEY; None when neither is set."""
+    if key_file:
+        try:
+            lines = Path(key_file).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ProfileError(f"server.api_key_file {key_file}: cannot read it "
+                               f"({getattr(exc, 'strerror', None) or type(exc).__name__})") from None
+        key = lines[0].strip() if lines else ""
+        if not key:
+            raise ProfileError(f"server.api_key_file {key_file}: empty (the key is its first line)")
+        return key
+    return (environ if environ is not None else os.environ).get(API_KEY_ENV) or None
+
+
+def refused(url: str, status: int, key_sent: bool) -> str:
+    """The line for a 401/403: whether a key was sent at all decides what the reader has to fix."""
+    if key_sent:
+        return f"{url}: the API key sent was refused (HTTP {status}); check {API_KEY_ENV} or server.api_key_file"
+    return f"{url}: the server refused the request: no API key was sent ({KEY_HINT} to the server's key; HTTP {status})"
 
 
 def config_from_server_info(info: ServerInfo) -> ServerConfig:
@@ -92,8 +126,8 @@ class AttachLauncher:
             try:
                 r = self._get(self.dialect.paths.server_info, timeout=30.0)
                 if r.status_code in (401, 403):
-                    raise LaunchError(f"{self.url}{self.dialect.paths.server_info} refused the API key (HTTP {r.status_code})",
-                                      reason="crash")
+                    raise LaunchError(refused(f"{self.url}{self.dialect.paths.server_info}", r.status_code,
+                                              bool(self.api_key)), reason="crash")
                 r.raise_for_status()
                 raw = r.json()
                 if not isinstance(raw, dict):

@@ -128,6 +128,9 @@ class ServerSpec(_Strict):
         description="let server.host be an address other hosts can reach (prints a warning)")
     host: str = Field("127.0.0.1", description="address the launched server binds")
     url: str | None = Field(None, pattern=r"^https?://\S+$", description="the server's URL, for launcher attach only")  # attach only
+    api_key_file: str | None = Field(None, min_length=1, description=(
+        "launcher attach: a file whose first line is the attached server's API key (else the environment "
+        "variable SWEEP_API_KEY; never argv); sent as Authorization: Bearer on every request"))
     sim_gpu: str = Field("H200",
         description="GPU preset of the simulated server")  # the simulated server's GPU preset
     sim_model: str = Field("llama3-8b-shape",

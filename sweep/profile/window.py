@@ -7,14 +7,21 @@ from pydantic import Field, StrictBool
 from sweep.profile.base import DAY_S, MAX_REQUESTS
 from sweep.profile.base import Strict as _Strict
 
+MIN_MEASURE_SECONDS = 1.0  # a shorter window cannot hold a step's worth of requests at any realistic latency
+DEFAULT_MIN_REQUESTS = 20  # a percentile of fewer requests is noise: such a step cannot pass
+
 
 class Window(_Strict):
     warmup_requests: int = Field(100, ge=0, le=MAX_REQUESTS,
         description="requests completed before the measured window opens (0: warm-up by time)")
     warmup_seconds: float = Field(0.0, ge=0, le=DAY_S,
         description="warm-up time before the measured window, used when warmup_requests is 0")
-    measure_seconds: float = Field(900.0, gt=0, le=7 * DAY_S,
-        description="length of the measured window of each ladder step, seconds")
+    measure_seconds: float = Field(900.0, ge=MIN_MEASURE_SECONDS, le=7 * DAY_S,
+        description=f"length of the measured window of each ladder step, seconds (at least {MIN_MEASURE_SECONDS:g}: "
+                    "a shorter window cannot hold `min_requests` requests)")
+    min_requests: int = Field(DEFAULT_MIN_REQUESTS, ge=1, le=MAX_REQUESTS, description=(
+        "the fewest requests a ladder step must send in its measured window to be judged: a step with fewer "
+        "cannot pass (its verdict says \"too few requests (n < min)\"), so no knee is named from it"))
     drain_seconds: float = Field(30.0, ge=0, le=DAY_S,
         description="how long requests still in flight after the window may finish before they are cut")
     request_timeout_s: float = Field(600.0, gt=0, le=DAY_S,

@@ -266,7 +266,8 @@ class LadderRunner:
             except StreamExhausted as exc:  # a dataset without replay ran out: the study stops with one line
                 self.store.mark_run(run_id, "failed", str(exc))
                 raise
-            stats = self.inputs.after_step(result, compute_stats(result, self.profile.sla))
+            stats = self.inputs.after_step(result, compute_stats(result, self.profile.sla,
+                                                                   min_requests=self.profile.window.min_requests))
             status = "completed" if result.aborted is None else "failed"
             note = f"prefix cache not emptied before this step: {not_flushed}" if not_flushed else None
             reason = climb.judge(result, stats) if climb.judge is not None else result.aborted or note

@@ -41,17 +41,20 @@ def model_path(profile: Profile) -> str:
 
 def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path, seat: WorkerSeat | None = None) -> Launcher:
     spec = profile.server.model_copy(update={"model_path": model_path(profile)})
+    if spec.api_key_file is not None and kind != "attach":
+        raise ProfileError("server.api_key_file is for launcher attach only (sweep gives the servers it starts "
+                           "a key of its own)")
     if kind == "sim" and driver == "virtual":
         from sweep.launchers.virtual import VirtualLauncher
 
         return VirtualLauncher(gpu=spec.sim_gpu, model=spec.sim_model, extra_args=spec.extra_args,
                                model_path=spec.model_path, dialect=engines.get(spec.engine))
     if kind == "attach":
-        from sweep.launchers.attach import AttachLauncher
+        from sweep.launchers.attach import AttachLauncher, attach_api_key
 
         if not spec.url:
             raise ProfileError("server.url is required with launcher attach")
-        return AttachLauncher(spec.url, dialect=engines.get(spec.engine))
+        return AttachLauncher(spec.url, api_key=attach_api_key(spec.api_key_file), dialect=engines.get(spec.engine))
     from sweep.launchers.sglang import SGLangLauncher
 
     if kind == "sim":

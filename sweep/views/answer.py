@@ -19,6 +19,7 @@ from sweep.analysis.tiers import StoredRequest, judge_tier, same_bounds
 from sweep.core.types import KnobValue, ServerConfig
 from sweep.profile import SLA, Tier
 from sweep.profile.grid import grid
+from sweep.profile.window import DEFAULT_MIN_REQUESTS
 from sweep.store import ConfigRecord, Store
 from sweep.views.read_model import decide_winner
 from sweep.views.study import StudyContext
@@ -128,6 +129,7 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
 
     space = grid(prof.search.space) if prof is not None else {}
     flatten = prof.search.flatten_threshold if prof is not None else 0.10
+    min_requests = prof.window.min_requests if prof is not None else DEFAULT_MIN_REQUESTS
     note = ctx.hardware.reason if ctx.hardware is not None else None
     out = []
     for tier in tiers:
@@ -140,7 +142,7 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
                 if cid in knees else ss
                 for cid, ss in steps.items()}
         else:
-            verdicts = judge_tier(tier.name, tier.bounds(), False, stored, steps, load_requests(), flatten)
+            verdicts = judge_tier(tier.name, tier.bounds(), False, stored, steps, load_requests(), flatten, min_requests)
             judged = verdicts.steps
             # the tier's own SLA boundary, where the configuration's ladder was refined and brackets this tier
             knees = {cid: with_boundary(k, steps_boundary(judged.get(cid, ()), load_requests(), tier.bounds()))
