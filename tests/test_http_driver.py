@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -142,3 +144,54 @@ def test_requests_stalled_mid_stream_by_a_hung_server_time_out() -> None:
     assert len(stuck) >= 4 and all(r.finished_at is None and r.error == "request timed out" for r in stuck)
     assert all(r.error_kind in ("timeout", None) for r in res.records)
     assert any(r.chunk_times for r in stuck)  # they had started streaming before the hang
+
+
+class _Suspendable:
+    """perf_counter, which jumps `by` seconds once `suspend()` is called: what the driver's clock reads across a
+    SIGSTOP (CLOCK_MONOTONIC runs on while the process does not)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.perf_counter() + self.offset
+
+    def suspend(self, by: float) -> None:
+        self.offset += by
+
+
+def test_the_drivers_own_suspension_is_not_taken_for_a_hung_server() -> None:
+    """The process is frozen 40 s mid-window (longer than the stall deadline) while the server streams on: the
+    loop's own tick gap explains the silence, so the window is not stored 'hung' (issue 23 item 1)."""
+    clock = _Suspendable()
+    with sim_server() as url:
+        h = ServerHandle(config=ServerConfig(), url=url, simulated=True)
+        w = Window(warmup_requests=0, measure_seconds=2.0, drain_seconds=120.0, request_timeout_s=300.0)
+        timer = threading.Timer(0.5, clock.suspend, args=(40.0,))
+        timer.start()
+        try:
+            res = HttpDriver(clock=clock, stall_timeout_s=5.0).run_window(h, _specs(out=200), 4, w)
+        finally:
+            timer.cancel()
+    assert clock.offset == 40.0
+    assert res.aborted is None
+    assert all(r.error is None for r in res.records) and res.records
+
+
+def test_a_server_hang_is_timed_from_when_the_driver_woke_not_across_its_own_suspension() -> None:
+    """The server hangs at 1 s; the process is frozen for 40 s at 1.5 s. The silence it did not see is not counted:
+    the hang is called once the server stayed silent for the stall deadline after the process woke, and the window
+    says so (not 'no response bytes for 41 s', which was the frozen process's own pause)."""
+    clock = _Suspendable()
+    with sim_server("--sim-hang-after-s", "1.0") as url:
+        h = ServerHandle(config=ServerConfig(), url=url, simulated=True)
+        # the window runs past the hang's call (41.5 + 2 s on the driver's clock), then its stuck requests are cut
+        w = Window(warmup_requests=0, measure_seconds=46.0, drain_seconds=0.5, request_timeout_s=60.0)
+        timer = threading.Timer(1.5, clock.suspend, args=(40.0,))
+        timer.start()
+        try:
+            res = HttpDriver(clock=clock, stall_timeout_s=2.0).run_window(h, _specs(out=2000), 4, w)
+        finally:
+            timer.cancel()
+    assert clock.offset == 40.0
+    assert res.aborted is not None and res.aborted.startswith("hung: no response bytes for 2 s"), res.aborted

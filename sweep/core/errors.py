@@ -50,6 +50,18 @@ class StoreError(SweepError):
     exit_code = 5
 
 
+class Fenced(StoreError):
+    """A write of a configuration attempt this worker no longer holds: while it was suspended (SIGSTOP, a VM
+    pause, a partition) past the heartbeat grace, another worker failed its trial, aborted the attempt's row
+    and re-queued the configuration. Nothing was written; the worker stops that server and takes other work."""
+
+    def __init__(self, what: str, status: str):
+        super().__init__(f"fenced: {what} was re-queued to another worker while this one was suspended "
+                         f"({status} now); nothing more of this attempt is written")
+        self.what = what
+        self.status = status
+
+
 class CrossCheckDiffers(SweepError):
     """`sweep crosscheck` measured, and a judged figure of sweep's differs from the reference client's."""
 

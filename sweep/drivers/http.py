@@ -54,6 +54,9 @@ Clock = Callable[[], float]
 STALL_TIMEOUT_S = 120.0  # no response bytes this long while requests are in flight: the server is hung
 START_MARGIN_S = 0.05  # t0 is this far after the start barrier, so every worker is waiting when it comes
 ALIVE_INTERVAL_S = 0.25  # how often the launcher's alive() runs (in its own thread) during a window
+# The supervising loop waking this much later than it asked: the process was not running (SIGSTOP, a VM pause, swap)
+# or its loop was blocked. The server's silence before that moment went unobserved, so it is no sign of a hang.
+SUSPENDED_S = 1.0
 T = TypeVar("T")
 
 
@@ -188,13 +191,14 @@ class HttpDriver:
         end_snap: tuple[str, float] | Literal[False] | None = None
         aborted: str | None = None
         ws = None
+        resumed: float | None = None  # when this loop last woke from a suspension (see SUSPENDED_S)
         while not all(w.done() for w in workers):
             ws = coord.window_start()
             now = self.clock()
             if aborted is None and dead.is_set():
                 aborted = SERVER_DIED
                 coord.stop()
-            if aborted is None and (hung := self._hung(coord, now, window)):
+            if aborted is None and (hung := self._hung(coord, now, window, resumed)):
                 aborted = hung
                 coord.stop()
             if ws is not None and now >= ws and start_snap is None:
@@ -206,7 +210,10 @@ class HttpDriver:
                 for edge in (ws, ws + window.measure_seconds):
                     if edge > now:
                         nxt = min(nxt, edge - now)
-            await asyncio.wait(workers, timeout=max(0.001, nxt))
+            asked, before = max(0.001, nxt), self.clock()
+            await asyncio.wait(workers, timeout=asked)
+            if self.clock() - before - asked > SUSPENDED_S:
+                resumed = self.clock()
         if end_snap is None and start_snap:
             end_snap = await self._snapshot(metrics)
         ws = coord.window_start()
@@ -278,13 +285,17 @@ class HttpDriver:
                 raise RuntimeError(f"client process failed: {r.error}")
         return results, aborted, snaps, t0
 
-    def _hung(self, coord: Coord, now: float, window: Window) -> str | None:
+    def _hung(self, coord: Coord, now: float, window: Window, resumed: float | None = None) -> str | None:
         """The no-progress deadline: nothing from the server for stall_timeout_s (at most half the request
-        timeout, so a lone request cannot time out first and hide it) while requests are in flight."""
+        timeout, so a lone request cannot time out first and hide it) while requests are in flight. Only silence
+        this process saw counts: after a suspension (`resumed`: a gap in this loop's own ticks) the clock
+        restarts, so a worker frozen for longer than the deadline does not take its own pause for a hung server."""
         if self.stall_timeout_s is None:
             return None
         limit = min(self.stall_timeout_s, window.request_timeout_s / 2)
         silent, in_flight = coord.stalled_for(now)
+        if resumed is not None:
+            silent = min(silent, now - resumed)
         if silent < limit:
             return None
         return f"hung: no response bytes for {silent:.0f} s while {in_flight} request(s) were in flight"

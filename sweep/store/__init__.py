@@ -31,7 +31,7 @@ from sqlalchemy import (
 )
 
 from sweep.analysis.run_stats import RunStats
-from sweep.core.errors import StoreError
+from sweep.core.errors import Fenced, StoreError
 from sweep.core.types import Placement, RequestRecord, Sample, ServerConfig
 from sweep.store import queries as q
 from sweep.store.engine import alembic_config, make_engine, serialize_sqlite
@@ -55,6 +55,10 @@ _PG_MIGRATION_LOCK = 0x5357_4545  # pg_advisory_xact_lock key: one migrating wor
 _CONFIG_FIELDS = frozenset(q.configs_table.c.keys()) - {"id", "study_id", "created_at", "argv_json",
                                                           "server_info_json"}
 _DONE_CONFIG = frozenset({"completed", "failed", "infeasible", "aborted"})
+# An attempt's lease: its server_configs row is live (pending or running) until its verdict is written or the
+# recovery path aborts it (its worker lost, its trial re-queued). Every write of the attempt (its row, its
+# runs) checks the lease in the write's own transaction and raises Fenced, writing nothing, once it lapsed.
+_LIVE_CONFIG = ("pending", "running")
 
 
 def _new_id(conn: Connection, stmt: Insert) -> int:
@@ -185,6 +189,29 @@ class Store:
         if conn.execute(update(table).where(table.c.id == row_id).values(dict(values))).rowcount == 0:
             raise StoreError(f"no such {what}")
 
+    @staticmethod
+    def _hold(conn: Connection, config_id: int) -> None:
+        """Inside a write transaction: the attempt `config_id` still holds its lease (row locked on PostgreSQL
+        until the commit, so the recovery's abort waits for this write); Fenced when it lapsed."""
+        t = q.configs_table
+        status = conn.execute(select(t.c.status).where(t.c.id == config_id).with_for_update()).scalar_one_or_none()
+        if status is None:
+            raise StoreError(f"no such server config {config_id}")
+        if status not in _LIVE_CONFIG:
+            raise Fenced(f"configuration {config_id}", f"its row is {status!r}")
+
+    @staticmethod
+    def _update_run(conn: Connection, run_id: int, values: Mapping[str, object]) -> None:
+        """Update a running run: Fenced when the run is no longer running (its attempt was aborted by the
+        recovery path), StoreError when there is no such run."""
+        r = runs_table.c
+        if conn.execute(update(runs_table).where(r.id == run_id, r.status == "running").values(dict(values))).rowcount:
+            return
+        row = conn.execute(select(r.server_config_id, r.status).where(r.id == run_id)).first()
+        if row is None:
+            raise StoreError(f"no such run {run_id}")
+        raise Fenced(f"configuration {row.server_config_id}", f"its run {run_id} is {row.status!r}")
+
     # --- studies and environments -------------------------------------------------------------------
 
     def create_study(self, name: str, profile_name: str, profile_json: str, fingerprint: str, sampler: str,
@@ -248,6 +275,9 @@ class Store:
 
     def update_server_config(self, config_id: int, **fields: object) -> None:
         """Set columns of a configuration; server_info (dict) and argv (list) are stored as JSON."""
+        self._update_config(config_id, fields, held=False)
+
+    def _update_config(self, config_id: int, fields: Mapping[str, object], held: bool) -> None:
         values = {k: v for k, v in fields.items() if k not in ("server_info", "argv")}
         unknown = sorted(set(values) - _CONFIG_FIELDS)
         if unknown:
@@ -262,7 +292,14 @@ class Store:
         if not values:
             return
         with self._write(f"update server config {config_id}") as conn:
+            if held:
+                self._hold(conn, config_id)
             self._update_one(conn, q.configs_table, config_id, values, f"server config {config_id}")
+
+    def update_attempt(self, config_id: int, **fields: object) -> None:
+        """update_server_config by the worker measuring the attempt: written only while it holds the lease
+        (the row is pending or running), else Fenced and nothing written."""
+        self._update_config(config_id, fields, held=True)
 
     def server_configs(self, study_id: int) -> list[ConfigRecord]:
         """Every server configuration of a study, in creation order."""
@@ -279,24 +316,27 @@ class Store:
     def create_run(self, study_id: int, server_config_id: int, concurrency: int, fingerprint: str,
                    simulated: bool, driver: str, phase: str = "final", reference_for: int | None = None,
                    placement: Placement | None = None) -> int:
-        """Insert a running measured window and return its id (reference_for: sweep's run a reference row checks)."""
+        """Insert a running measured window and return its id (reference_for: sweep's run a reference row checks);
+        Fenced when its attempt no longer holds the lease."""
         row = dict(study_id=study_id, server_config_id=server_config_id, concurrency=int(concurrency),
                    status="running", fingerprint=fingerprint, simulated=bool(simulated), driver=driver,
                    phase=phase, started_at=q.utcnow(), reference_for_run_id=reference_for,
                    **(placement or Placement()).columns())
         with self._write(f"create run at concurrency {concurrency}") as conn:
+            self._hold(conn, server_config_id)
             return _new_id(conn, insert(runs_table).values(row))
 
     def finish_run(self, run_id: int, stats: RunStats | Mapping[str, object], records: Sequence[RequestRecord],
                    samples: Sequence[Sample], window_start: float, status: str = "completed",
                    reason: str | None = None) -> None:
-        """Store a window's stats, requests and samples in one transaction (unknown stat keys raise)."""
+        """Store a window's stats, requests and samples in one transaction (unknown stat keys raise); Fenced,
+        nothing stored, when the run is no longer running (its attempt was aborted: the worker lost its lease)."""
         values = q.stat_values(stats)
         values.update(status=status, reason=reason, finished_at=q.utcnow())
         request_rows = q.request_rows(run_id, records, window_start)
         sample_rows = q.sample_rows(run_id, samples, window_start)
         with self._write(f"store run {run_id}") as conn:
-            self._update_one(conn, runs_table, run_id, values, f"run {run_id}")
+            self._update_run(conn, run_id, values)
             # executemany: one prepared statement, batched by the driver (100k rows in about a second)
             if request_rows:
                 conn.execute(insert(q.requests_table), request_rows)
@@ -304,12 +344,12 @@ class Store:
                 conn.execute(insert(q.samples_table), sample_rows)
 
     def mark_run(self, run_id: int, status: str, reason: str | None) -> None:
-        """Set a run's status and reason (e.g. failed: server died) without stats."""
+        """Set a running run's status and reason (e.g. failed: server died) without stats; Fenced as finish_run."""
         values: dict[str, object] = {"status": status, "reason": reason}
         if status != "running":
             values["finished_at"] = q.utcnow()
         with self._write(f"mark run {run_id} {status}") as conn:
-            self._update_one(conn, runs_table, run_id, values, f"run {run_id}")
+            self._update_run(conn, run_id, values)
 
     def abort_running(self, study_id: int, workers: Sequence[int | None] | None = None) -> int:
         """Mark runs and configs a killed orchestrator left 'running' as 'aborted'; returns how many rows changed.
@@ -343,8 +383,10 @@ class Store:
 
     def abort_config(self, config_id: int, reason: str) -> None:
         """An attempt the orchestrator gave up (signal, database or disk error): the configuration and every
-        run of it, completed ones included, become 'aborted' with the reason; the resume measures it again."""
+        run of it, completed ones included, become 'aborted' with the reason; the resume measures it again.
+        Fenced, nothing written, when the attempt's lease already lapsed (another worker aborted it)."""
         with self._write(f"abort server config {config_id}") as conn:
+            self._hold(conn, config_id)
             conn.execute(_abort_runs(runs_table.c.server_config_id == config_id, reason))
             t = q.configs_table
             conn.execute(update(t).where(t.c.id == config_id).values(
@@ -361,10 +403,8 @@ class Store:
             return _new_id(conn, insert(q.workers_table).values(row))
 
     def set_worker_status(self, worker_id: int, status: str) -> None:
-        """A worker finished (done) or was found dead (lost)."""
-        values: dict[str, object] = {"status": status}
-        if status != "running":
-            values["finished_at"] = q.utcnow()
+        """A worker finished (done), was found dead (lost), or is running again (a fenced worker that woke)."""
+        values: dict[str, object] = {"status": status, "finished_at": None if status == "running" else q.utcnow()}
         with self._write(f"mark worker {worker_id} {status}") as conn:
             self._update_one(conn, q.workers_table, worker_id, values, f"worker {worker_id}")
 

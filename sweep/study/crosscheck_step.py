@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from sweep.analysis.crosscheck import CrossCheck, Tolerance, compare_runs
 from sweep.analysis.measure import compute_stats
 from sweep.analysis.run_stats import RunStats
-from sweep.core.errors import SweepError
+from sweep.core.errors import Fenced, SweepError
 from sweep.drivers import bench_serving
 from sweep.drivers.flush import flush_over_http
 from sweep.drivers.reference import H11Reference
@@ -112,6 +112,8 @@ class CrossChecker:
                                                   window.measure_seconds + window.drain_seconds)
                 ref_stats = dict(summary, warmup_requests=window.warmup_requests, warmup_s=window.warmup_seconds)
                 self.store.finish_run(ref_id, ref_stats, [], [], 0.0, reason=self.reference.note or None)
+        except Fenced:  # this worker's lease on the attempt lapsed: nothing more is written for it
+            raise
         except (SweepError, OSError, RuntimeError, ValueError) as exc:  # a failed reference never stops the study
             self.store.mark_run(ref_id, "failed", str(exc) or type(exc).__name__)
             self.say(f"[yellow]cross-check at c={concurrency}: {self.reference.name} failed: {exc}[/]")

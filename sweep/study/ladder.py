@@ -15,7 +15,7 @@ from sweep.analysis.measure import compute_stats
 from sweep.analysis.run_stats import RunStats
 from sweep.analysis.tiers import StoredRequest
 from sweep.core import interrupt
-from sweep.core.errors import LaunchError, ServerDied
+from sweep.core.errors import Fenced, LaunchError, ServerDied
 from sweep.core.types import SERVER_DIED, Placement, RequestRecord, ServerConfig, WindowResult
 from sweep.drivers import Driver
 from sweep.launchers.base import Launcher, ServerHandle
@@ -123,6 +123,7 @@ class LadderRunner:
         self.on_step_start: StartCallback | None = None
         self.placement: Placement | None = None  # the study worker, host and GPU group every row records
         self.crosscheck: Any = None  # sweep.study.crosscheck_step.CrossChecker: a reference client after every window
+        self.attempt: int | None = None  # the server_configs row of the launch in progress (or the last one)
 
     def window_elapsed(self) -> float | None:
         """Seconds into the current window on the driver's clock; None where the driver cannot say."""
@@ -177,9 +178,12 @@ class LadderRunner:
         """Launch once, climb, stop the server; every step lands in the store."""
         config_id = self.store.create_server_config(self.study_id, config, self.launcher.kind, [], trial_number,
                                                     placement=self.placement)
-        self.store.update_server_config(config_id, status="running")
+        self.attempt = config_id
+        self.store.update_attempt(config_id, status="running")
         try:
             return self._launch_and_climb(config, config_id, climb, should_stop)
+        except Fenced:  # another worker took the attempt over: its row is theirs to write, the server is stopped
+            raise
         except BaseException as exc:
             # Not the configuration's fault (a signal, the database, the disk): the attempt is aborted, and the
             # search re-queues its trial so the resume measures it again. Best effort: the store may be the
@@ -208,7 +212,7 @@ class LadderRunner:
         outcome.stop_reason += launch.notes()
         if climb.judge is None:
             self._rank(outcome)
-        self.store.update_server_config(config_id, status=outcome.status, stop_reason=outcome.stop_reason,
+        self.store.update_attempt(config_id, status=outcome.status, stop_reason=outcome.stop_reason,
                                         failure_reason=outcome.failure)
         return outcome
 
@@ -230,7 +234,7 @@ class LadderRunner:
         outcome.stop_reason += r.note
         if r.boundary is not None:
             b = r.boundary
-            self.store.update_server_config(config_id, boundary_concurrency=b.concurrency, boundary_ci_low=b.ci_low,
+            self.store.update_attempt(config_id, boundary_concurrency=b.concurrency, boundary_ci_low=b.ci_low,
                                             boundary_ci_high=b.ci_high, boundary_shape=b.shape)
 
     def _rank(self, outcome: LadderOutcome) -> None:

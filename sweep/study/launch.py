@@ -28,7 +28,7 @@ class SpawnLog:
 
     def __call__(self, record: LaunchRecord) -> None:
         self.record = record
-        self.store.update_server_config(self.config_id, log_path=record.log_path,
+        self.store.update_attempt(self.config_id, log_path=record.log_path,
                                         server_info={"sweep_launch": record.as_dict()})
 
     def server_info(self, handle: ServerHandle) -> ServerInfo:
@@ -72,12 +72,12 @@ class Launch:
         try:
             handle = self.launcher.start(config, on_spawn=spawned)
         except LaunchError as exc:
-            self.store.update_server_config(self.config_id, status=launch_status(exc),
+            self.store.update_attempt(self.config_id, status=launch_status(exc),
                                             failure_reason=f"{exc.reason}: {exc}", log_path=exc.log_path)
             raise
         # The knobs of the server that ran: an attached server's are its own (from /server_info), not the request.
         ran = asdict(handle.config) if handle.config != config else {}
-        self.store.update_server_config(self.config_id, argv=handle.argv, startup_s=handle.startup_s,
+        self.store.update_attempt(self.config_id, argv=handle.argv, startup_s=handle.startup_s,
                                         log_path=handle.log_path, server_info=spawned.server_info(handle), **ran)
         self.handle = handle
         return handle

@@ -19,7 +19,7 @@ from sweep.store import Store
 from sweep.study.environment import EnvironmentRecord, normalise_env
 from sweep.study.ladder import LadderOutcome, LadderRunner, StartCallback, StepCallback
 from sweep.study.liveness import WorkerIdentity, sweep_version
-from sweep.study.recovery import alone, on_requeued, worker_ended
+from sweep.study.recovery import alone, on_fenced, on_requeued, worker_ended
 from sweep.study.resume import open_study, reuse_outcome, soak_done
 from sweep.study.search import Search, StudyResult
 from sweep.study.step_inputs import refuse_short_dataset
@@ -167,7 +167,8 @@ class Orchestrator:
         search = Search(self.profile, runner, self.db_url, study_name, on_trial=on_trial, worker=identity,
                         on_requeued=on_requeued(self.store, study_id, self.say),
                         ended=lambda wid: worker_ended(self.store, study_id, wid),
-                        alone=lambda: alone(self.store, study_id, worker_id))
+                        alone=lambda: alone(self.store, study_id, worker_id),
+                        on_fenced=on_fenced(self.store, worker_id, self.say))
         requeued = search.requeue_interrupted()
         if requeued:
             self.say(f"resume: {requeued} interrupted trial(s) queued again")

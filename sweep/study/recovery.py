@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 import optuna
 
+from sweep.core.errors import Fenced
 from sweep.store import ConfigRecord, Store
 from sweep.study.liveness import WORKER_ATTR, dead_on_this_host
 
@@ -142,5 +143,17 @@ def on_requeued(store: Store, study_id: int, say: Say) -> Callable[[optuna.trial
                 pass
         where = f"worker {worker.get('host')}:{worker.get('pid')}" if worker else "an earlier orchestrator"
         say(f"trial {trial.number} of {where} was lost; its configuration is queued again")
+
+    return hook
+
+
+def on_fenced(store: Store, worker_id: int, say: Say) -> Callable[[Fenced], None]:
+    """The hook run when this worker finds its lease on a trial lapsed (it was suspended past the heartbeat grace
+    and another worker re-queued the configuration): one line said, and its sweep_workers row, which the
+    recovery marked lost, running again, so no other worker takes its next trial for a dead worker's."""
+
+    def hook(fenced: Fenced) -> None:
+        say(f"[yellow]{fenced}[/]; its server is stopped, this worker goes on with other work")
+        store.set_worker_status(worker_id, "running")
 
     return hook

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,7 @@ import optuna
 from sqlalchemy.exc import SQLAlchemyError
 
 from sweep.analysis.ladder_steps import LadderStep
+from sweep.core.errors import Fenced
 from sweep.core.types import ServerConfig
 from sweep.profile import Profile, Screening
 from sweep.profile.grid import grid, grid_size
@@ -94,7 +96,7 @@ class Search:
                  on_trial: Callable[[LadderOutcome], None] | None = None,
                  worker: WorkerIdentity | None = None, on_requeued: liveness.Requeued | None = None,
                  wait: Callable[[float], None] = time.sleep, ended: Callable[[int], bool] | None = None,
-                 alone: Callable[[], bool] | None = None):
+                 alone: Callable[[], bool] | None = None, on_fenced: Callable[[Fenced], None] | None = None):
         self.profile = profile
         self.runner = runner
         self.space = grid(profile.search.space)
@@ -105,6 +107,8 @@ class Search:
         self.wait = wait
         self.ended = ended  # worker id -> whether that worker has stopped (so any trial it holds is orphaned)
         self.alone = alone  # whether no other worker of the study may be alive (then an unowned trial is dead)
+        self.on_fenced = on_fenced  # told once per trial this worker lost while it was suspended (it goes on)
+        self._fenced: Fenced | None = None  # the current trial's lease lapsed: the error Optuna's tell raises is moot
         self.study_name = study_name
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         sp = profile.search
@@ -161,11 +165,14 @@ class Search:
         the trial marked so and its configuration queued again at once, for any worker to take."""
 
         def objective(trial: optuna.Trial) -> float:
+            self.runner.attempt = None
             try:
                 return measure(trial)
             except optuna.TrialPruned:
                 raise
             except BaseException as exc:  # Optuna marks the trial FAIL once this propagates
+                if isinstance(exc, Exception):
+                    self._fenced = self._lapsed(study, trial, exc)
                 with contextlib.suppress(Exception):  # best effort: the database may be what failed
                     trial.set_user_attr(FAILURE_ATTR, ORCHESTRATOR_FAILURE)
                     trial.set_user_attr("failure_reason", orchestrator_failure(exc))
@@ -173,6 +180,35 @@ class Search:
                 raise
 
         return objective
+
+    def _lapsed(self, study: optuna.Study, trial: optuna.Trial, exc: Exception) -> Fenced | None:
+        """Whether `exc` says this worker's lease on the trial lapsed: the store refused a write of its attempt
+        (Fenced), or another worker finished the trial (failed it on a stale heartbeat and queued it again)."""
+        if isinstance(exc, Fenced):
+            return exc
+        try:
+            state = liveness.stored_trial(self.storage, study, trial.number).state
+        except Exception:  # noqa: BLE001 - the database may be what failed: then this is no fence
+            return None
+        if state == optuna.trial.TrialState.RUNNING:
+            return None
+        attempt = getattr(self.runner, "attempt", None)
+        what = f"trial {trial.number}" if attempt is None else f"configuration {attempt} (trial {trial.number})"
+        return Fenced(what, f"the trial is {state.name}")
+
+    @contextlib.contextmanager
+    def _quiet_when_fenced(self) -> Iterator[None]:
+        """Optuna logs a trial's failure with its traceback; a fenced trial's is said in one line (on_fenced)."""
+
+        def keep(record: logging.LogRecord) -> bool:
+            return self._fenced is None
+
+        logger = logging.getLogger("optuna.study._optimize")
+        logger.addFilter(keep)
+        try:
+            yield
+        finally:
+            logger.removeFilter(keep)
 
     def _begin(self, study: optuna.Study, trial: optuna.Trial, total: int) -> None:
         """Claim the trial for this worker; a trial created after the phase's work ran out is dropped as surplus."""
@@ -195,9 +231,16 @@ class Search:
             trials = study.get_trials(deepcopy=False)
             waiting = any(t.state == optuna.trial.TrialState.WAITING for t in trials)
             if (waiting or liveness.work_items(trials) < total) and may_start():
+                self._fenced = None
                 try:
-                    study.optimize(objective, n_trials=1, catch=())
-                except BaseException as exc:
+                    with self._quiet_when_fenced():
+                        study.optimize(objective, n_trials=1, catch=())
+                except Exception as exc:
+                    if self._fenced is not None:  # Optuna could not tell a trial another worker took over
+                        fenced, self._fenced = self._fenced, None
+                        if self.on_fenced is not None:
+                            self.on_fenced(fenced)
+                        continue
                     reported = storage_error(exc)
                     if reported is exc:
                         raise
