@@ -187,3 +187,52 @@ def test_each_tier_gets_its_own_boundary_from_the_refined_windows(sqlite_store: 
     plain.run(ServerConfig(max_running_requests=8, mem_fraction_static=0.85))
     assert all(k.boundary is None for t in build_answer(sqlite_store, study_context(sqlite_store, plain.study_id)).tiers
                for k in t.knees.values())
+
+
+def _rate_runner(store: Store, tmp_path: Path, rates: list[float], refine_on: bool) -> LadderRunner:
+    """An open-loop request-rate sweep (arrival.rates, evenly spaced sends) of `rates` req/s."""
+    return _runner(store, tmp_path, {
+        "ladder": list(range(1, len(rates) + 1)), "refine.enabled": refine_on, "workload.num_requests": 5000,
+        "arrival": {"kind": "constant", "rate": 1.0, "rates": rates, "max_in_flight": 1024}})
+
+
+def test_an_open_loop_rate_ladder_is_refined_by_its_rate(sqlite_store: Store, tmp_path: Path) -> None:
+    """A rate ladder that brackets its knee (passes at 20 req/s, fails at 40) is bisected by offered rate on the
+    warm server: at most 3 windows of phase 'refine', each stored with its rate; the refined passing rate within 10%
+    of a dense scan's (every 2 req/s across the bracket); the boundary stored and reported in req/s."""
+    config = ServerConfig(max_running_requests=8, mem_fraction_static=0.85)
+    scan = _rate_runner(sqlite_store, tmp_path, [float(r) for r in range(20, 42, 2)], False).run(config)
+    dense = 0.0
+    for s in sorted(scan.steps, key=lambda s: s.load):
+        if not s.stats.passes_sla:
+            break
+        dense = s.load
+    assert 20 < dense < 40, "the dense scan must bracket the boundary inside the ladder's"
+
+    runner = _rate_runner(sqlite_store, tmp_path, [5.0, 10.0, 20.0, 40.0], True)
+    outcome = runner.run(config)
+    steps = {s.load: s.stats.passes_sla for s in outcome.steps if s.phase == "final"}
+    assert steps[20.0] and not steps[40.0], outcome.stop_reason  # the ladder brackets its knee
+    refine_steps = [s for s in outcome.steps if s.phase == "refine"]
+    assert 1 <= len(refine_steps) <= 3, outcome.stop_reason
+    assert all(20.0 < (s.offered_rps or 0) < 40.0 for s in refine_steps)
+    assert outcome.knee is not None and outcome.knee.point is not None
+    knee_rate = outcome.knee.point.offered_rps
+    assert knee_rate is not None and abs(knee_rate - dense) <= 0.10 * dense, (knee_rate, dense, outcome.stop_reason)
+    b = outcome.boundary
+    assert b is not None and b.passing <= b.concurrency <= b.failing and b.ci_low <= b.concurrency <= b.ci_high
+    assert abs(b.concurrency - dense) <= 0.10 * dense and f"SLA boundary at {b.concurrency:.2f} req/s" in \
+        outcome.stop_reason
+    # stored: each refinement window with its offered rate, the rate boundary on the configuration row
+    runs = [r for r in sqlite_store.study_runs(runner.study_id) if r.server_config_id == outcome.config_id]
+    assert sorted(r.offered_rps or 0 for r in runs if r.phase == "refine") == sorted(
+        s.offered_rps or 0 for s in refine_steps)
+    assert sorted(r.offered_rps or 0 for r in runs if r.phase == "final") == [5.0, 10.0, 20.0, 40.0]
+    row = next(c for c in sqlite_store.server_configs(runner.study_id) if c.id == outcome.config_id)
+    assert row.boundary_concurrency == pytest.approx(b.concurrency)
+    # read back: the knee is the refined one, ordered by rate, and the answer says req/s
+    k = study_context(sqlite_store, runner.study_id).knees[outcome.config_id]
+    assert k.boundary_unit == "req/s" and k.boundary == pytest.approx(b.concurrency)
+    assert k.goodput_tps == pytest.approx(outcome.knee.point.goodput_tps)
+    text = "\n".join(answer_lines(build_answer(sqlite_store, study_context(sqlite_store, runner.study_id))))
+    assert f"SLA boundary at {b.concurrency:.1f} req/s (95% CI" in text

@@ -6,10 +6,12 @@ Spec (issue 19 §1, "find the boundary, not the ladder step"):
   TPOT P<tpot_percentile> / tpot_ms, E2E P<e2e_percentile> / e2e_ms when bounded) and of its error rate over
   max_error_rate (an error with max_error_rate 0, or a window with no completed request: infinite). A window
   whose ratio is <= 1 meets the SLA's percentile and error bounds.
-- Bracket of a ladder (windows in concurrency order): the highest window with ratio <= 1 that has a window with
+- Load of a window: its concurrency, or in an open-loop rate ladder (arrival.rates) its offered rate in req/s; the
+  boundary is in the same unit.
+- Bracket of a ladder (windows in load order): the highest window with ratio <= 1 that has a window with
   ratio > 1 above it (lo), and the lowest window above lo with ratio > 1 (hi). None when nothing passes (the
   boundary is below the ladder) or nothing above the highest pass fails (above it: "not bracketed").
-- Crossing: the concurrency where the ratio, linear between lo and hi, reaches 1:
+- Crossing: the load where the ratio, linear between lo and hi, reaches 1:
   c_lo + (1 - r_lo) / (r_hi - r_lo) * (c_hi - c_lo) (c_lo when r_hi is infinite).
 - 95% interval: every window's measured requests are resampled with replacement (n times, a fixed seed), the
   ratios recomputed per window and the crossing re-found (bracket included) in each resample; the 2.5th and
@@ -48,9 +50,10 @@ BOOTSTRAP_N = 400
 @dataclass(frozen=True)
 class WindowSample:
     """One window's measured requests, as the boundary needs them: latencies in ms (nan where the request has
-    none: an error, a TPOT below 2 output tokens) and whether each failed."""
+    none: an error, a TPOT below 2 output tokens) and whether each failed. `concurrency` is the window's load: its
+    concurrency, or its offered rate (req/s) in an open-loop rate ladder."""
 
-    concurrency: int
+    concurrency: float
     ttft_ms: tuple[float, ...]
     tpot_ms: tuple[float, ...]
     e2e_ms: tuple[float, ...]
@@ -60,20 +63,20 @@ class WindowSample:
 
 @dataclass(frozen=True)
 class Boundary:
-    """Where a configuration's SLA percentile crosses its bound (concurrency), its 95% bootstrap interval, the
-    bracket it lies in, and the shape of the crossing (smooth | cliff)."""
+    """Where a configuration's SLA percentile crosses its bound (a load: concurrency, or req/s in an open-loop rate
+    ladder), its 95% bootstrap interval, the bracket it lies in, and the shape of the crossing (smooth | cliff)."""
 
     concurrency: float
     ci_low: float
     ci_high: float
-    passing: int  # the bracket's passing concurrency
-    failing: int  # the bracket's failing concurrency
+    passing: float  # the bracket's passing load
+    failing: float  # the bracket's failing load
     shape: str  # smooth | cliff
     ratio_passing: float  # the SLA ratio (percentile / bound, worst bound) of the two bracket windows
     ratio_failing: float
 
 
-def window_sample(concurrency: int, requests: Sequence[StoredRequest], window_s: float | None,
+def window_sample(concurrency: float, requests: Sequence[StoredRequest], window_s: float | None,
                   goodput_tps: float | None = None) -> WindowSample:
     """A window's stored requests (times relative to the window start) as a sample: its measured requests
     (not warm-up, scheduled inside [0, window_s))."""
@@ -115,8 +118,8 @@ def sla_ratio(w: WindowSample, sla: SLA) -> float:
                   np.asarray(w.error, bool), sla)
 
 
-def bracket(points: Sequence[tuple[int, float]]) -> tuple[int, int] | None:
-    """(lo, hi) positions in `points` ((concurrency, ratio), ascending concurrency) of the bracket; None without."""
+def bracket(points: Sequence[tuple[float, float]]) -> tuple[int, int] | None:
+    """(lo, hi) positions in `points` ((load, ratio), ascending load) of the bracket; None without."""
     passing = [i for i, (_, r) in enumerate(points) if r <= 1.0]
     for lo in reversed(passing):
         above = [i for i in range(lo + 1, len(points)) if points[i][1] > 1.0]
@@ -125,8 +128,8 @@ def bracket(points: Sequence[tuple[int, float]]) -> tuple[int, int] | None:
     return None
 
 
-def crossing(points: Sequence[tuple[int, float]]) -> float | None:
-    """The concurrency where the ratio crosses 1 inside the bracket; None without a bracket."""
+def crossing(points: Sequence[tuple[float, float]]) -> float | None:
+    """The load where the ratio crosses 1 inside the bracket; None without a bracket."""
     b = bracket(points)
     if b is None:
         return None
@@ -136,7 +139,7 @@ def crossing(points: Sequence[tuple[int, float]]) -> float | None:
     return c_lo + (1.0 - r_lo) / (r_hi - r_lo) * (c_hi - c_lo)
 
 
-def _ran_off(points: Sequence[tuple[int, float]]) -> float:
+def _ran_off(points: Sequence[tuple[float, float]]) -> float:
     """A resample without a bracket: the ladder's end the crossing lies beyond."""
     return float(points[0][0]) if all(r > 1.0 for _, r in points) else float(points[-1][0])
 
@@ -186,7 +189,7 @@ def steps_boundary(steps: Sequence[LadderStep], requests: Mapping[int, Sequence[
     by `sla`: None unless the ladder was refined (a step of phase 'refine') and is bracketed for `sla`."""
     if not any(s.phase == "refine" for s in steps):
         return None
-    windows = [window_sample(s.concurrency, requests.get(s.run_id, ()), s.stats.window_s, s.stats.goodput_tps)
+    windows = [window_sample(s.load, requests.get(s.run_id, ()), s.stats.window_s, s.stats.goodput_tps)
                for s in steps]
     return estimate_boundary(windows, sla)
 

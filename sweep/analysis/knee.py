@@ -32,6 +32,12 @@ class StepPoint:
     passes: bool
     goodput_ci_low: float | None = None  # 95% interval of goodput_tps from measure's bootstrap, when known
     goodput_ci_high: float | None = None
+    offered_rps: float | None = None  # an open-loop rate ladder's offered rate (req/s): the step's load
+
+    @property
+    def load(self) -> float:
+        """The step's place along its ladder: the offered rate in a rate ladder, else the concurrency."""
+        return self.offered_rps if self.offered_rps is not None else float(self.concurrency)
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ class ConfigKnee:
     boundary_ci_low: float | None = None
     boundary_ci_high: float | None = None
     boundary_shape: str | None = None
+    boundary_unit: str = "concurrency"  # what the boundary counts: concurrency, or req/s for an open-loop rate ladder
 
 
 def gain_per_doubling(prev: StepPoint, cur: StepPoint) -> float | None:
@@ -121,16 +128,19 @@ def find_knee(points: list[StepPoint], flatten_threshold: float) -> KneeResult:
 
 def bracket_knee(points: list[StepPoint], flatten_threshold: float) -> KneeResult:
     """A refined ladder's knee: the highest passing step with a failing step above it (module docstring)."""
-    order = sorted(range(len(points)), key=lambda i: points[i].concurrency)
+    order = sorted(range(len(points)), key=lambda i: points[i].load)  # a rate ladder's refined knee: by rate
     for pos in reversed(range(len(order))):
         i = order[pos]
         if not points[i].passes:
             continue
-        above = [points[j].concurrency for j in order[pos + 1:] if not points[j].passes]
+        above = [points[j] for j in order[pos + 1:] if not points[j].passes]
         if above:
             p = points[i]
+            if p.offered_rps is not None and above[0].offered_rps is not None:
+                return KneeResult(i, p, f"refined: highest passing rate {p.offered_rps:.2f} req/s below the first "
+                                        f"failing {above[0].offered_rps:.2f} req/s ({p.goodput_tps:.1f} good tok/s)")
             return KneeResult(i, p, f"refined: highest passing concurrency c={p.concurrency} below the first "
-                                    f"failing c={above[0]} ({p.goodput_tps:.1f} good tok/s)")
+                                    f"failing c={above[0].concurrency} ({p.goodput_tps:.1f} good tok/s)")
         break
     return find_knee(points, flatten_threshold)
 

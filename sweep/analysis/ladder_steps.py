@@ -19,6 +19,13 @@ class LadderStep:
     phase: str  # screen | final | soak
     stats: RunStats
     server_config_id: int | None = None  # the launch it ran on (coupled mode: one launch per step)
+    offered_rps: float | None = None  # the offered rate (req/s) of a window of an open-loop rate ladder (arrival.rates)
+
+    @property
+    def load(self) -> float:
+        """The step's load along its ladder: the offered rate (req/s) in an open-loop rate ladder, else the
+        concurrency."""
+        return self.offered_rps if self.offered_rps is not None else float(self.concurrency)
 
 
 def ladder_phase(phase: str | None) -> str:
@@ -32,7 +39,7 @@ def step_points(steps: Sequence[LadderStep]) -> list[StepPoint]:
                       goodput_tps=st.goodput_tps or 0.0, throughput_tps=st.output_tps or 0.0,
                       ttft_p99_ms=st.ttft_p99_ms or 0.0, retractions=st.retractions or 0,
                       passes=bool(st.passes_sla), goodput_ci_low=_ci_tps(st, st.goodput_ci_low),
-                      goodput_ci_high=_ci_tps(st, st.goodput_ci_high)) for s in steps]
+                      goodput_ci_high=_ci_tps(st, st.goodput_ci_high), offered_rps=s.offered_rps) for s in steps]
 
 
 def steps_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> KneeResult:
@@ -54,8 +61,10 @@ def ladder_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> Config
     refined = any(s.phase == "refine" for s in steps)  # the knee is the bracket's: its own window's interval
     lo, hi = ((k.point.goodput_ci_low, k.point.goodput_ci_high) if refined
               else knee_goodput_ci(points, flatten_threshold))
+    unit = "req/s" if any(s.offered_rps is not None for s in steps) else "concurrency"
     return ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
-                      ladder_phase(steps[0].phase), k.reason, steps[k.index or 0].stats.throughput_rps)
+                      ladder_phase(steps[0].phase), k.reason, steps[k.index or 0].stats.throughput_rps,
+                      boundary_unit=unit)
 
 
 def _ci_tps(stats: RunStats, v: float | None) -> float | None:

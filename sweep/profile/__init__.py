@@ -225,13 +225,16 @@ class CrossCheck(_Strict):
 
 class Refine(_Strict):
     """Finding the boundary, not the ladder step: after a final ladder brackets its knee (a passing step below a
-    failing one), more windows on the same warm server bisect the concurrency between the two."""
+    failing one), more windows on the same warm server bisect the concurrency between the two (the offered rate,
+    req/s, for an open-loop arrival.rates ladder)."""
 
     enabled: StrictBool = Field(False, description=(
-        "bisect the concurrency between a final ladder's last passing and first failing step (screening ladders "
-        "and coupled mode never refine; nor do open-loop arrival.rates ladders: the rate is not bisected)"))
+        "bisect the concurrency between a final ladder's last passing and first failing step; an open-loop "
+        "arrival.rates ladder bisects its offered rate instead, and its SLA boundary (server_configs.boundary_*, "
+        "the report) is in req/s, not concurrency (screening ladders and coupled mode never refine)"))
     tolerance: float = Field(0.10, gt=0, le=1, description=(
-        "stop when the bracket is at most this share of its passing concurrency wide (0.10: within 10%)"))
+        "stop when the bracket is at most this share of its passing concurrency (or rate) wide (0.10: within "
+        "10%)"))
     max_steps: int = Field(3, ge=1, le=16, description="at most this many refinement windows per configuration")
 
 
@@ -349,6 +352,15 @@ class Profile(_Strict):
             raise ValueError(f"server.extra_args sets {', '.join(clash)}, which search.space searches: "
                              "drop it from extra_args")
         return self
+
+    @property
+    def rate_ladder(self) -> bool:
+        """Whether the ladder is an open-loop request-rate sweep (arrival.rates): each step's load is its rate."""
+        return isinstance(self.arrival, RateArrival | GammaArrival) and self.arrival.rates is not None
+
+    def rate_arrival(self, rate: float) -> Arrival:
+        """The profile's open-loop arrival offering `rate` req/s (a refinement window of a rate ladder)."""
+        return self.arrival.model_copy(update={"rate": rate})
 
     def step_arrival(self, concurrency: int) -> Arrival:
         """The arrival process of one ladder step: an open loop with per-step `rates` offers that step's rate."""

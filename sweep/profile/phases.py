@@ -25,9 +25,8 @@ def phase_seconds(profile: Profile, phase: str) -> float:
 
 def refines(profile: Profile, phase: str) -> bool:
     """Whether a ladder of `phase` is refined (section refine): final ladders only, never in coupled mode (one
-    launch per step: no warm server to refine on) nor with open-loop arrival.rates (a rate per ladder step)."""
-    return (profile.refine.enabled and phase == "final" and profile.search.mode != "coupled"
-            and getattr(profile.arrival, "rates", None) is None)
+    launch per step: no warm server to refine on). An open-loop arrival.rates ladder is refined by its rate."""
+    return profile.refine.enabled and phase == "final" and profile.search.mode != "coupled"
 
 
 def ladder_windows(profile: Profile, phase: str) -> int:

@@ -58,7 +58,8 @@ def tier_lines(answer: Answer, t: TierAnswer, dialect: engines.Dialect | None = 
     if k.boundary is not None:
         ci = ("" if k.boundary_ci_low is None or k.boundary_ci_high is None
               else f" (95% CI {k.boundary_ci_low:.1f}–{k.boundary_ci_high:.1f})")
-        knee += f"; SLA boundary at concurrency {k.boundary:.1f}{ci}"
+        at = f"{k.boundary:.1f} req/s" if k.boundary_unit == "req/s" else f"concurrency {k.boundary:.1f}"
+        knee += f"; SLA boundary at {at}{ci}"
     if t.shape:
         knee += f", {t.shape}"
     out = [head, "",

@@ -72,20 +72,23 @@ def ci_text(knee: ConfigKnee) -> str:
 
 
 def boundary_text(knee: ConfigKnee) -> str:
-    """The refined SLA boundary: concurrency, its 95% interval and its shape; — when not refined."""
+    """The refined SLA boundary: concurrency (req/s for an open-loop rate ladder, so marked), its 95% interval and
+    its shape; — when not refined."""
     if knee.boundary is None:
         return "—"
     ci = ("" if knee.boundary_ci_low is None or knee.boundary_ci_high is None
           else f" ({knee.boundary_ci_low:,.1f}–{knee.boundary_ci_high:,.1f})")
-    return f"{knee.boundary:,.1f}{ci}, {knee.boundary_shape or '?'}"
+    unit = " req/s" if knee.boundary_unit == "req/s" else ""
+    return f"{knee.boundary:,.1f}{unit}{ci}, {knee.boundary_shape or '?'}"
 
 
 def configs_table(ctx: StudyContext, view: StudyView) -> list[str]:
     """One row per configuration: its knee, the knee's interval, whether it is bracketed, the refined SLA
     boundary, why the ladder stopped."""
+    by_rate = any(k.boundary_unit == "req/s" for k in ctx.knees.values())
     lines = ["## Configurations", "",
              "| config | status | phase | knee concurrency | knee goodput (tok/s) | 95% CI | "
-             "SLA boundary c (95% CI), shape | why the ladder stopped |",
+             f"SLA boundary {'req/s' if by_rate else 'c'} (95% CI), shape | why the ladder stopped |",
              "|---|---|---|---|---|---|---|---|"]
     for c in ctx.configs:
         knee = ctx.knees.get(c.id)

@@ -182,6 +182,8 @@ runs_table = Table(
     Column("finished_at", DateTime),
     # a cross-check's reference-client row points at sweep's own row of the same step (None: a ladder step)
     Column("reference_for_run_id", Integer, index=True),
+    # an open-loop rate ladder's window (arrival.rates): the rate it was offered, req/s, its load (None: otherwise)
+    Column("offered_rps", Float),
     *(Column(name, _SQL_TYPES[STAT_TYPES[name]]) for name in STAT_COLUMNS),
     Column("worker_id", Integer),
     Column("host", String(200)),

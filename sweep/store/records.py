@@ -181,6 +181,7 @@ class RunRecord(Record):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     reference_for_run_id: int | None = None  # a reference-client row: sweep's own run of the same step
+    offered_rps: float | None = None  # an open-loop rate ladder's window: the rate it was offered (its load)
     stats: RunStats | None = None  # None: no statistics stored (still running, or failed before its window ended)
     placement: Placement = field(default_factory=Placement)
 
@@ -194,7 +195,8 @@ class RunRecord(Record):
                    reason=_opt_str(row.get("reason")), fingerprint=str(row.get("fingerprint") or ""),
                    simulated=bool(row.get("simulated")), driver=str(row.get("driver") or ""),
                    started_at=_when(row.get("started_at")), finished_at=_when(row.get("finished_at")),
-                   reference_for_run_id=_opt_int(row.get("reference_for_run_id")), stats=stats_of(row),
+                   reference_for_run_id=_opt_int(row.get("reference_for_run_id")),
+                   offered_rps=_opt_float(row.get("offered_rps")), stats=stats_of(row),
                    placement=placement_of(row))
 
     def get(self, name: str) -> object:
@@ -220,7 +222,7 @@ class RunRecord(Record):
         """This completed window as a ladder step (ValueError when it stores no statistics)."""
         if self.stats is None:
             raise ValueError(f"run {self.id} has no statistics (status {self.status})")
-        return LadderStep(self.id, self.concurrency, self.phase, self.stats, self.server_config_id)
+        return LadderStep(self.id, self.concurrency, self.phase, self.stats, self.server_config_id, self.offered_rps)
 
     @property
     def measured(self) -> bool:

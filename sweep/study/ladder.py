@@ -19,7 +19,7 @@ from sweep.core.errors import Fenced, LaunchError, ServerDied
 from sweep.core.types import SERVER_DIED, Placement, RequestRecord, ServerConfig, WindowResult
 from sweep.drivers import Driver
 from sweep.launchers.base import Launcher, ServerHandle
-from sweep.profile import Arrival, Profile, Window
+from sweep.profile import Arrival, GammaArrival, Profile, RateArrival, Window
 from sweep.profile.phases import phase_window, refines
 from sweep.store import Store
 from sweep.study.launch import Launch, launch_status
@@ -74,7 +74,8 @@ class Climb:
     """What one launch measures: its concurrencies in order, the phase and its window.
 
     A judged climb (the soak) offers one fixed `arrival` process instead of the profile's per step, stores
-    `judge`'s verdict as each run's reason, runs no cross-check and is never ranked by a knee.
+    `judge`'s verdict as each run's reason, runs no cross-check and is never ranked by a knee. A refinement window
+    of an open-loop rate ladder offers a fixed `arrival` too: the bisected rate.
     """
 
     ladder: tuple[int, ...]
@@ -219,16 +220,24 @@ class LadderRunner:
     def _refine(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> None:
         """Bisect the outcome's bracket on the running server (sweep.study.refine) and store its SLA boundary."""
 
-        def run_window(concurrency: int) -> tuple[list[LadderStep], str | None]:
+        by_rate = self.profile.rate_ladder
+        ladder = list(outcome.steps)
+
+        def run_window(load: float) -> tuple[list[LadderStep], str | None]:
             scratch = LadderOutcome(handle.config, config_id, "completed")
-            self._climb(handle, handle.config, config_id, Climb((concurrency,), REFINE_PHASE, climb.window), scratch)
+            if by_rate:  # the bisected rate; the window labelled with the concurrency of the ladder step below it
+                label = max((s.concurrency for s in ladder if s.load <= load), default=ladder[0].concurrency)
+                window = Climb((label,), REFINE_PHASE, climb.window, self.profile.rate_arrival(load))
+            else:
+                window = Climb((int(load),), REFINE_PHASE, climb.window)
+            self._climb(handle, handle.config, config_id, window, scratch)
             done = scratch.status == "completed" and bool(scratch.steps)
             return scratch.steps, None if done else (scratch.failure or scratch.stop_reason or scratch.status)
 
         def requests_of(run_id: int) -> list[StoredRequest]:
             return [r.judged() for r in self.store.requests_for_run(run_id)]
 
-        r = refine(self.profile.refine, self.profile.sla, outcome.steps, run_window, requests_of)
+        r = refine(self.profile.refine, self.profile.sla, outcome.steps, run_window, requests_of, by_rate)
         outcome.steps += r.steps
         outcome.boundary = r.boundary
         outcome.stop_reason += r.note
@@ -252,11 +261,13 @@ class LadderRunner:
         expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
         for i, concurrency in enumerate(ladder):
             interrupt.check()  # a stop signal whose KeyboardInterrupt was swallowed still stops before the next step
+            arrival = climb.arrival or self.profile.step_arrival(concurrency)
+            offered = offered_rate(self.profile, arrival) if climb.judge is None else None
             run_id = self.store.create_run(self.study_id, config_id, concurrency, fingerprint,
-                                           handle.simulated, self.driver_name, phase=phase, placement=self.placement)
+                                           handle.simulated, self.driver_name, phase=phase, placement=self.placement,
+                                           offered_rps=offered)
             if self.on_step_start:
                 self.on_step_start(StepStart(config, concurrency, phase, expected, self.window_elapsed))
-            arrival = climb.arrival or self.profile.step_arrival(concurrency)
             specs, not_flushed = self.inputs.before_step(handle, concurrency, window, arrival)
             if crosscheck is not None:
                 crosscheck.before_window(handle)
@@ -277,7 +288,7 @@ class LadderRunner:
             reason = climb.judge(result, stats) if climb.judge is not None else result.aborted or note
             self.store.finish_run(run_id, stats, result.records, result.samples, result.window_start,
                                   status=status, reason=reason)
-            row = LadderStep(run_id, concurrency, phase, stats, config_id)
+            row = LadderStep(run_id, concurrency, phase, stats, config_id, offered)
             if self.on_step:
                 self.on_step(config, concurrency, row)
             if crosscheck is not None and result.aborted is None:
@@ -315,6 +326,11 @@ class LadderRunner:
         detail = getattr(self.launcher, "exit_detail", None)
         why = detail(handle) if detail is not None else None
         return f"crash: {SERVER_DIED} at concurrency {concurrency}" + (f": {why}" if why else "")
+
+
+def offered_rate(profile: Profile, arrival: Arrival) -> float | None:
+    """A window's offered rate (req/s) where it is the ladder's load (an open-loop arrival.rates ladder), else None."""
+    return float(arrival.rate) if profile.rate_ladder and isinstance(arrival, RateArrival | GammaArrival) else None
 
 
 def error_kinds(records: Sequence[RequestRecord]) -> str:
