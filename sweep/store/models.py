@@ -156,8 +156,8 @@ class ServerConfigRow(Base):
     gpu_memory_mib: Mapped[float | None] = mapped_column(Float)
     gpu_driver: Mapped[str | None] = mapped_column(String(50))
     # The refined ladder's SLA boundary (sweep.analysis.boundary): the concurrency where the SLA percentile
-    # crosses its bound, its 95% bootstrap interval and its shape (smooth | cliff); None when not refined or
-    # not bracketed.
+    # crosses its bound (for an open-loop rate ladder, arrival.rates, the offered rate in req/s), its 95% bootstrap
+    # interval and its shape (smooth | cliff); None when not refined or not bracketed.
     boundary_concurrency: Mapped[float | None] = mapped_column(Float)
     boundary_ci_low: Mapped[float | None] = mapped_column(Float)
     boundary_ci_high: Mapped[float | None] = mapped_column(Float)
