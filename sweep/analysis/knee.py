@@ -62,7 +62,8 @@ class ConfigKnee:
     reason: str  # why find_knee chose this step
     throughput_rps: float | None = None  # the knee step's completed requests/s (the soak's rate)
     # The refined ladder's SLA boundary (sweep.analysis.boundary; server_configs.boundary_*): the concurrency
-    # (req/s for an open-loop rate ladder: boundary_unit) where the SLA percentile crosses its bound, its 95% interval, smooth | cliff; None when not refined.
+    # (req/s for an open-loop rate ladder: boundary_unit) where the SLA percentile crosses its bound, its 95%
+    # interval, smooth | cliff; None when not refined.
     boundary: float | None = None
     boundary_ci_low: float | None = None
     boundary_ci_high: float | None = None
