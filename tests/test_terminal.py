@@ -179,8 +179,10 @@ def test_a_client_bound_window_says_why_in_the_terminal() -> None:
     prof = load_profile(SMOKE, {})
     sla = prof.sla.model_copy(update={"ttft_ms": 2000.0})
     prof = prof.model_copy(update={"sla": sla})
-    stalled = compute_stats(window(five_requests(), client=(client(lag_ms=2.0, stall_ms=1400.0),)), sla)
-    calm = compute_stats(window(five_requests(), client=(client(lag_ms=2.0, stall_ms=50.0),)), sla)
+    # five requests: a window of its own that passes (min_requests=5), so only the client-bound line is new
+    stalled = compute_stats(window(five_requests(), client=(client(lag_ms=2.0, stall_ms=1400.0),)), sla,
+                            min_requests=5)
+    calm = compute_stats(window(five_requests(), client=(client(lag_ms=2.0, stall_ms=50.0),)), sla, min_requests=5)
     assert stalled.client_bound and not calm.client_bound
     for width, n_lines in ((200, 1), (80, 3)):
         console = Console(file=io.StringIO(), force_terminal=False, width=width, color_system=None)
