@@ -18,8 +18,8 @@ from sweep.cli import app
 from sweep.profile import Profile, load_profile
 from sweep.store import Store
 from sweep.study.orchestrator import KneeRun, Orchestrator
-from sweep.views.answer import stored_steps
 from sweep.views.context import study_context
+from sweep.views.read_model import config_steps
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -161,7 +161,7 @@ def test_a_stricter_tier_never_reads_a_higher_goodput_than_the_primary(run: Knee
     assert ctx.profile is not None
     strict = next(x for x in ctx.profile.all_tiers() if x.name == "strict")
     checked = 0
-    for ss in stored_steps(ctx).values():
+    for ss in config_steps(ctx.configs, ctx.runs).values():
         for s in ss:
             if not s.stats.goodput_tps:
                 continue

@@ -21,7 +21,7 @@ from sweep.profile import SLA, Tier
 from sweep.profile.grid import grid
 from sweep.profile.window import DEFAULT_MIN_REQUESTS
 from sweep.store import ConfigRecord, Store
-from sweep.views.read_model import decide_winner
+from sweep.views.read_model import config_steps, decide_winner
 from sweep.views.study import StudyContext
 
 
@@ -102,22 +102,12 @@ def _shape(knee: ConfigKnee | None) -> str | None:
     return knee.boundary_shape if knee is not None else None
 
 
-def stored_steps(ctx: StudyContext) -> dict[int, list[LadderStep]]:
-    """Config id -> its completed, non-soak steps (aborted attempts left out)."""
-    live = {c.id for c in ctx.configs if c.status != "aborted"}
-    out: dict[int, list[LadderStep]] = {}
-    for r in ctx.runs:
-        if r.server_config_id in live and r.status == "completed" and r.phase != "soak" and r.stats is not None:
-            out.setdefault(r.server_config_id, []).append(r.step())
-    return out
-
-
 def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) -> Answer:
     """Every tier's answer (the profile's, then `extra`, e.g. `sweep report --tier FILE`), from the store."""
     prof = ctx.profile
     tiers: list[Tier] = list(prof.all_tiers()) if prof is not None else []
     tiers += [t for t in extra if t.name not in {x.name for x in tiers}]
-    steps = stored_steps(ctx)
+    steps = config_steps(ctx.configs, ctx.runs)
     requests: dict[int, list[StoredRequest]] = {}
 
     def load_requests() -> dict[int, list[StoredRequest]]:

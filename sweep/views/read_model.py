@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pydantic import ValidationError
 
 from sweep.analysis.knee import ConfigKnee
-from sweep.analysis.ladder_steps import ladder_knee
+from sweep.analysis.ladder_steps import LadderStep, ladder_knee
 from sweep.analysis.winner import HardwareRanking, Winner, pick_winner, rank_by_hardware
 from sweep.core.errors import SweepError
 from sweep.profile import Profile, Search
@@ -67,16 +67,24 @@ class WinnerDecision:
         return self.what_happened or "no configuration passed the SLA"
 
 
+def config_steps(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord]) -> dict[int, list[LadderStep]]:
+    """Config id -> its completed, non-soak steps by concurrency (an aborted attempt's steps never count: the
+    configuration was measured again); the steps every knee of a study (each tier's too) is found from."""
+    live = {c.id for c in configs if c.status != "aborted"}
+    out: dict[int, list[LadderStep]] = {}
+    for r in runs:
+        if r.server_config_id in live and r.status == "completed" and r.phase != "soak" and r.stats is not None:
+            out.setdefault(r.server_config_id, []).append(r.step())
+    return {cid: sorted(steps, key=lambda s: s.concurrency) for cid, steps in out.items()}
+
+
 def config_knees(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord],
                  flatten_threshold: float) -> dict[int, ConfigKnee]:
-    """Each configuration's knee from its completed, non-soak steps (an aborted attempt's steps never count: the
-    configuration was measured again)."""
+    """Each configuration's knee from its steps (`config_steps`), with the SLA boundary its row stores."""
     knees: dict[int, ConfigKnee] = {}
+    steps_of = config_steps(configs, runs)
     for c in configs:
-        if c.status == "aborted":
-            continue
-        steps = sorted((r.step() for r in runs if r.server_config_id == c.id and r.status == "completed"
-                        and r.phase != "soak" and r.stats is not None), key=lambda s: s.concurrency)
+        steps = steps_of.get(c.id, [])
         knee = ladder_knee(steps, flatten_threshold) if steps else None
         if knee is not None:  # with the refined SLA boundary its configuration row stores (None: not refined)
             knees[c.id] = replace(knee, boundary=c.boundary_concurrency, boundary_ci_low=c.boundary_ci_low,
