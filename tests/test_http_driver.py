@@ -12,7 +12,7 @@ from simserver import sim_server
 
 from sweep.analysis.measure import e2e_ms, ttft_ms
 from sweep.analysis.measure_client import client_stats
-from sweep.core.types import RequestRecord, RequestSpec, ServerConfig
+from sweep.core.types import RequestRecord, RequestSpec, ServerConfig, WindowResult
 from sweep.drivers.http import HttpDriver
 from sweep.drivers.sse import SseSink, StreamError
 from sweep.launchers.base import ServerHandle
@@ -160,19 +160,27 @@ class _Suspendable:
         self.offset += by
 
 
+def _frozen_for_40_s(at_s: float, window: Window, stall_timeout_s: float, out: int,
+                     server: tuple[str, ...] = ()) -> tuple[_Suspendable, WindowResult]:
+    """One 4-user window on the simulated server (started with `server`) whose driver's clock jumps 40 s at `at_s`,
+    as a process frozen by SIGSTOP sees it."""
+    clock = _Suspendable()
+    with sim_server(*server) as url:
+        h = ServerHandle(config=ServerConfig(), url=url, simulated=True)
+        timer = threading.Timer(at_s, clock.suspend, args=(40.0,))
+        timer.start()
+        try:
+            res = HttpDriver(clock=clock, stall_timeout_s=stall_timeout_s).run_window(h, _specs(out=out), 4, window)
+        finally:
+            timer.cancel()
+    return clock, res
+
+
 def test_the_drivers_own_suspension_is_not_taken_for_a_hung_server() -> None:
     """The process is frozen 40 s mid-window (longer than the stall deadline) while the server streams on: the
     loop's own tick gap explains the silence, so the window is not stored 'hung' (issue 23 item 1)."""
-    clock = _Suspendable()
-    with sim_server() as url:
-        h = ServerHandle(config=ServerConfig(), url=url, simulated=True)
-        w = Window(warmup_requests=0, measure_seconds=2.0, drain_seconds=120.0, request_timeout_s=300.0)
-        timer = threading.Timer(0.5, clock.suspend, args=(40.0,))
-        timer.start()
-        try:
-            res = HttpDriver(clock=clock, stall_timeout_s=5.0).run_window(h, _specs(out=200), 4, w)
-        finally:
-            timer.cancel()
+    w = Window(warmup_requests=0, measure_seconds=2.0, drain_seconds=120.0, request_timeout_s=300.0)
+    clock, res = _frozen_for_40_s(at_s=0.5, window=w, stall_timeout_s=5.0, out=200)
     assert clock.offset == 40.0
     assert res.aborted is None
     assert all(r.error is None for r in res.records) and res.records
@@ -182,16 +190,8 @@ def test_a_server_hang_is_timed_from_when_the_driver_woke_not_across_its_own_sus
     """The server hangs at 1 s; the process is frozen for 40 s at 1.5 s. The silence it did not see is not counted:
     the hang is called once the server stayed silent for the stall deadline after the process woke, and the window
     says so (not 'no response bytes for 41 s', which was the frozen process's own pause)."""
-    clock = _Suspendable()
-    with sim_server("--sim-hang-after-s", "1.0") as url:
-        h = ServerHandle(config=ServerConfig(), url=url, simulated=True)
-        # the window runs past the hang's call (41.5 + 2 s on the driver's clock), then its stuck requests are cut
-        w = Window(warmup_requests=0, measure_seconds=46.0, drain_seconds=0.5, request_timeout_s=60.0)
-        timer = threading.Timer(1.5, clock.suspend, args=(40.0,))
-        timer.start()
-        try:
-            res = HttpDriver(clock=clock, stall_timeout_s=2.0).run_window(h, _specs(out=2000), 4, w)
-        finally:
-            timer.cancel()
+    # the window runs past the hang's call (41.5 + 2 s on the driver's clock), then its stuck requests are cut
+    w = Window(warmup_requests=0, measure_seconds=46.0, drain_seconds=0.5, request_timeout_s=60.0)
+    clock, res = _frozen_for_40_s(at_s=1.5, window=w, stall_timeout_s=2.0, out=2000, server=("--sim-hang-after-s", "1.0"))
     assert clock.offset == 40.0
     assert res.aborted is not None and res.aborted.startswith("hung: no response bytes for 2 s"), res.aborted
