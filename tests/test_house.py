@@ -63,12 +63,28 @@ def test_every_layer_folder_has_a_face_with_all() -> None:
         init = ROOT / "sweep" / folder / "__init__.py"
         tree = ast.parse(init.read_text())
         names = [n for n in tree.body if isinstance(n, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)]
+            isinstance(t, ast.Name) and t.id == "__all__"
+            or isinstance(t, ast.Tuple) and any(isinstance(e, ast.Name) and e.id == "__all__" for e in t.elts)
+            for t in n.targets)]
         assert names, f"{init.relative_to(ROOT)} has no __all__"
         assert ast.get_docstring(tree), f"{init.relative_to(ROOT)} says nothing of what the folder holds"
         mod = __import__(f"sweep.{folder}", fromlist=["__all__"])
         for name in mod.__all__:
             assert hasattr(mod, name), f"sweep.{folder}.__all__ names {name}, which it does not hold"
+
+
+def test_a_module_of_a_folder_imports_none_of_its_siblings() -> None:
+    """Faces are lazy (sweep/core/face.py): the study plan, which the terminal's bars read, does not bring the read
+    model, the store or Alembic with it; `sweep --help` stays as quick as before the folders."""
+    code = ("import sys, sweep.views.plan, sweep.ui.progress; "
+            "print(sorted(m for m in ('sweep.views.read_model', 'sweep.store', 'alembic', 'sweep.ui.live') "
+            "if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+    from sweep.views import read_study  # the face still lends it, on first use
+
+    assert callable(read_study)
 
 
 def test_the_top_level_holds_only_folders() -> None:

@@ -1,7 +1,10 @@
-"""Many workers on one study: one worker per GPU group (`sweep sweep --gpus`), the shared study, the peer feed."""
+"""Many workers on one study: one worker per GPU group (`sweep sweep --gpus`), the shared study, the peer feed.
+"""
 
-from sweep.fleet.gpus import FleetProgress, plan
-from sweep.fleet.peer_feed import PeerFeed
-from sweep.fleet.shared_study import create_study, open_shared_study, summary
+from sweep.core.face import lazy
 
-__all__ = ["FleetProgress", "PeerFeed", "create_study", "open_shared_study", "plan", "summary"]
+__getattr__, __dir__, __all__ = lazy(__name__, {
+    "sweep.fleet.gpus": ("FleetProgress", "plan"),
+    "sweep.fleet.peer_feed": ("PeerFeed",),
+    "sweep.fleet.shared_study": ("create_study", "open_shared_study", "summary"),
+})

@@ -1,8 +1,9 @@
-"""What a person watches: the terminal's progress bars and result lines, and the live page's server."""
+"""What a person watches: the terminal's progress bars and result lines, and the live page's server.
+"""
 
-from sweep.ui.live import LiveServer, serve
-from sweep.ui.progress import WIDE, StudyProgress, clock, eta_seconds, make_console, result_lines
+from sweep.core.face import lazy
 
-__all__ = [
-    "LiveServer", "StudyProgress", "WIDE", "clock", "eta_seconds", "make_console", "result_lines", "serve",
-]
+__getattr__, __dir__, __all__ = lazy(__name__, {
+    "sweep.ui.live": ("LiveServer", "serve"),
+    "sweep.ui.progress": ("WIDE", "StudyProgress", "clock", "eta_seconds", "make_console", "result_lines"),
+})

@@ -1,0 +1,29 @@
+"""A folder's face, loaded lazily: `from sweep.views import read_study` imports the one module that defines it, and
+importing any module of the folder (`sweep.views.plan`) imports none of its siblings. An eager face made `sweep
+--help` import the store, Alembic and the live page's server through `sweep.views.plan` (0.95 s against 0.41 s)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+
+def lazy(package: str, exports: Mapping[str, Sequence[str]]
+         ) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+    """(__getattr__, __dir__, __all__) of a face: `exports` maps each module of the folder to the names it lends."""
+    where = {name: module for module, names in exports.items() for name in names}
+
+    def __getattr__(name: str) -> Any:
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        setattr(sys.modules[package], name, value)  # looked up once
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(where)
+
+    return __getattr__, __dir__, sorted(where)
