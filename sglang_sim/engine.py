@@ -328,7 +328,21 @@ class Engine:
         r.path = []
         r.version += 1
 
+    def _cache_finished(self, r: Req, end: float) -> None:
+        """Put a finished request's prompt and output (all but the last token, which has no KV yet) in the tree."""
+        if r.output_ids is None or self.tree.disabled or r.out_base < 2:
+            return
+        pages = self.tree.pages(tuple(r.ids) + tuple(r.output_ids(r.out_base - 1)))
+        path = self.tree.match(pages, end)
+        self.tree.lock(path)
+        path, _created = self.tree.insert(path, pages, end)
+        over = self.used_private + self.tree.total_tokens - self.total
+        self.tree.unlock(path, end)
+        if over > 0:
+            self.tree.evict(over)
+
     def _finish(self, r: Req, end: float, res: StepResult) -> None:
+        self._cache_finished(r, end)
         s = r.streaming
         self.by_stream["prompt_tokens_total"][s] += r.prompt_len
         self.by_stream["generation_tokens_total"][s] += r.out_base

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,10 @@ class SimRequest:
     media_tokens: dict[str, int] = field(default_factory=dict)  # tokens per kind, already inside input_ids
     encoder_flops: float | None = None  # None: derived from media_tokens and the model's encoder size
     streaming: bool = True
+    # the ids of the first n output tokens (what the server streams back): given, the finished request's whole
+    # sequence (prompt and output) is cached, as SGLang's cache_finished_req does, so a conversation's next turn
+    # hits the reply too
+    output_ids: Callable[[int], Sequence[int]] | None = None
 
 
 class Req:
@@ -27,10 +31,11 @@ class Req:
     __slots__ = ("rid", "ids", "prompt_len", "max_new", "media", "enc_flops", "streaming", "arrival", "status",
                  "path", "prefix", "done", "seq_len", "out_base", "seg_start", "segments", "extra_times",
                  "first_token_at", "finished_at", "cached_tokens", "num_retractions", "private", "version",
-                 "enc_pending", "finish_reason", "pages", "last_token_at", "ready_at")
+                 "enc_pending", "finish_reason", "pages", "last_token_at", "ready_at", "output_ids")
 
     def __init__(self, sr: SimRequest, arrival: float, enc_flops: float, pages: list[tuple[int, ...]]):
         self.rid, self.ids, self.streaming = sr.rid, sr.input_ids, sr.streaming
+        self.output_ids = sr.output_ids
         self.prompt_len, self.max_new = len(sr.input_ids), max(1, sr.max_new_tokens)
         self.media, self.enc_flops, self.enc_pending = sr.media_tokens, enc_flops, enc_flops > 0
         self.arrival, self.status = arrival, "waiting"

@@ -45,6 +45,10 @@ class Stream:
     text: str = ""
     seed: int = 0
 
+    def output_ids(self, n: int) -> list[int]:
+        """The ids of the first n output tokens (the engine caches a finished request's reply by them)."""
+        return [self.tokenizer.out_piece(k)[0] for k in out_tokens(self.seed, 0, n)]
+
     def grow(self, n: int) -> None:
         if n > len(self.ids):
             pieces = [self.tokenizer.out_piece(k) for k in out_tokens(self.seed, len(self.ids), n)]
@@ -143,7 +147,8 @@ class SimServer:
         rid = rid or uuid.uuid4().hex
         st = Stream(rid, self.tokenizer, seed=zlib.crc32(rid.encode()))
         self.streams[rid] = st
-        r = self.engine.submit(SimRequest(rid, tuple(ids), max_new, media, streaming=streaming), self.now())
+        r = self.engine.submit(SimRequest(rid, tuple(ids), max_new, media, streaming=streaming,
+                                          output_ids=st.output_ids), self.now())
         self.wake.set()
         if r.status in ("finished", "aborted"):
             st.queue.put_nowait((0, True))

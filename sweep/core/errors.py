@@ -27,6 +27,10 @@ class WorkloadError(SweepError):
     exit_code = 2
 
 
+class StreamExhausted(WorkloadError):
+    """A finite dataset ran out and the profile does not allow replaying it."""
+
+
 class LaunchError(SweepError):
     """A server could not be started (reason in .reason: oom, cuda, port_in_use, timeout, bad_flag, crash)."""
 

@@ -109,6 +109,29 @@ class RequestSpec:
         return len(self.input_ids)
 
 
+@dataclass(frozen=True)
+class TurnSpec:
+    """One turn of a session: the new user message of each parallel sub-request (one unless the turn fans out),
+    each a RequestSpec holding only the new message and its reply's length, and the pause before the turn."""
+
+    branches: tuple[RequestSpec, ...]
+    think_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """One conversation of the workload, a pure function of (profile, index) as requests are: a system prompt
+    (the shared prefix, when the session drew one) and its turns. What later turns send depends on the server's
+    replies, so the prompts themselves are made while the session runs (sweep.workload.sessions.Conversation)."""
+
+    index: int
+    turns: tuple[TurnSpec, ...]
+    system_ids: tuple[int, ...] = ()
+    system_text: str = ""
+    prefix_group: int | None = None
+    max_context: int = 1 << 30
+
+
 @dataclass
 class RequestRecord:
     """What the client saw of one request. Times in seconds on the driver's clock."""
@@ -131,6 +154,10 @@ class RequestRecord:
     warmup: bool = False
     error: str | None = None  # None = success
     error_kind: str | None = None  # status, timeout, disconnect, malformed, server_error
+    turn: int | None = None  # sessions: the turn (1 = the first), None for a single-turn workload
+    branch: int | None = None  # sessions: which parallel sub-request of the turn (0 unless the turn fans out)
+    context_tokens: int = 0  # sessions: tokens of the conversation before this turn's new message
+    session_turns: int | None = None  # sessions: turns the session ran, set when it ended (None: cut off, unfinished)
 
 
 @dataclass(frozen=True)

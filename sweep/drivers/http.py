@@ -31,17 +31,12 @@ import numpy as np
 from sweep.core import interrupt
 from sweep.core.types import SERVER_DIED, ClientSamples, Sample, WindowResult
 from sweep.drivers import arrivals
-from sweep.drivers.worker import (
-    Coord,
-    Plan,
-    SharedCoord,
-    WorkerResult,
-    run_worker,
-)
+from sweep.drivers.coord import Coord, SharedCoord
+from sweep.drivers.worker import Plan, WorkerResult, run_worker
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, ClosedArrival, Window
 from sweep.workload.requests import warm_media_pool
-from sweep.workload.stream import Requests, RequestStream, StreamExhausted
+from sweep.workload.stream import Requests, RequestStream, SessionStream, StreamExhausted
 
 if TYPE_CHECKING:  # a spawned client process imports this module: it needs none of these
     from sweep.analysis.server_metrics import MetricsSnapshot
@@ -349,7 +344,7 @@ def _parsed(raw: tuple[str, float] | None, names: MetricNames | None = None) -> 
 def _child(plan: Plan, coord: SharedCoord, conn: Connection) -> None:
     """Spawned client process: report ready, wait for t0, run the worker, send back the pickled result."""
     try:
-        if isinstance(plan.specs, RequestStream):  # encode the media pool before the start barrier, not in the window
+        if isinstance(plan.specs, RequestStream | SessionStream):  # encode the media pool before the start barrier, not in the window
             warm_media_pool(plan.specs.workload, plan.specs.pool_size)
         conn.send("ready")
         t0 = conn.recv()

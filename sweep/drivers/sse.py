@@ -13,6 +13,7 @@ from typing import TypedDict
 from sweep.core.types import JSON, RequestRecord, RequestSpec
 from sweep.engines import Paths, default
 from sweep.workload.requests import RequestBody, chat_body, generate_body
+from sweep.workload.sessions import Reply
 
 Clock = Callable[[], float]
 
@@ -56,6 +57,7 @@ class SseEvent(TypedDict, total=False):
     usage: Usage | None
     meta_info: MetaInfo
     output_ids: list[int]
+    text: str
     error: JSON
 
 
@@ -89,10 +91,11 @@ class SseSink:
     final usage count is shared out over them in proportion to their text length (at least one each).
     """
 
-    __slots__ = ("rec", "chat", "clock", "buf", "seen", "done", "chars")
+    __slots__ = ("rec", "chat", "clock", "buf", "seen", "done", "chars", "reply")
 
-    def __init__(self, rec: RequestRecord, chat: bool, clock: Clock):
+    def __init__(self, rec: RequestRecord, chat: bool, clock: Clock, reply: Reply | None = None):
         self.rec, self.chat, self.clock = rec, chat, clock
+        self.reply = reply  # sessions: the reply's ids and text are kept here (the next turn sends them)
         self.buf = b""
         self.seen = 0
         self.done = False
@@ -162,6 +165,8 @@ def _event(payload: bytes, rec: RequestRecord, chat: bool, seen: int, now: float
         err = event["error"]
         msg = err.get("message", err) if isinstance(err, dict) else err
         raise StreamError("server_error", f"server error event: {msg}")
+    if sink.reply is not None:
+        _keep_reply(event, chat, sink.reply)
     total = _tokens_so_far(event, seen, chat, sink)
     if total > seen:
         if rec.first_token_at is None:
@@ -171,6 +176,25 @@ def _event(payload: bytes, rec: RequestRecord, chat: bool, seen: int, now: float
         seen = total
     _meta(event, rec, chat)
     return seen
+
+
+def _keep_reply(event: SseEvent, chat: bool, reply: Reply) -> None:
+    """Grow a session's reply by one event: chat content deltas; /generate's output ids and text, which are
+    cumulative (SGLang's default) or deltas (--incremental-streaming-output: a list that does not extend the last)."""
+    if chat:
+        choices = event.get("choices") or []
+        content = (choices[0].get("delta") or {}).get("content") if choices else None
+        if content:
+            reply.text += content
+        return
+    ids, text = event.get("output_ids"), event.get("text")
+    if isinstance(ids, list) and ids:
+        cumulative = len(ids) >= len(reply.ids) and ids[:len(reply.ids)] == reply.ids
+        reply.ids = list(ids) if cumulative else reply.ids + list(ids)
+        if isinstance(text, str):
+            reply.text = text if cumulative else reply.text + text
+    elif isinstance(text, str) and text.startswith(reply.text):
+        reply.text = text
 
 
 def _tokens_so_far(event: SseEvent, seen: int, chat: bool, sink: SseSink) -> int:

@@ -1,8 +1,8 @@
 """The client side of one window in one process: closed-loop users or an open-loop dispatcher, plus self-check.
 
 A worker runs in the driver's own event loop (client_procs=1) or in a spawned process (client_procs>1);
-the Coord object is what the workers of one window share: the window start (closed loop: set by the
-dispatch that ends the warm-up; open loop: known up front) and the stop flag.
+the Coord object (sweep.drivers.coord) is what the workers of one window share. A sessions workload
+(workload.sessions) runs each user's conversations turn by turn (run_session).
 """
 
 from __future__ import annotations
@@ -12,122 +12,20 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from multiprocessing.context import BaseContext
 
 import numpy as np
 
-from sweep.core.types import RequestRecord, RequestSpec
+from sweep.core.types import RequestRecord, RequestSpec, SessionSpec
+from sweep.drivers.coord import Coord
 from sweep.drivers.h1 import Pool
 from sweep.drivers.sse import Clock, SseSink, StreamError, request_for
 from sweep.engines import Paths, default
 from sweep.profile import Window
 from sweep.workload.requests import estimated_prompt_tokens
+from sweep.workload.sessions import Conversation, Reply, SessionStream
 from sweep.workload.stream import Requests, StreamExhausted, spec_at
 
 TICK_S = 0.02  # self-check period: event-loop lag and CPU are sampled this often
-
-
-class Coord:
-    """Window start, warm-up dispatch count and stop flag for workers in one process; and progress: how many
-    requests are in flight and when the server last sent anything, so the parent can tell a hung server
-    (nothing arrives while requests wait) from a slow one."""
-
-    def __init__(self, window_start: float | None = None):
-        self._ws = window_start
-        self._count = 0
-        self._stop = False
-        self._in_flight = 0
-        self._since = math.inf  # last response bytes, or the moment requests went in flight after none were
-
-    def sent(self, shard: int, now: float) -> None:
-        """A request of `shard` is in flight from now."""
-        if self._in_flight == 0:
-            self._since = now
-        self._in_flight += 1
-
-    def done(self, shard: int) -> None:
-        self._in_flight -= 1
-
-    def progress(self, shard: int, now: float) -> None:
-        """Response bytes arrived."""
-        self._since = now
-
-    def stalled_for(self, now: float) -> tuple[float, int]:
-        """(seconds without any response bytes while requests were in flight, requests in flight); 0 when idle."""
-        n = self._in_flight
-        return (max(0.0, now - self._since) if n > 0 else 0.0), n
-
-    def window_start(self) -> float | None:
-        return self._ws
-
-    def claim(self, now: float, t0: float, window: Window) -> bool:
-        """Count one closed-loop dispatch; True when it belongs to the warm-up."""
-        if self._ws is not None:
-            return now < self._ws
-        idx = self._count
-        self._count += 1
-        if idx >= window.warmup_requests and now - t0 >= window.warmup_seconds:
-            self._ws = now
-            return False
-        return True
-
-    def stop(self) -> None:
-        self._stop = True
-
-    def stopped(self) -> bool:
-        return self._stop
-
-
-class SharedCoord(Coord):
-    """Coord across spawned processes: multiprocessing shared values (the count is locked, warm-up only)."""
-
-    def __init__(self, ctx: BaseContext, window_start: float | None = None, n_shards: int = 1):
-        self._ws_v = ctx.RawValue("d", math.nan if window_start is None else window_start)
-        self._count_v = ctx.Value("q", 0)
-        self._stop_v = ctx.RawValue("b", 0)
-        # One slot per shard, each written by its own process only: no lock needed.
-        self._in_flight_v = ctx.RawArray("q", n_shards)
-        self._since_v = ctx.RawArray("d", [-math.inf] * n_shards)
-
-    def sent(self, shard: int, now: float) -> None:
-        if self._in_flight_v[shard] == 0:
-            self._since_v[shard] = now
-        self._in_flight_v[shard] += 1
-
-    def done(self, shard: int) -> None:
-        self._in_flight_v[shard] -= 1
-
-    def progress(self, shard: int, now: float) -> None:
-        self._since_v[shard] = now
-
-    def stalled_for(self, now: float) -> tuple[float, int]:
-        n = int(sum(self._in_flight_v))
-        return (max(0.0, now - max(self._since_v)) if n > 0 else 0.0), n
-
-    def window_start(self) -> float | None:
-        v = self._ws_v.value
-        return None if math.isnan(v) else v
-
-    def claim(self, now: float, t0: float, window: Window) -> bool:
-        ws = self.window_start()
-        if ws is not None:
-            return now < ws
-        with self._count_v.get_lock():
-            ws = self.window_start()
-            if ws is not None:
-                return now < ws
-            idx = self._count_v.value
-            self._count_v.value = idx + 1
-            if idx >= window.warmup_requests and now - t0 >= window.warmup_seconds:
-                self._ws_v.value = now
-                return False
-        return True
-
-    def stop(self) -> None:
-        self._stop_v.value = 1
-
-    def stopped(self) -> bool:
-        return bool(self._stop_v.value)
 
 
 @dataclass
@@ -191,7 +89,8 @@ async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.pe
         await sleep_until(t0, clock)
         tasks: set[asyncio.Task[None]] = set()
         if plan.offsets is None:
-            users = [asyncio.create_task(_user(client, plan, coord, t0, st, u, clock)) for u in range(plan.users)]
+            user = _session_user if isinstance(plan.specs, SessionStream) else _user
+            users = [asyncio.create_task(user(client, plan, coord, t0, st, u, clock)) for u in range(plan.users)]
             tasks.update(users)
             await _until_window_end(coord, w, users, clock)
             coord_ws = coord.window_start()
@@ -241,8 +140,9 @@ class _WatchedSink(SseSink):
 
     __slots__ = ("coord", "shard")
 
-    def __init__(self, rec: RequestRecord, chat: bool, clock: Clock, coord: Coord, shard: int):
-        super().__init__(rec, chat, clock)
+    def __init__(self, rec: RequestRecord, chat: bool, clock: Clock, coord: Coord, shard: int,
+                 reply: Reply | None = None):
+        super().__init__(rec, chat, clock, reply)
         self.coord, self.shard = coord, shard
 
     def feed(self, chunk: bytes, now: float) -> None:
@@ -251,11 +151,20 @@ class _WatchedSink(SseSink):
 
 
 async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestRecord, clock: Clock,
-                   coord: Coord | None = None) -> None:
-    """Send one streamed request and fill rec; a failed request is recorded (rec.error), never raised."""
-    path, body = request_for(plan.api, spec, plan.model_name, plan.paths)
+                   coord: Coord | None = None, turn: tuple[Conversation, Reply] | None = None) -> None:
+    """Send one streamed request and fill rec; a failed request is recorded (rec.error), never raised.
+
+    turn: a session's sub-request (spec is its new message): the conversation so far is sent before it and the
+    server's reply is kept for the next turn."""
     chat = plan.api == "chat"
-    sink = SseSink(rec, chat, clock) if coord is None else _WatchedSink(rec, chat, clock, coord, plan.shard)
+    reply = None
+    if turn is None:
+        path, body = request_for(plan.api, spec, plan.model_name, plan.paths)
+    else:
+        conv, reply = turn
+        path, body = plan.paths.request(plan.api), conv.body(plan.api, spec, plan.model_name)
+    sink = SseSink(rec, chat, clock, reply) if coord is None else _WatchedSink(rec, chat, clock, coord, plan.shard,
+                                                                                reply)
     if coord is not None:
         coord.sent(plan.shard, clock())
     try:
@@ -308,6 +217,72 @@ async def _user(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, u
         ready_at = clock()
 
 
+async def _session_user(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, u: int,
+                        clock: Clock) -> None:
+    """One closed-loop user of a sessions workload: run a session turn by turn, then the next, until the window
+    ends (a session cut by the window's end is left unfinished: its records say so by session_turns None)."""
+    w = plan.window
+    while not coord.stopped():
+        ws = coord.window_start()
+        if ws is not None and clock() >= ws + w.measure_seconds:
+            return
+        k = st.sent * plan.n_shards + plan.shard
+        st.sent += 1
+        assert isinstance(plan.specs, SessionStream)
+        try:
+            session = plan.specs.at(k)
+        except StreamExhausted as exc:
+            st.exhausted = str(exc)
+            coord.stop()
+            return
+        if not await run_session(client, plan, coord, t0, st, session, clock, clock()):
+            return
+
+
+async def run_session(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, session: SessionSpec,
+                      clock: Clock, scheduled: float, warmup: bool | None = None) -> bool:
+    """Send a session's turns in order (each turn's sub-requests in parallel); False when the window ended or the
+    driver stopped before it was done. A failed request ends the session (the conversation cannot go on).
+    warmup None: each request is claimed against the warm-up (closed loop); else every request gets that label."""
+    w = plan.window
+    conv = Conversation(session)
+    sent: list[RequestRecord] = []
+    ready_at = scheduled
+    for t, turn in enumerate(session.turns):
+        if t and turn.think_s:
+            await asyncio.sleep(turn.think_s)
+        if t:
+            ready_at = clock()
+        now = clock()
+        ws = coord.window_start()
+        if coord.stopped() or (ws is not None and now >= ws + w.measure_seconds):
+            return False
+        if not conv.fits(turn):
+            break
+        warm = coord.claim(now, t0, w) if warmup is None else warmup
+        st.lags.append((now if t or warmup is None else scheduled, max(0.0, now - ready_at)))
+        replies = [Reply() for _ in turn.branches]
+        recs = []
+        for j, msg in enumerate(turn.branches):
+            whole = conv.prompt(msg)
+            recs.append(RequestRecord(
+                index=session.index, concurrency=plan.concurrency, scheduled_at=now if t else scheduled, sent_at=now,
+                prompt_tokens=whole.prompt_tokens, modality=whole.modality, warmup=warm,
+                sent_prompt_tokens=estimated_prompt_tokens(whole), sent_output_tokens=msg.output_tokens,
+                turn=t + 1, branch=j, context_tokens=conv.tokens))
+        st.records.extend(recs)
+        sent.extend(recs)
+        await asyncio.gather(*(_request(client, plan, msg, rec, clock, coord, (conv, reply))
+                               for msg, rec, reply in zip(turn.branches, recs, replies, strict=True)))
+        if any(rec.error is not None for rec in recs):
+            return True
+        conv.add(list(zip(turn.branches, replies, strict=True)))
+    turns = max((r.turn or 0 for r in sent), default=0)
+    for r in sent:
+        r.session_turns = turns
+    return True
+
+
 async def _open_loop(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State,
                      tasks: set[asyncio.Task[None]], clock: Clock) -> float:
     """Dispatch at the scheduled times; a request over the in-flight cap waits, its scheduled time still counts."""
@@ -322,6 +297,10 @@ async def _open_loop(client: Pool, plan: Plan, coord: Coord, t0: float, st: _Sta
         if sched >= end or coord.stopped():
             break
         await sleep_until(sched, clock)
+        if isinstance(plan.specs, SessionStream):
+            if not await _open_session(client, plan, coord, t0, st, tasks, clock, sched, int(k), slots, drain_end):
+                break
+            continue
         try:
             spec = spec_at(plan.specs, int(k))
         except StreamExhausted as exc:
@@ -348,6 +327,36 @@ async def _open_loop(client: Pool, plan: Plan, coord: Coord, t0: float, st: _Sta
         tasks.add(task)
         task.add_done_callback(tasks.discard)
     return end
+
+
+async def _open_session(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State,
+                        tasks: set[asyncio.Task[None]], clock: Clock, sched: float, k: int,
+                        slots: asyncio.Semaphore, drain_end: float) -> bool:
+    """Start session k at its scheduled time (open loop: sessions arrive at the rate); it holds one in-flight slot
+    for all its turns. False when the stream ran out."""
+    assert isinstance(plan.specs, SessionStream)
+    try:
+        session = plan.specs.at(k)
+    except StreamExhausted as exc:
+        st.exhausted = str(exc)
+        coord.stop()
+        return False
+    ws = coord.window_start()
+    try:
+        await asyncio.wait_for(slots.acquire(), timeout=max(0.0, drain_end - clock()))
+    except TimeoutError:
+        return True
+
+    async def go() -> None:
+        try:
+            await run_session(client, plan, coord, t0, st, session, clock, sched, warmup=ws is not None and sched < ws)
+        finally:
+            slots.release()
+
+    task = asyncio.create_task(go())
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+    return True
 
 
 async def _open_request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestRecord,

@@ -56,14 +56,25 @@ from sweep.profile.base import Strict as _Strict
 from sweep.profile.inputs import locate_inputs
 from sweep.profile.search import FloatRange, IntRange, Screening, Search, Space
 from sweep.profile.window import Window
-from sweep.profile.workload import Dataset, LengthDist, MediaSpec, ModalMix, SharedPrefix, Workload
+from sweep.profile.workload import (
+    MAX_FANOUT,
+    MAX_TURNS,
+    Dataset,
+    LengthDist,
+    MediaSpec,
+    ModalMix,
+    Sessions,
+    SharedPrefix,
+    ThinkTime,
+    Workload,
+)
 from sweep.profile.yaml_keys import load_unique
 
 __all__ = ["DAY_S", "MAX_CONCURRENCY", "MAX_GRID", "MAX_REQUESTS", "MAX_TOKENS", "SLA", "Arrival", "ArrivalProcess",
            "ClosedArrival",
            "CrossCheck", "DEFAULT_TIER", "Dataset", "FloatRange", "GammaArrival", "IntRange", "LengthDist", "MediaSpec", "ModalMix",
            "OpenArrival", "Profile", "RateArrival", "Refine", "Screening", "Search", "SendSchedule", "ServerSpec",
-           "SharedPrefix", "Soak",
+           "Sessions", "SharedPrefix", "Soak", "ThinkTime", "MAX_FANOUT", "MAX_TURNS",
            "Space", "Tier", "TraceArrival", "Window", "Workload", "check_name", "check_study_name", "is_loopback",
            "load_profile", "resolve_profile_path"]
 

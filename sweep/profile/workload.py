@@ -40,6 +40,13 @@ class LengthDist(_Strict):
         return self
 
 
+    @property
+    def largest(self) -> int:
+        """The largest length a draw can give."""
+        top = {"fixed": self.value, "uniform": self.high}.get(self.kind) or self.max
+        return min(top, self.max)
+
+
 class ModalMix(_Strict):
     """Shares of each input modality; must sum to 1."""
 
@@ -88,6 +95,52 @@ class Dataset(_Strict):
         return self._resolved or Path(self.path)
 
 
+MAX_TURNS = 256  # turns one session may have
+MAX_FANOUT = 16  # parallel sub-requests one turn may issue
+
+
+class ThinkTime(_Strict):
+    """Seconds a user pauses between one turn's reply and the next turn."""
+
+    kind: Literal["fixed", "uniform", "exponential"] = Field("fixed",
+        description="fixed (value), uniform (low..high) or exponential (mean)")
+    value: float = Field(0.0, ge=0, le=3600, description="the pause, for kind fixed")
+    low: float = Field(0.0, ge=0, le=3600, description="shortest pause, for kind uniform")
+    high: float = Field(0.0, ge=0, le=3600, description="longest pause, for kind uniform")
+    mean: float = Field(0.0, ge=0, le=3600, description="mean pause, for kind exponential")
+
+    @model_validator(mode="after")
+    def _range(self) -> ThinkTime:
+        if self.kind == "uniform" and self.low > self.high:
+            raise ValueError("low must be <= high")
+        return self
+
+
+class Sessions(_Strict):
+    """Multi-turn conversations: each closed-loop user (or each open-loop arrival) runs a session of turns."""
+
+    turns: LengthDist = Field(LengthDist(kind="fixed", value=4),
+        description=f"turns per session (a count distribution, at most {MAX_TURNS}; section workload.sessions.turns)")
+    followup_len: LengthDist | None = Field(None, description=(
+        "tokens of each later turn's new user message (section workload.sessions.followup_len); "
+        "unset: workload.prompt_len"))
+    think_time: ThinkTime = Field(ThinkTime(), description="pause before each later turn (section "
+                                                           "workload.sessions.think_time)")
+    fanout: LengthDist = Field(LengthDist(kind="fixed", value=1), description=(
+        f"parallel sub-requests per turn, agent-style (at most {MAX_FANOUT}): each sends the conversation so far "
+        "plus its own message, and the next turn waits for all of them (section workload.sessions.fanout)"))
+    max_context: int = Field(32768, ge=16, le=MAX_TOKENS, description=(
+        "a session ends before a turn whose prompt plus reply would pass this many tokens"))
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Sessions:
+        if self.turns.largest > MAX_TURNS:
+            raise ValueError(f"turns can be up to {self.turns.largest}: at most {MAX_TURNS} (set turns.max)")
+        if self.fanout.largest > MAX_FANOUT:
+            raise ValueError(f"fanout can be up to {self.fanout.largest}: at most {MAX_FANOUT} (set fanout.max)")
+        return self
+
+
 class Workload(_Strict):
     seed: int = Field(0, ge=0, le=2**63 - 1,
         description="seed of every random draw (lengths, media, prefixes, open-loop schedules)")
@@ -109,3 +162,12 @@ class Workload(_Strict):
     replay: StrictBool = Field(False, description=(
         "cycle the first num_requests requests (or the dataset's entries) instead of fresh ones: a server then "
         "sees requests again, and its prefix cache hits them"))
+    sessions: Sessions | None = Field(None, description=(
+        "multi-turn conversations instead of single requests (section workload.sessions): each turn sends the "
+        "whole conversation so far, the server's own replies included, plus a new user message"))
+
+    @model_validator(mode="after")
+    def _sessions(self) -> Workload:
+        if self.sessions is not None and self.replay:
+            raise ValueError("workload.sessions and workload.replay cannot be combined: sessions are never replayed")
+        return self

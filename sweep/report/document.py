@@ -10,6 +10,7 @@ from sweep.analysis.winner import Winner, hardware_lines
 from sweep.core.types import KNOB_NAMES, KnobValue
 from sweep.report.answer import answer_lines, why_lines
 from sweep.report.inputs import cache_lines, input_lines
+from sweep.report.sessions import session_lines
 from sweep.report.setup import setup_lines
 from sweep.report.tables import ci_text as _ci
 from sweep.report.tables import configs_table, modality_table, plain, steps_table
@@ -128,6 +129,7 @@ SECTIONS: tuple[Callable[[StudyContext], list[str]], ...] = (
     no_conclusion_lines,
     conclusion_lines,
     lambda ctx: modality_table(ctx, ctx.view),
+    session_lines,
     soak_lines,
     _crosscheck,
 )

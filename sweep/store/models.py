@@ -225,6 +225,11 @@ class RequestRow(Base):
     num_retractions: Mapped[int] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
     error_kind: Mapped[str | None] = mapped_column(String(20))
+    # sessions (workload.sessions): idx is the session's number; NULL for single-turn workloads (migration 0010)
+    turn: Mapped[int | None] = mapped_column(Integer)
+    branch: Mapped[int | None] = mapped_column(Integer)
+    context_tokens: Mapped[int | None] = mapped_column(Integer)
+    session_turns: Mapped[int | None] = mapped_column(Integer)
 
 
 class SampleRow(Base):

@@ -148,6 +148,8 @@ def request_rows(run_id: int, records: Iterable[RequestRecord], window_start: fl
         "sent_output_tokens": int(r.sent_output_tokens) if r.sent_output_tokens else None,
         "cached_tokens": int(r.cached_tokens), "num_retractions": int(r.num_retractions),
         "error": r.error, "error_kind": r.error_kind,
+        "turn": r.turn, "branch": r.branch, "context_tokens": r.context_tokens if r.turn is not None else None,
+        "session_turns": r.session_turns,
     } for r in records]
 
 

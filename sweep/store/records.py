@@ -290,6 +290,10 @@ class StoredRequestRow(Record):
     error_kind: str | None = None
     id: int | None = None
     run_id: int | None = None
+    turn: int | None = None  # sessions (workload.sessions); idx is then the session's number
+    branch: int | None = None
+    context_tokens: int | None = None
+    session_turns: int | None = None
 
     def latency(self, name: str) -> float | None:
         """ttft_ms, tpot_ms or e2e_ms by name."""

@@ -35,7 +35,7 @@ from sweep.views.answer import Answer, build_answer
 from sweep.views.context import ConfigFailure, study_context
 from sweep.views.read_model import read_study
 from sweep.workload.lexicon import for_model
-from sweep.workload.stream import RequestStream
+from sweep.workload.stream import Stream, open_stream
 
 __all__ = ["KneeRun", "Orchestrator"]
 TrialCallback = Callable[[LadderOutcome], None]
@@ -116,7 +116,7 @@ class Orchestrator:
         # Input first (the dataset, --out): a bad one is one line and nothing written, no study left running.
         # Requests are made on demand and never repeat on one server (sweep.workload.stream); replay only when asked.
         # Made before the study row, so a dataset that cannot serve one ladder writes nothing.
-        specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+        specs = open_stream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
         refuse_short_dataset(self.profile, specs)
         if self.profile.crosscheck.enabled:  # a reference that cannot run is one clear line before anything is stored
             from sweep.study.crosscheck_step import choose_reference
@@ -138,10 +138,10 @@ class Orchestrator:
 
     def _work(self, study_id: int, study_name: str, on_step: StepCallback | None = None,
               on_step_start: StartCallback | None = None, on_trial: TrialCallback | None = None,
-              specs: RequestStream | None = None) -> KneeRun:
+              specs: Stream | None = None) -> KneeRun:
         """Measure trials of the study as one of its workers until its work is done, then write the report."""
         if specs is None:
-            specs = RequestStream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+            specs = open_stream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
             refuse_short_dataset(self.profile, specs)
         seat = self.seat
         identity = WorkerIdentity.this_process()

@@ -15,7 +15,15 @@ from sweep.core.types import WindowResult
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, Profile, Window
 from sweep.workload.cache_model import SAMPLE, PrefixShape, predicted_hit_rate, prefix_shape
-from sweep.workload.stream import Requests, RequestStream, StreamExhausted, next_position, spec_at, view_from
+from sweep.workload.stream import (
+    Requests,
+    RequestStream,
+    SessionStream,
+    StreamExhausted,
+    next_position,
+    spec_at,
+    view_from,
+)
 
 log = logging.getLogger(__name__)
 HEADROOM = 1.25  # a closed-loop step is offered this much more than the previous step's rate scaled by concurrency
@@ -57,7 +65,7 @@ class StepInputs:
             else:
                 log.warning("prefix cache not emptied before concurrency %d: %s", concurrency, note)
         view = view_from(self.specs, self.position)
-        if isinstance(view, RequestStream) and not self.driver.simulated:
+        if isinstance(view, RequestStream | SessionStream) and not self.driver.simulated:
             view.prefetch(min(self._expected(concurrency, window, arrival), self.profile.workload.num_requests))
         return view, note
 
@@ -94,7 +102,7 @@ def refuse_short_dataset(profile: Profile, specs: Requests) -> None:
 
     (A closed loop's need depends on the server's speed: it is refused when it runs out, by StreamExhausted.)
     """
-    cap = specs.capacity if isinstance(specs, RequestStream) else None
+    cap = specs.capacity if isinstance(specs, RequestStream | SessionStream) else None
     if cap is None or not profile.arrival.open_loop:
         return
     scheds = (profile.step_arrival(c).schedule(profile.window, profile.workload.seed, c) for c in profile.ladder)

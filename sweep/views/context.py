@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from sweep.analysis.sessions import SessionStats, session_stats
 from sweep.profile import Search, Soak
 from sweep.store import RunRecord, Store, StudyRecord
 from sweep.views.read_model import ConfigFailure, config_failures_of, read_study, stored_profile
 from sweep.views.study import StudyContext, TrialPoint, build_view
 
-__all__ = ["ConfigFailure", "config_failures", "optuna_history", "soak_verdicts", "stored_profile", "study_context"]
+__all__ = ["ConfigFailure", "config_failures", "optuna_history", "session_windows", "soak_verdicts", "stored_profile", "study_context"]
 
 if TYPE_CHECKING:
     from sweep.analysis.soak import SoakVerdict
@@ -40,7 +41,17 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
         reference_runs=store.reference_runs(study_id), histograms=store.window_histograms(study_id),
         view=build_view(store.requests_for_run, model.configs, model.runs, model.knees, d.winner, d.pool,
                         coupled=search.mode == "coupled"),
-        request_tokens=store.study_request_tokens(study_id), failures=model.failures, measured=model.measured)
+        request_tokens=store.study_request_tokens(study_id), failures=model.failures, measured=model.measured,
+        sessions=session_windows(store, model.runs) if prof is not None and prof.workload.sessions else {})
+
+
+def session_windows(store: Store, runs: Sequence[RunRecord]) -> dict[int, SessionStats]:
+    """Each completed window's session figures (sweep.analysis.sessions), by run id."""
+    out = {}
+    for r in runs:
+        if r.status == "completed" and (s := session_stats(store.requests_for_run(r.id))) is not None:
+            out[r.id] = s
+    return out
 
 
 def soak_verdicts(store: Store, runs: Sequence[RunRecord], soak: Soak) -> dict[int, SoakVerdict]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import ladder_phase
 from sweep.analysis.measure import percentile
+from sweep.analysis.sessions import SessionStats
 from sweep.analysis.significance import ties
 from sweep.analysis.winner import HardwareRanking, Winner
 from sweep.profile import Profile
@@ -164,6 +165,7 @@ class StudyContext:
     request_tokens: list[RequestTokens] = field(default_factory=list)  # Store.study_request_tokens
     failures: list[ConfigFailure] = field(default_factory=list)  # configurations that failed or never started
     measured: bool = False  # whether any configuration got a completed measured step
+    sessions: dict[int, SessionStats] = field(default_factory=dict)  # run id -> its sessions (workload.sessions)
 
     def raw(self, section: str) -> dict[str, object]:
         """One section of the stored profile JSON as written ({} when absent or not an object)."""

@@ -15,7 +15,9 @@ __getattr__, __dir__, __all__ = lazy(__name__, {
         "MARKERS", "MIN_TAIL", "build_workload", "chat_body", "estimated_prompt_tokens",
         "generate_body", "render_ids", "sample_lengths", "warm_media_pool", "workload_digest",
     ),
+    "sweep.workload.sessions": ("Conversation", "Reply", "SessionStream", "make_session"),
     "sweep.workload.stream": (
-        "Requests", "RequestStream", "StreamExhausted", "next_position", "spec_at", "view_from",
+        "Requests", "RequestStream", "Stream", "StreamExhausted", "next_position", "open_stream", "spec_at",
+        "view_from",
     ),
 })

@@ -196,7 +196,7 @@ def make_block(w: Workload, parts: WorkloadParts, block: int, *, lexicon: Lexico
         c = first + k
         modality: Modality = "image" if media else MODALITIES[int(modal[k])]
         if not media and modality != "text":
-            media = _media(w, modality, c, pool_size)
+            media = media_for(w, modality, c, pool_size)
         group = groups[k] if flags[k] else None
         if group is not None:
             ids, text = parts.prefixes[group] + ids, parts.prefix_texts[group] + " " + text
@@ -205,7 +205,7 @@ def make_block(w: Workload, parts: WorkloadParts, block: int, *, lexicon: Lexico
     return specs
 
 
-def _media(w: Workload, modality: str, slot: int, pool_size: int) -> tuple[MediaItem, ...]:
+def media_for(w: Workload, modality: str, slot: int, pool_size: int = POOL_SIZE) -> tuple[MediaItem, ...]:
     """Pooled media item number `slot` of this modality."""
     m, slot = w.media, slot % pool_size
     if modality == "image":
@@ -222,7 +222,7 @@ def warm_media_pool(w: Workload, pool_size: int = POOL_SIZE) -> None:
     for modality in MODALITIES[1:]:
         if getattr(w.mix, modality) > 0:
             for slot in range(pool_size):
-                _media(w, modality, slot, pool_size)
+                media_for(w, modality, slot, pool_size)
 
 
 def build_workload(w: Workload, base_dir: Path | None = None, *, pool_size: int = POOL_SIZE,

@@ -25,18 +25,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from sweep.core.errors import WorkloadError
+from sweep.core.errors import StreamExhausted
 from sweep.core.types import RequestRecord, RequestSpec
 from sweep.profile import Workload
 from sweep.workload.lexicon import SIM, Lexicon
 from sweep.workload.media import POOL_SIZE
 from sweep.workload.requests import BLOCK, WorkloadParts, make_block, warm_media_pool, workload_parts
+from sweep.workload.sessions import SessionStream
+
+__all__ = ["KEEP_BLOCKS", "RequestStream", "Requests", "SessionStream", "StreamExhausted", "next_position",
+           "open_stream", "spec_at", "view_from"]
 
 KEEP_BLOCKS = 64  # blocks a view keeps: a closed loop's users draw positions close together
-
-
-class StreamExhausted(WorkloadError):
-    """A finite dataset ran out and the profile does not allow replaying it."""
 
 
 class RequestStream:
@@ -121,19 +121,30 @@ class RequestStream:
                              start=position, parts=self.parts)
 
 
-Requests = Sequence[RequestSpec] | RequestStream
+Requests = Sequence[RequestSpec] | RequestStream | SessionStream
+Stream = RequestStream | SessionStream
+
+
+def open_stream(w: Workload, base_dir: Path | None = None, *, lexicon: Lexicon = SIM) -> Stream:
+    """The study's stream: sessions when the workload has workload.sessions, else single requests."""
+    if w.sessions is not None:
+        return SessionStream(w, base_dir, lexicon=lexicon)
+    return RequestStream(w, base_dir, lexicon=lexicon)
 
 
 def spec_at(specs: Requests, k: int) -> RequestSpec:
-    """A window's k-th request: from a stream view, or cycling a plain list (tests and benches pass lists)."""
+    """A window's k-th request: from a stream view, or cycling a plain list (tests and benches pass lists); of a
+    session stream, the first message of session k."""
     if isinstance(specs, RequestStream):
         return specs.at(k)
+    if isinstance(specs, SessionStream):
+        return specs.at(k).turns[0].branches[0]
     return specs[k % len(specs)]
 
 
 def view_from(specs: Requests, position: int) -> Requests:
     """The stream from `position` on; a plain list is always used from its start (it cycles)."""
-    return specs.starting_at(position) if isinstance(specs, RequestStream) else specs
+    return specs.starting_at(position) if isinstance(specs, RequestStream | SessionStream) else specs
 
 
 def next_position(records: Sequence[RequestRecord], position: int) -> int:
