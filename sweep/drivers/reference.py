@@ -25,9 +25,9 @@ import h11
 
 from sweep.core.errors import SweepError
 from sweep.core.types import RequestRecord, RequestSpec, WindowResult
+from sweep.drivers.coord import Coord
 from sweep.drivers.http import run_loop
 from sweep.drivers.sse import SseEvent, request_for, share_by_length
-from sweep.drivers.coord import Coord
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, ClosedArrival, Window
 from sweep.workload.stream import Requests, spec_at

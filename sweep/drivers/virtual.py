@@ -10,10 +10,13 @@ from sglang_sim.engine import Engine, SimRequest
 from sglang_sim.media import audio_tokens, image_tokens, placeholder_ids, video_tokens
 from sweep.analysis.server_metrics import buckets_as_samples
 from sweep.core import interrupt
+from sweep.core.errors import WorkloadError
 from sweep.core.types import RequestRecord, RequestSpec, Sample, WindowResult
+from sweep.drivers.virtual_sessions import SessionUsers
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, Window
 from sweep.workload.requests import estimated_prompt_tokens
+from sweep.workload.sessions import SessionStream
 from sweep.workload.stream import Requests, spec_at
 
 GAUGES = ("num_running_reqs", "num_queue_reqs", "token_usage", "cache_hit_rate", "num_retracted_reqs",
@@ -131,6 +134,12 @@ class _WindowRun:
             self.ws, self.we = start + sched.start, start + sched.start + window.measure_seconds
         self.next_sample = start
         self.steps = 0
+        self.users: SessionUsers | None = None
+        if isinstance(specs, SessionStream):
+            if self.open_loop:
+                raise WorkloadError("sessions under an open-loop arrival run on the HTTP driver only "
+                                    "(--driver http); the virtual driver runs them closed-loop")
+            self.users = SessionUsers(self, spec_to_request)
 
     # ---- clients
     def dispatch(self, t: float, at: float | None = None) -> None:
@@ -140,23 +149,39 @@ class _WindowRun:
         proto = self.built.get(spec.index)
         if proto is None:
             proto = self.built[spec.index] = spec_to_request(spec, "")
+        rid = self.next_rid(t)
+        self.submit(SimRequest(rid, proto.input_ids, proto.max_new_tokens, proto.media_tokens), spec, t,
+                    t if at is None else at)
+        self.settle(rid, t)
+
+    def next_rid(self, t: float) -> str:
+        """A fresh request id for a send at t; the warm-up counts it (the window starts after warmup_requests)."""
         if self.ws is None and self.k >= self.window.warmup_requests:
             self.ws = max(self.start + self.window.warmup_seconds, t)
             self.we = self.ws + self.window.measure_seconds
-        scheduled = t if at is None else at
-        warm = self.ws is None or scheduled < self.ws
         rid = f"v{self.wid}-{self.k}"
         self.k += 1
-        r = self.eng.submit(SimRequest(rid, proto.input_ids, proto.max_new_tokens, proto.media_tokens), t)
+        return rid
+
+    def submit(self, sr: SimRequest, spec: RequestSpec, t: float, scheduled: float) -> RequestRecord:
+        """Submit one request to the engine at t and record it (in flight until close)."""
+        r = self.eng.submit(sr, t)
         rec = RequestRecord(index=spec.index, concurrency=self.concurrency, scheduled_at=scheduled, sent_at=t,
-                            prompt_tokens=r.prompt_len, modality=spec.modality, warmup=warm,
-                            sent_prompt_tokens=estimated_prompt_tokens(spec),
-                            sent_output_tokens=spec.output_tokens)
+                            prompt_tokens=r.prompt_len, modality=spec.modality,
+                            warmup=self.ws is None or scheduled < self.ws,
+                            sent_prompt_tokens=estimated_prompt_tokens(spec), sent_output_tokens=spec.output_tokens)
         self.records.append(rec)
-        self.in_flight[rid] = (rec, t)
-        heapq.heappush(self.deadlines, (t + self.window.request_timeout_s, rid))
-        if r.status in ("finished", "aborted"):
+        self.in_flight[sr.rid] = (rec, t)
+        heapq.heappush(self.deadlines, (t + self.window.request_timeout_s, sr.rid))
+        return rec
+
+    def settle(self, rid: str, t: float) -> None:
+        """A request the engine refused at once (too long) is closed at once; its session hears of it."""
+        r = self.eng.reqs.get(rid)
+        if r is not None and rid in self.in_flight and r.status in ("finished", "aborted"):
             self.close(rid, t)
+            if self.users is not None:
+                self.users.ended(rid, t)
 
     def close(self, rid: str, t: float, error: str | None = None, kind: str | None = None) -> None:
         """Record what the client saw of a request that ended (finished, aborted or given up on)."""
@@ -184,9 +209,12 @@ class _WindowRun:
         while self.waiting and len(self.in_flight) < self.cap:
             self.dispatch(now, self.waiting.popleft())
 
-    def replace_user(self, t: float) -> None:
-        """Closed loop: a user whose request ended sends the next one while the window lasts."""
-        if t < self.we and not self.open_loop:
+    def replace_user(self, t: float, rid: str) -> None:
+        """Closed loop: a user whose request ended sends the next one while the window lasts (a session's user
+        goes on with its session: sweep.drivers.virtual_sessions)."""
+        if self.users is not None:
+            self.users.ended(rid, t)
+        elif t < self.we and not self.open_loop:
             self.dispatch(t)
 
     # ---- the window's marks and probes
@@ -220,7 +248,7 @@ class _WindowRun:
             if rid in self.in_flight:
                 self.eng.abort(rid)
                 self.close(rid, now, f"no response within {self.window.request_timeout_s}s", "timeout")
-                self.replace_user(now)
+                self.replace_user(now, rid)
 
     def horizon(self, now: float) -> float:
         """The next simulated time something happens outside the engine: sample, deadline, mark or send."""
@@ -228,8 +256,9 @@ class _WindowRun:
         ws, we = self.ws, self.we
         deadline = self.deadlines[0][0] if self.deadlines else inf
         send = self.sched[self.nxt] if self.nxt < len(self.sched) else inf
+        think = self.users.next_timer() if self.users is not None else inf
         return min(self.next_sample, deadline, we + self.window.drain_seconds, we if now < we else inf,
-                   ws if ws is not None and now < ws else inf, send)
+                   ws if ws is not None and now < ws else inf, send, think)
 
     def over(self, now: float) -> bool:
         """Past the window, with nothing left to wait for or the drain grace spent."""
@@ -241,13 +270,15 @@ class _WindowRun:
         eng = self.eng
         if not self.open_loop:
             for _ in range(self.concurrency):
-                self.dispatch(self.start)
+                self.users.start(self.start) if self.users is not None else self.dispatch(self.start)
         while True:
             # a Ctrl-C raised inside a weakref callback of this loop's garbage was swallowed: raise it here
             interrupt.check()
             now = eng.now
             if self.open_loop:
                 self.release(now)
+            if self.users is not None:
+                self.users.fire(now)
             self.mark(now)
             self.sample(now)
             self.expire(now)
@@ -264,7 +295,7 @@ class _WindowRun:
             for rid in res.finished:
                 if rid in self.in_flight:
                     self.close(rid, res.end)
-                    self.replace_user(res.end)
+                    self.replace_user(res.end, rid)
             if self.open_loop:
                 self.release(res.end)
         self.give_up()
