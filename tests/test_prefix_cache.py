@@ -3,6 +3,8 @@ on hand-computed cases."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from sweep.workload.prefix_cache import perfect_prefix_hits
@@ -46,3 +48,33 @@ def test_lru_keeps_what_was_used_recently() -> None:
 def test_negative_capacity_is_refused() -> None:
     with pytest.raises(ValueError, match="capacity_tokens"):
         perfect_prefix_hits(ABC, capacity_tokens=-1)
+
+
+def _token_by_token(seqs: list[list[int]], cap: int | None) -> tuple[int, int]:
+    """The same cache kept the slow way: every cached prefix with its last use; evict the least recently used
+    prefix that no other cached prefix extends (deepest first at equal last use)."""
+    cache: dict[tuple[int, ...], int] = {}
+    hits = total = 0
+    for t, seq in enumerate(seqs):
+        total += len(seq)
+        k = 0
+        while k < len(seq) and tuple(seq[:k + 1]) in cache:
+            k += 1
+        hits += k
+        for j in range(1, len(seq) + 1):
+            cache[tuple(seq[:j])] = t
+        while cap is not None and len(cache) > cap:
+            parents = {p[:-1] for p in cache}
+            victim = min((p for p in cache if p not in parents), key=lambda p: (cache[p], -len(p)))
+            del cache[victim]
+    return hits, total
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_radix_tree_agrees_with_the_token_by_token_cache(seed: int) -> None:
+    rng = random.Random(seed)
+    stems = [[rng.randrange(4) for _ in range(rng.randrange(1, 6))] for _ in range(3)]
+    seqs = [rng.choice(stems)[: rng.randrange(0, 6)] + [rng.randrange(4) for _ in range(rng.randrange(0, 5))]
+            for _ in range(rng.randrange(1, 14))]
+    for cap in (None, 0, 1, 3, 5, 8, 13):
+        assert perfect_prefix_hits(seqs, cap) == _token_by_token(seqs, cap), (seqs, cap)
