@@ -213,3 +213,18 @@ def test_missing_tokenizers_package_is_one_line(tmp_path: Path, monkeypatch: pyt
     finally:
         _encoder.cache_clear()
 
+
+
+@pytest.mark.parametrize(("name", "fmt"), [("openai_good.jsonl", "openai"), ("mooncake_good.jsonl", "mooncake"),
+                                           ("sharegpt_good.json", "sharegpt")])
+def test_single_turn_stream_sends_turn_one(name: str, fmt: str) -> None:
+    from sweep.profile import Workload
+    from sweep.workload.requests import build_workload
+
+    ds = Dataset(path=name, format=fmt)  # type: ignore[arg-type]
+    items = {it.input_ids: it for it in load_dataset(ds, DATA)[0]}
+    specs = build_workload(Workload(num_requests=8, dataset=ds), DATA)
+    for spec in specs:  # each request is an entry's turn 1, with its output length (explicit, else the reply's)
+        item = items[spec.input_ids]
+        want = item.output_len or item.ref_output_len
+        assert want is None or spec.output_tokens == want
