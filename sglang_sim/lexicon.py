@@ -27,6 +27,7 @@ class Lexicon:
 
     words: tuple[str, ...]
     source: str
+    tokenizer: str = ""  # the tokenizer.json the words come from ("" for SIM): datasets tokenize their text with it
     _arr: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -65,7 +66,7 @@ def from_tokenizer(path: str) -> Lexicon | None:
         sample = Lexicon(tuple(words), "").render(np.arange(4 * len(words)) * 7919)
         n = len(tok.encode(sample, add_special_tokens=False).ids)
         if n == 4 * len(words):
-            return Lexicon(tuple(words), f"{len(words)} one-token words of {tj}")
+            return Lexicon(tuple(words), f"{len(words)} one-token words of {tj}", str(tj))
         log.warning("%s: joined words do not keep one token each (%d tokens for %d words); text uses %s",
                     tj, n, 4 * len(words), SIM.source)
         return None

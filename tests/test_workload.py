@@ -236,8 +236,11 @@ def test_jsonl_images(tmp_path: Path) -> None:
 def test_sharegpt_import() -> None:
     ds = Dataset(path="workload_sharegpt.json", format="sharegpt", on_bad_line="skip")
     items, problems = load_dataset(ds, FIX)
-    assert [it.text for it in items] == ["What is goodput?", "Name two SGLang scheduling policies."]
+    # the system message starts turn 1 (as the server would see it); every later human turn is a turn
+    assert [it.text for it in items] == ["What is goodput?", "You are terse.\nName two SGLang scheduling policies."]
     assert [it.ref_output_len for it in items] == [15, 3]
+    assert items[0].turns == () and [(t.text, t.ref_output_len) for t in items[1].turns] == [
+        ("Which favours prefix reuse?", 1)]
     assert problems == ["workload_sharegpt.json:entry 3: no human turn"]
     with pytest.raises(WorkloadError, match="entry 3"):
         load_dataset(ds.model_copy(update={"on_bad_line": "fail"}), FIX)

@@ -83,10 +83,14 @@ class Dataset(_Strict):
     path: str = Field(min_length=1,
         description=("file of prompts: relative paths are looked up in the profile's folder, then the "
                      "working directory"))
-    format: Literal["jsonl", "sharegpt"] = Field("jsonl",
-        description="jsonl (one object per line) or sharegpt (conversations)")
+    format: Literal["jsonl", "sharegpt", "openai", "mooncake"] = Field("jsonl",
+        description=("jsonl (sweep's own: one object per line, optional later turns), sharegpt (conversations, "
+                     "every human turn), openai (chat-completions requests: the user messages are the turns) or "
+                     "mooncake (a token-length trace with block hash ids and timestamps); docs/datasets.md"))
     on_bad_line: Literal["skip", "fail"] = Field("fail",
         description="skip malformed entries, or fail the profile on the first one")
+    block_tokens: int = Field(512, ge=1, le=MAX_TOKENS,
+        description="mooncake: tokens per hash id (equal ids are equal token blocks: the trace's prefix sharing)")
     _resolved: Path | None = PrivateAttr(None)  # set by load_profile: where `path` was found
 
     @property

@@ -8,7 +8,11 @@ __getattr__, __dir__, __all__ = lazy(__name__, {
     "sweep.workload.cache_model": (
         "GAP_FLAG", "SAMPLE", "PrefixShape", "hit_gap", "predicted_hit_rate", "prefix_shape",
     ),
-    "sweep.workload.datasets": ("load_dataset", "text_to_ids", "word_id"),
+    "sweep.workload.datasets": ("DatasetItem", "DatasetTurn", "dataset_offsets", "load_dataset", "read_entries"),
+    "sweep.workload.dataset_stats": ("DatasetStats", "dataset_stats"),
+    "sweep.workload.importers": ("BadEntry", "hash_block"),
+    "sweep.workload.prefix_cache": ("perfect_prefix_hits",),
+    "sweep.workload.tokens": ("TextEncoder", "encoder_for", "text_to_ids", "word_id"),
     "sweep.workload.lexicon": ("for_model",),
     "sweep.workload.media": ("media_tokens",),
     "sweep.workload.requests": (

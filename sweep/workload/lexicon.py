@@ -12,6 +12,7 @@ own vocabulary: letter words that are one token both after a space and at the st
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from sglang_sim.lexicon import N_IDS, SIM, Lexicon, from_tokenizer
@@ -21,9 +22,14 @@ log = logging.getLogger(__name__)
 
 
 def for_model(model_path: str | Path) -> Lexicon:
-    """The lexicon for a model folder: its tokenizer's words when it has a usable tokenizer.json, else SIM."""
+    """The lexicon for a model folder: its tokenizer's words when it has a usable tokenizer.json, else SIM (which
+    still names the folder's tokenizer.json, when there is one, as `tokenizer`: a dataset's text is tokenized with
+    it, sweep.workload.tokens)."""
     lex = from_tokenizer(str(model_path))
-    if lex is None and not (Path(model_path) / "tokenizer.json").is_file():
+    tj = Path(model_path) / "tokenizer.json"
+    if lex is None and not tj.is_file():
         log.warning("%s has no tokenizer.json here: text prompts (chat API, media) use %s, so their token counts "
                     "on a real server differ from the profile's prompt lengths", model_path, SIM.source)
+    if lex is None and tj.is_file():
+        return replace(SIM, tokenizer=str(tj))
     return lex or SIM

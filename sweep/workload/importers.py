@@ -1,0 +1,313 @@
+"""What one entry of each dataset format becomes: a DatasetItem (turn 1) with its later user turns.
+
+Formats (docs/datasets.md): `jsonl` (sweep's own: "prompt" or "input_ids", optional "output_len",
+"ref_output_len", "images", "send_at", and "turns", a list of later turns with the same fields), `sharegpt`
+(every human turn; each reply's length is its turn's reference output length), `openai` (a chat-completions
+request per line: the user messages are the turns, the assistant messages' lengths the reference output lengths,
+"max_tokens" the last turn's output length) and `mooncake` (a token-length trace: each hash id is one block of
+block_tokens tokens, a deterministic function of the id, so equal ids share their tokens exactly).
+A system message is the start of turn 1's text. An unusable entry raises BadEntry with one line saying why.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from sweep.core.types import JSON, MediaItem
+from sweep.workload.media import image_from_file
+from sweep.workload.tokens import ID_HIGH, ID_LOW, TextEncoder
+
+_HUMAN = ("human", "user")
+_GPT = ("gpt", "assistant", "chatgpt", "bard", "model")
+_SYSTEM = ("system", "developer")
+_SKIPPED_ROLES = ("tool", "function", "observation", "function_call", "ipython")  # not a turn, not a reply
+_BLOCK_SEED = 0x6D6F6F6E  # the stream of mooncake block tokens ("moon")
+
+
+@dataclass(frozen=True)
+class DatasetTurn:
+    """A later user turn of a conversation (turn 2, 3, ...): its new message and the reply length it expects."""
+
+    input_ids: tuple[int, ...]
+    text: str | None = None
+    output_len: int | None = None  # explicit output length (jsonl "output_len", openai "max_tokens")
+    ref_output_len: int | None = None  # tokens of the recorded reply, used when the profile sets no output_len
+    images: tuple[MediaItem, ...] = ()
+
+
+@dataclass(frozen=True)
+class DatasetItem:
+    """One usable dataset entry: turn 1's prompt ids (and text), output length and images; later turns in turns."""
+
+    line: int  # 1-based line (jsonl) or entry number (ShareGPT JSON list)
+    input_ids: tuple[int, ...]
+    text: str | None = None  # the original prompt text, if the entry had one
+    output_len: int | None = None  # explicit per-entry output length (jsonl "output_len")
+    ref_output_len: int | None = None  # the recorded reply's tokens, used when the profile sets no output_len
+    images: tuple[MediaItem, ...] = ()
+    turns: tuple[DatasetTurn, ...] = ()  # the later user turns (the item itself is turn 1)
+    send_at: float | None = None  # seconds after the file's first entry (mooncake "timestamp", jsonl "send_at")
+
+
+class BadEntry(Exception):
+    """One entry is unusable; the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class ParseContext:
+    """What parsing an entry needs besides the entry: the folder images are relative to, the text encoder, and
+    the tokens per mooncake hash block."""
+
+    root: Path
+    encoder: TextEncoder
+    block_tokens: int = 512
+
+
+def _positive_int(value: JSON, name: str) -> int:
+    """An int >= 1 (bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadEntry(f'"{name}" must be an integer >= 1')
+    return value
+
+
+def _optional_int(obj: dict[str, JSON], name: str) -> int | None:
+    return _positive_int(obj[name], name) if obj.get(name) is not None else None
+
+
+@lru_cache(maxsize=1024)
+def _image(path: str) -> MediaItem:
+    """Load one image file once per process."""
+    return image_from_file(path)
+
+
+def _image_file(rel: str, root: Path) -> MediaItem:
+    p = Path(rel) if Path(rel).is_absolute() else root / rel
+    if not p.is_file():
+        raise BadEntry(f"image {rel}: no such file")
+    try:
+        return _image(str(p.resolve()))
+    except (OSError, ValueError) as exc:
+        raise BadEntry(f"image {rel}: cannot decode ({exc})") from None
+
+
+def _images(value: JSON, root: Path) -> tuple[MediaItem, ...]:
+    """Resolve and load an "images" list (file paths relative to the dataset file's folder, or data: URLs)."""
+    paths = [p for p in value if isinstance(p, str) and p] if isinstance(value, list) else []
+    if not isinstance(value, list) or len(paths) != len(value):
+        raise BadEntry('"images" must be a list of file paths')
+    return tuple(_image_url(rel, root) if rel.startswith("data:") else _image_file(rel, root) for rel in paths)
+
+
+def _image_url(url: str, root: Path) -> MediaItem:
+    """An OpenAI image_url: a data: URL (kept as sent) or a local file; remote URLs are not fetched."""
+    if url.startswith("data:"):
+        head, _, payload = url.partition(",")
+        try:
+            raw = base64.b64decode(payload, validate=True) if head.endswith(";base64") else b""
+            with Image.open(io.BytesIO(raw)) as im:
+                width, height = im.size
+        except (OSError, ValueError, binascii.Error):
+            raise BadEntry("image_url: a data: URL that is not a base64 image") from None
+        return MediaItem(kind="image", data_urls=(url,), width=width, height=height)
+    if url.startswith(("http://", "https://")):
+        raise BadEntry(f"image_url {url[:60]}: remote images are not fetched (use a file path or a data: URL)")
+    return _image_file(url.removeprefix("file://"), root)
+
+
+def _prompt(obj: dict[str, JSON], ctx: ParseContext, where: str) -> tuple[tuple[int, ...], str | None]:
+    """The prompt of a sweep-JSONL entry or turn: "input_ids" as given, or "prompt" text tokenized."""
+    if "input_ids" in obj:
+        ids = obj["input_ids"]
+        input_ids = tuple(i for i in ids if isinstance(i, int) and not isinstance(i, bool) and i >= 0) \
+            if isinstance(ids, list) else ()
+        if not isinstance(ids, list) or not ids or len(input_ids) != len(ids):
+            raise BadEntry(f'{where}"input_ids" must be a non-empty list of integers >= 0')
+        return input_ids, None
+    if "prompt" in obj:
+        prompt = obj["prompt"]
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise BadEntry(f'{where}"prompt" must be a non-empty string')
+        encoded = ctx.encoder.encode(prompt)
+        if not encoded:
+            raise BadEntry(f'{where}"prompt" has no tokens')
+        return encoded, prompt
+    raise BadEntry(f'{where}needs "prompt" or "input_ids"')
+
+
+def _jsonl_turn(obj: JSON, k: int, ctx: ParseContext) -> DatasetTurn:
+    where = f"turn {k}: "
+    if not isinstance(obj, dict):
+        raise BadEntry(f"{where}expected a JSON object")
+    ids, text = _prompt(obj, ctx, where)
+    try:
+        return DatasetTurn(ids, text, _optional_int(obj, "output_len"), _optional_int(obj, "ref_output_len"),
+                           _images(obj["images"], ctx.root) if "images" in obj else ())
+    except BadEntry as bad:
+        raise BadEntry(f"{where}{bad}") from None
+
+
+def jsonl_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
+    """sweep's JSONL: {"prompt" | "input_ids", "output_len"?, "ref_output_len"?, "images"?, "send_at"?, "turns"?}."""
+    if not isinstance(obj, dict):
+        raise BadEntry("expected a JSON object")
+    ids, text = _prompt(obj, ctx, "")
+    send_at = obj.get("send_at")
+    if send_at is not None and (isinstance(send_at, bool) or not isinstance(send_at, int | float)
+                                or not 0 <= send_at < float("inf")):
+        raise BadEntry('"send_at" must be a number of seconds >= 0')
+    turns = obj.get("turns", [])
+    if not isinstance(turns, list):
+        raise BadEntry('"turns" must be a list of turns')
+    return DatasetItem(line=line, input_ids=ids, text=text, output_len=_optional_int(obj, "output_len"),
+                       ref_output_len=_optional_int(obj, "ref_output_len"),
+                       images=_images(obj["images"], ctx.root) if "images" in obj else (),
+                       turns=tuple(_jsonl_turn(t, k, ctx) for k, t in enumerate(turns, start=2)),
+                       send_at=float(send_at) if send_at is not None else None)
+
+
+@dataclass
+class _Turn:
+    """A user turn being assembled from a conversation's messages."""
+
+    text: str
+    images: tuple[MediaItem, ...] = ()
+    reply: int | None = None  # tokens of the first reply after it
+
+
+def _conversation(turns: list[_Turn], system: list[str], ctx: ParseContext, line: int,
+                  last_output: int | None = None) -> DatasetItem:
+    """A DatasetItem from assembled user turns: the system text starts turn 1; last_output is the last turn's."""
+    if system:
+        turns[0].text = "\n".join([*system, turns[0].text])
+    made = [DatasetTurn(ctx.encoder.encode(t.text), t.text, None, t.reply or None, t.images) for t in turns]
+    if last_output is not None:
+        last = made[-1]
+        made[-1] = DatasetTurn(last.input_ids, last.text, last_output, last.ref_output_len, last.images)
+    first = made[0]
+    return DatasetItem(line=line, input_ids=first.input_ids, text=first.text, output_len=first.output_len,
+                       ref_output_len=first.ref_output_len, images=first.images, turns=tuple(made[1:]))
+
+
+def sharegpt_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
+    """A ShareGPT conversation: every human turn, each with the length of the reply after it."""
+    messages = obj.get("conversations") if isinstance(obj, dict) else None
+    if not isinstance(obj, dict) or not isinstance(messages, list):
+        raise BadEntry('expected an object with a "conversations" list')
+    turns: list[_Turn] = []
+    system: list[str] = []
+    for m in messages:
+        who = m.get("from") if isinstance(m, dict) else None
+        said = m.get("value") if isinstance(m, dict) else None
+        if who in _HUMAN:
+            if not isinstance(said, str) or not said.split():
+                raise BadEntry("first human turn has no text" if not turns else f"human turn {len(turns) + 1} has "
+                               "no text")
+            turns.append(_Turn(said))
+        elif who in _GPT and turns and turns[-1].reply is None and isinstance(said, str):
+            turns[-1].reply = ctx.encoder.count(said)
+        elif who == "system" and not turns and isinstance(said, str) and said.strip():
+            system.append(said)
+    if not turns:
+        raise BadEntry("no human turn")
+    if "images" in obj:
+        turns[0].images = _images(obj["images"], ctx.root)
+    return _conversation(turns, system, ctx, line)
+
+
+def _content(content: JSON, ctx: ParseContext, k: int) -> tuple[str, tuple[MediaItem, ...]]:
+    """An OpenAI message's text and images: a string, or a list of text and image_url parts."""
+    if content is None or isinstance(content, str):
+        return content or "", ()
+    if not isinstance(content, list):
+        raise BadEntry(f"message {k}: content must be a string or a list of parts")
+    texts, images = [], []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part, dict) and isinstance(part.get("text"), str):
+            texts.append(str(part["text"]))
+        elif kind == "image_url" and isinstance(part, dict):
+            url = part.get("image_url")
+            url = url.get("url") if isinstance(url, dict) else url
+            if not isinstance(url, str) or not url:
+                raise BadEntry(f"message {k}: image_url part has no url")
+            try:
+                images.append(_image_url(url, ctx.root))
+            except BadEntry as bad:
+                raise BadEntry(f"message {k}: {bad}") from None
+        else:
+            raise BadEntry(f"message {k}: unknown content part {str(kind)!r} (text and image_url are read)")
+    return "\n".join(texts), tuple(images)
+
+
+def openai_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
+    """An OpenAI chat-completions request: user messages are turns; "max_tokens" bounds the last turn's reply."""
+    messages = obj.get("messages") if isinstance(obj, dict) else None
+    if not isinstance(obj, dict) or not isinstance(messages, list) or not messages:
+        raise BadEntry('expected an object with a non-empty "messages" list')
+    out_key = "max_completion_tokens" if obj.get("max_completion_tokens") is not None else "max_tokens"
+    last_output = _optional_int(obj, out_key)
+    turns: list[_Turn] = []
+    system: list[str] = []
+    for k, m in enumerate(messages, start=1):
+        role = m.get("role") if isinstance(m, dict) else None
+        if not isinstance(m, dict) or not isinstance(role, str):
+            raise BadEntry(f'message {k}: expected an object with a "role"')
+        text, images = _content(m.get("content"), ctx, k)
+        if role == "user":
+            if not text.strip():
+                raise BadEntry(f"message {k}: a user message with no text")
+            turns.append(_Turn(text, images))
+        elif role == "assistant":
+            if turns and turns[-1].reply is None:
+                turns[-1].reply = ctx.encoder.count(text)
+        elif role in _SYSTEM:
+            if not turns and text.strip():
+                system.append(text)
+        elif role not in _SKIPPED_ROLES:
+            raise BadEntry(f"message {k}: unknown role {role!r}")
+    if not turns:
+        raise BadEntry("no user message")
+    return _conversation(turns, system, ctx, line, last_output)
+
+
+@lru_cache(maxsize=65536)
+def hash_block(hash_id: int, block_tokens: int) -> tuple[int, ...]:
+    """The tokens of one mooncake hash block: a pure function of (hash id, block size), ids in ID_LOW..ID_HIGH."""
+    rng = np.random.default_rng([_BLOCK_SEED, hash_id, block_tokens])
+    return tuple(rng.integers(ID_LOW, ID_HIGH + 1, size=block_tokens).tolist())
+
+
+def mooncake_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
+    """A Mooncake trace line: input_length tokens from its hash blocks (the last one cut), output_length, and
+    its timestamp (ms) as send_at in seconds (made relative to the first line by the loader)."""
+    if not isinstance(obj, dict):
+        raise BadEntry("expected a JSON object")
+    ts = obj.get("timestamp")
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not 0 <= ts < float("inf"):
+        raise BadEntry('"timestamp" must be a number of milliseconds >= 0')
+    n_in = _positive_int(obj.get("input_length"), "input_length")
+    n_out = _positive_int(obj.get("output_length"), "output_length")
+    ids = obj.get("hash_ids")
+    good = [h for h in ids if isinstance(h, int) and not isinstance(h, bool) and h >= 0] \
+        if isinstance(ids, list) else []
+    if not isinstance(ids, list) or not ids or len(good) != len(ids):
+        raise BadEntry('"hash_ids" must be a non-empty list of integers >= 0')
+    b = ctx.block_tokens
+    if n_in > len(good) * b:
+        raise BadEntry(f'"input_length" {n_in} is more than its {len(good)} hash blocks of {b} tokens hold')
+    tokens = tuple(t for h in good[: -(-n_in // b)] for t in hash_block(h, b))[:n_in]
+    return DatasetItem(line=line, input_ids=tokens, output_len=n_out, send_at=float(ts) / 1000.0)
+
+
+PARSERS: dict[str, Callable[[JSON, int, ParseContext], DatasetItem]] = {
+    "jsonl": jsonl_item, "sharegpt": sharegpt_item, "openai": openai_item, "mooncake": mooncake_item,
+}

@@ -1,0 +1,96 @@
+"""The hit rate a perfect prefix cache gets on a sequence of prompts: a trie of token ids, unbounded or LRU-capped.
+
+Prompts arrive in order; each hits the longest prefix of it already in the cache (then the whole prompt is in the
+cache). With a capacity, the cache holds at most that many tokens (page-free: token by token) and evicts from the
+least recently used leaf first, deepest token first, as a radix cache does (a node's ancestors are used whenever
+it is, so a leaf is the first of its path to go). The trie is a radix tree: an edge holds a run of tokens, so a
+prompt costs a few slice comparisons, not one step per token. The pure function behind
+`sweep dataset stats`' prefix-sharing potential and the cache prediction from what a window sent.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+
+
+class _Node:
+    """A run of cached tokens (a radix tree's edge), all last used by the same prompt: the tokens, the children
+    by their first token, the parent, and the last use (the prompt's number)."""
+
+    __slots__ = ("children", "key", "last", "parent")
+
+    def __init__(self, key: tuple[int, ...], parent: _Node | None, last: int) -> None:
+        self.key = key
+        self.children: dict[int, _Node] = {}
+        self.parent = parent
+        self.last = last
+
+
+def _match(root: _Node, seq: tuple[int, ...], t: int) -> tuple[_Node, int]:
+    """Walk seq down the tree, marking what it uses as used by prompt t; an edge it uses only part of is split
+    there (so a node's tokens always share one last use). Returns the deepest node used and the tokens matched."""
+    node, k, n = root, 0, len(seq)
+    while k < n:
+        child = node.children.get(seq[k])
+        if child is None:
+            break
+        key = child.key
+        if seq[k:k + len(key)] == key:
+            child.last = t
+            node, k = child, k + len(key)
+            continue
+        m, lim = 1, min(len(key), n - k)
+        while m < lim and key[m] == seq[k + m]:
+            m += 1
+        mid = _Node(key[:m], node, t)
+        node.children[seq[k]] = mid
+        child.key, child.parent = key[m:], mid
+        mid.children[child.key[0]] = child
+        return mid, k + m
+    return node, k
+
+
+def perfect_prefix_hits(sequences: Iterable[Sequence[int]],
+                        capacity_tokens: int | None = None) -> tuple[int, int]:
+    """(hit tokens, total tokens) of the prompts in order through a perfect prefix cache: unbounded when
+    capacity_tokens is None, else an LRU cache of at most capacity_tokens tokens (evicted token by token from the
+    least recently used leaf)."""
+    if capacity_tokens is not None and capacity_tokens < 0:
+        raise ValueError("capacity_tokens must be >= 0")
+    root = _Node((), None, -1)
+    size = hits = total = tie = 0
+    leaves: list[tuple[int, int, _Node]] = []  # (last use, tie, node): lazily invalidated
+    for t, raw in enumerate(sequences):
+        seq = tuple(raw)
+        total += len(seq)
+        node, k = _match(root, seq, t)
+        hits += k
+        if k < len(seq):  # the rest of the prompt joins the cache
+            leaf = _Node(seq[k:], node, t)
+            node.children[seq[k]] = leaf
+            size += len(seq) - k
+            node = leaf
+        if capacity_tokens is None or node is root:
+            continue
+        if not node.children:
+            tie += 1
+            heapq.heappush(leaves, (t, tie, node))
+        while size > capacity_tokens and leaves:
+            last, _, victim = heapq.heappop(leaves)
+            if victim.children or victim.last != last or victim.parent is None:
+                continue  # no longer a leaf, used since, or already evicted
+            need = size - capacity_tokens
+            if len(victim.key) > need:  # its deepest tokens are enough
+                victim.key = victim.key[:len(victim.key) - need]
+                size -= need
+                heapq.heappush(leaves, (last, tie, victim))
+                break
+            parent = victim.parent
+            del parent.children[victim.key[0]]
+            victim.parent = None
+            size -= len(victim.key)
+            if parent is not root and not parent.children:
+                tie += 1
+                heapq.heappush(leaves, (parent.last, tie, parent))
+    return hits, total
