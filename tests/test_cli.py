@@ -32,7 +32,7 @@ def smoke_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_runs_json_lists_every_measured_step_newest_first(smoke_db: Path) -> None:
     proc = sweep("runs", "--db", str(smoke_db), "--format", "json", cwd=smoke_db.parent)
     assert proc.returncode == 0, proc.stderr
-    rows = json.loads(proc.stdout)
+    rows = json.loads(proc.stdout)["runs"]
     assert len(rows) == 6  # 2 configurations x 3 ladder steps in smoke.yaml
     assert [r["run_id"] for r in rows] == sorted((r["run_id"] for r in rows), reverse=True)
     assert {r["study_name"] for r in rows} == {"cli-smoke"}
@@ -46,11 +46,11 @@ def test_runs_csv_and_filters(smoke_db: Path) -> None:
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert len(rows) == 6 and "goodput_tps" in rows[0]
     none = sweep("runs", "--db", str(smoke_db), "--format", "json", "--study", "no-such-study", cwd=smoke_db.parent)
-    assert json.loads(none.stdout) == []
+    assert json.loads(none.stdout)["runs"] == []
     failed = sweep("runs", "--db", str(smoke_db), "--format", "json", "--status", "failed", cwd=smoke_db.parent)
-    assert json.loads(failed.stdout) == []
+    assert json.loads(failed.stdout)["runs"] == []
     recent = sweep("runs", "--db", str(smoke_db), "--format", "json", "--since", "1d", cwd=smoke_db.parent)
-    assert len(json.loads(recent.stdout)) == 6
+    assert len(json.loads(recent.stdout)["runs"]) == 6
 
 
 def test_runs_table_names_the_columns(smoke_db: Path) -> None:
@@ -60,11 +60,11 @@ def test_runs_table_names_the_columns(smoke_db: Path) -> None:
 
 
 def test_show_one_run_and_a_missing_one(smoke_db: Path) -> None:
-    rows = json.loads(sweep("runs", "--db", str(smoke_db), "--format", "json", cwd=smoke_db.parent).stdout)
+    rows = json.loads(sweep("runs", "--db", str(smoke_db), "--format", "json", cwd=smoke_db.parent).stdout)["runs"]
     run_id = rows[0]["run_id"]
     proc = sweep("show", str(run_id), "--db", str(smoke_db), "--format", "json", cwd=smoke_db.parent)
     assert proc.returncode == 0, proc.stderr
-    row = json.loads(proc.stdout)
+    row = json.loads(proc.stdout)["run"]
     assert row["run_id"] == run_id and row["request_count"] >= row["n_started"] > 0
     missing = sweep("show", "99999", "--db", str(smoke_db), cwd=smoke_db.parent)
     assert missing.returncode != 0

@@ -108,7 +108,7 @@ def test_a_two_worker_fleet_shows_every_workers_work_as_it_lands(tmp_path: Path)
                              "--format", "json"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert listed.returncode == 0, listed.stderr
-    shown = json.loads(listed.stdout)
+    shown = json.loads(listed.stdout)["runs"]
     assert len(shown) == 8 and {(r.get("worker"), r.get("host"), r.get("gpu_index")) for r in shown} == \
         {("gpu0", host, "0"), ("gpu1", host, "1")}
     table = subprocess.run([sys.executable, "-m", "sweep.cli", "runs", "--study", "pair", "--db", str(db)],
@@ -119,7 +119,7 @@ def test_a_two_worker_fleet_shows_every_workers_work_as_it_lands(tmp_path: Path)
                             "--format", "json"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert seats.returncode == 0, seats.stderr
-    assert sorted((w["worker"], w["host"], w["gpus"], w["status"], w["windows_done"]) for w in json.loads(seats.stdout)) \
+    assert sorted((w["worker"], w["host"], w["gpus"], w["status"], w["windows_done"]) for w in json.loads(seats.stdout)["workers"]) \
         == sorted((w.worker, host, w.gpus, "done", w.windows_done) for w in rows.values())
 
 

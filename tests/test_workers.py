@@ -120,7 +120,7 @@ def test_three_workers_finish_a_12_configuration_grid_measuring_each_once(pg: st
     listed = subprocess.run([sys.executable, "-m", "sweep.cli", "runs", "--study", name, "--db", pg, "--format",
                              "json"], capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert listed.returncode == 0, listed.stderr
-    shown = json.loads(listed.stdout)
+    shown = json.loads(listed.stdout)["runs"]
     stored = _q(pg, "SELECT count(*) FROM runs WHERE study_id = :s", s=sid)[0][0]
     assert len(shown) == stored and len({r["worker_id"] for r in shown}) >= 2  # every worker's steps, one listing
     assert {r["worker"] for r in shown} <= {"w0", "w1", "w2"}  # named as their progress lines name them

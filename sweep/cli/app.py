@@ -79,9 +79,12 @@ def _cell(v: object) -> str:
     return str(v)
 
 
-def emit_rows(rows: list[dict[str, object]], cols: list[str], fmt: str) -> None:
+def emit_rows(rows: list[dict[str, object]], cols: list[str], fmt: str, command: str = "runs") -> None:
+    """Rows as a table, CSV, or the command's JSON document (sweep/cli/jsonout.py: the rows under `command`)."""
     if fmt == "json":
-        typer.echo(json.dumps(rows, default=str, indent=2))
+        from sweep.cli.jsonout import emit
+
+        emit(command, {command.split()[-1]: rows})
     elif fmt == "csv":
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")

@@ -42,6 +42,7 @@ def explain(study: str = typer.Argument(..., help="study name"), db: str = typer
             config: int | None = typer.Option(None, "--config", help="one configuration (its id, as `sweep runs` "
                                               "and the report's Why section show)"),
             tier: list[Path] = typer.Option([], "--tier", help="also judge this SLA tier file on the stored windows"),
+            fmt: str = typer.Option("table", "--format", help="table (text lines) | json"),
             ) -> None:
     """Why each configuration's knee is where it is: the binding constraint per tier, with its numbers."""
     from sweep.report.answer import explain_lines
@@ -58,4 +59,9 @@ def explain(study: str = typer.Argument(..., help="study name"), db: str = typer
     if config is not None and config not in {c.id for c in ctx.configs}:
         raise UsageError(f"--config {config}: study {study} has no configuration {config}")
     answer = build_answer(store, ctx, extra)
+    if fmt == "json":
+        from sweep.cli.jsonout import emit
+
+        emit("explain", {"study": study, "config": config, "answer": answer.document(config)})
+        return
     typer.echo("\n".join(explain_lines(answer, config)))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,19 +49,27 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
 
 
 @app.command()
-def show(run_id: int, db: str = typer.Option(DEFAULT_DB),
-         fmt: str = typer.Option("table", "--format", help="table | json")) -> None:
-    """Show one run: its configuration, window and every stat."""
+def show(ref: str = typer.Argument(..., metavar="RUN_ID|STUDY", help="a run id, or a study name"),
+         db: str = typer.Option(DEFAULT_DB), fmt: str = typer.Option("table", "--format", help="table | json")) -> None:
+    """Show one run (its configuration, window and every stat) or one study (its status and its stored winner)."""
     from sweep.store import Store
 
-    row = Store(db_url(db), readonly=True).get_run(run_id)
+    store = Store(db_url(db), readonly=True)
+    if not ref.isdigit():
+        from sweep.cli.winners import show_study
+
+        show_study(store, ref, db, fmt)
+        return
+    row = store.get_run(int(ref))
     if row is None:
-        raise SweepError(f"no run {run_id} in {db}")
+        raise SweepError(f"no run {ref} in {db}")
     fields = row.columns()
     if fmt == "json":
-        typer.echo(json.dumps(fields, default=str, indent=2))
+        from sweep.cli.jsonout import emit
+
+        emit("show", {"run": fields})
         return
-    t = Table(title=f"run {run_id}" + (" [SIMULATED]" if row.run.simulated else ""))
+    t = Table(title=f"run {ref}" + (" [SIMULATED]" if row.run.simulated else ""))
     t.add_column("field")
     t.add_column("value")
     for k, v in fields.items():
@@ -97,7 +104,8 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
 def compare(a: str = typer.Argument(..., help="run id or study name"),
             b: str = typer.Argument(..., help="run id or study name"),
             db: str = typer.Option(DEFAULT_DB), force: bool = typer.Option(False, help="compare across workloads"),
-            out: Path | None = typer.Option(None, help="also write the comparison as markdown here")) -> None:
+            out: Path | None = typer.Option(None, help="also write the comparison as markdown here"),
+            fmt: str = typer.Option("table", "--format", help="table (markdown) | json")) -> None:
     """Two runs or two studies side by side; refuses when their workload fingerprints differ (unless --force)."""
     from sweep.report.document import compare_markdown
     from sweep.store import Store
@@ -113,6 +121,12 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
     text = compare_markdown(left, right, forced=left.fingerprint != right.fingerprint)
     if out is not None:
         out.write_text(text)
+    if fmt == "json":
+        from sweep.cli.jsonout import emit
+        from sweep.cli.winners import compare_payload
+
+        emit("compare", compare_payload(store, (left, right), left.fingerprint != right.fingerprint, text))
+        return
     typer.echo(text)
 
 

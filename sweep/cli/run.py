@@ -41,7 +41,9 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          live_port: int = typer.Option(8765, "--live-port", help="the live page's port (0: any free port)"),
          gpus: str | None = typer.Option(None, help="one worker per GPU group of this host on one study, e.g. 0,1,2,3"),
          gpus_per_server: int | None = typer.Option(None, "--gpus-per-server", min=1,
-                                                    help="GPUs per server with --gpus (default: tp x dp)")
+                                                    help="GPUs per server with --gpus (default: tp x dp)"),
+         as_json: bool = typer.Option(False, "--json", help="print the final answer as JSON on stdout (answer.json; "
+                                      "docs/json-schema/answer.json); progress stays on stderr")
          ) -> object:
     """Search the profile's space, climb the ladder per configuration, name the knee, write the report.
 
@@ -107,6 +109,8 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
         console.print(f"[yellow]report contract not met, no conclusion drawn: missing {', '.join(run.report.missing)}[/]")
     console.print(f"study {run.study_name} (id {run.study_id}) in {db}; report {run.report.markdown}"
                   + (f" and {run.report.html}" if run.report.html else ""))
+    if as_json and run.answer is not None:
+        typer.echo(run.answer.to_json())
     return run
 
 

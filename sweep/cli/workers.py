@@ -183,7 +183,7 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"no study named {study} in {_shown(db)}")
             rows = activity(store.workers(row.id), store.server_configs(row.id), store.study_runs(row.id))
         emit_rows([asdict(a) for a in rows], ["worker", "host", "gpus", "status", "now", "windows_done", "configs_done"],
-              fmt)
+                  fmt, "study workers")
 
     app.add_typer(study_app, name="study")
 

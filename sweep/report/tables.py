@@ -98,8 +98,11 @@ def configs_table(ctx: StudyContext, view: StudyView) -> list[str]:
                      f"{ci_text(knee) if knee else '—'} | {boundary_text(knee) if knee else '—'} | "
                      f"{cell(c.stop_reason or c.failure_reason)} |")
     lines.append("")
-    top = [f"{ctx.labels.get(cid)} (c={ctx.knees[cid].concurrency})" for cid in sorted(view.knee_at_top)
-           if cid in ctx.knees]
+    tops: dict[str, set[int]] = {}  # each configuration once (its screen and final ladders are two rows)
+    for cid in sorted(view.knee_at_top):
+        if cid in ctx.knees:
+            tops.setdefault(str(ctx.labels.get(cid)), set()).add(ctx.knees[cid].concurrency)
+    top = [f"{label} (c={', '.join(map(str, sorted(cs)))})" for label, cs in tops.items()]
     if top:
         lines += [f"> **Not bracketed** (the knee is the highest step its ladder measured, so a higher concurrency "
                   f"may do better: extend the ladder past it): {', '.join(top)}.", ""]

@@ -20,6 +20,7 @@ from sqlalchemy import (
     Table,
     Update,
     case,
+    delete,
     func,
     insert,
     make_url,
@@ -44,11 +45,12 @@ from sweep.store.records import (
     RunSummary,
     StoredRequestRow,
     StudyRecord,
+    WinnerRecord,
     WorkerRecord,
 )
 
 __all__ = ["STAT_COLUMNS", "ConfigRecord", "DatabaseError", "RequestTokens", "RunRecord", "RunSummary", "Store",
-           "StoredRequestRow", "StudyRecord", "UnknownColumnError", "WorkerRecord", "alembic_config", "database_error",
+           "StoredRequestRow", "StudyRecord", "UnknownColumnError", "WinnerRecord", "WorkerRecord", "alembic_config", "database_error",
            "map_errors", "serialize_sqlite"]
 
 _PG_MIGRATION_LOCK = 0x5357_4545  # pg_advisory_xact_lock key: one migrating worker at a time ("SWEE")
@@ -243,6 +245,15 @@ class Store(StoreReads):
             values["report_path"] = str(report_path)
         with self._write(f"finish study {study_id}") as conn:
             self._update_one(conn, q.studies_table, study_id, values, f"study {study_id}")
+
+    def write_winners(self, study_id: int, winners: Sequence[WinnerRecord]) -> None:
+        """Replace a study's stored winners (study_winners) with `winners`, one per tier, in one transaction."""
+        t = q.winners_table
+        now = q.utcnow()
+        with self._write(f"write the winners of study {study_id}") as conn:
+            conn.execute(delete(t).where(t.c.study_id == study_id))
+            for w in winners:
+                conn.execute(insert(t).values({**w.columns(), "study_id": study_id, "written_at": now}))
 
     def reopen_study(self, study_id: int) -> None:
         """A resumed study is running again (it may have been left interrupted or failed)."""

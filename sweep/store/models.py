@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
@@ -100,6 +101,30 @@ class Worker(Base):
     status: Mapped[str] = mapped_column(String(20))  # running | done | lost
     started_at: Mapped[datetime] = mapped_column(DateTime)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+
+class StudyWinnerRow(Base):
+    """The winner of a study in one SLA tier, as the read model decided it when the study ended (one row per tier;
+    no configuration and a `why` when none is named): the one stored fact the report, the page and `sweep show`
+    name."""
+
+    __tablename__ = "study_winners"
+    __table_args__ = (UniqueConstraint("study_id", "tier"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("sweep_studies.id", ondelete="CASCADE"))
+    tier: Mapped[str] = mapped_column(String(100))  # the tier's name; a single-`sla` profile's is "default"
+    is_primary: Mapped[bool] = mapped_column(Boolean)  # the tier that steered the search
+    server_config_id: Mapped[int | None] = mapped_column(Integer)  # None: no winner named (see why)
+    label: Mapped[str | None] = mapped_column(Text)  # the knobs, e.g. "mrr=64 mem=0.85"
+    knobs_json: Mapped[str | None] = mapped_column(Text)  # the set knobs as a JSON object
+    phase: Mapped[str | None] = mapped_column(String(20))  # the knee's ladder: final, or screen (screen only)
+    concurrency: Mapped[int | None] = mapped_column(Integer)  # the knee's client concurrency
+    goodput_tps: Mapped[float | None] = mapped_column(Float)  # the knee's goodput, output tokens/s inside the SLA
+    goodput_ci_low: Mapped[float | None] = mapped_column(Float)  # its 95% interval, output tokens/s
+    goodput_ci_high: Mapped[float | None] = mapped_column(Float)
+    why: Mapped[str | None] = mapped_column(Text)  # the binding constraint, or why no winner is named
+    written_at: Mapped[datetime] = mapped_column(DateTime)
 
 
 class Environment(Base):

@@ -26,10 +26,18 @@ from sweep.store.models import (
     SampleRow,
     ServerConfigRow,
     Study,
+    StudyWinnerRow,
     Worker,
     runs_table,
 )
-from sweep.store.records import ConfigRecord, RunRecord, RunSummary, StoredRequestRow, StudyRecord
+from sweep.store.records import (
+    ConfigRecord,
+    RunRecord,
+    RunSummary,
+    StoredRequestRow,
+    StudyRecord,
+    WinnerRecord,
+)
 
 studies_table: Table = Study.__table__  # type: ignore[assignment]
 environments_table: Table = Environment.__table__  # type: ignore[assignment]
@@ -37,6 +45,7 @@ configs_table: Table = ServerConfigRow.__table__  # type: ignore[assignment]
 requests_table: Table = RequestRow.__table__  # type: ignore[assignment]
 samples_table: Table = SampleRow.__table__  # type: ignore[assignment]
 workers_table: Table = Worker.__table__  # type: ignore[assignment]
+winners_table: Table = StudyWinnerRow.__table__  # type: ignore[assignment]
 
 # The run_summary view (created by the migration), typed so booleans and timestamps come back as such.
 _RUN_HEAD = ("concurrency", "phase", "status", "reason", "simulated", "driver", "fingerprint", "started_at",
@@ -318,3 +327,10 @@ def histogram_samples(conn: Connection, study_id: int, source: str) -> list[tupl
     stmt = (select(samples_table).join(runs_table, r.id == sm.run_id)
             .where(r.study_id == study_id, sm.source == source).order_by(sm.run_id, sm.id))
     return [(int(row["run_id"]), _sample(row)) for row in _rows(conn, stmt)]  # type: ignore[call-overload]
+
+
+def study_winners(conn: Connection, study_id: int) -> list[WinnerRecord]:
+    """A study's stored winners, the primary tier first (empty until the study has ended)."""
+    t = winners_table.c
+    return [WinnerRecord.from_row(r) for r in
+            _rows(conn, select(winners_table).where(t.study_id == study_id).order_by(t.is_primary.desc(), t.id))]

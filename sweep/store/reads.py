@@ -12,7 +12,14 @@ from sqlalchemy import Connection, select
 from sweep.core.types import Sample
 from sweep.store import queries as q
 from sweep.store.queries import RequestTokens
-from sweep.store.records import RunRecord, RunSummary, StoredRequestRow, StudyRecord, WorkerRecord
+from sweep.store.records import (
+    RunRecord,
+    RunSummary,
+    StoredRequestRow,
+    StudyRecord,
+    WinnerRecord,
+    WorkerRecord,
+)
 
 
 class StoreReads:
@@ -28,6 +35,11 @@ class StoreReads:
             t = q.workers_table
             return [WorkerRecord.from_row(dict(r._mapping)) for r in conn.execute(select(t).where(t.c.study_id == study_id)
                                                                             .order_by(t.c.id))]
+
+    def study_winners(self, study_id: int) -> list[WinnerRecord]:
+        """A study's stored winners, the primary tier first (empty until the study has ended)."""
+        with self._read(f"read the winners of study {study_id}") as conn:
+            return q.study_winners(conn, study_id)
 
     def completed_runs(self, study_id: int, server_config_id: int | None = None) -> list[RunRecord]:
         """Completed runs of a study (optionally of one configuration), oldest first."""

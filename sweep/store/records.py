@@ -112,6 +112,30 @@ class StudyRecord(Record):
 
 
 @dataclass(frozen=True)
+class WinnerRecord(Record):
+    """One study_winners row: a study's winner in one SLA tier as decided when the study ended (server_config_id
+    None: no winner named, `why` says why). Goodput and its interval are output tokens/s inside the SLA."""
+
+    tier: str
+    is_primary: bool
+    server_config_id: int | None = None
+    label: str | None = None
+    knobs_json: str | None = None  # the set knobs as a JSON object
+    phase: str | None = None  # final, or screen when the winner rests on screening windows
+    concurrency: int | None = None
+    goodput_tps: float | None = None
+    goodput_ci_low: float | None = None
+    goodput_ci_high: float | None = None
+    why: str | None = None
+    study_id: int | None = None
+    written_at: datetime | None = None
+
+    def knobs(self) -> dict[str, object]:
+        """The winner's set knobs ({} when none is named, or for SGLang's defaults)."""
+        return dict(json.loads(self.knobs_json)) if self.knobs_json else {}
+
+
+@dataclass(frozen=True)
 class ConfigRecord(Record):
     """One server_configs row: a launched (or attempted) configuration, its knobs, where it ran, why its ladder
     stopped and the refined SLA boundary (None: not refined or not bracketed)."""

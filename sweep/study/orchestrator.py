@@ -16,6 +16,7 @@ from sweep.launchers.placement import WorkerSeat, detect
 from sweep.profile import Profile
 from sweep.report.document import ReportFiles, write_report
 from sweep.store import Store
+from sweep.study.dashboard import tell_winner
 from sweep.study.environment import EnvironmentRecord, normalise_env
 from sweep.study.ladder import LadderOutcome, LadderRunner, StartCallback, StepCallback
 from sweep.study.liveness import WorkerIdentity, sweep_version
@@ -31,7 +32,7 @@ from sweep.study.wiring import (
     resolve_driver,
     resolve_launcher_kind,
 )
-from sweep.views.answer import Answer, build_answer
+from sweep.views.answer import Answer, build_answer, winner_records
 from sweep.views.context import ConfigFailure, study_context
 from sweep.views.read_model import read_study
 from sweep.workload.lexicon import for_model
@@ -200,6 +201,9 @@ class Orchestrator:
         marked completed."""
         ctx = study_context(self.store, study_id)
         answer = build_answer(self.store, ctx)
+        winners = winner_records(answer, ctx.decision)  # the one stored fact every reader names (study_winners)
+        self.store.write_winners(study_id, winners)
+        tell_winner(self.db_url, ctx.study.optuna_study_name or study_name, winners[0])  # optuna-dashboard's view
         report = write_report(ctx, self.out_dir / ctx.study.name, answer)
         winner = ctx.winner
         self.store.finish_study(study_id, "completed", winner_config_id=winner.id if winner else None,

@@ -324,6 +324,10 @@ class Search:
         if outcome.status == "failed":
             trial.set_user_attr(FAILURE_ATTR, CONFIGURATION_FAILURE)
         trial.set_user_attr("phase", phase)
+        # the knob values on every trial (a final trial's only parameter is an index into the promoted list)
+        trial.set_user_attr("config", outcome.config.label())
+        for knob, value in outcome.config.knobs().items():
+            trial.set_user_attr(knob, value)
         trial.set_user_attr("pruned", outcome.stop_reason.startswith("pruned"))
         if outcome.boundary is not None:  # the refined SLA boundary (also on the server_configs row)
             b = outcome.boundary

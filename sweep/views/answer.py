@@ -20,9 +20,11 @@ from sweep.core.types import KnobValue, ServerConfig
 from sweep.profile import SLA, Tier
 from sweep.profile.grid import grid
 from sweep.profile.window import DEFAULT_MIN_REQUESTS
-from sweep.store import ConfigRecord, Store
-from sweep.views.read_model import config_steps, decide_winner
+from sweep.store import ConfigRecord, Store, WinnerRecord
+from sweep.views.read_model import WinnerDecision, config_steps, decide_winner
 from sweep.views.study import StudyContext
+
+ANSWER_SCHEMA_VERSION = 1  # of Answer.document (docs/json-schema/answer.json)
 
 
 @dataclass(frozen=True)
@@ -69,9 +71,21 @@ class Answer:
     labels: Mapping[int, str] = field(default_factory=dict)
     note: str | None = None  # why no tier names a winner (mixed hardware), if so
 
+    def document(self, config_id: int | None = None) -> dict[str, object]:
+        """The answer as plain data, versioned (answer.json, `sweep knee --json`, `sweep explain --format json`;
+        docs/json-schema/answer.json); with `config_id`, each tier's per-configuration maps keep that one only."""
+        doc = asdict(self)
+        for t, tier in zip(doc["tiers"], self.tiers, strict=True):
+            t["sla"] = tier.sla.model_dump(mode="json")  # a pydantic model: its fields, not its repr
+        if config_id is not None:
+            for t in doc["tiers"]:
+                for key in ("bindings", "win_prob", "knees"):
+                    t[key] = {k: v for k, v in t[key].items() if k == config_id}
+        return {"schema_version": ANSWER_SCHEMA_VERSION, **doc}
+
     def to_json(self) -> str:
         """The answer as JSON (answer.json beside the report)."""
-        return json.dumps(asdict(self), default=str, indent=2)
+        return json.dumps(self.document(), default=str, indent=2)
 
 
 def is_defaults(config_row: ConfigRecord) -> bool:
@@ -173,3 +187,35 @@ def _tier_answer(ctx: StudyContext, tier: Tier, wid: int | None, screen_only: bo
         _shape(knee), gain, bindings.get(wid) if wid is not None else None,
         bindings, win_probabilities(wid, pool) if wid is not None else {},
         ties(wid, pool, exclude=defaults_ids(ctx.configs)), dict(knees))
+
+
+
+def winner_records(answer: Answer, decision: WinnerDecision | None) -> list[WinnerRecord]:
+    """The rows of study_winners, one per tier of `answer` (a "default" row when the stored profile no longer
+    validates): the primary tier's winner is the read model's `decision.named`, the same fact the report, the page
+    and the terminal name; each row has the knee, its goodput interval (output tok/s, goodput's unit) and the
+    binding constraint, or no configuration and why none is named."""
+    named = decision.named if decision is not None else None
+    none_why = decision.why_none() if decision is not None else "the study's winner was never decided"
+    if not answer.tiers:  # another version's profile: the read model's decision alone, as the "default" tier
+        if named is None:
+            return [WinnerRecord("default", True, why=none_why)]
+        k = named.knee
+        return [WinnerRecord("default", True, named.id, answer.labels.get(named.id, str(named.id)),
+                             json.dumps(named.config.knobs(), sort_keys=True), k.phase, k.concurrency, k.goodput_tps,
+                             k.ci_low, k.ci_high)]
+    out = []
+    for t in answer.tiers:
+        wid = None if named is None else named.id if t.primary else t.winner_id
+        knee = t.knees.get(wid) if wid is not None else None
+        if t.primary and named is not None:
+            knee = named.knee  # the read model's: the report, the page and the terminal name this one
+        if wid is None or knee is None:
+            why = none_why if named is None else (answer.note or "no configuration passed this tier's SLA at any step")
+            out.append(WinnerRecord(t.tier, t.primary, why=why))
+            continue
+        b = t.bindings.get(wid)
+        out.append(WinnerRecord(t.tier, t.primary, wid, answer.labels.get(wid, str(wid)),
+                                json.dumps(dict(t.knobs), sort_keys=True), knee.phase, knee.concurrency,
+                                knee.goodput_tps, knee.ci_low, knee.ci_high, b.line() if b is not None else None))
+    return out

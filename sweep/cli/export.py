@@ -1,0 +1,105 @@
+"""`sweep export STUDY --format csv|jsonl|parquet --what requests|windows|samples [--out FILE]`: a study's rows
+for other programs (DuckDB, pandas, a spreadsheet). windows: one row per measured window (the run_summary view:
+knobs, phase, concurrency, every statistic); requests: one row per request, with its window's run id, config id,
+phase and concurrency; samples: one row per probe reading, likewise. Parquet needs pyarrow (the `export` extra)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import IO
+
+import typer
+
+from sweep.cli.app import DEFAULT_DB, app, db_url
+from sweep.core.errors import SweepError, UsageError
+from sweep.store import RunSummary, Store
+
+FORMATS = ("csv", "jsonl", "parquet")
+WHATS = ("requests", "windows", "samples")
+_WINDOW_KEYS = ("run_id", "server_config_id", "phase", "concurrency", "status")  # on every request and sample row
+
+
+def _plain(value: object) -> object:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def rows(store: Store, study: str, what: str) -> Iterator[dict[str, object]]:
+    """The study's rows of one kind, oldest window first (see the module docstring)."""
+    windows: list[RunSummary] = sorted(store.list_runs(study=study), key=lambda r: int(r.run.id or 0))
+    for w in windows:
+        head = w.columns()
+        if what == "windows":
+            yield {k: _plain(v) for k, v in head.items()}
+            continue
+        keys = {k: head.get(k) for k in _WINDOW_KEYS}
+        rid = int(w.run.id or 0)
+        if what == "requests":
+            for r in store.requests_for_run(rid):
+                yield {**keys, **{k: v for k, v in r.columns().items() if k not in ("id", "run_id")}}
+        else:
+            for s in store.samples_for_run(rid):
+                yield {**keys, **asdict(s)}
+
+
+def _write_text(items: Iterator[dict[str, object]], fmt: str, out: IO[str]) -> int:
+    n = 0
+    writer: csv.DictWriter[str] | None = None
+    for row in items:
+        if fmt == "jsonl":
+            out.write(json.dumps(row, default=str) + "\n")
+        else:
+            if writer is None:
+                writer = csv.DictWriter(out, fieldnames=list(row), extrasaction="ignore")
+                writer.writeheader()
+            writer.writerow(row)
+        n += 1
+    return n
+
+
+def _write_parquet(items: Iterator[dict[str, object]], out: Path) -> int:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UsageError("--format parquet needs pyarrow: pip install 'sweep[export]' (or pyarrow)") from None
+    table = pa.Table.from_pylist(list(items))
+    pq.write_table(table, out)
+    return int(table.num_rows)
+
+
+@app.command()
+def export(study: str = typer.Argument(..., help="study name"), db: str = typer.Option(DEFAULT_DB),
+           fmt: str = typer.Option("csv", "--format", help="csv | jsonl | parquet"),
+           what: str = typer.Option("windows", "--what", help="requests | windows | samples"),
+           out: Path | None = typer.Option(None, "--out", help="file to write (default: stdout; parquet needs it)"),
+           ) -> None:
+    """Export a study's requests, windows or probe samples as CSV, JSON lines or Parquet."""
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if what not in WHATS:
+        raise UsageError(f"--what {what!r}: expected one of {', '.join(WHATS)}")
+    if fmt == "parquet" and out is None:
+        raise UsageError("--format parquet writes a binary file: give --out FILE")
+    store = Store(db_url(db), readonly=True)
+    if store.get_study_by_name(study) is None:
+        raise SweepError(f"no study named {study} in {db}")
+    items = rows(store, study, what)
+    if fmt == "parquet":
+        assert out is not None
+        n = _write_parquet(items, out)
+    elif out is None:
+        _write_text(items, fmt, sys.stdout)
+        return
+    else:
+        try:
+            with out.open("w", newline="", encoding="utf-8") as fh:
+                n = _write_text(items, fmt, fh)
+        except OSError as exc:
+            raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+    typer.echo(f"{n} {what} rows of study {study} -> {out}", err=True)
