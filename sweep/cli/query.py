@@ -83,6 +83,8 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     shared = set(pcts.values())  # one study, or several judged alike: the header names the percentile
     pt, pp = (f"p{p}" for p in next(iter(shared))) if len(shared) == 1 else ("@SLA", "@SLA")
     headers = {**RUNS_HEADERS, "ttft_sla_ms": f"TTFT {pt} ms", "tpot_sla_ms": f"TPOT {pp} ms"}
+    if columns is None and not wide and fmt == "table" and len({r["worker"] for r in table}) > 1:
+        cols.append("worker")  # a study of several workers: which one measured each step (left out first)
     emit_rows(table, cols, fmt, wide=wide, headers=headers)
 
 

@@ -15,7 +15,7 @@ from sweep.core import interrupt
 from sweep.core.errors import CrossCheckDiffers, LaunchError, UsageError
 from sweep.core.types import KNOB_NAMES, DriverKind, LauncherKind, ServerConfig
 from sweep.profile import ReferenceKind, check_study_name, is_loopback
-from sweep.ui.progress import StudyProgress
+from sweep.ui.progress import StampedConsole, StudyProgress
 
 HttpDriverKind = Literal["auto", "http"]  # a cross-check compares clients over real sockets: never virtual
 
@@ -56,8 +56,8 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     if not is_loopback(prof.server.host):
         console.print(f"[bold yellow]warning[/]: the server listens on {prof.server.host} "
                       "(server.allow_non_loopback_host): other hosts can reach it")
-    orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
-                        client_procs=client_procs)
+    orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver,
+                        console=StampedConsole(console), client_procs=client_procs)
     page = None
     if live:
         from sweep.ui.live import LiveServer
@@ -74,6 +74,7 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
                                    client_procs)
             else:
                 with StudyProgress(prof, progress, console) as bars:
+                    orch.on_server = bars.server
                     run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done,
                                     on_step_start=bars.step_start, on_trial=bars.trial_done)
     finally:

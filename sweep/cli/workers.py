@@ -92,7 +92,7 @@ def stored_profile(db: str, study: str, overrides: list[str], folder: Path | Non
 
 def register(app: typer.Typer) -> None:
     """Add `worker` and `study` to the sweep command."""
-    from sweep.ui.progress import StudyProgress
+    from sweep.ui.progress import StampedConsole, StudyProgress
 
     @app.command()
     def worker(study: str = typer.Option(..., help="the study to join (see `sweep study create`)"),
@@ -125,12 +125,13 @@ def register(app: typer.Typer) -> None:
         with Store(url) as store:
             row = store.get_study_by_name(study)
         chosen = row.driver if driver == "auto" and row else driver
-        orch = Orchestrator(prof, url, out, launcher_kind=launcher, driver=chosen, console=console,
+        orch = Orchestrator(prof, url, out, launcher_kind=launcher, driver=chosen, console=StampedConsole(console),
                             client_procs=client_procs, seat=seat)
         from sweep.fleet.peer_feed import PeerFeed
 
         pcts = (int(prof.sla.ttft_percentile), int(prof.sla.tpot_percentile))
         bars = StudyProgress(prof, progress, console, worker=label)
+        orch.on_server = bars.server
         feed = PeerFeed(url, study, console, pcts, on_window=bars.peer_step_done) if peers else contextlib.nullcontext()
         try:
             with interrupt.stop_like_sigint(), bars, feed:
