@@ -71,3 +71,12 @@ def test_scrub_takes_the_shim_out_of_a_command_and_a_traceback() -> None:
     assert keyshim.scrub(quoted).splitlines() == ["Traceback (most recent call last):",
                                                   "  File \"<string>\", line 7, in <module>",
                                                   "ModuleNotFoundError: No module named 'sglang'"]
+
+
+def test_a_crosscheck_on_the_virtual_driver_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """(`sweep crosscheck --driver` takes auto or http only; `knee --crosscheck` takes any driver, and says why not.)"""
+    rc = main(["knee", "-p", SMOKE, "--crosscheck", "--driver", "virtual", "--db", str(tmp_path / "r.db"),
+               "--out", str(tmp_path / "out")])
+    lines = lines_of(capsys)
+    assert rc == 2 and len(lines) == 1 and "a cross-check compares clients over real sockets" in lines[0], lines
+    assert list(tmp_path.iterdir()) == []
