@@ -1,19 +1,33 @@
-"""`python -m bench [NAME ...]`: run the named benchmarks (default: all) side by side in one process run."""
+"""`python -m bench [NAME ...]`: run the named benchmarks (default: all) side by side in one process run;
+`--help` lists them. Results go to stdout and reports/bench/ (bench.write_result), never into docs/."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-BENCHES = {
-    "client": "bench.client",  # load-generator capacity vs a reference client (issue: load generator)
-    "virtual": "bench.virtual",  # CPU cost of a long virtual-time window (issue: simulated server)
-    "search": "bench.search",  # GPU-hours to a near-best knee per sampler (issue: search)
-    "workers": "bench.workers",  # wall time of one study with 1, 2, 4 workers (issue: many workers)
+BENCHES = {  # name: (module, what it measures)
+    "client": ("bench.client", "load-generator capacity against a reference client"),
+    "virtual": ("bench.virtual", "CPU cost of a 30-minute virtual-time window and of a whole study"),
+    "search": ("bench.search", "simulated GPU-hours to a near-best knee per search strategy"),
+    "workers": ("bench.workers", "wall time of one study with 1, 2 and 4 workers"),
 }
 
 
+def usage() -> str:
+    width = max(map(len, BENCHES))
+    lines = ["usage: make bench [ARGS='NAME ...']   (python -m bench [NAME ...]; default: every one)", "",
+             "benchmarks:"]
+    lines += [f"  {name:<{width}}  {what}" for name, (_, what) in BENCHES.items()]
+    lines += ["", "Each prints its numbers; virtual and workers also write reports/bench/bench-<name>.md (git-ignored).",
+              "docs/bench-*.md are kept by hand, with the reading of the numbers: nothing rewrites them."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help", "help") for a in argv):
+        print(usage())
+        return 0
     names = argv or list(BENCHES)
     unknown = [n for n in names if n not in BENCHES]
     if unknown:
@@ -22,7 +36,7 @@ def main(argv: list[str]) -> int:
     rc = 0
     for name in names:
         try:
-            mod = importlib.import_module(BENCHES[name])
+            mod = importlib.import_module(BENCHES[name][0])
         except ModuleNotFoundError as exc:
             print(f"{name}: not available ({exc})", file=sys.stderr)
             rc = 1

@@ -16,13 +16,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bench import write_result
 from sweep.fleet.shared_study import create_study
 from sweep.profile import load_profile
 from sweep.store import Store
 from sweep.study.orchestrator import Orchestrator
 from sweep.study.wiring import ROOT
 
-DOC = ROOT / "docs" / "bench-workers.md"
 WORKERS = (1, 2, 4)
 GRID: dict[str, list[float]] = {"max_running_requests": [2, 4, 8, 16], "mem_fraction_static": [0.8, 0.85]}
 OVERRIDES = {"search.space": GRID, "ladder": [2, 4], "window.warmup_requests": 2, "window.warmup_seconds": 0,
@@ -56,7 +56,7 @@ def one_study(n: int, db: str, out: Path) -> dict[str, float]:
 
 
 def main() -> int:
-    """Run the study with 1, 2 and 4 workers, print the table and write docs/bench-workers.md."""
+    """Run the study with 1, 2 and 4 workers, print the table and write reports/bench/bench-workers.md."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in WORKERS:
@@ -68,16 +68,16 @@ def main() -> int:
               f"({r['busiest']:.0f}) |" for n, r in rows]
     print("\n".join(table))
     storage = "PostgreSQL (BENCH_PG_URL)" if os.environ.get("BENCH_PG_URL") else "one SQLite file (one host)"
-    DOC.write_text(
+    write_result("workers",
         "# Benchmark: one study, several workers\n\n"
-        "Command: `make bench ARGS=workers` (runs `python -m bench workers`; rewrites this file).\n\n"
+        "Command: `make bench ARGS=workers` (runs `python -m bench workers`; writes reports/bench/bench-workers.md).\n\n"
         f"The same study ({json.dumps(GRID)}, ladder [2, 4], 2 s measured windows, simulated servers over HTTP)\n"
         f"run by 1, 2 and 4 `sweep worker` processes sharing it through {storage}. Wall time is from the first\n"
         "worker's start to the last one's exit; every configuration was measured exactly once in each run.\n\n"
         + "\n".join(table) + "\n\n"
         f"Machine: {os.cpu_count()} CPU cores. Each worker runs its own simulated server and load generator, so\n"
         "the speed-up flattens once the cores are busy (server start-up is CPU-bound); on GPU hosts the servers'\n"
-        "work runs on the GPUs and the workers mostly wait on their windows.\n")
+        "work runs on the GPUs and the workers mostly wait on their windows.\n", "docs/bench-workers.md")
     return 0
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +16,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def sweep(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def sweep(*args: str, cwd: Path, columns: int | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
     return subprocess.run([sys.executable, "-m", "sweep.cli", *args], capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
+                          timeout=300, cwd=cwd, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +59,57 @@ def test_runs_csv_and_filters(smoke_db: Path) -> None:
 
 
 def test_runs_table_names_the_columns(smoke_db: Path) -> None:
-    proc = sweep("runs", "--db", str(smoke_db), cwd=smoke_db.parent)
+    proc = sweep("runs", "--db", str(smoke_db), "--wide", cwd=smoke_db.parent)
     assert proc.returncode == 0
-    assert "goodput tok/s" in proc.stdout and "cli-smoke" in proc.stdout
+    assert "goodput" in proc.stdout and "cli-smoke" in proc.stdout and "worker id" in proc.stdout
+
+
+def _table_rows(text: str) -> list[list[str]]:
+    """The data rows of a printed table: the lines after the header rule that start with a run id."""
+    body = text.split("─\n", 1)[1]
+    return [ln.split() for ln in body.splitlines() if re.match(r"\s*\d+\s", ln)]
+
+
+def test_runs_fits_80_columns_and_never_cuts_a_number(smoke_db: Path) -> None:
+    rows = json.loads(sweep("runs", "--db", str(smoke_db), "--format", "json", cwd=smoke_db.parent).stdout)
+    proc = sweep("runs", "--db", str(smoke_db), cwd=smoke_db.parent, columns=80)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines and all(len(ln) <= 80 for ln in lines), "\n".join(ln for ln in lines if len(ln) > 80)
+    assert "…" not in proc.stdout and proc.stderr == ""  # every default column fits: none left out
+    head = " ".join(lines[0].split())
+    assert head == "run config phase c tok/s goodput TTFT p95 ms TPOT p95 ms SLA"  # smoke's SLA is at p95
+    printed = _table_rows(proc.stdout)
+    assert len(printed) == len(rows) == 6
+    for cells, row in zip(printed, rows, strict=True):  # one line per row, each number whole
+        assert cells[0] == str(row["run_id"]) and cells[3] == row["phase"] and cells[4] == str(row["concurrency"])
+        assert cells[6] == f"{row['goodput_tps']:.4g}" and cells[7] == f"{row['ttft_p95_ms']:.4g}"
+        assert cells[8] == f"{row['tpot_p95_ms']:.4g}" and cells[9] == "yes"
+
+
+def test_runs_in_a_narrow_terminal_leaves_columns_out_and_says_which(smoke_db: Path) -> None:
+    proc = sweep("runs", "--db", str(smoke_db), cwd=smoke_db.parent, columns=40)
+    assert proc.returncode == 0, proc.stderr
+    assert all(len(ln) <= 40 for ln in proc.stdout.splitlines()) and "…" not in proc.stdout
+    assert re.search(r"\d+ column\(s\) left out to fit 40 columns: .*passes_sla", proc.stderr), proc.stderr
+    goodputs = {f"{r['goodput_tps']:.4g}" for r in json.loads(
+        sweep("runs", "--db", str(smoke_db), "--format", "json", cwd=smoke_db.parent).stdout)}
+    assert goodputs <= set(proc.stdout.split())  # the label wraps between words; the numbers stay whole
+
+
+def test_runs_columns_chooses_and_a_wrong_name_lists_them(smoke_db: Path) -> None:
+    proc = sweep("runs", "--db", str(smoke_db), "--columns", "concurrency,ttft_p99_ms,config", cwd=smoke_db.parent,
+                 columns=80)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].split() == ["c", "TTFT", "p99", "ms", "config"]
+    csv_rows = list(csv.DictReader(io.StringIO(sweep("runs", "--db", str(smoke_db), "--format", "csv", "--columns",
+                                                      "run_id,config", cwd=smoke_db.parent).stdout)))
+    assert set(csv_rows[0]) == {"run_id", "config"} and csv_rows[0]["config"] == "mrr=8 mem=0.85"
+    bad = sweep("runs", "--db", str(smoke_db), "--columns", "config,goodptu", cwd=smoke_db.parent)
+    assert bad.returncode == 2 and bad.stdout == ""
+    [line] = [ln for ln in bad.stderr.splitlines() if ln.strip()]
+    assert line.startswith("error: --columns: unknown column 'goodptu' (columns: run_id, ")
+    assert "goodput_tps" in line and "ttft_sla_ms" in line
 
 
 def test_show_one_run_and_a_missing_one(smoke_db: Path) -> None:
@@ -73,5 +126,5 @@ def test_show_one_run_and_a_missing_one(smoke_db: Path) -> None:
 
 def test_bad_format_is_one_line_error(smoke_db: Path) -> None:
     proc = sweep("runs", "--db", str(smoke_db), "--format", "xml", cwd=smoke_db.parent)
-    assert proc.returncode != 0
-    assert "expected table, json or csv" in proc.stderr
+    assert proc.returncode == 2
+    assert "'xml' is not one of 'table', 'json', 'csv'" in " ".join(proc.stderr.replace("│", " ").split())

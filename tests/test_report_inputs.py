@@ -56,3 +56,15 @@ def test_a_study_report_shows_sent_and_counted_inputs_and_predicted_hits(tmp_pat
     assert "## Prefix cache: measured vs predicted" in md
     html = run.report.html.read_text() if run.report.html else ""
     assert "Inputs as sent and as the server counted them" in html and "Prefix cache: measured vs predicted" in html
+
+
+def test_the_setup_line_says_the_shared_prefixes_go_in_front_of_dataset_prompts() -> None:
+    from sweep.profile import Workload
+    from sweep.report.setup import workload_text
+
+    prefixed = Workload.model_validate({"dataset": {"path": "p.jsonl"},
+                                        "shared_prefix": {"groups": 8, "length": 512, "share": 0.6}})
+    assert ("dataset `p.jsonl` (jsonl); output length uniform 64–512 tokens; 60% of requests start with one of 8 "
+            "shared 512-token prefixes, put in front of the dataset's prompts; API `/generate`") in workload_text(prefixed)
+    plain = Workload.model_validate({"dataset": {"path": "p.jsonl"}})
+    assert "; no shared prefixes; API `/generate`" in workload_text(plain)

@@ -18,6 +18,7 @@ import sys
 import termios
 import threading
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pyte
@@ -32,6 +33,7 @@ from sweep.ui.progress import StudyProgress, eta_seconds, result_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
+STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (.*)$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 # screening on (screen + final phases) and the soak: all three phases print result lines
 ARGS = ["knee", "--profile", str(SMOKE), "--driver", "virtual", "--soak", "--study", "term",
@@ -108,7 +110,20 @@ def test_a_pipe_gets_plain_counted_lines(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"^live page http://127\.0\.0\.1:\d+/$", proc.stderr, re.M), proc.stderr  # --live
     assert "\x1b" not in proc.stderr and "\r" not in proc.stderr
-    counted = [ln for ln in proc.stderr.splitlines() if ln.startswith("[")]
+    # an overnight log: every line of the study led by the local time, each server's life a line per event
+    stamped = [m.groups() for m in map(STAMP.match, proc.stderr.splitlines()) if m]
+    assert stamped and all(abs(datetime.strptime(t, "%Y-%m-%d %H:%M:%S") - datetime.now()) < timedelta(minutes=5)
+                           for t, _ in stamped)
+    logged = [text for _, text in stamped]
+    servers = [re.match(r"(launching|ready|stopped|failed) (mrr=\S+ mem=\S+) \((\w+)\)", t) for t in logged]
+    events = [m.groups() for m in servers if m]
+    assert [e[2] for e in events if e[0] == "launching"] == ["screen", "screen", "final", "soak"], logged
+    for i, (what, label, phase) in enumerate(events):  # launching, ready, stopped: in that order, per server
+        assert what == ("launching", "ready", "stopped")[i % 3], events
+        assert (label, phase) == events[i - i % 3][1:], events
+    assert all(re.search(r"\) after \d+ s$", t) for t in logged if t.startswith("ready "))
+    counted = [t for t in logged if t.startswith("[")]
+    assert len(counted) == len([ln for ln in proc.stderr.splitlines() if "goodput" in ln and "TTFT" in ln])
     pairs = [tuple(map(int, re.match(r"\[(\d+)/(\d+)\]", ln).groups())) for ln in counted]  # type: ignore[union-attr]
     assert [a for a, _ in pairs] == list(range(1, len(pairs) + 1))
     assert all(a <= b for a, b in pairs), pairs
@@ -147,7 +162,7 @@ def test_counts_never_pass_their_totals_when_the_finals_outnumber_the_plan() -> 
         bars.step_done(cfg, 2, LadderStep(i, 2, "final", RunStats.from_row({"passes_sla": True, "goodput_tps": 1.0 + i})))
         assert bars.done <= bars.total
     printed = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
-    assert printed[-1].startswith(f"[{bars.total}/{bars.total}] final")
+    assert STAMP.sub(r"\2", printed[-1]).startswith(f"[{bars.total}/{bars.total}] final")
 
 
 def test_a_failed_window_at_80_columns_keeps_its_reasons_whole_on_lines_that_fit() -> None:

@@ -7,11 +7,10 @@ import csv
 import io
 import json
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from sweep.core.errors import ProfileError, UsageError
 from sweep.core.types import KNOB_LABELS
@@ -79,8 +78,19 @@ def _cell(v: object) -> str:
     return str(v)
 
 
-def emit_rows(rows: list[dict[str, object]], cols: list[str], fmt: str, command: str = "runs") -> None:
-    """Rows as a table, CSV, or the command's JSON document (sweep/cli/jsonout.py: the rows under `command`)."""
+RowFormat = Literal["table", "json", "csv"]
+
+
+def _numeric(rows: list[dict[str, object]], col: str) -> bool:
+    """Whether every value of the column is a number (then it is right-aligned and never broken)."""
+    vals = [r.get(col) for r in rows if r.get(col) is not None]
+    return bool(vals) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals)
+
+
+def emit_rows(rows: list[dict[str, object]], cols: list[str], fmt: str, wide: bool = False,
+              headers: dict[str, str] | None = None, command: str = "runs") -> None:
+    """Rows on stdout: the command's JSON document (sweep/cli/jsonout.py: every field, the rows under `command`), CSV (`cols`), or a table of `cols` that fits the terminal (columns
+    from the right left out, and named on stderr, where they do not fit; `wide`: every one, at full width)."""
     if fmt == "json":
         from sweep.cli.jsonout import emit
 
@@ -92,11 +102,16 @@ def emit_rows(rows: list[dict[str, object]], cols: list[str], fmt: str, command:
         w.writerows(rows)
         typer.echo(buf.getvalue().rstrip("\n"))
     elif fmt == "table":
-        t = Table()
-        for c in cols:
-            t.add_column(SHORT.get(c, c), no_wrap=True)
-        for r in rows:
-            t.add_row(*[_cell(r.get(c)) for c in cols])
-        Console(width=250).print(t)
+        from sweep.cli.table import fit
+
+        names = {**SHORT, **(headers or {})}
+        out = Console()
+        fitted = fit(cols, [[_cell(r.get(c)) for c in cols] for r in rows], lambda c: names.get(c, c),
+                     lambda c: _numeric(rows, c), out, wide)
+        Console(width=fitted.width).print(fitted.table)
+        if fitted.left_out:
+            console.print(f"{len(fitted.left_out)} column(s) left out to fit {out.width} columns: "
+                          f"{', '.join(fitted.left_out)} (--wide shows every column, --columns chooses)",
+                          highlight=False, markup=False)
     else:
         raise UsageError(f"--format {fmt!r}: expected table, json or csv")

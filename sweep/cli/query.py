@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from sweep.cli.app import DEFAULT_DB, app, console, db_url, emit_rows, since_arg
+from sweep.cli.app import DEFAULT_DB, RowFormat, app, console, db_url, emit_rows, since_arg
 from sweep.core.errors import SweepError, UsageError
-from sweep.core.types import KNOB_NAMES
+from sweep.core.types import KNOB_NAMES, RunStatus
 
 if TYPE_CHECKING:
     from sweep.report.document import CompareSide  # the report imports matplotlib: only for `sweep compare`
@@ -28,29 +29,75 @@ def serve(db: str = typer.Option(DEFAULT_DB, help="results database (path or SQL
     serve_page(db_url(db), study, host, port, say=lambda line: console.print(line, highlight=False))
 
 
+# `sweep runs`' columns: a compact default that fits 80 columns, and `--wide`'s every one (json: every field).
+RUNS_COMPACT = ("run_id", "config", "phase", "concurrency", "output_tps", "goodput_tps", "ttft_sla_ms", "tpot_sla_ms",
+                "passes_sla")
+RUNS_WIDE = ("run_id", "study_name", "profile_name", "simulated", "driver", *KNOB_NAMES, "phase", "concurrency",
+             "status", "output_tps", "goodput_tps", "ttft_sla_ms", "tpot_sla_ms", "ttft_p50_ms", "ttft_p99_ms",
+             "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at", "worker", "worker_id", "host",
+             "gpu_index")
+RUNS_HEADERS = {"run_id": "run", "concurrency": "c", "output_tps": "tok/s", "goodput_tps": "goodput",
+                "passes_sla": "SLA"}
+
+
+def _columns_arg(raw: str | None, wide: bool, valid: list[str]) -> list[str]:
+    """The columns `--columns a,b` names (each one a valid name), else --wide's or the compact default."""
+    if raw is None:
+        return list(RUNS_WIDE if wide else RUNS_COMPACT)
+    chosen = [c.strip() for c in raw.split(",") if c.strip()]
+    unknown = [c for c in chosen if c not in valid]
+    if unknown or not chosen:
+        raise UsageError(f"--columns: unknown column {', '.join(map(repr, unknown)) or repr(raw)} "
+                         f"(columns: {', '.join(valid)})")
+    return chosen
+
+
 @app.command()
 def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: str | None = None,
-         since: str | None = typer.Option(None, help="ISO date or e.g. 7d, 12h"), status: str | None = None,
-         fmt: str = typer.Option("table", "--format", help="table | json | csv"),
+         since: str | None = typer.Option(None, help="ISO date or e.g. 7d, 12h"),
+         status: RunStatus | None = typer.Option(None, help="only windows of this status"),
+         fmt: RowFormat = typer.Option("table", "--format"),
+         columns: str | None = typer.Option(None, "--columns", help="the columns to show, e.g. "
+                                            "config,concurrency,goodput_tps (a wrong name lists them all)"),
+         wide: bool = typer.Option(False, "--wide", help="every column of the table, however wide"),
          limit: int | None = typer.Option(None)) -> None:
-    """List past runs (one row per measured ladder step)."""
+    """List past runs (one row per measured ladder step): a table that fits the terminal, or JSON / CSV."""
+    from sweep.core.types import ServerConfig
     from sweep.store import Store
+    from sweep.store.records import RunRecord, RunSummary
     from sweep.views.workers import with_worker_labels, worker_labels
 
+    valid = [*RunSummary(RunRecord(0, 0, 0), "", "", ServerConfig()).columns(), "worker", "config", "ttft_sla_ms",
+             "tpot_sla_ms"]
+    cols = _columns_arg(columns, wide or fmt != "table", valid)  # csv: every column unless chosen
     store = Store(db_url(db), readonly=True)
     rows = store.list_runs(study=study, profile=profile, since=since_arg(since), status=status, limit=limit)
     labels = {k: v for sid in {r.run.study_id for r in rows if r.run.study_id is not None}
               for k, v in worker_labels(store.workers(sid)).items()}
-    columns = with_worker_labels(rows, labels)  # which worker measured each step, as progress lines name it
-    cols = ["run_id", "study_name", "profile_name", "simulated", "driver", *KNOB_NAMES, "phase", "concurrency",
-            "status", "output_tps", "goodput_tps", "ttft_p50_ms", "ttft_p99_ms", "tpot_p99_ms", "cache_hit_rate",
-            "retractions", "passes_sla", "started_at", "worker", "worker_id", "host", "gpu_index"]
-    emit_rows(columns, cols, fmt)
+    table = with_worker_labels(rows, labels)  # which worker measured each step, as progress lines name it
+    pcts = {name: _sla_percentiles(store, name) for name in {r.study_name for r in rows}}
+    for row, summary in zip(table, rows, strict=True):
+        pt, pp = pcts[summary.study_name]
+        row.update(config=summary.config.label(), ttft_sla_ms=row.get(f"ttft_p{pt}_ms"),
+                   tpot_sla_ms=row.get(f"tpot_p{pp}_ms"))
+    shared = set(pcts.values())  # one study, or several judged alike: the header names the percentile
+    pt, pp = (f"p{p}" for p in next(iter(shared))) if len(shared) == 1 else ("@SLA", "@SLA")
+    headers = {**RUNS_HEADERS, "ttft_sla_ms": f"TTFT {pt} ms", "tpot_sla_ms": f"TPOT {pp} ms"}
+    if columns is None and not wide and fmt == "table" and len({r["worker"] for r in table}) > 1:
+        cols.append("worker")  # a study of several workers: which one measured each step (left out first)
+    emit_rows(table, cols, fmt, wide=wide, headers=headers)
+
+
+def _sla_percentiles(store: Store, study: str) -> tuple[str, str]:
+    """The percentiles a study's SLA judges TTFT and TPOT at, as the runs table's column names spell them."""
+    row = store.get_study_by_name(study)
+    sla = (json.loads(row.profile_json).get("sla") if row is not None else None) or {}
+    return f"{float(sla.get('ttft_percentile', 99)):g}", f"{float(sla.get('tpot_percentile', 99)):g}"
 
 
 @app.command()
 def show(ref: str = typer.Argument(..., metavar="RUN_ID|STUDY", help="a run id, or a study name"),
-         db: str = typer.Option(DEFAULT_DB), fmt: str = typer.Option("table", "--format", help="table | json")) -> None:
+         db: str = typer.Option(DEFAULT_DB), fmt: Literal["table", "json"] = typer.Option("table", "--format")) -> None:
     """Show one run (its configuration, window and every stat) or one study (its status and its stored winner)."""
     from sweep.store import Store
 

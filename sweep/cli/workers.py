@@ -15,9 +15,10 @@ from typing import Any
 
 import typer
 
-from sweep.cli.app import DEFAULT_DB, console, db_url, emit_rows, load_profile_arg
+from sweep.cli.app import DEFAULT_DB, RowFormat, console, db_url, emit_rows, load_profile_arg
 from sweep.core import interrupt
 from sweep.core.errors import SweepError, UsageError
+from sweep.core.types import DriverKind, LauncherKind
 from sweep.profile import Profile, check_study_name
 
 study_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Create studies that workers join.")
@@ -91,13 +92,13 @@ def stored_profile(db: str, study: str, overrides: list[str], folder: Path | Non
 
 def register(app: typer.Typer) -> None:
     """Add `worker` and `study` to the sweep command."""
-    from sweep.ui.progress import StudyProgress
+    from sweep.ui.progress import StampedConsole, StudyProgress
 
     @app.command()
     def worker(study: str = typer.Option(..., help="the study to join (see `sweep study create`)"),
                db: str = typer.Option(DEFAULT_DB, help="the study's database (PostgreSQL URL to share between hosts)"),
-               driver: str = typer.Option("auto", help="auto (the study's driver) | http | virtual"),
-               launcher: str | None = typer.Option(None, help="override server.launcher: sglang | sim | attach"),
+               driver: DriverKind = typer.Option("auto", help="what sends the requests (auto: the study's driver)"),
+               launcher: LauncherKind | None = typer.Option(None, help="override server.launcher"),
                gpus: str | None = typer.Option(None, help="CUDA_VISIBLE_DEVICES of this worker's servers, e.g. 2,3"),
                ports: str | None = typer.Option(None, help="server ports this worker may use, e.g. 30100-30200"),
                label: str | None = typer.Option(None, help="this worker's name in progress lines and logs"),
@@ -124,12 +125,13 @@ def register(app: typer.Typer) -> None:
         with Store(url) as store:
             row = store.get_study_by_name(study)
         chosen = row.driver if driver == "auto" and row else driver
-        orch = Orchestrator(prof, url, out, launcher_kind=launcher, driver=chosen, console=console,
+        orch = Orchestrator(prof, url, out, launcher_kind=launcher, driver=chosen, console=StampedConsole(console),
                             client_procs=client_procs, seat=seat)
         from sweep.fleet.peer_feed import PeerFeed
 
         pcts = (int(prof.sla.ttft_percentile), int(prof.sla.tpot_percentile))
         bars = StudyProgress(prof, progress, console, worker=label)
+        orch.on_server = bars.server
         feed = PeerFeed(url, study, console, pcts, on_window=bars.peer_step_done) if peers else contextlib.nullcontext()
         try:
             with interrupt.stop_like_sigint(), bars, feed:
@@ -150,8 +152,8 @@ def register(app: typer.Typer) -> None:
     def create(profile: str = typer.Option(..., "--profile", "-p", help="profile name or YAML path"),
                study: str = typer.Option(..., help="the study's name (workers join it by this name)"),
                db: str = typer.Option(DEFAULT_DB, help="results database (PostgreSQL URL to share between hosts)"),
-               driver: str = typer.Option("auto", help="auto | http | virtual: what its workers use by default"),
-               launcher: str | None = typer.Option(None, help="override server.launcher: sglang | sim | attach"),
+               driver: DriverKind = typer.Option("auto", help="what its workers use by default"),
+               launcher: LauncherKind | None = typer.Option(None, help="override server.launcher"),
                set_: list[str] = typer.Option([], "--set", help="override a profile field: key.path=value")) -> None:
         """Store a study (profile, fingerprint) without measuring: start workers with `sweep worker`."""
         from sweep.study.orchestrator import Orchestrator
@@ -170,7 +172,7 @@ def register(app: typer.Typer) -> None:
     @study_app.command("workers")
     def workers(study: str = typer.Option(..., help="the study"),
                 db: str = typer.Option(DEFAULT_DB, help="the study's database"),
-                fmt: str = typer.Option("table", "--format", help="table | json | csv")) -> None:
+                fmt: RowFormat = typer.Option("table", "--format")) -> None:
         """Every worker of a study: host, GPU group, status and what it measures or launches now."""
         from dataclasses import asdict
 
@@ -183,7 +185,7 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"no study named {study} in {_shown(db)}")
             rows = activity(store.workers(row.id), store.server_configs(row.id), store.study_runs(row.id))
         emit_rows([asdict(a) for a in rows], ["worker", "host", "gpus", "status", "now", "windows_done", "configs_done"],
-                  fmt, "study workers")
+                  fmt, command="study workers")
 
     app.add_typer(study_app, name="study")
 

@@ -21,6 +21,14 @@ Modality = Literal["text", "image", "video", "audio"]
 SchedulePolicy = Literal["lpm", "random", "fcfs", "dfs-weight", "lof", "priority", "routing-key", "hrrn",
                          "shortest-prefill-first"]
 SCHEDULE_POLICIES: tuple[str, ...] = get_args(SchedulePolicy)
+# Where a server comes from (profile server.launcher, `--launcher`): auto picks sglang where a GPU and sglang
+# exist, else the simulator; attach measures one server that is already running.
+LauncherKind = Literal["auto", "sglang", "sim", "attach"]
+# What sends the requests (`--driver`): real HTTP, or the simulator's in-process virtual clock; auto picks.
+DriverKind = Literal["auto", "http", "virtual"]
+# A measured window's status (the runs table's CHECK constraint, `sweep runs --status`).
+RunStatus = Literal["running", "completed", "failed", "aborted"]
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 KnobValue = int | float | str  # one knob's value (ServerConfig's field types)
 # A parsed JSON value (json.loads, a server's /server_info, a dataset line): narrow with isinstance before use.
 JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None

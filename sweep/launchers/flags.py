@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from sweep.core.errors import LaunchError
 from sweep.engines import DEFAULT_ENGINE, SGLANG, flags_in_argv
+from sweep.launchers import keyshim
 
 HELP_TIMEOUT_S = 120.0  # SGLang's `--help` imports torch: tens of seconds on a cold cache
 
@@ -78,19 +79,18 @@ def help_text(command: Sequence[str], timeout_s: float = HELP_TIMEOUT_S, env: di
     with _lock:
         if key in _help_cache:
             return _help_cache[key]
+    shown = " ".join(keyshim.readable(command))  # the key shim's code is never part of a message
     try:
         proc = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=timeout_s,
                               stdin=subprocess.DEVNULL, env=env)
     except subprocess.TimeoutExpired:
-        raise LaunchError(f"`{' '.join(command)} --help` did not finish in {timeout_s:.0f} s",
-                          reason="timeout") from None
+        raise LaunchError(f"`{shown} --help` did not finish in {timeout_s:.0f} s", reason="timeout") from None
     except OSError as exc:
-        raise LaunchError(f"cannot run `{' '.join(command)} --help`: {exc}", reason="crash") from None
+        raise LaunchError(f"cannot run `{shown} --help`: {exc}", reason="crash") from None
     text = proc.stdout or ""
     if proc.returncode != 0 or "usage:" not in text:
-        last = (proc.stderr or proc.stdout or "").strip().splitlines()[-1:] or ["no output"]
-        raise LaunchError(f"`{' '.join(command)} --help` failed (exit {proc.returncode}): {last[0]}",
-                          reason="crash")
+        last = keyshim.scrub(proc.stderr or proc.stdout or "").strip().splitlines()[-1:] or ["no output"]
+        raise LaunchError(f"`{shown} --help` failed (exit {proc.returncode}): {last[0]}", reason="crash")
     with _lock:
         _help_cache[key] = text
     return text

@@ -47,6 +47,14 @@ def readable(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def scrub(text: str) -> str:
+    """`text` (a command line, a log's tail) with the shim's code taken out: `python -c SHIM MODULE` becomes
+    `python -m MODULE`, and a line quoting the shim (a traceback's) is dropped; its code never reaches a person."""
+    text = text.replace(f"-c {SHIM} ", "-m ").replace(f"-c {SHIM}", "-m ").replace(SHIM, "")
+    own = {ln.strip() for ln in SHIM.splitlines()}
+    return "\n".join(ln for ln in text.split("\n") if not ln.strip() or ln.strip() not in own)
+
+
 def shown(argv: Sequence[str]) -> list[str]:
     """The command people are shown and stored: runnable as `python -m MODULE ...`, the key a placeholder."""
     return [*readable(argv), "--api-key", PLACEHOLDER]

@@ -242,7 +242,7 @@ class SGLangLauncher:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=0.2)
         rc = proc.returncode if proc is not None else None
-        found, line = classify_failure(redact(read_tail(handle.log_path), handle.api_key), rc)
+        found, line = classify_failure(keyshim.scrub(redact(read_tail(handle.log_path), handle.api_key)), rc)
         reason = reason or found
         return LaunchError(f"server {what} ({reason}, exit {rc}): {line[:300]} | log: {handle.log_path}",
                            reason=reason, log_path=handle.log_path)

@@ -32,6 +32,7 @@ from pydantic import (
 
 from sweep import engines
 from sweep.core.errors import ProfileError
+from sweep.core.types import LauncherKind
 from sweep.profile.arrival import (
     Arrival,
     ArrivalProcess,
@@ -73,8 +74,8 @@ from sweep.profile.yaml_keys import load_unique
 __all__ = ["DAY_S", "MAX_CONCURRENCY", "MAX_GRID", "MAX_REQUESTS", "MAX_TOKENS", "SLA", "Arrival", "ArrivalProcess",
            "ClosedArrival",
            "CrossCheck", "DEFAULT_TIER", "Dataset", "FloatRange", "GammaArrival", "IntRange", "LengthDist", "MediaSpec", "ModalMix",
-           "OpenArrival", "Profile", "RateArrival", "Refine", "Screening", "Search", "SendSchedule", "ServerSpec",
-           "Sessions", "SharedPrefix", "Soak", "ThinkTime", "MAX_FANOUT", "MAX_TURNS",
+           "OpenArrival", "Profile", "RateArrival", "ReferenceKind", "Refine", "Screening", "Search", "SendSchedule",
+           "ServerSpec", "Sessions", "SharedPrefix", "Soak", "ThinkTime", "MAX_FANOUT", "MAX_TURNS",
            "Space", "Tier", "TraceArrival", "Window", "Workload", "check_name", "check_study_name", "is_loopback",
            "load_profile", "resolve_profile_path"]
 
@@ -114,6 +115,9 @@ class Tier(SLA):
         return SLA(**self.model_dump(exclude={"name", "primary"}))
 
 
+# The cross-check's reference client (crosscheck.reference, `sweep crosscheck --reference`).
+ReferenceKind = Literal["auto", "h11", "bench_serving"]
+
 DEFAULT_TIER = "default"  # the one tier of a profile with a single `sla` block
 
 
@@ -121,7 +125,7 @@ DEFAULT_TIER = "default"  # the one tier of a profile with a single `sla` block
 class ServerSpec(_Strict):
     engine: str = Field(engines.DEFAULT_ENGINE,
         description="the inference engine the server runs (its flags, paths and metric names): sglang")
-    launcher: Literal["auto", "sglang", "sim", "attach"] = Field("auto",
+    launcher: LauncherKind = Field("auto",
         description="auto (SGLang where a GPU and sglang exist, else the simulator), sglang, sim or attach")
     model_path: str = Field("models/llama3-8b-shape",
         description="model folder (or hub name) given to SGLang's --model-path: absolute, a folder of the "
@@ -218,7 +222,7 @@ class CrossCheck(_Strict):
     """An independent reference client measured right after sweep's own window at every step (sweep crosscheck)."""
 
     enabled: bool = Field(False, description="measure every step again with the reference client")
-    reference: Literal["auto", "h11", "bench_serving"] = Field("auto", description=(
+    reference: ReferenceKind = Field("auto", description=(
         "auto: SGLang's bench_serving where sglang is importable or `command` is set, else the h11 client "
         "(sweep.drivers.reference)"))
     command: list[str] | None = Field(None, description=(

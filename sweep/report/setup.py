@@ -39,7 +39,9 @@ def prefix_text(p: SharedPrefix) -> str:
 def workload_text(w: Workload) -> str:
     """The configured input distribution in one sentence."""
     if w.dataset is not None:
-        head = f"dataset `{w.dataset.path}` ({w.dataset.format}); output length {length_text(w.output_len)}"
+        shared = prefix_text(w.shared_prefix)  # the prefixes go in front of the dataset's prompts too
+        head = (f"dataset `{w.dataset.path}` ({w.dataset.format}); output length {length_text(w.output_len)}; "
+                + (shared if shared.startswith("no ") else f"{shared}, put in front of the dataset's prompts"))
     else:
         head = (f"{mix_text(w)}; prompt length {length_text(w.prompt_len)}; output length "
                 f"{length_text(w.output_len)}; {prefix_text(w.shared_prefix)}")

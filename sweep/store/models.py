@@ -28,11 +28,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeEngine
 
 from sweep.analysis import run_stats
-from sweep.core.types import KNOB_NAMES
+from sweep.core.types import KNOB_NAMES, RUN_STATUSES
 
 VERSION_TABLE = "sweep_alembic_version"  # Optuna's RDB storage owns `alembic_version` in the same database
 CONFIG_STATUSES = ("pending", "running", "completed", "failed", "infeasible", "aborted")
-RUN_STATUSES = ("running", "completed", "failed", "aborted")
 RUN_PHASES = ("screen", "final", "refine", "soak")  # refine: a bisection window of a final ladder
 
 # The per-window statistics, in the order they appear as columns of `runs`: the fields of sweep.analysis.run_stats.RunStats

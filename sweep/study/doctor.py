@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweep import engines
-from sweep.core.errors import LaunchError
+from sweep.core.errors import LaunchError, UsageError
 from sweep.engines import Dialect
 from sweep.launchers import flags, procs
 from sweep.profile import Profile
@@ -149,6 +149,19 @@ def run_doctor(profile: Profile, db_url: str, python: str = sys.executable,
     if checks[-1].ok:
         checks.append(workers_check(db_url))
     return checks
+
+
+def require_engine(profile: Profile, kind: str, python: str = sys.executable) -> None:
+    """Before the first launch: the engine's package (sglang) imports in the python that starts the servers, as
+    `sweep doctor` checks it; else one UsageError line (not a crash per configuration, each quoting the launch).
+    A `server.command` wrapper starts its own python: there is nothing to check here."""
+    if kind != "sglang" or profile.server.command is not None:
+        return
+    dialect = engines.get(profile.server.engine)
+    check, importable = _engine_package(python, True, dialect)
+    if not importable:
+        raise UsageError(f"launcher sglang: {dialect.version_package} {check.detail}; install it (the gpu extra: "
+                         "pip install -e '.[gpu]'), set server.command, or use --launcher sim")
 
 
 def workers_check(db_url: str) -> Check:

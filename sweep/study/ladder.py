@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,7 +23,7 @@ from sweep.launchers.base import Launcher, ServerHandle
 from sweep.profile import Arrival, GammaArrival, Profile, RateArrival, Window
 from sweep.profile.phases import phase_window, refines
 from sweep.store import Store
-from sweep.study.launch import Launch, launch_status
+from sweep.study.launch import Launch, ServerCallback, ServerEvent, launch_status
 from sweep.study.refine import REFINE_PHASE, refine
 from sweep.study.step_inputs import StepInputs
 from sweep.workload.stream import Requests, StreamExhausted
@@ -122,6 +123,7 @@ class LadderRunner:
         self.on_step = on_step
         self.on_launch = on_launch
         self.on_step_start: StartCallback | None = None
+        self.on_server: ServerCallback | None = None  # each launch's launching, ready/failed and stopped
         self.placement: Placement | None = None  # the study worker, host and GPU group every row records
         self.crosscheck: Any = None  # sweep.study.crosscheck_step.CrossChecker: a reference client after every window
         self.attempt: int | None = None  # the server_configs row of the launch in progress (or the last one)
@@ -196,11 +198,15 @@ class LadderRunner:
     def _launch_and_climb(self, config: ServerConfig, config_id: int, climb: Climb,
                           should_stop: StopCheck | None) -> LadderOutcome:
         launch = Launch(self.launcher, self.store, config_id)
+        self._server(ServerEvent("launching", config, climb.phase))
+        t0 = time.monotonic()
         try:
             handle = launch.start(config)
         except LaunchError as exc:
+            self._server(ServerEvent("failed", config, climb.phase, time.monotonic() - t0, exc.reason))
             return LadderOutcome(config, config_id, launch_status(exc), failure=str(exc),
                                  stop_reason=f"launch {exc.reason}")
+        self._server(ServerEvent("ready", handle.config, climb.phase, handle.startup_s))
         outcome = LadderOutcome(config, config_id, "completed")
         if self.on_launch:
             self.on_launch(handle)
@@ -211,11 +217,16 @@ class LadderRunner:
                     and not outcome.stop_reason.startswith("pruned")):
                 self._refine(handle, config_id, climb, outcome)
         outcome.stop_reason += launch.notes()
+        self._server(ServerEvent("stopped", handle.config, climb.phase, detail=launch.notes().lstrip("; ")))
         if climb.judge is None:
             self._rank(outcome)
         self.store.update_attempt(config_id, status=outcome.status, stop_reason=outcome.stop_reason,
                                         failure_reason=outcome.failure)
         return outcome
+
+    def _server(self, event: ServerEvent) -> None:
+        if self.on_server is not None:
+            self.on_server(event)
 
     def _refine(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> None:
         """Bisect the outcome's bracket on the running server (sweep.study.refine) and store its SLA boundary."""

@@ -8,13 +8,35 @@ in once it is ready, a failed start is recorded (infeasible for an out-of-memory
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from types import TracebackType
+from typing import Literal
 
 from sweep.core.errors import LaunchError
 from sweep.core.types import ServerConfig
 from sweep.launchers.base import Launcher, LaunchRecord, ServerHandle, ServerInfo, StopReport
 from sweep.store import Store
+
+
+@dataclass(frozen=True)
+class ServerEvent:
+    """A server of the study started, came up, failed to, or stopped: one line each in an overnight log."""
+
+    what: Literal["launching", "ready", "failed", "stopped"]
+    config: ServerConfig
+    phase: str  # the phase whose ladder the server is for: screen | final | soak
+    seconds: float | None = None  # ready: its start-up; failed: the time it took to fail
+    detail: str = ""  # failed: the failure's class (oom, crash, timeout, ...); stopped: what the stop had to do
+
+    def line(self) -> str:
+        """The event as one plain line, e.g. "ready mrr=64 mem=0.8 (final) after 143 s"."""
+        took = "" if self.seconds is None else f" after {self.seconds:.0f} s"
+        why = f": {self.detail}" if self.detail else ""
+        return f"{self.what} {self.config.label()} ({self.phase}){took}{why}"
+
+
+ServerCallback = Callable[[ServerEvent], None]
 
 
 class SpawnLog:

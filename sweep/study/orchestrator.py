@@ -17,8 +17,10 @@ from sweep.profile import Profile
 from sweep.report.document import ReportFiles, write_report
 from sweep.store import Store
 from sweep.study.dashboard import tell_winner
+from sweep.study.doctor import require_engine
 from sweep.study.environment import EnvironmentRecord, normalise_env
 from sweep.study.ladder import LadderOutcome, LadderRunner, StartCallback, StepCallback
+from sweep.study.launch import ServerCallback
 from sweep.study.liveness import WorkerIdentity, sweep_version
 from sweep.study.recovery import alone, on_fenced, on_requeued, worker_ended
 from sweep.study.resume import open_study, reuse_outcome, soak_done
@@ -63,6 +65,22 @@ class KneeRun:
     answer: Answer | None = None  # the per-tier final answer (sweep.views.answer), as the report's top shows it
 
 
+def refuse_several_configs(profile: Profile) -> None:
+    """Attach measures the one server that is running: a study of several configurations would measure it again
+    under each label (the knobs of an attached server are its own, not the search's)."""
+    from sweep.profile.grid import grid_size
+
+    search = profile.search
+    configs = grid_size(search.space) + (1 if search.baseline and search.mode != "coupled" else 0)
+    if search.mode == "coupled":
+        configs *= len(profile.ladder)  # one launch per step, each a configuration of its own
+    if configs > 1:
+        raise UsageError(f"launcher attach measures one running server, but this study has {configs} "
+                         "configurations (each would re-measure that server under another label): use `sweep ladder "
+                         "--launcher attach`, or give each knob of search.space one value and set "
+                         "search.baseline=false")
+
+
 class Orchestrator:
     """Runs a profile's study end to end; every step lands in the store before the next begins."""
 
@@ -77,6 +95,8 @@ class Orchestrator:
         self.driver_name = resolve_driver(self.kind, driver)
         if self.kind == "attach" and not profile.server.url:
             raise ProfileError("server.url is required with launcher attach")
+        if self.kind == "attach":
+            refuse_several_configs(profile)
         if profile.crosscheck.enabled and self.driver_name == "virtual":
             if driver == "virtual":
                 raise UsageError("a cross-check compares clients over real sockets: use --driver http (or auto)")
@@ -88,6 +108,7 @@ class Orchestrator:
         self.simulated = self.kind == "sim"
         self.out_dir = out_dir
         self.console = console
+        self.on_server: ServerCallback | None = None  # each launch's launching, ready/failed and stopped
 
     @cached_property
     def store(self) -> Store:
@@ -109,6 +130,7 @@ class Orchestrator:
         if existing is None:
             raise SweepError(f"no study named {study_name} in {self.store.shown}: create it with "
                              "`sweep study create` or `sweep sweep`")
+        require_engine(self.profile, self.kind)
         self.open_study(study_name, resume=True)
         return self._work(existing.id, study_name, on_step, on_step_start, on_trial)
 
@@ -123,6 +145,7 @@ class Orchestrator:
             from sweep.study.crosscheck_step import choose_reference
 
             choose_reference(self.profile, model_path(self.profile), for_model(model_path(self.profile)))
+        require_engine(self.profile, self.kind)  # sglang missing: one line now, not a crash per configuration
         check_writable_dir(self.out_dir)
         if self.simulated:
             self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
@@ -158,6 +181,7 @@ class Orchestrator:
         runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name,
                               on_step=on_step, on_launch=record.on_launch)
         runner.on_step_start = on_step_start
+        runner.on_server = self.on_server
         if self.profile.crosscheck.enabled:
             from sweep.study.crosscheck_step import CrossChecker
 

@@ -5,8 +5,9 @@ planned) and the current window. Both bars run on the driver's own clock (simula
 driver), and each ETA is the driver's seconds left at the bar's average pace since it started (driver seconds
 per wall second): the study's weighs a final window as 1/fraction screens and the soak as its duration.
 Nothing assumes a width: rich measures the terminal, the bars are narrow and every line fits 80 columns.
-In a pipe (stderr not a TTY) there are no bars: each finished window prints one plain line that starts
-with `[done/total]`.
+In a pipe (stderr not a TTY: a log read in the morning) there are no bars: each line starts with the local
+time (`2026-12-01 03:12:45`), each finished window prints one plain line with `[done/total]` after it, and each
+server prints a line when it is launched, when it is ready (after how many seconds) or failed, and when it stops.
 
 Every result line says its phase (screen, final or soak) and, with several workers, the worker's name.
 The study count never passes its total: the plan grows when a phase turns out larger than planned and
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from sweep.analysis.ladder_steps import LadderStep
     from sweep.core.types import ServerConfig
     from sweep.study.ladder import LadderOutcome, StepStart
+    from sweep.study.launch import ServerEvent
 
 WIDE = 120  # at least this many columns: one result line per window, else a head line and a numbers line
 LABEL_CHARS = 34  # a bar's description is cut to this, so the bars fit 80 columns
@@ -51,6 +53,21 @@ def make_console() -> Console:
     console = Console(stderr=True)
     console.soft_wrap = not console.is_terminal
     return console
+
+
+def stamp(line: str) -> str:
+    """A log line led by the local time to the second."""
+    return f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}"
+
+
+class StampedConsole:
+    """A console whose lines are led by the local time where it is not a terminal (a log), as they are."""
+
+    def __init__(self, console: Console):
+        self.console = console
+
+    def print(self, msg: str, /, *, markup: bool | None = None, highlight: bool | None = None) -> None:
+        self.console.print(msg if self.console.is_terminal else stamp(msg), markup=markup, highlight=highlight)
 
 
 def eta_seconds(task: Task) -> float | None:
@@ -209,12 +226,18 @@ class StudyProgress:
         client_why = client_bound_reasons(step.stats.client, self.sla) if step.stats.client_bound else ()
         lines = result_lines(phase, config.label(), concurrency, step.stats, self.console.width, self.worker,
                              self.percentiles, client_why)
-        if not self.live:  # a pipe: one plain line per window, counted
-            self.console.print("  ".join([escape(f"[{self._count()}] ") + lines[0], *(ln.strip() for ln in lines[1:])]),
-                               markup=True, highlight=False, soft_wrap=True)
+        if not self.live:  # a pipe: one plain line per window, stamped and counted
+            text = "  ".join([escape(f"[{self._count()}] ") + lines[0], *(ln.strip() for ln in lines[1:])])
+            self.console.print(stamp(text), markup=True, highlight=False, soft_wrap=True)
             return
         for line in lines:
             self.console.print(line, highlight=False)
+
+    def server(self, event: ServerEvent) -> None:
+        """A server launched, ready, failed or stopped: a stamped line where there are no bars (a pipe)."""
+        if not self.live:
+            who = f"{self.worker} " if self.worker else ""
+            self.console.print(stamp(f"{who}{event.line()}"), markup=False, highlight=False, soft_wrap=True)
 
     def peer_step_done(self, phase: str) -> None:
         """A window another worker of the study stored: the study's count and bar are the whole study's."""
