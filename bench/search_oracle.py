@@ -50,7 +50,8 @@ def bench_profile(seed: int = 2026) -> Profile:
         "ladder": [16, 32, 64, 128, 256],
         "window": {"warmup_requests": 0, "warmup_seconds": 30, "measure_seconds": FULL_S, "drain_seconds": 60,
                    "request_timeout_s": 120},
-        "server": {"launcher": "sim", "sim_gpu": "H200", "sim_model": "llama3-8b"},
+        "server": {"launcher": "sim", "sim_gpu": "H200", "sim_model": "llama3-8b",
+                   "model_path": "meta-llama/Meta-Llama-3-8B"},  # a hub name: no config.json, the preset's shape
         "search": {"sampler": "grid", "flatten_threshold": 0.10,
                    "space": {"max_running_requests": [8, 16, 32, 64, 128, 256],
                              "mem_fraction_static": [0.13, 0.16, 0.25, 0.85],
@@ -96,7 +97,8 @@ def simulate_ladder(profile_json: str, knobs: dict[str, Any], measure_s: float, 
     if not _SPECS:
         _init_worker(profile_json)
     window = profile.window.model_copy(update={"measure_seconds": measure_s})
-    launcher = VirtualLauncher(profile.server.sim_gpu, profile.server.sim_model, profile.server.extra_args)
+    launcher = VirtualLauncher(profile.server.sim_gpu, profile.server.sim_model, profile.server.extra_args,
+                               model_path=profile.server.model_path)
     try:
         handle = launcher.start(ServerConfig(**knobs))
     except LaunchError as exc:

@@ -23,11 +23,10 @@ from sglang_sim.params import (
     SimOOM,
     SimParams,
     gpu_preset,
-    model_from_config,
-    model_preset,
     with_tp,
 )
 from sglang_sim.server import VERSION, Faults, SimServer
+from sglang_sim.shape import choose_model
 from sglang_sim.tokenizer import load as load_tokenizer
 
 READY_LINE = "The server is fired up and ready to roll!"  # SGLang's own words; launchers wait for them
@@ -72,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--context-length", type=int)
     a("--trust-remote-code", action="store_true")
     a("--sim-gpu", default="H200", help="GPU preset: H200, H100-80G, A100-80G, L40S")
-    a("--sim-model", help="model preset (default: from --model-path config.json, else llama3-8b)")
+    a("--sim-model", help="model preset for a --model-path without config.json (default llama3-8b); "
+                          "refused when the folder's config.json describes another shape")
     a("--sim-speed", type=float, default=1.0, help="multiply every step time (slower GPU)")
     a("--sim-crash-after-s", type=float)
     a("--sim-crash-after-requests", type=int)
@@ -87,12 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_params(args: argparse.Namespace) -> SimParams:
-    """GPU preset plus the named model preset, or the shape read from --model-path/config.json."""
+    """GPU preset plus the model (shape.choose_model): --model-path's config.json, else the --sim-model preset.
+    ValueError (ModelConflict among them) for an unknown preset, a bad config.json or the two disagreeing."""
     gpu = gpu_preset(args.sim_gpu)
-    if args.sim_model:
-        model = model_preset(args.sim_model)
-    else:
-        model = model_from_config(args.model_path) or model_preset("llama3-8b")
+    model = choose_model(args.model_path, args.sim_model)
     params = SimParams(gpu=gpu, model=model, speed=args.sim_speed, cuda_graph=not args.disable_cuda_graph)
     return with_tp(params, args.tp_size)  # the Engine applies the same knob (EngineKnobs.tp_size) again: a no-op
 

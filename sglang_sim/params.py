@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 GIB = 1024**3
 MIB = 1024**2
@@ -161,6 +159,87 @@ class Resolved:
     extra: dict[str, float] = field(default_factory=dict)
 
 
+# SGLang 0.5.17's start-up accounting on one H200 (docs/calibration.md, "Predicting the KV pool before launch").
+# Memory it holds beyond weights and KV when it sizes the pool (rotary caches, sampler buffers, allocator slack):
+# 80-84 MiB on the three logged launches (llama3-8b-shape, mem 0.14 twice and 0.17); 82 MiB fits all within 0.03%.
+RUNTIME_OVERHEAD_BYTES = 82 * MIB
+POST_POOL_BYTES = 0.16 * GIB  # allocated after the pool is sized (req_to_token pool...): 126.09 - 6.38 -> 119.55 GB
+CUDA_GRAPH_BYTES = 0.5 * GIB  # captured graphs' memory pool (unfitted: no stored launch measured it)
+ACT_BUFFERS_PER_TOKEN = 20  # hidden-size bf16 activation buffers per token of one extend batch (a rough figure)
+STARTUP_BASE_S = 40.0  # spawn to ready without CUDA graphs, dummy weights (the 0.5.17 log: ~37 s after its first line)
+STARTUP_CUDA_GRAPH_S = 35.0  # graph capture and its warm-up (62-94 s warm with graphs on, docs/h200-sample)
+WEIGHT_LOAD_BYTES_PER_S = 2e9  # reading real weights from local disk (unfitted; dummy weights load in ~0.2 s)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """SGLang's memory accounting for one launch, predicted before it (bytes on one TP rank), and its start-up."""
+
+    avail_bytes: float  # free after the CUDA context: "Load weight begin. avail mem=..."
+    mem_fraction: float
+    weight_bytes: float
+    overhead_bytes: float
+    kv_bytes_per_token: float
+    pool_tokens: int  # max_total_num_tokens; <= 0 when the weights do not fit in the static share
+    headroom_bytes: float  # outside the static share: avail x (1 - mem_fraction)
+    reserve_bytes: float  # what the running server needs there: activations, CUDA graphs, post-pool buffers
+    startup_s: float
+    failure: str = ""  # why the server would not start ("" = it starts)
+
+    @property
+    def starts(self) -> bool:
+        return not self.failure
+
+    def describe(self) -> str:
+        """The numbers in one line, GiB and tokens."""
+        return (f"mem_fraction {self.mem_fraction}: static {self.avail_bytes * self.mem_fraction / GIB:.2f} GiB, "
+                f"weights {self.weight_bytes / GIB:.2f} GiB, KV pool {self.pool_tokens} tokens; outside the static "
+                f"share {self.headroom_bytes / GIB:.2f} GiB for {self.reserve_bytes / GIB:.2f} GiB of activations "
+                f"and CUDA graphs; start-up ~{self.startup_s:.0f} s")
+
+
+def activation_bytes(model: ModelPreset, extend_tokens: int) -> float:
+    """Activation workspace of one extend batch of `extend_tokens` tokens (ACT_BUFFERS_PER_TOKEN hidden-size buffers)."""
+    return extend_tokens * model.hidden * model.dtype_bytes * ACT_BUFFERS_PER_TOKEN  # replicated over TP ranks
+
+
+def plan_memory(gpu: GpuPreset, model: ModelPreset, mem_fraction: float, extend_tokens: int,
+                cuda_graph: bool = True, dummy_weights: bool = True) -> MemoryPlan:
+    """Predict what SGLang's start-up does with the GPU's memory (model_runner.profile_max_num_token).
+
+    - avail = the GPU's memory less the CUDA context (`gpu.context_bytes`), as "Load weight begin" logs it;
+    - weights = the model's parameters x dtype bytes / TP (`ModelPreset.weight_bytes`);
+    - pool_tokens = floor((avail x mem_fraction - weights - RUNTIME_OVERHEAD_BYTES) / KV bytes per token),
+      SGLang's `rest = avail_after_weights - avail x (1 - mem_fraction)`; KV bytes per token = 2 x layers x
+      KV heads x head_dim x dtype / TP;
+    - reserve = activations of one extend batch (`extend_tokens`, i.e. min(chunked_prefill_size,
+      max_prefill_tokens)) + CUDA_GRAPH_BYTES when CUDA graphs are on + POST_POOL_BYTES;
+    - it does not start when pool_tokens <= 0 (SGLang: "Not enough memory. Please try to increase
+      --mem-fraction-static") or when reserve > avail x (1 - mem_fraction) (CUDA out of memory while capturing
+      graphs or in the first long prefill);
+    - startup_s = STARTUP_BASE_S + STARTUP_CUDA_GRAPH_S (graphs on) + weights / WEIGHT_LOAD_BYTES_PER_S (real
+      weights), a coarse figure (warm machine; a cold one JIT-compiles kernels for another ~60 s).
+    Fitted on SGLang 0.5.17, one H200, llama3-8b-shape (three logged pools); other GPUs and models extrapolate.
+    """
+    avail = gpu.mem_bytes - gpu.context_bytes
+    weights = model.weight_bytes
+    rest = avail * mem_fraction - weights - RUNTIME_OVERHEAD_BYTES
+    tokens = int(rest // model.kv_bytes_per_token) if rest > 0 else 0
+    headroom = avail * (1 - mem_fraction)
+    reserve = activation_bytes(model, extend_tokens) + (CUDA_GRAPH_BYTES if cuda_graph else 0.0) + POST_POOL_BYTES
+    startup = STARTUP_BASE_S + (STARTUP_CUDA_GRAPH_S if cuda_graph else 0.0)
+    startup += 0.0 if dummy_weights else weights / WEIGHT_LOAD_BYTES_PER_S
+    failure = ""
+    if tokens <= 0:
+        failure = (f"Not enough memory. Please try to increase --mem-fraction-static. (weights {weights / GIB:.2f} GiB "
+                   f"> {mem_fraction} x {avail / GIB:.2f} GiB)")
+    elif reserve > headroom:
+        failure = (f"CUDA out of memory: {headroom / GIB:.2f} GiB outside --mem-fraction-static {mem_fraction} for "
+                   f"{reserve / GIB:.2f} GiB of activations and CUDA graphs; decrease --mem-fraction-static")
+    return MemoryPlan(avail, mem_fraction, weights, RUNTIME_OVERHEAD_BYTES, model.kv_bytes_per_token, tokens,
+                      headroom, reserve, startup, failure)
+
+
 def gpu_preset(name: str) -> GpuPreset:
     key = {k.lower(): k for k in GPUS}.get(name.lower())
     if key is None:
@@ -172,41 +251,6 @@ def model_preset(name: str) -> ModelPreset:
     if name not in MODELS:
         raise ValueError(f"unknown sim model {name!r} (known: {', '.join(MODELS)})")
     return MODELS[name]
-
-
-def model_from_config(path: str | Path, tp: int = 1) -> ModelPreset | None:
-    """Build a preset from a HF config.json folder (params counted from the shape), or None."""
-    cfg_path = Path(path) / "config.json"
-    try:
-        cfg = json.loads(cfg_path.read_text())
-    except (OSError, ValueError):
-        return None
-    text = cfg.get("text_config", cfg)
-    try:
-        h, layers = int(text["hidden_size"]), int(text["num_hidden_layers"])
-        heads = int(text["num_attention_heads"])
-        kv = int(text.get("num_key_value_heads", heads))
-        hd = int(text.get("head_dim", h // heads))
-        inter = int(text.get("intermediate_size", 4 * h))
-        vocab = int(text.get("vocab_size", 32000))
-    except (KeyError, TypeError, ValueError):
-        return None
-    # q/o projections, k/v projections, gated MLP (3 matrices), embeddings + untied lm_head
-    per_layer = 2 * h * heads * hd + 2 * h * kv * hd + 3 * h * inter
-    tied = bool(text.get("tie_word_embeddings", False))
-    params = layers * per_layer + vocab * h * (1 if tied else 2)
-    vision = 0.0
-    vc = cfg.get("vision_config")
-    if isinstance(vc, dict) and "hidden_size" in vc:
-        vh, vd = int(vc["hidden_size"]), int(vc.get("depth") or vc.get("num_hidden_layers") or 0)
-        vi = int(vc.get("intermediate_size", 4 * vh))
-        merge = int(vc.get("spatial_merge_size", 2))
-        out = int(vc.get("out_hidden_size", h))
-        # attention (4 vh^2) + gated MLP (3 vh vi) per block, plus the patch merger MLP
-        vision = vd * (4 * vh * vh + 3 * vh * vi) + (vh * merge * merge) ** 2 + vh * merge * merge * out
-    ctx = int(text.get("max_position_embeddings", cfg.get("max_position_embeddings", 8192)))
-    name = Path(path).name
-    return ModelPreset(name, layers, h, heads, kv, hd, float(params), ctx, vision_params=float(vision), tp=tp)
 
 
 def default_mem_fraction(gpu: GpuPreset, model: ModelPreset) -> float:
@@ -230,25 +274,23 @@ def default_chunked_prefill(gpu: GpuPreset) -> int:
 
 
 def resolve(params: SimParams, knobs: EngineKnobs) -> Resolved:
-    """Apply SGLang's defaults and size the KV pool; raise SimOOM when nothing is left for KV."""
+    """Apply SGLang's defaults and size the KV pool (`plan_memory`); raise SimOOM where the plan says it won't start."""
     gpu, model = params.gpu, params.model
     frac = knobs.mem_fraction_static if knobs.mem_fraction_static is not None else default_mem_fraction(gpu, model)
-    avail = gpu.mem_bytes - gpu.context_bytes
-    # model_runner: rest = avail_after_weights - total * (1 - frac) == avail * frac - weights
-    kv_bytes = avail * frac - model.weight_bytes
-    tokens = int(kv_bytes // model.kv_bytes_per_token) if kv_bytes > 0 else 0
-    if tokens <= 0:
-        raise SimOOM(f"Not enough memory. Please try to increase --mem-fraction-static. "
-                     f"(weights {model.weight_bytes / GIB:.2f} GiB > {frac} x {avail / GIB:.2f} GiB)")
+    chunk = knobs.chunked_prefill_size if knobs.chunked_prefill_size is not None else default_chunked_prefill(gpu)
+    if chunk is not None and chunk <= 0:
+        chunk = 1 << 30  # -1 disables chunking: a whole prompt in one extend
+    plan = plan_memory(gpu, model, frac, min(chunk, knobs.max_prefill_tokens), params.cuda_graph)
+    if not plan.starts:
+        raise SimOOM(plan.failure)
+    tokens = plan.pool_tokens
     if tokens < 4 * params.page_size:
         raise SimOOM(f"KV cache pool too small: max_total_num_tokens={tokens}")
     ctx = knobs.context_length or model.context_len
     auto = min(max(int(tokens / ctx * 512), 2048), 4096)
     mrr = knobs.max_running_requests if knobs.max_running_requests is not None else auto
     mrr = max(1, min(mrr, tokens // 2))
-    chunk = knobs.chunked_prefill_size if knobs.chunked_prefill_size is not None else default_chunked_prefill(gpu)
-    if chunk is not None and chunk <= 0:
-        chunk = 1 << 30  # -1 disables chunking: a whole prompt in one extend
+    avail = plan.avail_bytes
     return Resolved(
         max_total_num_tokens=tokens, max_running_requests=mrr, mem_fraction_static=frac,
         chunked_prefill_size=chunk, context_len=ctx, schedule_policy=knobs.schedule_policy,
@@ -262,11 +304,11 @@ def simulated_gpu_used_bytes(params: SimParams, frac: float, chunk: int | None) 
     """Device memory a real server would hold: CUDA context, the static pool (weights + KV), activations.
 
     SGLang allocates weights and the whole KV pool at start, so usage is flat; the activation workspace of
-    one prefill chunk (about 20 hidden-size bf16 buffers per token, a rough figure) comes on top.
+    one prefill chunk (`activation_bytes`) comes on top.
     """
-    gpu, model = params.gpu, params.model
+    gpu = params.gpu
     avail = gpu.mem_bytes - gpu.context_bytes
-    act = min(avail * (1 - frac), (chunk or 8192) * model.hidden * 2 * 20)
+    act = min(avail * (1 - frac), activation_bytes(params.model, chunk or 8192))
     return gpu.context_bytes + avail * frac + act
 
 

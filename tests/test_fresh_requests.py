@@ -35,7 +35,7 @@ def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
         con.close()
 
 
-MULTIMODAL_LIKE = {"workload.mix": {"text": 0.6, "image": 0.3, "video": 0.1}, "server.sim_model": "qwen2.5-vl-7b",
+MULTIMODAL_LIKE = {"workload.mix": {"text": 0.6, "image": 0.3, "video": 0.1},
                    "server.model_path": "models/qwen2.5-vl-7b-shape",
                    "workload.media": {"image_width": 56, "image_height": 56, "video_frames": 2, "video_width": 28,
                                       "video_height": 28}}

@@ -65,8 +65,8 @@ def mark() -> Iterator[str]:
 @pytest.fixture
 def make(tmp_path: Path, mark: str) -> Callable[..., sg.SGLangLauncher]:
     def _make(extra: list[str] | None = None, timeout_s: float = 30.0, drain_s: float = 5.0,
-              validate: bool = True) -> sg.SGLangLauncher:
-        spec = ServerSpec(launcher="sim", model_path=TINY, extra_args=extra or [], startup_timeout_s=timeout_s)
+              validate: bool = True, model_path: str = TINY) -> sg.SGLangLauncher:
+        spec = ServerSpec(launcher="sim", model_path=model_path, extra_args=extra or [], startup_timeout_s=timeout_s)
         return sg.SGLangLauncher(spec, tmp_path / "logs", module="sglang_sim", simulated=True,
                                  validate=validate, drain_s=drain_s,
                                  extra_env={"SWEEP_TEST_MARK": mark, "PYTHONPATH": str(ROOT)})
@@ -153,9 +153,9 @@ def test_startup_timeout_kills_the_group(make: Callable[..., sg.SGLangLauncher],
 @needs_sim
 @pytest.mark.slow
 def test_oom_at_start(make: Callable[..., sg.SGLangLauncher], mark: str) -> None:
-    # tiny-llama's weights fit in any fraction; the 8B preset's 13 GiB do not fit in 5% of an H200.
+    # tiny-llama's weights fit in any fraction; the 8B shape's 13 GiB do not fit in 5% of an H200.
     with pytest.raises(LaunchError) as err:
-        make(["--sim-model", "llama3-8b"]).start(ServerConfig(mem_fraction_static=0.05))
+        make(model_path=str(ROOT / "models" / "llama3-8b-shape")).start(ServerConfig(mem_fraction_static=0.05))
     assert err.value.reason == "oom", str(err.value)
     assert not marked(mark)
 

@@ -26,7 +26,7 @@ def launch_vlm() -> tuple[subprocess.Popen[str], str]:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     cmd = [sys.executable, "-m", "sglang_sim", "--model-path", str(ROOT / "models/qwen2.5-vl-7b-shape"),
-           "--sim-model", "qwen2.5-vl-7b", "--port", str(port), "--api-key", KEY]
+           "--port", str(port), "--api-key", KEY]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
                             start_new_session=True)
     return proc, f"http://127.0.0.1:{port}"

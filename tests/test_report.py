@@ -160,7 +160,7 @@ def test_steps_that_passed_without_server_metrics_are_not_called_infeasible(run:
     why = ctx.decision.why_none()
     assert why.startswith("2 configurations passed the SLA at some step but none can be named: their steps lack "
                           "cache hit rate, peak GPU memory, preemption count (read from the server's /metrics"), why
-    assert why.endswith("; 2 infeasible at launch (2 oom)"), why
+    assert why.endswith("; 2 infeasible at launch (2 predicted infeasible)"), why
     md = write_report(ctx, tmp_path / "rep").markdown.read_text()
     assert "every configuration is infeasible" not in md and f"No winner: {why}." in md
     store.close()

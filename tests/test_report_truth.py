@@ -224,7 +224,7 @@ def test_a_soak_that_misses_the_sla_is_reported_as_a_fail(tmp_path: Path) -> Non
 def test_mixed_workload_has_a_per_modality_table(tmp_path: Path) -> None:
     run = _knee(tmp_path, {"search.space": {"max_running_requests": [8]}, "ladder": [2, 4],
                            "workload.mix": {"text": 0.5, "image": 0.3, "video": 0.2}, "workload.media": MEDIA,
-                           "server.sim_model": "qwen2.5-vl-7b", "server.model_path": "models/qwen2.5-vl-7b-shape"})
+                           "server.model_path": "models/qwen2.5-vl-7b-shape"})
     md, html = run.report.markdown.read_text(), run.report.html.read_text()  # type: ignore[union-attr]
     assert "## Per modality (winner)" in md and "<h2>Per modality (winner)</h2>" in html
     rows = _table_rows(md, "| phase | concurrency | modality")

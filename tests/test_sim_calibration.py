@@ -64,7 +64,8 @@ def test_kv_bound_ttft_p50_past_the_knee_within_25_percent():
 
 
 def test_shape_preset_is_the_shipped_model_folder():
-    from sglang_sim.params import model_from_config, model_preset
+    from sglang_sim.params import model_preset
+    from sglang_sim.shape import model_from_config
 
     folder, preset = model_from_config(ROOT / "models" / "llama3-8b-shape"), model_preset("llama3-8b-shape")
     assert preset.params == pytest.approx(folder.params, rel=1e-4)

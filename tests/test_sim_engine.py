@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from sglang_sim.engine import Engine, SimRequest
-from sglang_sim.params import EngineKnobs, SimOOM, SimParams, model_from_config, resolve
+from sglang_sim.params import EngineKnobs, SimOOM, SimParams, resolve
 from sglang_sim.radix import RadixCache
+from sglang_sim.shape import model_from_config
 
 
 @dataclass

@@ -136,9 +136,20 @@ def test_unknown_flag_exits_2_and_oom_refuses() -> None:
     base = [sys.executable, "-m", "sglang_sim", "--model-path", "models/tiny-llama"]
     bad = subprocess.run([*base, "--no-such-flag"], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and "unrecognized arguments" in bad.stderr
-    oom = subprocess.run([*base, "--sim-model", "llama3-8b", "--mem-fraction-static", "0.1"], cwd=ROOT,
+    # a hub name (no config.json here): the named preset is the model, and its 15 GiB do not fit in 10%
+    hub = [sys.executable, "-m", "sglang_sim", "--model-path", "meta-llama/Meta-Llama-3-8B"]
+    oom = subprocess.run([*hub, "--sim-model", "llama3-8b", "--mem-fraction-static", "0.1"], cwd=ROOT,
                          capture_output=True, text=True, timeout=30)
     assert oom.returncode == 1 and "Not enough memory" in oom.stdout and "SIMULATED" in oom.stdout.splitlines()[0]
+
+
+def test_a_preset_the_model_folder_contradicts_exits_2_naming_both() -> None:
+    """--sim-model is for a model path without config.json: one the folder's config.json contradicts is refused."""
+    run = subprocess.run([sys.executable, "-m", "sglang_sim", "--model-path", "models/tiny-llama", "--sim-model",
+                          "llama3-8b"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    errors = [line for line in run.stdout.splitlines() if "ERROR" in line]
+    assert run.returncode == 2 and len(errors) == 1, run.stdout
+    assert "'llama3-8b'" in errors[0] and "models/tiny-llama/config.json" in errors[0] and "layers 32 vs 2" in errors[0]
 
 
 def test_sigterm_drains_in_flight_and_exits_zero() -> None:

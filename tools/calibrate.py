@@ -36,10 +36,9 @@ from sglang_sim.params import (  # noqa: E402
     ModelPreset,
     SimParams,
     gpu_preset,
-    model_from_config,
-    model_preset,
     resolve,
 )
+from sglang_sim.shape import choose_model  # noqa: E402
 from sweep.analysis.knee import StepPoint, find_knee  # noqa: E402
 from sweep.analysis.measure import compute_stats  # noqa: E402
 from sweep.core.types import ServerConfig  # noqa: E402
@@ -89,10 +88,14 @@ def metrics_of(w: RealWindow) -> tuple[str, ...]:
 
 
 def replay_model(prof: Profile) -> ModelPreset:
-    """The shape the real server ran: the profile's model folder when the repo has it, else the sim preset."""
+    """The shape the real server ran (shape.choose_model): the profile's model folder when the repo has it, else
+    the sim preset. The stored profiles predate the one-model rule (kv-calib names sim_model llama3-8b beside
+    the 8B-shape folder it ran), so a folder in the repo is taken without the conflict check."""
     folder = prof.server.model_path
-    found = model_from_config(ROOT / folder) if folder and not Path(folder).is_absolute() else None
-    return found or model_preset(prof.server.sim_model)
+    local = ROOT / folder if folder and not Path(folder).is_absolute() else None
+    if local is not None and (local / "config.json").is_file():
+        return choose_model(local)
+    return choose_model(folder, prof.server.sim_model)
 
 
 _WORKLOADS: dict[str, Any] = {}

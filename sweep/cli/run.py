@@ -42,13 +42,17 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          gpus_per_server: int | None = typer.Option(None, "--gpus-per-server", min=1,
                                                     help="GPUs per server with --gpus (default: tp x dp)"),
          as_json: bool = typer.Option(False, "--json", help="print the final answer as JSON on stdout (answer.json; "
-                                      "docs/json-schema/answer.json); progress stays on stderr")
+                                      "docs/json-schema/answer.json); progress stays on stderr"),
+         skip_infeasible: bool | None = typer.Option(
+             None, "--skip-infeasible/--no-skip-infeasible",
+             help="skip configurations predicted not to start (default: the profile's server.skip_infeasible)"),
          ) -> object:
     """Search the profile's space, climb the ladder per configuration, name the knee, write the report.
 
     Returns the study's KneeRun (sweep.study.orchestrator; typed object so typer need not import it)."""
     extra = [] if soak is None else [f"soak.enabled={json.dumps(soak)}"]
     extra += ["crosscheck.enabled=true"] if crosscheck else []
+    extra += [] if skip_infeasible is None else [f"server.skip_infeasible={json.dumps(skip_infeasible)}"]
     prof = load_profile_arg(profile, list(set_) + extra)
     if study is not None:
         check_study_name(study)
@@ -126,7 +130,10 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
            client_procs: int = typer.Option(1, "--client-procs", min=1),
            crosscheck: bool = typer.Option(False, "--crosscheck",
                                            help="after every window, measure the same step with a reference client"),
-           study: str | None = typer.Option(None, help="study name (default: profile + timestamp)")) -> object:
+           study: str | None = typer.Option(None, help="study name (default: profile + timestamp)"),
+           skip_infeasible: bool | None = typer.Option(
+               None, "--skip-infeasible/--no-skip-infeasible",
+               help="skip the configuration if predicted not to start (default: the profile's)")) -> object:
     """Climb the ladder for one server configuration (no search, no screening, no soak)."""
     given: dict[str, str] = {}
     for part in filter(None, config.split(",")):
@@ -143,7 +150,7 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
                 set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
                                    "search.screening.enabled=false", "search.baseline=false"],
                 progress=True, soak=False, client_procs=client_procs, crosscheck=crosscheck, live=False,
-                live_port=0, gpus=None, gpus_per_server=None)
+                live_port=0, gpus=None, gpus_per_server=None, skip_infeasible=skip_infeasible)
 
 
 @app.command("crosscheck")
@@ -163,7 +170,7 @@ def crosscheck_cmd(profile: str = typer.Option(..., "--profile", "-p"),
     Exits 6 (CrossCheckDiffers) when any judged figure of any step differs, unless --no-fail."""
     extra = [f"crosscheck.reference={reference}"] if reference else []
     run = ladder(profile=profile, config=config, db=db, driver=driver, launcher=launcher, out=out,
-                 set_=list(set_) + extra, client_procs=client_procs, crosscheck=True, study=study)
+                 set_=list(set_) + extra, client_procs=client_procs, crosscheck=True, study=study, skip_infeasible=None)
     from sweep.analysis.crosscheck import Tolerance
     from sweep.store import Store
     from sweep.study.orchestrator import KneeRun

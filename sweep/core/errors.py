@@ -31,8 +31,14 @@ class StreamExhausted(WorkloadError):
     """A finite dataset ran out and the profile does not allow replaying it."""
 
 
+# The failure reason's head of a configuration skipped before launch because its predicted memory plan says the
+# server will not start (sweep.launchers.prediction); LaunchError.reason "predicted_infeasible" carries it.
+PREDICTED_INFEASIBLE = "predicted infeasible"
+
+
 class LaunchError(SweepError):
-    """A server could not be started (reason in .reason: oom, cuda, port_in_use, timeout, bad_flag, crash)."""
+    """A server could not be started (reason in .reason: oom, cuda, port_in_use, timeout, bad_flag, crash,
+    predicted_infeasible)."""
 
     exit_code = 3
 

@@ -9,6 +9,7 @@ __getattr__, __dir__, __all__ = lazy(__name__, {
     "sweep.launchers.base": ("Launcher", "LaunchRecord", "ServerHandle", "StopReport"),
     "sweep.launchers.launch_record": ("scrub_log",),
     "sweep.launchers.placement": ("WorkerSeat", "detect", "group_size", "required_gpus"),
+    "sweep.launchers.prediction": ("Predictor", "gpu_of", "infeasible_reason", "predict_launch"),
     "sweep.launchers.procs": ("gpu_count",),
     "sweep.launchers.sglang": ("KEPT_INFO", "SGLangLauncher", "pick_server_info"),
     "sweep.launchers.virtual": ("VirtualLauncher", "refuse_faults"),

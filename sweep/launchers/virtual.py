@@ -13,13 +13,15 @@ from dataclasses import replace
 from sglang_sim.cli import build_parser, knobs_from, make_params, server_info
 from sglang_sim.engine import Engine
 from sglang_sim.fidelity import FAULT_FLAGS, fault_flags
-from sglang_sim.params import SimOOM, gpu_preset, model_preset
+from sglang_sim.params import SimOOM, gpu_preset
 from sglang_sim.server import VERSION
+from sglang_sim.shape import choose_model
 from sweep.core.errors import LaunchError, ProfileError
 from sweep.core.types import ServerConfig
 from sweep.engines import Dialect, default
 from sweep.launchers.base import Environment, LauncherKind, ServerHandle, SpawnCallback, StopReport
 
+DEFAULT_MODEL_PATH = "models/llama3-8b-shape"
 FAULT_SPELLINGS = {"--" + k.replace("_", "-") for k in FAULT_FLAGS}
 
 
@@ -37,18 +39,25 @@ class VirtualLauncher:
     kind: LauncherKind = "virtual"
     simulated = True
 
-    def __init__(self, gpu: str = "H200", model: str = "llama3-8b", extra_args: list[str] | None = None,
-                 model_path: str = "models/llama3-8b-shape", dialect: Dialect | None = None):
-        self.gpu, self.model, self.model_path = gpu, model, model_path
+    def __init__(self, gpu: str = "H200", model: str | None = None, extra_args: list[str] | None = None,
+                 model_path: str | None = None, dialect: Dialect | None = None):
+        """`model` is a sim preset for a model_path without config.json (sglang_sim.shape.choose_model); with no
+        model_path, a named preset runs as itself and none at all is models/llama3-8b-shape."""
+        self.gpu, self.model = gpu, model
+        self.model_path = model_path or (model if model else DEFAULT_MODEL_PATH)
         self.dialect = dialect or default()  # the engine the simulator stands in for
         self.extra_args = list(extra_args or [])
         refuse_faults(self.extra_args)
         gpu_preset(gpu)  # fail fast on unknown presets
-        model_preset(model)
+        try:
+            self.shape = choose_model(self.model_path, model)  # and on a preset its model folder contradicts
+        except ValueError as exc:
+            raise ProfileError(f"server.sim_model / server.model_path: {exc}") from None
 
     def _args(self) -> argparse.Namespace:
         """The server arguments other than the knobs: presets, model folder and server.extra_args."""
-        argv = ["--model-path", self.model_path, "--sim-gpu", self.gpu, "--sim-model", self.model]
+        preset = ["--sim-model", self.model] if self.model else []
+        argv = ["--model-path", self.model_path, "--sim-gpu", self.gpu, *preset]
         try:
             return build_parser().parse_args(argv + self.extra_args)
         except SystemExit as exc:  # argparse rejected a flag: same reason a real launch would give
@@ -79,7 +88,7 @@ class VirtualLauncher:
         return handle.engine is not None
 
     def environment(self) -> Environment:
-        g, m = gpu_preset(self.gpu), model_preset(self.model)
+        g, m = gpu_preset(self.gpu), self.shape
         return {"simulated": True, "kind": self.kind, "engine": self.dialect.name, "sglang_version": VERSION,
                 "gpu_name": f"{g.name} (simulated)", "gpu_memory_mib": round(g.mem_bytes / 2**20),
                 "gpu_count": m.tp, "tp_size": m.tp, "parallel": f"TP {m.tp}, DP 1", "model": m.name,

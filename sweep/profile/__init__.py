@@ -134,6 +134,10 @@ class ServerSpec(_Strict):
         description="extra SGLang flags for every launch, e.g. [--tp-size, '2']")
     startup_timeout_s: float = Field(900.0, gt=0, le=DAY_S,
         description="a server not healthy this long after launch has failed to start")
+    skip_infeasible: bool = Field(True,
+        description="skip, without launching it, a configuration whose predicted memory plan says the server "
+                    "will not start (recorded as `predicted infeasible` with the numbers); false launches it anyway "
+                    "(sweep knee --no-skip-infeasible)")
     shutdown_grace_s: float = Field(60.0, gt=0, le=DAY_S, description="SIGTERM drain budget before the group is killed")
     stall_timeout_s: float = Field(120.0, gt=0, le=DAY_S,
                                    description="no response bytes this long (at most half the request timeout) "
@@ -148,8 +152,10 @@ class ServerSpec(_Strict):
         "variable SWEEP_API_KEY; never argv); sent as Authorization: Bearer on every request"))
     sim_gpu: str = Field("H200",
         description="GPU preset of the simulated server")  # the simulated server's GPU preset
-    sim_model: str = Field("llama3-8b-shape",
-        description="model preset of the simulated server")  # the default model_path's shape
+    sim_model: str | None = Field(None,
+        description="model preset for a model_path without config.json (a hub name): the simulator and the "
+                    "launch prediction otherwise read the shape from model_path's config.json, and refuse a "
+                    "sim_model that disagrees with it (default: llama3-8b where neither exists)")
     # argv that starts the real server instead of `python -m sglang.launch_server`, e.g. the
     # GPU host's wrapper script ["bash", "tools/sglang-h200/start-server.sh", BUNDLE, "--"]
     command: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1,
@@ -183,10 +189,11 @@ class ServerSpec(_Strict):
 
     @field_validator("sim_model")
     @classmethod
-    def _known_model(cls, v: str) -> str:
+    def _known_model(cls, v: str | None) -> str | None:
         from sglang_sim.params import model_preset
 
-        model_preset(v)
+        if v is not None:
+            model_preset(v)
         return v
 
     @field_validator("host")

@@ -186,6 +186,12 @@ class ServerConfigRow(Base):
     boundary_ci_low: Mapped[float | None] = mapped_column(Float)
     boundary_ci_high: Mapped[float | None] = mapped_column(Float)
     boundary_shape: Mapped[str | None] = mapped_column(String(10))
+    # The launch prediction (sweep.launchers.prediction, added by 0012) beside the server's own pool
+    # (max_total_num_tokens from /server_info); None when nothing was predicted or the server never came up.
+    predicted_pool_tokens: Mapped[int | None] = mapped_column(Integer)
+    predicted_starts: Mapped[bool | None] = mapped_column(Boolean)
+    predicted_startup_s: Mapped[float | None] = mapped_column(Float)
+    pool_tokens: Mapped[int | None] = mapped_column(Integer)
 
 
 # runs is built from STAT_COLUMNS so the statistics are listed exactly once.

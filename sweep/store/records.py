@@ -160,6 +160,10 @@ class ConfigRecord(Record):
     boundary_ci_low: float | None = None
     boundary_ci_high: float | None = None
     boundary_shape: str | None = None  # smooth | cliff
+    predicted_pool_tokens: int | None = None  # the launch prediction (sweep.launchers.prediction)
+    predicted_starts: bool | None = None
+    predicted_startup_s: float | None = None
+    pool_tokens: int | None = None  # the server's own max_total_num_tokens
 
     @classmethod
     def from_row(cls, row: Mapping[str, object]) -> ConfigRecord:
@@ -176,7 +180,10 @@ class ConfigRecord(Record):
             placement=placement_of(row), boundary_concurrency=_opt_float(row.get("boundary_concurrency")),
             boundary_ci_low=_opt_float(row.get("boundary_ci_low")),
             boundary_ci_high=_opt_float(row.get("boundary_ci_high")),
-            boundary_shape=_opt_str(row.get("boundary_shape")))
+            boundary_shape=_opt_str(row.get("boundary_shape")),
+            predicted_pool_tokens=_opt_int(row.get("predicted_pool_tokens")),
+            predicted_starts=None if row.get("predicted_starts") is None else bool(row.get("predicted_starts")),
+            predicted_startup_s=_opt_float(row.get("predicted_startup_s")), pool_tokens=_opt_int(row.get("pool_tokens")))
 
     def label(self) -> str:
         """The knobs as short text (ServerConfig.label)."""

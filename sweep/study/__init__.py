@@ -16,5 +16,5 @@ __getattr__, __dir__, __all__ = lazy(__name__, {
         "Search", "StudyResult", "promoted",
     ),
     "sweep.study.step_inputs": ("StepInputs",),
-    "sweep.study.wiring": ("ROOT", "make_driver", "make_launcher", "model_path"),
+    "sweep.study.wiring": ("ROOT", "make_driver", "make_launcher", "model_path", "predictor", "server_model"),
 })

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sglang_sim.params import MemoryPlan
 from sweep.analysis.boundary import Boundary
 from sweep.analysis.knee import KneeResult
 from sweep.analysis.ladder_steps import LadderStep, steps_knee
@@ -127,6 +128,8 @@ class LadderRunner:
         self.placement: Placement | None = None  # the study worker, host and GPU group every row records
         self.crosscheck: Any = None  # sweep.study.crosscheck_step.CrossChecker: a reference client after every window
         self.attempt: int | None = None  # the server_configs row of the launch in progress (or the last one)
+        # sweep.launchers.prediction.Predictor: each launch's memory plan, stored; one that won't start is skipped
+        self.predict: Callable[[ServerConfig], MemoryPlan] | None = None
 
     def window_elapsed(self) -> float | None:
         """Seconds into the current window on the driver's clock; None where the driver cannot say."""
@@ -197,7 +200,7 @@ class LadderRunner:
 
     def _launch_and_climb(self, config: ServerConfig, config_id: int, climb: Climb,
                           should_stop: StopCheck | None) -> LadderOutcome:
-        launch = Launch(self.launcher, self.store, config_id)
+        launch = Launch(self.launcher, self.store, config_id, self.predict, self.profile.server.skip_infeasible)
         self._server(ServerEvent("launching", config, climb.phase))
         t0 = time.monotonic()
         try:

@@ -13,9 +13,11 @@ from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Literal
 
+from sglang_sim.params import MemoryPlan
 from sweep.core.errors import LaunchError
 from sweep.core.types import ServerConfig
 from sweep.launchers.base import Launcher, LaunchRecord, ServerHandle, ServerInfo, StopReport
+from sweep.launchers.prediction import infeasible_reason
 from sweep.store import Store
 
 
@@ -62,8 +64,9 @@ class SpawnLog:
 
 
 def launch_status(exc: LaunchError) -> str:
-    """A configuration's status after a failed start: out of memory is infeasible, anything else failed."""
-    return "infeasible" if exc.reason == "oom" else "failed"
+    """A configuration's status after a failed start: out of memory (real or predicted) is infeasible, anything
+    else failed."""
+    return "infeasible" if exc.reason in ("oom", "predicted_infeasible") else "failed"
 
 
 def stop_notes(report: StopReport) -> str:
@@ -79,17 +82,38 @@ def stop_notes(report: StopReport) -> str:
 
 
 class Launch:
-    """Start `config` for the row `config_id` (`start`), then `with launch as handle:` stops it at the end."""
+    """Start `config` for the row `config_id` (`start`), then `with launch as handle:` stops it at the end.
 
-    def __init__(self, launcher: Launcher, store: Store, config_id: int):
+    With a `predict` (sweep.launchers.prediction.Predictor) the memory plan is stored on the row first; a plan that
+    says the server will not start skips the launch (status infeasible, `predicted infeasible: ...` with the
+    numbers) unless `skip_infeasible` is off. The server's own pool lands beside the prediction once it is up."""
+
+    def __init__(self, launcher: Launcher, store: Store, config_id: int,
+                 predict: Callable[[ServerConfig], MemoryPlan] | None = None, skip_infeasible: bool = True):
         self.launcher = launcher
         self.store = store
         self.config_id = config_id
+        self.predict = predict
+        self.skip_infeasible = skip_infeasible
         self.handle: ServerHandle | None = None
         self.stopped: StopReport | None = None
 
+    def _predicted(self, config: ServerConfig) -> None:
+        """Store the prediction; raise LaunchError(predicted_infeasible) for a plan that won't start, if skipping."""
+        if self.predict is None:
+            return
+        plan = self.predict(config)
+        self.store.update_attempt(self.config_id, predicted_pool_tokens=max(plan.pool_tokens, 0),
+                                  predicted_starts=plan.starts, predicted_startup_s=round(plan.startup_s, 1))
+        if plan.starts or not self.skip_infeasible:
+            return
+        reason = infeasible_reason(plan)
+        self.store.update_attempt(self.config_id, status="infeasible", failure_reason=reason)
+        raise LaunchError(reason, reason="predicted_infeasible")
+
     def start(self, config: ServerConfig) -> ServerHandle:
-        """Start and record the server; a LaunchError is recorded on the row, then raised."""
+        """Predict, then start and record the server; a LaunchError is recorded on the row, then raised."""
+        self._predicted(config)
         spawned = SpawnLog(self.store, self.config_id)
         try:
             handle = self.launcher.start(config, on_spawn=spawned)
@@ -99,8 +123,10 @@ class Launch:
             raise
         # The knobs of the server that ran: an attached server's are its own (from /server_info), not the request.
         ran = asdict(handle.config) if handle.config != config else {}
+        pool = (handle.server_info or {}).get("max_total_num_tokens")
         self.store.update_attempt(self.config_id, argv=handle.argv, startup_s=handle.startup_s,
-                                        log_path=handle.log_path, server_info=spawned.server_info(handle), **ran)
+                                  log_path=handle.log_path, server_info=spawned.server_info(handle),
+                                  pool_tokens=int(pool) if isinstance(pool, int | float) else None, **ran)
         self.handle = handle
         return handle
 

@@ -31,8 +31,10 @@ from sweep.study.wiring import (
     make_driver,
     make_launcher,
     model_path,
+    predictor,
     resolve_driver,
     resolve_launcher_kind,
+    server_model,
 )
 from sweep.views.answer import Answer, build_answer, winner_records
 from sweep.views.context import ConfigFailure, study_context
@@ -97,6 +99,8 @@ class Orchestrator:
             raise ProfileError("server.url is required with launcher attach")
         if self.kind == "attach":
             refuse_several_configs(profile)
+        # The model the servers run (and the launch prediction sizes): one line, exit 2, before anything launches
+        self.model = None if self.kind == "attach" else server_model(profile)
         if profile.crosscheck.enabled and self.driver_name == "virtual":
             if driver == "virtual":
                 raise UsageError("a cross-check compares clients over real sockets: use --driver http (or auto)")
@@ -149,7 +153,7 @@ class Orchestrator:
         check_writable_dir(self.out_dir)
         if self.simulated:
             self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
-                     f"({self.profile.server.sim_model} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
+                     f"({self.model.name if self.model else '?'} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "
                      "Numbers are labelled simulated everywhere.")
         study_id, study_name = self.open_study(study_name, resume)
         try:
@@ -187,6 +191,7 @@ class Orchestrator:
 
             runner.crosscheck = CrossChecker(self.profile, self.store, study_id, specs, model_path(self.profile),
                                              for_model(model_path(self.profile)), say=self.say)
+        runner.predict = predictor(self.model, self.kind, self.profile, record.env)
         runner.placement = detect(self.kind if self.driver_name != "virtual" else "virtual", self.profile,
                                   seat.gpus, worker_id)
         search = Search(self.profile, runner, self.db_url, study_name, on_trial=on_trial, worker=identity,

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TypedDict
 
+from sglang_sim.params import ModelPreset
+from sglang_sim.shape import choose_model
 from sweep import engines
 from sweep.core.errors import ProfileError, SweepError
 from sweep.drivers import Driver
 from sweep.launchers.base import Launcher, ServerHandle
 from sweep.launchers.placement import WorkerSeat
+from sweep.launchers.prediction import Predictor, gpu_of
 from sweep.launchers.procs import gpu_count
 from sweep.profile import Profile
 
@@ -39,6 +43,25 @@ def model_path(profile: Profile) -> str:
     return str(p if p.is_absolute() or not (ROOT / p).exists() else ROOT / p)
 
 
+def server_model(profile: Profile) -> ModelPreset:
+    """The model the profile's servers run (sglang_sim.shape.choose_model): model_path's config.json, else
+    server.sim_model; ProfileError (one line, exit 2) when both exist and disagree, or config.json is unreadable."""
+    try:
+        return choose_model(model_path(profile), profile.server.sim_model)
+    except ValueError as exc:
+        raise ProfileError(f"server.sim_model / server.model_path: {exc}") from None
+
+
+def predictor(model: ModelPreset | None, kind: str, profile: Profile,
+              env: Mapping[str, object]) -> Predictor | None:
+    """The memory plan of each launch (sweep.launchers.prediction): on the sim preset's GPU, else the GPU the
+    launcher's environment names; None for launcher attach (nothing is launched) or a GPU nothing is known of."""
+    if model is None or kind == "attach":
+        return None
+    gpu = gpu_of(env, profile.server.sim_gpu if kind == "sim" else None)
+    return None if gpu is None else Predictor(model, gpu, tuple(profile.server.extra_args))
+
+
 def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path, seat: WorkerSeat | None = None) -> Launcher:
     spec = profile.server.model_copy(update={"model_path": model_path(profile)})
     if spec.api_key_file is not None and kind != "attach":
@@ -58,8 +81,8 @@ def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path, seat:
     from sweep.launchers.sglang import SGLangLauncher
 
     if kind == "sim":
-        sim = spec.model_copy(update={"extra_args": [*spec.extra_args, "--sim-gpu", spec.sim_gpu,
-                                                     "--sim-model", spec.sim_model]})
+        preset = ["--sim-model", spec.sim_model] if spec.sim_model else []
+        sim = spec.model_copy(update={"extra_args": [*spec.extra_args, "--sim-gpu", spec.sim_gpu, *preset]})
         return SGLangLauncher(sim, log_dir, module="sglang_sim", simulated=True, drain_s=spec.shutdown_grace_s,
                               **_seat_args(seat))
     return SGLangLauncher(spec, log_dir, command_prefix=spec.command, drain_s=spec.shutdown_grace_s,

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import LadderStep, ladder_knee
 from sweep.analysis.winner import HardwareRanking, Winner, pick_winner, rank_by_hardware
-from sweep.core.errors import SweepError
+from sweep.core.errors import PREDICTED_INFEASIBLE, SweepError
 from sweep.profile import Profile, Search
 from sweep.store import ConfigRecord, RunRecord, Store, StudyRecord
 from sweep.views.contract import ContractInput, missing_fields
@@ -119,7 +119,9 @@ def _count(n: int, what: str) -> str:
 
 
 def _failure_class(reason: str | None) -> str:
-    """A stored failure reason's class (`oom: ...` -> oom), else "failed"."""
+    """A stored failure reason's class (`oom: ...` -> oom; `predicted infeasible: ...`), else "failed"."""
+    if (reason or "").startswith(PREDICTED_INFEASIBLE):
+        return PREDICTED_INFEASIBLE
     head = (reason or "").split(" ", 1)[0]
     return head.split(":", 1)[0] if ":" in head else "failed"
 
@@ -173,8 +175,7 @@ def config_failures_of(configs: Sequence[ConfigRecord],
         reason = c.failure_reason
         if c.status not in ("failed", "infeasible") or not reason:
             continue
-        cls = reason.split(":", 1)[0] if ":" in reason.split(" ", 1)[0] else "failed"
-        out.append(ConfigFailure(c.label(), cls, reason))
+        out.append(ConfigFailure(c.label(), _failure_class(reason), reason))
     return out, any(c.id in done for c in live)
 
 
