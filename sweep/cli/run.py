@@ -41,7 +41,10 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          live_port: int = typer.Option(8765, "--live-port", help="the live page's port (0: any free port)"),
          gpus: str | None = typer.Option(None, help="one worker per GPU group of this host on one study, e.g. 0,1,2,3"),
          gpus_per_server: int | None = typer.Option(None, "--gpus-per-server", min=1,
-                                                    help="GPUs per server with --gpus (default: tp x dp)")
+                                                    help="GPUs per server with --gpus (default: tp x dp)"),
+         ignore_resources: bool = typer.Option(False, "--ignore-resources", help=(
+             "start even when the study's estimated client memory or database growth (`sweep plan`) exceeds "
+             "what this machine has"))
          ) -> object:
     """Search the profile's space, climb the ladder per configuration, name the knee, write the report.
 
@@ -58,7 +61,7 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
         console.print(f"[bold yellow]warning[/]: the server listens on {prof.server.host} "
                       "(server.allow_non_loopback_host): other hosts can reach it")
     orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver, console=console,
-                        client_procs=client_procs)
+                        client_procs=client_procs, check_resources=not ignore_resources)
     page = None
     if live:
         from sweep.ui.live import LiveServer
@@ -122,7 +125,9 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
            client_procs: int = typer.Option(1, "--client-procs", min=1),
            crosscheck: bool = typer.Option(False, "--crosscheck",
                                            help="after every window, measure the same step with a reference client"),
-           study: str | None = typer.Option(None, help="study name (default: profile + timestamp)")) -> object:
+           study: str | None = typer.Option(None, help="study name (default: profile + timestamp)"),
+           ignore_resources: bool = typer.Option(False, "--ignore-resources",
+                                                 help="start even when the estimate exceeds this machine")) -> object:
     """Climb the ladder for one server configuration (no search, no screening, no soak)."""
     given: dict[str, str] = {}
     for part in filter(None, config.split(",")):
@@ -139,7 +144,7 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
                 set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
                                    "search.screening.enabled=false", "search.baseline=false"],
                 progress=True, soak=False, client_procs=client_procs, crosscheck=crosscheck, live=False,
-                live_port=0, gpus=None, gpus_per_server=None)
+                live_port=0, gpus=None, gpus_per_server=None, ignore_resources=ignore_resources)
 
 
 @app.command("crosscheck")
@@ -179,6 +184,21 @@ def crosscheck_cmd(profile: str = typer.Option(..., "--profile", "-p"),
         raise CrossCheckDiffers(f"cross-check DIFFERS at {len(differs)} step(s): {'; '.join(differs)}")
     if differs:
         console.print(f"[yellow]cross-check DIFFERS (--no-fail): {escape('; '.join(differs))}[/]", highlight=False)
+
+
+@app.command()
+def plan(profile: str = typer.Option(..., "--profile", "-p", help="profile name or YAML path"),
+         set_: list[str] = typer.Option([], "--set", help="override a profile field: key.path=value")) -> None:
+    """What a study of the profile plans: its windows and hours, its client memory and database growth (upper
+    bounds; `sweep knee` refuses a study that exceeds this machine unless --ignore-resources)."""
+    from sweep.views.footprint import study_footprint
+    from sweep.views.plan import study_plan
+
+    prof = load_profile_arg(profile, list(set_))
+    steps = study_plan(prof)
+    span = f"{steps.seconds / 3600:.1f} h" if steps.seconds >= 3600 else f"{steps.seconds / 60:.0f} min"
+    typer.echo(f"{prof.name}: {steps.steps} windows, about {span} on the driver's clock; "
+               f"{study_footprint(prof).line()}")
 
 
 @app.command("profile-schema")

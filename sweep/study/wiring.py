@@ -13,6 +13,7 @@ from sweep.launchers.base import Launcher, ServerHandle
 from sweep.launchers.placement import WorkerSeat
 from sweep.launchers.procs import gpu_count
 from sweep.profile import Profile
+from sweep.profile.bundled import model_argument
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,8 +36,9 @@ def resolve_driver(kind: str, override: str | None) -> str:
 
 
 def model_path(profile: Profile) -> str:
-    p = Path(profile.server.model_path)
-    return str(p if p.is_absolute() or not (ROOT / p).exists() else ROOT / p)
+    """server.model_path as the server's --model-path: the local folder (checkout, shipped, working directory)
+    where one exists, else as given (a hub name)."""
+    return model_argument(profile.server.model_path)
 
 
 def make_launcher(profile: Profile, kind: str, driver: str, log_dir: Path, seat: WorkerSeat | None = None) -> Launcher:
