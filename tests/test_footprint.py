@@ -14,7 +14,7 @@ import pytest
 
 from sweep.core.errors import ProfileError, UsageError
 from sweep.core.types import RequestRecord, ServerConfig
-from sweep.profile import MAX_TOKENS, load_profile
+from sweep.profile import MAX_TOKENS, RateArrival, load_profile
 from sweep.profile.base import MAX_RATE
 from sweep.store import Store
 from sweep.study.resources import refuse_oversized, sqlite_folder
@@ -45,7 +45,8 @@ def test_open_loop_rate_has_an_upper_bound(arrival: dict[str, object]) -> None:
 
 
 def test_rate_at_the_bound_loads() -> None:
-    assert load_profile(SMOKE, {"arrival": {"kind": "poisson", "rate": MAX_RATE}}).arrival.rate == MAX_RATE
+    arrival = load_profile(SMOKE, {"arrival": {"kind": "poisson", "rate": MAX_RATE}}).arrival
+    assert isinstance(arrival, RateArrival) and arrival.rate == MAX_RATE
 
 
 def test_prompt_beyond_the_models_context_length_is_refused() -> None:
