@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -199,6 +200,29 @@ def plan(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     span = f"{steps.seconds / 3600:.1f} h" if steps.seconds >= 3600 else f"{steps.seconds / 60:.0f} min"
     typer.echo(f"{prof.name}: {steps.steps} windows, about {span} on the driver's clock; "
                f"{study_footprint(prof).line()}")
+
+
+@app.command()
+def init(name: str = typer.Argument("interactive", help="the new profile's name (its file's stem)"),
+         from_: str | None = typer.Option(None, "--from", help=(
+             "the shipped profile to start from (default: NAME where sweep ships one, else interactive)"))) -> None:
+    """Write an editable profile to ./profiles/NAME.yaml, copied from one sweep ships; `--profile NAME` then finds
+    it before the shipped one. Never overwrites a file."""
+    from sweep.profile import check_study_name
+    from sweep.profile.bundled import PROFILES, bundled_profiles
+
+    check_study_name(name, "NAME")
+    shipped = bundled_profiles()
+    source = from_ or (name if name in shipped else "interactive")
+    if source not in shipped:
+        raise UsageError(f"--from {source!r}: sweep ships {', '.join(shipped)}")
+    target = Path("profiles") / f"{name}.yaml"
+    if target.exists():
+        raise UsageError(f"{target} exists: not overwritten (edit it, or pick another NAME)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = (PROFILES / f"{source}.yaml").read_text()
+    target.write_text(re.sub(r"(?m)^name:.*$", f"name: {name}", text, count=1))
+    typer.echo(f"wrote {target} (from sweep's {source} profile): edit it, then `sweep knee --profile {name}`")
 
 
 @app.command("profile-schema")
