@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -46,6 +47,9 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          skip_infeasible: bool | None = typer.Option(
              None, "--skip-infeasible/--no-skip-infeasible",
              help="skip configurations predicted not to start (default: the profile's server.skip_infeasible)"),
+         ignore_resources: bool = typer.Option(False, "--ignore-resources", help=(
+             "start even when the study's estimated client memory or database growth (`sweep plan`) exceeds "
+             "what this machine has")),
          ) -> object:
     """Search the profile's space, climb the ladder per configuration, name the knee, write the report.
 
@@ -63,7 +67,8 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
         console.print(f"[bold yellow]warning[/]: the server listens on {prof.server.host} "
                       "(server.allow_non_loopback_host): other hosts can reach it")
     orch = Orchestrator(prof, db_url(db), out, launcher_kind=launcher, driver=driver,
-                        console=StampedConsole(console), client_procs=client_procs)
+                        console=StampedConsole(console), client_procs=client_procs,
+                        check_resources=not ignore_resources)
     page = None
     if live:
         from sweep.ui.live import LiveServer
@@ -133,7 +138,9 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
            study: str | None = typer.Option(None, help="study name (default: profile + timestamp)"),
            skip_infeasible: bool | None = typer.Option(
                None, "--skip-infeasible/--no-skip-infeasible",
-               help="skip the configuration if predicted not to start (default: the profile's)")) -> object:
+               help="skip the configuration if predicted not to start (default: the profile's)"),
+           ignore_resources: bool = typer.Option(False, "--ignore-resources",
+                                                 help="start even when the estimate exceeds this machine")) -> object:
     """Climb the ladder for one server configuration (no search, no screening, no soak)."""
     given: dict[str, str] = {}
     for part in filter(None, config.split(",")):
@@ -150,7 +157,8 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
                 set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
                                    "search.screening.enabled=false", "search.baseline=false"],
                 progress=True, soak=False, client_procs=client_procs, crosscheck=crosscheck, live=False,
-                live_port=0, gpus=None, gpus_per_server=None, skip_infeasible=skip_infeasible)
+                live_port=0, gpus=None, gpus_per_server=None, skip_infeasible=skip_infeasible,
+                ignore_resources=ignore_resources, as_json=False)
 
 
 @app.command("crosscheck")
@@ -170,7 +178,8 @@ def crosscheck_cmd(profile: str = typer.Option(..., "--profile", "-p"),
     Exits 6 (CrossCheckDiffers) when any judged figure of any step differs, unless --no-fail."""
     extra = [f"crosscheck.reference={reference}"] if reference else []
     run = ladder(profile=profile, config=config, db=db, driver=driver, launcher=launcher, out=out,
-                 set_=list(set_) + extra, client_procs=client_procs, crosscheck=True, study=study, skip_infeasible=None)
+                 set_=list(set_) + extra, client_procs=client_procs, crosscheck=True, study=study, skip_infeasible=None,
+                 ignore_resources=False)
     from sweep.analysis.crosscheck import Tolerance
     from sweep.store import Store
     from sweep.study.orchestrator import KneeRun
@@ -188,6 +197,44 @@ def crosscheck_cmd(profile: str = typer.Option(..., "--profile", "-p"),
         raise CrossCheckDiffers(f"cross-check DIFFERS at {len(differs)} step(s): {'; '.join(differs)}")
     if differs:
         console.print(f"[yellow]cross-check DIFFERS (--no-fail): {escape('; '.join(differs))}[/]", highlight=False)
+
+
+@app.command()
+def plan(profile: str = typer.Option(..., "--profile", "-p", help="profile name or YAML path"),
+         set_: list[str] = typer.Option([], "--set", help="override a profile field: key.path=value")) -> None:
+    """What a study of the profile plans: its windows and hours, its client memory and database growth (upper
+    bounds; `sweep knee` refuses a study that exceeds this machine unless --ignore-resources)."""
+    from sweep.views.footprint import study_footprint
+    from sweep.views.plan import study_plan
+
+    prof = load_profile_arg(profile, list(set_))
+    steps = study_plan(prof)
+    span = f"{steps.seconds / 3600:.1f} h" if steps.seconds >= 3600 else f"{steps.seconds / 60:.0f} min"
+    typer.echo(f"{prof.name}: {steps.steps} windows, about {span} on the driver's clock; "
+               f"{study_footprint(prof).line()}")
+
+
+@app.command()
+def init(name: str = typer.Argument("interactive", help="the new profile's name (its file's stem)"),
+         from_: str | None = typer.Option(None, "--from", help=(
+             "the shipped profile to start from (default: NAME where sweep ships one, else interactive)"))) -> None:
+    """Write an editable profile to ./profiles/NAME.yaml, copied from one sweep ships; `--profile NAME` then finds
+    it before the shipped one. Never overwrites a file."""
+    from sweep.profile import check_study_name
+    from sweep.profile.bundled import PROFILES, bundled_profiles
+
+    check_study_name(name, "NAME")
+    shipped = bundled_profiles()
+    source = from_ or (name if name in shipped else "interactive")
+    if source not in shipped:
+        raise UsageError(f"--from {source!r}: sweep ships {', '.join(shipped)}")
+    target = Path("profiles") / f"{name}.yaml"
+    if target.exists():
+        raise UsageError(f"{target} exists: not overwritten (edit it, or pick another NAME)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = (PROFILES / f"{source}.yaml").read_text()
+    target.write_text(re.sub(r"(?m)^name:.*$", f"name: {name}", text, count=1))
+    typer.echo(f"wrote {target} (from sweep's {source} profile): edit it, then `sweep knee --profile {name}`")
 
 
 @app.command("profile-schema")

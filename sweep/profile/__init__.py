@@ -54,6 +54,8 @@ from sweep.profile.base import (
     is_loopback,
 )
 from sweep.profile.base import Strict as _Strict
+from sweep.profile.bundled import PROFILES
+from sweep.profile.context_len import check_prompt_fits
 from sweep.profile.inputs import locate_inputs
 from sweep.profile.search import FloatRange, IntRange, Screening, Search, Space
 from sweep.profile.window import Window
@@ -219,7 +221,7 @@ class Soak(_Strict):
     enabled: bool = Field(False, description="soak the winner after the search")
     duration_s: float = Field(3600.0, gt=0, le=7 * DAY_S, description="length of the soak window, seconds")
     rate_fraction: float = Field(0.85, gt=0, le=2, description="share of the knee's request rate to offer")
-    max_in_flight: int = Field(1024, ge=1, description="cap on requests in flight during the soak")
+    max_in_flight: int = Field(1024, ge=1, le=MAX_CONCURRENCY, description="cap on requests in flight during the soak")
     storm_slope_per_min: float = Field(1.0, ge=0, description="retractions/min growth that makes a storm")
     queue_slope_per_min: float = Field(0.5, ge=0, description="queue growth (requests/min) that fails the soak")
     mem_slope_mib_per_min: float = Field(50.0, ge=0, description="GPU memory growth that fails the soak")
@@ -431,6 +433,7 @@ def load_profile(path: str | Path, overrides: Mapping[str, object] | None = None
         prof = Profile.model_validate(data)
     except ValidationError as err:
         raise ProfileError(_format_error(p, err)) from None
+    check_prompt_fits(prof, str(p))
     return locate_inputs(prof, p.resolve().parent, str(p))
 
 
@@ -492,9 +495,12 @@ def _shown(value: object) -> str:
 
 
 def resolve_profile_path(name_or_path: str, profiles_dir: Path | None = None) -> Path:
-    """`interactive` -> profiles/interactive.yaml; a path is returned as is."""
+    """`interactive` -> ./profiles/interactive.yaml where the working directory has one, else the one sweep ships
+    (sweep.profile.bundled); a path is returned as is."""
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") or p.exists():
         return p
-    base = profiles_dir or Path(__file__).resolve().parents[2] / "profiles"
-    return base / f"{name_or_path}.yaml"
+    if profiles_dir is not None:
+        return profiles_dir / f"{name_or_path}.yaml"
+    local = Path("profiles") / f"{name_or_path}.yaml"
+    return local if local.is_file() else PROFILES / f"{name_or_path}.yaml"

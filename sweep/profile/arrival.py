@@ -18,12 +18,13 @@ from typing import Annotated, ClassVar, Literal
 import numpy as np
 from pydantic import Field, PrivateAttr, model_validator
 
-from sweep.profile.base import DAY_S, MAX_CONCURRENCY
+from sweep.profile.base import DAY_S, MAX_CONCURRENCY, MAX_RATE
 from sweep.profile.base import Strict as _Strict
 from sweep.profile.trace import load_trace
 from sweep.profile.window import Window
 
 _BLOCK = 4096
+_RATE = f"requests per second (at most {MAX_RATE:,.0f})"
 _IN_FLIGHT = "cap on requests in flight; later arrivals wait and their latency counts the wait"
 
 
@@ -113,8 +114,8 @@ class RateArrival(OpenArrival):
 
     kind: Literal["constant", "poisson"] = Field(
         description="constant (evenly spaced) or poisson (exponential gaps)")
-    rate: float = Field(gt=0, description="requests per second")
-    rates: list[Annotated[float, Field(gt=0)]] | None = Field(
+    rate: float = Field(gt=0, le=MAX_RATE, description=_RATE)
+    rates: list[Annotated[float, Field(gt=0, le=MAX_RATE)]] | None = Field(
         None, description="offered rate per ladder step (req/s), one per step; overrides rate")
 
     @property
@@ -135,10 +136,10 @@ class GammaArrival(OpenArrival):
     """Open loop with gamma gaps: mean 1/rate, burstiness by shape (cv = 1/sqrt(shape)); cv > 1 is burstier."""
 
     kind: Literal["gamma"] = Field("gamma", description="gamma: gamma-distributed gaps (bursty when cv > 1)")
-    rate: float = Field(gt=0, description="requests per second")
+    rate: float = Field(gt=0, le=MAX_RATE, description=_RATE)
     shape: float | None = Field(None, gt=0, description="gamma shape k (1 = poisson)")
     cv: float | None = Field(None, gt=0, description="coefficient of variation of the gaps (alternative to shape)")
-    rates: list[Annotated[float, Field(gt=0)]] | None = Field(
+    rates: list[Annotated[float, Field(gt=0, le=MAX_RATE)]] | None = Field(
         None, description="offered rate per ladder step (req/s), one per step; overrides rate")
 
     @model_validator(mode="after")

@@ -14,6 +14,7 @@ MAX_CONCURRENCY = 100_000  # ladder steps, in-flight caps, max_running_requests
 MAX_TOKENS = 2_097_152  # any length in tokens (prompt, output, chunk, shared prefix)
 MAX_REQUESTS = 1_000_000  # the generated request pool, warm-up requests
 MAX_GRID = 100_000  # configurations one search space may expand to (Optuna's grid enumerates them)
+MAX_RATE = 10_000.0  # an open-loop offered rate, requests/s: beyond what one client host sends or any server serves
 DAY_S = 86_400.0
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
 

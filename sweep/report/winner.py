@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from pathlib import Path
 
 from sweep import engines
 from sweep.analysis.ladder_steps import ladder_phase
 from sweep.analysis.winner import Winner
 from sweep.core.types import ServerConfig
+from sweep.profile.bundled import model_folder
 from sweep.report.tables import ci_text, fmt
 from sweep.views.study import StudyContext, StudyView
 
-ROOT = Path(__file__).resolve().parents[2]
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack")
 
 
@@ -46,9 +45,8 @@ def study_dialect(profile_raw: Mapping[str, object]) -> engines.Dialect:
 
 def shape_only(model_path: str) -> bool:
     """A model folder here with a config but no weight files: it only serves with `--load-format dummy`."""
-    p = Path(model_path)
-    folder = p if p.is_absolute() or not (ROOT / p).is_dir() else ROOT / p
-    if not (folder / "config.json").is_file():
+    folder = model_folder(model_path)
+    if folder is None or not (folder / "config.json").is_file():
         return False  # a hub id, or a folder not on this machine: nothing to tell
     return not any(f.name.endswith(WEIGHT_SUFFIXES) for f in folder.rglob("*") if f.is_file())
 

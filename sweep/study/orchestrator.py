@@ -23,6 +23,7 @@ from sweep.study.ladder import LadderOutcome, LadderRunner, StartCallback, StepC
 from sweep.study.launch import ServerCallback
 from sweep.study.liveness import WorkerIdentity, sweep_version
 from sweep.study.recovery import alone, on_fenced, on_requeued, worker_ended
+from sweep.study.resources import refuse_oversized
 from sweep.study.resume import open_study, reuse_outcome, soak_done
 from sweep.study.search import Search, StudyResult
 from sweep.study.step_inputs import refuse_short_dataset
@@ -38,6 +39,7 @@ from sweep.study.wiring import (
 )
 from sweep.views.answer import Answer, build_answer, winner_records
 from sweep.views.context import ConfigFailure, study_context
+from sweep.views.footprint import study_footprint
 from sweep.views.read_model import read_study
 from sweep.workload.lexicon import for_model
 from sweep.workload.stream import Stream, open_stream
@@ -88,8 +90,9 @@ class Orchestrator:
 
     def __init__(self, profile: Profile, db_url: str, out_dir: Path, launcher_kind: str | None = None,
                  driver: str | None = None, console: Console | None = None, client_procs: int = 1,
-                 seat: WorkerSeat | None = None):
+                 seat: WorkerSeat | None = None, check_resources: bool = True):
         self.profile = profile
+        self.check_resources = check_resources  # refuse a study whose footprint exceeds the machine (knee)
         self.seat = seat or WorkerSeat()
         self.client_procs = client_procs
         self.db_url = db_url
@@ -151,6 +154,8 @@ class Orchestrator:
             choose_reference(self.profile, model_path(self.profile), for_model(model_path(self.profile)))
         require_engine(self.profile, self.kind)  # sglang missing: one line now, not a crash per configuration
         check_writable_dir(self.out_dir)
+        if self.check_resources:
+            refuse_oversized(study_footprint(self.profile), self.db_url)
         if self.simulated:
             self.say("[bold yellow]SIMULATED[/]: no GPU with SGLang here; using sweep's simulated SGLang server "
                      f"({self.model.name if self.model else '?'} on {self.profile.server.sim_gpu}), driver {self.driver_name}. "

@@ -17,6 +17,7 @@ from sweep.launchers.placement import WorkerSeat
 from sweep.launchers.prediction import Predictor, gpu_of
 from sweep.launchers.procs import gpu_count
 from sweep.profile import Profile
+from sweep.profile.bundled import model_argument
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,8 +40,9 @@ def resolve_driver(kind: str, override: str | None) -> str:
 
 
 def model_path(profile: Profile) -> str:
-    p = Path(profile.server.model_path)
-    return str(p if p.is_absolute() or not (ROOT / p).exists() else ROOT / p)
+    """server.model_path as the server's --model-path: the local folder (checkout, shipped, working directory)
+    where one exists, else as given (a hub name)."""
+    return model_argument(profile.server.model_path)
 
 
 def server_model(profile: Profile) -> ModelPreset:

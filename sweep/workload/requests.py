@@ -23,6 +23,9 @@ import numpy as np
 
 from sweep.core.types import MediaItem, Modality, RequestSpec
 from sweep.profile import LengthDist, Workload
+from sweep.profile.context_len import (
+    MIN_TAIL,  # unique tokens after a shared prefix longer than the drawn length
+)
 from sweep.workload.datasets import ID_HIGH, ID_LOW, DatasetItem, load_dataset
 from sweep.workload.lexicon import SIM, Lexicon
 from sweep.workload.media import POOL_SIZE, media_tokens, pooled_audio, pooled_image, pooled_video
@@ -30,7 +33,6 @@ from sweep.workload.media import POOL_SIZE, media_tokens, pooled_audio, pooled_i
 log = logging.getLogger(__name__)
 
 MODALITIES: tuple[Modality, ...] = ("text", "image", "video", "audio")
-MIN_TAIL = 4  # unique tokens after a shared prefix when the sampled length is shorter than the prefix
 BLOCK = 32  # requests made together from one Generator (make_block)
 MARKERS = {
     "image": "<|vision_start|><|image_pad|><|vision_end|>",
