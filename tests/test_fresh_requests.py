@@ -80,7 +80,8 @@ def test_replay_is_the_old_pool_and_its_cache_hits_come_back(tmp_path: Path) -> 
     db = _smoke(tmp_path, **{"workload.replay": True, "window.flush_cache": False})
     hits = [h for (h,) in _rows(db, "SELECT cache_hit_rate FROM runs ORDER BY concurrency")]
     predicted = [p for (p,) in _rows(db, "SELECT cache_hit_rate_predicted FROM runs ORDER BY concurrency")]
-    assert hits[-1] > 0.5 and hits[-1] - predicted[-1] > 0.3  # the repeats hit: far above what the prefixes predict
+    # the repeats hit, and the prediction from what was sent sees them too (the old shared-prefix formula could not)
+    assert hits[-1] > 0.5 and predicted[-1] > 0.5 and hits[-1] <= predicted[-1] + 0.02, (hits, predicted)
 
 
 def _first_touch_cached(db: Path, overrides: dict[str, Any]) -> dict[int, list[int]]:

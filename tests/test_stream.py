@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import pickle
 from pathlib import Path
 
@@ -11,7 +10,6 @@ import pytest
 from sweep.core.errors import ProfileError
 from sweep.core.types import RequestRecord
 from sweep.profile import Workload, load_profile
-from sweep.workload.cache_model import PrefixShape, predicted_hit_rate, prefix_shape
 from sweep.workload.requests import build_workload
 from sweep.workload.stream import RequestStream, StreamExhausted, next_position, spec_at
 
@@ -73,22 +71,3 @@ def test_defaults_send_fresh_requests_and_flush_between_steps() -> None:
     assert prof.workload.replay is False and prof.window.flush_cache is True
 
 
-def test_predicted_hit_rate_by_hand() -> None:
-    shape = PrefixShape(groups=2, length=100, share=0.5, mean_prompt_tokens=400.0)
-    # every group touched long before the window: s * L / P
-    assert predicted_hit_rate(shape, before=10_000, n=100) == pytest.approx(0.5 * 100 / 400)
-    # a cold cache and a 4-request window: F = 2 * (1 - 0.75^4) first touches among s*n = 2 prefixed requests
-    f = 2 * (1 - 0.75 ** 4)
-    assert predicted_hit_rate(shape, before=0, n=4) == pytest.approx((0.5 * 4 - f) * 100 / (4 * 400))
-    assert predicted_hit_rate(PrefixShape(0, 100, 0.0, 400.0), 0, 10) == 0.0
-    assert predicted_hit_rate(shape, 0, 0) is None
-
-
-def test_prefix_shape_counts_the_generated_requests() -> None:
-    w = Workload(seed=2, num_requests=400, shared_prefix=PREFIXED,
-                 prompt_len={"kind": "fixed", "value": 100})
-    shape = prefix_shape(w, build_workload(w))
-    assert shape.groups == 3 and shape.length == 32
-    assert abs(shape.share - 0.5) < 0.07
-    assert shape.mean_prompt_tokens == 100  # prefix + tail = the sampled length when it is longer than the prefix
-    assert math.isclose(predicted_hit_rate(shape, 10**6, 100) or 0, shape.share * 32 / 100)

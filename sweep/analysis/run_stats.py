@@ -92,8 +92,10 @@ class RunStats:
     window_s: float
     warmup_requests: int
     warmup_s: float
-    # what the workload's shared prefixes predict (sweep.workload.cache_model), filled by the ladder, not by measure
+    # the hit rate a perfect prefix cache gets on what the window sent, unbounded and capped at the configuration's
+    # KV pool (sweep.study.step_inputs, sweep.workload.prefix_cache): filled by the ladder, not by measure
     cache_hit_rate_predicted: float | None = None
+    cache_hit_rate_capped: float | None = None
 
     def columns(self) -> dict[str, object]:
         """The `runs` columns of this window, in COLUMNS order (the client's figures flattened in place)."""

@@ -51,8 +51,12 @@ def longest_draw(d: LengthDist) -> int:
 
 def longest_prompt(w: Workload) -> int:
     """The most text tokens one request's prompt can have: the drawn length (a dataset's entries are cut at
-    prompt_len.max), or a shared prefix and its shortest tail where that is longer."""
-    longest = w.prompt_len.max if w.dataset is not None else longest_draw(w.prompt_len)
+    prompt_len.max when the profile sets it; its entries are not read here, so an unset max is not judged), or a
+    shared prefix and its shortest tail where that is longer."""
+    if w.dataset is not None:
+        longest = w.prompt_len.max if "max" in w.prompt_len.model_fields_set else 0
+    else:
+        longest = longest_draw(w.prompt_len)
     sp = w.shared_prefix
     if sp.groups > 0 and sp.share > 0:
         longest = max(longest, sp.length + MIN_TAIL)
@@ -92,6 +96,11 @@ def check_prompt_fits(prof: _Prof, where: str) -> None:
     if known is None:
         return
     limit, source = known
+    sessions = prof.workload.sessions
+    if sessions is not None and sessions.max_context > limit:
+        raise ProfileError(f"{where}: workload.sessions.max_context: conversations of up to "
+                           f"{sessions.max_context:,} tokens do not fit the model's context length of {limit:,} "
+                           f"tokens ({source}); lower max_context to at most {limit:,}")
     longest = longest_prompt(prof.workload)
     if longest >= limit:
         field = ("workload.shared_prefix.length" if longest == prof.workload.shared_prefix.length + MIN_TAIL

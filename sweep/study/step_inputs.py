@@ -1,7 +1,15 @@
-"""What each ladder step sends: the study's stream continued from the previous step, the cache emptied before it.
+"""What each ladder step sends: the study's stream continued from the previous step, the cache emptied before it,
+and the prefix-cache hit rate that what it sent allows.
 
 The ladder calls begin() when a configuration's ladder starts, before_step() right before a window and
 after_step() with its result; where positions start and why is in sweep.workload.stream.
+
+The cache prediction (issue 20 §3) is taken from what was sent, not from the profile: every request of the window
+(warm-up included, and every request since the server's cache was last emptied) goes through two perfect prefix
+caches in send order (sweep.workload.prefix_cache, fed by sweep.workload.sent): one unbounded, one capped at the
+configuration's KV pool (LRU). Over the window's measured successful requests (the ones the measured rate counts),
+hits / prompt tokens of each is the predicted rate: the unbounded one an upper bound no server can beat, the capped
+one what a cache of the pool's size keeps. Media and chat-template tokens are not in the ids and not counted.
 """
 
 from __future__ import annotations
@@ -10,18 +18,19 @@ import logging
 from dataclasses import replace
 from typing import Protocol
 
+from sweep.analysis.measure import in_window, succeeded
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import WindowResult
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, Profile, Window
-from sweep.workload.cache_model import SAMPLE, PrefixShape, predicted_hit_rate, prefix_shape
+from sweep.workload.prefix_cache import PrefixCache
+from sweep.workload.sent import sent_sequences
 from sweep.workload.stream import (
     Requests,
     RequestStream,
     SessionStream,
     StreamExhausted,
     next_position,
-    spec_at,
     view_from,
 )
 
@@ -42,7 +51,7 @@ class StepInputs:
         self.profile = profile
         self.specs = specs
         self.driver = driver
-        self._shape: PrefixShape | None = None
+        self.pool_tokens: int | None = None  # the configuration's KV pool, when its server says (the capped cache)
         self.begin()
 
     def begin(self) -> None:
@@ -50,6 +59,11 @@ class StepInputs:
         self.position = 0
         self.since_flush = 0  # requests sent since the server's cache was last emptied
         self._last: tuple[int, int] | None = None  # (concurrency, requests used) of the previous step
+        self._empty_caches()
+
+    def _empty_caches(self) -> None:
+        self._perfect = PrefixCache()
+        self._capped = PrefixCache(self.pool_tokens) if self.pool_tokens else None
 
     def before_step(self, handle: ServerHandle, concurrency: int, window: Window,
                     arrival: ArrivalProcess | None) -> tuple[Requests, str | None]:
@@ -58,10 +72,15 @@ class StepInputs:
         Returns (requests, note): note says why the cache could not be emptied, None when it was (or is not asked).
         """
         note = None
+        pool = handle.server_info.get("max_total_num_tokens")
+        if isinstance(pool, int | float) and pool > 0 and int(pool) != self.pool_tokens:
+            self.pool_tokens = int(pool)
+            self._capped = PrefixCache(self.pool_tokens)
         if window.flush_cache:
             note = self.driver.flush_cache(handle)
             if note is None:
                 self.since_flush = 0
+                self._empty_caches()
             else:
                 log.warning("prefix cache not emptied before concurrency %d: %s", concurrency, note)
         view = view_from(self.specs, self.position)
@@ -70,21 +89,29 @@ class StepInputs:
         return view, note
 
     def after_step(self, result: WindowResult, stats: RunStats) -> RunStats:
-        """Advance the stream past what the window used; the stats with the predicted hit rate filled in."""
+        """Advance the stream past what the window used; the stats with the predicted hit rates filled in."""
         used = len(result.records)
-        predicted = predicted_hit_rate(self.shape(), self.since_flush + stats.n_warmup, stats.n_started)
+        perfect, capped = self._predict(result)
         self.position = next_position(result.records, self.position)
         self.since_flush += used
         self._last = (result.concurrency, used)
-        return replace(stats, cache_hit_rate_predicted=predicted)
+        return replace(stats, cache_hit_rate_predicted=perfect, cache_hit_rate_capped=capped)
 
-    def shape(self) -> PrefixShape:
-        """The workload's shared-prefix facts, over its first SAMPLE requests (made once)."""
-        if self._shape is None:
-            cap = self.specs.capacity if isinstance(self.specs, RequestStream) else None
-            n = SAMPLE if cap is None else min(SAMPLE, cap)
-            self._shape = prefix_shape(self.profile.workload, [spec_at(self.specs, i) for i in range(n)])
-        return self._shape
+    def _predict(self, result: WindowResult) -> tuple[float | None, float | None]:
+        """(unbounded, pool-capped) hit rate of the window's measured successful requests (module docstring)."""
+        hits = [0, 0]
+        total = 0
+        for s in sent_sequences(result.records, self.specs):
+            h = self._perfect.send(s.prompt, s.cached)
+            c = self._capped.send(s.prompt, s.cached) if self._capped is not None else 0
+            r = s.record
+            if in_window(r, result.window_start, result.window_end) and succeeded(r):
+                hits[0] += h
+                hits[1] += c
+                total += len(s.prompt)
+        if total == 0:
+            return None, None
+        return hits[0] / total, (hits[1] / total if self._capped is not None else None)
 
     def _expected(self, concurrency: int, window: Window, arrival: ArrivalProcess | None) -> int:
         """Requests the step will likely send: the schedule's length (open loop), else scaled from the last step."""

@@ -6,7 +6,7 @@ from sweep.core.face import lazy
 
 __getattr__, __dir__, __all__ = lazy(__name__, {
     "sweep.workload.cache_model": (
-        "GAP_FLAG", "SAMPLE", "PrefixShape", "hit_gap", "predicted_hit_rate", "prefix_shape",
+        "ABOVE", "GAP_FLAG", "cache_flag", "hit_gap",
     ),
     "sweep.workload.datasets": ("DatasetItem", "DatasetTurn", "dataset_offsets", "load_dataset", "read_entries"),
     "sweep.workload.dataset_stats": ("DatasetStats", "dataset_stats"),

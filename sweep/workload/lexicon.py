@@ -30,6 +30,6 @@ def for_model(model_path: str | Path) -> Lexicon:
     if lex is None and not tj.is_file():
         log.warning("%s has no tokenizer.json here: text prompts (chat API, media) use %s, so their token counts "
                     "on a real server differ from the profile's prompt lengths", model_path, SIM.source)
-    if lex is None and tj.is_file():
-        return replace(SIM, tokenizer=str(tj))
+    if tj.is_file():
+        return replace(lex or SIM, tokenizer=str(tj))
     return lex or SIM

@@ -51,46 +51,73 @@ def _match(root: _Node, seq: tuple[int, ...], t: int) -> tuple[_Node, int]:
     return node, k
 
 
-def perfect_prefix_hits(sequences: Iterable[Sequence[int]],
-                        capacity_tokens: int | None = None) -> tuple[int, int]:
-    """(hit tokens, total tokens) of the prompts in order through a perfect prefix cache: unbounded when
-    capacity_tokens is None, else an LRU cache of at most capacity_tokens tokens (evicted token by token from the
-    least recently used leaf)."""
-    if capacity_tokens is not None and capacity_tokens < 0:
-        raise ValueError("capacity_tokens must be >= 0")
-    root = _Node((), None, -1)
-    size = hits = total = tie = 0
-    leaves: list[tuple[int, int, _Node]] = []  # (last use, tie, node): lazily invalidated
-    for t, raw in enumerate(sequences):
-        seq = tuple(raw)
-        total += len(seq)
-        node, k = _match(root, seq, t)
-        hits += k
-        if k < len(seq):  # the rest of the prompt joins the cache
+class PrefixCache:
+    """A perfect prefix cache fed prompts in send order: unbounded (capacity_tokens None) or LRU-capped at
+    capacity_tokens tokens (evicted token by token from the least recently used leaf, as a radix cache does).
+
+    send(prompt, cached) returns the tokens of prompt already cached, then caches `cached` (default: the prompt):
+    a server that caches a finished request's reply too (SGLang does) is told so by cached = prompt + reply."""
+
+    def __init__(self, capacity_tokens: int | None = None):
+        if capacity_tokens is not None and capacity_tokens < 0:
+            raise ValueError("capacity_tokens must be >= 0")
+        self.capacity = capacity_tokens
+        self.root = _Node((), None, -1)
+        self.size = 0
+        self._t = self._tie = 0
+        self._leaves: list[tuple[int, int, _Node]] = []  # (last use, tie, node): lazily invalidated
+
+    def send(self, prompt: Sequence[int], cached: Sequence[int] | None = None) -> int:
+        """Tokens of prompt found in the cache; then `cached` (default prompt) is in it."""
+        t = self._t
+        self._t += 1
+        seq = tuple(prompt)
+        _, hit = _match(self.root, seq, t)
+        if cached is not None:
+            seq = tuple(cached)
+        node, k = _match(self.root, seq, t)
+        if k < len(seq):  # the rest joins the cache
             leaf = _Node(seq[k:], node, t)
             node.children[seq[k]] = leaf
-            size += len(seq) - k
+            self.size += len(seq) - k
             node = leaf
-        if capacity_tokens is None or node is root:
-            continue
-        if not node.children:
-            tie += 1
-            heapq.heappush(leaves, (t, tie, node))
-        while size > capacity_tokens and leaves:
-            last, _, victim = heapq.heappop(leaves)
+        if self.capacity is not None and node is not self.root:
+            if not node.children:
+                self._tie += 1
+                heapq.heappush(self._leaves, (t, self._tie, node))
+            self._evict()
+        return hit
+
+    def _evict(self) -> None:
+        assert self.capacity is not None
+        leaves = self._leaves
+        while self.size > self.capacity and leaves:
+            last, tie, victim = heapq.heappop(leaves)
             if victim.children or victim.last != last or victim.parent is None:
                 continue  # no longer a leaf, used since, or already evicted
-            need = size - capacity_tokens
+            need = self.size - self.capacity
             if len(victim.key) > need:  # its deepest tokens are enough
                 victim.key = victim.key[:len(victim.key) - need]
-                size -= need
+                self.size -= need
                 heapq.heappush(leaves, (last, tie, victim))
                 break
             parent = victim.parent
             del parent.children[victim.key[0]]
             victim.parent = None
-            size -= len(victim.key)
-            if parent is not root and not parent.children:
-                tie += 1
-                heapq.heappush(leaves, (parent.last, tie, parent))
+            self.size -= len(victim.key)
+            if parent is not self.root and not parent.children:
+                self._tie += 1
+                heapq.heappush(leaves, (parent.last, self._tie, parent))
+
+
+def perfect_prefix_hits(sequences: Iterable[Sequence[int]],
+                        capacity_tokens: int | None = None) -> tuple[int, int]:
+    """(hit tokens, total tokens) of the prompts in order through a perfect prefix cache: unbounded when
+    capacity_tokens is None, else an LRU cache of at most capacity_tokens tokens (evicted token by token from the
+    least recently used leaf)."""
+    cache = PrefixCache(capacity_tokens)
+    hits = total = 0
+    for seq in sequences:
+        total += len(seq)
+        hits += cache.send(seq)
     return hits, total

@@ -147,7 +147,7 @@ def workload_parts(w: Workload, base_dir: Path | None = None, lexicon: Lexicon =
         texts = tuple(lexicon.render(row) for row in arr)
     items: tuple[DatasetItem, ...] | None = None
     if w.dataset is not None:
-        loaded, problems = load_dataset(w.dataset, base_dir)
+        loaded, problems = load_dataset(w.dataset, base_dir, model=lexicon.tokenizer or None)
         if problems:
             log.warning("%s: skipped %d bad entries: %s", w.dataset.path, len(problems), "; ".join(problems[:5]))
         order = _rng(w.seed, _S_ORDER).permutation(len(loaded))

@@ -5,7 +5,8 @@ Generator seeded (seed, session stream, s) draws, in a fixed order, the turn cou
 time, whether the session starts with a shared system prompt (and which), then each message's length, reply length
 and modality, and its token ids. Turn 1's messages come from workload.prompt_len (minus the system prompt, as a
 single request's tail does), later turns' from sessions.followup_len. A dataset workload takes entry s of its seeded
-order as turn 1 (and the entry's later user turns, when it has them, as the later turns).
+order as turn 1; a conversation entry (ShareGPT, OpenAI logs, JSONL with "turns") brings its own later user turns
+(then its turn count is the file's and nothing fans out), an entry without them gets generated later turns.
 
 What a turn sends is made while the session runs (Conversation), because it holds the server's own replies: turn k's
 prompt = the system prompt, every earlier user message and reply (as token ids on /generate, as chat messages on the
@@ -63,14 +64,15 @@ def make_session(w: Workload, parts: WorkloadParts, s: int, *, lexicon: Lexicon 
     ss = w.sessions
     assert ss is not None, "make_session needs workload.sessions"
     rng = np.random.default_rng([w.seed % 2**63, _S_SESSION, s])
-    n_turns = int(sample_lengths(ss.turns, 1, rng)[0])
-    fanout = sample_lengths(ss.fanout, n_turns, rng).tolist()
+    item = parts.items[s % len(parts.items)] if parts.items else None
+    later = item.turns if item is not None else ()  # a dataset conversation's own later turns, when it has them
+    n_turns = 1 + len(later) if later else int(sample_lengths(ss.turns, 1, rng)[0])
+    fanout = [1] * n_turns if later else sample_lengths(ss.fanout, n_turns, rng).tolist()
     thinks = _think(ss.think_time, n_turns, rng)
     sp = w.shared_prefix
     draw_share, draw_group = float(rng.random()), int(rng.integers(0, max(sp.groups, 1)))
     group = draw_group if parts.prefixes and draw_share < sp.share else None
     system = parts.prefixes[group] if group is not None else ()
-    item = parts.items[s % len(parts.items)] if parts.items else None
     turns = []
     for t in range(n_turns):
         dist = w.prompt_len if t == 0 else (ss.followup_len or w.prompt_len)
@@ -84,13 +86,14 @@ def make_session(w: Workload, parts: WorkloadParts, s: int, *, lexicon: Lexicon 
             ids = tuple(rng.integers(ID_LOW, ID_HIGH + 1, size=length).tolist())
             text = None
             media: tuple[MediaItem, ...] = ()
-            if t == 0 and j == 0 and item is not None:
-                ids, media = item.input_ids[: w.prompt_len.max], item.images
-                text = item.text if len(ids) == len(item.input_ids) else None
-                if item.output_len is not None:
-                    out = item.output_len
-                elif "output_len" not in w.model_fields_set and item.ref_output_len is not None:
-                    out = min(max(item.ref_output_len, 1), w.output_len.max)
+            entry = item if t == 0 and item is not None else (later[t - 1] if t and later else None)
+            if entry is not None:
+                ids, media = entry.input_ids[: dist.max], entry.images
+                text = entry.text if len(ids) == len(entry.input_ids) else None
+                if entry.output_len is not None:
+                    out = entry.output_len
+                elif "output_len" not in w.model_fields_set and entry.ref_output_len is not None:
+                    out = min(max(entry.ref_output_len, 1), w.output_len.max)
             k = int(np.searchsorted(np.cumsum(parts.mix), pick, side="right"))
             modality: Modality = "image" if media else MODALITIES[min(k, len(MODALITIES) - 1)]
             if not media and modality != "text":
