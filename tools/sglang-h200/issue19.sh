@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19 on the lent H200: one proof.sh STAGE (refine | answer) inside DEADLINE_S seconds (a device call's limit is
+# Issues 19 and 20 on the lent H200: one proof.sh STAGE (refine | answer | sessions) inside DEADLINE_S seconds (a device call's limit is
 # 600 s), then the few files a device call brings back (at most 8) copied to OUT whatever happened: results.db (every
 # report can be written again from it here: `sweep report STUDY --db results.db`), the log, the reports, the answer.
 #   usage: tools/sglang-h200/issue19.sh STAGE OUT        (carry .sglang-bundle and .whl/core)

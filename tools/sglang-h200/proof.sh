@@ -2,13 +2,15 @@
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
 #   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound |
 #                                                             kvrepeat | crosscheck | crosscheck-vl | workers |
-#                                                             refine | answer
+#                                                             refine | answer | sessions
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/core/ (sweep's dependencies missing there; the
 # device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/; the image has tokenizers).
 # Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
 # copies (the device tool returns files at most two folders down).
 set -euo pipefail
 stage=$1; out=$2; mkdir -p "$out"; work=${WORK:-/tmp/proof}; mkdir -p "$work"
+# SEED_DB: a results.db from an earlier call (a study to resume), copied in before the stage runs
+[ -n "${SEED_DB:-}" ] && [ -f "$SEED_DB" ] && [ ! -f "$work/results.db" ] && cp "$SEED_DB" "$work/results.db"
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); cd "$root"
 if [ ! -f /tmp/site/.ok ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*/*.whl
@@ -142,6 +144,16 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
       --set 'search.space={"max_running_requests":[48],"mem_fraction_static":[0.85],"chunked_prefill_size":[8192],"schedule_policy":["lpm"]}' \
       --set search.screening.enabled=false --set soak.enabled=false --set "$dummy" || exit $?
     python3 -m sweep.cli explain h200-answer --db "$db" > "$out/answer-explain.txt" || true ;;
+  sessions)
+    # issue 20: multi-turn chat (profiles/chat-sessions.yaml: every turn sends the conversation so far with SGLang's
+    # own replies), two configurations that differ only in mem_fraction_static (0.17: a ~86k-token KV pool, 0.85),
+    # ladder 16/32/64: cache hit and TTFT by turn index, a knee per configuration. RESUME=1 continues the study
+    # (results.db carried in as SEED_DB): one device call cannot hold both configurations.
+    python3 -m sweep.cli knee --profile chat-sessions "${common[@]}" "${short[@]}" --study h200-sessions \
+      ${RESUME:+--resume} --set 'ladder=[16,32,64]' --set refine.enabled=false --set search.baseline=false \
+      --set search.screening.enabled=false --set soak.enabled=false \
+      --set 'search.space={"max_running_requests":[128],"mem_fraction_static":[0.17,0.85],"chunked_prefill_size":[4096],"schedule_policy":["lpm"]}' \
+      --set "$dummy" ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 rc=$?
