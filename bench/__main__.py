@@ -10,6 +10,8 @@ BENCHES = {  # name: (module, what it measures)
     "client": ("bench.client", "load-generator capacity against a reference client"),
     "virtual": ("bench.virtual", "CPU cost of a 30-minute virtual-time window and of a whole study"),
     "search": ("bench.search", "simulated GPU-hours to a near-best knee per search strategy"),
+    "search-prior": ("bench.search_prior", "GPU-hours to a near-best winner under window noise, with and without the "
+                     "simulated prior"),
     "workers": ("bench.workers", "wall time of one study with 1, 2 and 4 workers"),
 }
 
@@ -19,7 +21,7 @@ def usage() -> str:
     lines = ["usage: make bench [ARGS='NAME ...']   (python -m bench [NAME ...]; default: every one)", "",
              "benchmarks:"]
     lines += [f"  {name:<{width}}  {what}" for name, (_, what) in BENCHES.items()]
-    lines += ["", "Each prints its numbers; virtual and workers also write reports/bench/bench-<name>.md (git-ignored).",
+    lines += ["", "Each prints its numbers; virtual, workers and search-prior also write reports/bench/bench-<name>.md (git-ignored).",
               "docs/bench-*.md are kept by hand, with the reading of the numbers: nothing rewrites them."]
     return "\n".join(lines)
 

@@ -11,6 +11,9 @@ from sweep.core.types import KNOB_NAMES, SchedulePolicy
 from sweep.profile.base import DAY_S, MAX_CONCURRENCY, MAX_GRID, MAX_TOKENS
 from sweep.profile.base import Strict as _Strict
 
+# tpe/gp with search.prior sim: the prior's best configurations in place of the random start-up trials
+# (Optuna's n_startup_trials default)
+PRIOR_STARTUP_TRIALS = 10
 MAX_TP = 64  # the largest --tp-size a profile may search (GPUs one server spans)
 
 
@@ -153,7 +156,23 @@ class Search(_Strict):
         "measure SGLang with none of the searched flags (its own defaults) first, as configuration 0, so the "
         "report can state the winner's gain over the defaults (skipped in coupled mode)"))
     pruning: bool = Field(False, description="stop a ladder whose goodput trails the median of earlier ones")
+    prior: Literal["none", "sim"] = Field("none", description=(
+        "sim: run the same study on the simulator first (CPU, virtual driver; a separate study labelled "
+        "simulated) and measure its best-ranked configurations first (grid: the whole grid in the simulated "
+        "order; tpe/gp: its top ones replace the random start-up trials)"))
+    prior_margin: float | None = Field(None, gt=0, lt=1, description=(
+        "with prior sim: never measure a configuration the simulator ranks more than this share below its best "
+        "(or infeasible); 0.25 covers the held-out error bands of docs/calibration.md; none: the prior only "
+        "orders the trials"))
     # Several workers share a study: a worker silent for grace_s (default 4 x heartbeat_s) is dead, and its
     # configuration is measured again by another worker (Optuna's trial heartbeat).
     heartbeat_s: float = Field(30.0, ge=1, le=DAY_S, description="how often a worker's running trial says it is alive")
     grace_s: float | None = Field(None, ge=2, le=DAY_S, description="silence after which a worker's trial is failed")
+
+    @model_validator(mode="after")
+    def _prior(self) -> Search:
+        if self.prior_margin is not None and self.prior != "sim":
+            raise ValueError("prior_margin needs prior: sim")
+        if self.prior == "sim" and self.mode == "coupled":
+            raise ValueError("prior: sim orders configurations of a ladder search; coupled mode has none to order")
+        return self

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sweep.profile import SLA, Arrival, LengthDist, SharedPrefix, Window, Workload
+from sweep.profile.search import PRIOR_STARTUP_TRIALS
+from sweep.store import PriorRecord
 from sweep.views.study import StudyContext
 
 UNKNOWN = "unknown"
@@ -112,5 +116,25 @@ def setup_lines(ctx: StudyContext) -> list[str]:
                   f"- arrival: {arrival_text(prof.arrival)}; ladder {', '.join(str(c) for c in prof.ladder)}",
                   f"- window: {window_text(prof.window)}",
                   f"- SLA: {sla_text(prof.sla)}"]
+    lines += prior_lines(ctx.prior)
     return lines + [f"- driver: {study.driver}; TPOT = (last − first token) / (tokens − 1) per request; "
                     "ITL counts a k-token chunk as k gaps", ""]
+
+
+def prior_lines(prior: Sequence[PriorRecord], shown: int = 5) -> list[str]:
+    """The simulated prior (search.prior: sim) in words: that it was used, and the order it gave the trials."""
+    if not prior:
+        return []
+
+    def one(r: PriorRecord) -> str:
+        sim = "infeasible" if r.sim_goodput_tps is None else f"{r.sim_goodput_tps:,.0f} tok/s"
+        return f"#{r.rank} {r.label} ({sim}{', dropped' if r.dropped else ''})"
+
+    more = f", … ({len(prior) - shown} more)" if len(prior) > shown else ""
+    dropped = [r for r in prior if r.dropped]
+    cut = (f"; {len(dropped)} not measured: infeasible on the simulator or more than {prior[0].margin:.0%} below "
+           "its best (search.prior_margin)" if dropped and prior[0].margin is not None else "")
+    return [f"- search prior: the same study on the simulator first (study `{prior[0].prior_study}`, simulated, "
+            f"virtual driver) ranked {len(prior)} configurations by simulated knee goodput; the real study's first "
+            f"trials followed that order (grid: every measured configuration; tpe/gp: the top {PRIOR_STARTUP_TRIALS}): "
+            f"{', '.join(one(r) for r in prior[:shown])}{more}{cut}"]

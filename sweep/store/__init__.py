@@ -41,6 +41,7 @@ from sweep.store.queries import RequestTokens, UnknownColumnError
 from sweep.store.reads import StoreReads
 from sweep.store.records import (
     ConfigRecord,
+    PriorRecord,
     RunRecord,
     RunSummary,
     StoredRequestRow,
@@ -49,7 +50,7 @@ from sweep.store.records import (
     WorkerRecord,
 )
 
-__all__ = ["STAT_COLUMNS", "ConfigRecord", "DatabaseError", "RequestTokens", "RunRecord", "RunSummary", "Store",
+__all__ = ["STAT_COLUMNS", "ConfigRecord", "DatabaseError", "PriorRecord", "RequestTokens", "RunRecord", "RunSummary", "Store",
            "StoredRequestRow", "StudyRecord", "UnknownColumnError", "WinnerRecord", "WorkerRecord", "alembic_config", "database_error",
            "map_errors", "serialize_sqlite"]
 
@@ -254,6 +255,14 @@ class Store(StoreReads):
             conn.execute(delete(t).where(t.c.study_id == study_id))
             for w in winners:
                 conn.execute(insert(t).values({**w.columns(), "study_id": study_id, "written_at": now}))
+
+    def write_prior(self, study_id: int, ranking: Sequence[PriorRecord]) -> None:
+        """Store a study's simulated prior (study_priors), replacing any earlier one, in one transaction."""
+        t = q.priors_table
+        with self._write(f"write the prior of study {study_id}") as conn:
+            conn.execute(delete(t).where(t.c.study_id == study_id))
+            for r in ranking:
+                conn.execute(insert(t).values({**r.columns(), "study_id": study_id}))
 
     def reopen_study(self, study_id: int) -> None:
         """A resumed study is running again (it may have been left interrupted or failed)."""

@@ -126,6 +126,25 @@ class StudyWinnerRow(Base):
     written_at: Mapped[datetime] = mapped_column(DateTime)
 
 
+class StudyPriorRow(Base):
+    """One configuration of a study's simulated prior (search.prior: sim): its rank in the simulator's study, the
+    simulated knee goodput, and whether the real study measures it (dropped: more than the margin below the
+    simulated best). Ranks 1..n are the order of the real study's first trials."""
+
+    __tablename__ = "study_priors"
+    __table_args__ = (UniqueConstraint("study_id", "rank"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("sweep_studies.id", ondelete="CASCADE"))  # the real study
+    prior_study: Mapped[str] = mapped_column(String(200))  # the simulated study's name (same database)
+    rank: Mapped[int] = mapped_column(Integer)  # 1 = the simulator's best
+    label: Mapped[str] = mapped_column(Text)  # the knobs, e.g. "mrr=64 mem=0.85"
+    knobs_json: Mapped[str] = mapped_column(Text)  # the searched knobs as a JSON object (the trial's parameters)
+    sim_goodput_tps: Mapped[float | None] = mapped_column(Float)  # simulated knee goodput; None: infeasible there
+    dropped: Mapped[bool] = mapped_column(Boolean)  # not measured by the real study (prior_margin)
+    margin: Mapped[float | None] = mapped_column(Float)  # search.prior_margin when the ranking was made
+
+
 class Environment(Base):
     """The host, software and GPU a study ran on (one row per worker host)."""
 

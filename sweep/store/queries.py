@@ -26,12 +26,14 @@ from sweep.store.models import (
     SampleRow,
     ServerConfigRow,
     Study,
+    StudyPriorRow,
     StudyWinnerRow,
     Worker,
     runs_table,
 )
 from sweep.store.records import (
     ConfigRecord,
+    PriorRecord,
     RunRecord,
     RunSummary,
     StoredRequestRow,
@@ -46,6 +48,7 @@ requests_table: Table = RequestRow.__table__  # type: ignore[assignment]
 samples_table: Table = SampleRow.__table__  # type: ignore[assignment]
 workers_table: Table = Worker.__table__  # type: ignore[assignment]
 winners_table: Table = StudyWinnerRow.__table__  # type: ignore[assignment]
+priors_table: Table = StudyPriorRow.__table__  # type: ignore[assignment]
 
 # The run_summary view (created by the migration), typed so booleans and timestamps come back as such.
 _RUN_HEAD = ("concurrency", "phase", "status", "reason", "simulated", "driver", "fingerprint", "started_at",
@@ -334,3 +337,10 @@ def study_winners(conn: Connection, study_id: int) -> list[WinnerRecord]:
     t = winners_table.c
     return [WinnerRecord.from_row(r) for r in
             _rows(conn, select(winners_table).where(t.study_id == study_id).order_by(t.is_primary.desc(), t.id))]
+
+
+def study_prior(conn: Connection, study_id: int) -> list[PriorRecord]:
+    """A study's simulated prior (search.prior: sim), best-ranked first (empty: no prior was used)."""
+    t = priors_table.c
+    return [PriorRecord.from_row(r) for r in
+            _rows(conn, select(priors_table).where(t.study_id == study_id).order_by(t.rank))]

@@ -13,6 +13,7 @@ from sweep.core.types import Sample
 from sweep.store import queries as q
 from sweep.store.queries import RequestTokens
 from sweep.store.records import (
+    PriorRecord,
     RunRecord,
     RunSummary,
     StoredRequestRow,
@@ -40,6 +41,11 @@ class StoreReads:
         """A study's stored winners, the primary tier first (empty until the study has ended)."""
         with self._read(f"read the winners of study {study_id}") as conn:
             return q.study_winners(conn, study_id)
+
+    def study_prior(self, study_id: int) -> list[PriorRecord]:
+        """A study's simulated prior (search.prior: sim), best-ranked first (empty: no prior was used)."""
+        with self._read(f"read the prior of study {study_id}") as conn:
+            return q.study_prior(conn, study_id)
 
     def completed_runs(self, study_id: int, server_config_id: int | None = None) -> list[RunRecord]:
         """Completed runs of a study (optionally of one configuration), oldest first."""

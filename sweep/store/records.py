@@ -136,6 +136,24 @@ class WinnerRecord(Record):
 
 
 @dataclass(frozen=True)
+class PriorRecord(Record):
+    """One study_priors row: a configuration's place in the simulated prior of a study (search.prior: sim)."""
+
+    rank: int
+    label: str
+    knobs_json: str = "{}"
+    sim_goodput_tps: float | None = None  # None: infeasible on the simulator
+    dropped: bool = False  # not measured by the real study (more than `margin` below the simulated best)
+    margin: float | None = None
+    prior_study: str = ""
+    study_id: int | None = None
+
+    def knobs(self) -> dict[str, object]:
+        """The configuration's searched knobs (the real study's trial parameters)."""
+        return dict(json.loads(self.knobs_json))
+
+
+@dataclass(frozen=True)
 class ConfigRecord(Record):
     """One server_configs row: a launched (or attempted) configuration, its knobs, where it ran, why its ladder
     stopped and the refined SLA boundary (None: not refined or not bracketed)."""

@@ -15,7 +15,8 @@ from sweep.core.errors import ProfileError, SweepError, UsageError
 from sweep.launchers.placement import WorkerSeat, detect
 from sweep.profile import Profile
 from sweep.report.document import ReportFiles, write_report
-from sweep.store import Store
+from sweep.store import PriorRecord, Store
+from sweep.study import prior
 from sweep.study.dashboard import tell_winner
 from sweep.study.doctor import require_engine
 from sweep.study.environment import EnvironmentRecord, normalise_env
@@ -162,6 +163,8 @@ class Orchestrator:
                      "Numbers are labelled simulated everywhere.")
         study_id, study_name = self.open_study(study_name, resume)
         try:
+            if self.profile.search.prior == "sim":
+                self.run_prior(study_id, study_name)
             return self._work(study_id, study_name, on_step, on_step_start, on_trial, specs)
         except BaseException as exc:
             # Stopped by a signal or an orchestrator error: the study is resumable, and says it stopped.
@@ -203,7 +206,8 @@ class Orchestrator:
                         on_requeued=on_requeued(self.store, study_id, self.say),
                         ended=lambda wid: worker_ended(self.store, study_id, wid),
                         alone=lambda: alone(self.store, study_id, worker_id),
-                        on_fenced=on_fenced(self.store, worker_id, self.say))
+                        on_fenced=on_fenced(self.store, worker_id, self.say),
+                        prior_ranking=self.store.study_prior(study_id) if self.profile.search.prior == "sim" else ())
         requeued = search.requeue_interrupted()
         if requeued:
             self.say(f"resume: {requeued} interrupted trial(s) queued again")
@@ -229,6 +233,28 @@ class Orchestrator:
         if result.stopped_reason:
             self.say(f"search stopped early: {result.stopped_reason}")
         return self.conclude(study_id, study_name, result)
+
+    def run_prior(self, study_id: int, study_name: str) -> list[PriorRecord]:
+        """search.prior sim: the same study on the simulator first (sweep.study.prior), its ranking stored with
+        this study; once per study (a resumed study keeps the ranking it stored)."""
+        stored = self.store.study_prior(study_id)
+        if stored:
+            return stored
+        from sweep.profile.grid import grid
+
+        name = prior.prior_name(study_name)
+        self.say(f"prior: the same study on the simulator first (study {name}, simulated, virtual driver, CPU)")
+        sim = Orchestrator(prior.sim_profile(self.profile), self.db_url, self.out_dir, "sim", "virtual", self.console,
+                           check_resources=False)
+        run = sim.knee(name, resume=self.store.get_study_by_name(name) is not None)
+        ranked = prior.ranking(self.store, run.study_id, name, grid(self.profile.search.space),
+                               self.profile.search.prior_margin)
+        self.store.write_prior(study_id, ranked)
+        cut = sum(r.dropped for r in ranked)
+        self.say(f"prior: {len(ranked)} configurations ranked on the simulator; measuring them best first"
+                 + (f", {cut} dropped (more than {self.profile.search.prior_margin:.0%} below the simulated best "
+                    "or infeasible)" if cut else ""))
+        return ranked
 
     def conclude(self, study_id: int, study_name: str, result: StudyResult) -> KneeRun:
         """The study's report and winner, from the store (so they cover every process's trials); the study is

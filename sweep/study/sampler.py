@@ -15,16 +15,22 @@ if TYPE_CHECKING:
     import optuna
 
 
+def sampler_kind(profile: Profile) -> str:
+    """The sampler the profile names, `auto` resolved: the grid when it fits the trial budget, TPE otherwise."""
+    kind = profile.search.sampler
+    if kind == "auto":
+        n = profile.search.n_trials
+        kind = "grid" if n is None or grid_size(profile.search.space) <= n else "tpe"
+    return kind
+
+
 def make_sampler(profile: Profile) -> optuna.samplers.BaseSampler:
     """The sampler the profile names; `auto` is the grid when it fits the trial budget, TPE otherwise."""
     import optuna
 
     space = grid(profile.search.space)
-    kind = profile.search.sampler
+    kind = sampler_kind(profile)
     seed = profile.workload.seed
-    if kind == "auto":
-        n = profile.search.n_trials
-        kind = "grid" if n is None or grid_size(profile.search.space) <= n else "tpe"
     if kind == "grid":
         return optuna.samplers.GridSampler(space or {"_": [0]}, seed=seed)
     if kind == "gp":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,11 +17,12 @@ from sweep.core.errors import Fenced
 from sweep.core.types import ServerConfig
 from sweep.profile import Profile, Screening
 from sweep.profile.grid import grid, grid_size
+from sweep.store import PriorRecord
 from sweep.store.errors import DatabaseError, database_error, first_line
-from sweep.study import liveness
+from sweep.study import liveness, prior
 from sweep.study.ladder import LadderOutcome, LadderRunner, orchestrator_failure
 from sweep.study.liveness import WorkerIdentity
-from sweep.study.sampler import make_sampler, suggest
+from sweep.study.sampler import make_sampler, sampler_kind, suggest
 
 FEASIBLE_ATTR = "feasible"
 CONSTRAINT_ATTR = "constraint"  # <= 0 feasible, > 0 infeasible (Optuna's convention)
@@ -96,8 +97,11 @@ class Search:
                  on_trial: Callable[[LadderOutcome], None] | None = None,
                  worker: WorkerIdentity | None = None, on_requeued: liveness.Requeued | None = None,
                  wait: Callable[[float], None] = time.sleep, ended: Callable[[int], bool] | None = None,
-                 alone: Callable[[], bool] | None = None, on_fenced: Callable[[Fenced], None] | None = None):
+                 alone: Callable[[], bool] | None = None, on_fenced: Callable[[Fenced], None] | None = None,
+                 prior_ranking: Sequence[PriorRecord] = ()):
         self.profile = profile
+        self.prior = list(prior_ranking)  # the simulated prior's ranking (search.prior: sim), best first
+        self.dropped = prior.dropped_params(self.prior)  # configurations the prior's margin keeps from measuring
         self.runner = runner
         self.space = grid(profile.search.space)
         self.clock = clock
@@ -147,9 +151,18 @@ class Search:
         return out
 
     def n_trials(self) -> int:
-        if self.profile.search.n_trials is not None:
-            return self.profile.search.n_trials
-        return grid_size(self.profile.search.space)
+        """The first phase's trial count: n_trials, else the grid; a grid the prior's margin cut, what it kept."""
+        n = self.profile.search.n_trials or grid_size(self.profile.search.space)
+        if self.dropped and sampler_kind(self.profile) == "grid":
+            n = min(n, len(prior.kept(self.prior)))
+        return n
+
+    def queue_prior(self) -> int:
+        """Queue the prior's best configurations as the first phase's next trials (once per study); how many."""
+        if not self.prior:
+            return 0
+        return prior.enqueue(self.study, self.prior,
+                             prior.queued_count(self.prior, sampler_kind(self.profile), self.n_trials()))
 
     def _complete(self) -> list[optuna.trial.FrozenTrial]:
         return [t for t in self.study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE
@@ -258,6 +271,7 @@ class Search:
         budget = Budget(self.profile.search.time_budget_s, self.clock(), self.clock)
         if self.measures_baseline():
             self._baseline(result, reuse)
+        self.queue_prior()
         self._first_phase(result, reuse, budget)
         if self.profile.search.screening.enabled:
             self._finals(result, reuse, budget)
@@ -280,6 +294,9 @@ class Search:
                            result: StudyResult) -> float:
         """The trial's configuration measured (or reused), each step reported for pruning; the trial value."""
         config = suggest(trial, self.space)
+        if self.dropped and dict(trial.params) in self.dropped:  # tpe/gp proposed what the prior's margin drops
+            trial.set_user_attr(prior.DROPPED_ATTR, True)
+            raise optuna.TrialPruned(f"{config.label()}: the simulated prior ranks it below its margin")
         t0 = self.clock()
         outcome = reuse(config, phase) if reuse else None
         reported: set[int] = set()

@@ -42,7 +42,8 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
         view=build_view(store.requests_for_run, model.configs, model.runs, model.knees, d.winner, d.pool,
                         coupled=search.mode == "coupled"),
         request_tokens=store.study_request_tokens(study_id), failures=model.failures, measured=model.measured,
-        sessions=session_windows(store, model.runs) if prof is not None and prof.workload.sessions else {})
+        sessions=session_windows(store, model.runs) if prof is not None and prof.workload.sessions else {},
+        prior=store.study_prior(study_id))
 
 
 def session_windows(store: Store, runs: Sequence[RunRecord]) -> dict[int, SessionStats]:

@@ -20,7 +20,7 @@ from sweep.analysis.sessions import SessionStats
 from sweep.analysis.significance import ties
 from sweep.analysis.winner import HardwareRanking, Winner
 from sweep.profile import Profile
-from sweep.store import ConfigRecord, RequestTokens, RunRecord, StoredRequestRow, StudyRecord
+from sweep.store import ConfigRecord, PriorRecord, RequestTokens, RunRecord, StoredRequestRow, StudyRecord
 
 if TYPE_CHECKING:
     from sweep.analysis.soak import SoakVerdict
@@ -166,6 +166,7 @@ class StudyContext:
     failures: list[ConfigFailure] = field(default_factory=list)  # configurations that failed or never started
     measured: bool = False  # whether any configuration got a completed measured step
     sessions: dict[int, SessionStats] = field(default_factory=dict)  # run id -> its sessions (workload.sessions)
+    prior: list[PriorRecord] = field(default_factory=list)  # the simulated prior's ranking (search.prior: sim)
 
     def raw(self, section: str) -> dict[str, object]:
         """One section of the stored profile JSON as written ({} when absent or not an object)."""
