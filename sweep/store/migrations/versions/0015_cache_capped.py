@@ -1,7 +1,7 @@
 """The cache prediction from what was sent (issue 20 §3): a runs.cache_hit_rate_capped column, shown in run_summary.
 
 Revision ID: 0015
-Revises: 0012
+Revises: 0013
 Create Date: 2026-12-02
 
 runs.cache_hit_rate_predicted is now the hit rate a perfect, unbounded prefix cache gets on the exact token
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015"
-down_revision = "0012"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
@@ -60,7 +60,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Back to 0012: the column goes (its values with it)."""
+    """Back to 0013: the column goes (its values with it)."""
     op.execute("DROP VIEW IF EXISTS run_summary")
     op.drop_column("runs", "cache_hit_rate_capped")
     op.execute(_summary(_STATS_HEAD))
