@@ -14,4 +14,8 @@ get core optuna==5.0.0 sqlalchemy==2.1.9 alembic==1.20.1 mako==1.4.3 colorlog==6
     pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 httptools==0.9.0 \
     starlette==1.10.0 uvicorn==0.54.0
 get sgl datasets multiprocess   # dill comes with the SGLang bundle
+# The core wheels unpacked and xz-packed (6 MB instead of 9: the device tool carries 64 MiB in all); proof.sh unpacks
+# it when present. Carry .whl/site instead of .whl/core.
+tmp=$(mktemp -d); for w in "$out"/core/*.whl; do python3 -m zipfile -e "$w" "$tmp/site/"; done
+mkdir -p "$out/site"; XZ_OPT=-9e tar -cJf "$out/site/core-site.tar.xz" -C "$tmp/site" .; rm -rf "$tmp"
 du -sh "$out"/*

@@ -13,7 +13,11 @@ stage=$1; out=$2; mkdir -p "$out"; work=${WORK:-/tmp/proof}; mkdir -p "$work"
 [ -n "${SEED_DB:-}" ] && [ -f "$SEED_DB" ] && [ ! -f "$work/results.db" ] && cp "$SEED_DB" "$work/results.db"
 here=$(cd "$(dirname "$0")" && pwd); root=$(cd "$here/../.." && pwd); cd "$root"
 if [ ! -f /tmp/site/.ok ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*/*.whl
+  if [ -f .whl/site/core-site.tar.xz ]; then  # the same wheels unpacked and xz-packed: 3 MB less to carry
+    mkdir -p /tmp/site && tar -xJf .whl/site/core-site.tar.xz -C /tmp/site
+  else
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*/*.whl
+  fi
   touch /tmp/site/.ok
 fi
 export PYTHONPATH=/tmp/site:$root PYTHONUNBUFFERED=1
