@@ -11,7 +11,6 @@ from typing import cast
 
 from sqlalchemy import Column, Connection, Executable, MetaData, Table, case, func, select
 
-from sweep.analysis import measure
 from sweep.analysis.run_stats import RunStats
 from sweep.core.errors import StoreError
 from sweep.core.types import RequestRecord, Sample
@@ -148,6 +147,8 @@ def _ms(value: float | None) -> float | None:
 
 def request_rows(run_id: int, records: Iterable[RequestRecord], window_start: float) -> list[dict[str, object]]:
     """One requests row per record; latencies as measure defines them, times relative to window_start."""
+    from sweep.analysis import measure  # numpy and the profile: the write path only, not a reading command
+
     return [{
         "run_id": run_id, "idx": int(r.index), "warmup": bool(r.warmup), "modality": r.modality,
         "scheduled_at": float(r.scheduled_at - window_start), "sent_at": float(r.sent_at - window_start),
