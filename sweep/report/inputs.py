@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sweep.report.tables import load_text
 from sweep.store import RequestTokens, RunRecord
 from sweep.views.study import StudyContext
 from sweep.workload.cache_model import GAP_FLAG, hit_gap
@@ -117,7 +118,7 @@ def cache_lines(ctx: StudyContext) -> list[str]:
     for r, gap, flagged in rows:
         hit, predicted = r.number("cache_hit_rate"), r.number("cache_hit_rate_predicted") or 0.0
         measured = "—" if hit is None else f"{hit * 100:.0f}%"
-        out.append(f"| {ctx.labels.get(r.server_config_id)} | {r.phase} | {r.concurrency} | "
+        out.append(f"| {ctx.labels.get(r.server_config_id)} | {r.phase} | {load_text(r)} | "
                    f"{measured} | {predicted * 100:.0f}% | "
                    f"{'—' if gap is None else f'{round(gap * 100):+d}'} | {'**⚠ gap > 10 points**' if flagged else ''} |")
     n_flagged = sum(1 for _, _, f in rows if f)
