@@ -190,6 +190,17 @@ def study_by_name(conn: Connection, name: str) -> StudyRecord | None:
     return None if row is None else StudyRecord.from_row(row)
 
 
+def studies(conn: Connection, profile: str | None = None, fingerprint: str | None = None) -> list[StudyRecord]:
+    """The studies of one profile name and/or one workload fingerprint (every study with neither), oldest first."""
+    t = studies_table.c
+    stmt = select(studies_table).order_by(t.created_at, t.id)
+    if profile is not None:
+        stmt = stmt.where(t.profile_name == profile)
+    if fingerprint is not None:
+        stmt = stmt.where(t.fingerprint == fingerprint)
+    return [StudyRecord.from_row(r) for r in _rows(conn, stmt)]
+
+
 def latest_study(conn: Connection) -> StudyRecord | None:
     """The most recently created study, or None in an empty database."""
     row = _first(conn, select(studies_table).order_by(studies_table.c.id.desc()).limit(1))
