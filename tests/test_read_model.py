@@ -88,3 +88,21 @@ def test_two_gpu_models_both_refuse_and_say_why(tmp_path: Path) -> None:
     assert {k: w.id if w else None for k, w in ctx.hardware.winners.items()} == {
         "NVIDIA H200, 140 GiB": 1, "NVIDIA A100, 80 GiB": 2}
     assert study_context(store, sid, rank_mixed_hardware=True).winner is not None  # asked: ranked anyway
+
+
+def test_the_stored_winner_is_what_the_page_and_the_report_name(tmp_path: Path) -> None:
+    """study_winners is the one fact: where the stored primary row names another configuration than the rule would
+    pick on these rows (a study ended by another version of sweep), the page and the report name the stored one."""
+    from sweep.store import WinnerRecord
+
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    sid = _study(store, "stored")
+    low = _config(store, sid, 8, "completed", [500.0, 900.0])
+    _config(store, sid, 16, "completed", [600.0, 1200.0])
+    store.finish_study(sid, "completed")
+    assert _names(store, sid) == ("mrr=16", "mrr=16")  # nothing stored yet: the rule decides
+    store.write_winners(sid, [WinnerRecord("default", True, low, "mrr=8", "{}", "final", 4, 900.0)])
+    assert _names(store, sid) == ("mrr=8", "mrr=8")
+    model = read_study(store, sid)
+    assert model.decision.named is not None and model.decision.named.id == low
+    assert read_study(store, sid, rank_mixed_hardware=True).decision.named.id != low  # type: ignore[union-attr]

@@ -105,18 +105,50 @@ def test_latencies_a_hundredfold_apart_get_a_log_axis_so_passing_steps_are_not_f
     plt.close(pareto)
 
 
-def test_the_history_legend_sits_outside_the_trials_it_would_cover() -> None:
-    """Failed trials are drawn at zero, bottom left, where matplotlib's 'best' legend went."""
+def test_the_history_covers_every_phase_and_its_legend_sits_outside() -> None:
+    """Every window of the study in measured order, screening to soak (it stopped at screening when it drew Optuna's
+    trials); failed windows at zero, bottom left, where matplotlib's 'best' legend went."""
     from sweep.report.html import history_figure
-    from sweep.views.study import TrialPoint
 
-    trials = [TrialPoint(0, "FAIL", None, False, "screen"), TrialPoint(1, "COMPLETE", 4400.0, True, "screen"),
-              TrialPoint(2, "COMPLETE", 5500.0, True, "final")]
-    fig = history_figure(StudyContext(study=StudyRecord(1, "h", simulated=True), trials=trials))
+    ctx = study(3)
+    phases = ["screen", "screen", "final", "final", "refine", "soak"]
+    runs = [replace(r, phase=phases[n % len(phases)]) for n, r in enumerate(ctx.runs)]
+    runs.append(RunRecord.from_row({"id": 99, "server_config_id": 1, "status": "failed", "phase": "final",
+                                    "concurrency": 256}))
+    ctx = replace(ctx, runs=runs, knees={1: ConfigKnee(64, 5000.0, 50.0, None, None, "final", "t"),
+                                         3: ConfigKnee(64, 5800.0, 58.0, None, None, "final", "t")},
+                  winner=Winner(3, ServerConfig(max_running_requests=24), ConfigKnee(64, 5800.0, 58.0, None, None, "final", "t"), False))
+    fig = history_figure(ctx)
     assert fig is not None
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     ax = fig.axes[0]
     legend = ax.get_legend()
     assert legend is not None and not _overlap(legend.get_window_extent(renderer), ax.get_window_extent(renderer))
+    labels = [t.get_text() for t in legend.get_texts()]
+    for phase in ("screen", "final", "refine", "soak"):
+        assert f"{phase} window" in labels
+    assert "failed / aborted window" in labels and "best knee so far" in labels
+    assert any(t.startswith("winner's knee") for t in labels)
+    plt.close(fig)
+
+
+def test_twenty_configurations_mark_each_knee_and_fade_all_but_the_leaders() -> None:
+    ctx = study(20)
+    knees = {cid: ConfigKnee(64, 5000.0 + cid, 50.0, None, None, "final", "t") for cid in range(1, 21)}
+    ctx = replace(ctx, knees=knees, winner=Winner(7, ServerConfig(max_running_requests=56), knees[7], False))
+    fig = ladder_figure(ctx)
+    assert fig is not None
+    goodput = fig.axes[1]
+    lines = [ln for ln in goodput.get_lines() if str(ln.get_label()).startswith("mrr=")]
+    assert len(lines) == 20
+    bold = [ln for ln in lines if (ln.get_alpha() or 1.0) == 1.0]
+    assert len(bold) == 5 and str(bold[0].get_label()) == "mrr=56 (winner)"  # the winner, then the best knees
+    assert {str(ln.get_label()) for ln in bold[1:]} == {f"mrr={c * 8}" for c in (20, 19, 18, 17)}
+    marks = goodput.collections  # one knee mark per configuration, the winner's a star at its knee
+    assert len(marks) == 20
+    assert any(tuple(m.get_offsets()[0]) == (64.0, 90.0 * 64 + 3 * 7 - 20 * 4) and m.get_sizes()[0] > 200
+               for m in marks)
+    labels = fig.legends[0].get_texts()
+    assert {"knee (each configuration)", "winner's knee"} <= {t.get_text() for t in labels}
     plt.close(fig)

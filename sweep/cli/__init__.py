@@ -13,13 +13,13 @@ from sweep.cli.app import app
 from sweep.cli.boundary import run as run_at_boundary
 
 # isort: off
-from sweep.cli import run, query, explain, export, workers, db, dataset  # the verbs register on `app` in this order (sweep --help)
+from sweep.cli import run, query, history, explain, export, workers, db, dataset  # the verbs register on `app` in this order (sweep --help)
 # isort: on
 
 __all__ = ["app", "main"]
 
 workers.register(app)
-_VERBS = (run, query, explain, export, db, dataset)
+_VERBS = (run, query, history, explain, export, db, dataset)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,15 +7,19 @@ import csv
 import io
 import json
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 from rich.console import Console
 
 from sweep.core.errors import ProfileError, UsageError
 from sweep.core.types import KNOB_LABELS
-from sweep.profile import Profile, load_profile, resolve_profile_path
 from sweep.ui.progress import make_console
+
+if TYPE_CHECKING:
+    from sweep.profile import (
+        Profile,  # pydantic: loaded by the commands that read a profile (load_profile_arg)
+    )
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Find the SLA-constrained goodput knee of an SGLang server configuration.")
@@ -33,6 +37,8 @@ def db_url(db: str) -> str:
 
 
 def load_profile_arg(profile: str, overrides: list[str]) -> Profile:
+    from sweep.profile import load_profile, resolve_profile_path
+
     parsed: dict[str, Any] = {}
     for item in overrides:
         key, eq, raw = item.partition("=")

@@ -5,18 +5,24 @@ the numbers that show it and what to try next), per SLA tier, from the store alo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-import yaml
-from pydantic import ValidationError
 
 from sweep.cli.app import DEFAULT_DB, app, db_url
 from sweep.core.errors import SweepError, UsageError
-from sweep.profile import Tier
+
+if TYPE_CHECKING:
+    from sweep.profile import Tier
 
 
 def load_tiers(path: Path) -> list[Tier]:
     """The tiers of a YAML file: one mapping (name and SLA bounds) or a list of them; one UsageError line if bad."""
+    import yaml
+    from pydantic import ValidationError
+
+    from sweep.profile import Tier
+
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:

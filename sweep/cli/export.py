@@ -12,13 +12,15 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import typer
 
 from sweep.cli.app import DEFAULT_DB, app, db_url
 from sweep.core.errors import SweepError, UsageError
-from sweep.store import RunSummary, Store
+
+if TYPE_CHECKING:
+    from sweep.store import RunSummary, Store  # SQLAlchemy: loaded when the command runs
 
 FORMATS = ("csv", "jsonl", "parquet")
 WHATS = ("requests", "windows", "samples")
@@ -86,6 +88,8 @@ def export(study: str = typer.Argument(..., help="study name"), db: str = typer.
         raise UsageError(f"--what {what!r}: expected one of {', '.join(WHATS)}")
     if fmt == "parquet" and out is None:
         raise UsageError("--format parquet writes a binary file: give --out FILE")
+    from sweep.store import Store
+
     store = Store(db_url(db), readonly=True)
     if store.get_study_by_name(study) is None:
         raise SweepError(f"no study named {study} in {db}")

@@ -14,9 +14,7 @@ from rich.markup import escape
 from sweep.cli.app import DEFAULT_DB, app, console, db_url, load_profile_arg
 from sweep.core import interrupt
 from sweep.core.errors import CrossCheckDiffers, LaunchError, UsageError
-from sweep.core.types import KNOB_NAMES, DriverKind, LauncherKind, ServerConfig
-from sweep.profile import ReferenceKind, check_study_name, is_loopback
-from sweep.ui.progress import StampedConsole, StudyProgress
+from sweep.core.types import KNOB_NAMES, DriverKind, LauncherKind, ReferenceKind, ServerConfig
 
 HttpDriverKind = Literal["auto", "http"]  # a cross-check compares clients over real sockets: never virtual
 
@@ -57,6 +55,9 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     extra = [] if soak is None else [f"soak.enabled={json.dumps(soak)}"]
     extra += ["crosscheck.enabled=true"] if crosscheck else []
     extra += [] if skip_infeasible is None else [f"server.skip_infeasible={json.dumps(skip_infeasible)}"]
+    from sweep.profile import check_study_name, is_loopback
+    from sweep.ui.progress import StampedConsole, StudyProgress
+
     prof = load_profile_arg(profile, list(set_) + extra)
     if study is not None:
         check_study_name(study)

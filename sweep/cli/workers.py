@@ -11,7 +11,7 @@ import contextlib
 import json
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -19,7 +19,9 @@ from sweep.cli.app import DEFAULT_DB, RowFormat, console, db_url, emit_rows, loa
 from sweep.core import interrupt
 from sweep.core.errors import SweepError, UsageError
 from sweep.core.types import DriverKind, LauncherKind
-from sweep.profile import Profile, check_study_name
+
+if TYPE_CHECKING:
+    from sweep.profile import Profile  # pydantic: loaded by the commands that read a profile
 
 study_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Create studies that workers join.")
 
@@ -77,6 +79,8 @@ def stored_profile(db: str, study: str, overrides: list[str], folder: Path | Non
     from pydantic import ValidationError
 
     try:
+        from sweep.profile import Profile
+
         prof = Profile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -118,6 +122,8 @@ def register(app: typer.Typer) -> None:
         from sweep.study.orchestrator import Orchestrator
 
         if label is not None:
+            from sweep.profile import check_study_name
+
             check_study_name(label, "--label")  # it names the worker's log folder under --out
         url = db_url(db)
         seat = WorkerSeat(label or "", parse_gpus(gpus), parse_ports(ports))

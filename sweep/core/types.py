@@ -10,9 +10,10 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 Modality = Literal["text", "image", "video", "audio"]
 
@@ -26,6 +27,8 @@ SCHEDULE_POLICIES: tuple[str, ...] = get_args(SchedulePolicy)
 LauncherKind = Literal["auto", "sglang", "sim", "attach"]
 # What sends the requests (`--driver`): real HTTP, or the simulator's in-process virtual clock; auto picks.
 DriverKind = Literal["auto", "http", "virtual"]
+# The cross-check's reference client (crosscheck.reference, `sweep crosscheck --reference`).
+ReferenceKind = Literal["auto", "h11", "bench_serving"]
 # A measured window's status (the runs table's CHECK constraint, `sweep runs --status`).
 RunStatus = Literal["running", "completed", "failed", "aborted"]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)

@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import yaml
 from pydantic import (
@@ -32,7 +32,7 @@ from pydantic import (
 
 from sweep import engines
 from sweep.core.errors import ProfileError
-from sweep.core.types import LauncherKind
+from sweep.core.types import LauncherKind, ReferenceKind
 from sweep.profile.arrival import (
     Arrival,
     ArrivalProcess,
@@ -117,8 +117,6 @@ class Tier(SLA):
         return SLA(**self.model_dump(exclude={"name", "primary"}))
 
 
-# The cross-check's reference client (crosscheck.reference, `sweep crosscheck --reference`).
-ReferenceKind = Literal["auto", "h11", "bench_serving"]
 
 DEFAULT_TIER = "default"  # the one tier of a profile with a single `sla` block
 

@@ -20,11 +20,13 @@ def sla_text(sla: SLA) -> str:
 
 
 def _ci(k: ConfigKnee) -> str:
-    return "no interval" if k.ci_low is None or k.ci_high is None else f"95% CI {k.ci_low:.0f}–{k.ci_high:.0f}"
+    """The knee goodput's 95% interval, in goodput's own unit (output tok/s)."""
+    return ("no interval" if k.ci_low is None or k.ci_high is None
+            else f"95% CI {k.ci_low:.0f}–{k.ci_high:.0f} output tok/s")
 
 
 def _knee_text(k: ConfigKnee) -> str:
-    return f"c={k.concurrency}, {k.goodput_tps:.0f} output tok/s ({_ci(k)})"
+    return f"c={k.concurrency}, goodput {k.goodput_tps:.0f} output tok/s ({_ci(k)})"
 
 
 def gain_text(t: TierAnswer) -> str:
@@ -41,7 +43,7 @@ def gain_text(t: TierAnswer) -> str:
         return f"defaults' knee {_knee_text(g.defaults_knee)}"
     pct = "" if d.percent is None else f" ({d.percent:+.1f}%)"
     return (f"{d.delta_tps:+.0f} output tok/s{pct}, 95% CI of the difference {d.ci_low:+.0f} to {d.ci_high:+.0f}, "
-            f"P(winner higher) {d.prob_higher:.2f}; defaults' own knee {_knee_text(g.defaults_knee)}")
+            f"output tok/s, P(winner higher) {d.prob_higher:.2f}; defaults' own knee {_knee_text(g.defaults_knee)}")
 
 
 def tier_lines(answer: Answer, t: TierAnswer, dialect: engines.Dialect | None = None) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from sweep.analysis.crosscheck import Tolerance, compare_runs, server_checks
-from sweep.report.tables import cell, plain
+from sweep.report.tables import cell, load_text, plain
 from sweep.views.study import StudyContext
 
 DIFFERS = "**DIFFERS**"
@@ -85,7 +85,7 @@ def server_histogram_lines(ctx: StudyContext) -> list[str]:
             if c.agrees is not None:
                 judged += 1
                 agreed += int(c.agrees)
-            body.append(f"| {label} | {r.phase} | {r.concurrency} | {c.metric} P{c.q} | "
+            body.append(f"| {label} | {r.phase} | {load_text(r)} | {c.metric} P{c.q} | "
                         f"{_v(c.client_ms)} | {_v(c.server_ms)} | {_v(c.bucket_low_ms)}–{_v(c.bucket_high_ms)} | "
                         f"{c.observations:,.0f} | {_verdict(c.agrees, c.note)} |")
     if not body:

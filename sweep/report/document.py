@@ -56,7 +56,9 @@ def soak_lines(ctx: StudyContext) -> list[str]:
     for r in soaks:
         verdict = ctx.soak_verdicts.get(r.id)
         text = verdict.summary() if verdict is not None else plain(r.reason or r.status)
-        out += [f"- run {r.id} ({ctx.labels.get(r.server_config_id)}), {r.status}, window "
+        rate = (f"{r.offered_rps:,.2f} req/s offered (at most {r.concurrency} in flight)" if r.offered_rps is not None
+                else f"at most {r.concurrency} in flight")
+        out += [f"- run {r.id} ({ctx.labels.get(r.server_config_id)}), {rate}, {r.status}, window "
                 f"{_fmt(r.get('window_s'))} s: throughput {_fmt(r.get('output_tps'))} tok/s, goodput "
                 f"{_fmt(r.get('goodput_tps'))} tok/s, {_soak_ttft(ctx, r)}TTFT P99 "
                 f"{_fmt(r.get('ttft_p99_ms'), 2, 1e-3)} s, preemptions {_fmt(r.get('retractions'))}, peak GPU "
@@ -118,16 +120,23 @@ def _crosscheck(ctx: StudyContext) -> list[str]:
     return crosscheck_lines(ctx)
 
 
-# The report's sections, in the order report.md shows them; each reads the study context alone.
+def configs_lines(ctx: StudyContext) -> list[str]:
+    """The configurations table (sweep/report/tables.py)."""
+    return configs_table(ctx, ctx.view)
+
+
+# The report's sections, in the order report.md shows them; each reads the study context alone. The answer comes
+# first (the title, then the answer block and the winner with its caveats and launch command): a reader who stops
+# there can deploy; the evidence (setup, every step, every configuration) follows.
 SECTIONS: tuple[Callable[[StudyContext], list[str]], ...] = (
     title_lines,
+    no_conclusion_lines,
+    conclusion_lines,
     setup_lines,
     steps_table,
     lambda ctx: input_lines(ctx.request_tokens),
     cache_lines,
-    lambda ctx: configs_table(ctx, ctx.view),
-    no_conclusion_lines,
-    conclusion_lines,
+    configs_lines,
     lambda ctx: modality_table(ctx, ctx.view),
     session_lines,
     soak_lines,
@@ -137,12 +146,12 @@ SECTIONS: tuple[Callable[[StudyContext], list[str]], ...] = (
 
 def answer_sections(ctx: StudyContext, answer: Answer, out_dir: Path) -> dict[object, list[str]]:
     """The per-tier answer block (after the title: a reader of only this block can deploy) and the "Why" section
-    (after the winner), keyed by the section they follow; answer.json is written beside the report."""
+    (after the configurations table), keyed by the section they follow; answer.json is written beside the report."""
     missing = missing_contract_fields(ctx)
     (out_dir / "answer.json").write_text(answer.to_json() + "\n")
     block = (answer_lines(answer, study_dialect(ctx.profile_raw)) if not missing else
              ["## Answer", "", "No conclusion: the report contract is not met (see *No conclusion* below).", ""])
-    return {title_lines: block, conclusion_lines: [] if missing else why_lines(answer)}
+    return {title_lines: block, configs_lines: [] if missing else why_lines(answer)}
 
 
 def write_report(ctx: StudyContext, out_dir: Path, answer: Answer | None = None) -> ReportFiles:
@@ -221,7 +230,7 @@ def compare_markdown(a: CompareSide, b: CompareSide, forced: bool = False) -> st
         wa, wb = a.ctx.winner, b.ctx.winner
         rows: tuple[tuple[str, Callable[[Winner], object]], ...] = (
             ("knee concurrency", lambda w: w.knee.concurrency), ("knee goodput (tok/s)", lambda w: _fmt(w.knee.goodput_tps)),
-            ("95% CI", lambda w: _ci(w.knee)))
+            ("95% CI (tok/s)", lambda w: _ci(w.knee)))
         for label, f in rows:
             lines.append(f"| {label} | {f(wa) if wa else '—'} | {f(wb) if wb else '—'} |")
         lines.append(f"| configurations | {len(a.ctx.configs)} | {len(b.ctx.configs)} |")

@@ -23,32 +23,49 @@ STYLE = ("body{font-family:system-ui,sans-serif;max-width:1400px;margin:2em auto
          ".sim{background:#e0a800;color:#000;padding:.4em 1em;font-weight:bold}img{max-width:100%}")
 
 
+PHASE_MARKS = (("screen", "s", "tab:blue"), ("final", "o", "tab:green"), ("refine", "^", "tab:purple"),
+               ("soak", "P", "tab:orange"))
+
+
 def history_figure(ctx: StudyContext) -> Figure | None:
-    """Trial value vs trial number (infeasible and failed trials marked, best-so-far line); None without trials.
-    The legend sits outside the axes, on the right: inside, it covered the trials drawn at zero."""
-    trials = [t for t in ctx.trials if t.state in ("COMPLETE", "PRUNED", "FAIL")]
-    if not trials:
+    """The whole study in the order it was measured: every window's goodput (screening, final, refine and soak
+    windows each their own marker; windows that failed or were aborted at zero, in red) and the best knee goodput
+    known after each window (a configuration's knee counts once its last window is stored); None without windows.
+    The legend sits outside the axes, on the right: inside, it covered the windows drawn at zero."""
+    runs = sorted((r for r in ctx.runs if r.id is not None), key=lambda r: r.id)
+    if not runs:
         return None
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    ok = [t for t in trials if t.state == "COMPLETE" and t.feasible and t.value is not None]
-    bad = [t for t in trials if t not in ok]
-    for phase, marker in (("screen", "s"), ("final", "o")):
-        pts = [t for t in ok if t.phase == phase]
+    order = {r.id: n for n, r in enumerate(runs, 1)}
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    ok = [r for r in runs if r.status == "completed"]
+    for phase, marker, colour in PHASE_MARKS:
+        pts = [r for r in ok if r.phase == phase]
         if pts:
-            ax.scatter([t.number for t in pts], [t.value or 0.0 for t in pts], marker=marker,
-                       label=f"feasible ({phase})")
+            ax.scatter([order[r.id] for r in pts], [r.number("goodput_tps") or 0.0 for r in pts], marker=marker,
+                       color=colour, s=28, label=f"{phase} window")
+    bad = [r for r in runs if r.status != "completed"]
     if bad:
-        ax.scatter([t.number for t in bad], [0.0] * len(bad), marker="x", color="red",
-                   label="infeasible / failed / interrupted")
+        ax.scatter([order[r.id] for r in bad], [0.0] * len(bad), marker="x", color="red",
+                   label="failed / aborted window")
+    done_at = {}  # configuration -> the window after which its knee is known
+    for r in runs:
+        if r.phase != "soak":
+            done_at[r.server_config_id] = order[r.id]
     best, xs, ys = float("-inf"), [], []
-    for t in sorted(ok, key=lambda t: t.number):
-        best = max(best, t.value or 0.0)
-        xs.append(t.number)
-        ys.append(best)
+    for cid, at in sorted(done_at.items(), key=lambda kv: kv[1]):
+        knee = ctx.knees.get(cid)
+        if knee is not None and knee.goodput_tps > best:
+            best = knee.goodput_tps
+            xs.append(at)
+            ys.append(best)
     if xs:
-        ax.step(xs, ys, where="post", color="gray", label="best so far")
-    ax.set_xlabel("trial number")
-    ax.set_ylabel("trial value: knee goodput (output tok/s)")
+        ax.step([*xs, len(runs)], [*ys, ys[-1]], where="post", color="gray", label="best knee so far")
+    win = ctx.winner
+    if win is not None and win.id in done_at:
+        ax.scatter([done_at[win.id]], [win.knee.goodput_tps], marker="*", s=260, color="gold", edgecolor="black",
+                   zorder=5, label=f"winner's knee: {ctx.labels.get(win.id, win.id)}")
+    ax.set_xlabel("window, in the order measured")
+    ax.set_ylabel("goodput (output tok/s)")
     sim = " [SIMULATED]" if ctx.study.simulated else ""
     ax.set_title(f"study history: {ctx.study.name}{sim}")
     fig.tight_layout()
@@ -57,7 +74,7 @@ def history_figure(ctx: StudyContext) -> Figure | None:
 
 
 def history_plot(ctx: StudyContext, out_dir: Path) -> Path | None:
-    """history.png (history_figure); None without trials."""
+    """history.png (history_figure); None without windows."""
     fig = history_figure(ctx)
     if fig is None:
         return None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sweep.report.tables import load_text
 from sweep.store import RequestTokens, RunRecord
 from sweep.views.study import StudyContext
 from sweep.workload.cache_model import cache_flag
@@ -122,7 +123,7 @@ def cache_lines(ctx: StudyContext) -> list[str]:
            f"{'replayed from a pool' if replay else 'fresh (none sent twice to one server)'}.", "",
            "| config | phase | concurrency | measured | perfect | pool-capped | |", "|---|---|---|---|---|---|---|"]
     for r, flag in rows:
-        out.append(f"| {ctx.labels.get(r.server_config_id)} | {r.phase} | {r.concurrency} | "
+        out.append(f"| {ctx.labels.get(r.server_config_id)} | {r.phase} | {load_text(r)} | "
                    f"{_pct(r.number('cache_hit_rate'))} | {_pct(r.number('cache_hit_rate_predicted'))} | "
                    f"{_pct(r.number('cache_hit_rate_capped'))} | {f'**⚠ {flag}**' if flag else ''} |")
     n_flagged = sum(1 for _, f in rows if f)

@@ -5,6 +5,9 @@ TTFT for every step).
 - Up to 30 configurations stay distinct: 30 different colours (PALETTE), and a marker per ten (circle, square,
   triangle); a screening ladder is dashed, a final one solid.
 - The SLA bounds are drawn (TTFT and TPOT at the SLA's own percentiles, black dashed) where a panel has one.
+- ladder.png marks every configuration's knee (a diamond in its colour) and the winner's (a gold star); with more
+  than LEADERS configurations the winner and the best knees are drawn bold and the rest faded, so 20 or 30
+  ladders still read (each keeps its colour and its legend entry, leaders first).
 - pareto.png marks the Pareto front (no other step has more goodput at a lower TTFT) and the winner's knee.
 """
 
@@ -20,6 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import ScalarFormatter  # noqa: E402
 
+from sweep.analysis.ladder_steps import ladder_phase  # noqa: E402
 from sweep.store import RunRecord  # noqa: E402
 from sweep.views.study import StudyContext  # noqa: E402
 
@@ -30,6 +34,30 @@ PALETTE = (*map(plt.get_cmap("tab10"), range(10)), *(plt.get_cmap("tab20b")(4 * 
            *map(plt.get_cmap("tab20"), range(1, 20, 2)))
 # black: tab10's red is a configuration's colour, and a bound drawn in it read as one more ladder
 SLA_STYLE: dict[str, Any] = {"color": "black", "linestyle": (0, (6, 3)), "linewidth": 1.6}
+
+
+LEADERS = 5  # the winner and the next best knees drawn bold; the others faded (when there are more)
+
+
+def leaders(ctx: StudyContext, ids: list[int]) -> list[int]:
+    """The configurations drawn bold: every one when there are at most LEADERS, else the winner first, then the
+    highest knee goodput, LEADERS in all."""
+    if len(ids) <= LEADERS:
+        return list(ids)
+    win = ctx.winner.id if ctx.winner is not None else None
+    ranked = sorted((i for i in ids if i in ctx.knees and i != win), key=lambda i: -ctx.knees[i].goodput_tps)
+    return ([win] if win in ids else []) + ranked[:LEADERS - (1 if win in ids else 0)]
+
+
+def knee_step(ctx: StudyContext, cid: int, runs: list[RunRecord]) -> RunRecord | None:
+    """The configuration's step at its knee (its knee's phase, a refine step counting as final), if drawn."""
+    knee = ctx.knees.get(cid)
+    if knee is None and ctx.winner is not None and ctx.winner.id == cid:
+        knee = ctx.winner.knee
+    if knee is None:
+        return None
+    at = [r for r in runs if r.concurrency == knee.concurrency]
+    return next((r for r in at if ladder_phase(r.phase) == knee.phase), at[0] if at else None)
 
 
 def style(i: int) -> dict[str, Any]:
@@ -91,13 +119,27 @@ def ladder_figure(ctx: StudyContext) -> Figure | None:
               ("peak_gpu_mem_mib", "peak GPU memory (GiB)", 1 / 1024, None)]
     fig, axes = plt.subplots(3, 3, figsize=(16, 12))
     steps = sorted({r.concurrency for runs in by_cfg.values() for r in runs})
+    ids = list(by_cfg)
+    bold = leaders(ctx, ids)
+    order = bold + [i for i in ids if i not in bold]  # leaders first: in the legend and on top
+    win = ctx.winner.id if ctx.winner is not None else None
     for ax, (col, title, scale, bound) in zip(axes.flat, panels, strict=False):
         drawn: list[float] = []
-        for i, (cid, runs) in enumerate(by_cfg.items()):
+        for cid in order:
+            runs, i, lead = by_cfg[cid], ids.index(cid), cid in bold
             ys = [v * scale if (v := r.number(col)) is not None else float("nan") for r in runs]
             drawn += ys
-            ax.plot([r.concurrency for r in runs], ys, "--" if runs[0].phase == "screen" else "-",
-                    label=_label(ctx, cid, runs), markersize=5, **style(i))
+            label = _label(ctx, cid, runs) + (" (winner)" if cid == win else "")
+            ax.plot([r.concurrency for r in runs], ys, "--" if runs[0].phase == "screen" else "-", label=label,
+                    markersize=5 if lead else 3, linewidth=2.2 if lead else 0.8, alpha=1.0 if lead else 0.3,
+                    zorder=3 if lead else 1, **style(i))
+            step = knee_step(ctx, cid, runs)
+            y = step.number(col) if step is not None else None
+            if step is not None and y is not None:  # the knee: a diamond in its colour, the winner's a gold star
+                ax.scatter([step.concurrency], [y * scale], marker="*" if cid == win else "D",
+                           s=260 if cid == win else (45 if lead else 18), color="gold" if cid == win else style(i)["color"],
+                           edgecolor="black", linewidth=0.8, alpha=1.0 if lead or cid == win else 0.4,
+                           zorder=6 if cid == win else 4)
         if bound is not None:
             ax.axhline(float(bound), label="SLA bound", **SLA_STYLE)
             if _log_when_wide([*drawn, float(bound)]):
@@ -109,6 +151,11 @@ def ladder_figure(ctx: StudyContext) -> Figure | None:
         ax.set_title(title)
         ax.set_xlabel("client concurrency")
     handles, labels = axes.flat[2].get_legend_handles_labels()  # the TTFT panel: every ladder and the bound
+    from matplotlib.lines import Line2D
+
+    handles += [Line2D([], [], marker="D", linestyle="", color="gray", markeredgecolor="black"),
+                Line2D([], [], marker="*", linestyle="", markersize=14, color="gold", markeredgecolor="black")]
+    labels += ["knee (each configuration)", "winner's knee"]
     fig.suptitle(_title(ctx, ctx.study.name))
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.97), fontsize=8, frameon=False,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sweep.analysis.knee import ConfigKnee
+from sweep.store import RunRecord
 from sweep.views.study import StudyContext, StudyView
 
 CLIENT_BOUND_WHY = ("the load generator, not the server, may have limited these windows (client dispatch lag P99 "
@@ -38,23 +39,24 @@ def steps_table(ctx: StudyContext) -> list[str]:
              "Screening rows (phase `screen`) ran short windows and only rank configurations; the winner comes "
              "from `final` rows and the `refine` rows between them (bisection windows on the same server, profile section "
              "refine). Rows of an aborted attempt (orchestrator killed) are kept but never counted.", "",
-             "| config | phase | concurrency | throughput (tok/s) | goodput (tok/s) | TTFT P50 (s) | TTFT P99 (s) | "
+             "| config | phase | concurrency (soak: offered rate) | throughput (tok/s) | goodput (tok/s) | TTFT P50 (s) | TTFT P99 (s) | "
              "TPOT P50 (ms) | TPOT P99 (ms) | cache hit | preemptions | KV max | queue mean | peak GPU mem (GiB) | "
              "client-bound | SLA |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     aborted = {c.id for c in ctx.configs if c.status == "aborted"}
     bound = []
-    for r in sorted(ctx.runs, key=lambda r: (r.server_config_id, r.concurrency)):
+    for r in sorted(ctx.runs, key=lambda r: (r.server_config_id, r.phase == "soak", r.concurrency)):
         label = ctx.labels.get(r.server_config_id)
         phase = r.phase + (" (aborted attempt)" if r.server_config_id in aborted else "")
+        load = load_text(r)
         if r.status != "completed":
-            lines.append(f"| {label} | {phase} | {r.concurrency} | {r.status}: {cell(r.reason)} |"
+            lines.append(f"| {label} | {phase} | {load} | {r.status}: {cell(r.reason)} |"
                          + " |" * 12)
             continue
         if r.get("client_bound"):
-            bound.append(f"{label} at c={r.concurrency} ({phase})")
+            bound.append(f"{label} at {'c=' + load if load.isdigit() else load} ({phase})")
         lines.append(
-            f"| {label} | {phase} | {r.concurrency} | {fmt(r.get('output_tps'))} | "
+            f"| {label} | {phase} | {load} | {fmt(r.get('output_tps'))} | "
             f"{fmt(r.get('goodput_tps'))} | {fmt(r.get('ttft_p50_ms'), 2, 1e-3)} | {fmt(r.get('ttft_p99_ms'), 2, 1e-3)} | "
             f"{fmt(r.get('tpot_p50_ms'), 1)} | {fmt(r.get('tpot_p99_ms'), 1)} | {fmt(r.get('cache_hit_rate'), 0, 100)}% | "
             f"{fmt(r.get('retractions'))} | {fmt(r.get('kv_usage_max'), 2)} | {fmt(r.get('queue_len_mean'), 1)} | "
@@ -64,6 +66,14 @@ def steps_table(ctx: StudyContext) -> list[str]:
     if bound:
         lines += [f"> **Client-bound**: {', '.join(bound)}. {CLIENT_BOUND_WHY[0].upper()}{CLIENT_BOUND_WHY[1:]}.", ""]
     return lines
+
+
+def load_text(run: RunRecord) -> str:
+    """A window's load for the concurrency column: its client concurrency, or, for an open-loop window (the soak's
+    Poisson arrivals, a rate ladder), the rate it was offered: its concurrency is only the in-flight cap."""
+    if run.offered_rps is not None:
+        return f"{run.offered_rps:,.2f} req/s"
+    return f"≤ {run.concurrency} in flight" if run.phase == "soak" else str(run.concurrency)
 
 
 def ci_text(knee: ConfigKnee) -> str:
@@ -87,7 +97,7 @@ def configs_table(ctx: StudyContext, view: StudyView) -> list[str]:
     boundary, why the ladder stopped."""
     by_rate = any(k.boundary_unit == "req/s" for k in ctx.knees.values())
     lines = ["## Configurations", "",
-             "| config | status | phase | knee concurrency | knee goodput (tok/s) | 95% CI | "
+             "| config | status | phase | knee concurrency | knee goodput (tok/s) | 95% CI (tok/s) | "
              f"SLA boundary {'req/s' if by_rate else 'c'} (95% CI), shape | why the ladder stopped |",
              "|---|---|---|---|---|---|---|---|"]
     for c in ctx.configs:

@@ -74,7 +74,7 @@ def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView) -> list[str
     knee, labels = winner.knee, ctx.labels
     lines = ["## Winner", "",
              f"**{labels.get(winner.id)}**: knee at concurrency {knee.concurrency}, goodput "
-             f"{fmt(knee.goodput_tps)} output tok/s inside the SLA (95% CI {ci_text(knee)}, knee re-chosen in "
+             f"{fmt(knee.goodput_tps)} output tok/s inside the SLA (95% CI {ci_text(knee)} output tok/s, knee re-chosen in "
              "every bootstrap resample)" + (" (simulated)." if study.simulated else "."), ""]
     if winner.screen_only:
         lines += ["> Screening only: no final (long-window) ladder ran, so this winner rests on short windows.", ""]
@@ -83,7 +83,7 @@ def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView) -> list[str
                   f"concurrency may do better. Extend the ladder past {knee.concurrency} before trusting this knee.", ""]
     if view.ties:
         tied = ", ".join(f"{labels.get(cid)} ({fmt(ctx.knees[cid].goodput_tps)} tok/s, CI "
-                         f"{ci_text(ctx.knees[cid])})" for cid in view.ties)
+                         f"{ci_text(ctx.knees[cid])} tok/s)" for cid in view.ties)
         lines += [f"> **Ties**: {tied}: each 95% CI overlaps the winner's, so these data do not rank "
                   f"{'it' if len(view.ties) == 1 else 'them'} below the winner.", ""]
     knee_run = next((r for r in ctx.runs if r.server_config_id == winner.id and r.status == "completed"

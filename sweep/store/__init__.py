@@ -12,20 +12,23 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import cast
 
-from alembic import command
 from sqlalchemy import (
     ColumnElement,
     Connection,
     Insert,
+    String,
     Table,
     Update,
     case,
+    column,
     delete,
     func,
     insert,
+    inspect,
     make_url,
     or_,
     select,
+    table,
     true,
     update,
 )
@@ -34,7 +37,7 @@ from sweep.analysis.run_stats import RunStats
 from sweep.core.errors import Fenced, StoreError
 from sweep.core.types import Placement, RequestRecord, Sample, ServerConfig
 from sweep.store import queries as q
-from sweep.store.engine import alembic_config, make_engine, serialize_sqlite
+from sweep.store.engine import alembic_config, make_engine, packaged_revisions, serialize_sqlite
 from sweep.store.errors import DatabaseError, database_error, map_errors
 from sweep.store.models import STAT_COLUMNS, VERSION_TABLE, runs_table
 from sweep.store.queries import RequestTokens, UnknownColumnError
@@ -73,10 +76,15 @@ def _new_id(conn: Connection, stmt: Insert) -> int:
 
 
 def schema_revision(conn: Connection) -> str | None:
-    """The schema revision stored in the database on `conn` (None: no sweep schema in it yet)."""
-    from alembic.runtime.migration import MigrationContext
-
-    return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
+    """The schema revision stored in the database on `conn` (None: no sweep schema in it yet), read with one query
+    of sweep's version table (what Alembic's MigrationContext reads, without loading Alembic)."""
+    if not inspect(conn).has_table(VERSION_TABLE):
+        return None
+    version = column("version_num", String)
+    revs = [str(r) for r in conn.execute(select(version).select_from(table(VERSION_TABLE))).scalars()]
+    if len(revs) > 1:
+        raise StoreError(f"the database has {len(revs)} schema revisions ({', '.join(revs)}): not a sweep database")
+    return revs[0] if revs else None
 
 
 def _sqlite_file(url: str) -> str | None:
@@ -150,6 +158,8 @@ class Store(StoreReads):
 
     def _migrate(self) -> None:
         """Upgrade to head inside one transaction; concurrent openers wait on a lock and then find nothing to do."""
+        from alembic import command
+
         cfg = alembic_config()
         with self.engine.connect() as conn:
             conn = conn.execution_options(sqlite_begin="IMMEDIATE")
@@ -167,9 +177,7 @@ class Store(StoreReads):
 
     def _check_revision(self) -> None:
         """Refuse a database whose schema revision is not this sweep's head (read-only opens: nothing migrates)."""
-        from alembic.script import ScriptDirectory
-
-        head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+        head, known = packaged_revisions()
         with self.engine.connect() as conn:
             current = self.opened_at = schema_revision(conn)
         if current == head:
@@ -177,7 +185,6 @@ class Store(StoreReads):
         where = self._path or self._shown
         if current is None:
             raise StoreError(f"{where} is not a sweep results database (no schema revision in it)")
-        known = {s.revision for s in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
         if current not in known:
             raise StoreError(f"{where} was written by a newer sweep (schema revision {current}; this one reads "
                              f"{head}): use that sweep, or upgrade this one")

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from alembic.util.exc import CommandError
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 
 from sweep.core.errors import StoreError
@@ -27,13 +27,21 @@ ERRORS: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str],
     (IntegrityError, "constraint"),  # a unique or foreign key violated
     (OperationalError, "operational"),  # locked, disk full, read-only, unreachable server, bad credentials
     (SQLAlchemyError, "database"),  # any other failure of SQLAlchemy or the driver
-    (CommandError, "migration"),  # Alembic cannot migrate (a database from a newer sweep)
 )
 # Only where the store itself opens the database: a path it cannot make, a driver not installed.
 OPENING: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...] = (
     (OSError, "file"),
     (ImportError, "driver"),
 )
+
+
+def _migration_errors() -> tuple[tuple[type[BaseException], str], ...]:
+    """Alembic cannot migrate (a database from a newer sweep): matched once Alembic is loaded, as it is wherever
+    it could raise; a reading command never imports it (its start-up stays short)."""
+    exc = sys.modules.get("alembic.util.exc")
+    return ((exc.CommandError, "migration"),) if exc is not None else ()
+
+
 _CHAIN_DEPTH = 4  # how far to follow __cause__/__context__ (Optuna wraps the SQLAlchemy error once or twice)
 
 
@@ -97,7 +105,7 @@ def database_error(exc: BaseException, what: str, opening: bool = False,
     """The DatabaseError `exc` is (`what` failed: its first line, or what happened in words where _in_words knows,
     `path` being the database file when it is one), or None when no exception in its chain is a database failure.
     An AssertionError Optuna raises while handling a storage error counts as that error."""
-    table = ERRORS + (OPENING if opening else ())
+    table = ERRORS + _migration_errors() + (OPENING if opening else ())
     seen: BaseException | None = exc
     for _ in range(_CHAIN_DEPTH):
         if seen is None or isinstance(seen, StoreError):

@@ -11,7 +11,6 @@ from typing import cast
 
 from sqlalchemy import Column, Connection, Executable, MetaData, Table, case, func, select
 
-from sweep.analysis import measure
 from sweep.analysis.run_stats import RunStats
 from sweep.core.errors import StoreError
 from sweep.core.types import RequestRecord, Sample
@@ -151,6 +150,8 @@ def _ms(value: float | None) -> float | None:
 
 def request_rows(run_id: int, records: Iterable[RequestRecord], window_start: float) -> list[dict[str, object]]:
     """One requests row per record; latencies as measure defines them, times relative to window_start."""
+    from sweep.analysis import measure  # numpy and the profile: the write path only, not a reading command
+
     return [{
         "run_id": run_id, "idx": int(r.index), "warmup": bool(r.warmup), "modality": r.modality,
         "scheduled_at": float(r.scheduled_at - window_start), "sent_at": float(r.sent_at - window_start),
@@ -190,6 +191,17 @@ def study_by_name(conn: Connection, name: str) -> StudyRecord | None:
     """The study row named `name`, or None."""
     row = _first(conn, select(studies_table).where(studies_table.c.name == name))
     return None if row is None else StudyRecord.from_row(row)
+
+
+def studies(conn: Connection, profile: str | None = None, fingerprint: str | None = None) -> list[StudyRecord]:
+    """The studies of one profile name and/or one workload fingerprint (every study with neither), oldest first."""
+    t = studies_table.c
+    stmt = select(studies_table).order_by(t.created_at, t.id)
+    if profile is not None:
+        stmt = stmt.where(t.profile_name == profile)
+    if fingerprint is not None:
+        stmt = stmt.where(t.fingerprint == fingerprint)
+    return [StudyRecord.from_row(r) for r in _rows(conn, stmt)]
 
 
 def latest_study(conn: Connection) -> StudyRecord | None:

@@ -104,6 +104,11 @@ class StoreReads:
         with self._read(f"read reference runs of study {study_id}") as conn:
             return q.reference_runs(conn, study_id)
 
+    def studies(self, profile: str | None = None, fingerprint: str | None = None) -> list[StudyRecord]:
+        """The studies of one profile name and/or workload fingerprint, oldest first (`sweep history`)."""
+        with self._read("list studies") as conn:
+            return q.studies(conn, profile, fingerprint)
+
     def environment(self, study_id: int) -> dict[str, object] | None:
         """Where a study ran (latest record), extra fields merged in."""
         with self._read(f"read environment of study {study_id}") as conn:

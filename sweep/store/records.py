@@ -12,13 +12,17 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.run_stats import COLUMNS as STAT_COLUMNS
 from sweep.analysis.run_stats import RunStats
-from sweep.analysis.tiers import StoredRequest
 from sweep.core.types import Placement, ServerConfig
+
+if TYPE_CHECKING:
+    from sweep.analysis.tiers import (
+        StoredRequest,  # numpy and the profile: imported where a request is judged
+    )
 
 _PLACEMENT = tuple(f.name for f in fields(Placement))
 
@@ -350,6 +354,8 @@ class StoredRequestRow(Record):
 
     def judged(self) -> StoredRequest:
         """What an SLA tier and the boundary estimate read of this request."""
+        from sweep.analysis.tiers import StoredRequest
+
         return StoredRequest(self.scheduled_at, self.warmup, self.error is not None, self.e2e_ms is not None,
                              self.ttft_ms, self.tpot_ms, self.e2e_ms, self.output_tokens)
 

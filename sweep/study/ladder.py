@@ -276,7 +276,8 @@ class LadderRunner:
         for i, concurrency in enumerate(ladder):
             interrupt.check()  # a stop signal whose KeyboardInterrupt was swallowed still stops before the next step
             arrival = climb.arrival or self.profile.step_arrival(concurrency)
-            offered = offered_rate(self.profile, arrival) if climb.judge is None else None
+            offered = (offered_rate(self.profile, arrival) if climb.judge is None else
+                       float(arrival.rate) if phase == "soak" and isinstance(arrival, RateArrival) else None)
             run_id = self.store.create_run(self.study_id, config_id, concurrency, fingerprint,
                                            handle.simulated, self.driver_name, phase=phase, placement=self.placement,
                                            offered_rps=offered)

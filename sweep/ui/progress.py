@@ -33,14 +33,11 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from sweep.analysis.measure import client_bound_reasons
-from sweep.analysis.run_stats import RunStats
-from sweep.profile import Profile
-from sweep.views.plan import study_plan
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the measuring commands load these; a reading command imports this module for its console
     from sweep.analysis.ladder_steps import LadderStep
+    from sweep.analysis.run_stats import RunStats
     from sweep.core.types import ServerConfig
+    from sweep.profile import Profile
     from sweep.study.ladder import LadderOutcome, StepStart
     from sweep.study.launch import ServerEvent
 
@@ -136,6 +133,7 @@ class StudyProgress:
         self.sla = prof.sla
         self.live = enabled and self.console.is_terminal
         from sweep.profile.phases import ladder_windows, phase_seconds
+        from sweep.views.plan import study_plan
 
         # a final ladder may run refine.max_steps refinement windows beyond its steps
         self.per_configs = {phase: ladder_windows(prof, phase) for phase in ("screen", "final")}
@@ -223,6 +221,8 @@ class StudyProgress:
         if phase != "soak":
             self.done_in_config += 1
         self._show_study()
+        from sweep.analysis.measure import client_bound_reasons
+
         client_why = client_bound_reasons(step.stats.client, self.sla) if step.stats.client_bound else ()
         lines = result_lines(phase, config.label(), concurrency, step.stats, self.console.width, self.worker,
                              self.percentiles, client_why)

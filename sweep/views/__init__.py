@@ -11,6 +11,7 @@ __getattr__, __dir__, __all__ = lazy(__name__, {
     "sweep.views.plan": ("study_plan",),
     "sweep.views.read_model": ("ConfigFailure", "StudyReadModel", "WinnerDecision", "read_study"),
     "sweep.views.steps": ("measured_steps",),
-    "sweep.views.study": ("StudyContext", "StudyView", "TrialPoint", "modality_stats", "tied_with"),
+    "sweep.views.history": ("History", "HistoryPoint", "study_history"),
+    "sweep.views.study": ("StudyContext", "StudyView", "modality_stats", "tied_with"),
     "sweep.views.workers": ("activity", "with_worker_labels", "worker_labels"),
 })

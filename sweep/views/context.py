@@ -1,4 +1,4 @@
-"""Everything a report needs about one study, read back from the store alone: knees, winner, view, history."""
+"""Everything a report needs about one study, read back from the store alone: knees, winner, view."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 from sweep.analysis.sessions import SessionStats, session_stats
 from sweep.profile import Search, Soak
-from sweep.store import RunRecord, Store, StudyRecord
+from sweep.store import RunRecord, Store
 from sweep.views.read_model import ConfigFailure, config_failures_of, read_study, stored_profile
-from sweep.views.study import StudyContext, TrialPoint, build_view
+from sweep.views.study import StudyContext, build_view
 
-__all__ = ["ConfigFailure", "config_failures", "optuna_history", "session_windows", "soak_verdicts", "stored_profile", "study_context"]
+__all__ = ["ConfigFailure", "config_failures", "session_windows", "soak_verdicts", "stored_profile", "study_context"]
 
 if TYPE_CHECKING:
     from sweep.analysis.soak import SoakVerdict
@@ -24,7 +24,7 @@ def config_failures(store: Store, study_id: int) -> tuple[list[ConfigFailure], b
 
 def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False) -> StudyContext:
     """Everything a report needs about one study, from the store alone: the read model (read_study, whose winner
-    decision the live page and the terminal show too) and what only the report reads (history, soak verdicts,
+    decision the live page and the terminal show too) and what only the report reads (soak verdicts,
     reference rows, histograms, per-modality view).
 
     A study measured on several GPU models has no single winner (each hardware group has its own) unless
@@ -36,7 +36,7 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
     return StudyContext(
         study=model.study, configs=model.configs, runs=model.runs, env=model.env, profile_raw=model.profile_raw,
         profile=prof, labels=model.labels, knees=model.knees, winner=d.winner, hardware=d.hardware,
-        decision=d, trials=optuna_history(model.study, store.url),
+        decision=d,
         soak_verdicts=soak_verdicts(store, model.runs, prof.soak if prof is not None else Soak()),
         reference_runs=store.reference_runs(study_id), histograms=store.window_histograms(study_id),
         view=build_view(store.requests_for_run, model.configs, model.runs, model.knees, d.winner, d.pool,
@@ -61,19 +61,3 @@ def soak_verdicts(store: Store, runs: Sequence[RunRecord], soak: Soak) -> dict[i
 
     return {r.id: judge(store.samples_for_run(r.id), soak, r.stats.sla_failures if r.stats else None) for r in runs
             if r.phase == "soak" and r.status == "completed"}
-
-
-def optuna_history(study: StudyRecord, url: str) -> list[TrialPoint]:
-    """(number, state, value, feasible) of the study's Optuna trials, for the history plot; [] without one."""
-    import optuna
-
-    name = study.optuna_study_name
-    if not name:
-        return []
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        st = optuna.load_study(study_name=name, storage=url)
-    except Exception:  # noqa: BLE001 - no Optuna study under that name (e.g. a report of a foreign DB)
-        return []
-    return [TrialPoint(t.number, t.state.name, t.value, bool(t.user_attrs.get("feasible")),
-                       str(t.user_attrs.get("phase", "final"))) for t in st.get_trials(deepcopy=False)]

@@ -25,7 +25,7 @@ from sweep.analysis.ladder_steps import LadderStep, ladder_knee
 from sweep.analysis.winner import HardwareRanking, Winner, pick_winner, rank_by_hardware
 from sweep.core.errors import PREDICTED_INFEASIBLE, SweepError
 from sweep.profile import Profile, Search
-from sweep.store import ConfigRecord, RunRecord, Store, StudyRecord
+from sweep.store import ConfigRecord, RunRecord, Store, StudyRecord, WinnerRecord
 from sweep.views.contract import ContractInput, missing_fields
 from sweep.views.steps import config_missing
 
@@ -188,6 +188,26 @@ def stored_profile(profile_json: str) -> Profile | None:
         return None
 
 
+def with_stored_winner(decision: WinnerDecision, stored: Sequence[WinnerRecord], configs: Sequence[ConfigRecord],
+                       knees: Mapping[int, ConfigKnee]) -> WinnerDecision:
+    """The decision naming the study's stored winner (study_winners' primary row, written when the study ended)
+    where one is stored: the report, the live page and the terminal read the one fact `sweep show` reads, even
+    where the rule, run again on the same rows by another version of sweep, would pick another configuration. A
+    study still running (no row), or a stored configuration with no knee in these rows, keeps the rule's decision."""
+    row = next((w for w in stored if w.is_primary), None)
+    if row is None or row.server_config_id is None or decision.winner is None:
+        return decision
+    cid = row.server_config_id
+    if cid == decision.winner.id or cid not in knees:
+        return decision
+    config = next((c for c in configs if c.id == cid), None)
+    if config is None:
+        return decision
+    knee = knees[cid]
+    pool = {**decision.pool, cid: knee}
+    return replace(decision, winner=Winner(cid, config.config, knee, knee.phase == "screen"), pool=pool)
+
+
 @dataclass(frozen=True)
 class StudyReadModel:
     """One study as read back from the store: rows, knees, failures and the winner decision."""
@@ -223,6 +243,8 @@ def read_study(store: Store, study_id: int, rank_mixed_hardware: bool = False) -
     search = prof.search if prof is not None else Search()
     knees = config_knees(configs, runs, search.flatten_threshold)
     decision = decide_winner(configs, runs, knees, env, profile_raw, rank_mixed_hardware)
+    if not rank_mixed_hardware:  # the stored fact, where the study has ended; --rank-mixed-hardware asks anew
+        decision = with_stored_winner(decision, store.study_winners(study_id), configs, knees)
     failures, measured = config_failures_of(configs, runs)
     return StudyReadModel(study, configs, runs, env, profile_raw, prof,
                           {c.id: c.label() for c in configs}, knees, decision,

@@ -132,17 +132,6 @@ def build_view(requests_for_run: Callable[[int], Sequence[StoredRequestRow]], co
 
 
 @dataclass(frozen=True)
-class TrialPoint:
-    """One Optuna trial of the study, for the history plot."""
-
-    number: int
-    state: str  # optuna TrialState name: COMPLETE, PRUNED, FAIL, RUNNING, WAITING
-    value: float | None
-    feasible: bool
-    phase: str  # screen or final
-
-
-@dataclass(frozen=True)
 class StudyContext:
     """Everything a report needs about one study, read back from the store (its records, sweep/store/records.py)."""
 
@@ -157,7 +146,6 @@ class StudyContext:
     winner: Winner | None = None  # None: nothing passed, or knees on several GPU models (see hardware)
     hardware: HardwareRanking | None = None
     decision: WinnerDecision | None = None  # the read model's winner decision (winner and hardware come from it)
-    trials: list[TrialPoint] = field(default_factory=list)
     soak_verdicts: dict[int, SoakVerdict] = field(default_factory=dict)  # soak run id -> its verdict
     reference_runs: list[RunRecord] = field(default_factory=list)
     histograms: dict[int, dict[str, list[tuple[float, float]]]] = field(default_factory=dict)  # run id -> metric

@@ -98,7 +98,7 @@ function render(s) {
   $("winner").className = w ? "" : "muted";
   $("winner").textContent = w
     ? `${w.config} (${w.phase}) at concurrency ${w.concurrency}: goodput ${fmt(w.goodput_tps)} output tok/s` +
-      (w.ci_low === null ? "" : `, 95% CI ${fmt(w.ci_low)}–${fmt(w.ci_high)}`) + ` — ${w.reason}`
+      (w.ci_low === null ? "" : `, 95% CI ${fmt(w.ci_low)}–${fmt(w.ci_high)} output tok/s`) + ` — ${w.reason}`
     : (s.no_winner ? `${s.no_winner}${s.status === "running" ? " (yet)" : ""}` : "no configuration has passed the SLA yet");
   $("h-ttft").textContent = `TTFT p${s.sla.ttft_percentile} ms`;
   $("h-tpot").textContent = `TPOT p${s.sla.tpot_percentile} ms`;
