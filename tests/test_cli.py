@@ -71,7 +71,7 @@ def _table_rows(text: str) -> list[list[str]]:
 
 
 def test_runs_fits_80_columns_and_never_cuts_a_number(smoke_db: Path) -> None:
-    rows = json.loads(sweep("runs", "--db", str(smoke_db), "--format", "json", cwd=smoke_db.parent).stdout)
+    rows = json.loads(sweep("runs", "--db", str(smoke_db), "--format", "json", cwd=smoke_db.parent).stdout)["runs"]
     proc = sweep("runs", "--db", str(smoke_db), cwd=smoke_db.parent, columns=80)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -93,7 +93,7 @@ def test_runs_in_a_narrow_terminal_leaves_columns_out_and_says_which(smoke_db: P
     assert all(len(ln) <= 40 for ln in proc.stdout.splitlines()) and "…" not in proc.stdout
     assert re.search(r"\d+ column\(s\) left out to fit 40 columns: .*passes_sla", proc.stderr), proc.stderr
     goodputs = {f"{r['goodput_tps']:.4g}" for r in json.loads(
-        sweep("runs", "--db", str(smoke_db), "--format", "json", cwd=smoke_db.parent).stdout)}
+        sweep("runs", "--db", str(smoke_db), "--format", "json", cwd=smoke_db.parent).stdout)["runs"]}
     assert goodputs <= set(proc.stdout.split())  # the label wraps between words; the numbers stay whole
 
 
