@@ -29,14 +29,20 @@ def test_input_rows_per_modality_by_hand() -> None:
     assert image.sent_prompt is not None and image.sent_prompt.p99 == pytest.approx(798)  # numpy's linear P99
 
 
-def test_cache_lines_flag_a_gap_over_ten_points() -> None:
-    runs = [RunRecord.from_row({"id": c, "status": "completed", "server_config_id": 1, "concurrency": c, "phase": "final",
-                                "cache_hit_rate": hit, "cache_hit_rate_predicted": 0.11})
-            for c, hit in ((2, 0.12), (4, 0.59))]
+def test_cache_lines_flag_above_the_perfect_bound_or_far_below_the_capped_one() -> None:
+    rows_in = ((2, 0.12, 0.11, 0.11),  # within 2 points of the perfect bound: fine
+               (4, 0.59, 0.11, 0.11),  # above the perfect bound: the server hit what was never sent twice
+               (8, 0.50, 0.90, 0.62),  # 12 points below a cache of the pool's size
+               (16, 0.57, 0.89, 0.61))  # 4 below the capped, far below the perfect: eviction, as predicted
+    runs = [RunRecord.from_row({"id": c, "status": "completed", "server_config_id": 1, "concurrency": c,
+                                "phase": "final", "cache_hit_rate": hit, "cache_hit_rate_predicted": perfect,
+                                "cache_hit_rate_capped": capped}) for c, hit, perfect, capped in rows_in]
     lines = cache_lines(StudyContext(runs=runs, labels={1: "mrr=8"}, profile_raw={"window": {}, "workload": {}}))
     rows = [ln for ln in lines if ln.startswith("| mrr=8")]
-    assert "⚠" not in rows[0] and "+1 |" in rows[0]
-    assert "⚠" in rows[1] and "+48" in rows[1]
+    assert "⚠" not in rows[0] and "| 12% | 11% | 11% |" in rows[0]
+    assert "⚠ above the perfect-cache bound by 48 points" in rows[1]
+    assert "⚠ 12 points below a cache of the KV pool's size" in rows[2]
+    assert "⚠" not in rows[3]
 
 
 def test_a_study_report_shows_sent_and_counted_inputs_and_predicted_hits(tmp_path: Path) -> None:
