@@ -198,3 +198,87 @@ def test_a_sessions_study_reports_turns_and_its_cache_prediction_raises_no_false
         assert ("## Sessions (multi-turn)" in md) == (name == "sessions")
         if name == "sessions":
             assert all(m > 0.5 for m, _, _ in rows), rows  # later turns hit the conversation
+
+
+def test_session_time_is_judged_only_on_completed_sessions_ending_in_the_window() -> None:
+    from sweep.analysis.measure import session_times_s
+
+    rows = [  # (session, turn, session_turns, warmup, failed, sent s, finished s)
+        (1, 1, 2, True, False, 0.0, 1.0), (1, 2, 2, False, False, 2.0, 3.5),  # began in the warm-up: 3.5 s
+        (2, 1, 2, False, False, 1.0, 2.0), (2, 2, 2, False, True, 3.0, None),  # failed: not completed
+        (3, 1, None, False, False, 1.0, 2.0),  # cut off by the window
+        (4, 1, 1, True, False, 0.0, 0.5),  # ended inside the warm-up
+        (5, None, None, False, False, 0.0, 1.0),  # not a session
+    ]
+    assert session_times_s(rows) == [3.5]
+
+
+def test_an_sla_on_session_time_fails_a_step_and_a_tier_rejudges_it_alike() -> None:
+    from sweep.analysis.measure import compute_stats
+    from sweep.analysis.tiers import judge_stats
+    from sweep.profile import SLA
+    from sweep.store.queries import request_rows
+
+    w = _workload(turns={"kind": "fixed", "value": 3})
+    launcher = VirtualLauncher("H200")
+    h = launcher.start(ServerConfig(max_running_requests=64))
+    try:
+        res = VirtualDriver().run_window(h, SessionStream(w), 8, Window(warmup_requests=8, measure_seconds=30.0,
+                                                                         drain_seconds=30.0))
+    finally:
+        launcher.stop(h)
+    loose, tight = SLA(session_s=600), SLA(session_s=0.05)
+    assert compute_stats(res, loose, bootstrap=0).passes_sla
+    stats = compute_stats(res, tight, bootstrap=0)
+    assert not stats.passes_sla and "session P90" in stats.sla_failures, stats.sla_failures
+    stored = [StoredRequestRow.from_row(row).judged() for row in request_rows(1, res.records, res.window_start)]
+    base = compute_stats(res, loose, bootstrap=0)
+    assert not judge_stats(base, stored, tight, bootstrap=0).passes_sla
+    assert judge_stats(base, stored, loose, bootstrap=0).passes_sla
+
+
+def test_images_stay_in_the_conversation_on_the_vl_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A multimodal session over the chat API against the simulated Qwen2.5-VL shape: a turn's images are sent
+    again with every later turn (as chat clients keep them), and the server counts them in each prompt."""
+    sent: list[dict[str, object]] = []
+    real = worker.Pool.stream
+
+    async def recording(self: worker.Pool, path: str, body: dict[str, object], sink: object) -> None:
+        sent.append(body)
+        await real(self, path, body, sink)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(worker.Pool, "stream", recording)
+    w = Workload.model_validate({
+        "seed": 3, "mix": {"text": 0.5, "image": 0.5}, "prompt_len": {"kind": "fixed", "value": 40},
+        "output_len": {"kind": "fixed", "value": 8}, "media": {"image_width": 112, "image_height": 112},
+        "sessions": {"turns": {"kind": "fixed", "value": 3}, "followup_len": {"kind": "fixed", "value": 10}}})
+    with sim_server("--model-path", str(ROOT / "models" / "qwen2.5-vl-7b-shape")) as url:
+        h = ServerHandle(config=ServerConfig(), url=url, simulated=True)
+        res = HttpDriver(api="chat").run_window(h, SessionStream(w), 2, Window(warmup_requests=0, measure_seconds=3.0,
+                                                                               drain_seconds=20.0))
+
+    def images(body: dict[str, object]) -> list[str]:
+        msgs = body["messages"]
+        assert isinstance(msgs, list)
+        return [p["image_url"]["url"] for m in msgs if isinstance(m["content"], list) for p in m["content"]
+                if p.get("type") == "image_url"]
+
+    assert all(r.error is None for r in res.records), [r.error for r in res.records]
+    with_images = [b for b in sent if images(b)]
+    assert with_images
+    for body in sent:  # every image of an earlier user message is in this body, in order
+        msgs = body["messages"]
+        assert isinstance(msgs, list)
+        users = [m for m in msgs if m["role"] == "user"]
+        assert len(users) == sum(1 for m in msgs if m["role"] == "assistant") + 1
+    by_session = _records_by_session(res.records)
+    grew = 0
+    for recs in by_session.values():
+        kinds = [r.modality for r in recs]
+        if "image" in kinds:
+            first = kinds.index("image")
+            assert all(k == "image" for k in kinds[first:])  # once an image is in, the conversation carries it
+            grew += 1
+        for a, b in zip(recs, recs[1:], strict=False):
+            assert b.prompt_tokens > a.prompt_tokens + a.output_tokens  # the server counted the whole history
+    assert grew > 0

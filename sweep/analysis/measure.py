@@ -48,7 +48,7 @@ Conventions (README.md, "Definitions", points here):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -226,6 +226,35 @@ def _half_drift(recs: list[RequestRecord], start: float, end: float) -> float | 
     return max(rel_diff(done[0], done[1]), rel_diff(p50s[0], p50s[1]))
 
 
+# One request of a session as the session time reads it: (session, turn, session_turns, warmup, failed, sent s,
+# finished s or None). session_turns is set on every request of a session that ended (its last turn, or
+# max_context), None on one the window cut off.
+SessionTurn = tuple[int, int | None, int | None, bool, bool, float, float | None]
+
+
+def session_times_s(rows: Iterable[SessionTurn]) -> list[float]:
+    """Session time: seconds from a session's first send to the end of its last reply, for every session that
+    completed (every request has session_turns, none failed or is unfinished) and whose last turn is measured (not
+    warm-up); a session that began in the warm-up counts when it ends in the window."""
+    by: dict[int, list[SessionTurn]] = {}
+    for row in rows:
+        if row[1] is not None:
+            by.setdefault(row[0], []).append(row)
+    out = []
+    for reqs in by.values():
+        last = reqs[0][2]
+        if last is None or any(r[2] != last or r[4] or r[6] is None for r in reqs):
+            continue
+        if all(not r[3] for r in reqs if r[1] == last):
+            out.append(max(r[6] or 0.0 for r in reqs) - min(r[5] for r in reqs))
+    return out
+
+
+def record_turn(r: RequestRecord) -> SessionTurn:
+    """A driver's record as the session time reads it."""
+    return (r.index, r.turn, r.session_turns, r.warmup, r.error is not None, r.sent_at, r.finished_at)
+
+
 def _sla_failures(
     sla: SLA,
     ttfts: list[float],
@@ -236,6 +265,7 @@ def _sla_failures(
     aborted: str | None,
     n_started: int | None = None,
     min_requests: int = DEFAULT_MIN_REQUESTS,
+    sessions_s: list[float] | None = None,
 ) -> list[str]:
     """Which of the step's SLA bounds fail, as short human phrases; a step that sent fewer than min_requests
     requests in its window (n_started) fails too: its percentiles are noise, so no knee is named from it."""
@@ -256,6 +286,10 @@ def _sla_failures(
         v = percentile(values, q)
         if v is not None and v > limit:
             fails.append(f"{label} P{q:g} {v:.0f} ms > {limit:g} ms")
+    if sla.session_s is not None and sessions_s:
+        v = percentile(sessions_s, sla.session_percentile)
+        if v is not None and v > sla.session_s:
+            fails.append(f"session P{sla.session_percentile:g} {v:.1f} s > {sla.session_s:g} s")
     if error_rate is not None and error_rate > sla.max_error_rate:
         fails.append(f"errors {error_rate:.1%} > {sla.max_error_rate:.1%}")
     return fails
@@ -340,7 +374,9 @@ def compute_stats(result: WindowResult, sla: SLA, *, min_requests: int = DEFAULT
     client = client_stats(result.client, start, end)
     out["client_bound"] = is_client_bound(client, sla)
 
-    fails = _sla_failures(sla, ttfts, tpots, e2es, error_rate, n_completed, result.aborted, n_started, min_requests)
+    sessions_s = session_times_s(record_turn(r) for r in result.records) if sla.session_s is not None else None
+    fails = _sla_failures(sla, ttfts, tpots, e2es, error_rate, n_completed, result.aborted, n_started, min_requests,
+                          sessions_s)
     out["passes_sla"] = not fails
     out["sla_failures"] = "; ".join(fails)
     out["window_s"] = window_s

@@ -7,8 +7,8 @@ Of a window's measured rows (not warm-up):
     sum(cached_tokens) / sum(prompt_tokens) — turn 1 against later turns is where the prefix cache shows;
   - sessions completed: sessions whose every row has session_turns set, none failed, and whose last turn's rows
     are measured (a session that began in the warm-up counts when it ends in the window);
-  - turns per completed session (mean) and session time P50/P90: from the first turn's send to the last reply's end,
-    over completed sessions.
+  - turns per completed session (mean) and session time P50/P90 (sweep.analysis.measure.session_times_s, the
+    definition the optional sla.session_s bound judges): from the first turn's send to the last reply's end.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from sweep.analysis.measure import percentile
+from sweep.analysis.measure import percentile, session_times_s
 
 
 class TurnRow(Protocol):
@@ -86,7 +86,8 @@ def session_stats(rows: Iterable[TurnRow]) -> SessionStats | None:
         sessions[r.idx].append(r)
     done = [s for s in sessions.values() if _completed(s)]
     lengths = [float(s[0].session_turns or 0) for s in done]
-    times = [_duration(s) for s in done]
+    times = session_times_s((r.idx, r.turn, r.session_turns, r.warmup, r.error is not None, r.sent_at,
+                             r.sent_at + r.e2e_ms / 1000 if r.e2e_ms is not None else None) for r in rows)
     return SessionStats(len(done), sum(lengths) / len(lengths) if lengths else None,
                         percentile(times, 50), percentile(times, 90), turns)
 
@@ -103,8 +104,3 @@ def _completed(rows: Sequence[TurnRow]) -> bool:
     if last is None or any(r.session_turns != last or r.error is not None for r in rows):
         return False
     return all(not r.warmup for r in rows if r.turn == last)
-
-
-def _duration(rows: Sequence[TurnRow]) -> float:
-    start = min(r.sent_at for r in rows)
-    return max(r.sent_at + (r.e2e_ms or 0.0) / 1000 for r in rows) - start

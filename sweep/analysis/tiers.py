@@ -34,6 +34,7 @@ from sweep.analysis.measure import (
     _bootstrap_ci,
     _sla_failures,
     ratio,
+    session_times_s,
     wilson_interval,
 )
 from sweep.analysis.run_stats import RunStats
@@ -53,6 +54,7 @@ class StoredRequest:
     tpot_ms: float | None
     e2e_ms: float | None
     output_tokens: int
+    session: tuple[int, int | None, int | None] = (0, None, None)  # sessions: (idx, turn, session_turns)
 
     @property
     def ok(self) -> bool:
@@ -84,10 +86,14 @@ def judge_stats(stats: RunStats, requests: Sequence[StoredRequest], sla: SLA, *,
     ok = [r for r in recs if r.ok]
     meeting = [r for r in recs if meets(r, sla)]
     error_rate = ratio(sum(1 for r in recs if r.error), len(recs))
+    sessions_s = session_times_s(
+        (r.session[0], r.session[1], r.session[2], r.warmup, r.error, r.scheduled_at,
+         r.scheduled_at + r.e2e_ms / 1000 if r.e2e_ms is not None else None) for r in requests
+    ) if sla.session_s is not None else None
     fails = _sla_failures(sla, [r.ttft_ms for r in ok if r.ttft_ms is not None],
                           [r.tpot_ms for r in ok if r.tpot_ms is not None],
                           [r.e2e_ms for r in ok if r.e2e_ms is not None], error_rate, len(ok), None,
-                          len(recs), min_requests)
+                          len(recs), min_requests, sessions_s)
     tokens = sum(r.output_tokens for r in recs)
     share = ratio(sum(r.output_tokens for r in meeting), tokens)
     base = None if primary is None else ratio(sum(r.output_tokens for r in recs if meets(r, primary)), tokens)

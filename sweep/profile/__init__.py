@@ -98,6 +98,11 @@ class SLA(_Strict):
         description="the end-to-end percentile a step must keep under e2e_ms")
     max_error_rate: float = Field(0.01, ge=0, le=1,
         description="largest share of failed requests a passing step may have")
+    session_s: float | None = Field(None, gt=0, le=DAY_S, description=(
+        "sessions (workload.sessions): optional bound on the time of a whole conversation, first send to last "
+        "reply, seconds (none: not judged; every turn is still held to the TTFT and TPOT bounds)"))
+    session_percentile: float = Field(90, gt=0, le=100,
+        description="the session-time percentile a step must keep under session_s (completed sessions)")
 
 
 class Tier(SLA):

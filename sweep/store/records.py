@@ -357,5 +357,6 @@ class StoredRequestRow(Record):
         from sweep.analysis.tiers import StoredRequest
 
         return StoredRequest(self.scheduled_at, self.warmup, self.error is not None, self.e2e_ms is not None,
-                             self.ttft_ms, self.tpot_ms, self.e2e_ms, self.output_tokens)
+                             self.ttft_ms, self.tpot_ms, self.e2e_ms, self.output_tokens,
+                             (self.idx, self.turn, self.session_turns))
 
