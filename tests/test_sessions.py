@@ -201,7 +201,7 @@ def test_a_sessions_study_reports_turns_and_its_cache_prediction_raises_no_false
 
 
 def test_session_time_is_judged_only_on_completed_sessions_ending_in_the_window() -> None:
-    from sweep.analysis.measure import session_times_s
+    from sweep.analysis.session_time import session_times_s
 
     rows = [  # (session, turn, session_turns, warmup, failed, sent s, finished s)
         (1, 1, 2, True, False, 0.0, 1.0), (1, 2, 2, False, False, 2.0, 3.5),  # began in the warm-up: 3.5 s

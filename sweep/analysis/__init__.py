@@ -24,6 +24,7 @@ __getattr__, __dir__, __all__ = lazy(__name__, {
         "HISTOGRAM_SOURCE", "SAMPLED", "MetricsSnapshot", "buckets_as_samples", "histogram_delta",
         "histogram_samples", "histograms_from_samples", "only_names", "parse_metrics",
     ),
+    "sweep.analysis.session_time": ("SessionTurn", "record_turn", "session_times_s"),
     "sweep.analysis.sessions": ("SessionStats", "TurnStats", "session_stats"),
     "sweep.analysis.soak": ("SoakVerdict", "judge", "slope_per_min", "soak_rate"),
     "sweep.analysis.winner": (

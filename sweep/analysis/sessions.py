@@ -7,7 +7,7 @@ Of a window's measured rows (not warm-up):
     sum(cached_tokens) / sum(prompt_tokens) — turn 1 against later turns is where the prefix cache shows;
   - sessions completed: sessions whose every row has session_turns set, none failed, and whose last turn's rows
     are measured (a session that began in the warm-up counts when it ends in the window);
-  - turns per completed session (mean) and session time P50/P90 (sweep.analysis.measure.session_times_s, the
+  - turns per completed session (mean) and session time P50/P90 (sweep.analysis.session_time.session_times_s, the
     definition the optional sla.session_s bound judges): from the first turn's send to the last reply's end.
 """
 
@@ -18,7 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from sweep.analysis.measure import percentile, session_times_s
+from sweep.analysis.measure import percentile
+from sweep.analysis.session_time import session_times_s
 
 
 class TurnRow(Protocol):

@@ -34,10 +34,10 @@ from sweep.analysis.measure import (
     _bootstrap_ci,
     _sla_failures,
     ratio,
-    session_times_s,
     wilson_interval,
 )
 from sweep.analysis.run_stats import RunStats
+from sweep.analysis.session_time import session_times_s
 from sweep.profile import SLA
 from sweep.profile.window import DEFAULT_MIN_REQUESTS
 

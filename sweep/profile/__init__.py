@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
@@ -25,14 +24,13 @@ from pydantic import (
     PrivateAttr,
     StrictBool,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from sweep import engines
 from sweep.core.errors import ProfileError
-from sweep.core.types import LauncherKind, ReferenceKind
+from sweep.core.types import ReferenceKind
 from sweep.profile.arrival import (
     Arrival,
     ArrivalProcess,
@@ -58,6 +56,8 @@ from sweep.profile.bundled import PROFILES
 from sweep.profile.context_len import check_prompt_fits
 from sweep.profile.inputs import locate_inputs
 from sweep.profile.search import FloatRange, IntRange, Screening, Search, Space
+from sweep.profile.server import ServerSpec
+from sweep.profile.sla import DEFAULT_TIER, SLA, Tier
 from sweep.profile.window import Window
 from sweep.profile.workload import (
     MAX_FANOUT,
@@ -80,142 +80,6 @@ __all__ = ["DAY_S", "MAX_CONCURRENCY", "MAX_GRID", "MAX_REQUESTS", "MAX_TOKENS",
            "ServerSpec", "Sessions", "SharedPrefix", "Soak", "ThinkTime", "MAX_FANOUT", "MAX_TURNS",
            "Space", "Tier", "TraceArrival", "Window", "Workload", "check_name", "check_study_name", "is_loopback",
            "load_profile", "resolve_profile_path"]
-
-class SLA(_Strict):
-    """Percentile bounds a ladder step must meet, and the per-request bounds behind goodput."""
-
-    ttft_ms: float = Field(1000, gt=0, le=DAY_S * 1000, description="per-request TTFT bound (goodput) and percentile bound")
-    tpot_ms: float = Field(100, gt=0, le=DAY_S * 1000,
-        description=("per-request TPOT bound (goodput) and percentile bound, ms per output token "
-                     "after the first"))
-    e2e_ms: float | None = Field(None, gt=0, le=DAY_S * 1000,
-        description="optional end-to-end latency bound per request, ms (none: not judged)")
-    ttft_percentile: float = Field(95, gt=0, le=100,
-        description="the TTFT percentile a step must keep under ttft_ms")
-    tpot_percentile: float = Field(95, gt=0, le=100,
-        description="the TPOT percentile a step must keep under tpot_ms")
-    e2e_percentile: float = Field(95, gt=0, le=100,
-        description="the end-to-end percentile a step must keep under e2e_ms")
-    max_error_rate: float = Field(0.01, ge=0, le=1,
-        description="largest share of failed requests a passing step may have")
-    session_s: float | None = Field(None, gt=0, le=DAY_S, description=(
-        "sessions (workload.sessions): optional bound on the time of a whole conversation, first send to last "
-        "reply, seconds (none: not judged; every turn is still held to the TTFT and TPOT bounds)"))
-    session_percentile: float = Field(90, gt=0, le=100,
-        description="the session-time percentile a step must keep under session_s (completed sessions)")
-
-
-class Tier(SLA):
-    """One named SLA tier of a multi-tier profile: its bounds, and whether it is the primary (the one that steers
-    search, pruning and refinement). Every tier is judged on the same stored windows (sweep.analysis.tiers)."""
-
-    name: str = Field(description="the tier's name, e.g. strict, interactive, batch")
-    primary: bool = Field(False, description="this tier steers the search (exactly one; none marked: the first)")
-
-    @field_validator("name")
-    @classmethod
-    def _safe_tier_name(cls, v: str) -> str:
-        return check_name(v, "tier name")
-
-    def bounds(self) -> SLA:
-        """The tier's bounds as a plain SLA."""
-        return SLA(**self.model_dump(exclude={"name", "primary"}))
-
-
-
-DEFAULT_TIER = "default"  # the one tier of a profile with a single `sla` block
-
-
-
-class ServerSpec(_Strict):
-    engine: str = Field(engines.DEFAULT_ENGINE,
-        description="the inference engine the server runs (its flags, paths and metric names): sglang")
-    launcher: LauncherKind = Field("auto",
-        description="auto (SGLang where a GPU and sglang exist, else the simulator), sglang, sim or attach")
-    model_path: str = Field("models/llama3-8b-shape",
-        description="model folder (or hub name) given to SGLang's --model-path: absolute, a folder of the "
-                    "repository (models/...), else as given (the working directory, or a hub name SGLang downloads)")
-    extra_args: list[str] = Field(default_factory=list,
-        description="extra SGLang flags for every launch, e.g. [--tp-size, '2']")
-    startup_timeout_s: float = Field(900.0, gt=0, le=DAY_S,
-        description="a server not healthy this long after launch has failed to start")
-    skip_infeasible: bool = Field(True,
-        description="skip, without launching it, a configuration whose predicted memory plan says the server "
-                    "will not start (recorded as `predicted infeasible` with the numbers); false launches it anyway "
-                    "(sweep knee --no-skip-infeasible)")
-    shutdown_grace_s: float = Field(60.0, gt=0, le=DAY_S, description="SIGTERM drain budget before the group is killed")
-    stall_timeout_s: float = Field(120.0, gt=0, le=DAY_S,
-                                   description="no response bytes this long (at most half the request timeout) "
-                                               "while requests are in flight: the server is hung")
-    # A server on another interface than loopback answers other hosts: only with this opt-in (and a warning).
-    allow_non_loopback_host: bool = Field(False,
-        description="let server.host be an address other hosts can reach (prints a warning)")
-    host: str = Field("127.0.0.1", description="address the launched server binds")
-    url: str | None = Field(None, pattern=r"^https?://\S+$", description="the server's URL, for launcher attach only")  # attach only
-    api_key_file: str | None = Field(None, min_length=1, description=(
-        "launcher attach: a file whose first line is the attached server's API key (else the environment "
-        "variable SWEEP_API_KEY; never argv); sent as Authorization: Bearer on every request"))
-    sim_gpu: str = Field("H200",
-        description="GPU preset of the simulated server")  # the simulated server's GPU preset
-    sim_model: str | None = Field(None,
-        description="model preset for a model_path without config.json (a hub name): the simulator and the "
-                    "launch prediction otherwise read the shape from model_path's config.json, and refuse a "
-                    "sim_model that disagrees with it (default: llama3-8b where neither exists)")
-    # argv that starts the real server instead of `python -m sglang.launch_server`, e.g. the
-    # GPU host's wrapper script ["bash", "tools/sglang-h200/start-server.sh", BUNDLE, "--"]
-    command: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1,
-        description="argv that starts the real server instead of python -m sglang.launch_server (a wrapper; it "
-                    "must start the server with python3 -c \"$SWEEP_SERVER_SHIM\" MODULE \"$@\", which adds "
-                    "the API key from the environment)")
-
-    @field_validator("engine")
-    @classmethod
-    def _known_engine(cls, v: str) -> str:
-        if v not in engines.names():
-            raise ValueError(f"unknown engine {v!r} (choose from {', '.join(engines.names())})")
-        return v
-
-    @field_validator("extra_args")
-    @classmethod
-    def _no_owned_flags(cls, v: list[str], info: ValidationInfo) -> list[str]:
-        owned = engines.get(info.data.get("engine", engines.DEFAULT_ENGINE)).owned_flags_in(v)
-        if owned:
-            raise ValueError(f"{', '.join(owned)}: set by the launcher, not by extra_args "
-                             "(use server.host / server.model_path; port and API key are sweep's)")
-        return v
-
-    @field_validator("sim_gpu")
-    @classmethod
-    def _known_gpu(cls, v: str) -> str:
-        from sglang_sim.params import gpu_preset
-
-        gpu_preset(v)  # ValueError naming the known presets
-        return v
-
-    @field_validator("sim_model")
-    @classmethod
-    def _known_model(cls, v: str | None) -> str | None:
-        from sglang_sim.params import model_preset
-
-        if v is not None:
-            model_preset(v)
-        return v
-
-    @field_validator("host")
-    @classmethod
-    def _loopback_unless_opted_in(cls, v: str, info: ValidationInfo) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9.:_-]{1,253}", v):
-            raise ValueError(f"{v!r} is not a host name or IP address")
-        if not is_loopback(v) and not info.data.get("allow_non_loopback_host"):
-            raise ValueError(f"{v!r} is not a loopback address: the server would answer other hosts; "
-                             "set server.allow_non_loopback_host: true to mean it")
-        return v
-
-    @model_validator(mode="after")
-    def _attach_has_url(self) -> ServerSpec:
-        if self.launcher == "attach" and not self.url:
-            raise ValueError("launcher attach needs server.url")
-        return self
 
 
 class Soak(_Strict):
