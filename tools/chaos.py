@@ -6,7 +6,7 @@ A study of 24 configurations (the smoke profile, short windows, a 3-step ladder)
 on one SQLite file, and two `sweep worker` processes measure it over the real launcher path (the simulated SGLang
 server as a process of its own, the HTTP driver). The harness supervises them as systemd's Restart=always would:
 a worker that exits is started again with the same label after a short backoff. Every 30-90 s (seeded) it injects
-one fault (tools/chaos_faults.py): kill -9 of a worker or of its process group, SIGSTOP of a worker past the
+one fault (each kind once per round, in a seeded order) (tools/chaos_faults.py): kill -9 of a worker or of its process group, SIGSTOP of a worker past the
 heartbeat grace, kill -9 or SIGSTOP (a hang past the stall timeout) of a worker's server, an exclusive SQLite
 transaction held 30 s, the study's filesystem full for a moment (a tmpfs of its own, mounted when run as root;
 skipped otherwise), the port a worker's next server would take bound by another process.
@@ -139,14 +139,16 @@ def study_done(db: Path, n_configs: int) -> bool:
     return len({k for k, s in rows if s in ("completed", "infeasible", "failed")}) >= n_configs
 
 
-def outcome(kind: str, done: Done, at: float, wall: float, sups: list[Supervised], db: Path) -> str:
-    """What the study did about one fault: the struck attempt's fate, the worker exits and restarts it caused."""
+def outcome(kind: str, done: Done, at: float, wall: float, sups: list[Supervised], db: Path,
+            next_at: float | None = None) -> str:
+    """What the study did about one fault: the struck attempt's fate, the worker exits and restarts that followed
+    it (up to 60 s after its hold, and before the next fault)."""
     parts = []
     if done.detail.startswith("skipped"):
         return "nothing to strike"
     if done.attempt_id is not None:
         parts.append(attempt_fate(db, done.attempt_id))
-    end = (done.held_until_s or at) + 60
+    end = min((done.held_until_s or at) + 60, next_at if next_at is not None else float("inf"))
     for s in sups:
         for t, pid, rc, line in s.exits:
             if at <= t <= end:
@@ -177,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         print(f"chaos: unknown fault {unknown[0]} (known: {', '.join(FAULTS)})", file=sys.stderr)
         return 2
-    timing = Timing(grace_s=GRACE_S, stall_s=STALL_S, db_lock_s=args.db_lock_s)
+    timing = Timing(grace_s=GRACE_S, stall_s=STALL_S, db_lock_s=args.db_lock_s, port_hold_s=args.port_hold_s)
     sups: list[Supervised] = []
     faults: list[tuple[int, str, str, float, float, Done]] = []
     try:
@@ -193,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         start = time.monotonic()
         start_wall = time.time()
         next_fault = start + rng.uniform(args.min_gap, args.max_gap)
+        deck: list[str] = []
         current: tuple[threading.Thread, list[Done], int, str, str, float, float] | None = None
         print(f"chaos: seed {args.seed}, {n_configs} configurations, faults {', '.join(kinds)}; "
               f"disk full {'skipped: ' + no_disk if no_disk else 'on a tmpfs of ' + str(args.tmpfs_mib) + ' MiB'}; "
@@ -214,7 +217,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"chaos: the study is not done after {args.max_minutes} min; stopping", flush=True)
                 break
             if current is None and not done and now >= next_fault:
-                kind = rng.choice(kinds)
+                if not deck:  # every kind once per round, in a seeded order: no kind left out by the draw
+                    deck = rng.sample(kinds, len(kinds))
+                kind = deck.pop()
                 sup = rng.choice(sups)
                 tgt = sup.target(db, fs, no_disk is None)
                 box: list[Done] = []
@@ -234,8 +239,10 @@ def run(args: argparse.Namespace) -> int:
     while processes_in(base) and time.monotonic() < orphans_deadline:
         time.sleep(0.5)
     t = tally(db, STUDY, n_configs, len(LADDER), base)
+    starts = [f[3] for f in faults] + [None]
     injected = [Injected(n, kind, who, at - start, time.strftime("%H:%M:%S", time.localtime(wall)), d.detail,
-                         outcome(kind, d, at, wall, sups, db)) for n, kind, who, at, wall, d in faults]
+                         outcome(kind, d, at, wall, sups, db, starts[i + 1]))
+                for i, (n, kind, who, at, wall, d) in enumerate(faults)]
     restarts = sum(max(0, s.starts - 1) for s in sups)
     header = [f"`{' '.join(sys.argv)}`: seed {args.seed}, {elapsed / 60:.1f} min "
               f"(started {time.strftime('%Y-%m-%d %H:%M', time.localtime(start_wall))}), "
@@ -272,12 +279,13 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=23)
     p.add_argument("--dir", help="where the study, logs and chaos.md go (default /tmp/sweep-chaos-SEED)")
-    p.add_argument("--measure-s", type=float, default=20.0, help="each window's measured seconds")
+    p.add_argument("--measure-s", type=float, default=30.0, help="each window's measured seconds")
     p.add_argument("--min-gap", type=float, default=30.0)
     p.add_argument("--max-gap", type=float, default=90.0)
     p.add_argument("--min-minutes", type=float, default=20.0, help="a night shorter than this exits 1")
     p.add_argument("--max-minutes", type=float, default=90.0, help="give up after this long")
     p.add_argument("--db-lock-s", type=float, default=30.0)
+    p.add_argument("--port-hold-s", type=float, default=90.0, help="how long a stolen port is held")
     p.add_argument("--tmpfs-mib", type=int, default=256)
     p.add_argument("--faults", default=",".join(FAULTS), help="comma-separated fault kinds")
     return run(p.parse_args())
