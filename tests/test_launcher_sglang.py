@@ -86,6 +86,7 @@ def make(tmp_path: Path, mark: str) -> Callable[..., sg.SGLangLauncher]:
      "bad_flag"),
     ("launch_server.py: error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
      "--cuda-graph-max-bs-prefill", 2, "bad_flag"),
+    ("OSError: [Errno 28] No space left on device: '/srv/reports/logs/x.log'", 1, "disk_full"),
     ("Traceback (most recent call last):\nValueError: something odd", 1, "crash"),
     ("", -9, "crash"),
 ])

@@ -36,9 +36,11 @@ def cpu_fraction(ticks: np.ndarray, start: float, end: float) -> float:
 
 
 def _lags_inside(ticks: np.ndarray, start: float, end: float) -> np.ndarray:
+    """Lags of the ticks whose late interval [t - lag, t] overlaps the window: a stall that began inside it counts
+    even when the tick that measured it woke after its end (a process suspended mid-window past its end)."""
     if ticks.size == 0:
         return np.zeros(0)
-    return ticks[(ticks[:, 0] >= start) & (ticks[:, 0] <= end), 1]
+    return ticks[(ticks[:, 0] >= start) & (ticks[:, 0] - ticks[:, 1] <= end), 1]
 
 
 def loop_lag_max(ticks: np.ndarray, start: float, end: float) -> float:

@@ -36,11 +36,21 @@ class StreamExhausted(WorkloadError):
 PREDICTED_INFEASIBLE = "predicted infeasible"
 
 
+# Launch failures that say nothing about the configuration: its port range taken (by another process, or by
+# TIME_WAIT sockets of a crashed server), its disk full. A configuration that hit one is measured again, never failed.
+HOST_FAULTS = frozenset({"port_in_use", "disk_full"})
+
+
 class LaunchError(SweepError):
-    """A server could not be started (reason in .reason: oom, cuda, port_in_use, timeout, bad_flag, crash,
-    predicted_infeasible)."""
+    """A server could not be started (reason in .reason: oom, cuda, port_in_use, disk_full, timeout, bad_flag,
+    crash, predicted_infeasible)."""
 
     exit_code = 3
+
+    @property
+    def host_fault(self) -> bool:
+        """The host, not the configuration, stopped the start (HOST_FAULTS): no verdict, the attempt is re-queued."""
+        return self.reason in HOST_FAULTS
 
     def __init__(self, message: str, reason: str = "crash", log_path: str | None = None):
         super().__init__(message)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from types import ModuleType
 from typing import Any, TypedDict
 
@@ -126,13 +128,27 @@ def find_by_name_prefix(prefix: str) -> list[tuple[int, str]]:
     return out
 
 
+DISK_FULL_BYTES = 1 << 20  # less free space than this where a server logs: its crash is the disk's, not its own
+
+
+def disk_full(folder: Path) -> bool:
+    """True when folder's filesystem has (almost) no space left; False when it cannot be told."""
+    try:
+        return shutil.disk_usage(folder).free < DISK_FULL_BYTES
+    except OSError:
+        return False
+
+
 def free_port(host: str = "127.0.0.1", within: tuple[int, int] | None = None) -> int:
     """A port the OS reports free right now (it can still be taken before the server binds it).
 
     within: [low, high), the range a study worker owns on its host; the first free port in it.
+    The probe binds as the server will (SO_REUSEADDR, as uvicorn does): a port whose only users are TIME_WAIT
+    connections of a stopped or crashed server is free to it, and was wrongly skipped for 60 s without it.
     """
     for port in range(*within) if within else [0]:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind((host, port))
             except OSError:

@@ -14,6 +14,7 @@ _FAILURES: list[tuple[str, re.Pattern[str]]] = [
     ("bad_flag", re.compile(r"unrecognized arguments|ambiguous option|error: argument", re.I)),
     ("port_in_use", re.compile(r"address already in use|errno 98\b|errno 48\b|port \d+ is (already )?in use"
                                r"|port \d+ is not available", re.I)),
+    ("disk_full", re.compile(r"no space left on device|errno 28\b|database or disk is full", re.I)),
     ("oom", re.compile(r"out of memory|out-of-memory|OutOfMemory|not enough memory|cache pool too small|\bOOM\b", re.I)),
     ("cuda", re.compile(r"CUDA error|cudaError|CUDA driver|no CUDA GPUs|CUDA initialization|NCCL error", re.I)),
 ]

@@ -243,6 +243,8 @@ class SGLangLauncher:
                 proc.wait(timeout=0.2)
         rc = proc.returncode if proc is not None else None
         found, line = classify_failure(keyshim.scrub(redact(read_tail(handle.log_path), handle.api_key)), rc)
+        if found == "crash" and procs.disk_full(Path(handle.log_path or self.log_dir).parent):
+            found, line = "disk_full", f"no space left on the disk of {self.log_dir} (the log may be cut): {line}"
         reason = reason or found
         return LaunchError(f"server {what} ({reason}, exit {rc}): {line[:300]} | log: {handle.log_path}",
                            reason=reason, log_path=handle.log_path)

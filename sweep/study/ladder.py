@@ -207,6 +207,8 @@ class LadderRunner:
             handle = launch.start(config)
         except LaunchError as exc:
             self._server(ServerEvent("failed", config, climb.phase, time.monotonic() - t0, exc.reason))
+            if exc.host_fault:  # the port range or the disk, not the configuration: aborted and measured again
+                raise
             return LadderOutcome(config, config_id, launch_status(exc), failure=str(exc),
                                  stop_reason=f"launch {exc.reason}")
         self._server(ServerEvent("ready", handle.config, climb.phase, handle.startup_s))

@@ -118,6 +118,8 @@ class Launch:
         try:
             handle = self.launcher.start(config, on_spawn=spawned)
         except LaunchError as exc:
+            if exc.host_fault:  # not the configuration's verdict: the caller aborts the attempt and it is re-queued
+                raise
             self.store.update_attempt(self.config_id, status=launch_status(exc),
                                             failure_reason=f"{exc.reason}: {exc}", log_path=exc.log_path)
             raise
