@@ -51,8 +51,9 @@ def test_slow_start_past_the_timeout_fails_every_launch_and_leaves_nothing(tmp_p
 
 
 def test_oom_at_start_is_infeasible_with_its_reason(tmp_path: Path) -> None:
+    # launched although predicted not to start (server.skip_infeasible false): the server's own OOM is the fault
     sets = overrides(space=(4,)) + ["--set", 'search.space={"max_running_requests": [4, 8], '
-                                             '"mem_fraction_static": [0.05]}']
+                                             '"mem_fraction_static": [0.05]}', "--set", "server.skip_infeasible=false"]
     rc, err = run_sweep(tmp_path, sweep_argv(tmp_path, "oom", sets, resume=False))
     assert rc == 3, err[-3000:]
     rows = q(tmp_path / "results.db", "SELECT status, failure_reason FROM server_configs")
