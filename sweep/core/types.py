@@ -213,6 +213,9 @@ class WindowResult:
     engine_steps: int | None = None  # virtual time: the simulator's engine steps (what the window cost to simulate)
     simulated: bool = False
     aborted: str | None = None  # reason if the window could not complete
+    # seconds the client process itself was not running (SIGSTOP, a VM pause, swap) inside the measured window: the
+    # server's latency then holds the client's pause, so the ladder measures the step again (sweep.study.ladder)
+    suspended_s: float = 0.0
 
     @property
     def measured_seconds(self) -> float:

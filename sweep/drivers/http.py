@@ -92,6 +92,7 @@ class HttpDriver:
         self.seed = seed
         self.stall_timeout_s = stall_timeout_s
         self._window_t0: float | None = None
+        self._suspended = 0.0  # the running window's own suspensions, seconds (WindowResult.suspended_s)
 
     def window_elapsed(self) -> float | None:
         """Seconds into the current window on the driver's clock (None between windows), for progress."""
@@ -187,6 +188,7 @@ class HttpDriver:
         aborted: str | None = None
         ws = None
         resumed: float | None = None  # when this loop last woke from a suspension (see SUSPENDED_S)
+        self._suspended = 0.0  # seconds of this process's own suspensions inside the measured window
         while not all(w.done() for w in workers):
             ws = coord.window_start()
             now = self.clock()
@@ -209,6 +211,8 @@ class HttpDriver:
             await asyncio.wait(workers, timeout=asked)
             if self.clock() - before - asked > SUSPENDED_S:
                 resumed = self.clock()
+                if ws is not None:  # the part of the pause inside the measured window
+                    self._suspended += max(0.0, min(resumed, ws + window.measure_seconds) - max(before + asked, ws))
         if end_snap is None and start_snap:
             end_snap = await self._snapshot(metrics)
         ws = coord.window_start()
@@ -324,7 +328,7 @@ class HttpDriver:
             concurrency=concurrency, records=records, samples=samples, window_start=ws, window_end=we,
             warmup_requests=window.warmup_requests, warmup_seconds=window.warmup_seconds,
             counters_start=counters_start, counters_end=counters_end, ttft_histogram=hist, client=client,
-            simulated=simulated, aborted=aborted)
+            simulated=simulated, aborted=aborted, suspended_s=self._suspended)
 
 
 def _parsed(raw: tuple[str, float] | None, names: MetricNames | None = None) -> MetricsSnapshot | None:

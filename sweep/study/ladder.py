@@ -29,6 +29,8 @@ from sweep.study.refine import REFINE_PHASE, refine
 from sweep.study.step_inputs import StepInputs
 from sweep.workload.stream import Requests, StreamExhausted
 
+SUSPENDED_AGAIN = 2  # a step whose window sweep's own suspension spoiled is measured again at most this often
+
 
 @dataclass
 class LadderOutcome:
@@ -275,7 +277,9 @@ class LadderRunner:
         ladder, phase, window = climb.ladder, climb.phase, climb.window
         crosscheck = self.crosscheck if climb.judge is None else None
         expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
-        for i, concurrency in enumerate(ladder):
+        i, again = 0, 0  # again: windows of this step set aside because sweep itself was suspended in them
+        while i < len(ladder):
+            concurrency = ladder[i]
             interrupt.check()  # a stop signal whose KeyboardInterrupt was swallowed still stops before the next step
             arrival = climb.arrival or self.profile.step_arrival(concurrency)
             offered = (offered_rate(self.profile, arrival) if climb.judge is None else
@@ -300,6 +304,14 @@ class LadderRunner:
                 raise
             stats = self.inputs.after_step(result, compute_stats(result, self.profile.sla,
                                                                    min_requests=self.profile.window.min_requests))
+            if result.suspended_s > 0 and result.aborted is None and again < SUSPENDED_AGAIN:
+                # sweep's own client did not run for part of the window (SIGSTOP, a VM pause, swap): the requests in
+                # flight held its pause, not the server's latency. Set the window aside and measure the step again.
+                self.store.mark_run(run_id, "aborted", f"sweep's client was suspended {result.suspended_s:.1f} s "
+                                    "inside the window: its latencies are not the server's; measured again")
+                again += 1
+                continue
+            again = 0
             status = "completed" if result.aborted is None else "failed"
             note = f"prefix cache not emptied before this step: {not_flushed}" if not_flushed else None
             reason = climb.judge(result, stats) if climb.judge is not None else result.aborted or note
@@ -333,6 +345,7 @@ class LadderRunner:
             if should_stop is not None and i + 1 < len(ladder) and should_stop(i, row):
                 outcome.stop_reason = f"pruned after concurrency {concurrency}: goodput trails earlier ladders"
                 return
+            i += 1
         outcome.stop_reason = outcome.stop_reason or climb.complete
 
     def _failure(self, handle: ServerHandle, aborted: str, concurrency: int) -> str:
