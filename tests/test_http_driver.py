@@ -100,6 +100,18 @@ def test_crashing_server_disconnects_and_aborts_the_window() -> None:
     assert all(r.finished_at is None for r in res.records if r.error_kind == "disconnect")
 
 
+def test_a_server_that_dies_after_the_last_periodic_check_still_aborts_the_window() -> None:
+    """Chaos night finding 5: a server killed in a window's last seconds, its requests failing at once, the workers
+    done before the liveness watch looked again: the window was stored as failed requests against the SLA. The
+    driver asks once more when the window ends (the periodic watch here looks only once, at the start)."""
+    with sim_server("--sim-crash-after-s", "1.0", "--sim-speed", "20") as url:
+        h = ServerHandle(config=ServerConfig(), url=url, simulated=True)
+        w = Window(warmup_requests=0, measure_seconds=2.0, drain_seconds=2.0, request_timeout_s=10.0)
+        drv = HttpDriver(alive=lambda _: url.proc.poll() is None, alive_interval_s=600.0)
+        res = drv.run_window(h, _specs(out=400), 4, w)
+    assert res.aborted == "server died during the window", res.aborted
+
+
 def _ms(value: float | None) -> float:
     """A figure of a finished request, which has every one."""
     assert value is not None

@@ -174,11 +174,18 @@ class HttpDriver:
         dead = asyncio.Event()
         watcher = asyncio.create_task(self._watch_alive(handle, dead)) if self.alive is not None else None
         try:
-            return await self._supervise_loop(coord, workers, window, metrics, dead)
+            results, aborted, snaps = await self._supervise_loop(coord, workers, window, metrics, dead)
         finally:
             if watcher is not None:
                 watcher.cancel()
                 await asyncio.gather(watcher, return_exceptions=True)
+        if aborted is None and self.alive is not None:
+            # a server that died in the window's last moments (its requests failed at once, the workers finished
+            # before the next periodic check) is a crash, not a window of failed requests judged against the SLA
+            alive = self.alive
+            if not await asyncio.get_running_loop().run_in_executor(None, alive, handle):
+                aborted = SERVER_DIED
+        return results, aborted, snaps
 
     async def _supervise_loop(self, coord: Coord, workers: Sequence[asyncio.Future[WorkerResult]],
                               window: Window, metrics: MetricsProbe | None, dead: asyncio.Event
