@@ -137,3 +137,33 @@ def test_a_study_measured_on_two_gpu_models_is_ranked_per_hardware_group_unless_
             not in text
         anyway = study_context(store, sid, rank_mixed_hardware=True)
         assert anyway.winner is not None and anyway.hardware is not None and anyway.hardware.ranked_anyway
+
+
+def test_a_trial_heartbeat_outlives_a_locked_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chaos night finding 4: another process held the SQLite file's exclusive lock for 30 s; Optuna's heartbeat
+    thread died at the first 'database is locked' (a traceback) and the trial never beat again. A beat that cannot be
+    written is now said in one line and written at the next beat."""
+    import sqlite3
+
+    import optuna
+
+    import sweep.store.engine
+    from sweep.study import liveness
+
+    monkeypatch.setattr(liveness, "SQLITE_BUSY_S", 0.2)  # how long a write waits for the lock, here
+    monkeypatch.setattr(sweep.store.engine, "SQLITE_BUSY_MS", 200)
+    db = tmp_path / "optuna.db"
+    storage = liveness.optuna_storage(f"sqlite:///{db}", 1, 3)
+    study = optuna.create_study(storage=storage, study_name="beat")
+    trial = study.ask()
+    lock = sqlite3.connect(db, isolation_level=None)
+    try:
+        lock.execute("BEGIN EXCLUSIVE")
+        storage.record_heartbeat(trial._trial_id)  # raised OperationalError (database is locked) before
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    storage.record_heartbeat(trial._trial_id)
+    with sqlite3.connect(db) as conn:
+        beats = conn.execute("SELECT count(*) FROM trial_heartbeats WHERE trial_id = ?", (trial._trial_id,)).fetchone()
+    assert beats == (1,)

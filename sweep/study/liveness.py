@@ -17,6 +17,7 @@ heartbeat is fresh).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import warnings
@@ -28,8 +29,11 @@ from typing import Any
 
 import optuna
 import psutil
+import sqlalchemy.exc
 
 from sweep.store import serialize_sqlite
+
+log = logging.getLogger(__name__)
 
 WORKER_ATTR = "worker"
 REQUEUED_FROM = "requeued_from"  # on a re-queued copy: the number of the FAIL trial it redoes
@@ -99,8 +103,25 @@ def dead_on_this_host(worker: Mapping[str, Any] | None, host: str | None = None)
     return process_is_gone(int(worker["pid"]), float(worker["started"]))
 
 
+class HeartbeatStorage(optuna.storages.RDBStorage):
+    """Optuna's RDB storage whose trial heartbeat outlives a database that is locked or unreachable for a while.
+
+    Optuna beats from a thread of its own that dies at the first exception (chaos night finding 4: a 30 s exclusive
+    lock killed it with a traceback, and the worker then measured on with a trial that no longer beat, for another
+    worker to take over after the grace). A beat that cannot be written is said in one line and tried again at the
+    next interval; a lease that lapsed meanwhile is fenced as any other (sweep.core.errors.Fenced)."""
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        try:
+            super().record_heartbeat(trial_id)
+        except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
+            cause = exc.__cause__ or exc  # Optuna wraps the database's error
+            log.warning("trial %d: heartbeat not written (%s); trying again at the next beat", trial_id,
+                        str(cause).splitlines()[0][:200])
+
+
 def optuna_storage(url: str, heartbeat_s: float, grace_s: float | None,
-                   on_requeued: Requeued | None = None) -> optuna.storages.RDBStorage:
+                   on_requeued: Requeued | None = None) -> HeartbeatStorage:
     """Optuna's RDB storage with trial heartbeats; a stale trial is failed and its configuration queued again."""
 
     def stale(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
@@ -111,7 +132,7 @@ def optuna_storage(url: str, heartbeat_s: float, grace_s: float | None,
     sqlite = url.startswith("sqlite")
     with warnings.catch_warnings(), _one_at_a_time(url):
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: experimental since 2.9
-        storage = optuna.storages.RDBStorage(
+        storage = HeartbeatStorage(
             url, engine_kwargs={"connect_args": {"timeout": SQLITE_BUSY_S}} if sqlite else {"pool_pre_ping": True},
             heartbeat_interval=max(1, round(heartbeat_s)), grace_period=max(2, round(grace_s or 4 * heartbeat_s)),
             heartbeat_stale_trial_callback=stale)
