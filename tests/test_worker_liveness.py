@@ -9,6 +9,7 @@ from pathlib import Path
 
 import optuna
 import psutil
+import pytest
 
 from sweep.core.types import Placement, ServerConfig
 from sweep.fleet.shared_study import create_study
