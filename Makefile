@@ -9,7 +9,7 @@ DRIVER ?= auto
 ARGS ?=
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-faults chaos knee sweep lint bench clean pg-start pg-stop doctor serve dashboard profile-schema
+.PHONY: install test test-slow test-faults chaos knee sweep lint bench clean pg-start pg-stop doctor serve dashboard profile-schema
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,14 +21,20 @@ install: $(STAMP)
 
 # The tests run against real SQLite files and a real PostgreSQL server started here (127.0.0.1 only).
 # `make test` leaves out the fault matrix (tests/faults: real sweep processes killed at every phase, ~8 min on
-# 2 cores) so that it stays under 15 minutes; `make test-faults` runs it, and .ci/run runs both.
+# 2 cores) and the end-to-end tests marked slow (whole studies through real sweep and server processes) so that it
+# stays under 15 minutes; `make test-faults` and `make test-slow` run them, and .ci/run runs all three.
 test: $(STAMP)
 	@bash scripts/browser.sh
 	@url=$$(bash scripts/pg.sh start) && trap 'bash scripts/pg.sh stop' EXIT && \
-	  SWEEP_TEST_PG_URL=$$url $(PY) -m pytest -q --ignore=tests/faults $(ARGS)
+	  SWEEP_TEST_PG_URL=$$url $(PY) -m pytest -q --durations=15 --ignore=tests/faults -m "not slow" $(ARGS)
+
+test-slow: $(STAMP)
+	@bash scripts/browser.sh
+	@url=$$(bash scripts/pg.sh start) && trap 'bash scripts/pg.sh stop' EXIT && \
+	  SWEEP_TEST_PG_URL=$$url $(PY) -m pytest -q --durations=15 --ignore=tests/faults -m slow $(ARGS)
 
 test-faults: $(STAMP)
-	$(PY) -m pytest -q tests/faults $(ARGS)
+	$(PY) -m pytest -q --durations=10 tests/faults $(ARGS)
 
 # The chaos night (not in CI; 20-30 min): two supervised workers on one study, a fault every 30-90 s (seeded),
 # then the table of docs/chaos.md. Mounts a small tmpfs for the disk-full fault when run as root. SEED=n, ARGS=--help.
