@@ -66,13 +66,17 @@ def test_database_error_mid_configuration_is_measured_again_exactly_once(tmp_pat
     assert len(_trials(url, "db")) == len(trials) and len(q(db, "SELECT id FROM runs")) == n_runs
 
 
-def test_a_configuration_that_fails_to_launch_is_a_result_not_retried(tmp_path: Path) -> None:
-    """OOM at start (weights do not fit in 5% of the GPU): infeasible, COMPLETE, never measured again."""
+@pytest.mark.parametrize(("skip", "reason"), [(True, "predicted infeasible: "), (False, "oom:")])
+def test_a_configuration_that_fails_to_launch_is_a_result_not_retried(tmp_path: Path, skip: bool,
+                                                                      reason: str) -> None:
+    """Weights that do not fit in 5% of the GPU: skipped as predicted infeasible before launch, or (launched anyway,
+    server.skip_infeasible false) OOM at start; either way infeasible, COMPLETE, never measured again."""
     prof = _profile({"max_running_requests": [4], "mem_fraction_static": [0.05, 0.85]}, [2])
+    prof = prof.model_copy(update={"server": prof.server.model_copy(update={"skip_infeasible": skip})})
     url, db = f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "r.db"
     Orchestrator(prof, url, tmp_path / "out", driver="virtual").knee("oom")
     rows = q(db, "SELECT mem_fraction_static, status, failure_reason FROM server_configs ORDER BY mem_fraction_static")
-    assert rows[0][1] == "infeasible" and rows[0][2].startswith("oom:"), rows
+    assert rows[0][1] == "infeasible" and rows[0][2].startswith(reason), rows
     Orchestrator(prof, url, tmp_path / "out", driver="virtual").knee("oom", resume=True)
     assert len(q(db, "SELECT id FROM server_configs")) == 2
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in _trials(url, "oom"))
