@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.colors import to_hex
 
 from sweep.analysis.knee import ConfigKnee
@@ -147,7 +148,8 @@ def test_twenty_configurations_mark_each_knee_and_fade_all_but_the_leaders() -> 
     assert {str(ln.get_label()) for ln in bold[1:]} == {f"mrr={c * 8}" for c in (20, 19, 18, 17)}
     marks = goodput.collections  # one knee mark per configuration, the winner's a star at its knee
     assert len(marks) == 20
-    assert any(tuple(m.get_offsets()[0]) == (64.0, 90.0 * 64 + 3 * 7 - 20 * 4) and m.get_sizes()[0] > 200
+    winner_mark = (64.0, 90.0 * 64 + 3 * 7 - 20 * 4)
+    assert any(tuple(np.asarray(m.get_offsets())[0]) == winner_mark and m.get_sizes()[0] > 200  # type: ignore[attr-defined]
                for m in marks)
     labels = fig.legends[0].get_texts()
     assert {"knee (each configuration)", "winner's knee"} <= {t.get_text() for t in labels}

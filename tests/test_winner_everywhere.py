@@ -31,8 +31,9 @@ def test_the_stored_winner_is_the_one_every_reader_names(tmp_path: Path) -> None
     assert study is not None
     [stored] = store.study_winners(study.id)
     assert stored.tier == "default" and stored.is_primary and stored.server_config_id is not None
-    assert stored.phase == "final" and stored.goodput_ci_low is not None and stored.goodput_ci_high is not None
-    assert stored.goodput_ci_low <= stored.goodput_tps <= stored.goodput_ci_high  # goodput's unit, tok/s
+    lo, hi, gp = stored.goodput_ci_low, stored.goodput_ci_high, stored.goodput_tps
+    assert stored.phase == "final" and lo is not None and hi is not None and gp is not None
+    assert lo <= gp <= hi  # goodput's unit, tok/s
 
     named = read_study(store, study.id).decision.named  # the read model
     assert named is not None and (named.id, named.knee.concurrency) == (stored.server_config_id, stored.concurrency)
