@@ -426,3 +426,38 @@ def test_reading_commands_never_migrate_an_older_database(tmp_path: Path) -> Non
     assert sweep("runs", "--db", str(db)).returncode == 0
     again = sweep("db", "upgrade", "--db", str(db))
     assert again.returncode == 0 and f"already at revision {HEAD}" in again.stdout + again.stderr
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not PG_URL, reason="set SWEEP_TEST_PG_URL to a PostgreSQL SQLAlchemy URL")
+def test_workers_writing_a_studys_winners_together_on_postgresql() -> None:
+    """Found by CI: three workers that each found a shared study done wrote its winners at once; on PostgreSQL two
+    delete-then-insert transactions raced, both deleted nothing, and one worker died on the unique key (exit 5).
+    The study's row is now locked first."""
+    import threading
+
+    from sweep.store.records import WinnerRecord
+
+    with fresh_database("sweep_store") as url, Store(url) as setup:
+        sid = _study(setup)
+        winners = [WinnerRecord(tier="default", is_primary=True, why="nothing passed")]
+        errors: list[BaseException] = []
+        start = threading.Barrier(4)
+
+        def writer() -> None:
+            with Store(url) as store:
+                start.wait()
+                for _ in range(25):
+                    try:
+                        store.write_winners(sid, winners)
+                    except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+                        errors.append(exc)
+                        return
+
+        threads = [threading.Thread(target=writer) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors[0]
+        assert [w.tier for w in setup.study_winners(sid)] == ["default"]

@@ -259,6 +259,10 @@ class Store(StoreReads):
         t = q.winners_table
         now = q.utcnow()
         with self._write(f"write the winners of study {study_id}") as conn:
+            # the workers of a shared study each write them when they find it done: on PostgreSQL their
+            # delete-then-insert would race (both delete nothing, the second insert breaks the unique key), so
+            # the study's row is locked first; SQLite's writers are serialized already (BEGIN IMMEDIATE)
+            self._lock_study(conn, study_id)
             conn.execute(delete(t).where(t.c.study_id == study_id))
             for w in winners:
                 conn.execute(insert(t).values({**w.columns(), "study_id": study_id, "written_at": now}))
@@ -267,9 +271,16 @@ class Store(StoreReads):
         """Store a study's simulated prior (study_priors), replacing any earlier one, in one transaction."""
         t = q.priors_table
         with self._write(f"write the prior of study {study_id}") as conn:
+            self._lock_study(conn, study_id)  # as write_winners: workers of one study may write it together
             conn.execute(delete(t).where(t.c.study_id == study_id))
             for r in ranking:
                 conn.execute(insert(t).values({**r.columns(), "study_id": study_id}))
+
+    @staticmethod
+    def _lock_study(conn: Connection, study_id: int) -> None:
+        """Hold the study's row until the transaction ends (SELECT ... FOR UPDATE; a no-op on SQLite)."""
+        t = q.studies_table
+        conn.execute(select(t.c.id).where(t.c.id == study_id).with_for_update())
 
     def reopen_study(self, study_id: int) -> None:
         """A resumed study is running again (it may have been left interrupted or failed)."""
