@@ -10,7 +10,7 @@ from simserver import sim_server
 
 from sweep.analysis.sessions import session_stats
 from sweep.core.errors import ProfileError
-from sweep.core.types import RequestRecord, ServerConfig
+from sweep.core.types import RequestRecord, ServerConfig, WindowResult
 from sweep.drivers import worker
 from sweep.drivers.http import HttpDriver
 from sweep.drivers.virtual import VirtualDriver
@@ -75,6 +75,18 @@ def test_turn_k_sends_turn_k_minus_1_and_the_reply_then_its_own_message() -> Non
     assert conv.tokens == len(previous or [])
 
 
+def _virtual_window(w: Workload, users: int, *, warmup: int, measure_s: float) -> WindowResult:
+    """One closed-loop window of sessions on the virtual driver, on a fresh simulated H200 (64 running slots)."""
+    launcher = VirtualLauncher("H200")
+    h = launcher.start(ServerConfig(max_running_requests=64))
+    try:
+        return VirtualDriver().run_window(h, SessionStream(w), users, Window(warmup_requests=warmup,
+                                                                              measure_seconds=measure_s,
+                                                                              drain_seconds=30.0))
+    finally:
+        launcher.stop(h)
+
+
 def _records_by_session(records: list[RequestRecord]) -> dict[int, list[RequestRecord]]:
     out: dict[int, list[RequestRecord]] = defaultdict(list)
     for r in sorted(records, key=lambda r: (r.index, r.turn or 0, r.branch or 0)):
@@ -127,13 +139,7 @@ def test_on_the_wire_each_turn_carries_the_servers_own_reply(api: str, monkeypat
 
 def test_fan_out_turns_run_in_parallel_and_the_next_turn_holds_every_branch() -> None:
     w = _workload(fanout={"kind": "fixed", "value": 3}, turns={"kind": "fixed", "value": 3})
-    launcher = VirtualLauncher("H200")
-    h = launcher.start(ServerConfig(max_running_requests=64))
-    try:
-        res = VirtualDriver().run_window(h, SessionStream(w), 4, Window(warmup_requests=0, measure_seconds=20.0,
-                                                                         drain_seconds=30.0))
-    finally:
-        launcher.stop(h)
+    res = _virtual_window(w, 4, warmup=0, measure_s=20.0)
     sessions = _records_by_session(res.records)
     done = [recs for recs in sessions.values() if recs[0].session_turns == 3]
     assert done
@@ -154,13 +160,7 @@ def test_fan_out_turns_run_in_parallel_and_the_next_turn_holds_every_branch() ->
 
 def test_cache_hits_rise_with_the_turn_on_the_virtual_driver() -> None:
     w = _workload(turns={"kind": "fixed", "value": 4})
-    launcher = VirtualLauncher("H200")
-    h = launcher.start(ServerConfig(max_running_requests=64))
-    try:
-        res = VirtualDriver().run_window(h, SessionStream(w), 8, Window(warmup_requests=8, measure_seconds=30.0,
-                                                                         drain_seconds=30.0))
-    finally:
-        launcher.stop(h)
+    res = _virtual_window(w, 8, warmup=8, measure_s=30.0)
     rows = [StoredRequestRow(idx=r.index, scheduled_at=r.scheduled_at, sent_at=r.sent_at, warmup=r.warmup,
                              ttft_ms=1.0, e2e_ms=((r.finished_at or r.sent_at) - r.sent_at) * 1000,
                              prompt_tokens=r.prompt_tokens, cached_tokens=r.cached_tokens, error=r.error,
@@ -221,13 +221,7 @@ def test_an_sla_on_session_time_fails_a_step_and_a_tier_rejudges_it_alike() -> N
     from sweep.store.queries import request_rows
 
     w = _workload(turns={"kind": "fixed", "value": 3})
-    launcher = VirtualLauncher("H200")
-    h = launcher.start(ServerConfig(max_running_requests=64))
-    try:
-        res = VirtualDriver().run_window(h, SessionStream(w), 8, Window(warmup_requests=8, measure_seconds=30.0,
-                                                                         drain_seconds=30.0))
-    finally:
-        launcher.stop(h)
+    res = _virtual_window(w, 8, warmup=8, measure_s=30.0)
     loose, tight = SLA(session_s=600), SLA(session_s=0.05)
     assert compute_stats(res, loose, bootstrap=0).passes_sla
     stats = compute_stats(res, tight, bootstrap=0)

@@ -22,8 +22,7 @@ from typing import Protocol
 
 from sglang_sim.engine import SimRequest
 from sweep.core.types import RequestRecord, RequestSpec, SessionSpec
-from sweep.workload.requests import estimated_prompt_tokens
-from sweep.workload.sessions import SessionStream
+from sweep.workload.sessions import SessionStream, turn_fits
 from sweep.workload.stream import Requests
 
 
@@ -112,9 +111,7 @@ class SessionUsers:
         return self.timers[0][0] if self.timers else float("inf")
 
     def _fits(self, user: _User) -> bool:
-        turn = user.session.turns[user.turn]
-        need = max(estimated_prompt_tokens(m) + m.output_tokens for m in turn.branches)
-        return len(user.ids) + need <= user.session.max_context
+        return turn_fits(len(user.ids), user.session.turns[user.turn], user.session.max_context)
 
     def _close(self, user: _User) -> None:
         for r in user.records:

@@ -228,15 +228,20 @@ async def _session_user(client: Pool, plan: Plan, coord: Coord, t0: float, st: _
             return
         k = st.sent * plan.n_shards + plan.shard
         st.sent += 1
-        assert isinstance(plan.specs, SessionStream)
-        try:
-            session = plan.specs.at(k)
-        except StreamExhausted as exc:
-            st.exhausted = str(exc)
-            coord.stop()
+        session = _session_at(plan, st, coord, k)
+        if session is None or not await run_session(client, plan, coord, t0, st, session, clock, clock()):
             return
-        if not await run_session(client, plan, coord, t0, st, session, clock, clock()):
-            return
+
+
+def _session_at(plan: Plan, st: _State, coord: Coord, k: int) -> SessionSpec | None:
+    """Session k of the window's stream; None (the window stopped, st.exhausted says why) past a dataset's end."""
+    assert isinstance(plan.specs, SessionStream)
+    try:
+        return plan.specs.at(k)
+    except StreamExhausted as exc:
+        st.exhausted = str(exc)
+        coord.stop()
+        return None
 
 
 async def run_session(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, session: SessionSpec,
@@ -334,12 +339,8 @@ async def _open_session(client: Pool, plan: Plan, coord: Coord, t0: float, st: _
                         slots: asyncio.Semaphore, drain_end: float) -> bool:
     """Start session k at its scheduled time (open loop: sessions arrive at the rate); it holds one in-flight slot
     for all its turns. False when the stream ran out."""
-    assert isinstance(plan.specs, SessionStream)
-    try:
-        session = plan.specs.at(k)
-    except StreamExhausted as exc:
-        st.exhausted = str(exc)
-        coord.stop()
+    session = _session_at(plan, st, coord, k)
+    if session is None:
         return False
     ws = coord.window_start()
     try:

@@ -291,9 +291,14 @@ def generate_body(spec: RequestSpec, stream: bool = True, *, prefix_len: int = 0
     markers = "".join(MARKERS[m.kind] for m in spec.media)
     body: GenerateBody = {"text": (head + " " + markers + rest) if head else markers + rest,
                           "sampling_params": params, "stream": stream}
-    images = [m.data_urls[0] for m in spec.media if m.kind == "image"]
-    videos = [list(m.data_urls) for m in spec.media if m.kind == "video"]
-    audios = [m.data_urls[0] for m in spec.media if m.kind == "audio"]
+    return with_media_data(body, spec.media)
+
+
+def with_media_data(body: GenerateBody, media: Sequence[MediaItem]) -> GenerateBody:
+    """/generate's image_data, video_data and audio_data for these media, in order (the text carries their markers)."""
+    images = [m.data_urls[0] for m in media if m.kind == "image"]
+    videos = [list(m.data_urls) for m in media if m.kind == "video"]
+    audios = [m.data_urls[0] for m in media if m.kind == "audio"]
     if images:
         body["image_data"] = images
     if videos:
@@ -303,11 +308,10 @@ def generate_body(spec: RequestSpec, stream: bool = True, *, prefix_len: int = 0
     return body
 
 
-def chat_body(spec: RequestSpec, model: str, stream: bool = True, *, prefix_len: int = 0) -> ChatBody:
-    """Body for /v1/chat/completions; prefix_len > 0 sends the shared prefix as a system message."""
-    head, rest = _split_text(spec, prefix_len)
+def user_content(media: Sequence[MediaItem], text: str) -> list[ChatPart]:
+    """A chat user message's content: each medium by URL, then the text."""
     content: list[ChatPart] = []
-    for m in spec.media:
+    for m in media:
         url: UrlRef = {"url": list(m.data_urls) if m.kind == "video" else m.data_urls[0]}
         if m.kind == "image":
             content.append({"type": "image_url", "image_url": url})
@@ -315,9 +319,17 @@ def chat_body(spec: RequestSpec, model: str, stream: bool = True, *, prefix_len:
             content.append({"type": "video_url", "video_url": url})
         else:
             content.append({"type": "audio_url", "audio_url": url})
-    content.append({"type": "text", "text": rest})
-    messages: list[ChatMessage] = [{"role": "system", "content": head}] if head else []
-    messages.append({"role": "user", "content": content})
+    content.append({"type": "text", "text": text})
+    return content
+
+
+def chat_body(spec: RequestSpec, model: str, stream: bool = True, *, prefix_len: int = 0,
+              history: Sequence[ChatMessage] | None = None) -> ChatBody:
+    """Body for /v1/chat/completions; prefix_len > 0 sends the shared prefix as a system message. history: the
+    messages before this one (a session's conversation so far), sent instead of the system message."""
+    head, rest = _split_text(spec, prefix_len) if history is None else ("", spec.text or "")
+    messages: list[ChatMessage] = list(history or ([{"role": "system", "content": head}] if head else []))
+    messages.append({"role": "user", "content": user_content(spec.media, rest)})
     body: ChatBody = {"model": model, "messages": messages, "max_tokens": spec.output_tokens,
                       "ignore_eos": True, "temperature": 0, "stream": stream}
     if stream:

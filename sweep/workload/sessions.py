@@ -32,17 +32,17 @@ from sweep.workload.requests import (
     MARKERS,
     MIN_TAIL,
     MODALITIES,
-    ChatBody,
     ChatMessage,
-    ChatPart,
-    GenerateBody,
     RequestBody,
-    UrlRef,
+    SamplingParams,
     WorkloadParts,
+    chat_body,
     estimated_prompt_tokens,
     media_for,
     sample_lengths,
+    user_content,
     warm_media_pool,
+    with_media_data,
     workload_parts,
 )
 
@@ -168,6 +168,13 @@ class SessionStream:
                              start=position, parts=self.parts)
 
 
+def turn_fits(context_tokens: int, turn: TurnSpec, max_context: int) -> bool:
+    """Whether every sub-request of a turn (the conversation so far, its message and its reply) stays within
+    max_context tokens: the rule that ends a session before a turn that would pass it."""
+    need = max(estimated_prompt_tokens(m) + m.output_tokens for m in turn.branches)
+    return context_tokens + need <= max_context
+
+
 @dataclass
 class Reply:
     """What the server answered to one turn: its output ids (/generate) and its text."""
@@ -191,8 +198,7 @@ class Conversation:
 
     def fits(self, turn: TurnSpec) -> bool:
         """Whether every sub-request of the turn (prompt plus reply) stays within the session's max_context."""
-        need = max(estimated_prompt_tokens(m) + m.output_tokens for m in turn.branches)
-        return self.tokens + need <= self.session.max_context
+        return turn_fits(self.tokens, turn, self.session.max_context)
 
     def prompt(self, msg: RequestSpec) -> RequestSpec:
         """The whole prompt of a turn's sub-request: the conversation so far, then msg."""
@@ -210,29 +216,12 @@ class Conversation:
     def body(self, api: str, msg: RequestSpec, model: str) -> RequestBody:
         """The JSON body that sends msg after the conversation so far (streamed)."""
         if api == "chat":
-            return self._chat(msg, model)
-        params = {"max_new_tokens": msg.output_tokens, "ignore_eos": True, "temperature": 0}
+            return chat_body(msg, model, history=self.messages)
+        params: SamplingParams = {"max_new_tokens": msg.output_tokens, "ignore_eos": True, "temperature": 0}
         media = tuple(self.media) + msg.media
         if not media and self.ids_known:
-            return GenerateBody(input_ids=self.ids + list(msg.input_ids), sampling_params=params,  # type: ignore[typeddict-item]
-                                stream=True)
-        body = GenerateBody(text=self._joined(msg), sampling_params=params, stream=True)  # type: ignore[typeddict-item]
-        images = [m.data_urls[0] for m in media if m.kind == "image"]
-        videos = [list(m.data_urls) for m in media if m.kind == "video"]
-        audios = [m.data_urls[0] for m in media if m.kind == "audio"]
-        if images:
-            body["image_data"] = images
-        if videos:
-            body["video_data"] = videos
-        if audios:
-            body["audio_data"] = audios
-        return body
-
-    def _chat(self, msg: RequestSpec, model: str) -> ChatBody:
-        body: ChatBody = {"model": model, "messages": [*self.messages, _user_message(msg)],
-                          "max_tokens": msg.output_tokens, "ignore_eos": True, "temperature": 0, "stream": True,
-                          "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
-        return body
+            return {"input_ids": self.ids + list(msg.input_ids), "sampling_params": params, "stream": True}
+        return with_media_data({"text": self._joined(msg), "sampling_params": params, "stream": True}, media)
 
     def add(self, turn: list[tuple[RequestSpec, Reply]]) -> None:
         """Append a finished turn: each sub-request's message and the server's reply to it, in branch order."""
@@ -241,14 +230,6 @@ class Conversation:
             self.ids += list(msg.input_ids) + reply.ids
             self.text = f"{self._joined(msg)}{reply.text}"
             self.media += msg.media
-            self.messages += [_user_message(msg), {"role": "assistant", "content": reply.text}]
+            self.messages += [{"role": "user", "content": user_content(msg.media, msg.text or "")},
+                              {"role": "assistant", "content": reply.text}]
             self.tokens += estimated_prompt_tokens(msg) + (len(reply.ids) or msg.output_tokens)
-
-
-def _user_message(msg: RequestSpec) -> ChatMessage:
-    content: list[ChatPart] = []
-    for m in msg.media:
-        url: UrlRef = {"url": list(m.data_urls) if m.kind == "video" else m.data_urls[0]}
-        content.append({"type": f"{m.kind}_url", f"{m.kind}_url": url})  # type: ignore[misc]
-    content.append({"type": "text", "text": msg.text or ""})
-    return {"role": "user", "content": content}
