@@ -27,8 +27,9 @@ from sweep.analysis.run_stats import ClientStats, RunStats
 from sweep.core.errors import StoreError
 from sweep.core.types import RequestRecord, Sample, ServerConfig
 from sweep.store import STAT_COLUMNS, Store, alembic_config
-from sweep.store.models import VERSION_TABLE, Base
+from sweep.store.models import Base
 from sweep.store.queries import run_summary
+from sweep.store.revisions import VERSION_TABLE
 
 TABLES = {"sweep_studies", "environments", "server_configs", "runs", "requests", "samples", "sweep_workers"}
 PG_URL = os.environ.get("SWEEP_TEST_PG_URL")

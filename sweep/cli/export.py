@@ -1,7 +1,9 @@
 """`sweep export STUDY --format csv|jsonl|parquet --what requests|windows|samples [--out FILE]`: a study's rows
 for other programs (DuckDB, pandas, a spreadsheet). windows: one row per measured window (the run_summary view:
 knobs, phase, concurrency, every statistic); requests: one row per request, with its window's run id, config id,
-phase and concurrency; samples: one row per probe reading, likewise. Parquet needs pyarrow (the `export` extra)."""
+phase and concurrency; samples: one row per probe reading, likewise. Parquet needs pyarrow (the `export` extra).
+`--format mlflow --tracking-uri URI` writes the study as MLflow runs instead (sweep/report/mlflow_runs.py; the
+`mlflow` extra)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from sweep.core.errors import SweepError, UsageError
 if TYPE_CHECKING:
     from sweep.store import RunSummary, Store  # SQLAlchemy: loaded when the command runs
 
-FORMATS = ("csv", "jsonl", "parquet")
+FORMATS = ("csv", "jsonl", "parquet", "mlflow")
 WHATS = ("requests", "windows", "samples")
 _WINDOW_KEYS = ("run_id", "server_config_id", "phase", "concurrency", "status")  # on every request and sample row
 
@@ -77,15 +79,22 @@ def _write_parquet(items: Iterator[dict[str, object]], out: Path) -> int:
 
 @app.command()
 def export(study: str = typer.Argument(..., help="study name"), db: str = typer.Option(DEFAULT_DB),
-           fmt: str = typer.Option("csv", "--format", help="csv | jsonl | parquet"),
+           fmt: str = typer.Option("csv", "--format", help="csv | jsonl | parquet | mlflow"),
            what: str = typer.Option("windows", "--what", help="requests | windows | samples"),
            out: Path | None = typer.Option(None, "--out", help="file to write (default: stdout; parquet needs it)"),
+           tracking_uri: str | None = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (--format "
+                                                   "mlflow: e.g. file:/path/mlruns or http://host:5000)"),
            ) -> None:
     """Export a study's requests, windows or probe samples as CSV, JSON lines or Parquet."""
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
     if what not in WHATS:
         raise UsageError(f"--what {what!r}: expected one of {', '.join(WHATS)}")
+    if fmt == "mlflow":
+        _export_mlflow(study, db, tracking_uri)
+        return
+    if tracking_uri is not None:
+        raise UsageError("--tracking-uri goes with --format mlflow")
     if fmt == "parquet" and out is None:
         raise UsageError("--format parquet writes a binary file: give --out FILE")
     from sweep.store import Store
@@ -107,3 +116,27 @@ def export(study: str = typer.Argument(..., help="study name"), db: str = typer.
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
     typer.echo(f"{n} {what} rows of study {study} -> {out}", err=True)
+
+
+def _export_mlflow(study: str, db: str, tracking_uri: str | None) -> None:
+    """`--format mlflow`: the study as a parent run and a child run per configuration (sweep/report/mlflow_runs.py)."""
+    import tempfile
+
+    from sweep.report.mlflow_runs import export_study, load_mlflow
+
+    if tracking_uri is None:
+        raise UsageError("--format mlflow needs --tracking-uri URI (e.g. file:./mlruns)")
+    load_mlflow()  # not installed: one line, exit 2, before the database is opened
+    from sweep.store import Store
+
+    store = Store(db_url(db), readonly=True)
+    if store.get_study_by_name(study) is None:
+        raise SweepError(f"no study named {study} in {db}")
+    mlflow_error = load_mlflow().exceptions.MlflowException
+    with tempfile.TemporaryDirectory(prefix="sweep-mlflow-") as scratch:
+        try:
+            done = export_study(store, study, tracking_uri, Path(scratch))
+        except mlflow_error as exc:  # a store MLflow refuses or cannot reach: its first line, no traceback
+            raise SweepError(f"MLflow at {tracking_uri}: {str(exc).strip().splitlines()[0]}") from None
+    typer.echo(f"study {study} -> MLflow {tracking_uri}: parent run {done.parent_run_id}, "
+               f"{len(done.child_run_ids)} configuration runs", err=True)

@@ -17,6 +17,7 @@ from sweep.core.types import KNOB_NAMES, RunStatus
 if TYPE_CHECKING:
     from sweep.report.document import CompareSide  # the report imports matplotlib: only for `sweep compare`
     from sweep.store import Store
+    from sweep.store.sqlite_reader import RunsReader
 
 @app.command()
 def serve(db: str = typer.Option(DEFAULT_DB, help="results database (path or SQLAlchemy URL)"),
@@ -63,14 +64,14 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
          limit: int | None = typer.Option(None)) -> None:
     """List past runs (one row per measured ladder step): a table that fits the terminal, or JSON / CSV."""
     from sweep.core.types import ServerConfig
-    from sweep.store import Store
     from sweep.store.records import RunRecord, RunSummary
+    from sweep.store.sqlite_reader import open_reader  # a SQLite file: Python's own sqlite3, no SQLAlchemy
     from sweep.views.workers import with_worker_labels, worker_labels
 
     valid = [*RunSummary(RunRecord(0, 0, 0), "", "", ServerConfig()).columns(), "worker", "config", "ttft_sla_ms",
              "tpot_sla_ms"]
     cols = _columns_arg(columns, wide or fmt != "table", valid)  # csv: every column unless chosen
-    store = Store(db_url(db), readonly=True)
+    store = open_reader(db_url(db))
     rows = store.list_runs(study=study, profile=profile, since=since_arg(since), status=status, limit=limit)
     labels = {k: v for sid in {r.run.study_id for r in rows if r.run.study_id is not None}
               for k, v in worker_labels(store.workers(sid)).items()}
@@ -88,7 +89,7 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     emit_rows(table, cols, fmt, wide=wide, headers=headers)
 
 
-def _sla_percentiles(store: Store, study: str) -> tuple[str, str]:
+def _sla_percentiles(store: RunsReader, study: str) -> tuple[str, str]:
     """The percentiles a study's SLA judges TTFT and TPOT at, as the runs table's column names spell them."""
     row = store.get_study_by_name(study)
     sla = (json.loads(row.profile_json).get("sla") if row is not None else None) or {}

@@ -1,4 +1,5 @@
-"""How sweep opens a results database: SQLite pragmas and writer serialisation, the packaged Alembic config.
+"""How sweep opens a results database through SQLAlchemy: SQLite pragmas and writer serialisation (the packaged
+Alembic config and revisions: revisions.py).
 
 SQLite files get WAL, foreign keys, a busy timeout and BEGIN IMMEDIATE writers, so several processes (study
 workers, the live page) share one file; any other URL (PostgreSQL) gets a pre-pinged pool.
@@ -6,19 +7,16 @@ workers, the live page) share one file; any other URL (PostgreSQL) gets a pre-pi
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, make_url
 
 from sweep.core.errors import StoreError
+from sweep.store.revisions import alembic_config, packaged_revisions
 
-if TYPE_CHECKING:
-    from alembic.config import Config  # Alembic loads where a database migrates, not where one is read
+__all__ = ["SQLITE_BUSY_MS", "alembic_config", "make_engine", "packaged_revisions", "serialize_sqlite"]
 
-MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-_REVISION = re.compile(r'^(down_revision|revision) = (?:"([^"]+)"|None)$', re.MULTILINE)
 SQLITE_BUSY_MS = 30_000
 
 
@@ -60,40 +58,6 @@ def serialize_sqlite(engine: Engine, every_transaction: bool = False) -> None:
     event.listen(engine, "connect", _sqlite_connect)
     event.listen(engine, "begin", _sqlite_begin_immediate if every_transaction else _sqlite_begin)
     engine.dispose()  # connections made before the listeners existed would miss the pragmas
-
-
-def packaged_revisions() -> tuple[str | None, frozenset[str]]:
-    """(the head revision, every revision) of the packaged migrations, read from their `revision = "..."` and
-    `down_revision = "..."` lines: a reading command checks a database's revision without loading Alembic. Where
-    the files do not give one head, Alembic's own script directory decides."""
-    revs: set[str] = set()
-    downs: set[str] = set()
-    for path in (MIGRATIONS / "versions").glob("*.py"):
-        found = dict((k, v) for k, v in _REVISION.findall(path.read_text()))
-        if found.get("revision"):
-            revs.add(found["revision"])
-            downs.add(found.get("down_revision", ""))
-    heads = revs - downs
-    if len(heads) == 1:
-        return next(iter(heads)), frozenset(revs)
-    from alembic.script import ScriptDirectory
-
-    script = ScriptDirectory.from_config(alembic_config())
-    return script.get_current_head(), frozenset(s.revision for s in script.walk_revisions())
-
-
-def alembic_config(url: str | None = None) -> Config:
-    """An Alembic Config for the packaged migrations, no alembic.ini needed.
-
-    For a new revision: command.revision(alembic_config("sqlite:///results.db"), "message", autogenerate=True).
-    """
-    from alembic.config import Config
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    if url is not None:
-        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    return cfg
 
 
 def make_engine(url: str, create: bool = True, readonly: bool = False) -> Engine:

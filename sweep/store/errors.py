@@ -1,9 +1,9 @@
 """The one mapper from database failures to one-line StoreErrors (httpx's map_exceptions, for SQL).
 
 SQLAlchemy, its drivers (sqlite3, psycopg) and Alembic raise many types; every caller that can meet one (the
-store, the Optuna search sharing the database, the CLI boundary) turns it into a DatabaseError here: a StoreError
-(exit 5) whose message is one line, `<what failed>: <the driver's first line>`, and whose `kind` says which row
-of ERRORS matched. Where the driver's line says too little and the database file is known (`path`), the line says
+store, the SQLite reader, the Optuna search sharing the database, the CLI boundary) turns it into a DatabaseError
+here: a StoreError (exit 5) whose message is one line, `<what failed>: <the driver's first line>`, and whose `kind`
+says which row of _errors() matched. Where the driver's line says too little and the database file is known (`path`), the line says
 what happened to that file instead: a full disk ("database or disk is full", ENOSPC), a file SQLite cannot open
 ("unable to open database file": a folder in its way, a read-only mount, no permission), a read-only database.
 """
@@ -12,22 +12,30 @@ from __future__ import annotations
 
 import errno
 import os
+import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
-
 from sweep.core.errors import StoreError
 
-# (exception types, kind), first match wins. The drivers' own errors arrive wrapped in SQLAlchemy's (DBAPIError
-# keeps the driver's in .orig); Optuna's StorageInternalError carries the SQLAlchemy error as its cause.
-ERRORS: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...] = (
-    (IntegrityError, "constraint"),  # a unique or foreign key violated
-    (OperationalError, "operational"),  # locked, disk full, read-only, unreachable server, bad credentials
-    (SQLAlchemyError, "database"),  # any other failure of SQLAlchemy or the driver
-)
+
+def _errors() -> tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...]:
+    """(exception types, kind), first match wins. The drivers' own errors arrive wrapped in SQLAlchemy's (DBAPIError
+    keeps the driver's in .orig); Optuna's StorageInternalError carries the SQLAlchemy error as its cause. SQLAlchemy's
+    rows count once it is loaded, as it is wherever it could raise (a reading command on a SQLite file reads through
+    Python's own sqlite3, sweep/store/sqlite_reader.py, and never loads it); sqlite3's own errors follow."""
+    sa = sys.modules.get("sqlalchemy.exc")
+    wrapped: tuple[tuple[type[BaseException], str], ...] = () if sa is None else (
+        (sa.IntegrityError, "constraint"),  # a unique or foreign key violated
+        (sa.OperationalError, "operational"),  # locked, disk full, read-only, unreachable server, bad credentials
+        (sa.SQLAlchemyError, "database"),  # any other failure of SQLAlchemy or the driver
+    )
+    return (*wrapped, (sqlite3.IntegrityError, "constraint"), (sqlite3.OperationalError, "operational"),
+            (sqlite3.Error, "database"))
+
+
 # Only where the store itself opens the database: a path it cannot make, a driver not installed.
 OPENING: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...] = (
     (OSError, "file"),
@@ -46,7 +54,7 @@ _CHAIN_DEPTH = 4  # how far to follow __cause__/__context__ (Optuna wraps the SQ
 
 
 class DatabaseError(StoreError):
-    """A database failure as one line; `kind` is the ERRORS (or OPENING) row that matched."""
+    """A database failure as one line; `kind` is the _errors() (or OPENING) row that matched."""
 
     def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
@@ -105,7 +113,7 @@ def database_error(exc: BaseException, what: str, opening: bool = False,
     """The DatabaseError `exc` is (`what` failed: its first line, or what happened in words where _in_words knows,
     `path` being the database file when it is one), or None when no exception in its chain is a database failure.
     An AssertionError Optuna raises while handling a storage error counts as that error."""
-    table = ERRORS + _migration_errors() + (OPENING if opening else ())
+    table = _errors() + _migration_errors() + (OPENING if opening else ())
     seen: BaseException | None = exc
     for _ in range(_CHAIN_DEPTH):
         if seen is None or isinstance(seen, StoreError):

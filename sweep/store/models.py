@@ -30,7 +30,6 @@ from sqlalchemy.types import TypeEngine
 from sweep.analysis import run_stats
 from sweep.core.types import KNOB_NAMES, RUN_STATUSES
 
-VERSION_TABLE = "sweep_alembic_version"  # Optuna's RDB storage owns `alembic_version` in the same database
 CONFIG_STATUSES = ("pending", "running", "completed", "failed", "infeasible", "aborted")
 RUN_PHASES = ("screen", "final", "refine", "soak")  # refine: a bisection window of a final ladder
 

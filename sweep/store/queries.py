@@ -6,7 +6,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import cast
 
 from sqlalchemy import Column, Connection, Executable, MetaData, Table, case, func, select
@@ -38,6 +38,7 @@ from sweep.store.records import (
     StoredRequestRow,
     StudyRecord,
     WinnerRecord,
+    as_utc,
 )
 
 studies_table: Table = Study.__table__  # type: ignore[assignment]
@@ -73,16 +74,6 @@ _SECRET_WORDS = ("key", "token", "secret", "password")
 # A launch flag whose last word names a credential: --api-key, --admin-api-key, --hf-token (not --tokenizer-path).
 _SECRET_FLAG = re.compile(r"^--?(?:[\w-]*-)?(?:api-key|key|token|secret|password)$")
 REDACTED = "***"
-
-
-def utcnow() -> datetime:
-    """Now as naive UTC, the one timestamp convention of the database."""
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
-def as_utc(when: datetime) -> datetime:
-    """A caller's datetime as naive UTC (naive input is taken to be UTC already)."""
-    return when if when.tzinfo is None else when.astimezone(UTC).replace(tzinfo=None)
 
 
 def redact_argv(argv: Iterable[str]) -> list[str]:

@@ -11,20 +11,30 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Self
 
-from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.run_stats import COLUMNS as STAT_COLUMNS
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import Placement, ServerConfig
 
 if TYPE_CHECKING:
+    from sweep.analysis.ladder_steps import LadderStep  # the knee's inputs: loaded where a step is judged
     from sweep.analysis.tiers import (
         StoredRequest,  # numpy and the profile: imported where a request is judged
     )
 
 _PLACEMENT = tuple(f.name for f in fields(Placement))
+
+
+def utcnow() -> datetime:
+    """Now as naive UTC, the one timestamp convention of the database."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def as_utc(when: datetime) -> datetime:
+    """A caller's datetime as naive UTC (naive input is taken to be UTC already)."""
+    return when if when.tzinfo is None else when.astimezone(UTC).replace(tzinfo=None)
 
 
 def _opt_int(v: object) -> int | None:
@@ -275,6 +285,8 @@ class RunRecord(Record):
         """This completed window as a ladder step (ValueError when it stores no statistics)."""
         if self.stats is None:
             raise ValueError(f"run {self.id} has no statistics (status {self.status})")
+        from sweep.analysis.ladder_steps import LadderStep
+
         return LadderStep(self.id, self.concurrency, self.phase, self.stats, self.server_config_id, self.offered_rps)
 
     @property

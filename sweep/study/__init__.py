@@ -16,5 +16,6 @@ __getattr__, __dir__, __all__ = lazy(__name__, {
         "Search", "StudyResult", "promoted",
     ),
     "sweep.study.step_inputs": ("StepInputs",),
+    "sweep.study.trial_guard": ("CONFIGURATION_FAILURE", "TrialGuard", "storage_error"),
     "sweep.study.wiring": ("ROOT", "make_driver", "make_launcher", "model_path", "predictor", "server_model"),
 })

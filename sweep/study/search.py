@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
-from sqlalchemy.exc import SQLAlchemyError
 
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.core.errors import Fenced
@@ -18,22 +15,25 @@ from sweep.core.types import ServerConfig
 from sweep.profile import Profile, Screening
 from sweep.profile.grid import grid, grid_size
 from sweep.store import PriorRecord
-from sweep.store.errors import DatabaseError, database_error, first_line
 from sweep.study import liveness, prior
-from sweep.study.ladder import LadderOutcome, LadderRunner, orchestrator_failure
+from sweep.study.ladder import LadderOutcome, LadderRunner
 from sweep.study.liveness import WorkerIdentity
 from sweep.study.sampler import make_sampler, sampler_kind, suggest
+from sweep.study.trial_guard import (
+    CONFIGURATION_FAILURE,
+    FAILURE_ATTR,
+    ORCHESTRATOR_FAILURE,
+    REQUEUED_ATTR,
+    TrialGuard,
+    storage_error,
+)
 
 FEASIBLE_ATTR = "feasible"
 CONSTRAINT_ATTR = "constraint"  # <= 0 feasible, > 0 infeasible (Optuna's convention)
-# Why a trial did not yield a measured configuration. An orchestrator failure (signal, database, disk: the
-# trial is FAIL) is retried; a configuration failure (the server crashed, OOMed, hung: the trial is COMPLETE
-# and infeasible) is a result and is not.
-FAILURE_ATTR = liveness.FAILURE_ATTR
-ORCHESTRATOR_FAILURE = liveness.ORCHESTRATOR_FAILURE
-CONFIGURATION_FAILURE = "configuration"
-REQUEUED_ATTR = liveness.REQUEUED_FROM  # on a re-queued copy: the number of the FAIL trial it redoes
-
+# Why a trial did not yield a measured configuration: sweep.study.trial_guard (re-exported here, where the
+# trial attributes are read).
+__all__ = ["CONSTRAINT_ATTR", "CONFIGURATION_FAILURE", "FAILURE_ATTR", "FEASIBLE_ATTR", "ORCHESTRATOR_FAILURE",
+           "REQUEUED_ATTR", "Budget", "Search", "StudyResult", "promoted", "storage_error"]
 
 ReuseFn = Callable[[ServerConfig, str], "LadderOutcome | None"]
 
@@ -112,12 +112,12 @@ class Search:
         self.ended = ended  # worker id -> whether that worker has stopped (so any trial it holds is orphaned)
         self.alone = alone  # whether no other worker of the study may be alive (then an unowned trial is dead)
         self.on_fenced = on_fenced  # told once per trial this worker lost while it was suspended (it goes on)
-        self._fenced: Fenced | None = None  # the current trial's lease lapsed: the error Optuna's tell raises is moot
         self.study_name = study_name
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         sp = profile.search
         self.grace_s = sp.grace_s or 4 * sp.heartbeat_s
         self.storage = liveness.optuna_storage(storage_url, sp.heartbeat_s, sp.grace_s, on_requeued)
+        self.guard = TrialGuard(self.storage, runner)  # a trial's failures: retried, a result, or fenced
         pruner: optuna.pruners.BasePruner = (optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0)
                                              if sp.pruning else optuna.pruners.NopPruner())
         self.study = optuna.create_study(study_name=study_name, storage=self.storage, direction="maximize",
@@ -173,56 +173,6 @@ class Search:
         return optuna.create_study(study_name=self.study_name + suffix, storage=self.storage, direction="maximize",
                                    sampler=optuna.samplers.GridSampler({param: list(range(n))}), load_if_exists=True)
 
-    def _guarded(self, study: optuna.Study, measure: Callable[[optuna.Trial], float]) -> Callable[[optuna.Trial], float]:
-        """The objective: `measure`, and on the orchestrator's own failure (a signal, the database, the disk)
-        the trial marked so and its configuration queued again at once, for any worker to take."""
-
-        def objective(trial: optuna.Trial) -> float:
-            self.runner.attempt = None
-            try:
-                return measure(trial)
-            except optuna.TrialPruned:
-                raise
-            except BaseException as exc:  # Optuna marks the trial FAIL once this propagates
-                if isinstance(exc, Exception):
-                    self._fenced = self._lapsed(study, trial, exc)
-                with contextlib.suppress(Exception):  # best effort: the database may be what failed
-                    trial.set_user_attr(FAILURE_ATTR, ORCHESTRATOR_FAILURE)
-                    trial.set_user_attr("failure_reason", orchestrator_failure(exc))
-                    liveness.requeue(study, liveness.stored_trial(self.storage, study, trial.number))
-                raise
-
-        return objective
-
-    def _lapsed(self, study: optuna.Study, trial: optuna.Trial, exc: Exception) -> Fenced | None:
-        """Whether `exc` says this worker's lease on the trial lapsed: the store refused a write of its attempt
-        (Fenced), or another worker finished the trial (failed it on a stale heartbeat and queued it again)."""
-        if isinstance(exc, Fenced):
-            return exc
-        try:
-            state = liveness.stored_trial(self.storage, study, trial.number).state
-        except Exception:  # noqa: BLE001 - the database may be what failed: then this is no fence
-            return None
-        if state == optuna.trial.TrialState.RUNNING:
-            return None
-        attempt = getattr(self.runner, "attempt", None)
-        what = f"trial {trial.number}" if attempt is None else f"configuration {attempt} (trial {trial.number})"
-        return Fenced(what, f"the trial is {state.name}")
-
-    @contextlib.contextmanager
-    def _quiet_when_fenced(self) -> Iterator[None]:
-        """Optuna logs a trial's failure with its traceback; a fenced trial's is said in one line (on_fenced)."""
-
-        def keep(record: logging.LogRecord) -> bool:
-            return self._fenced is None
-
-        logger = logging.getLogger("optuna.study._optimize")
-        logger.addFilter(keep)
-        try:
-            yield
-        finally:
-            logger.removeFilter(keep)
-
     def _begin(self, study: optuna.Study, trial: optuna.Trial, total: int) -> None:
         """Claim the trial for this worker; a trial created after the phase's work ran out is dropped as surplus."""
         trial.set_user_attr(liveness.WORKER_ATTR, self.worker.attr())
@@ -244,13 +194,13 @@ class Search:
             trials = study.get_trials(deepcopy=False)
             waiting = any(t.state == optuna.trial.TrialState.WAITING for t in trials)
             if (waiting or liveness.work_items(trials) < total) and may_start():
-                self._fenced = None
+                self.guard.fenced = None
                 try:
-                    with self._quiet_when_fenced():
+                    with self.guard.quiet_when_fenced():
                         study.optimize(objective, n_trials=1, catch=())
                 except Exception as exc:
-                    if self._fenced is not None:  # Optuna could not tell a trial another worker took over
-                        fenced, self._fenced = self._fenced, None
+                    if self.guard.fenced is not None:  # Optuna could not tell a trial another worker took over
+                        fenced, self.guard.fenced = self.guard.fenced, None
                         if self.on_fenced is not None:
                             self.on_fenced(fenced)
                         continue
@@ -288,7 +238,7 @@ class Search:
             self._begin(self.study, trial, total)
             return self._measure_suggested(trial, phase, reuse, budget, result)
 
-        self._drain(self.study, total, self._guarded(self.study, measure), lambda: self._room_for_trial(result, budget))
+        self._drain(self.study, total, self.guard.guarded(self.study, measure), lambda: self._room_for_trial(result, budget))
 
     def _measure_suggested(self, trial: optuna.Trial, phase: str, reuse: ReuseFn | None, budget: Budget,
                            result: StudyResult) -> float:
@@ -389,7 +339,7 @@ class Search:
                 return False
             return True
 
-        self._drain(study, len(cut), self._guarded(study, measure), may_start)
+        self._drain(study, len(cut), self.guard.guarded(study, measure), may_start)
 
     def measures_baseline(self) -> bool:
         """Whether this study measures SGLang's defaults first (search.baseline; never in coupled mode, where
@@ -415,7 +365,7 @@ class Search:
             return value
 
         # another worker measuring the defaults holds no one up: the search's configurations do not depend on them
-        self._drain(study, 1, self._guarded(study, measure), lambda: True, wait_others=False)
+        self._drain(study, 1, self.guard.guarded(study, measure), lambda: True, wait_others=False)
 
     def _soak(self, soak: Callable[[], None]) -> None:
         """The winner's soak: one trial of `<name>:soak`, run by the first worker that asks, after every final."""
@@ -427,16 +377,5 @@ class Search:
             soak()
             return 0.0
 
-        self._drain(study, 1, self._guarded(study, measure), lambda: True)
+        self._drain(study, 1, self.guard.guarded(study, measure), lambda: True)
 
-
-def storage_error(exc: BaseException) -> BaseException:
-    """Optuna's failure to write its study (disk full, database locked) as the one-line StoreError it is; any
-    other exception unchanged. When Optuna cannot record a failed trial it raises an AssertionError of its own
-    ("Should not reach") while handling the storage error: that error is the one to report."""
-    if isinstance(exc, AssertionError) and exc.__context__ is not None:
-        exc = exc.__context__
-    if not isinstance(exc, optuna.exceptions.StorageInternalError | SQLAlchemyError):
-        return exc
-    what = "cannot write the Optuna study"
-    return database_error(exc, what) or DatabaseError(f"{what}: {first_line(exc)}", "optuna")

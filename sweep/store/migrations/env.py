@@ -7,7 +7,8 @@ from typing import Any
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from sweep.store.models import VERSION_TABLE, Base
+from sweep.store.models import Base
+from sweep.store.revisions import VERSION_TABLE
 
 
 def ours(name: str | None, type_: str, parent_names: Any) -> bool:
