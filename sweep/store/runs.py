@@ -103,6 +103,23 @@ class RunWrites:
             if sample_rows:
                 conn.execute(insert(q.samples_table), sample_rows)
 
+    def add_requests(self, run_id: int, records: Sequence[RequestRecord], window_start: float) -> None:
+        """Store a batch of a running window's requests (a streamed window flushes them while it runs); Fenced,
+        nothing stored, when the run is no longer running or its attempt no longer holds the lease. They count only
+        once finish_run completes the run: an aborted or failed run's requests are never a completed run's."""
+        rows = q.request_rows(run_id, records, window_start)
+        if not rows:
+            return
+        r = runs_table.c
+        with self._write(f"store requests of run {run_id}") as conn:
+            row = conn.execute(select(r.server_config_id, r.status).where(r.id == run_id).with_for_update()).first()
+            if row is None:
+                raise StoreError(f"no such run {run_id}")
+            if row.status != "running":
+                raise Fenced(f"configuration {row.server_config_id}", f"its run {run_id} is {row.status!r}")
+            hold_lease(conn, row.server_config_id)
+            conn.execute(insert(q.requests_table), rows)
+
     def mark_run(self, run_id: int, status: str, reason: str | None) -> None:
         """Set a running run's status and reason (e.g. failed: server died) without stats; Fenced as finish_run."""
         values: dict[str, object] = {"status": status, "reason": reason}
