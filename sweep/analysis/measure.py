@@ -76,20 +76,16 @@ def percentile(values: list[float] | np.ndarray, q: float) -> float | None:
     return float(np.percentile(arr, q)) if arr.size else None
 
 
-def latency_summary(values_ms: list[float]) -> dict[str, float | None]:
-    """p50, p90, p95, p99, mean and max of a list of milliseconds (None each when empty)."""
+def latency_summary(values_ms: list[float] | np.ndarray) -> dict[str, float | None]:
+    """p50, p90, p95, p99, mean and max of milliseconds (None each when empty). An array given (a streamed
+    window's ITL gaps, a file-backed np.memmap) is reordered in place, not copied: its mean is taken first."""
+    given = isinstance(values_ms, np.ndarray)
     arr = np.asarray(values_ms, dtype=float)
     if not arr.size:
         return dict.fromkeys(_LAT_STATS)
-    p50, p90, p95, p99 = (float(x) for x in np.percentile(arr, [50, 90, 95, 99]))
-    return {
-        "p50": p50,
-        "p90": p90,
-        "p95": p95,
-        "p99": p99,
-        "mean": float(arr.mean()),
-        "max": float(arr.max()),
-    }
+    mean, top = float(arr.mean()), float(arr.max())
+    p50, p90, p95, p99 = (float(x) for x in np.percentile(arr, [50, 90, 95, 99], overwrite_input=given))
+    return {"p50": p50, "p90": p90, "p95": p95, "p99": p99, "mean": mean, "max": top}
 
 
 def ratio(num: float, den: float) -> float | None:
@@ -153,6 +149,25 @@ def arrived_tokens(rec: RequestRecord, start: float, end: float) -> int:
     if extra > 0 and last is not None and start <= last < end:
         n += extra
     return n
+
+
+def fold_chunks(rec: RequestRecord, start: float, end: float) -> list[float]:
+    """Fold a finished record's chunks, in place, to at most three (those before, inside and after [start, end),
+    each group at its last chunk's time and carrying its tokens) and return its ITL gaps in ms (itl_gaps_ms).
+
+    Every statistic of compute_stats but ITL reads the same from the folded record for the window [start, end)
+    (first_token_at, the last chunk's time, the chunks' token sum and the tokens arriving in the window are kept);
+    the ITL gaps it no longer holds are returned, to be handed to compute_stats as WindowResult.itl_ms. A streamed
+    window (sweep.study.recorder) so keeps a few numbers per request instead of two per token.
+    """
+    gaps = itl_gaps_ms(rec)
+    groups: dict[int, tuple[float, int]] = {}
+    for t, k in zip(rec.chunk_times, rec.chunk_tokens, strict=False):
+        g = 0 if t < start else 1 if t < end else 2
+        groups[g] = (t, groups.get(g, (t, 0))[1] + k)
+    rec.chunk_times = [t for t, _ in groups.values()]
+    rec.chunk_tokens = [k for _, k in groups.values()]
+    return gaps
 
 
 def meets_sla(rec: RequestRecord, sla: SLA) -> bool:
@@ -282,7 +297,8 @@ def compute_stats(result: WindowResult, sla: SLA, *, min_requests: int = DEFAULT
     ttfts = [t for r in ok if (t := ttft_ms(r)) is not None]
     tpots = [t for r in ok if (t := tpot_ms(r)) is not None]
     e2es = [t for r in ok if (t := e2e_ms(r)) is not None]
-    itls = [g for r in ok for g in itl_gaps_ms(r)]
+    # a streamed window's records are folded (fold_chunks): its ITL gaps come with it, in the records' order
+    itls = result.itl_ms if result.itl_ms is not None else [g for r in ok for g in itl_gaps_ms(r)]
     meeting = [r for r in recs if meets_sla(r, sla)]
 
     out: dict[str, Any] = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
@@ -192,6 +192,9 @@ class ClientSamples:
     max_in_flight_seen: int = 0
 
 
+# what a streaming driver hands each request that ended, once the measured window's [start, end) is known
+RecordSink = Callable[[RequestRecord, float, float], None]
+
 SERVER_DIED = "server died during the window"  # WindowResult.aborted when the server process exited
 
 
@@ -216,6 +219,9 @@ class WindowResult:
     # seconds the client process itself was not running (SIGSTOP, a VM pause, swap) inside the measured window: the
     # server's latency then holds the client's pause, so the ladder measures the step again (sweep.study.ladder)
     suspended_s: float = 0.0
+    # a streamed window (sweep.study.recorder): its records' chunks were folded (sweep.analysis.measure.fold_chunks)
+    # and these are the ITL gaps (ms) of its measured successful records, in the records' order; None: not folded
+    itl_ms: np.ndarray | None = None
 
     @property
     def measured_seconds(self) -> float:

@@ -11,7 +11,7 @@ from sglang_sim.media import audio_tokens, image_tokens, placeholder_ids, video_
 from sweep.analysis.server_metrics import buckets_as_samples
 from sweep.core import interrupt
 from sweep.core.errors import WorkloadError
-from sweep.core.types import RequestRecord, RequestSpec, Sample, WindowResult
+from sweep.core.types import RecordSink, RequestRecord, RequestSpec, Sample, WindowResult
 from sweep.drivers.virtual_sessions import SessionUsers
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, Window
@@ -78,9 +78,15 @@ class VirtualDriver:
             return "no engine"
         return None if eng.flush_cache() else "the engine still holds requests"
 
+    streams = True  # run_window takes a sink (sweep.study.recorder): each ended request is handed over at once
+
     def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
-                   window: Window, arrival: ArrivalProcess | None = None) -> WindowResult:
+                   window: Window, arrival: ArrivalProcess | None = None,
+                   sink: RecordSink | None = None) -> WindowResult:
         """Closed loop (`concurrency` users) or, for an open-loop arrival, sends at the scheduled times.
+
+        With `sink`, every request that ended is handed to it with the measured window's [start, end) as soon as
+        both are known (a session workload's records are not: a session's end still labels its earlier turns).
 
         Open loop: the schedule is arrival.schedule(window, seed, concurrency); a request over
         max_in_flight waits for a slot (scheduled_at stays the scheduled time, sent_at is the real send).
@@ -94,6 +100,7 @@ class VirtualDriver:
         per_chunk = self.stream_interval or (int(interval) if isinstance(interval, int | float | str) and interval else 1)
         run = _WindowRun(eng, specs, concurrency, window, arrival, per_chunk, wid=next(self._windows),
                          seed=self.seed, sample_interval_s=self.sample_interval_s)
+        run.sink = sink if run.users is None else None
         self._window = (eng, run.start)
         try:
             return run.run()
@@ -140,6 +147,8 @@ class _WindowRun:
                 raise WorkloadError("sessions under an open-loop arrival run on the HTTP driver only "
                                     "(--driver http); the virtual driver runs them closed-loop")
             self.users = SessionUsers(self, spec_to_request)
+        self.sink: RecordSink | None = None
+        self.ended: list[RequestRecord] = []  # ended before the window's start was known: handed over once it is
 
     # ---- clients
     def dispatch(self, t: float, at: float | None = None) -> None:
@@ -200,6 +209,18 @@ class _WindowRun:
             rec.finished_at = r.finished_at
         rec.error, rec.error_kind = error, kind
         eng.forget(rid)
+        self.hand_over(rec)
+
+    def hand_over(self, rec: RequestRecord | None = None) -> None:
+        """Give the sink an ended record (and those that waited for the window's start) once [ws, we) is known."""
+        if self.sink is None:
+            return
+        if rec is not None:
+            self.ended.append(rec)
+        if self.ws is not None:
+            for r in self.ended:
+                self.sink(r, self.ws, self.we)
+            self.ended.clear()
 
     def release(self, now: float) -> None:
         """Open loop: queue every request scheduled by now; send what the in-flight cap allows."""
@@ -311,16 +332,19 @@ class _WindowRun:
             if at < self.we:
                 spec = spec_at(self.specs, self.k)
                 self.k += 1
-                self.records.append(RequestRecord(
+                missed = RequestRecord(
                     index=spec.index, concurrency=self.concurrency, scheduled_at=at, sent_at=at,
                     prompt_tokens=spec.prompt_tokens, modality=spec.modality,
                     sent_prompt_tokens=estimated_prompt_tokens(spec), sent_output_tokens=spec.output_tokens,
                     warmup=self.ws is None or at < self.ws, error="never sent: the in-flight cap stayed full",
-                    error_kind="drain_cutoff"))
+                    error_kind="drain_cutoff")
+                self.records.append(missed)
+                self.hand_over(missed)
 
     def result(self) -> WindowResult:
         ws, we = self.ws, self.we
         assert ws is not None
+        self.hand_over()
         if not self.counters_end:
             self.counters_end, self.hist_end = self._snapshot()
         hist_delta = [(le, c1 - c0) for (le, c1), (_, c0) in

@@ -13,29 +13,21 @@ from contextlib import contextmanager
 from typing import cast
 
 from sqlalchemy import (
-    ColumnElement,
     Connection,
-    Insert,
     String,
     Table,
-    Update,
-    case,
     column,
     delete,
-    func,
     insert,
     inspect,
     make_url,
-    or_,
     select,
     table,
-    true,
     update,
 )
 
-from sweep.analysis.run_stats import RunStats
-from sweep.core.errors import Fenced, StoreError
-from sweep.core.types import Placement, RequestRecord, Sample, ServerConfig
+from sweep.core.errors import StoreError
+from sweep.core.types import Placement, ServerConfig
 from sweep.store import queries as q
 from sweep.store.engine import alembic_config, make_engine
 from sweep.store.errors import map_errors
@@ -50,6 +42,7 @@ from sweep.store.records import (
     utcnow,
 )
 from sweep.store.revisions import VERSION_TABLE, check_readable, one_revision
+from sweep.store.runs import RunWrites, hold_lease, new_id
 
 __all__ = ["Store", "schema_revision"]
 
@@ -57,20 +50,6 @@ _PG_MIGRATION_LOCK = 0x5357_4545  # pg_advisory_xact_lock key: one migrating wor
 _CONFIG_FIELDS = frozenset(q.configs_table.c.keys()) - {"id", "study_id", "created_at", "argv_json",
                                                           "server_info_json"}
 _DONE_CONFIG = frozenset({"completed", "failed", "infeasible", "aborted"})
-# An attempt's lease: its server_configs row is live (pending or running) until its verdict is written or the
-# recovery path aborts it (its worker lost, its trial re-queued). Every write of the attempt (its row, its
-# runs) checks the lease in the write's own transaction and raises Fenced, writing nothing, once it lapsed.
-_LIVE_CONFIG = ("pending", "running")
-
-
-def _new_id(conn: Connection, stmt: Insert) -> int:
-    """Execute one INSERT and return the new row's primary key."""
-    key = conn.execute(stmt).inserted_primary_key
-    if key is None:
-        raise StoreError("the database returned no id for a new row")
-    return int(key[0])
-
-
 def schema_revision(conn: Connection) -> str | None:
     """The schema revision stored in the database on `conn` (None: no sweep schema in it yet), read with one query
     of sweep's version table (what Alembic's MigrationContext reads, without loading Alembic)."""
@@ -92,7 +71,7 @@ def _sqlite_file(url: str) -> str | None:
     return db
 
 
-class Store(StoreReads):
+class Store(RunWrites, StoreReads):
     """The results database behind one SQLAlchemy URL, migrated to head on open.
 
     create=False: a SQLite file that does not exist is refused, not made. readonly=True (the reading commands:
@@ -181,29 +160,6 @@ class Store(StoreReads):
         if conn.execute(update(table).where(table.c.id == row_id).values(dict(values))).rowcount == 0:
             raise StoreError(f"no such {what}")
 
-    @staticmethod
-    def _hold(conn: Connection, config_id: int) -> None:
-        """Inside a write transaction: the attempt `config_id` still holds its lease (row locked on PostgreSQL
-        until the commit, so the recovery's abort waits for this write); Fenced when it lapsed."""
-        t = q.configs_table
-        status = conn.execute(select(t.c.status).where(t.c.id == config_id).with_for_update()).scalar_one_or_none()
-        if status is None:
-            raise StoreError(f"no such server config {config_id}")
-        if status not in _LIVE_CONFIG:
-            raise Fenced(f"configuration {config_id}", f"its row is {status!r}")
-
-    @staticmethod
-    def _update_run(conn: Connection, run_id: int, values: Mapping[str, object]) -> None:
-        """Update a running run: Fenced when the run is no longer running (its attempt was aborted by the
-        recovery path), StoreError when there is no such run."""
-        r = runs_table.c
-        if conn.execute(update(runs_table).where(r.id == run_id, r.status == "running").values(dict(values))).rowcount:
-            return
-        row = conn.execute(select(r.server_config_id, r.status).where(r.id == run_id)).first()
-        if row is None:
-            raise StoreError(f"no such run {run_id}")
-        raise Fenced(f"configuration {row.server_config_id}", f"its run {run_id} is {row.status!r}")
-
     # --- studies and environments -------------------------------------------------------------------
 
     def create_study(self, name: str, profile_name: str, profile_json: str, fingerprint: str, sampler: str,
@@ -213,7 +169,7 @@ class Store(StoreReads):
                    sampler=sampler, simulated=bool(simulated), driver=driver, status="running",
                    optuna_study_name=optuna_study_name, created_at=utcnow())
         with self._write(f"create study {name!r}") as conn:
-            return _new_id(conn, insert(q.studies_table).values(row))
+            return new_id(conn, insert(q.studies_table).values(row))
 
     def get_study_by_name(self, name: str) -> StudyRecord | None:
         """The study row named `name`, or None."""
@@ -280,7 +236,7 @@ class Store(StoreReads):
         """Store where a study ran; unknown keys go to extra_json, keys that look like secrets are dropped."""
         with self._write(f"record environment of study {study_id}") as conn:
             stmt = insert(q.environments_table).values(q.environment_row(study_id, env))
-            return _new_id(conn, stmt)
+            return new_id(conn, stmt)
 
     # --- server configurations ----------------------------------------------------------------------
 
@@ -291,7 +247,7 @@ class Store(StoreReads):
                    launcher=launcher, argv_json=json.dumps(q.redact_argv(argv)), status="pending",
                    created_at=utcnow(), **(placement or Placement()).columns())
         with self._write(f"create server config {config.label()!r}") as conn:
-            return _new_id(conn, insert(q.configs_table).values(row))
+            return new_id(conn, insert(q.configs_table).values(row))
 
     def update_server_config(self, config_id: int, **fields: object) -> None:
         """Set columns of a configuration; server_info (dict) and argv (list) are stored as JSON."""
@@ -313,7 +269,7 @@ class Store(StoreReads):
             return
         with self._write(f"update server config {config_id}") as conn:
             if held:
-                self._hold(conn, config_id)
+                hold_lease(conn, config_id)
             self._update_one(conn, q.configs_table, config_id, values, f"server config {config_id}")
 
     def update_attempt(self, config_id: int, **fields: object) -> None:
@@ -331,88 +287,6 @@ class Store(StoreReads):
         with self._read(f"find server config {config_key}") as conn:
             return q.find_server_config(conn, study_id, config_key)
 
-    # --- runs ---------------------------------------------------------------------------------------
-
-    def create_run(self, study_id: int, server_config_id: int, concurrency: int, fingerprint: str,
-                   simulated: bool, driver: str, phase: str = "final", reference_for: int | None = None,
-                   placement: Placement | None = None, offered_rps: float | None = None) -> int:
-        """Insert a running measured window and return its id (reference_for: sweep's run a reference row checks;
-        offered_rps: an open-loop rate ladder's offered rate); Fenced when its attempt no longer holds the lease."""
-        row = dict(study_id=study_id, server_config_id=server_config_id, concurrency=int(concurrency),
-                   offered_rps=offered_rps,
-                   status="running", fingerprint=fingerprint, simulated=bool(simulated), driver=driver,
-                   phase=phase, started_at=utcnow(), reference_for_run_id=reference_for,
-                   **(placement or Placement()).columns())
-        with self._write(f"create run at concurrency {concurrency}") as conn:
-            self._hold(conn, server_config_id)
-            return _new_id(conn, insert(runs_table).values(row))
-
-    def finish_run(self, run_id: int, stats: RunStats | Mapping[str, object], records: Sequence[RequestRecord],
-                   samples: Sequence[Sample], window_start: float, status: str = "completed",
-                   reason: str | None = None) -> None:
-        """Store a window's stats, requests and samples in one transaction (unknown stat keys raise); Fenced,
-        nothing stored, when the run is no longer running (its attempt was aborted: the worker lost its lease)."""
-        values = q.stat_values(stats)
-        values.update(status=status, reason=reason, finished_at=utcnow())
-        request_rows = q.request_rows(run_id, records, window_start)
-        sample_rows = q.sample_rows(run_id, samples, window_start)
-        with self._write(f"store run {run_id}") as conn:
-            self._update_run(conn, run_id, values)
-            # executemany: one prepared statement, batched by the driver (100k rows in about a second)
-            if request_rows:
-                conn.execute(insert(q.requests_table), request_rows)
-            if sample_rows:
-                conn.execute(insert(q.samples_table), sample_rows)
-
-    def mark_run(self, run_id: int, status: str, reason: str | None) -> None:
-        """Set a running run's status and reason (e.g. failed: server died) without stats; Fenced as finish_run."""
-        values: dict[str, object] = {"status": status, "reason": reason}
-        if status != "running":
-            values["finished_at"] = utcnow()
-        with self._write(f"mark run {run_id} {status}") as conn:
-            self._update_run(conn, run_id, values)
-
-    def abort_running(self, study_id: int, workers: Sequence[int | None] | None = None) -> int:
-        """Mark runs and configs a killed orchestrator left 'running' as 'aborted'; returns how many rows changed.
-        The completed steps of such an attempt become 'aborted' too: the configuration is measured again, and
-        `sweep runs` / run_summary must not list its first, partial ladder as ordinary completed rows.
-
-        With `workers`, only rows measured by those sweep_workers ids (None: rows that name no worker) change:
-        another live worker's running rows are never touched.
-        """
-        reason = "orchestrator stopped before this finished"
-        changed = 0
-
-        def owned(table: Table) -> ColumnElement[bool]:
-            """The rows of the given workers (all rows without `workers`)."""
-            if workers is None:
-                return true()
-            ids = [w for w in workers if w is not None]
-            return (or_(table.c.worker_id.in_(ids), table.c.worker_id.is_(None)) if None in workers
-                    else table.c.worker_id.in_(ids))
-
-        with self._write(f"abort stale runs of study {study_id}") as conn:
-            c = q.configs_table
-            stale = select(c.c.id).where(c.c.study_id == study_id, c.c.status == "running", owned(c))
-            changed += conn.execute(_abort_runs(runs_table.c.server_config_id.in_(stale), reason)).rowcount
-            for table, why in ((runs_table, "reason"), (q.configs_table, "failure_reason")):
-                stmt = (update(table).where(table.c.study_id == study_id, table.c.status == "running", owned(table))
-                        .values({"status": "aborted", "finished_at": utcnow(),
-                                 why: func.coalesce(table.c[why], reason)}))
-                changed += conn.execute(stmt).rowcount
-        return changed
-
-    def abort_config(self, config_id: int, reason: str) -> None:
-        """An attempt the orchestrator gave up (signal, database or disk error): the configuration and every
-        run of it, completed ones included, become 'aborted' with the reason; the resume measures it again.
-        Fenced, nothing written, when the attempt's lease already lapsed (another worker aborted it)."""
-        with self._write(f"abort server config {config_id}") as conn:
-            self._hold(conn, config_id)
-            conn.execute(_abort_runs(runs_table.c.server_config_id == config_id, reason))
-            t = q.configs_table
-            conn.execute(update(t).where(t.c.id == config_id).values(
-                status="aborted", failure_reason=reason, finished_at=utcnow()))
-
     # --- study workers ------------------------------------------------------------------------------
 
     def register_worker(self, study_id: int, label: str, host: str, pid: int, process_started: float,
@@ -421,7 +295,7 @@ class Store(StoreReads):
         row = dict(study_id=study_id, label=label, host=host, pid=pid, process_started=process_started, gpus=gpus,
                    sweep_version=sweep_version, fingerprint=fingerprint, status="running", started_at=utcnow())
         with self._write(f"register worker {label!r}") as conn:
-            return _new_id(conn, insert(q.workers_table).values(row))
+            return new_id(conn, insert(q.workers_table).values(row))
 
     def set_worker_status(self, worker_id: int, status: str) -> None:
         """A worker finished (done), was found dead (lost), or is running again (a fenced worker that woke)."""
@@ -429,11 +303,3 @@ class Store(StoreReads):
         with self._write(f"mark worker {worker_id} {status}") as conn:
             self._update_one(conn, q.workers_table, worker_id, values, f"worker {worker_id}")
 
-
-def _abort_runs(which: ColumnElement[bool], reason: str) -> Update:
-    """UPDATE of the running and completed runs matching `which` to 'aborted' (a completed one keeps its stats
-    and says in its reason that its attempt was aborted)."""
-    r = runs_table.c
-    why = case((r.status == "completed", "attempt aborted: " + reason), else_=func.coalesce(r.reason, reason))
-    return (update(runs_table).where(which, r.status.in_(("running", "completed")))
-            .values(status="aborted", reason=why, finished_at=func.coalesce(r.finished_at, utcnow())))

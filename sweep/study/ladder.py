@@ -25,6 +25,7 @@ from sweep.profile import Arrival, GammaArrival, Profile, RateArrival, Window
 from sweep.profile.phases import phase_window, refines
 from sweep.store import Store
 from sweep.study.launch import Launch, ServerCallback, ServerEvent, launch_status
+from sweep.study.recorder import Recorder
 from sweep.study.refine import REFINE_PHASE, refine
 from sweep.study.step_inputs import StepInputs
 from sweep.workload.stream import Requests, StreamExhausted
@@ -292,8 +293,16 @@ class LadderRunner:
             specs, not_flushed = self.inputs.before_step(handle, concurrency, window, arrival)
             if crosscheck is not None:
                 crosscheck.before_window(handle)
+            # a streaming driver hands over each request that ended: stored in batches while the window runs
+            recorder = Recorder(self.store, run_id) if getattr(self.driver, "streams", False) else None
             try:
-                result = self.driver.run_window(handle, specs, concurrency, window, arrival=arrival)
+                if recorder is not None:
+                    result = self.driver.run_window(handle, specs, concurrency, window, arrival=arrival,
+                                                    sink=recorder)  # type: ignore[call-arg]
+                    result, unstored = recorder.finish(result)
+                else:
+                    result = self.driver.run_window(handle, specs, concurrency, window, arrival=arrival)
+                    unstored = result.records
             except ServerDied as exc:
                 self.store.mark_run(run_id, "failed", str(exc))
                 outcome.status, outcome.failure = "failed", str(exc)
@@ -302,6 +311,9 @@ class LadderRunner:
             except StreamExhausted as exc:  # a dataset without replay ran out: the study stops with one line
                 self.store.mark_run(run_id, "failed", str(exc))
                 raise
+            finally:
+                if recorder is not None:
+                    recorder.close_files()
             stats = self.inputs.after_step(result, compute_stats(result, self.profile.sla,
                                                                    min_requests=self.profile.window.min_requests))
             if result.suspended_s > 0 and result.aborted is None and again < SUSPENDED_AGAIN:
@@ -315,7 +327,7 @@ class LadderRunner:
             status = "completed" if result.aborted is None else "failed"
             note = f"prefix cache not emptied before this step: {not_flushed}" if not_flushed else None
             reason = climb.judge(result, stats) if climb.judge is not None else result.aborted or note
-            self.store.finish_run(run_id, stats, result.records, result.samples, result.window_start,
+            self.store.finish_run(run_id, stats, unstored, result.samples, result.window_start,
                                   status=status, reason=reason)
             row = LadderStep(run_id, concurrency, phase, stats, config_id, offered)
             if self.on_step:
