@@ -22,7 +22,7 @@ class CostModel:
         self.peak_attn = g.flops * e.attention_flops
         self.peak_enc = g.flops * e.encoder_flops
         self.llm_weight_s = m.params * m.dtype_bytes / tp / bw  # weights streamed once per forward
-        self.kv_s_per_token = m.kv_bytes_per_token / bw  # KV read (decode) or written (prefill)
+        self.kv_s_per_token = m.kv_bytes_per_token / (g.bandwidth * e.kv_bandwidth)  # KV read (decode), written (prefill)
         self.gemm_s_per_token = 2 * m.params / tp / self.peak_gemm
         self.attn_flops_per_ctx = 4 * m.layers * m.q_dim / tp  # QK^T and AV, 2 FLOPs each per context token
         self.step_s = e.step_overhead_s

@@ -90,9 +90,14 @@ class Efficiency:
     """Fractions of roofline reached and fixed costs, fitted to SGLang 0.5.17 on one H200 (docs/calibration.md)."""
 
     # Fitted by `tools/calibrate.py --fit A` (docs/calibration.md): decode steps on the real mem-0.17 log, host stage and
-    # prefill share on the real mem-0.17 windows + session-1 throughput/TPOT; mem 0.14 (KV-bound) held out. CUDA graphs
+    # prefill share on the real mem-0.17 windows + session-1 throughput/TPOT; mem 0.14 (KV-bound) held out; the host
+    # stage refitted by `--fit S` on the calibration matrix (whole workload shapes held out). CUDA graphs
     # on, triton attention, models/llama3-8b-shape. Other GPUs and models reuse these shares: an extrapolation.
-    bandwidth: float = 0.80  # achieved HBM bandwidth share in decode (weights + KV streaming), pinned (collinear)
+    bandwidth: float = 0.80  # achieved HBM bandwidth share streaming the weights, pinned (collinear with the log fit)
+    # Achieved HBM share reading (decode) and writing (extend) the KV cache: the triton attention kernels run further
+    # from the roofline than the weight GEMMs; separable from the weights only with contexts of 200-4,400 tokens
+    # (the calibration matrix, docs/calibration.md).
+    kv_bandwidth: float = 0.80
     flops: float = 0.59  # achieved tensor-core share in prefill GEMMs
     attention_flops: float = 0.35  # attention kernels run further from peak than GEMMs (not identifiable here)
     encoder_flops: float = 0.30  # ViT runs small, unfused batches (ViT time is ~3 ms of a 448px image: unfitted)
@@ -100,10 +105,11 @@ class Efficiency:
     per_req_overhead_s: float = 15.4e-6  # per-request batch bookkeeping in the Python scheduler
     prefill_overhead_s: float = 0.0058  # extra host work of an extend batch (no CUDA graph)
     allreduce_latency_s: float = 8e-6  # per all-reduce (two per layer) under TP (no TP data: unfitted)
-    host_latency_s: float = 0.008  # HTTP + tokenizer manager + scheduler receive, before a request can be scheduled
-    # The host stage as one CPU loop shared with output streaming (delay grows with requests in flight when a request
-    # arrives); 0 = a constant host_latency_s. Not fitted: HTTP and virtual modes disagree on the in-flight count.
-    host_s_per_inflight: float = 0.0
+    host_latency_s: float = 0.006  # HTTP + tokenizer manager + scheduler receive, before a request can be scheduled
+    # The host stage as one CPU loop shared with output streaming: its delay grows with the requests in flight when a
+    # request arrives. Fitted with host_latency_s on the calibration matrix's training shapes (split S, 2026-12-02:
+    # real TTFT P50 of short prompts grows 26 -> 83 ms from 16 to 128 clients where the prefill alone does not).
+    host_s_per_inflight: float = 0.0002
     media_host_s_per_token: float = 0.00035  # CPU media preprocessing (resize, normalise) per media token
     # --disable-cuda-graph: every decode forward launches its kernels one by one. Multiplies the decode forward
     # time; fitted on ONE H200 point only (llama3-8b shape, concurrency 16, prompts ~1,050, outputs U(64,256):

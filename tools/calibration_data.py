@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from calibration_matrix import shape_of_study
+
 from sglang_sim.params import EngineKnobs
 from sweep.profile import Profile
 from sweep.store import Store
@@ -25,7 +27,8 @@ from sweep.store import Store
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "calibration-data"
 REAL_METRICS = ("output_tps", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms", "ttft_p99_ms", "goodput_tps",
-                "goodput_rps", "passes_sla", "queue_len_mean", "kv_usage_max", "retractions", "cache_hit_rate")
+                "goodput_rps", "passes_sla", "queue_len_mean", "kv_usage_max", "retractions", "cache_hit_rate",
+                "client_bound")
 
 
 @dataclass
@@ -42,6 +45,18 @@ class RealWindow:
     ttft_by_modality: dict[str, float] = field(default_factory=dict)
     pool_tokens: int | None = None  # the real KV pool (max_total_num_tokens) where the log showed it
     source: str = ""
+    shape: str | None = None  # the calibration matrix's workload shape (tools/calibration_matrix.py), if one
+    first_tokens: tuple[tuple[float, float], ...] = ()  # (sent s from the window start, TTFT ms) per request
+
+    @property
+    def client_bound(self) -> bool:
+        """sweep flagged the window client-bound (its own client, not the server, set the pace): no server figure."""
+        return bool(self.real.get("client_bound"))
+
+    @property
+    def per_request(self) -> bool:
+        """Measured with today's client and stored per request (every metric is scored), not a session-1 aggregate."""
+        return self.source != "session1.json"
 
 
 def export_db(db: str, out: Path, pool_tokens: dict[str, int]) -> int:
@@ -74,12 +89,18 @@ def export_db(db: str, out: Path, pool_tokens: dict[str, int]) -> int:
                                  "ttft_ms": [round(q.ttft_ms, 2) if q.ttft_ms is not None else None
                                              for q in reqs],
                                  "tpot_ms": [round(q.tpot_ms, 3) if q.tpot_ms is not None else None
-                                             for q in reqs]}})
+                                             for q in reqs],
+                                 "sent_s": [round(q.sent_at, 4) for q in reqs]}})
         finally:
             store.close()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"studies": list(studies.values())}, indent=1) + "\n")
     return sum(len(s["windows"]) for s in studies.values())
+
+
+def _first_tokens(reqs: dict[str, list[Any]]) -> tuple[tuple[float, float], ...]:
+    """(sent, TTFT) of every request with a first token, where the export kept send times (the matrix does)."""
+    return tuple((s, t) for s, t in zip(reqs.get("sent_s", []), reqs["ttft_ms"], strict=False) if t is not None)
 
 
 def load_export(path: Path) -> list[RealWindow]:
@@ -101,7 +122,7 @@ def load_export(path: Path) -> list[RealWindow]:
                                   EngineKnobs(**w["knobs"]), w["concurrency"],
                                   {k: float(v) for k, v in w["real"].items() if v is not None},
                                   {k: sum(v) / len(v) for k, v in by_mod.items()}, w.get("pool_tokens"),
-                                  path.name))
+                                  path.name, shape_of_study(st["name"]), _first_tokens(w["requests"])))
     return out
 
 
@@ -122,7 +143,9 @@ def load_session1(path: Path, base: Profile) -> list[RealWindow]:
 
 
 def load_all(data: Path = DATA) -> list[RealWindow]:
-    """Every stored window: today's per-request export first, then the session-1 aggregates."""
+    """Every stored window: the per-request exports first (kv-calib, then the matrix of workload shapes, one file per
+    configuration: matrix-TAG.json), then the session-1 aggregates."""
     kv = load_export(data / "kv-calib.json")
+    matrix = [w for p in sorted(data.glob("matrix*.json")) for w in load_export(p) if not w.client_bound]
     s1 = data / "session1.json"
-    return kv + (load_session1(s1, kv[0].profile) if s1.exists() else [])
+    return kv + matrix + (load_session1(s1, kv[0].profile) if s1.exists() else [])

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sglang_sim.fidelity import HELD_OUT
 from sweep.analysis.winner import Winner, hardware_lines
 from sweep.core.types import KNOB_NAMES, KnobValue
 from sweep.report.answer import answer_lines, why_lines
@@ -22,7 +23,8 @@ from sweep.views.contract import ContractInput, missing_fields
 from sweep.views.study import StudyContext
 
 SIM_BANNER = ("> **SIMULATED** — these numbers come from sweep's simulated SGLang server, not from a GPU. "
-              "They exercise the tool; they are not a measurement of SGLang.")
+              "They exercise the tool; they are not a measurement of SGLang. How far to trust them: "
+              f"{HELD_OUT.sentence()}.")
 
 def missing_contract_fields(ctx: StudyContext) -> list[str]:
     """Report-contract fields (README.md, first paragraph) that the data cannot fill; a report with any may not
