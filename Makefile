@@ -34,7 +34,8 @@ test-slow: $(STAMP)
 	  SWEEP_TEST_PG_URL=$$url $(PY) -m pytest -q --durations=15 --ignore=tests/faults -m slow $(ARGS)
 
 test-faults: $(STAMP)
-	$(PY) -m pytest -q --durations=10 tests/faults $(ARGS)
+	@url=$$(bash scripts/pg.sh start) && trap 'bash scripts/pg.sh stop' EXIT && \
+	  SWEEP_TEST_PG_URL=$$url $(PY) -m pytest -q --durations=10 tests/faults $(ARGS)
 
 # The chaos night (not in CI; 20-30 min): two supervised workers on one study, a fault every 30-90 s (seeded),
 # then the table of docs/chaos.md. Mounts a small tmpfs for the disk-full fault when run as root. SEED=n, ARGS=--help.
