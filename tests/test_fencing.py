@@ -108,3 +108,51 @@ def test_a_worker_taken_over_mid_ladder_is_fenced_and_goes_on(tmp_path: Path, sq
     assert run.measured
     study = optuna.load_study(study_name="fence", storage=sqlite_url)
     assert Counter(t.state.name for t in study.get_trials()) == {"COMPLETE": 2, "FAIL": 1}
+
+
+def test_a_worker_frozen_between_its_verdict_and_optuna_tell_is_fenced(tmp_path: Path, sqlite_url: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker A stores its configuration's verdict; then, before Optuna is told (a freeze of milliseconds that
+    outlasts the grace), its trial is failed and queued again and worker B runs the study: B reuses the stored
+    verdict (the configuration is not measured twice), and A's tell, refused by Optuna ("Cannot tell a FAIL
+    trial"), is a fence said in one line, not a traceback and an exit 1."""
+    from sweep.study.trial_guard import TrialGuard
+
+    prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4, 8]}, "ladder": [2, 4]})
+    out = io.StringIO()
+    a = Orchestrator(prof, sqlite_url, tmp_path, driver="virtual", console=Console(file=out, width=300))
+    sid = create_study(a, "late")
+    frozen: list[int] = []
+    guarded = TrialGuard.guarded
+
+    def freeze_before_tell(self: TrialGuard, study: optuna.Study, measure):  # type: ignore[no-untyped-def]
+        inner = guarded(self, study, measure)
+
+        def objective(trial: optuna.Trial) -> float:
+            value = inner(trial)  # the verdict is stored
+            if not frozen:
+                frozen.append(trial.number)
+                storage = optuna.storages.RDBStorage(sqlite_url)
+                shared = optuna.load_study(study_name="late", storage=storage)
+                with Store(sqlite_url) as store:
+                    assert liveness.fail_and_requeue(storage, shared, liveness.stored_trial(
+                        storage, shared, trial.number), on_requeued(store, sid, lambda _: None))
+                Orchestrator(prof, sqlite_url, tmp_path / "b", driver="virtual").join("late")
+            return value
+
+        return objective
+
+    monkeypatch.setattr(TrialGuard, "guarded", freeze_before_tell)
+    run = a.join("late")
+
+    with Store(sqlite_url) as store:
+        configs = store.server_configs(sid)
+        runs = store.study_runs(sid)
+    assert sorted(Counter(c.config_key for c in configs if c.status in VERDICTS).values()) == [1, 1], configs
+    completed = Counter((r.server_config_id, r.concurrency) for r in runs if r.status == "completed")
+    assert set(completed.values()) == {1} and len(completed) == 4, runs  # 2 configurations x 2 steps, once each
+    assert f"fenced: trial {frozen[0]} " in out.getvalue(), out.getvalue()[-2000:]
+    assert "Traceback" not in out.getvalue()
+    assert run.measured
+    study = optuna.load_study(study_name="late", storage=sqlite_url)
+    assert Counter(t.state.name for t in study.get_trials()) == {"COMPLETE": 2, "FAIL": 1}

@@ -199,7 +199,9 @@ class Search:
                     with self.guard.quiet_when_fenced():
                         study.optimize(objective, n_trials=1, catch=())
                 except Exception as exc:
-                    if self.guard.fenced is not None:  # Optuna could not tell a trial another worker took over
+                    # Optuna could not tell a trial another worker took over (mid-window, or after the verdict)
+                    self.guard.fenced = self.guard.fenced or self.guard.told_too_late(study, exc)
+                    if self.guard.fenced is not None:
                         fenced, self.guard.fenced = self.guard.fenced, None
                         if self.on_fenced is not None:
                             self.on_fenced(fenced)

@@ -36,6 +36,24 @@ class TrialGuard:
         self.storage = storage
         self.runner = runner  # its `attempt` names the configuration being measured
         self.fenced: Fenced | None = None  # the current trial's lease lapsed
+        self.trial_number: int | None = None  # the trial the objective last ran
+
+    def told_too_late(self, study: optuna.Study, exc: Exception) -> Fenced | None:
+        """Whether Optuna's error telling the trial the objective just finished says another worker finished it
+        first: this worker froze between storing its verdict and the tell, past the heartbeat grace, so the
+        trial was failed and its configuration queued again (the stored verdict is reused by that copy, not
+        measured twice). Then the error is moot: a Fenced to say in one line; otherwise None."""
+        # Optuna raises "Cannot tell a FAIL trial." (ValueError), then, handling it, an AssertionError of its own
+        told = exc if isinstance(exc, ValueError) else exc.__context__
+        if self.trial_number is None or not (isinstance(told, ValueError) and "Cannot tell" in str(told)):
+            return None
+        try:
+            state = liveness.stored_trial(self.storage, study, self.trial_number).state
+        except Exception:  # noqa: BLE001 - the database may be what failed: then this is no fence
+            return None
+        if state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.COMPLETE):
+            return None
+        return Fenced(f"trial {self.trial_number}", f"it was {state.name} before this worker could tell its result")
 
     def guarded(self, study: optuna.Study, measure: Objective) -> Objective:
         """The objective: `measure`, and on the orchestrator's own failure (a signal, the database, the disk)
@@ -43,6 +61,7 @@ class TrialGuard:
 
         def objective(trial: optuna.Trial) -> float:
             self.runner.attempt = None
+            self.trial_number = trial.number
             try:
                 return measure(trial)
             except optuna.TrialPruned:
