@@ -6,11 +6,14 @@ patching either name patches both) and warns once. Remove in 0.2.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import warnings
 from types import ModuleType
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
 
 OLD_PATHS: dict[str, str] = {
     "sweep.types": "sweep.core.types", "sweep.errors": "sweep.core.errors", "sweep.interrupt": "sweep.core.interrupt",
@@ -42,7 +45,7 @@ OLD_PATHS: dict[str, str] = {
 }
 
 
-class _Alias(importlib.abc.Loader):
+class _Alias:  # an importlib Loader (the protocol is duck-typed: importlib.abc costs ~8 ms of start-up)
     def __init__(self, target: str) -> None:
         self.target = target
 
@@ -55,12 +58,12 @@ class _Alias(importlib.abc.Loader):
         """The new module ran when it was imported; nothing more to do."""
 
 
-class OldPathFinder(importlib.abc.MetaPathFinder):
+class OldPathFinder:  # an importlib MetaPathFinder, duck-typed like _Alias
     """Finds an old module path and hands back the module at its new one."""
 
     def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
         new = OLD_PATHS.get(fullname)
-        return None if new is None else importlib.machinery.ModuleSpec(fullname, _Alias(new))
+        return None if new is None else importlib.machinery.ModuleSpec(fullname, cast("Loader", _Alias(new)))
 
 
 def install() -> None:

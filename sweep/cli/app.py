@@ -14,7 +14,7 @@ from rich.console import Console
 
 from sweep.core.errors import ProfileError, UsageError
 from sweep.core.types import KNOB_LABELS
-from sweep.ui.progress import make_console
+from sweep.ui.console import make_console
 
 if TYPE_CHECKING:
     from sweep.profile import (

@@ -5,5 +5,6 @@ from sweep.core.face import lazy
 
 __getattr__, __dir__, __all__ = lazy(__name__, {
     "sweep.ui.live": ("LiveServer", "serve"),
-    "sweep.ui.progress": ("WIDE", "StudyProgress", "clock", "eta_seconds", "make_console", "result_lines"),
+    "sweep.ui.console": ("make_console",),
+    "sweep.ui.progress": ("WIDE", "StudyProgress", "clock", "eta_seconds", "result_lines"),
 })

@@ -33,6 +33,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from sweep.ui.console import make_console
+
 if TYPE_CHECKING:  # the measuring commands load these; a reading command imports this module for its console
     from sweep.analysis.ladder_steps import LadderStep
     from sweep.analysis.run_stats import RunStats
@@ -45,11 +47,6 @@ WIDE = 120  # at least this many columns: one result line per window, else a hea
 LABEL_CHARS = 34  # a bar's description is cut to this, so the bars fit 80 columns
 
 
-def make_console() -> Console:
-    """stderr, at the terminal's real width; in a pipe, lines are never broken (one line per message)."""
-    console = Console(stderr=True)
-    console.soft_wrap = not console.is_terminal
-    return console
 
 
 def stamp(line: str) -> str:
