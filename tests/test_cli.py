@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from smoke_study import smoke_knee
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,12 +27,7 @@ def sweep(*args: str, cwd: Path, columns: int | None = None) -> subprocess.Compl
 
 @pytest.fixture(scope="module")
 def smoke_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("cli")
-    db = tmp / "results.db"
-    proc = sweep("knee", "--profile", str(ROOT / "profiles" / "smoke.yaml"), "--db", str(db), "--out",
-                 str(tmp / "reports"), "--driver", "virtual", "--study", "cli-smoke", cwd=tmp)
-    assert proc.returncode == 0, proc.stderr
-    return db
+    return smoke_knee(sweep, tmp_path_factory.mktemp("cli"), "cli-smoke")
 
 
 def test_runs_json_lists_every_measured_step_newest_first(smoke_db: Path) -> None:

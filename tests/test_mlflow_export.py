@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from smoke_study import smoke_knee
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE_STORE = {"MLFLOW_ALLOW_FILE_STORE": "true"}  # MLflow 3.x keeps `file:` stores behind this switch
@@ -24,12 +25,7 @@ def sweep(*args: str, cwd: Path, pre: str = "") -> subprocess.CompletedProcess[s
 
 @pytest.fixture(scope="module")
 def smoke_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("mlflow")
-    db = tmp / "results.db"
-    proc = sweep("knee", "--profile", str(ROOT / "profiles" / "smoke.yaml"), "--db", str(db), "--out",
-                 str(tmp / "reports"), "--driver", "virtual", "--study", "ml-smoke", cwd=tmp)
-    assert proc.returncode == 0, proc.stderr
-    return db
+    return smoke_knee(sweep, tmp_path_factory.mktemp("mlflow"), "ml-smoke")
 
 
 def test_a_study_reads_back_as_a_parent_and_a_child_per_configuration(smoke_db: Path, tmp_path: Path,
