@@ -28,6 +28,7 @@ class CostModel:
         self.step_s = e.step_overhead_s
         self.per_req_s = e.per_req_overhead_s
         self.prefill_s = e.prefill_overhead_s
+        self.prefill_req_s = e.prefill_per_req_s
         self.host_s = e.host_latency_s  # CPU side, off the GPU: delays a request, never the batch; no speed
         self.host_s_per_inflight = e.host_s_per_inflight
         self.media_host_s = e.media_host_s_per_token
@@ -56,7 +57,7 @@ class CostModel:
         tokens = ext_tokens + decode_n
         mem = self.llm_weight_s + (kv_touched + decode_ctx) * self.kv_s_per_token
         comp = tokens * self.gemm_s_per_token + (attn_ctx + decode_ctx) * self.attn_flops_per_ctx / self.peak_attn
-        t = max(mem, comp) + self.step_s + self.prefill_s + (n_reqs + decode_n) * self.per_req_s
+        t = max(mem, comp) + self.step_s + self.prefill_s + n_reqs * self.prefill_req_s + decode_n * self.per_req_s
         t += self.tp_fixed_s + tokens * self.tp_s_per_token + enc_flops / self.peak_enc
         return t * self.speed
 

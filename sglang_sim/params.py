@@ -104,6 +104,9 @@ class Efficiency:
     step_overhead_s: float = 0.00146  # scheduler + launch cost of one forward (CUDA graphs on)
     per_req_overhead_s: float = 15.4e-6  # per-request batch bookkeeping in the Python scheduler
     prefill_overhead_s: float = 0.0058  # extra host work of an extend batch (no CUDA graph)
+    # Scheduler work per request of an extend batch (admission, radix match, batch assembly): what short outputs at a
+    # high request rate pay; the decode log's per-request cost does not carry it.
+    prefill_per_req_s: float = 15.4e-6
     allreduce_latency_s: float = 8e-6  # per all-reduce (two per layer) under TP (no TP data: unfitted)
     host_latency_s: float = 0.006  # HTTP + tokenizer manager + scheduler receive, before a request can be scheduled
     # The host stage as one CPU loop shared with output streaming: its delay grows with the requests in flight when a

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
@@ -29,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 from calibration_data import DATA, RealWindow, export_db, load_all  # noqa: E402
+from calibration_decode import DECODE_BANDWIDTH, decode_log_fit, decode_log_fit_kv  # noqa: E402
 from calibration_holdout import HOLDOUT_SHAPES, holdout_report  # noqa: E402
 
 from sglang_sim.engine import Engine  # noqa: E402
@@ -49,12 +49,7 @@ from sweep.profile import Profile  # noqa: E402
 from sweep.study.step_inputs import StepInputs  # noqa: E402
 from sweep.workload.stream import RequestStream  # noqa: E402
 
-DEFAULT_LOGS = "decode-lines-*.txt"  # under --data
-DECODE_RE = re.compile(r"Decode batch, #running-req: (\d+), #token: (\d+),.*gen throughput \(token/s\): ([\d.]+), "
-                       r"#queue-req: (\d+)")
-# The KV-read slope and the per-request cost are collinear in the log (context grows with the batch), so the
-# bandwidth share is fixed at a typical achieved HBM share and the log fits the two fixed costs around it.
-DECODE_BANDWIDTH = 0.80
+DEFAULT_LOGS = "decode-lines-mfs*.txt"  # under --data: the kv-calib logs (the matrix's: decode-lines-matrix-x0-*.txt)
 METRICS = ("output_tps", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms")
 SIM_KEYS = (*METRICS, "ttft_p99_ms", "goodput_tps", "goodput_rps", "passes_sla", "queue_len_mean", "kv_usage_max",
             "retractions", "cache_hit_rate")
@@ -147,40 +142,6 @@ def loss(windows: list[RealWindow], sim: dict[str, dict[str, float]]) -> float:
     return sum(errs) / len(errs)
 
 
-def decode_log_fit(paths: list[Path], eff: Efficiency, model: ModelPreset) -> tuple[Efficiency, int, float]:
-    """Least squares of per-step decode time on drain-phase `Decode batch` lines: (eff, n lines, rms ms).
-
-    A line's gen throughput covers the 40 steps since the previous line; with no queue and no prefill line
-    between, those steps were pure decode, so step time = mean batch / throughput at the mean context.
-    """
-    p = SimParams(model=model, eff=replace(eff, bandwidth=DECODE_BANDWIDTH))
-    bw = p.gpu.bandwidth * DECODE_BANDWIDTH
-    fixed_w, kv = p.model.params * p.model.dtype_bytes / bw, p.model.kv_bytes_per_token / (p.gpu.bandwidth * eff.kv_bandwidth)
-    xs: list[tuple[float, float]] = []  # (batch, step seconds left after the bandwidth terms)
-    for path in paths:
-        prev: tuple[int, int, float, int] | None = None
-        for line in path.read_text().splitlines():
-            if "Prefill batch" in line:
-                prev = None
-                continue
-            m = DECODE_RE.search(line)
-            if m is None:
-                continue
-            cur = (int(m[1]), int(m[2]), float(m[3]), int(m[4]))
-            if prev is not None and cur[3] == 0 and prev[3] == 0 and cur[2] > 0:
-                n, ctx = (cur[0] + prev[0]) / 2, (cur[1] + prev[1]) / 2
-                xs.append((n, n / cur[2] - fixed_w - ctx * kv))
-            prev = cur
-    if len(xs) < 3:
-        return eff, len(xs), float("nan")
-    k = len(xs)  # ordinary least squares of residual = step + n * per_req (two unknowns, closed form)
-    mx, my = sum(x for x, _ in xs) / k, sum(y for _, y in xs) / k
-    slope = sum((x - mx) * (y - my) for x, y in xs) / sum((x - mx) ** 2 for x, _ in xs)
-    icpt = my - slope * mx
-    rms = math.sqrt(sum((y - icpt - slope * x) ** 2 for x, y in xs) / k) * 1e3
-    return replace(eff, bandwidth=DECODE_BANDWIDTH, step_overhead_s=icpt, per_req_overhead_s=slope), k, rms
-
-
 def fit(windows: list[RealWindow], start: Efficiency, keys: tuple[str, ...], factors: tuple[float, ...],
         rounds: int) -> tuple[Efficiency, float]:
     """Coordinate descent: per constant, try each grid factor with the others fixed; keep the best; repeat."""
@@ -235,6 +196,30 @@ def full_fit(train: list[RealWindow], eff: Efficiency, logs: list[Path], rounds:
         best, best_loss = fit(train, best, ALL_KEYS, FINE, rounds - 1)
     print(f"training loss {best_loss:.5f}")
     return best
+
+
+# Split S's stage 2 (the preset): the host stage, per-request extend work and the prefill shares, two rounds.
+SHAPE_GRIDS = (("prefill_per_req_s", (1.5e-5, 5e-5, 1e-4, 2e-4, 4e-4, 8e-4)),
+               ("host_s_per_inflight", (0.0, 0.0001, 0.0002, 0.0003, 0.0005)),
+               ("host_latency_s", (0.002, 0.004, 0.006, 0.008, 0.012)),
+               ("flops", (0.45, 0.53, 0.59, 0.66, 0.74)),
+               ("attention_flops", (0.08, 0.12, 0.18, 0.25, 0.35)),
+               ("prefill_overhead_s", (0.002, 0.004, 0.0058, 0.008)))
+
+
+def shape_fit(train: list[RealWindow], data: Path) -> Efficiency:
+    """Split S: stage 1 the decode step (fixed cost, per request, the KV cache's HBM share) from the `Decode batch`
+    lines of the matrix's training shapes without shared prefixes; stage 2 SHAPE_GRIDS on the training windows."""
+    logs = sorted(data.glob("decode-lines-matrix-x0-*.txt"))
+    eff, n_lines, rms = decode_log_fit_kv(logs, Efficiency(), replay_model(train[0].profile))
+    print(f"stage 1: {n_lines} drain-phase lines of the training shapes without sharing: step_overhead_s="
+          f"{eff.step_overhead_s:.6g} per_req_overhead_s={eff.per_req_overhead_s:.3g} kv_bandwidth="
+          f"{eff.kv_bandwidth:.3f}, rms {rms:.2f} ms")
+    print("stage 2: value grids on the training windows, two rounds")
+    for _ in range(2):
+        eff, best_loss = grid_fit(train, eff, SHAPE_GRIDS)
+    print(f"training loss {best_loss:.5f}")
+    return eff
 
 
 def table(windows: list[RealWindow], sim: dict[str, dict[str, float]]) -> str:
@@ -347,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         # only the logs of training configurations (decode-lines-mfs<fraction>.txt)
         fracs = {w.knobs.mem_fraction_static for w in train if w.study == "kv-calib"}  # the matrix: no drain log
         logs = [p for p in sorted(args.data.glob(DEFAULT_LOGS)) if float(p.stem.split("mfs")[-1]) in fracs]
-        eff = full_fit(train, eff, logs, args.rounds)
+        eff = shape_fit(train, args.data) if split.name == "S" else full_fit(train, eff, logs, args.rounds)
         print("\nfitted constants:")
         for f_ in fields(Efficiency):
             print(f"  {f_.name} = {getattr(eff, f_.name):.6g}")
