@@ -1,30 +1,35 @@
 """A streamed window on the HTTP driver (issue 23 §2) against the simulated server process: the client workers send
 their ended requests on in bounded batches while the window runs (in-process and from spawned client processes),
 the Recorder stores them before the window ends, the statistics are those of the whole records, and a lapsed lease
-stops the window."""
+stops the window. Sessions, on both drivers: a session's requests are handed over once the session ended."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from simserver import sim_server
+from test_sessions import _workload
 from test_streamed_window import open_run
 
 from sweep.analysis.measure import compute_stats
 from sweep.core.errors import Fenced
-from sweep.core.types import RequestRecord, RequestSpec, ServerConfig
+from sweep.core.types import RecordSink, RequestRecord, RequestSpec, ServerConfig, WindowResult
 from sweep.drivers.coord import Coord
 from sweep.drivers.http import HttpDriver
+from sweep.drivers.virtual import VirtualDriver
 from sweep.drivers.worker import Plan, run_worker
 from sweep.launchers.base import ServerHandle
+from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import SLA, GammaArrival, Window
 from sweep.store import Store
 from sweep.study.recorder import Recorder
+from sweep.workload.sessions import SessionStream
 
 SLA_ = SLA(ttft_ms=2000, tpot_ms=60)
 WINDOW = Window(warmup_requests=8, warmup_seconds=0.0, measure_seconds=3.0, drain_seconds=20.0)
@@ -106,3 +111,45 @@ def test_a_lapsed_lease_stops_a_streamed_http_window(server: ServerHandle, tmp_p
     finally:
         rec.close_files()
         store.close()
+
+
+def streamed_sessions(run: Callable[[RecordSink], WindowResult], tmp_path: Path) -> None:
+    """A sessions window through the Recorder: each request handed over once, after its session ended (its
+    session_turns final), stored while the window ran, the statistics those of the whole records."""
+    store, _, run_id = open_run(f"sqlite:///{tmp_path / 's.db'}")
+    rec = Recorder(store, run_id, batch=20, every_s=3600)
+    whole: dict[int, RequestRecord] = {}
+
+    def sink(r: RequestRecord, start: float, end: float) -> None:
+        assert id(r) not in whole
+        whole[id(r)] = copy.deepcopy(r)
+        rec(r, start, end)
+
+    try:
+        out, rest = rec.finish(run(sink))
+        assert rec.batches >= 2 and len(whole) == len(out.records) > 40
+        assert [whole[id(r)].session_turns for r in out.records] == [r.session_turns for r in out.records]
+        assert any(r.session_turns for r in out.records) and any((r.turn or 0) > 1 for r in out.records)
+        unfolded = replace(out, records=[whole[id(r)] for r in out.records], itl_ms=None)
+        assert compute_stats(out, SLA_) == compute_stats(unfolded, SLA_)
+        store.finish_run(run_id, compute_stats(out, SLA_), rest, out.samples, out.window_start)
+        stored = store.requests_for_run(run_id)
+        assert sorted((s.idx, s.turn, s.branch, s.session_turns) for s in stored) == sorted(
+            (r.index, r.turn, r.branch, r.session_turns) for r in out.records)
+        rec.close_files()
+    finally:
+        store.close()
+
+
+def test_a_streamed_sessions_window_on_the_virtual_driver(tmp_path: Path) -> None:
+    launcher = VirtualLauncher("H200")
+    h = launcher.start(ServerConfig(max_running_requests=64))
+    window = Window(warmup_requests=8, measure_seconds=30.0, drain_seconds=30.0)
+    streamed_sessions(lambda sink: VirtualDriver().run_window(h, SessionStream(_workload()), 8, window, sink=sink),
+                      tmp_path)
+
+
+def test_a_streamed_sessions_window_on_the_http_driver(server: ServerHandle, tmp_path: Path) -> None:
+    window = Window(warmup_requests=4, measure_seconds=3.0, drain_seconds=20.0)
+    streamed_sessions(lambda sink: HttpDriver(client_procs=2).run_window(server, SessionStream(_workload()), 6, window,
+                                                                         sink=sink), tmp_path)

@@ -12,8 +12,8 @@ schedule is computed here, shard i takes requests i, i+N, ... (rate/N each, disj
 the cap is split likewise, and the window start is known before t0.
 
 Streamed (run_window's sink, issue 23 §2): the workers send the requests that ended on in bounded batches while the
-window runs (sweep.drivers.handover), so no process holds a whole window of per-token chunks; a sessions workload
-is not streamed (a session's end still labels its earlier turns).
+window runs (sweep.drivers.handover), so no process holds a whole window of per-token chunks; a session's requests
+go once the session ended (its end labels its turns: session_turns).
 
 Liveness: the launcher's alive() is called in a thread of its own every ALIVE_INTERVAL_S, never on the
 event loop, so a slow check (attach mode asks the server over HTTP) cannot delay the streams' chunks.
@@ -112,15 +112,13 @@ class HttpDriver:
         """Warm up, measure one window, drain; returns every record and sample.
 
         With `sink`, every request that ended is handed to it (in a thread of this process, in the order its batch
-        came) with the measured window's [start, end) while the window runs; not for a sessions workload.
+        came) with the measured window's [start, end) while the window runs; a session's once the session ended.
 
         arrival None or ClosedArrival: `concurrency` closed-loop users (ClosedArrival's think time wins).
         RateArrival / GammaArrival / TraceArrival: open loop at the scheduled times (seeded by the driver's
         seed and `concurrency`), `concurrency` only labels the step.
         """
         assert handle.url, "the HTTP driver needs a server URL"
-        if isinstance(specs, SessionStream):
-            sink = None
         plans, ws_off = self._plans(handle, specs, concurrency, window, arrival)
         if sink is not None:
             plans = [replace(p, batch=BATCH) for p in plans]

@@ -86,7 +86,7 @@ class VirtualDriver:
         """Closed loop (`concurrency` users) or, for an open-loop arrival, sends at the scheduled times.
 
         With `sink`, every request that ended is handed to it with the measured window's [start, end) as soon as
-        both are known (a session workload's records are not: a session's end still labels its earlier turns).
+        both are known (a session's requests once the session ended: its end labels its turns).
 
         Open loop: the schedule is arrival.schedule(window, seed, concurrency); a request over
         max_in_flight waits for a slot (scheduled_at stays the scheduled time, sent_at is the real send).
@@ -100,7 +100,7 @@ class VirtualDriver:
         per_chunk = self.stream_interval or (int(interval) if isinstance(interval, int | float | str) and interval else 1)
         run = _WindowRun(eng, specs, concurrency, window, arrival, per_chunk, wid=next(self._windows),
                          seed=self.seed, sample_interval_s=self.sample_interval_s)
-        run.sink = sink if run.users is None else None
+        run.sink = sink
         self._window = (eng, run.start)
         try:
             return run.run()
@@ -209,7 +209,8 @@ class _WindowRun:
             rec.finished_at = r.finished_at
         rec.error, rec.error_kind = error, kind
         eng.forget(rid)
-        self.hand_over(rec)
+        if self.users is None:  # a session's requests are handed over when the session ends (SessionUsers)
+            self.hand_over(rec)
 
     def hand_over(self, rec: RequestRecord | None = None) -> None:
         """Give the sink an ended record (and those that waited for the window's start) once [ws, we) is known."""
@@ -344,6 +345,8 @@ class _WindowRun:
     def result(self) -> WindowResult:
         ws, we = self.ws, self.we
         assert ws is not None
+        if self.users is not None:
+            self.users.end_all()
         self.hand_over()
         if not self.counters_end:
             self.counters_end, self.hist_end = self._snapshot()

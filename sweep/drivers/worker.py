@@ -48,10 +48,8 @@ class Plan:
     numbers: np.ndarray | None = None  # open loop: the global request number of each offset
     max_in_flight: int = 1 << 30
     paths: Paths = field(default_factory=lambda: default().paths)  # the server engine's paths (request_for)
-    # streamed (issue 23 §2): ended requests leave the worker in batches of at most `batch` (or every `batch_s`
-    # seconds) while the window runs, and only those still held come back in WorkerResult; 0: all come back at the end
-    batch: int = 0
-    batch_s: float = BATCH_S
+    batch: int = 0  # streamed (issue 23 §2): ended requests leave in batches of this many (0: all at the end)
+    batch_s: float = BATCH_S  # ... or every this many seconds; only those not sent on come back in WorkerResult
 
 
 @dataclass
@@ -91,13 +89,11 @@ async def sleep_until(t: float, clock: Callable[[], float]) -> None:
 
 async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.perf_counter,
                      emit: Emit | None = None) -> WorkerResult:
-    """Run this worker's share of the window from t0 until the window ends and the drain grace passes.
-
-    emit (with plan.batch > 0; not for a sessions workload, whose end still labels its earlier turns): batches of
-    ended requests are handed to it during the window, and the result keeps only the requests not handed over."""
+    """Run this worker's share of the window from t0 until the window ends and the drain grace passes. emit (with
+    plan.batch > 0): ended requests go to it in batches (a session's once it ended), the result keeps the rest."""
     w = plan.window
     st = _State()
-    if emit is not None and plan.batch > 0 and not isinstance(plan.specs, SessionStream):
+    if emit is not None and plan.batch > 0:
         st.out = Outbox(emit, plan.batch, plan.batch_s)
     ticks: list[tuple[float, float, float]] = []
     client = Pool(plan.url, plan.headers, clock)
@@ -268,10 +264,20 @@ async def run_session(client: Pool, plan: Plan, coord: Coord, t0: float, st: _St
                       clock: Clock, scheduled: float, warmup: bool | None = None) -> bool:
     """Send a session's turns in order (each turn's sub-requests in parallel); False when the window ended or the
     driver stopped before it was done. A failed request ends the session (the conversation cannot go on).
-    warmup None: each request is claimed against the warm-up (closed loop); else every request gets that label."""
+    warmup None: each request is claimed against the warm-up (closed loop); else every request gets that label. A
+    streamed window sends the session's requests on when it ends (its end labels them: session_turns)."""
+    sent: list[RequestRecord] = []
+    try:
+        return await _turns(client, plan, coord, t0, st, session, clock, scheduled, warmup, sent)
+    finally:
+        for r in sent:
+            st.end(r, clock())
+
+
+async def _turns(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, session: SessionSpec,
+                 clock: Clock, scheduled: float, warmup: bool | None, sent: list[RequestRecord]) -> bool:
     w = plan.window
     conv = Conversation(session)
-    sent: list[RequestRecord] = []
     ready_at = scheduled
     for t, turn in enumerate(session.turns):
         if t and turn.think_s:
