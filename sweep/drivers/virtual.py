@@ -23,6 +23,7 @@ GAUGES = ("num_running_reqs", "num_queue_reqs", "token_usage", "cache_hit_rate",
           "gen_throughput", "new_token_ratio")
 COUNTERS = ("prompt_tokens_total", "generation_tokens_total", "cached_tokens_total", "num_requests_total",
             "num_retracted_requests_total")
+BUILT_KEPT = 2048  # built requests kept for reuse: a cycling list of specs hits them, a stream's never come back
 
 
 def spec_to_request(spec: RequestSpec, rid: str, streaming: bool = True) -> SimRequest:
@@ -117,7 +118,7 @@ class _WindowRun:
         self.per_chunk, self.wid, self.sample_interval_s = per_chunk, wid, sample_interval_s
         self.sim_mem = float(eng.cfg.extra.get("sim_gpu_memory_used_mib", 0.0))
         self.start = start = eng.now
-        self.built: dict[int, SimRequest] = {}
+        self.built: dict[int, SimRequest] = {}  # recently built requests by spec index (a list of specs cycles)
         self.records: list[RequestRecord] = []
         self.samples: list[Sample] = []
         self.in_flight: dict[str, tuple[RequestRecord, float]] = {}
@@ -158,6 +159,8 @@ class _WindowRun:
         proto = self.built.get(spec.index)
         if proto is None:
             proto = self.built[spec.index] = spec_to_request(spec, "")
+            if len(self.built) > BUILT_KEPT:  # a stream's indexes never come back: keep the window's memory flat
+                del self.built[next(iter(self.built))]
         rid = self.next_rid(t)
         self.submit(SimRequest(rid, proto.input_ids, proto.max_new_tokens, proto.media_tokens), spec, t,
                     t if at is None else at)
