@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from sweep.workload.prefix_cache import perfect_prefix_hits
+from sweep.workload.prefix_cache import PrefixCache, perfect_prefix_hits
 
 ABC = [[1, 2, 3], [1, 2, 4], [1, 2, 3, 5]]
 
@@ -78,3 +78,20 @@ def test_radix_tree_agrees_with_the_token_by_token_cache(seed: int) -> None:
             for _ in range(rng.randrange(1, 14))]
     for cap in (None, 0, 1, 3, 5, 8, 13):
         assert perfect_prefix_hits(seqs, cap) == _token_by_token(seqs, cap), (seqs, cap)
+
+
+def test_the_unbounded_cache_holds_about_eight_bytes_a_distinct_token() -> None:
+    # the ladder predicts every window's hit rate through an unbounded cache of what it sent: a tuple of ints held
+    # ~40 B a token (26 KB a request of the interactive profile), the arrays 8 B (issue 23 §2, docs/memory.md)
+    import tracemalloc
+
+    rng = random.Random(1)
+    cache = PrefixCache()
+    tracemalloc.start()
+    try:
+        for _ in range(200):
+            cache.send([rng.randrange(1000, 10**6) for _ in range(1000)])  # made and dropped, as sent_sequences does
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert cache.size == 200_000 and held / cache.size < 12

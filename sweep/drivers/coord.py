@@ -44,6 +44,10 @@ class Coord:
     def window_start(self) -> float | None:
         return self._ws
 
+    def open_at(self, ws: float) -> None:
+        """Open loop: the window starts at ws (known before the workers start)."""
+        self._ws = ws
+
     def claim(self, now: float, t0: float, window: Window) -> bool:
         """Count one closed-loop dispatch; True when it belongs to the warm-up."""
         if self._ws is not None:
@@ -91,6 +95,9 @@ class SharedCoord(Coord):
     def window_start(self) -> float | None:
         v = self._ws_v.value
         return None if math.isnan(v) else v
+
+    def open_at(self, ws: float) -> None:
+        self._ws_v.value = ws
 
     def claim(self, now: float, t0: float, window: Window) -> bool:
         ws = self.window_start()

@@ -11,6 +11,10 @@ the dispatch that completes it sets the shared window start, as in one process. 
 schedule is computed here, shard i takes requests i, i+N, ... (rate/N each, disjoint, deterministic),
 the cap is split likewise, and the window start is known before t0.
 
+Streamed (run_window's sink, issue 23 §2): the workers send the requests that ended on in bounded batches while the
+window runs (sweep.drivers.handover), so no process holds a whole window of per-token chunks; a session's requests
+go once the session ended (its end labels its turns: session_turns).
+
 Liveness: the launcher's alive() is called in a thread of its own every ALIVE_INTERVAL_S, never on the
 event loop, so a slow check (attach mode asks the server over HTTP) cannot delay the streams' chunks.
 """
@@ -24,14 +28,16 @@ from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 import numpy as np
 
 from sweep.core import interrupt
-from sweep.core.types import SERVER_DIED, ClientSamples, Sample, WindowResult
+from sweep.core.types import SERVER_DIED, ClientSamples, RecordSink, RequestRecord, Sample, WindowResult
 from sweep.drivers import arrivals
 from sweep.drivers.coord import Coord, SharedCoord
+from sweep.drivers.handover import BATCH, Handover, Sender, receive
 from sweep.drivers.worker import Plan, WorkerResult, run_worker
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, ClosedArrival, Window
@@ -72,6 +78,7 @@ class HttpDriver:
     """Runs one ladder step against a server URL: closed loop (`concurrency` users) or an open-loop arrival."""
 
     simulated = False
+    streams = True  # run_window takes a sink (sweep.study.recorder): ended requests are handed over in batches
 
     def __init__(self, api: str = "generate", model_name: str = "default", metrics_interval_s: float = 1.0,
                  think_time_s: float = 0.0, probes: Callable[[ServerHandle, Clock], list[Probe]] | None = None,
@@ -100,8 +107,12 @@ class HttpDriver:
         return None if t0 is None else self.clock() - t0
 
     def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
-                   window: Window, arrival: ArrivalProcess | None = None) -> WindowResult:
+                   window: Window, arrival: ArrivalProcess | None = None,
+                   sink: RecordSink | None = None) -> WindowResult:
         """Warm up, measure one window, drain; returns every record and sample.
+
+        With `sink`, every request that ended is handed to it (in a thread of this process, in the order its batch
+        came) with the measured window's [start, end) while the window runs; a session's once the session ended.
 
         arrival None or ClosedArrival: `concurrency` closed-loop users (ClosedArrival's think time wins).
         RateArrival / GammaArrival / TraceArrival: open loop at the scheduled times (seeded by the driver's
@@ -109,9 +120,11 @@ class HttpDriver:
         """
         assert handle.url, "the HTTP driver needs a server URL"
         plans, ws_off = self._plans(handle, specs, concurrency, window, arrival)
+        if sink is not None:
+            plans = [replace(p, batch=BATCH) for p in plans]
         self._window_t0 = self.clock()
         try:
-            return run_loop(self._run(handle, plans, concurrency, window, ws_off))
+            return run_loop(self._run(handle, plans, concurrency, window, ws_off, sink))
         finally:
             self._window_t0 = None
 
@@ -142,31 +155,47 @@ class HttpDriver:
         return out, sched.start
 
     async def _run(self, handle: ServerHandle, plans: list[Plan], concurrency: int, window: Window,
-                   ws_off: float | None) -> WindowResult:
+                   ws_off: float | None, sink: RecordSink | None) -> WindowResult:
         probes = self.probes(handle, self.clock) if self.probes else []
         from sweep.drivers.probes import MetricsProbe
 
         metrics = next((p for p in probes if isinstance(p, MetricsProbe)), None)
-        for p in probes:
-            await p.start()
+        ctx = mp.get_context("spawn")
+        coord = Coord() if len(plans) == 1 else SharedCoord(ctx, n_shards=len(plans))
+        handover = Handover(sink, coord.window_start, window.measure_seconds, coord.stop) if sink else None
         try:
-            if len(plans) == 1:
-                coord: Coord = Coord()
-                t0 = self.clock()
-                if ws_off is not None:
-                    coord = Coord(t0 + ws_off)
-                workers = [asyncio.create_task(run_worker(plans[0], coord, t0, self.clock))]
-                results, aborted, snaps = await self._supervise(handle, coord, workers, window, metrics)
-            else:
-                results, aborted, snaps, t0 = await self._run_procs(handle, plans, window, ws_off, metrics)
-        finally:
             for p in probes:
-                await p.stop()
-        exhausted = next((r.exhausted for r in results if r.exhausted), None)
-        if exhausted is not None:
-            raise StreamExhausted(exhausted)
+                await p.start()
+            try:
+                if len(plans) == 1:
+                    t0 = self.clock()
+                    if ws_off is not None:
+                        coord.open_at(t0 + ws_off)
+                    emit = handover.put if handover is not None else None
+                    workers = [asyncio.create_task(run_worker(plans[0], coord, t0, self.clock, emit))]
+                    results, aborted, snaps = await self._supervise(handle, coord, workers, window, metrics)
+                else:
+                    assert isinstance(coord, SharedCoord)
+                    results, aborted, snaps, t0 = await self._run_procs(handle, plans, ctx, coord, ws_off, window,
+                                                                        metrics, handover)
+            finally:
+                for p in probes:
+                    await p.stop()
+            exhausted = next((r.exhausted for r in results if r.exhausted), None)
+            if exhausted is not None:
+                raise StreamExhausted(exhausted)
+            ws = snaps[2] if snaps[2] == snaps[2] else t0  # nan: the warm-up never ended (every user failed first)
+            if handover is None:
+                records = [r for res in results for r in res.records]
+            else:  # the requests still held when the workers ended (cut by the drain, never sent) go the same way
+                for res in results:
+                    handover.put(res.records)
+                records = handover.close(ws)
+        finally:
+            if handover is not None:
+                handover.shut()
         samples: list[Sample] = [s for p in probes for s in p.samples]
-        return self._merge(results, samples, snaps, concurrency, window, t0, aborted, handle.simulated)
+        return self._merge(results, records, samples, snaps, ws, concurrency, window, aborted, handle.simulated)
 
     async def _supervise(self, handle: ServerHandle, coord: Coord, workers: Sequence[asyncio.Future[WorkerResult]],
                          window: Window, metrics: MetricsProbe | None) -> tuple[list[WorkerResult], str | None, Snaps]:
@@ -253,11 +282,11 @@ class HttpDriver:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)  # a check in flight ends on its own timeout
 
-    async def _run_procs(self, handle: ServerHandle, plans: list[Plan], window: Window, ws_off: float | None,
-                         metrics: MetricsProbe | None) -> tuple[list[WorkerResult], str | None, Snaps, float]:
-        """Spawn one process per plan, start them all at one t0, supervise, gather their pickled results."""
-        ctx = mp.get_context("spawn")
-        coord = SharedCoord(ctx, n_shards=len(plans))
+    async def _run_procs(self, handle: ServerHandle, plans: list[Plan], ctx: SpawnContext, coord: SharedCoord,
+                         ws_off: float | None, window: Window, metrics: MetricsProbe | None,
+                         handover: Handover | None) -> tuple[list[WorkerResult], str | None, Snaps, float]:
+        """Spawn one process per plan, start them all at one t0, supervise, gather their pickled results (and, for
+        a streamed window, their batches of ended requests while they run, into `handover`)."""
         pipes, procs = [], []
         for plan in plans:
             parent, child = ctx.Pipe()
@@ -273,10 +302,11 @@ class HttpDriver:
                 assert ready == "ready", ready
             t0 = self.clock() + START_MARGIN_S
             if ws_off is not None:
-                coord._ws_v.value = t0 + ws_off
+                coord.open_at(t0 + ws_off)
             for conn in pipes:
                 conn.send(t0)
-            waits = [loop.run_in_executor(None, conn.recv) for conn in pipes]
+            put = handover.put if handover is not None else None
+            waits = [loop.run_in_executor(None, receive, conn, put, WorkerResult) for conn in pipes]
             results, aborted, snaps = await self._supervise(handle, coord, waits, window, metrics)
         finally:
             for proc in procs:
@@ -316,15 +346,13 @@ class HttpDriver:
         except Exception:  # noqa: BLE001 - a failed scrape leaves counters empty, measure copes
             return None
 
-    def _merge(self, results: list[WorkerResult], samples: list[Sample], snaps: Snaps,
-               concurrency: int, window: Window, t0: float, aborted: str | None, simulated: bool) -> WindowResult:
+    def _merge(self, results: list[WorkerResult], records: list[RequestRecord], samples: list[Sample], snaps: Snaps,
+               ws: float, concurrency: int, window: Window, aborted: str | None, simulated: bool) -> WindowResult:
         from sweep.analysis.server_metrics import histogram_delta, histogram_samples
 
-        start_snap, end_snap, ws = snaps
-        if ws != ws:  # nan: the warm-up never ended (every user failed or the server died first)
-            ws = t0
+        start_snap, end_snap, _ = snaps
         we = ws + window.measure_seconds
-        records = sorted((r for res in results for r in res.records), key=lambda r: r.scheduled_at)
+        records = sorted(records, key=lambda r: r.scheduled_at)
         client = tuple(ClientSamples(r.dispatch_lags, r.cap_waits, r.ticks, r.max_in_flight_seen) for r in results)
         counters_start = dict(start_snap.counters) if start_snap is not None else {}
         counters_end = dict(end_snap.counters) if end_snap is not None else {}
@@ -353,14 +381,18 @@ def _parsed(raw: tuple[str, float] | None, names: MetricNames | None = None) -> 
 
 
 def _child(plan: Plan, coord: SharedCoord, conn: Connection) -> None:
-    """Spawned client process: report ready, wait for t0, run the worker, send back the pickled result."""
+    """Spawned client process: report ready, wait for t0, run the worker, send back the pickled result (a streamed
+    window: its batches of ended requests first, while it runs)."""
+    sender = Sender(conn) if plan.batch else None
     try:
         if isinstance(plan.specs, RequestStream | SessionStream):  # encode the media pool before the start barrier, not in the window
             warm_media_pool(plan.specs.workload, plan.specs.pool_size)
         conn.send("ready")
         t0 = conn.recv()
-        result = run_loop(run_worker(plan, coord, t0))
+        result = run_loop(run_worker(plan, coord, t0, emit=sender.put if sender is not None else None))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, never silently lost
         result = WorkerResult([], np.zeros(0), np.zeros(0), np.zeros((0, 3)), error=f"{type(exc).__name__}: {exc}")
+    if sender is not None:
+        sender.close()
     conn.send(result)
     conn.close()

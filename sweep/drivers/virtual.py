@@ -23,6 +23,7 @@ GAUGES = ("num_running_reqs", "num_queue_reqs", "token_usage", "cache_hit_rate",
           "gen_throughput", "new_token_ratio")
 COUNTERS = ("prompt_tokens_total", "generation_tokens_total", "cached_tokens_total", "num_requests_total",
             "num_retracted_requests_total")
+BUILT_KEPT = 2048  # built requests kept for reuse: a cycling list of specs hits them, a stream's never come back
 
 
 def spec_to_request(spec: RequestSpec, rid: str, streaming: bool = True) -> SimRequest:
@@ -86,7 +87,7 @@ class VirtualDriver:
         """Closed loop (`concurrency` users) or, for an open-loop arrival, sends at the scheduled times.
 
         With `sink`, every request that ended is handed to it with the measured window's [start, end) as soon as
-        both are known (a session workload's records are not: a session's end still labels its earlier turns).
+        both are known (a session's requests once the session ended: its end labels its turns).
 
         Open loop: the schedule is arrival.schedule(window, seed, concurrency); a request over
         max_in_flight waits for a slot (scheduled_at stays the scheduled time, sent_at is the real send).
@@ -100,7 +101,7 @@ class VirtualDriver:
         per_chunk = self.stream_interval or (int(interval) if isinstance(interval, int | float | str) and interval else 1)
         run = _WindowRun(eng, specs, concurrency, window, arrival, per_chunk, wid=next(self._windows),
                          seed=self.seed, sample_interval_s=self.sample_interval_s)
-        run.sink = sink if run.users is None else None
+        run.sink = sink
         self._window = (eng, run.start)
         try:
             return run.run()
@@ -117,7 +118,7 @@ class _WindowRun:
         self.per_chunk, self.wid, self.sample_interval_s = per_chunk, wid, sample_interval_s
         self.sim_mem = float(eng.cfg.extra.get("sim_gpu_memory_used_mib", 0.0))
         self.start = start = eng.now
-        self.built: dict[int, SimRequest] = {}
+        self.built: dict[int, SimRequest] = {}  # recently built requests by spec index (a list of specs cycles)
         self.records: list[RequestRecord] = []
         self.samples: list[Sample] = []
         self.in_flight: dict[str, tuple[RequestRecord, float]] = {}
@@ -158,6 +159,8 @@ class _WindowRun:
         proto = self.built.get(spec.index)
         if proto is None:
             proto = self.built[spec.index] = spec_to_request(spec, "")
+            if len(self.built) > BUILT_KEPT:  # a stream's indexes never come back: keep the window's memory flat
+                del self.built[next(iter(self.built))]
         rid = self.next_rid(t)
         self.submit(SimRequest(rid, proto.input_ids, proto.max_new_tokens, proto.media_tokens), spec, t,
                     t if at is None else at)
@@ -209,7 +212,8 @@ class _WindowRun:
             rec.finished_at = r.finished_at
         rec.error, rec.error_kind = error, kind
         eng.forget(rid)
-        self.hand_over(rec)
+        if self.users is None:  # a session's requests are handed over when the session ends (SessionUsers)
+            self.hand_over(rec)
 
     def hand_over(self, rec: RequestRecord | None = None) -> None:
         """Give the sink an ended record (and those that waited for the window's start) once [ws, we) is known."""
@@ -344,6 +348,8 @@ class _WindowRun:
     def result(self) -> WindowResult:
         ws, we = self.ws, self.we
         assert ws is not None
+        if self.users is not None:
+            self.users.end_all()
         self.hand_over()
         if not self.counters_end:
             self.counters_end, self.hist_end = self._snapshot()

@@ -35,6 +35,7 @@ class WindowRun(Protocol):
     def next_rid(self, t: float) -> str: ...
     def submit(self, sr: SimRequest, spec: RequestSpec, t: float, scheduled: float) -> RequestRecord: ...
     def settle(self, rid: str, t: float) -> None: ...
+    def hand_over(self, rec: RequestRecord | None = None) -> None: ...
 
 
 def reply_ids(rid: str, n: int) -> list[int]:
@@ -64,6 +65,7 @@ class SessionUsers:
         self.run, self.stream, self.to_request = run, run.specs, to_request
         self.next_session = 0
         self.owner: dict[str, _User] = {}
+        self.live: dict[int, _User] = {}  # id -> a user whose session has not ended (its records not handed over)
         self.timers: list[tuple[float, int, _User]] = []  # (when, tie-break, user): a think time ending
         self._seq = itertools.count()
 
@@ -73,7 +75,9 @@ class SessionUsers:
             return
         session = self.stream.at(self.next_session)
         self.next_session += 1
-        self._send_turn(_User(session, list(session.system_ids)), t)
+        user = _User(session, list(session.system_ids))
+        self.live[id(user)] = user
+        self._send_turn(user, t)
 
     def ended(self, rid: str, t: float) -> None:
         """A sub-request ended (its record is filled): when its turn is done, go on with the session."""
@@ -85,6 +89,7 @@ class SessionUsers:
             return
         done = [r for r in user.records if r.turn == user.turn + 1]
         if any(r.error is not None for r in done):
+            self._end(user)
             self.start(t)  # a failed request ends its session: the conversation cannot go on
             return
         for (sent_rid, msg_ids), r in zip(user.sent, done, strict=True):
@@ -116,6 +121,18 @@ class SessionUsers:
     def _close(self, user: _User) -> None:
         for r in user.records:
             r.session_turns = user.turn
+        self._end(user)
+
+    def _end(self, user: _User) -> None:
+        """The session ended: its requests are handed to a streamed window's sink (none label them again)."""
+        self.live.pop(id(user), None)
+        for r in user.records:
+            self.run.hand_over(r)
+
+    def end_all(self) -> None:
+        """The window ended: the sessions still open (cut by it) are handed over as they are."""
+        for user in list(self.live.values()):
+            self._end(user)
 
     def _send_turn(self, user: _User, t: float) -> None:
         if user.turn == 0 and not self._fits(user):

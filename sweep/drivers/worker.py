@@ -18,6 +18,7 @@ import numpy as np
 from sweep.core.types import RequestRecord, RequestSpec, SessionSpec
 from sweep.drivers.coord import Coord
 from sweep.drivers.h1 import Pool
+from sweep.drivers.handover import BATCH_S, Emit, Outbox
 from sweep.drivers.sse import Clock, SseSink, StreamError, request_for
 from sweep.engines import Paths, default
 from sweep.profile import Window
@@ -47,13 +48,15 @@ class Plan:
     numbers: np.ndarray | None = None  # open loop: the global request number of each offset
     max_in_flight: int = 1 << 30
     paths: Paths = field(default_factory=lambda: default().paths)  # the server engine's paths (request_for)
+    batch: int = 0  # streamed (issue 23 §2): ended requests leave in batches of this many (0: all at the end)
+    batch_s: float = BATCH_S  # ... or every this many seconds; only those not sent on come back in WorkerResult
 
 
 @dataclass
 class WorkerResult:
     """A worker's records and self-check readings (sent back to the parent pickled)."""
 
-    records: list[RequestRecord]
+    records: list[RequestRecord]  # a streamed window: only those not sent on in a batch
     dispatch_lags: np.ndarray  # seconds, measured-window dispatches only
     cap_waits: np.ndarray  # open loop: seconds a request waited for an in-flight slot (window only)
     ticks: np.ndarray  # rows (t, loop lag s, process cpu s)
@@ -71,6 +74,12 @@ class _State:
     waits: list[tuple[float, float]] = field(default_factory=list)
     in_flight: int = 0
     peak: int = 0
+    out: Outbox | None = None  # a streamed window: batches of ended requests leave through it (Plan.batch)
+
+    def end(self, rec: RequestRecord, now: float) -> None:
+        """A request ended (finished, failed, cut, or never sent): a streamed window sends a batch on when due."""
+        if self.out is not None:
+            self.records = self.out.end(rec, now, self.records)
 
 
 async def sleep_until(t: float, clock: Callable[[], float]) -> None:
@@ -78,10 +87,14 @@ async def sleep_until(t: float, clock: Callable[[], float]) -> None:
     while (delay := t - clock()) > 0:
         await asyncio.sleep(delay if delay > 0.001 else 0)
 
-async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.perf_counter) -> WorkerResult:
-    """Run this worker's share of the window from t0 until the window ends and the drain grace passes."""
+async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.perf_counter,
+                     emit: Emit | None = None) -> WorkerResult:
+    """Run this worker's share of the window from t0 until the window ends and the drain grace passes. emit (with
+    plan.batch > 0): ended requests go to it in batches (a session's once it ended), the result keeps the rest."""
     w = plan.window
     st = _State()
+    if emit is not None and plan.batch > 0:
+        st.out = Outbox(emit, plan.batch, plan.batch_s)
     ticks: list[tuple[float, float, float]] = []
     client = Pool(plan.url, plan.headers, clock)
     try:
@@ -211,7 +224,10 @@ async def _user(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, u
                             sent_prompt_tokens=estimated_prompt_tokens(spec),
                             sent_output_tokens=spec.output_tokens)
         st.records.append(rec)
-        await _request(client, plan, spec, rec, clock, coord)
+        try:
+            await _request(client, plan, spec, rec, clock, coord)
+        finally:
+            st.end(rec, clock())
         if plan.think_time_s:
             await asyncio.sleep(plan.think_time_s)
         ready_at = clock()
@@ -248,10 +264,20 @@ async def run_session(client: Pool, plan: Plan, coord: Coord, t0: float, st: _St
                       clock: Clock, scheduled: float, warmup: bool | None = None) -> bool:
     """Send a session's turns in order (each turn's sub-requests in parallel); False when the window ended or the
     driver stopped before it was done. A failed request ends the session (the conversation cannot go on).
-    warmup None: each request is claimed against the warm-up (closed loop); else every request gets that label."""
+    warmup None: each request is claimed against the warm-up (closed loop); else every request gets that label. A
+    streamed window sends the session's requests on when it ends (its end labels them: session_turns)."""
+    sent: list[RequestRecord] = []
+    try:
+        return await _turns(client, plan, coord, t0, st, session, clock, scheduled, warmup, sent)
+    finally:
+        for r in sent:
+            st.end(r, clock())
+
+
+async def _turns(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, session: SessionSpec,
+                 clock: Clock, scheduled: float, warmup: bool | None, sent: list[RequestRecord]) -> bool:
     w = plan.window
     conv = Conversation(session)
-    sent: list[RequestRecord] = []
     ready_at = scheduled
     for t, turn in enumerate(session.turns):
         if t and turn.think_s:
@@ -323,6 +349,7 @@ async def _open_loop(client: Pool, plan: Plan, coord: Coord, t0: float, st: _Sta
                 await asyncio.wait_for(slots.acquire(), timeout=max(0.0, drain_end - clock()))
             except TimeoutError:
                 rec.error, rec.error_kind = "never sent: the in-flight cap stayed full to the drain's end", "drain_cutoff"
+                st.end(rec, clock())
                 continue
             eligible = clock()
             st.waits.append((sched, eligible - sched))
@@ -372,3 +399,4 @@ async def _open_request(client: Pool, plan: Plan, spec: RequestSpec, rec: Reques
     finally:
         st.in_flight -= 1
         slots.release()
+        st.end(rec, clock())

@@ -1,8 +1,10 @@
 """What a study will hold and write, from its profile alone: the client memory of its largest window and the
 database growth of the whole study, as upper bounds computed before anything starts.
 
-A window's client keeps every request record (and each record its streamed chunks' arrival times) until the window
-is stored, so its memory grows with the requests and the tokens the window streams. How many those are depends on
+A window's client keeps every request record until the window ends; a study's windows are streamed (issue 23 §2:
+sweep.study.recorder folds each ended request's chunks to a few numbers, spills its ITL gaps to a scratch file and
+stores requests in batches while the window runs), so its memory grows with the requests and, far less than an
+unstreamed window's (every chunk's arrival time held), with the tokens it streams. How many those are depends on
 the server's speed, which is not known before the study: the bound takes the fastest server that is plausible,
 MIN_TOKEN_S per output token per stream and MIN_REQUEST_S per request beyond that, so a real server streams fewer.
 An open loop sends its rate whatever the server does; a soak offers rate_fraction of the knee's rate, at most the
@@ -25,7 +27,9 @@ from sweep.workload.stream import KEEP_BLOCKS
 MIN_TOKEN_S = 0.004  # the fastest a stream receives output tokens (an 8B model on an H200 decodes one in ~5 ms)
 MIN_REQUEST_S = 0.010  # the fastest a request completes beyond its tokens (prefill, the HTTP round trip)
 RECORD_BYTES = 1_200  # one request's record (450 B measured) and its database row as built to insert (570 B)
-CHUNK_BYTES = 128  # one streamed token: 41 B in its record, 114 B of process growth in a 15-min window (docs/memory.md)
+CHUNK_BYTES = 128  # one token of an unstreamed window: 41 B in its record, 114 B of process growth (docs/memory.md)
+STREAMED_CHUNK_BYTES = 24  # one token of a streamed window (a study's): its ITL gap, 8 B, mapped twice at the end
+PREDICT_TOKEN_BYTES = 12  # one prompt token sent: the ladder's hit-rate prediction holds each distinct one (8 B)
 SPEC_TOKEN_BYTES = 40  # one prompt token of a made request (37 B measured); the stream keeps KEEP_BLOCKS blocks
 SAMPLE_BYTES_PER_S = 2_048  # probe readings held per window second (about 8 a second, ~200 B each)
 BASE_BYTES = 256 * 2**20  # the client process itself (interpreter, numpy, SQLAlchemy, Optuna; 90 MiB measured)
@@ -46,10 +50,13 @@ class WindowLoad:
     requests: int
     chunks: int
     seconds: float
+    prompt_tokens: int = 0
 
     def memory_bytes(self, cached_tokens: float) -> int:
-        """The client's memory while it holds this window: records, chunks, probe readings, cached requests."""
-        return int(BASE_BYTES + self.requests * RECORD_BYTES + self.chunks * CHUNK_BYTES
+        """The client's memory while it holds this window: records, chunks, the prompts the hit-rate prediction
+        holds, probe readings, cached requests."""
+        return int(BASE_BYTES + self.requests * RECORD_BYTES + self.chunks * STREAMED_CHUNK_BYTES
+                   + self.prompt_tokens * PREDICT_TOKEN_BYTES
                    + self.seconds * SAMPLE_BYTES_PER_S + cached_tokens * SPEC_TOKEN_BYTES)
 
     def disk_bytes(self) -> int:
@@ -80,14 +87,19 @@ def window_load(prof: Profile, phase: str, concurrency: int) -> WindowLoad:
     else:
         sent = concurrency * seconds / request_seconds(prof) + w.warmup_requests
     out = mean_length(prof.workload.output_len)
-    return WindowLoad(int(sent) + 1, int(sent * out) + 1, seconds)
+    return WindowLoad(int(sent) + 1, int(sent * out) + 1, seconds, int(sent * prompt_length(prof)) + 1)
+
+
+def prompt_length(prof: Profile) -> float:
+    """A request's expected prompt tokens: its drawn length and, for the share that has one, a shared prefix."""
+    w = prof.workload
+    prefix = w.shared_prefix.length * w.shared_prefix.share if w.shared_prefix.groups else 0.0
+    return mean_length(w.prompt_len) + prefix
 
 
 def cached_prompt_tokens(prof: Profile) -> float:
     """Prompt tokens of the requests the stream keeps made (its last KEEP_BLOCKS blocks)."""
-    w = prof.workload
-    prefix = w.shared_prefix.length * w.shared_prefix.share if w.shared_prefix.groups else 0.0
-    return KEEP_BLOCKS * BLOCK * (mean_length(w.prompt_len) + prefix)
+    return KEEP_BLOCKS * BLOCK * prompt_length(prof)
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,15 @@ Prompts arrive in order; each hits the longest prefix of it already in the cache
 cache). With a capacity, the cache holds at most that many tokens (page-free: token by token) and evicts from the
 least recently used leaf first, deepest token first, as a radix cache does (a node's ancestors are used whenever
 it is, so a leaf is the first of its path to go). The trie is a radix tree: an edge holds a run of tokens, so a
-prompt costs a few slice comparisons, not one step per token. The pure function behind
+prompt costs a few slice comparisons, not one step per token; its runs are arrays of 8-byte ids (a window's
+prediction holds every distinct prompt token it sent). The pure function behind
 `sweep dataset stats`' prefix-sharing potential and the cache prediction from what a window sent.
 """
 
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections.abc import Iterable, Sequence
 
 
@@ -20,14 +22,14 @@ class _Node:
 
     __slots__ = ("children", "key", "last", "parent")
 
-    def __init__(self, key: tuple[int, ...], parent: _Node | None, last: int) -> None:
+    def __init__(self, key: array[int], parent: _Node | None, last: int) -> None:
         self.key = key
         self.children: dict[int, _Node] = {}
         self.parent = parent
         self.last = last
 
 
-def _match(root: _Node, seq: tuple[int, ...], t: int) -> tuple[_Node, int]:
+def _match(root: _Node, seq: array[int], t: int) -> tuple[_Node, int]:
     """Walk seq down the tree, marking what it uses as used by prompt t; an edge it uses only part of is split
     there (so a node's tokens always share one last use). Returns the deepest node used and the tokens matched."""
     node, k, n = root, 0, len(seq)
@@ -62,7 +64,7 @@ class PrefixCache:
         if capacity_tokens is not None and capacity_tokens < 0:
             raise ValueError("capacity_tokens must be >= 0")
         self.capacity = capacity_tokens
-        self.root = _Node((), None, -1)
+        self.root = _Node(array("q"), None, -1)
         self.size = 0
         self._t = self._tie = 0
         self._leaves: list[tuple[int, int, _Node]] = []  # (last use, tie, node): lazily invalidated
@@ -71,10 +73,10 @@ class PrefixCache:
         """Tokens of prompt found in the cache; then `cached` (default prompt) is in it."""
         t = self._t
         self._t += 1
-        seq = tuple(prompt)
+        seq = array("q", prompt)
         _, hit = _match(self.root, seq, t)
         if cached is not None:
-            seq = tuple(cached)
+            seq = array("q", cached)
         node, k = _match(self.root, seq, t)
         if k < len(seq):  # the rest joins the cache
             leaf = _Node(seq[k:], node, t)
