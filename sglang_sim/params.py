@@ -89,26 +89,27 @@ MODELS: dict[str, ModelPreset] = {
 class Efficiency:
     """Fractions of roofline reached and fixed costs, fitted to SGLang 0.5.17 on one H200 (docs/calibration.md)."""
 
-    # Fitted by `tools/calibrate.py --fit A` (docs/calibration.md): decode steps on the real mem-0.17 log, host stage and
-    # prefill share on the real mem-0.17 windows + session-1 throughput/TPOT; mem 0.14 (KV-bound) held out; the host
-    # stage refitted by `--fit S` on the calibration matrix (whole workload shapes held out). CUDA graphs
+    # Fitted by `tools/calibrate.py --fit S` (docs/calibration.md, 2026-12-02): the decode step (fixed cost, per request,
+    # the KV cache's HBM share) on the Decode batch lines of the calibration matrix's training shapes without shared
+    # prefixes, then the host stage, per-request extend work and prefill shares on the training windows (kv-calib,
+    # session 1, 14 of the matrix's 18 workload shapes); four whole shapes held out. CUDA graphs
     # on, triton attention, models/llama3-8b-shape. Other GPUs and models reuse these shares: an extrapolation.
     bandwidth: float = 0.80  # achieved HBM bandwidth share streaming the weights, pinned (collinear with the log fit)
     # Achieved HBM share reading (decode) and writing (extend) the KV cache: the triton attention kernels run further
     # from the roofline than the weight GEMMs; separable from the weights only with contexts of 200-4,400 tokens
     # (the calibration matrix, docs/calibration.md).
-    kv_bandwidth: float = 0.80
-    flops: float = 0.59  # achieved tensor-core share in prefill GEMMs
+    kv_bandwidth: float = 0.621
+    flops: float = 0.74  # achieved tensor-core share in prefill GEMMs
     attention_flops: float = 0.35  # attention kernels run further from peak than GEMMs (not identifiable here)
     encoder_flops: float = 0.30  # ViT runs small, unfused batches (ViT time is ~3 ms of a 448px image: unfitted)
-    step_overhead_s: float = 0.00146  # scheduler + launch cost of one forward (CUDA graphs on)
-    per_req_overhead_s: float = 15.4e-6  # per-request batch bookkeeping in the Python scheduler
-    prefill_overhead_s: float = 0.0058  # extra host work of an extend batch (no CUDA graph)
+    step_overhead_s: float = 0.001155  # scheduler + launch cost of one forward (CUDA graphs on)
+    per_req_overhead_s: float = 1.7e-6  # per-request batch bookkeeping of a decode step
+    prefill_overhead_s: float = 0.008  # extra host work of an extend batch (no CUDA graph)
     # Scheduler work per request of an extend batch (admission, radix match, batch assembly): what short outputs at a
     # high request rate pay; the decode log's per-request cost does not carry it.
-    prefill_per_req_s: float = 15.4e-6
+    prefill_per_req_s: float = 0.0002
     allreduce_latency_s: float = 8e-6  # per all-reduce (two per layer) under TP (no TP data: unfitted)
-    host_latency_s: float = 0.006  # HTTP + tokenizer manager + scheduler receive, before a request can be scheduled
+    host_latency_s: float = 0.008  # HTTP + tokenizer manager + scheduler receive, before a request can be scheduled
     # The host stage as one CPU loop shared with output streaming: its delay grows with the requests in flight when a
     # request arrives. Fitted with host_latency_s on the calibration matrix's training shapes (split S, 2026-12-02:
     # real TTFT P50 of short prompts grows 26 -> 83 ms from 16 to 128 clients where the prefill alone does not).
