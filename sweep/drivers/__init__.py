@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from sweep.core.types import WindowResult
+    from sweep.core.types import RecordSink, WindowResult
     from sweep.launchers.base import ServerHandle
     from sweep.profile import ArrivalProcess, Window
     from sweep.workload.stream import Requests
@@ -21,8 +21,9 @@ class Driver(Protocol):
     """Runs one window: closed loop with `concurrency` users, or the open-loop `arrival` process."""
 
     simulated: bool
+    streams: bool  # run_window hands each ended request to `sink` while the window runs (issue 23 §2)
 
-    def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
-                   window: Window, arrival: ArrivalProcess | None = None) -> WindowResult: ...
+    def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int, window: Window,
+                   arrival: ArrivalProcess | None = None, sink: RecordSink | None = None) -> WindowResult: ...
 
     def flush_cache(self, handle: ServerHandle) -> str | None: ...

@@ -294,11 +294,11 @@ class LadderRunner:
             if crosscheck is not None:
                 crosscheck.before_window(handle)
             # a streaming driver hands over each request that ended: stored in batches while the window runs
-            recorder = Recorder(self.store, run_id) if getattr(self.driver, "streams", False) else None
+            recorder = Recorder(self.store, run_id) if self.driver.streams else None
             try:
                 if recorder is not None:
                     result = self.driver.run_window(handle, specs, concurrency, window, arrival=arrival,
-                                                    sink=recorder)  # type: ignore[call-arg]
+                                                    sink=recorder)
                     result, unstored = recorder.finish(result)
                 else:
                     result = self.driver.run_window(handle, specs, concurrency, window, arrival=arrival)
