@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,16 +21,9 @@ DECODE_RE = re.compile(r"Decode batch, #running-req: (\d+), #token: (\d+),.*gen 
 DECODE_BANDWIDTH = 0.80
 
 
-def decode_log_fit(paths: list[Path], eff: Efficiency, model: ModelPreset) -> tuple[Efficiency, int, float]:
-    """Least squares of per-step decode time on drain-phase `Decode batch` lines: (eff, n lines, rms ms).
-
-    A line's gen throughput covers the 40 steps since the previous line; with no queue and no prefill line
-    between, those steps were pure decode, so step time = mean batch / throughput at the mean context.
-    """
-    p = SimParams(model=model, eff=replace(eff, bandwidth=DECODE_BANDWIDTH))
-    bw = p.gpu.bandwidth * DECODE_BANDWIDTH
-    fixed_w, kv = p.model.params * p.model.dtype_bytes / bw, p.model.kv_bytes_per_token / (p.gpu.bandwidth * eff.kv_bandwidth)
-    xs: list[tuple[float, float]] = []  # (batch, step seconds left after the bandwidth terms)
+def drain_steps(paths: list[Path]) -> Iterator[tuple[float, float, float]]:
+    """(mean batch, mean #token, seconds per decode step) of every pair of consecutive `Decode batch` lines with no
+    queue and no `Prefill batch` line between them: the 40 steps a line's gen throughput covers were pure decode."""
     for path in paths:
         prev: tuple[int, int, float, int] | None = None
         for line in path.read_text().splitlines():
@@ -41,9 +35,22 @@ def decode_log_fit(paths: list[Path], eff: Efficiency, model: ModelPreset) -> tu
                 continue
             cur = (int(m[1]), int(m[2]), float(m[3]), int(m[4]))
             if prev is not None and cur[3] == 0 and prev[3] == 0 and cur[2] > 0:
-                n, ctx = (cur[0] + prev[0]) / 2, (cur[1] + prev[1]) / 2
-                xs.append((n, n / cur[2] - fixed_w - ctx * kv))
+                n = (cur[0] + prev[0]) / 2
+                yield n, (cur[1] + prev[1]) / 2, n / cur[2]
             prev = cur
+
+
+def decode_log_fit(paths: list[Path], eff: Efficiency, model: ModelPreset) -> tuple[Efficiency, int, float]:
+    """Least squares of per-step decode time on drain-phase `Decode batch` lines: (eff, n lines, rms ms).
+
+    A line's gen throughput covers the 40 steps since the previous line; with no queue and no prefill line
+    between, those steps were pure decode, so step time = mean batch / throughput at the mean context.
+    """
+    p = SimParams(model=model, eff=replace(eff, bandwidth=DECODE_BANDWIDTH))
+    bw = p.gpu.bandwidth * DECODE_BANDWIDTH
+    fixed_w, kv = p.model.params * p.model.dtype_bytes / bw, p.model.kv_bytes_per_token / (p.gpu.bandwidth * eff.kv_bandwidth)
+    # (batch, step seconds left after the bandwidth terms)
+    xs = [(n, step - fixed_w - ctx * kv) for n, ctx, step in drain_steps(paths)]
     if len(xs) < 3:
         return eff, len(xs), float("nan")
     k = len(xs)  # ordinary least squares of residual = step + n * per_req (two unknowns, closed form)
@@ -63,21 +70,7 @@ def decode_log_fit_kv(paths: list[Path], eff: Efficiency, model: ModelPreset) ->
 
     p = SimParams(model=model, eff=eff)
     fixed_w = p.model.params * p.model.dtype_bytes / (p.gpu.bandwidth * eff.bandwidth)
-    rows: list[tuple[float, float, float]] = []
-    for path in paths:
-        prev: tuple[int, int, float, int] | None = None
-        for line in path.read_text().splitlines():
-            if "Prefill batch" in line:
-                prev = None
-                continue
-            m = DECODE_RE.search(line)
-            if m is None:
-                continue
-            cur = (int(m[1]), int(m[2]), float(m[3]), int(m[4]))
-            if prev is not None and cur[3] == 0 and prev[3] == 0 and cur[2] > 0:
-                n, ctx = (cur[0] + prev[0]) / 2, (cur[1] + prev[1]) / 2
-                rows.append((n, ctx, n / cur[2] - fixed_w))
-            prev = cur
+    rows = [(n, ctx, step - fixed_w) for n, ctx, step in drain_steps(paths)]
     if len(rows) < 10:
         return eff, len(rows), float("nan")
     x = np.array(rows)
