@@ -38,6 +38,14 @@ class TrialGuard:
         self.fenced: Fenced | None = None  # the current trial's lease lapsed
         self.trial_number: int | None = None  # the trial the objective last ran
 
+    def stored_state(self, study: optuna.Study, number: int) -> optuna.trial.TrialState | None:
+        """Trial `number`'s state as stored now; None when it cannot be read (the database may be what failed:
+        then no fence is inferred from it)."""
+        try:
+            return liveness.stored_trial(self.storage, study, number).state
+        except Exception:  # noqa: BLE001 - any failure to read means "unknown", never "fenced"
+            return None
+
     def told_too_late(self, study: optuna.Study, exc: Exception) -> Fenced | None:
         """Whether Optuna's error telling the trial the objective just finished says another worker finished it
         first: this worker froze between storing its verdict and the tell, past the heartbeat grace, so the
@@ -47,11 +55,8 @@ class TrialGuard:
         told = exc if isinstance(exc, ValueError) else exc.__context__
         if self.trial_number is None or not (isinstance(told, ValueError) and "Cannot tell" in str(told)):
             return None
-        try:
-            state = liveness.stored_trial(self.storage, study, self.trial_number).state
-        except Exception:  # noqa: BLE001 - the database may be what failed: then this is no fence
-            return None
-        if state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.COMPLETE):
+        state = self.stored_state(study, self.trial_number)
+        if state in (None, optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.COMPLETE):
             return None
         return Fenced(f"trial {self.trial_number}", f"it was {state.name} before this worker could tell its result")
 
@@ -82,11 +87,8 @@ class TrialGuard:
         (Fenced), or another worker finished the trial (failed it on a stale heartbeat and queued it again)."""
         if isinstance(exc, Fenced):
             return exc
-        try:
-            state = liveness.stored_trial(self.storage, study, trial.number).state
-        except Exception:  # noqa: BLE001 - the database may be what failed: then this is no fence
-            return None
-        if state == optuna.trial.TrialState.RUNNING:
+        state = self.stored_state(study, trial.number)
+        if state in (None, optuna.trial.TrialState.RUNNING):
             return None
         attempt = getattr(self.runner, "attempt", None)
         what = f"trial {trial.number}" if attempt is None else f"configuration {attempt} (trial {trial.number})"
