@@ -8,6 +8,7 @@ within 25%, TTFT P99 within 35%; and per held-out ladder the simulated knee conc
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,8 +97,10 @@ class Holdout:
     worst: dict[str, float]
 
 
+@functools.cache
 def held_out(data: Path | None = None) -> Holdout:
-    """The preset (sglang_sim.params.Efficiency()) replayed on the stored held-out windows."""
+    """The preset (sglang_sim.params.Efficiency()) replayed on the stored held-out windows (once per process: the
+    check and the bands read the same replay)."""
     import calibrate  # the replay; imported here, it imports this module
 
     from sglang_sim.params import Efficiency
