@@ -96,6 +96,12 @@ class RunStats:
     # KV pool (sweep.study.step_inputs, sweep.workload.prefix_cache): filled by the ladder, not by measure
     cache_hit_rate_predicted: float | None = None
     cache_hit_rate_capped: float | None = None
+    # How the measured window opened (issue 28 §1): which warm-up condition was met last -- "requests" (the warm-up
+    # requests completed), "seconds" (warmup_seconds passed) or "load" (every user had a request in flight / the
+    # arrivals ran one mean gap per user); None for rows written before
+    window_opened_by: str | None = None
+    # Requests still running when the drain ended (issue 28 §5): cut by the window's edge, not server errors
+    n_cut: int | None = None
 
     def columns(self) -> dict[str, object]:
         """The `runs` columns of this window, in COLUMNS order (the client's figures flattened in place)."""
