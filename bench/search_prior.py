@@ -45,9 +45,9 @@ from sweep.core.types import ServerConfig
 from sweep.profile import Profile
 from sweep.profile.grid import grid
 from sweep.profile.search import PRIOR_STARTUP_TRIALS
-from sweep.study.ladder import saturated
 from sweep.study.sampler import make_sampler, suggest
 from sweep.study.search import CONSTRAINT_ATTR, FEASIBLE_ATTR
+from sweep.study.step_verdicts import saturated
 
 WINDOW_S = float(os.environ.get("BENCH_PRIOR_WINDOW_S", "30"))
 SEEDS = int(os.environ.get("BENCH_SEARCH_SEEDS", "20"))

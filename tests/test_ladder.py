@@ -39,7 +39,7 @@ def _runs(store: Store) -> list[tuple[int, str, str | None]]:
 
 
 def test_a_ladder_within_the_sla_runs_every_step_and_finds_its_knee(sqlite_store: Store, tmp_path: Path) -> None:
-    runner = _runner(sqlite_store, tmp_path, {"ladder": [2, 4]})
+    runner = _runner(sqlite_store, tmp_path, {"ladder": [2, 4], "ladder_max": 4})  # no climbing on past 4
     outcome = runner.run(ServerConfig(max_running_requests=8))
     assert (outcome.status, outcome.stop_reason) == ("completed", "ladder complete")
     assert [s.concurrency for s in outcome.steps] == [2, 4] and all(s.stats.passes_sla for s in outcome.steps)
@@ -128,7 +128,7 @@ class _UngracefulStop:
 
 
 def test_what_the_stop_found_is_kept_in_the_stop_reason(sqlite_store: Store, tmp_path: Path) -> None:
-    runner = _runner(sqlite_store, tmp_path, {"ladder": [2]})
+    runner = _runner(sqlite_store, tmp_path, {"ladder": [2], "ladder_max": 2})
     runner.launcher = _UngracefulStop(runner.launcher)  # type: ignore[assignment]
     outcome = runner.run(ServerConfig(max_running_requests=8))
     assert outcome.stop_reason == ("ladder complete; killed leftover pids [4242]; "

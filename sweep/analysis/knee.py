@@ -1,20 +1,26 @@
-"""Knee and Pareto selection over one configuration's ladder (pure).
+"""Knee and Pareto selection over one configuration's windows (pure).
 
-Knee (README.md, "Definitions"): the passing step with the highest goodput (output tok/s; ties go to the lower
-concurrency). If throughput gains flatten -- relative gain per doubling of concurrency, i.e.
-(tp_i / tp_{i-1} - 1) / log2(c_i / c_{i-1}), below the profile's flatten_threshold -- while TTFT P99
-or retractions rise, the steps from the flattening on are in the negative-return zone: the knee is
-the best passing step before the first flattening (normally the step just before it). The rule only
-applies when the step just before the flattening passes; otherwise the plain best passing step wins.
-No passing step: infeasible (index None).
+Spec (issue 28 §2, "the knee is where goodput peaks inside the SLA"; README.md, "The answer"):
 
-A refined ladder (profile section refine: bisection windows between its last passing and first failing step)
-has found its boundary instead: its knee is the highest passing step with a failing step above it (the
-bracket's passing side; `bracket_knee`), the plain rule when no such step exists.
+- One rule for every ladder, refined or not, climbed on or not: the knee is the window (a ladder step or a
+  refinement window) that passes the SLA, is not flagged by the client's self-check (StepPoint.flagged: the load
+  generator itself was the bottleneck, so the window says nothing of the server until it is measured again), and has
+  the highest goodput (output tok/s of SLA-meeting requests); equal goodput goes to the lower load.
+- The ranked figure is that window's goodput: ranking, ties, tiers, the gain over SGLang's defaults and the Optuna
+  objective all read it. A stricter SLA tier passes a subset of the windows, each with no more SLA-meeting
+  requests, so its knee goodput is never above a looser tier's on the same configuration: by construction.
+- The flattening rule (throughput gain per doubling of load, (tp_i / tp_{i-1} - 1) / log2(c_i / c_{i-1}), below
+  the profile's flatten_threshold while TTFT P99 or retractions rise) no longer moves the knee: it chose a lower
+  step than the goodput peak, and two rules ranked against each other made a configuration with more goodput lose.
+  It is reported beside the knee (`KneeResult.flattens_at`): "past c=64 the extra load buys little".
+- No eligible window: infeasible (index None).
+- The SLA boundary (most load inside the SLA, sweep.analysis.boundary) is a figure of its own beside the knee.
+- Load: the concurrency, or the offered rate (req/s) in an open-loop rate ladder; texts say the unit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -33,11 +39,21 @@ class StepPoint:
     goodput_ci_low: float | None = None  # 95% interval of goodput_tps from measure's bootstrap, when known
     goodput_ci_high: float | None = None
     offered_rps: float | None = None  # an open-loop rate ladder's offered rate (req/s): the step's load
+    flagged: bool = False  # the client's self-check flagged the window (client_bound): not a knee until re-measured
 
     @property
     def load(self) -> float:
         """The step's place along its ladder: the offered rate in a rate ladder, else the concurrency."""
         return self.offered_rps if self.offered_rps is not None else float(self.concurrency)
+
+    @property
+    def eligible(self) -> bool:
+        """Whether the window can be the knee: it passes the SLA and the client's self-check did not flag it."""
+        return self.passes and not self.flagged
+
+    def at(self) -> str:
+        """The window's load as text: "12.50 req/s" in a rate ladder, else "c=64"."""
+        return f"{self.offered_rps:.2f} req/s" if self.offered_rps is not None else f"c={self.concurrency}"
 
 
 @dataclass(frozen=True)
@@ -47,6 +63,7 @@ class KneeResult:
     index: int | None
     point: StepPoint | None
     reason: str
+    flattens_at: int | None = None  # index of the window from which throughput flattened while latency rose (advice)
 
 
 @dataclass(frozen=True)
@@ -69,6 +86,7 @@ class ConfigKnee:
     boundary_ci_high: float | None = None
     boundary_shape: str | None = None
     boundary_unit: str = "concurrency"  # what the boundary counts: concurrency, or req/s for an open-loop rate ladder
+    offered_rps: float | None = None  # the knee window's offered rate (req/s) in an open-loop rate ladder: its load
 
 
 def gain_per_doubling(prev: StepPoint, cur: StepPoint) -> float | None:
@@ -96,54 +114,49 @@ def flattening_index(points: list[StepPoint], flatten_threshold: float) -> int |
 
 
 def _best(candidates: list[tuple[int, StepPoint]]) -> tuple[int, StepPoint]:
-    """Highest goodput_tps; ties to the lower concurrency."""
-    return max(candidates, key=lambda ip: (ip[1].goodput_tps, -ip[1].concurrency))
+    """Highest goodput_tps; ties to the lower load."""
+    return max(candidates, key=lambda ip: (ip[1].goodput_tps, -ip[1].load))
 
 
 def find_knee(points: list[StepPoint], flatten_threshold: float) -> KneeResult:
-    """The knee of one ladder (see module docstring); index refers to the caller's list."""
-    order = sorted(range(len(points)), key=lambda i: points[i].concurrency)
+    """The knee of one configuration's windows (see module docstring); index refers to the caller's list."""
+    order = sorted(range(len(points)), key=lambda i: points[i].load)
     ladder = [(i, points[i]) for i in order]
-    passing = [ip for ip in ladder if ip[1].passes]
-    if not passing:
-        return KneeResult(None, None, "infeasible: no step passes the SLA")
-    best_i, best = _best(passing)
+    eligible = [ip for ip in ladder if ip[1].eligible]
+    if not eligible:
+        flagged = [ip for ip in ladder if ip[1].passes]
+        why = ("infeasible: no window passes the SLA" if not flagged else
+               f"no knee yet: {len(flagged)} passing window(s) flagged by the client's self-check, none measured "
+               "again unflagged")
+        return KneeResult(None, None, why)
+    best_i, best = _best(eligible)
     flat = flattening_index([p for _, p in ladder], flatten_threshold)
-    if flat is not None:
-        before_i, before = ladder[flat - 1]
-        at = ladder[flat][1]
-        if before.passes:
-            pre = [ip for ip in ladder[:flat] if ip[1].passes]
-            knee_i, knee = _best(pre)
-            gain = gain_per_doubling(before, at)
-            why = (
-                f"throughput flattens at c={at.concurrency} (gain {gain:.1%}/doubling < "
-                f"{flatten_threshold:.0%}) while TTFT P99/retractions rise; "
-                f"knee c={knee.concurrency} ({knee.goodput_tps:.1f} good tok/s)"
-            )
-            return KneeResult(knee_i, knee, why)
-    return KneeResult(
-        best_i, best, f"highest-goodput passing step c={best.concurrency} ({best.goodput_tps:.1f} good tok/s)"
-    )
+    flat_i = ladder[flat][0] if flat is not None else None
+    why = f"highest-goodput passing window {best.at()} ({best.goodput_tps:.1f} good tok/s)"
+    if flat_i is not None and points[flat_i].load <= best.load:
+        before = ladder[flat - 1][1] if flat else None
+        gain = gain_per_doubling(before, points[flat_i]) if before is not None else None
+        if gain is not None:
+            why += (f"; throughput flattens from {points[flat_i].at()} (gain {gain:.1%}/doubling < "
+                    f"{flatten_threshold:.0%}) while latency rises: the last steps bought little")
+    return KneeResult(best_i, best, why, flat_i)
 
 
-def bracket_knee(points: list[StepPoint], flatten_threshold: float) -> KneeResult:
-    """A refined ladder's knee: the highest passing step with a failing step above it (module docstring)."""
-    order = sorted(range(len(points)), key=lambda i: points[i].load)  # a rate ladder's refined knee: by rate
-    for pos in reversed(range(len(order))):
-        i = order[pos]
-        if not points[i].passes:
-            continue
-        above = [points[j] for j in order[pos + 1:] if not points[j].passes]
-        if above:
-            p = points[i]
-            if p.offered_rps is not None and above[0].offered_rps is not None:
-                return KneeResult(i, p, f"refined: highest passing rate {p.offered_rps:.2f} req/s below the first "
-                                        f"failing {above[0].offered_rps:.2f} req/s ({p.goodput_tps:.1f} good tok/s)")
-            return KneeResult(i, p, f"refined: highest passing concurrency c={p.concurrency} below the first "
-                                    f"failing c={above[0].concurrency} ({p.goodput_tps:.1f} good tok/s)")
-        break
-    return find_knee(points, flatten_threshold)
+def flagged_peak(points: list[StepPoint], tried: int = 2) -> int | None:
+    """The window to measure again (issue 28 §5): the passing window with the highest goodput when the client's
+    self-check flagged it and no unflagged window at its load exists yet (a flagged window cannot be the knee until its
+    load is measured again and passes unflagged); None when the peak is eligible, or its load already has `tried`
+    windows measured again (at most twice)."""
+    passing = [(i, p) for i, p in enumerate(points) if p.passes]
+    if not passing:
+        return None
+    i, peak = _best(passing)
+    if not peak.flagged:
+        return None
+    same = [p for p in points if p.load == peak.load]
+    if any(not p.flagged for p in same) or len(same) > tried:
+        return None
+    return i
 
 
 def knee_goodput_ci(points: list[StepPoint], flatten_threshold: float, n: int = 400,
@@ -172,8 +185,7 @@ def knee_goodput_ci(points: list[StepPoint], flatten_threshold: float, n: int = 
         for p, s, z in zip(points, sd, noise, strict=True):
             g = max(0.0, p.goodput_tps + s * z)
             scale = g / p.goodput_tps if p.goodput_tps > 0 else 1.0
-            resampled.append(StepPoint(p.concurrency, p.goodput_rps * scale, g, p.throughput_tps, p.ttft_p99_ms,
-                                       p.retractions, p.passes))
+            resampled.append(dataclasses.replace(p, goodput_rps=p.goodput_rps * scale, goodput_tps=g))
         k = find_knee(resampled, flatten_threshold)
         if k.point is not None:
             draws.append(k.point.goodput_tps)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sweep.analysis.knee import ConfigKnee, KneeResult, StepPoint, bracket_knee, find_knee, knee_goodput_ci
+from sweep.analysis.knee import ConfigKnee, KneeResult, StepPoint, find_knee, knee_goodput_ci
 from sweep.analysis.run_stats import RunStats
 
 
@@ -39,32 +39,38 @@ def step_points(steps: Sequence[LadderStep]) -> list[StepPoint]:
                       goodput_tps=st.goodput_tps or 0.0, throughput_tps=st.output_tps or 0.0,
                       ttft_p99_ms=st.ttft_p99_ms or 0.0, retractions=st.retractions or 0,
                       passes=bool(st.passes_sla), goodput_ci_low=_ci_tps(st, st.goodput_ci_low),
-                      goodput_ci_high=_ci_tps(st, st.goodput_ci_high), offered_rps=s.offered_rps) for s in steps]
+                      goodput_ci_high=_ci_tps(st, st.goodput_ci_high), offered_rps=s.offered_rps,
+                      flagged=bool(st.client_bound)) for s in steps]
 
 
 def steps_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> KneeResult:
-    """The knee of one configuration's steps: find_knee's, or bracket_knee's when the ladder was refined (any of
-    its steps a refinement window)."""
-    points = step_points(steps)
-    if any(s.phase == "refine" for s in steps):
-        return bracket_knee(points, flatten_threshold)
-    return find_knee(points, flatten_threshold)
+    """The knee of one configuration's windows (ladder steps and refinement windows alike): find_knee's one rule."""
+    return find_knee(step_points(steps), flatten_threshold)
 
 
 def ladder_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> ConfigKnee | None:
-    """The knee of one configuration's completed ladder steps (stored windows of one phase), with its goodput
-    interval; None when no step passes the SLA."""
+    """The knee of one configuration's completed windows (stored windows of one ladder, its refinement windows
+    included), with its goodput interval (the knee re-chosen in every resample); None when no window is eligible."""
     points = step_points(steps)
-    k = steps_knee(steps, flatten_threshold)
+    k = find_knee(points, flatten_threshold)
     if k.point is None:
         return None
-    refined = any(s.phase == "refine" for s in steps)  # the knee is the bracket's: its own window's interval
-    lo, hi = ((k.point.goodput_ci_low, k.point.goodput_ci_high) if refined
-              else knee_goodput_ci(points, flatten_threshold))
+    lo, hi = knee_goodput_ci(points, flatten_threshold)
     unit = "req/s" if any(s.offered_rps is not None for s in steps) else "concurrency"
     return ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
                       ladder_phase(steps[0].phase), k.reason, steps[k.index or 0].stats.throughput_rps,
-                      boundary_unit=unit)
+                      boundary_unit=unit, offered_rps=k.point.offered_rps)
+
+
+def same_windows(a: Sequence[LadderStep], b: Sequence[LadderStep]) -> bool:
+    """Whether two configurations measured the same numbers at the same loads (issue 28 §2): every window of one has
+    a window of the other at the same load and phase with equal requests, goodput and SLA percentiles. On the
+    simulator a knob that never binds (a memory fraction whose pool is never full) measures exactly alike: those
+    configurations are one answer, not a winner and a loser."""
+    def key(steps: Sequence[LadderStep]) -> list[tuple[object, ...]]:
+        return sorted((ladder_phase(s.phase), s.load, s.stats.n_completed, s.stats.goodput_tps, s.stats.ttft_p95_ms,
+                       s.stats.tpot_p95_ms, s.stats.passes_sla) for s in steps)
+    return bool(a) and key(a) == key(b)
 
 
 def _ci_tps(stats: RunStats, v: float | None) -> float | None:

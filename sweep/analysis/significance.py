@@ -67,8 +67,9 @@ def win_probabilities(winner_id: int, pool: Mapping[int, ConfigKnee], seed: int 
 
 def ties(winner_id: int | None, pool: Mapping[int, ConfigKnee], exclude: frozenset[int] = frozenset(),
          threshold: float = TIE_BELOW) -> tuple[int, ...]:
-    """Configurations of the pool the data do not rank below the winner: P(winner higher) < threshold.
-    `exclude` (e.g. SGLang's defaults) is never called a tie."""
+    """Configurations of the pool the data do not rank below the winner: P(winner higher) < threshold, SGLang's
+    defaults included (issue 28 §2: a winner the data do not rank above the defaults ties with them); `exclude`
+    leaves ids out for a caller that shows them elsewhere."""
     if winner_id is None:
         return ()
     return tuple(cid for cid, p in win_probabilities(winner_id, pool).items() if p < threshold and cid not in exclude)

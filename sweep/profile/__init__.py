@@ -143,6 +143,12 @@ class Profile(_Strict):
         description="how requests are sent: closed, constant, poisson, gamma or trace (section arrival)")
     ladder: list[Annotated[int, Field(le=MAX_CONCURRENCY)]] = Field(default_factory=lambda: [16, 32, 64, 128],
         max_length=64, description="client concurrencies climbed per configuration, strictly ascending")
+    ladder_max: int = Field(1024, ge=0, le=MAX_CONCURRENCY, description=(
+        "a final ladder that passes its top step has not bracketed its knee: it climbs on, doubling the "
+        "concurrency until a step fails, up to this concurrency or twice the configuration's "
+        "max_running_requests (as the server resolved it), whichever is lower; then it refines (section refine). "
+        "An open-loop arrival.rates ladder doubles its rate instead, at most 3 times. 0 (or any value at or below "
+        "the ladder's top step): no climbing on; coupled mode and screening never climb on"))
     window: Window = Field(Window(),
         description="warm-up, measured window and drain of every step (section window)")
     refine: Refine = Field(Refine(),

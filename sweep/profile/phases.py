@@ -29,6 +29,33 @@ def refines(profile: Profile, phase: str) -> bool:
     return profile.refine.enabled and phase == "final" and profile.search.mode != "coupled"
 
 
+CLIMB_RATE_DOUBLINGS = 3  # an open-loop rate ladder climbs on at most this many doublings past its top rate
+
+
+def climbs_on(profile: Profile, phase: str) -> bool:
+    """Whether a ladder of `phase` that passes its top step climbs on past it (issue 28 §2): final ladders only,
+    never in coupled mode (one launch per step), and only while `ladder_max` lies above the ladder's top (a rate
+    ladder's too: setting ladder_max to its top step turns climbing on off)."""
+    if phase != "final" or profile.search.mode == "coupled":
+        return False
+    return profile.ladder_max > profile.ladder[-1]
+
+
+def climb_steps(profile: Profile) -> int:
+    """The most windows a final ladder climbs on past its top: doublings up to ladder_max (a rate ladder: at most
+    CLIMB_RATE_DOUBLINGS doublings of its top rate)."""
+    if not climbs_on(profile, "final"):
+        return 0
+    if profile.rate_ladder:
+        return CLIMB_RATE_DOUBLINGS
+    n, c = 0, profile.ladder[-1]
+    while c < profile.ladder_max:
+        c, n = min(2 * c, profile.ladder_max), n + 1
+    return n
+
+
 def ladder_windows(profile: Profile, phase: str) -> int:
-    """The most windows one configuration's ladder of `phase` runs: its steps, and its refinement steps."""
-    return len(profile.ladder) + (profile.refine.max_steps if refines(profile, phase) else 0)
+    """The most windows one configuration's ladder of `phase` runs: its steps, the steps it climbs on past its top,
+    and its refinement steps."""
+    return (len(profile.ladder) + (climb_steps(profile) if climbs_on(profile, phase) else 0)
+            + (profile.refine.max_steps if refines(profile, phase) else 0))

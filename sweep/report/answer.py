@@ -56,7 +56,8 @@ def tier_lines(answer: Answer, t: TierAnswer, dialect: engines.Dialect | None = 
     knee = f"concurrency {k.concurrency}"
     if t.bracket is not None:
         knee += (f" (c={t.bracket[1]} fails)" if t.bracket[1] is not None
-                 else " (top of the ladder: not bracketed, a higher concurrency may do better)")
+                 else " (top of the ladder: not bracketed, a higher concurrency may do better)" if t.knee_at_top
+                 else " (goodput falls above it; nothing measured above fails)")
     if k.boundary is not None:
         ci = ("" if k.boundary_ci_low is None or k.boundary_ci_high is None
               else f" (95% CI {k.boundary_ci_low:.1f}–{k.boundary_ci_high:.1f})")

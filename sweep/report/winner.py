@@ -86,12 +86,15 @@ def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView) -> list[str
                          f"{ci_text(ctx.knees[cid])} tok/s)" for cid in view.ties)
         lines += [f"> **Ties**: {tied}: each 95% CI overlaps the winner's, so these data do not rank "
                   f"{'it' if len(view.ties) == 1 else 'them'} below the winner.", ""]
-    knee_run = next((r for r in ctx.runs if r.server_config_id == winner.id and r.status == "completed"
-                     and r.concurrency == knee.concurrency and ladder_phase(r.phase) == knee.phase),
-                    None)
-    if knee_run is not None and knee_run.get("client_bound"):
-        lines += ["> **Client-bound knee**: the load generator may have limited the knee's window; measure it "
-                  "again with more client processes (`--client-procs`) before trusting it.", ""]
+    aside = [(r.concurrency, st.goodput_tps or 0.0) for r in ctx.runs
+             if r.server_config_id == winner.id and r.status == "completed" and ladder_phase(r.phase) == knee.phase
+             and (st := r.stats) is not None and st.client_bound and st.passes_sla
+             and (st.goodput_tps or 0.0) > knee.goodput_tps]
+    if aside:  # issue 28 §5: a flagged window is never the knee; one with more goodput was set aside
+        at = ", ".join(f"c={c} ({fmt(g)} tok/s)" for c, g in aside)
+        lines += [f"> **Client-bound window set aside**: {at} passed with more goodput than the knee, but the "
+                  "load generator's self-check flagged it, so it is not the knee until measured again unflagged "
+                  "(more client processes: `--client-procs`).", ""]
     model = str(env.get("model_path") or "MODEL")
     extra_args = ctx.raw("server").get("extra_args")
     extra = [str(a) for a in extra_args] if isinstance(extra_args, list) else []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -18,16 +17,18 @@ from sweep.analysis.run_stats import RunStats
 from sweep.analysis.tiers import StoredRequest
 from sweep.core import interrupt
 from sweep.core.errors import Fenced, LaunchError, ServerDied
-from sweep.core.types import SERVER_DIED, Placement, RequestRecord, ServerConfig, WindowResult
+from sweep.core.types import SERVER_DIED, Placement, ServerConfig, WindowResult
 from sweep.drivers import Driver
 from sweep.launchers.base import Launcher, ServerHandle
-from sweep.profile import Arrival, GammaArrival, Profile, RateArrival, Window
-from sweep.profile.phases import phase_window, refines
+from sweep.profile import Arrival, Profile, RateArrival, Window
+from sweep.profile.phases import climbs_on, phase_window, refines
 from sweep.store import Store
+from sweep.study.climb_on import NextWindow, measure_again, next_climb, resolved_max_running
 from sweep.study.launch import Launch, ServerCallback, ServerEvent, launch_status
 from sweep.study.recorder import Recorder
 from sweep.study.refine import REFINE_PHASE, refine
 from sweep.study.step_inputs import StepInputs
+from sweep.study.step_verdicts import error_kinds, offered_rate, saturated
 from sweep.workload.stream import Requests, StreamExhausted
 
 SUSPENDED_AGAIN = 2  # a step whose window sweep's own suspension spoiled is measured again at most this often
@@ -89,6 +90,7 @@ class Climb:
     arrival: Arrival | None = None
     judge: StepJudge | None = None
     complete: str = "ladder complete"  # the stop_reason of a climb that ran every step
+    climb_on: bool = False  # a final ladder that passes its top step climbs on past it (sweep.study.climb_on)
 
 
 def orchestrator_failure(exc: BaseException) -> str:
@@ -96,18 +98,6 @@ def orchestrator_failure(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt):
         return f"interrupted by {interrupt.received(exc).name}"
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
-
-
-def saturated(stats: RunStats, previous: RunStats | None) -> str | None:
-    """The server's own signals that more load only lengthens the queue; None when not saturated."""
-    signs = []
-    if stats.queue_len_mean is not None and stats.queue_len_mean >= 1.0:
-        signs.append(f"queue never empties (mean {stats.queue_len_mean:.1f})")
-    if stats.kv_usage_max is not None and stats.kv_usage_max >= 0.95:
-        signs.append(f"KV usage {stats.kv_usage_max:.2f}")
-    if previous is not None and stats.retractions > previous.retractions:
-        signs.append(f"retractions rising ({previous.retractions} -> {stats.retractions})")
-    return "; ".join(signs) if signs else None
 
 
 class LadderRunner:
@@ -149,8 +139,8 @@ class LadderRunner:
         self.inputs.begin()
         if self.profile.search.mode == "coupled":
             return self._run_coupled(config, trial_number, phase, steps_wanted, should_stop)
-        return self._run_one(config, trial_number, Climb(tuple(steps_wanted), phase, self.window_for(phase)),
-                             should_stop)
+        return self._run_one(config, trial_number, Climb(tuple(steps_wanted), phase, self.window_for(phase),
+                                                         climb_on=climbs_on(self.profile, phase)), should_stop)
 
     def run_judged(self, config: ServerConfig, concurrency: int, window: Window, arrival: Arrival, judge: StepJudge,
                    complete: str) -> LadderOutcome:
@@ -221,9 +211,8 @@ class LadderRunner:
         with launch:
             # Steps are labelled with what ran (an attached server's own knobs), as the configuration row is.
             self._climb(handle, handle.config, config_id, climb, outcome, should_stop)
-            if (climb.judge is None and refines(self.profile, climb.phase) and outcome.status == "completed"
-                    and not outcome.stop_reason.startswith("pruned")):
-                self._refine(handle, config_id, climb, outcome)
+            if climb.judge is None and outcome.status == "completed" and not outcome.stop_reason.startswith("pruned"):
+                self._past_the_ladder(handle, config_id, climb, outcome)
         outcome.stop_reason += launch.notes()
         self._server(ServerEvent("stopped", handle.config, climb.phase, detail=launch.notes().lstrip("; ")))
         if climb.judge is None:
@@ -235,6 +224,43 @@ class LadderRunner:
     def _server(self, event: ServerEvent) -> None:
         if self.on_server is not None:
             self.on_server(event)
+
+    def _past_the_ladder(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> None:
+        """After the ladder, on the same warm server: climb on past a passing top step, refine the bracket, and
+        measure a flagged peak again (sweep.study.climb_on); a window that cannot complete ends what follows, the
+        windows measured so far stand."""
+        usable = True
+        if climb.climb_on:
+            mrr = resolved_max_running(handle.server_info) or handle.config.max_running_requests
+            climbed: list[LadderStep] = []
+            while usable and (nxt := next_climb(self.profile, outcome.steps, mrr)) is not None:
+                done, usable = self._one_more(handle, config_id, climb, outcome, nxt, "climbing on")
+                climbed += done
+            if climbed and usable:
+                top = max(climbed, key=lambda s: s.load)
+                outcome.stop_reason += (f"; climbed on past the ladder's top to {NextWindow(top.concurrency, top.offered_rps, top.phase).at()}"
+                                        f" ({'fails' if not top.stats.passes_sla else 'passes: the cap'})")
+        if usable and refines(self.profile, climb.phase):
+            self._refine(handle, config_id, climb, outcome)
+        while usable and (again := measure_again(outcome.steps)) is not None:
+            _, usable = self._one_more(handle, config_id, climb, outcome, again, "measuring again")
+            if usable:
+                outcome.stop_reason += (f"; measured {again.at()} again: its window was flagged by the client's "
+                                        "self-check")
+
+    def _one_more(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome,
+                  nxt: NextWindow, what: str) -> tuple[list[LadderStep], bool]:
+        """One window past the ladder (climbing on, measuring again): the steps it stored, and whether the server
+        can take another (False: the window did not complete, the note says why)."""
+        arrival = self.profile.rate_arrival(nxt.rate) if nxt.rate is not None else None
+        scratch = LadderOutcome(handle.config, config_id, "completed")
+        self._climb(handle, handle.config, config_id, Climb((nxt.concurrency,), nxt.phase, climb.window, arrival),
+                    scratch)
+        outcome.steps += scratch.steps
+        if scratch.status == "completed" and scratch.steps:
+            return list(scratch.steps), True
+        outcome.stop_reason += f"; {what} stopped at {nxt.at()}: {scratch.failure or scratch.stop_reason or scratch.status}"
+        return list(scratch.steps), False
 
     def _refine(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> None:
         """Bisect the outcome's bracket on the running server (sweep.study.refine) and store its SLA boundary."""
@@ -368,14 +394,3 @@ class LadderRunner:
         detail = getattr(self.launcher, "exit_detail", None)
         why = detail(handle) if detail is not None else None
         return f"crash: {SERVER_DIED} at concurrency {concurrency}" + (f": {why}" if why else "")
-
-
-def offered_rate(profile: Profile, arrival: Arrival) -> float | None:
-    """A window's offered rate (req/s) where it is the ladder's load (an open-loop arrival.rates ladder), else None."""
-    return float(arrival.rate) if profile.rate_ladder and isinstance(arrival, RateArrival | GammaArrival) else None
-
-
-def error_kinds(records: Sequence[RequestRecord]) -> str:
-    """The measured requests' failures by kind, most common first ("timeout 12, status 3")."""
-    kinds = Counter(r.error_kind or "error" for r in records if r.error is not None and not r.warmup)
-    return ", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "no measured request"

@@ -103,6 +103,9 @@ def refine(settings: Refine, sla: SLA, steps: Sequence[LadderStep], run_window: 
         note += f"; refined with {len(ran)} window(s): bracket {b[0]:.2f}–{b[1]:.2f} req/s"
     else:
         note += f"; refined with {len(ran)} window(s): bracket {b[0]:g}–{b[1]:g}"
+    if b is not None and "refinement stopped" not in note and bisect(b, settings.tolerance) is not None:
+        note += (f"; refinement stopped above its tolerance: the bracket is {b[1] / b[0] - 1:.0%} of its passing "
+                 f"load wide after refine.max_steps ({settings.max_steps}) windows, tolerance {settings.tolerance:.0%}")
     if boundary is not None and by_rate:
         note += (f"; SLA boundary at {boundary.concurrency:.2f} req/s (95% CI {boundary.ci_low:.2f}–"
                  f"{boundary.ci_high:.2f}, {boundary.shape})")

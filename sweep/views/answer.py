@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass, field
 from sweep.analysis.binding import Binding, binding
 from sweep.analysis.boundary import steps_boundary, with_boundary
 from sweep.analysis.knee import ConfigKnee
-from sweep.analysis.ladder_steps import LadderStep
+from sweep.analysis.ladder_steps import LadderStep, same_windows
 from sweep.analysis.significance import Difference, difference, ties, win_probabilities
 from sweep.analysis.tiers import StoredRequest, judge_tier, same_bounds
-from sweep.core.types import KnobValue, ServerConfig
+from sweep.core.types import KNOB_LABELS, KnobValue, ServerConfig
 from sweep.profile import SLA, Tier
 from sweep.profile.grid import grid
 from sweep.profile.window import DEFAULT_MIN_REQUESTS
@@ -55,8 +55,10 @@ class TierAnswer:
     binding: Binding | None  # the winner's binding constraint
     bindings: Mapping[int, Binding] = field(default_factory=dict)  # every configuration's
     win_prob: Mapping[int, float] = field(default_factory=dict)  # P(winner's knee goodput higher than config's)
-    tied: tuple[int, ...] = ()  # configurations the data do not rank below the winner (P < 0.9), defaults excluded
+    tied: tuple[int, ...] = ()  # configurations the data do not rank below the winner (P < 0.9), the defaults too
     knees: Mapping[int, ConfigKnee] = field(default_factory=dict)
+    same_as: tuple[int, ...] = ()  # configurations that measured exactly what the winner measured: one answer
+    knee_at_top: bool = False  # no window above the winner's knee was measured: not bracketed
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,26 @@ def _bracket(steps: Sequence[LadderStep], knee: ConfigKnee) -> tuple[int, int | 
     """(the knee's concurrency, the lowest failing step above it) over every phase but the soak."""
     above = sorted(s.concurrency for s in steps if s.concurrency > knee.concurrency and not s.stats.passes_sla)
     return knee.concurrency, (above[0] if above else None)
+
+
+def _at_top(steps: Sequence[LadderStep], knee: ConfigKnee) -> bool:
+    """Whether the knee is its ladder's top window: nothing of more load was measured (not bracketed)."""
+    load = knee.offered_rps if knee.offered_rps is not None else float(knee.concurrency)
+    return not any(s.load > load for s in steps)
+
+
+def same_label(configs: Sequence[ConfigRecord], ids: Sequence[int]) -> str:
+    """One label for configurations that measured alike: the knobs they share, then each differing knob's values
+    ("mrr=64 chunk=8192, mem 0.6 or 0.85: no difference measured")."""
+    rows = [c for c in configs if c.id in ids]
+    knobs = [c.config.knobs() for c in rows]
+    names = list(dict.fromkeys(k for kn in knobs for k in kn))
+    shared = {k: knobs[0][k] for k in names if all(k in kn and kn[k] == knobs[0][k] for kn in knobs)}
+    differ = [k for k in names if k not in shared]
+    head = " ".join(f"{KNOB_LABELS.get(k, k)}={v}" for k, v in shared.items())
+    tail = "; ".join(f"{KNOB_LABELS.get(k, k)} " + " or ".join(str(kn.get(k, 'default')) for kn in knobs)
+                     for k in differ)
+    return f"{head + ', ' if head else ''}{tail}: no difference measured"
 
 
 def _shape(knee: ConfigKnee | None) -> str | None:
@@ -180,13 +202,18 @@ def _tier_answer(ctx: StudyContext, tier: Tier, wid: int | None, screen_only: bo
         gain = Gain(did, dk, diff, wid == did)
     knee = knees.get(wid) if wid is not None else None
     config = rows[wid].config if wid is not None else ServerConfig()
+    mine = list(judged.get(wid, ())) if wid is not None else []
+    same = tuple(cid for cid in pool if wid is not None and cid != wid and same_windows(mine, judged.get(cid, ())))
+    label = _label(ctx.configs, wid, ctx.labels) if wid is not None else ""
+    if same and wid is not None:
+        label = same_label(ctx.configs, [wid, *same])
     return TierAnswer(
-        tier.name, tier.primary, tier.bounds(), wid,
-        _label(ctx.configs, wid, ctx.labels) if wid is not None else "", config.knobs(), knee, screen_only,
-        _bracket(list(judged.get(wid, ())), knee) if knee is not None and wid is not None else None,
+        tier.name, tier.primary, tier.bounds(), wid, label, config.knobs(), knee, screen_only,
+        _bracket(mine, knee) if knee is not None and wid is not None else None,
         _shape(knee), gain, bindings.get(wid) if wid is not None else None,
         bindings, win_probabilities(wid, pool) if wid is not None else {},
-        ties(wid, pool, exclude=defaults_ids(ctx.configs)), dict(knees))
+        tuple(c for c in ties(wid, pool) if c not in same), dict(knees), same,
+        knee is not None and _at_top(mine, knee))
 
 
 

@@ -102,17 +102,17 @@ def coupled_ladders(configs: Sequence[ConfigRecord]) -> dict[int, Hashable]:
     return {c.id: tuple(v for k, v in c.config.columns().items() if k != "max_running_requests") for c in configs}
 
 
-def tied_with(winner_id: int | None, pool: Mapping[int, ConfigKnee],
-              exclude: frozenset[int] = frozenset()) -> tuple[int, ...]:
+def tied_with(winner_id: int | None, pool: Mapping[int, ConfigKnee]) -> tuple[int, ...]:
     """Configurations of the winner's pool the data do not rank below it: the bootstrap probability that the
-    winner's knee goodput is higher is below 0.9 (sweep.analysis.significance). `exclude` (SGLang's defaults) is
-    never a tie; a winner without an interval ties with nothing."""
+    winner's knee goodput is higher is below 0.9 (sweep.analysis.significance). SGLang's defaults are ranked like
+    any other configuration: a winner the data do not rank above the defaults ties with them (issue 28 §2); a winner
+    without an interval ties with nothing."""
     if winner_id is None or winner_id not in pool:
         return ()
     w = pool[winner_id]
     if w.ci_low is None or w.ci_high is None:
         return ()
-    return ties(winner_id, pool, exclude)
+    return ties(winner_id, pool)
 
 
 def build_view(requests_for_run: Callable[[int], Sequence[StoredRequestRow]], configs: Sequence[ConfigRecord],
@@ -126,9 +126,7 @@ def build_view(requests_for_run: Callable[[int], Sequence[StoredRequestRow]], co
             if r.server_config_id == winner.id and r.status == "completed":
                 modalities[r.id] = modality_stats(requests_for_run(r.id), r.stats.window_s if r.stats else None)
     ladders = coupled_ladders(configs) if coupled else None
-    defaults = frozenset(c.id for c in configs if c.status != "aborted" and not c.config.knobs())
-    return StudyView(modalities, knees_at_top(knees, runs, ladders),
-                     tied_with(winner.id if winner else None, pool, defaults))
+    return StudyView(modalities, knees_at_top(knees, runs, ladders), tied_with(winner.id if winner else None, pool))
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
 #   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound |
 #                                                             kvrepeat | crosscheck | crosscheck-vl | workers |
-#                                                             refine | answer | sessions
+#                                                             refine | repeat | answer | sessions
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/core/ (sweep's dependencies missing there; the
 # device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/; the image has tokenizers).
 # Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
@@ -139,6 +139,15 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
       --config max_running_requests=32,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
       --set "ladder=${DENSE:-[30,32,34,36,38,40,42,44,48]}" --set refine.enabled=false \
       --set "$dummy" ;;
+  repeat)
+    # issue 28: one configuration launched twice in one call, each launch a ladder 16/64 with refinement: does each
+    # launch's interval (SLA boundary, knee goodput) hold the other launch's point? (docs/h200-sample/repeat/)
+    for run in a b; do
+      python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" --study "h200-repeat-$run" \
+        --config max_running_requests=32,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
+        --set 'ladder=[16,64]' --set refine.enabled=true --set refine.max_steps=3 --set refine.tolerance=0.1 \
+        --set "$dummy" || exit $?
+    done ;;
   answer)
     # issue 19 §2-5: one study, two SLO tiers, SGLang's defaults measured as configuration 0, refinement on:
     # the final answer block (per tier: winner, refined knee, gain over the defaults, why, launch command).

@@ -1,0 +1,34 @@
+"""What the ladder reads off one finished window (pure): whether the server's own signals say it is saturated, the
+window's offered rate where that is the ladder's load, and its failed requests by kind."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from sweep.analysis.run_stats import RunStats
+from sweep.core.types import RequestRecord
+from sweep.profile import Arrival, GammaArrival, Profile, RateArrival
+
+
+def saturated(stats: RunStats, previous: RunStats | None) -> str | None:
+    """The server's own signals that more load only lengthens the queue; None when not saturated."""
+    signs = []
+    if stats.queue_len_mean is not None and stats.queue_len_mean >= 1.0:
+        signs.append(f"queue never empties (mean {stats.queue_len_mean:.1f})")
+    if stats.kv_usage_max is not None and stats.kv_usage_max >= 0.95:
+        signs.append(f"KV usage {stats.kv_usage_max:.2f}")
+    if previous is not None and stats.retractions > previous.retractions:
+        signs.append(f"retractions rising ({previous.retractions} -> {stats.retractions})")
+    return "; ".join(signs) if signs else None
+
+
+def offered_rate(profile: Profile, arrival: Arrival) -> float | None:
+    """A window's offered rate (req/s) where it is the ladder's load (an open-loop arrival.rates ladder), else None."""
+    return float(arrival.rate) if profile.rate_ladder and isinstance(arrival, RateArrival | GammaArrival) else None
+
+
+def error_kinds(records: Sequence[RequestRecord]) -> str:
+    """The measured requests' failures by kind, most common first ("timeout 12, status 3")."""
+    kinds = Counter(r.error_kind or "error" for r in records if r.error is not None and not r.warmup)
+    return ", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "no measured request"
