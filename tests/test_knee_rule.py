@@ -131,3 +131,36 @@ def test_the_defaults_tie_with_a_winner_the_data_do_not_rank_above_them(tmp_path
     assert tier.winner_id == chunk and tier.win_prob[defaults] < 0.9
     assert defaults in tier.tied and defaults in ctx.view.ties
     assert "SGLang defaults" in "\n".join(tier_lines(answer, tier)).split("**Ties**")[1]
+
+
+def test_a_refinement_that_stopped_wider_than_its_tolerance_says_so() -> None:
+    from sweep.profile import SLA, Refine
+    from sweep.study.refine import refine
+
+    steps = [_step(1, 16, 900, True), _step(2, 64, 300, False)]
+    ran: list[LadderStep] = []
+
+    def one(load: float) -> tuple[list[LadderStep], None]:
+        s = _step(10 + len(ran), int(load), 950, load < 30)
+        ran.append(s)
+        return [s], None
+
+    r = refine(Refine(enabled=True, tolerance=0.1, max_steps=1), SLA(), steps, one, lambda _: [])
+    assert len(r.steps) == 1 and "refinement stopped above its tolerance" in r.note  # bracket 16-40: 150% wide
+    r = refine(Refine(enabled=True, tolerance=0.1, max_steps=8), SLA(), steps, one, lambda _: [])
+    assert "above its tolerance" not in r.note
+
+
+def test_not_bracketed_only_when_the_knee_is_the_top_window(tmp_path: Path) -> None:
+    from sweep.analysis.knee import ConfigKnee
+    from sweep.profile import SLA
+    from sweep.views.answer import Answer, TierAnswer
+
+    knee = ConfigKnee(32, 1000.0, 10.0, 950.0, 1050.0, "final", "t")
+    below = TierAnswer("t", True, SLA(), 1, "mrr=64", {}, knee, False, (32, None), None, None, None,
+                       knee_at_top=False)
+    top = dataclasses.replace(below, knee_at_top=True)
+    answer = Answer("s", True, "m", (), (below,))
+    assert "goodput falls above it" in "\n".join(tier_lines(answer, below))
+    assert "not bracketed" not in "\n".join(tier_lines(answer, below))
+    assert "top of the ladder: not bracketed" in "\n".join(tier_lines(answer, top))
