@@ -69,6 +69,7 @@ class ConfigKnee:
     boundary_ci_high: float | None = None
     boundary_shape: str | None = None
     boundary_unit: str = "concurrency"  # what the boundary counts: concurrency, or req/s for an open-loop rate ladder
+    offered_rps: float | None = None  # the knee window's offered rate (req/s) in an open-loop rate ladder: its load
 
 
 def gain_per_doubling(prev: StepPoint, cur: StepPoint) -> float | None:

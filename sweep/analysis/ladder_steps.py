@@ -64,7 +64,7 @@ def ladder_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> Config
     unit = "req/s" if any(s.offered_rps is not None for s in steps) else "concurrency"
     return ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
                       ladder_phase(steps[0].phase), k.reason, steps[k.index or 0].stats.throughput_rps,
-                      boundary_unit=unit)
+                      boundary_unit=unit, offered_rps=k.point.offered_rps)
 
 
 def _ci_tps(stats: RunStats, v: float | None) -> float | None:

@@ -169,8 +169,10 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
 def _tier_answer(ctx: StudyContext, tier: Tier, wid: int | None, screen_only: bool, knees: Mapping[int, ConfigKnee],
                  pool: Mapping[int, ConfigKnee], judged: Mapping[int, Sequence[LadderStep]], space: Mapping[str, Sequence[KnobValue]]) -> TierAnswer:
     rows = {c.id: c for c in ctx.configs}
+    drain = ctx.profile.window.drain_seconds if ctx.profile is not None else None
     bindings = {cid: b for cid, ss in judged.items()
-                if (b := binding(ss, knees[cid].concurrency if cid in knees else 0, rows[cid].config, space)) is not None}
+                if (b := binding(ss, knees.get(cid), rows[cid].config, space, resolved=rows[cid].resolved(),
+                                 drain_s=drain)) is not None}
     base = sorted(defaults_ids(ctx.configs) & set(judged))
     gain = None
     if base:

@@ -178,8 +178,8 @@ def read_state(store: Store, study_id: int) -> LiveState:
         why = ""
         if by_id[cid].status in DONE or study.status != "running":
             knee = model.knees.get(cid)
-            b = binding([r.step() for r in steps if r.stats is not None], knee.concurrency if knee else 0,
-                        by_id[cid].config, grid(prof.search.space))
+            b = binding([r.step() for r in steps if r.stats is not None], knee, by_id[cid].config,
+                        grid(prof.search.space), resolved=by_id[cid].resolved(), drain_s=prof.window.drain_seconds)
             why = b.line() if b is not None else ""
         curves.append(Curve(cid, labels[cid], steps[0].phase, [r.concurrency for r in steps],
                             [r.number("goodput_tps") for r in steps], [_pct(r, "ttft", pt) for r in steps],
