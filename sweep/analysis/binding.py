@@ -105,7 +105,7 @@ def _evidence(st: RunStats) -> str:
     if st.error_rate:
         parts.append(f"errors {st.error_rate:.1%}")
     if cut := cut_text(st):
-        parts.append(f"{cut} cut by the drain's end (not errors)")
+        parts.append(f"{cut} by the drain's end (not errors)")
     if st.sla_failures:
         parts.append(f"fails: {st.sla_failures}")
     return ", ".join(parts)

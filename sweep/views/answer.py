@@ -14,6 +14,7 @@ from sweep.analysis.binding import Binding, binding
 from sweep.analysis.boundary import steps_boundary, with_boundary
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import LadderStep
+from sweep.analysis.loads import knee_load
 from sweep.analysis.significance import Difference, difference, ties, win_probabilities
 from sweep.analysis.tiers import StoredRequest, judge_tier, same_bounds
 from sweep.core.types import KnobValue, ServerConfig
@@ -49,7 +50,9 @@ class TierAnswer:
     knobs: Mapping[str, KnobValue]  # the winner's set knobs (the launch command's flags)
     knee: ConfigKnee | None
     screen_only: bool
-    bracket: tuple[int, int | None] | None  # (highest passing concurrency, lowest failing above it) of the winner
+    # (the knee's load, the lowest failing load above it) of the winner: concurrencies, or offered rates (req/s) in an
+    # open-loop rate ladder (knee.offered_rps set)
+    bracket: tuple[float, float | None] | None
     shape: str | None  # smooth | cliff, where the boundary refinement stored one
     gain: Gain | None  # None: the defaults were not measured (search.baseline false)
     binding: Binding | None  # the winner's binding constraint
@@ -105,10 +108,14 @@ def _label(configs: Sequence[ConfigRecord], cid: int, labels: Mapping[int, str])
     return labels.get(cid, str(cid))
 
 
-def _bracket(steps: Sequence[LadderStep], knee: ConfigKnee) -> tuple[int, int | None]:
-    """(the knee's concurrency, the lowest failing step above it) over every phase but the soak."""
-    above = sorted(s.concurrency for s in steps if s.concurrency > knee.concurrency and not s.stats.passes_sla)
-    return knee.concurrency, (above[0] if above else None)
+def _bracket(steps: Sequence[LadderStep], knee: ConfigKnee) -> tuple[float, float | None]:
+    """(the knee's load, the lowest failing load above it) over every phase but the soak: concurrencies, or offered
+    rates in an open-loop rate ladder."""
+    at = knee_load(knee)
+    above = sorted(s.load for s in steps if s.phase != "soak" and s.load > at and not s.stats.passes_sla)
+    if knee.offered_rps is None:
+        return knee.concurrency, (int(above[0]) if above else None)
+    return at, (above[0] if above else None)
 
 
 def _shape(knee: ConfigKnee | None) -> str | None:
