@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_window_edges import ladder
 
 from sweep.analysis.binding import binding
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig
-from sweep.profile import load_profile
 from sweep.report.answer import answer_lines, why_lines
 from sweep.report.tables import configs_table
 from sweep.store import Store
@@ -24,9 +24,7 @@ from sweep.views.answer import build_answer
 from sweep.views.context import study_context
 from sweep.views.live import read_state
 from sweep.views.study import StudyView
-from test_window_edges import ladder
 
-ROOT = Path(__file__).resolve().parent.parent
 NO_SHARING = {"groups": 1, "length": 1, "share": 0.0}
 
 
