@@ -2,7 +2,8 @@
 driver, L40S preset): 128 closed-loop users of 450-token replies (E2E ~18 s) and a 5 s drain, the issue's shape. The
 cut requests are counted apart (n_cut, error_kind "cut"), never against max_error_rate (error rate 0, the window
 passes), left out of the re-judged tiers and the boundary's error flags as measure leaves them out, shown in the
-report's step table, and the "why" names drain_seconds instead of "read the server log"."""
+report's step table, and the "why" names drain_seconds instead of "read the server log". The HTTP driver, against
+the simulated server over real sockets, marks them the same way."""
 
 from __future__ import annotations
 
@@ -11,13 +12,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from simserver import sim_server
 
+from sweep.analysis.binding import binding
 from sweep.analysis.boundary import window_sample
 from sweep.analysis.ladder_steps import LadderStep
+from sweep.analysis.measure import compute_stats
 from sweep.analysis.tiers import judge_stats
 from sweep.analysis.window_edges import CUT_SHARE, drain_note
-from sweep.core.types import CUT, ServerConfig
-from sweep.profile import load_profile
+from sweep.core.types import CUT, RequestSpec, ServerConfig
+from sweep.drivers.http import HttpDriver
+from sweep.launchers.base import ServerHandle
+from sweep.profile import SLA as Bounds
+from sweep.profile import Window, load_profile
 from sweep.report.tables import steps_table
 from sweep.store import Store
 from sweep.study.ladder import LadderOutcome, LadderRunner
@@ -102,3 +109,25 @@ def test_the_drain_note_tells_the_truth_when_the_completed_requests_finished_ins
                                    "running when it ended (cut, not server errors)")
     assert drain_note(RunStats.from_row({"n_started": 200, "n_cut": 2, "e2e_p99_ms": 9_000.0}), 5.0) is None  # 1%
     assert drain_note(RunStats.from_row({"n_started": 200, "n_cut": None}), 5.0) is None  # stored before the count
+
+
+def test_the_http_driver_marks_what_the_drain_cut_as_cut() -> None:
+    """4 users of 2,000-token replies (seconds each on the simulated server) in a 1 s window with a 0.5 s drain:
+    every request is still streaming when the drain ends."""
+    specs = [RequestSpec(index=i, input_ids=tuple(3 + (i * 7 + j) % 990 for j in range(64)), output_tokens=2000)
+             for i in range(8)]
+    with sim_server() as url:
+        handle = ServerHandle(config=ServerConfig(), url=url, simulated=True)
+        window = Window(warmup_requests=0, warmup_seconds=0.0, measure_seconds=1.0, drain_seconds=0.5,
+                        request_timeout_s=60.0)
+        res = HttpDriver().run_window(handle, specs, 4, window)
+    cut = [r for r in res.records if r.error_kind == CUT]
+    assert len(cut) == len(res.records) == 4 and all(r.finished_at is None for r in cut), res.records
+    st = compute_stats(res, Bounds(max_error_rate=0.01))
+    assert (st.n_started, st.n_cut, st.n_errors, st.error_rate) == (4, 4, 0, None), st
+    assert "errors" not in st.sla_failures and "no completed requests" in st.sla_failures
+    # nothing completed because the drain cut everything: no `errors` label, the why names the drain
+    b = binding([LadderStep(1, 4, "final", st)], None, ServerConfig(), {}, drain_s=0.5)
+    assert b is not None and b.constraint != "errors", b
+    assert b.next_step.startswith("drain_seconds (0.5 s) is shorter than the window's E2E P99 (over 0.5 s: no request "
+                                  "completed): 4 of 4 requests (100.0%) were still running"), b.next_step

@@ -11,7 +11,8 @@ first match wins:
 
 - client: the load generator's self-check flagged the window (RunStats.client_bound).
 - errors: the window failed on its error rate, aborted or completed nothing. Requests the drain cut are no errors
-  (sweep.analysis.measure): they never make a window `errors`.
+  (sweep.analysis.measure): they never make a window `errors`, nor does a window that completed nothing because
+  the drain cut every request.
 - decode: TPOT is the only latency bound that failed (no TTFT, E2E or session bound did): decode batches too large
   or slow, whatever the KV cache or the running cap show.
 - kv: KV evidence: retractions (the scheduler evicted running requests for KV room), or KV-cache usage >= KV_FULL
@@ -121,8 +122,8 @@ def _label(st: RunStats, mrr: int | None) -> str:
     queued = (st.queue_len_mean or 0.0) >= QUEUED
     if st.client_bound:
         return "client"
-    if "errors" in fails or "aborted" in fails or "no completed" in fails:
-        return "errors"
+    if "errors" in fails or "aborted" in fails or ("no completed" in fails and (st.n_errors or not st.n_cut)):
+        return "errors"  # a window whose every request the drain cut is no error: its drain note says why
     if _tpot_only(fails):
         return "decode"
     if st.retractions > 0 or (st.kv_usage_max is not None and st.kv_usage_max >= KV_FULL and queued):

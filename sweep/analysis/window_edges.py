@@ -9,8 +9,9 @@ request ran longer than drain_seconds.
   drain_seconds, so the window's E2E P99 over every request it sent is above drain_seconds: the note says
   "drain_seconds (N s) is shorter than the window's E2E P99 (M s)". M is the E2E P99 of the completed requests
   (RunStats.e2e_p99_ms) when that is above N; when it is not (the long requests were the ones cut), the note gives
-  both: "(over N s: the completed requests' is M s, the cut ones ran longer)". None at or below the share, for a
-  window stored before cuts were counted (n_cut None) or without requests.
+  both: "(over N s: the completed requests' is M s, the cut ones ran longer)"; without a completed request, "(over
+  N s: no request completed)". None at or below the share, for a window stored before cuts were counted (n_cut None)
+  or without requests.
 """
 
 from __future__ import annotations
@@ -46,9 +47,11 @@ def drain_note(stats: RunStats, drain_s: float | None) -> str | None:
     p99 = None if stats.e2e_p99_ms is None else stats.e2e_p99_ms / 1000.0
     if p99 is not None and (drain_s is None or p99 > drain_s):
         m = _s(p99)
-    elif p99 is not None and drain_s is not None:
+    elif drain_s is None:
+        m = "unknown: no request completed"
+    elif p99 is not None:
         m = f"over {_s(drain_s)}: the completed requests' is {_s(p99)}, the cut ones ran longer"
     else:
-        m = "unknown: no request completed"
+        m = f"over {_s(drain_s)}: no request completed"
     return (f"{drain} is shorter than the window's E2E P99 ({m}): {stats.n_cut} of {stats.n_started} requests "
             f"({share:.1%}) were still running when it ended (cut, not server errors)")
