@@ -7,13 +7,13 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+from test_ladder import _runner
 
 from sweep.core.types import ClientSamples, ServerConfig, WindowResult
 from sweep.profile import load_profile
 from sweep.profile.phases import climb_steps, ladder_windows
 from sweep.store import Store
 from sweep.study.climb_on import next_climb
-from test_ladder import _runner
 
 ROOT = Path(__file__).resolve().parent.parent
 

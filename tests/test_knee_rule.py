@@ -9,8 +9,6 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-import pytest
-
 from sweep.analysis.ladder_steps import LadderStep, ladder_knee, same_windows
 from sweep.analysis.run_stats import RunStats
 from sweep.analysis.winner import pick_winner

@@ -26,7 +26,8 @@ Spec (issue 19 §1, "find the boundary, not the ladder step"):
   0.03 -> 1.13): a refined bracket one user wide lands its failing window just past the bound however steep the
   step, so the overshoot alone (1.13) would call it smooth.
 
-The windows' requests are the measured ones (not warm-up, sent inside the window), as measure counts them.
+The windows' requests are the measured ones (not warm-up, sent inside the window), as measure counts them; a cut one
+(still running when the drain ended) is left out, as measure leaves it out of the latencies and the error rate.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def window_sample(concurrency: float, requests: Sequence[StoredRequest], window_
                   goodput_tps: float | None = None) -> WindowSample:
     """A window's stored requests (times relative to the window start) as a sample: its measured requests
     (not warm-up, scheduled inside [0, window_s))."""
-    rows = [r for r in requests if not r.warmup and window_s is not None and 0 <= r.scheduled_at < window_s]
+    rows = [r for r in requests if not r.warmup and not r.cut and window_s is not None and 0 <= r.scheduled_at < window_s]
 
     def col(values: list[float | None]) -> tuple[float, ...]:
         return tuple(math.nan if r.error or v is None else v for r, v in zip(rows, values, strict=True))

@@ -7,6 +7,15 @@ Conventions (README.md, "Definitions", points here):
   TTFT and E2E are measured from scheduled_at, so client-side queueing in open-loop runs is included.
 - Latency distributions (TTFT, TPOT, ITL, E2E) use successful requests only; errors show up in error_rate
   and as SLA misses.
+- A cut request (error_kind CUT, sweep.core.types) was sent in the window and was still running when the drain grace
+  ended: the window's edge cut it, the server did not fail it. It is counted apart (n_cut) and never as an error:
+  n_errors leaves it out and error_rate = n_errors / (n_started − n_cut), the share of the requests that ended that
+  failed, so cuts never count against max_error_rate. It counts in n_started (it was sent in the window) and, like
+  any request not seen to meet the SLA, not in goodput (attainment's denominator holds it); it has no end, so no
+  latency distribution holds it. The completed requests' latencies include waits up to drain_seconds, so a drain of
+  at least the TTFT bound keeps an overloaded window failing on TTFT. A window with more than CUT_SHARE of its
+  requests cut is named by its "why" (sweep.analysis.window_edges.drain_note). A request scheduled in the window
+  but never sent (open loop: the in-flight cap stayed full to the drain's end; UNSENT) is an error.
 - TPOT of a request = (last chunk − first token) / (output_tokens − 1), for requests with >= 2 output tokens;
   a request with < 2 output tokens has no TPOT and cannot miss the TPOT bound.
 - ITL: every gap between consecutive content chunks; a chunk carrying k tokens counts as k gaps of gap/k
@@ -53,20 +62,17 @@ from typing import Any
 
 import numpy as np
 
-from sweep.analysis.measure_client import client_stats
-from sweep.analysis.run_stats import ClientStats, RunStats
+from sweep.analysis.measure_client import client_bound_reasons as client_bound_reasons
+from sweep.analysis.measure_client import client_stats, is_client_bound
+from sweep.analysis.measure_client import loop_lag_limit_ms as loop_lag_limit_ms
+from sweep.analysis.measure_client import loop_stall_limit_ms as loop_stall_limit_ms
+from sweep.analysis.run_stats import RunStats
 from sweep.analysis.session_time import record_turn, session_times_s
-from sweep.core.types import RequestRecord, Sample, WindowResult
+from sweep.core.types import CUT, RequestRecord, Sample, WindowResult
 from sweep.profile import SLA
 from sweep.profile.window import DEFAULT_MIN_REQUESTS
 
 STEADY_DRIFT = 0.2
-DISPATCH_LAG_LIMIT_MS = 50.0
-CLIENT_CPU_LIMIT = 0.9
-LOOP_LAG_LIMIT_MS = 20.0
-LOOP_LAG_TTFT_FRACTION = 0.1
-LOOP_STALL_FLOOR_MS = 100.0
-LOOP_STALL_TTFT_FRACTION = 0.1
 
 _LAT_STATS = ("p50", "p90", "p95", "p99", "mean", "max")
 
@@ -102,6 +108,11 @@ def rel_diff(a: float, b: float) -> float:
 def in_window(rec: RequestRecord, start: float, end: float) -> bool:
     """Whether a record counts for the window: not warm-up, sent in [start, end)."""
     return not rec.warmup and start <= rec.scheduled_at < end
+
+
+def is_cut(rec: RequestRecord) -> bool:
+    """Still running when the drain ended: cut by the window's edge, counted apart (n_cut), not an error."""
+    return rec.error_kind == CUT
 
 
 def succeeded(rec: RequestRecord) -> bool:
@@ -291,8 +302,9 @@ def compute_stats(result: WindowResult, sla: SLA, *, min_requests: int = DEFAULT
     recs = [r for r in result.records if in_window(r, start, end)]
     ok = [r for r in recs if succeeded(r)]
     n_started, n_completed = len(recs), len(ok)
-    n_errors = sum(1 for r in recs if r.error is not None)
-    error_rate = ratio(n_errors, n_started)
+    n_cut = sum(1 for r in recs if is_cut(r))
+    n_errors = sum(1 for r in recs if r.error is not None) - n_cut
+    error_rate = ratio(n_errors, n_started - n_cut)
 
     ttfts = [t for r in ok if (t := ttft_ms(r)) is not None]
     tpots = [t for r in ok if (t := tpot_ms(r)) is not None]
@@ -305,6 +317,7 @@ def compute_stats(result: WindowResult, sla: SLA, *, min_requests: int = DEFAULT
         "n_started": n_started,
         "n_completed": n_completed,
         "n_errors": n_errors,
+        "n_cut": n_cut,
         "n_warmup": sum(1 for r in result.records if r.warmup),
         "error_rate": error_rate,
         "throughput_rps": ratio(n_completed, window_s),
@@ -371,35 +384,6 @@ def compute_stats(result: WindowResult, sla: SLA, *, min_requests: int = DEFAULT
     out["warmup_requests"] = result.warmup_requests
     out["warmup_s"] = result.warmup_seconds
     return RunStats(**out, client=client)
-
-
-def is_client_bound(client: ClientStats, sla: SLA) -> bool:
-    """Whether the load generator, not the server, may have limited the window (see client_bound above)."""
-    return bool(client_bound_reasons(client, sla))
-
-
-def client_bound_reasons(client: ClientStats, sla: SLA) -> tuple[str, ...]:
-    """Each client_bound rule the window's client figures break, in words; () when the client kept up."""
-    out = []
-    if (client.dispatch_lag_p99_ms or 0.0) > DISPATCH_LAG_LIMIT_MS:
-        out.append(f"dispatch lag P99 {client.dispatch_lag_p99_ms:,.0f} ms > {DISPATCH_LAG_LIMIT_MS:.0f} ms")
-    if (client.client_cpu_frac or 0.0) > CLIENT_CPU_LIMIT:
-        out.append(f"client CPU {client.client_cpu_frac:.2f} cores > {CLIENT_CPU_LIMIT:g}")
-    if client.loop_lag_p99_ms is not None and client.loop_lag_p99_ms > loop_lag_limit_ms(sla):
-        out.append(f"event-loop lag P99 {client.loop_lag_p99_ms:,.0f} ms > {loop_lag_limit_ms(sla):.0f} ms")
-    if client.loop_lag_max_ms is not None and client.loop_lag_max_ms > loop_stall_limit_ms(sla):
-        out.append(f"event-loop stall {client.loop_lag_max_ms:,.0f} ms > {loop_stall_limit_ms(sla):.0f} ms")
-    return tuple(out)
-
-
-def loop_lag_limit_ms(sla: SLA) -> float:
-    """The client event-loop lag P99 above which a window is client-bound: min(20 ms, 10% of the TTFT bound)."""
-    return min(LOOP_LAG_LIMIT_MS, LOOP_LAG_TTFT_FRACTION * sla.ttft_ms)
-
-
-def loop_stall_limit_ms(sla: SLA) -> float:
-    """The longest single event-loop stall a window may hold and not be client-bound: max(100 ms, 10% of TTFT)."""
-    return max(LOOP_STALL_FLOOR_MS, LOOP_STALL_TTFT_FRACTION * sla.ttft_ms)
 
 
 def histogram_quantile(buckets: list[tuple[float, float]], q: float) -> float:

@@ -11,6 +11,8 @@ Pure: ClientSamples (one per client process) and the measured window's bounds in
   ticks when fewer than two fall inside), of the busiest process; client_cpu_total: the same summed over processes.
 - client_procs: how many client processes ran; max_in_flight_seen: their peaks summed.
 Without any client process (the virtual driver) every figure is None.
+- is_client_bound / client_bound_reasons: whether those figures say the client may have limited the window, the
+  rules of sweep.analysis.measure's docstring (client_bound).
 """
 
 from __future__ import annotations
@@ -21,6 +23,14 @@ import numpy as np
 
 from sweep.analysis.run_stats import ClientStats
 from sweep.core.types import ClientSamples
+from sweep.profile import SLA
+
+DISPATCH_LAG_LIMIT_MS = 50.0
+CLIENT_CPU_LIMIT = 0.9
+LOOP_LAG_LIMIT_MS = 20.0
+LOOP_LAG_TTFT_FRACTION = 0.1
+LOOP_STALL_FLOOR_MS = 100.0
+LOOP_STALL_TTFT_FRACTION = 0.1
 
 
 def cpu_fraction(ticks: np.ndarray, start: float, end: float) -> float:
@@ -78,3 +88,32 @@ def client_stats(samples: Sequence[ClientSamples], start: float, end: float) -> 
         client_procs=len(samples),
         max_in_flight_seen=sum(s.max_in_flight_seen for s in samples),
     )
+
+
+def is_client_bound(client: ClientStats, sla: SLA) -> bool:
+    """Whether the load generator, not the server, may have limited the window (measure's client_bound)."""
+    return bool(client_bound_reasons(client, sla))
+
+
+def client_bound_reasons(client: ClientStats, sla: SLA) -> tuple[str, ...]:
+    """Each client_bound rule the window's client figures break, in words; () when the client kept up."""
+    out = []
+    if (client.dispatch_lag_p99_ms or 0.0) > DISPATCH_LAG_LIMIT_MS:
+        out.append(f"dispatch lag P99 {client.dispatch_lag_p99_ms:,.0f} ms > {DISPATCH_LAG_LIMIT_MS:.0f} ms")
+    if (client.client_cpu_frac or 0.0) > CLIENT_CPU_LIMIT:
+        out.append(f"client CPU {client.client_cpu_frac:.2f} cores > {CLIENT_CPU_LIMIT:g}")
+    if client.loop_lag_p99_ms is not None and client.loop_lag_p99_ms > loop_lag_limit_ms(sla):
+        out.append(f"event-loop lag P99 {client.loop_lag_p99_ms:,.0f} ms > {loop_lag_limit_ms(sla):.0f} ms")
+    if client.loop_lag_max_ms is not None and client.loop_lag_max_ms > loop_stall_limit_ms(sla):
+        out.append(f"event-loop stall {client.loop_lag_max_ms:,.0f} ms > {loop_stall_limit_ms(sla):.0f} ms")
+    return tuple(out)
+
+
+def loop_lag_limit_ms(sla: SLA) -> float:
+    """The client event-loop lag P99 above which a window is client-bound: min(20 ms, 10% of the TTFT bound)."""
+    return min(LOOP_LAG_LIMIT_MS, LOOP_LAG_TTFT_FRACTION * sla.ttft_ms)
+
+
+def loop_stall_limit_ms(sla: SLA) -> float:
+    """The longest single event-loop stall a window may hold and not be client-bound: max(100 ms, 10% of TTFT)."""
+    return max(LOOP_STALL_FLOOR_MS, LOOP_STALL_TTFT_FRACTION * sla.ttft_ms)

@@ -5,7 +5,8 @@ search was steered by). Any other tier is judged again from the stored requests 
 again; its verdict follows sweep.analysis.measure's definitions, with one approximation:
 
 - passes: the tier's percentile bounds on the window's successful requests (TTFT, TPOT, E2E as stored per request,
-  the same numbers measure computed) and its error-rate bound: exactly measure's rule (`_sla_failures`).
+  the same numbers measure computed) and its error-rate bound: exactly measure's rule (`_sla_failures`); a cut
+  request (still running when the drain ended) is no error and not in the error rate's denominator, as in measure.
 - goodput_rps and attainment: requests sent in the window that meet the tier's per-request bounds: exact.
 - goodput_tps: the window's stored goodput_tps (the primary tier's, counted by arrival time) scaled by the ratio of
   output tokens of requests meeting this tier to those meeting the primary (requests sent in the window), capped at
@@ -48,13 +49,14 @@ class StoredRequest:
 
     scheduled_at: float
     warmup: bool
-    error: bool
+    error: bool  # failed (a cut request is no error: `cut`)
     finished: bool  # e2e_ms recorded
     ttft_ms: float | None
     tpot_ms: float | None
     e2e_ms: float | None
     output_tokens: int
     session: tuple[int, int | None, int | None] = (0, None, None)  # sessions: (idx, turn, session_turns)
+    cut: bool = False  # still running when the drain ended (measure.is_cut): counted apart, never an error
 
     @property
     def ok(self) -> bool:
@@ -85,9 +87,9 @@ def judge_stats(stats: RunStats, requests: Sequence[StoredRequest], sla: SLA, *,
     recs = [r for r in requests if not r.warmup and 0.0 <= r.scheduled_at < window_s]
     ok = [r for r in recs if r.ok]
     meeting = [r for r in recs if meets(r, sla)]
-    error_rate = ratio(sum(1 for r in recs if r.error), len(recs))
+    error_rate = ratio(sum(1 for r in recs if r.error), sum(1 for r in recs if not r.cut))
     sessions_s = session_times_s(
-        (r.session[0], r.session[1], r.session[2], r.warmup, r.error, r.scheduled_at,
+        (r.session[0], r.session[1], r.session[2], r.warmup, r.error or r.cut, r.scheduled_at,
          r.scheduled_at + r.e2e_ms / 1000 if r.e2e_ms is not None else None) for r in requests
     ) if sla.session_s is not None else None
     fails = _sla_failures(sla, [r.ttft_ms for r in ok if r.ttft_ms is not None],

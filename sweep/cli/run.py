@@ -104,11 +104,14 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     elif run.report.missing:
         pass  # the contract line below says why no knee is named
     else:
+        from sweep.analysis.loads import load_words
+
         k = win.knee
         ci = "" if k.ci_low is None or k.ci_high is None else f", 95% CI {k.ci_low:.0f}–{k.ci_high:.0f}"
         knobs = " ".join(f"{a}={b}" for a, b in win.config.knobs().items()) or "the server's defaults"
         console.print(f"[bold green]knee{tag}[/]: {knobs} at "
-                      f"concurrency {k.concurrency}, goodput {k.goodput_tps:.0f} output tok/s{ci} ({k.reason})")
+                      f"{load_words(k.concurrency, k.offered_rps)}, goodput {k.goodput_tps:.0f} output tok/s{ci} "
+                      f"({k.reason})")
     if run.answer is not None and not run.report.missing and run.measured:
         from sweep.report.answer import answer_lines
         from sweep.report.winner import study_dialect

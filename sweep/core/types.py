@@ -143,6 +143,13 @@ class SessionSpec:
     max_context: int = 1 << 30
 
 
+# RequestRecord.error_kind of a request sent in the window and still running when the drain grace ended: cut by the
+# window's edge, not a server error (sweep.analysis.measure counts it apart, n_cut, never against max_error_rate)
+CUT = "cut"
+# ... of a request scheduled but never sent (open loop: the in-flight cap stayed full to the drain's end): an error
+UNSENT = "unsent"
+
+
 @dataclass
 class RequestRecord:
     """What the client saw of one request. Times in seconds on the driver's clock."""
@@ -164,7 +171,7 @@ class RequestRecord:
     modality: str = "text"
     warmup: bool = False
     error: str | None = None  # None = success
-    error_kind: str | None = None  # status, timeout, disconnect, malformed, server_error
+    error_kind: str | None = None  # status, timeout, disconnect, malformed, server_error, unsent; CUT: no error
     turn: int | None = None  # sessions: the turn (1 = the first), None for a single-turn workload
     branch: int | None = None  # sessions: which parallel sub-request of the turn (0 unless the turn fans out)
     context_tokens: int = 0  # sessions: tokens of the conversation before this turn's new message

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import h11
 
 from sweep.core.errors import SweepError
-from sweep.core.types import RequestRecord, RequestSpec, WindowResult
+from sweep.core.types import CUT, RequestRecord, RequestSpec, WindowResult
 from sweep.drivers.coord import Coord
 from sweep.drivers.http import run_loop
 from sweep.drivers.sse import SseEvent, request_for, share_by_length
@@ -113,7 +113,7 @@ class H11Reference:
                     await conn.close()
                 except asyncio.CancelledError:
                     if rec.finished_at is None and rec.error is None:
-                        rec.error, rec.error_kind = "still running when the drain grace ended", "drain_cutoff"
+                        rec.error, rec.error_kind = "still running when the drain grace ended", CUT
                     raise
                 if think:
                     await asyncio.sleep(think)

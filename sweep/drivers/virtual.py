@@ -11,7 +11,7 @@ from sglang_sim.media import audio_tokens, image_tokens, placeholder_ids, video_
 from sweep.analysis.server_metrics import buckets_as_samples
 from sweep.core import interrupt
 from sweep.core.errors import WorkloadError
-from sweep.core.types import RecordSink, RequestRecord, RequestSpec, Sample, WindowResult
+from sweep.core.types import CUT, UNSENT, RecordSink, RequestRecord, RequestSpec, Sample, WindowResult
 from sweep.drivers.virtual_sessions import SessionUsers
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, Window
@@ -327,11 +327,12 @@ class _WindowRun:
         return self.result()
 
     def give_up(self) -> None:
-        """After the drain: abort what still runs; one scheduled in the window but never sent is a miss."""
+        """After the drain: abort what still runs (cut by the window's edge, not a server error); one scheduled in
+        the window but never sent is a miss (an error)."""
         for rid in list(self.in_flight):
             self.eng.abort(rid)
             why = f"still running {self.window.drain_seconds}s after the window"
-            self.close(rid, self.eng.now, why, "timeout")
+            self.close(rid, self.eng.now, why, CUT)
         for at in [*self.waiting, *self.sched[self.nxt:]]:
             if at < self.we:
                 spec = spec_at(self.specs, self.k)
@@ -341,7 +342,7 @@ class _WindowRun:
                     prompt_tokens=spec.prompt_tokens, modality=spec.modality,
                     sent_prompt_tokens=estimated_prompt_tokens(spec), sent_output_tokens=spec.output_tokens,
                     warmup=self.ws is None or at < self.ws, error="never sent: the in-flight cap stayed full",
-                    error_kind="drain_cutoff")
+                    error_kind=UNSENT)
                 self.records.append(missed)
                 self.hand_over(missed)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sweep.core.types import RequestRecord, RequestSpec, SessionSpec
+from sweep.core.types import CUT, UNSENT, RequestRecord, RequestSpec, SessionSpec
 from sweep.drivers.coord import Coord
 from sweep.drivers.h1 import Pool
 from sweep.drivers.handover import BATCH_S, Emit, Outbox
@@ -190,7 +190,7 @@ async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestReco
             rec.error, rec.error_kind = "request timed out", "timeout"
     except asyncio.CancelledError:
         if rec.finished_at is None and rec.error is None:
-            rec.error, rec.error_kind = "still running when the drain grace ended", "drain_cutoff"
+            rec.error, rec.error_kind = "still running when the drain grace ended", CUT
         raise
     finally:
         if coord is not None:
@@ -348,7 +348,7 @@ async def _open_loop(client: Pool, plan: Plan, coord: Coord, t0: float, st: _Sta
             try:
                 await asyncio.wait_for(slots.acquire(), timeout=max(0.0, drain_end - clock()))
             except TimeoutError:
-                rec.error, rec.error_kind = "never sent: the in-flight cap stayed full to the drain's end", "drain_cutoff"
+                rec.error, rec.error_kind = "never sent: the in-flight cap stayed full to the drain's end", UNSENT
                 st.end(rec, clock())
                 continue
             eligible = clock()

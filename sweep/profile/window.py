@@ -23,7 +23,8 @@ class Window(_Strict):
         "the fewest requests a ladder step must send in its measured window to be judged: a step with fewer "
         "cannot pass (its verdict says \"too few requests (n < min)\"), so no knee is named from it"))
     drain_seconds: float = Field(30.0, ge=0, le=DAY_S,
-        description="how long requests still in flight after the window may finish before they are cut")
+        description=("how long requests still in flight after the window may finish before they are cut (a cut "
+                     "request is counted apart, never as an error; more than 1% cut: the why names the drain)"))
     request_timeout_s: float = Field(600.0, gt=0, le=DAY_S,
         description="a request with no complete response after this long is an error")
     flush_cache: StrictBool = Field(True, description=(

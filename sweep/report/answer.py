@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sweep import engines
 from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.loads import load_text, load_words
 from sweep.profile import SLA
 from sweep.report.winner import launch_command, launch_warnings
 from sweep.views.answer import Answer, TierAnswer
@@ -26,7 +27,18 @@ def _ci(k: ConfigKnee) -> str:
 
 
 def _knee_text(k: ConfigKnee) -> str:
-    return f"c={k.concurrency}, goodput {k.goodput_tps:.0f} output tok/s ({_ci(k)})"
+    return f"{load_text(k.concurrency, k.offered_rps)}, goodput {k.goodput_tps:.0f} output tok/s ({_ci(k)})"
+
+
+def _bracket_text(k: ConfigKnee, failing: float | None, at_top: bool) -> str:
+    """The bracket's failing side, in the knee's unit: " (c=16 fails)", " (40.00 req/s fails)"; not bracketed only
+    when the knee is the highest window measured (issue 28 §2), else goodput fell above it without a failure."""
+    rate = k.offered_rps is not None
+    if failing is None and not at_top:
+        return " (goodput falls above it; nothing measured above fails)"
+    if failing is None:
+        return f" (top of the ladder: not bracketed, a higher {'rate' if rate else 'concurrency'} may do better)"
+    return f" ({f'{failing:,.2f} req/s' if rate else f'c={failing:g}'} fails)"
 
 
 def gain_text(t: TierAnswer) -> str:
@@ -53,11 +65,9 @@ def tier_lines(answer: Answer, t: TierAnswer, dialect: engines.Dialect | None = 
         why = answer.note or "no configuration passed this tier's SLA at any step"
         return [head, "", f"No winner: {why}.", ""]
     k = t.knee
-    knee = f"concurrency {k.concurrency}"
+    knee = load_words(k.concurrency, k.offered_rps)
     if t.bracket is not None:
-        knee += (f" (c={t.bracket[1]} fails)" if t.bracket[1] is not None
-                 else " (top of the ladder: not bracketed, a higher concurrency may do better)" if t.knee_at_top
-                 else " (goodput falls above it; nothing measured above fails)")
+        knee += _bracket_text(k, t.bracket[1], t.knee_at_top)
     if k.boundary is not None:
         ci = ("" if k.boundary_ci_low is None or k.boundary_ci_high is None
               else f" (95% CI {k.boundary_ci_low:.1f}–{k.boundary_ci_high:.1f})")
@@ -122,6 +132,6 @@ def why_lines(answer: Answer) -> list[str]:
             p = "winner" if cid == t.winner_id else (
                 f"{t.win_prob[cid]:.2f}{' (tie)' if cid in t.tied else ''}" if cid in t.win_prob else "—")
             out.append(f"| {answer.labels.get(cid, cid)} | {_knee_text(k) if k else 'none passes'} | "
-                       f"{b.constraint} (c={b.concurrency}) | {b.evidence.replace('|', '/')} | {b.next_step} | {p} |")
+                       f"{b.constraint} ({b.at}) | {b.evidence.replace('|', '/')} | {b.next_step} | {p} |")
         out.append("")
     return out

@@ -14,7 +14,7 @@ from sweep.report.inputs import cache_lines, input_lines
 from sweep.report.sessions import session_lines
 from sweep.report.setup import setup_lines
 from sweep.report.tables import ci_text as _ci
-from sweep.report.tables import configs_table, modality_table, plain, steps_table
+from sweep.report.tables import configs_table, knee_cell, load_text, modality_table, plain, steps_table
 from sweep.report.tables import fmt as _fmt
 from sweep.report.winner import study_dialect, winner_lines
 from sweep.store import STAT_COLUMNS, RunRecord, RunSummary
@@ -190,14 +190,15 @@ class CompareSide:
     run: RunSummary | None = None  # the run_summary row, for a run
     ctx: StudyContext | None = None  # the study's context, for a study
 
-    def steps(self) -> dict[int, RunRecord]:
-        """Per concurrency, the step this side contributes: a run's own, or a study's winner's ladder."""
+    def steps(self) -> dict[float, RunRecord]:
+        """Per load (concurrency, or an open-loop rate ladder's offered rate), the step this side contributes: a
+        run's own, or a study's winner's ladder."""
         if self.run is not None:
-            return {self.run.run.concurrency: self.run.run}
+            return {_load(self.run.run): self.run.run}
         win = self.ctx.winner if self.ctx is not None else None
         if self.ctx is None or win is None:
             return {}
-        return {r.concurrency: r for r in self.ctx.runs
+        return {_load(r): r for r in self.ctx.runs
                 if r.server_config_id == win.id and r.status == "completed"}
 
     def knobs(self) -> dict[str, KnobValue | None]:
@@ -231,13 +232,14 @@ def compare_markdown(a: CompareSide, b: CompareSide, forced: bool = False) -> st
         lines += ["", "## Knees", "", f"| | {a.name} | {b.name} |", "|---|---|---|"]
         wa, wb = a.ctx.winner, b.ctx.winner
         rows: tuple[tuple[str, Callable[[Winner], object]], ...] = (
-            ("knee concurrency", lambda w: w.knee.concurrency), ("knee goodput (tok/s)", lambda w: _fmt(w.knee.goodput_tps)),
+            ("knee (concurrency or offered rate)", lambda w: knee_cell(w.knee)),
+            ("knee goodput (tok/s)", lambda w: _fmt(w.knee.goodput_tps)),
             ("95% CI (tok/s)", lambda w: _ci(w.knee)))
         for label, f in rows:
             lines.append(f"| {label} | {f(wa) if wa else '—'} | {f(wb) if wb else '—'} |")
         lines.append(f"| configurations | {len(a.ctx.configs)} | {len(b.ctx.configs)} |")
     sa, sb = a.steps(), b.steps()
-    lines += ["", "## Per step", "", "| concurrency | metric | " + f"{a.name} | {b.name} | B − A |",
+    lines += ["", "## Per step", "", "| load | metric | " + f"{a.name} | {b.name} | B − A |",
               "|---|---|---|---|---|"]
     for c in sorted(set(sa) | set(sb)):
         for col, label, nd, scale in COMPARE_METRICS:
@@ -245,8 +247,14 @@ def compare_markdown(a: CompareSide, b: CompareSide, forced: bool = False) -> st
             va, vb = (ra.get(col) if ra else None), (rb.get(col) if rb else None)
             diff = (_fmt((vb - va), nd, scale) if isinstance(va, int | float) and isinstance(vb, int | float)
                     and not isinstance(va, bool) else "")
-            lines.append(f"| {c} | {label} | {_fmt(va, nd, scale)} | {_fmt(vb, nd, scale)} | {diff} |")
+            at = next(r for r in (ra, rb) if r is not None)
+            lines.append(f"| {load_text(at)} | {label} | {_fmt(va, nd, scale)} | {_fmt(vb, nd, scale)} | {diff} |")
     return "\n".join(lines) + "\n"
+
+
+def _load(r: RunRecord) -> float:
+    """A step's load: its offered rate in an open-loop rate ladder, else its concurrency."""
+    return r.offered_rps if r.offered_rps is not None else float(r.concurrency)
 
 
 def _fmt_any(v: object) -> str:

@@ -1,5 +1,5 @@
-"""The report's plots: ladder.png (nine panels against client concurrency) and pareto.png (goodput against
-TTFT for every step).
+"""The report's plots: ladder.png (nine panels against client concurrency, or the offered rate in req/s of an
+open-loop rate ladder) and pareto.png (goodput against TTFT for every step).
 
 - One legend per figure, outside the axes (to the right), so it never covers data.
 - Up to 30 configurations stay distinct: 30 different colours (PALETTE), and a marker per ten (circle, square,
@@ -24,6 +24,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import ScalarFormatter  # noqa: E402
 
 from sweep.analysis.ladder_steps import ladder_phase  # noqa: E402
+from sweep.analysis.loads import knee_load, load_text  # noqa: E402
 from sweep.store import RunRecord  # noqa: E402
 from sweep.views.study import StudyContext  # noqa: E402
 
@@ -56,8 +57,13 @@ def knee_step(ctx: StudyContext, cid: int, runs: list[RunRecord]) -> RunRecord |
         knee = ctx.winner.knee
     if knee is None:
         return None
-    at = [r for r in runs if r.concurrency == knee.concurrency]
+    at = [r for r in runs if _x(r) == knee_load(knee)]
     return next((r for r in at if ladder_phase(r.phase) == knee.phase), at[0] if at else None)
+
+
+def _x(r: RunRecord) -> float:
+    """A window's place on the x axis: its load (the offered rate in an open-loop rate ladder, else concurrency)."""
+    return r.offered_rps if r.offered_rps is not None else float(r.concurrency)
 
 
 def style(i: int) -> dict[str, Any]:
@@ -86,7 +92,7 @@ def ladders(ctx: StudyContext) -> dict[int, list[RunRecord]]:
     for r in ctx.runs:
         if r.status == "completed" and r.phase != "soak" and r.server_config_id not in aborted:
             by_cfg.setdefault(r.server_config_id, []).append(r)
-    return {cid: sorted(rs, key=lambda r: r.concurrency) for cid, rs in sorted(by_cfg.items())}
+    return {cid: sorted(rs, key=_x) for cid, rs in sorted(by_cfg.items())}
 
 
 def _label(ctx: StudyContext, cid: int, runs: list[RunRecord]) -> str:
@@ -118,7 +124,8 @@ def ladder_figure(ctx: StudyContext) -> Figure | None:
               ("kv_usage_max", "KV usage max", 1.0, None), ("queue_len_mean", "queue length mean", 1.0, None),
               ("peak_gpu_mem_mib", "peak GPU memory (GiB)", 1 / 1024, None)]
     fig, axes = plt.subplots(3, 3, figsize=(16, 12))
-    steps = sorted({r.concurrency for runs in by_cfg.values() for r in runs})
+    steps = sorted({_x(r) for runs in by_cfg.values() for r in runs})
+    by_rate = any(r.offered_rps is not None for runs in by_cfg.values() for r in runs)
     ids = list(by_cfg)
     bold = leaders(ctx, ids)
     order = bold + [i for i in ids if i not in bold]  # leaders first: in the legend and on top
@@ -130,13 +137,13 @@ def ladder_figure(ctx: StudyContext) -> Figure | None:
             ys = [v * scale if (v := r.number(col)) is not None else float("nan") for r in runs]
             drawn += ys
             label = _label(ctx, cid, runs) + (" (winner)" if cid == win else "")
-            ax.plot([r.concurrency for r in runs], ys, "--" if runs[0].phase == "screen" else "-", label=label,
+            ax.plot([_x(r) for r in runs], ys, "--" if runs[0].phase == "screen" else "-", label=label,
                     markersize=5 if lead else 3, linewidth=2.2 if lead else 0.8, alpha=1.0 if lead else 0.3,
                     zorder=3 if lead else 1, **style(i))
             step = knee_step(ctx, cid, runs)
             y = step.number(col) if step is not None else None
             if step is not None and y is not None:  # the knee: a diamond in its colour, the winner's a gold star
-                ax.scatter([step.concurrency], [y * scale], marker="*" if cid == win else "D",
+                ax.scatter([_x(step)], [y * scale], marker="*" if cid == win else "D",
                            s=260 if cid == win else (45 if lead else 18), color="gold" if cid == win else style(i)["color"],
                            edgecolor="black", linewidth=0.8, alpha=1.0 if lead or cid == win else 0.4,
                            zorder=6 if cid == win else 4)
@@ -146,10 +153,10 @@ def ladder_figure(ctx: StudyContext) -> Figure | None:
                 ax.set_yscale("log")
                 ax.yaxis.set_major_formatter(ScalarFormatter())  # 100, 1000: milliseconds, not powers of ten
         ax.set_xscale("log", base=2)
-        ax.set_xticks(steps, [str(c) for c in steps])  # the ladder's own steps, not powers of two
+        ax.set_xticks(steps, [f"{c:g}" for c in steps])  # the ladder's own steps, not powers of two
         ax.minorticks_off()
         ax.set_title(title)
-        ax.set_xlabel("client concurrency")
+        ax.set_xlabel("offered rate (req/s)" if by_rate else "client concurrency")
     handles, labels = axes.flat[2].get_legend_handles_labels()  # the TTFT panel: every ladder and the bound
     from matplotlib.lines import Line2D
 
@@ -196,12 +203,12 @@ def pareto_figure(ctx: StudyContext) -> Figure | None:
         ax.axvline(ttft_bound, label=f"SLA TTFT P{pt} bound", **SLA_STYLE)
     win = ctx.winner
     if win is not None:
-        step = next((r for r in by_cfg.get(win.id, []) if r.concurrency == win.knee.concurrency), None)
+        step = next((r for r in by_cfg.get(win.id, []) if _x(r) == knee_load(win.knee)), None)
         x = step.number(col) if step is not None else None
         if step is not None and x is not None:
             ax.scatter([x], [step.number("goodput_tps") or 0.0], marker="*", s=320, facecolor="gold",
                        edgecolor="black", zorder=5, label=f"winner: {ctx.labels.get(win.id, '')} "
-                                                          f"c={step.concurrency}")
+                                                          f"{load_text(step.concurrency, step.offered_rps)}")
     if _log_when_wide([x for x, _ in points]):
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(ScalarFormatter())

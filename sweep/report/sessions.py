@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sweep.report.tables import fmt
+from sweep.analysis.loads import knee_load
+from sweep.report.tables import fmt, load_text
 from sweep.views.study import StudyContext
 
 TURNS_SHOWN = 8  # turn indexes listed per configuration; later ones are rare and noisy
@@ -21,7 +22,7 @@ def session_lines(ctx: StudyContext) -> list[str]:
     for r in ctx.runs:
         s = ctx.sessions.get(r.id)
         if s is not None and r.phase != "soak":
-            out.append(f"| {ctx.labels.get(r.server_config_id, '?')} | {r.concurrency} | {s.sessions_completed} | "
+            out.append(f"| {ctx.labels.get(r.server_config_id, '?')} | {load_text(r)} | {s.sessions_completed} | "
                        f"{fmt(s.turns_per_session, 1)} | {fmt(s.session_p50_s, 2)} | {fmt(s.session_p90_s, 2)} |")
     out += ["", "| configuration | c | turn | requests | TTFT P50 ms | TTFT P95 ms | cache hit |",
             "|---|---:|---:|---:|---:|---:|---:|"]
@@ -30,9 +31,9 @@ def session_lines(ctx: StudyContext) -> list[str]:
         if not runs:
             continue
         knee = ctx.knees.get(cid)
-        at = next((r for r in reversed(runs) if knee is not None and r.concurrency == knee.concurrency), runs[-1])
+        at = next((r for r in reversed(runs) if knee is not None and (r.offered_rps if r.offered_rps is not None else r.concurrency) == knee_load(knee)), runs[-1])
         for t in ctx.sessions[at.id].by_turn[:TURNS_SHOWN]:
             hit = f"{t.cache_hit:.0%}" if t.cache_hit is not None else "—"
-            out.append(f"| {label} | {at.concurrency} | {t.turn} | {t.requests} | {fmt(t.ttft_p50_ms, 1)} | "
+            out.append(f"| {label} | {load_text(at)} | {t.turn} | {t.requests} | {fmt(t.ttft_p50_ms, 1)} | "
                        f"{fmt(t.ttft_p95_ms, 1)} | {hit} |")
     return out + [""]

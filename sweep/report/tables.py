@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.loads import knee_load
+from sweep.analysis.loads import load_text as knee_at
+from sweep.analysis.window_edges import drain_note
 from sweep.store import RunRecord
 from sweep.views.study import StudyContext, StudyView
 
@@ -34,37 +37,46 @@ def cell(text: object) -> str:
 
 
 def steps_table(ctx: StudyContext) -> list[str]:
-    """Every measured window of every configuration, client-bound windows flagged."""
+    """Every measured window of every configuration, client-bound windows flagged; the requests the drain cut
+    counted beside the errors (not as errors), and a window whose drain was too short for its requests named."""
     lines = ["## Every configuration and step", "",
              "Screening rows (phase `screen`) ran short windows and only rank configurations; the winner comes "
              "from `final` rows and the `refine` rows between them (bisection windows on the same server, profile section "
              "refine). Rows of an aborted attempt (orchestrator killed) are kept but never counted.", "",
              "| config | phase | concurrency (soak: offered rate) | throughput (tok/s) | goodput (tok/s) | TTFT P50 (s) | TTFT P99 (s) | "
              "TPOT P50 (ms) | TPOT P99 (ms) | cache hit | preemptions | KV max | queue mean | peak GPU mem (GiB) | "
-             "client-bound | SLA |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "client-bound | errors / cut by the drain | SLA |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     aborted = {c.id for c in ctx.configs if c.status == "aborted"}
-    bound = []
+    bound, cut = [], []
+    drain = ctx.raw("window").get("drain_seconds")
     for r in sorted(ctx.runs, key=lambda r: (r.server_config_id, r.phase == "soak", r.concurrency)):
         label = ctx.labels.get(r.server_config_id)
         phase = r.phase + (" (aborted attempt)" if r.server_config_id in aborted else "")
         load = load_text(r)
         if r.status != "completed":
             lines.append(f"| {label} | {phase} | {load} | {r.status}: {cell(r.reason)} |"
-                         + " |" * 12)
+                         + " |" * 13)
             continue
+        at = f"{label} at {'c=' + load if load.isdigit() else load} ({phase})"
         if r.get("client_bound"):
-            bound.append(f"{label} at {'c=' + load if load.isdigit() else load} ({phase})")
+            bound.append(at)
+        if r.stats is not None and (note := drain_note(r.stats, drain if isinstance(drain, int | float) else None)):
+            cut.append(f"{at}: {note}")
         lines.append(
             f"| {label} | {phase} | {load} | {fmt(r.get('output_tps'))} | "
             f"{fmt(r.get('goodput_tps'))} | {fmt(r.get('ttft_p50_ms'), 2, 1e-3)} | {fmt(r.get('ttft_p99_ms'), 2, 1e-3)} | "
             f"{fmt(r.get('tpot_p50_ms'), 1)} | {fmt(r.get('tpot_p99_ms'), 1)} | {fmt(r.get('cache_hit_rate'), 0, 100)}% | "
             f"{fmt(r.get('retractions'))} | {fmt(r.get('kv_usage_max'), 2)} | {fmt(r.get('queue_len_mean'), 1)} | "
             f"{fmt(r.get('peak_gpu_mem_mib'), 1, 1 / 1024)} | {'**yes**' if r.get('client_bound') else 'no'} | "
+            f"{fmt(r.get('n_errors'))} / {fmt(r.get('n_cut'))} | "
             f"{'pass' if r.get('passes_sla') else 'fail: ' + cell(r.get('sla_failures'))} |")
     lines.append("")
     if bound:
         lines += [f"> **Client-bound**: {', '.join(bound)}. {CLIENT_BOUND_WHY[0].upper()}{CLIENT_BOUND_WHY[1:]}.", ""]
+    if cut:
+        lines += ["> **Cut by the drain**: " + "; ".join(cell(c) for c in cut) + ". Their latencies are read from "
+                  "the requests that finished; raise window.drain_seconds so every request ends inside the drain.", ""]
     return lines
 
 
@@ -74,6 +86,11 @@ def load_text(run: RunRecord) -> str:
     if run.offered_rps is not None:
         return f"{run.offered_rps:,.2f} req/s"
     return f"≤ {run.concurrency} in flight" if run.phase == "soak" else str(run.concurrency)
+
+
+def knee_cell(knee: ConfigKnee) -> str:
+    """The knee's load for a table cell: its concurrency, or its offered rate in an open-loop rate ladder."""
+    return f"{knee.offered_rps:,.2f} req/s" if knee.offered_rps is not None else str(knee.concurrency)
 
 
 def ci_text(knee: ConfigKnee) -> str:
@@ -97,22 +114,24 @@ def configs_table(ctx: StudyContext, view: StudyView) -> list[str]:
     boundary, why the ladder stopped."""
     by_rate = any(k.boundary_unit == "req/s" for k in ctx.knees.values())
     lines = ["## Configurations", "",
-             "| config | status | phase | knee concurrency | knee goodput (tok/s) | 95% CI (tok/s) | "
+             f"| config | status | phase | knee {'(offered rate)' if by_rate else 'concurrency'} | knee goodput (tok/s) | "
+             "95% CI (tok/s) | "
              f"SLA boundary {'req/s' if by_rate else 'c'} (95% CI), shape | why the ladder stopped |",
              "|---|---|---|---|---|---|---|---|"]
     for c in ctx.configs:
         knee = ctx.knees.get(c.id)
         at = ("" if not knee else " (top of ladder: not bracketed)" if c.id in view.knee_at_top else "")
         lines.append(f"| {ctx.labels.get(c.id)} | {c.status} | {knee.phase if knee else '—'} | "
-                     f"{str(knee.concurrency) + at if knee else '—'} | {fmt(knee.goodput_tps) if knee else '—'} | "
+                     f"{knee_cell(knee) + at if knee else '—'} | {fmt(knee.goodput_tps) if knee else '—'} | "
                      f"{ci_text(knee) if knee else '—'} | {boundary_text(knee) if knee else '—'} | "
                      f"{cell(c.stop_reason or c.failure_reason)} |")
     lines.append("")
-    tops: dict[str, set[int]] = {}  # each configuration once (its screen and final ladders are two rows)
+    tops: dict[str, set[tuple[float, str]]] = {}  # each configuration once (its screen and final ladders: two rows)
     for cid in sorted(view.knee_at_top):
         if cid in ctx.knees:
-            tops.setdefault(str(ctx.labels.get(cid)), set()).add(ctx.knees[cid].concurrency)
-    top = [f"{label} (c={', '.join(map(str, sorted(cs)))})" for label, cs in tops.items()]
+            k = ctx.knees[cid]
+            tops.setdefault(str(ctx.labels.get(cid)), set()).add((knee_load(k), knee_at(k.concurrency, k.offered_rps)))
+    top = [f"{label} ({', '.join(t for _, t in sorted(cs))})" for label, cs in tops.items()]
     if top:
         lines += [f"> **Not bracketed** (the knee is the highest step its ladder measured, so a higher concurrency "
                   f"may do better: extend the ladder past it): {', '.join(top)}.", ""]

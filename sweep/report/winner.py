@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from sweep import engines
 from sweep.analysis.ladder_steps import ladder_phase
+from sweep.analysis.loads import load_text, load_words
 from sweep.analysis.winner import Winner
 from sweep.core.types import ServerConfig
 from sweep.profile.bundled import model_folder
@@ -73,14 +74,16 @@ def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView) -> list[str
     study, env = ctx.study, ctx.env
     knee, labels = winner.knee, ctx.labels
     lines = ["## Winner", "",
-             f"**{labels.get(winner.id)}**: knee at concurrency {knee.concurrency}, goodput "
+             f"**{labels.get(winner.id)}**: knee at {load_words(knee.concurrency, knee.offered_rps)}, goodput "
              f"{fmt(knee.goodput_tps)} output tok/s inside the SLA (95% CI {ci_text(knee)} output tok/s, knee re-chosen in "
              "every bootstrap resample)" + (" (simulated)." if study.simulated else "."), ""]
     if winner.screen_only:
         lines += ["> Screening only: no final (long-window) ladder ran, so this winner rests on short windows.", ""]
     if winner.id in view.knee_at_top:
-        lines += [f"> **Not bracketed**: the knee is the highest step measured (c={knee.concurrency}); a higher "
-                  f"concurrency may do better. Extend the ladder past {knee.concurrency} before trusting this knee.", ""]
+        at, rate = load_text(knee.concurrency, knee.offered_rps), knee.offered_rps is not None
+        lines += [f"> **Not bracketed**: the knee is the highest step measured ({at}); a higher "
+                  f"{'rate' if rate else 'concurrency'} may do better. Extend the ladder past "
+                  f"{at.removeprefix('c=')} before trusting this knee.", ""]
     if view.ties:
         tied = ", ".join(f"{labels.get(cid)} ({fmt(ctx.knees[cid].goodput_tps)} tok/s, CI "
                          f"{ci_text(ctx.knees[cid])} tok/s)" for cid in view.ties)

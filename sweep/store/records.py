@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Self
 
 from sweep.analysis.run_stats import COLUMNS as STAT_COLUMNS
 from sweep.analysis.run_stats import RunStats
-from sweep.core.types import Placement, ServerConfig
+from sweep.core.types import CUT, Placement, ServerConfig
 
 if TYPE_CHECKING:
     from sweep.analysis.ladder_steps import LadderStep  # the knee's inputs: loaded where a step is judged
@@ -221,6 +221,17 @@ class ConfigRecord(Record):
         """The knobs as short text (ServerConfig.label)."""
         return self.config.label()
 
+    def resolved(self) -> ServerConfig:
+        """The knobs the server ran with: this configuration's, and each one it left to the server (SGLang's
+        defaults: every knob) as the server resolved it (its /server_info, stored at launch); a knob nothing says
+        stays None (no launch stored, or a value that does not parse)."""
+        try:
+            info = json.loads(self.server_info_json or "{}")
+            told = ServerConfig.from_mapping(info if isinstance(info, dict) else {})
+        except ValueError:  # json.JSONDecodeError too
+            return self.config
+        return ServerConfig(**{**told.knobs(), **self.config.knobs()})
+
     def columns(self) -> dict[str, object]:
         """Every server_configs column by name, flat (knobs, argv_json and placement in place)."""
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("config", "argv", "placement")}
@@ -368,7 +379,8 @@ class StoredRequestRow(Record):
         """What an SLA tier and the boundary estimate read of this request."""
         from sweep.analysis.tiers import StoredRequest
 
-        return StoredRequest(self.scheduled_at, self.warmup, self.error is not None, self.e2e_ms is not None,
+        cut = self.error_kind == CUT
+        return StoredRequest(self.scheduled_at, self.warmup, self.error is not None and not cut, self.e2e_ms is not None,
                              self.ttft_ms, self.tpot_ms, self.e2e_ms, self.output_tokens,
-                             (self.idx, self.turn, self.session_turns))
+                             (self.idx, self.turn, self.session_turns), cut)
 

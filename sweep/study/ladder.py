@@ -12,6 +12,7 @@ from sglang_sim.params import MemoryPlan
 from sweep.analysis.boundary import Boundary
 from sweep.analysis.knee import KneeResult
 from sweep.analysis.ladder_steps import LadderStep, steps_knee
+from sweep.analysis.loads import load_words
 from sweep.analysis.measure import compute_stats
 from sweep.analysis.run_stats import RunStats
 from sweep.analysis.tiers import StoredRequest
@@ -311,6 +312,7 @@ class LadderRunner:
             arrival = climb.arrival or self.profile.step_arrival(concurrency)
             offered = (offered_rate(self.profile, arrival) if climb.judge is None else
                        float(arrival.rate) if phase == "soak" and isinstance(arrival, RateArrival) else None)
+            at = load_words(concurrency, offered)  # "concurrency 16", or a rate ladder's "12.50 req/s"
             run_id = self.store.create_run(self.study_id, config_id, concurrency, fingerprint,
                                            handle.simulated, self.driver_name, phase=phase, placement=self.placement,
                                            offered_rps=offered)
@@ -332,7 +334,7 @@ class LadderRunner:
             except ServerDied as exc:
                 self.store.mark_run(run_id, "failed", str(exc))
                 outcome.status, outcome.failure = "failed", str(exc)
-                outcome.stop_reason = f"server died at concurrency {concurrency}"
+                outcome.stop_reason = f"server died at {at}"
                 return
             except StreamExhausted as exc:  # a dataset without replay ran out: the study stops with one line
                 self.store.mark_run(run_id, "failed", str(exc))
@@ -363,12 +365,12 @@ class LadderRunner:
                                              arrival=arrival, specs=specs)
             if result.aborted is not None:
                 outcome.status, outcome.failure = "failed", self._failure(handle, result.aborted, concurrency)
-                outcome.stop_reason = f"{result.aborted} at concurrency {concurrency}"
+                outcome.stop_reason = f"{result.aborted} at {at}"
                 return
             outcome.steps.append(row)
             if not stats.n_completed and stats.n_started:
                 # Not saturation: a server that fails every request is broken at this load, not queueing.
-                broken = f"every request at concurrency {concurrency} failed ({error_kinds(result.records)})"
+                broken = f"every request at {at} failed ({error_kinds(result.records)})"
                 outcome.stop_reason = f"stopped: {broken}"
                 if len(outcome.steps) == 1:
                     outcome.status, outcome.failure = "failed", f"errors: {broken}"
@@ -376,12 +378,12 @@ class LadderRunner:
             if not stats.passes_sla:
                 why = saturated(stats, previous)
                 if why:
-                    outcome.stop_reason = (f"stopped after concurrency {concurrency}: SLA failed "
+                    outcome.stop_reason = (f"stopped after {at}: SLA failed "
                                            f"({stats.sla_failures}) and the server is saturated: {why}")
                     return
             previous = stats
             if should_stop is not None and i + 1 < len(ladder) and should_stop(i, row):
-                outcome.stop_reason = f"pruned after concurrency {concurrency}: goodput trails earlier ladders"
+                outcome.stop_reason = f"pruned after {at}: goodput trails earlier ladders"
                 return
             i += 1
         outcome.stop_reason = outcome.stop_reason or climb.complete

@@ -94,18 +94,21 @@ def _clip(text: str, n: int) -> str:
 
 def result_lines(phase: str, label: str, concurrency: int, stats: RunStats, width: int,
                  worker: str | None = None, percentiles: tuple[int, int] = (99, 99),
-                 client_why: tuple[str, ...] = ()) -> list[str]:
+                 client_why: tuple[str, ...] = (), offered_rps: float | None = None) -> list[str]:
     """A finished window as rich-markup lines: one line when `width` allows, else two that fit 80 columns
     (when the SLA's failure reasons do not fit beside the head, each gets a line of its own).
     TTFT and TPOT are shown at the SLA's percentiles (`percentiles`). A client-bound window says so, with
-    `client_why` (sweep.analysis.measure.client_bound_reasons) when given."""
+    `client_why` (sweep.analysis.measure.client_bound_reasons) when given. A window of an open-loop rate ladder
+    (`offered_rps`) is named by its rate, never by its concurrency (only its in-flight cap there)."""
     word = "[green]pass[/]" if stats.passes_sla else "[red]fail[/]"
     why = "" if stats.passes_sla else (stats.sla_failures or "")
     verdict = f"{word} {escape(why)}".rstrip()
     bound = [f"[yellow]client-bound: {escape(r)}[/]" for r in client_why or ("the load generator may have limited "
                                                                             "this window",)] if stats.client_bound else []
     who = f"{worker} " if worker else ""
-    load = f"in-flight cap {concurrency}" if phase == "soak" else f"c={concurrency}"
+    from sweep.analysis.loads import load_text
+
+    load = f"in-flight cap {concurrency}" if phase == "soak" else load_text(concurrency, offered_rps)
     head = f"{who}{phase:<6} {label} {load}"
     pt, pp = percentiles
     ttft = (getattr(stats, f"ttft_p{pt}_ms", None) or 0) / 1000
@@ -222,7 +225,7 @@ class StudyProgress:
 
         client_why = client_bound_reasons(step.stats.client, self.sla) if step.stats.client_bound else ()
         lines = result_lines(phase, config.label(), concurrency, step.stats, self.console.width, self.worker,
-                             self.percentiles, client_why)
+                             self.percentiles, client_why, step.offered_rps)
         if not self.live:  # a pipe: one plain line per window, stamped and counted
             text = "  ".join([escape(f"[{self._count()}] ") + lines[0], *(ln.strip() for ln in lines[1:])])
             self.console.print(stamp(text), markup=True, highlight=False, soft_wrap=True)

@@ -14,6 +14,7 @@ from sweep.analysis.binding import Binding, binding
 from sweep.analysis.boundary import steps_boundary, with_boundary
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import LadderStep, same_windows
+from sweep.analysis.loads import knee_load
 from sweep.analysis.significance import Difference, difference, ties, win_probabilities
 from sweep.analysis.tiers import StoredRequest, judge_tier, same_bounds
 from sweep.core.types import KNOB_LABELS, KnobValue, ServerConfig
@@ -49,7 +50,9 @@ class TierAnswer:
     knobs: Mapping[str, KnobValue]  # the winner's set knobs (the launch command's flags)
     knee: ConfigKnee | None
     screen_only: bool
-    bracket: tuple[int, int | None] | None  # (highest passing concurrency, lowest failing above it) of the winner
+    # (the knee's load, the lowest failing load above it) of the winner: concurrencies, or offered rates (req/s) in an
+    # open-loop rate ladder (knee.offered_rps set)
+    bracket: tuple[float, float | None] | None
     shape: str | None  # smooth | cliff, where the boundary refinement stored one
     gain: Gain | None  # None: the defaults were not measured (search.baseline false)
     binding: Binding | None  # the winner's binding constraint
@@ -107,10 +110,14 @@ def _label(configs: Sequence[ConfigRecord], cid: int, labels: Mapping[int, str])
     return labels.get(cid, str(cid))
 
 
-def _bracket(steps: Sequence[LadderStep], knee: ConfigKnee) -> tuple[int, int | None]:
-    """(the knee's concurrency, the lowest failing step above it) over every phase but the soak."""
-    above = sorted(s.concurrency for s in steps if s.concurrency > knee.concurrency and not s.stats.passes_sla)
-    return knee.concurrency, (above[0] if above else None)
+def _bracket(steps: Sequence[LadderStep], knee: ConfigKnee) -> tuple[float, float | None]:
+    """(the knee's load, the lowest failing load above it) over every phase but the soak: concurrencies, or offered
+    rates in an open-loop rate ladder."""
+    at = knee_load(knee)
+    above = sorted(s.load for s in steps if s.phase != "soak" and s.load > at and not s.stats.passes_sla)
+    if knee.offered_rps is None:
+        return knee.concurrency, (int(above[0]) if above else None)
+    return at, (above[0] if above else None)
 
 
 def _at_top(steps: Sequence[LadderStep], knee: ConfigKnee) -> bool:
@@ -191,8 +198,10 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
 def _tier_answer(ctx: StudyContext, tier: Tier, wid: int | None, screen_only: bool, knees: Mapping[int, ConfigKnee],
                  pool: Mapping[int, ConfigKnee], judged: Mapping[int, Sequence[LadderStep]], space: Mapping[str, Sequence[KnobValue]]) -> TierAnswer:
     rows = {c.id: c for c in ctx.configs}
+    drain = ctx.profile.window.drain_seconds if ctx.profile is not None else None
     bindings = {cid: b for cid, ss in judged.items()
-                if (b := binding(ss, knees[cid].concurrency if cid in knees else 0, rows[cid].config, space)) is not None}
+                if (b := binding(ss, knees.get(cid), rows[cid].config, space, resolved=rows[cid].resolved(),
+                                 drain_s=drain)) is not None}
     base = sorted(defaults_ids(ctx.configs) & set(judged))
     gain = None
     if base:

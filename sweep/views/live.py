@@ -8,8 +8,10 @@ another process and for a study several workers share (PostgreSQL).
 - workers: one row per worker that joined the study (sweep/views/workers.py): its label, host and GPU group,
   whether it runs, what it measures or launches now and how much it finished; a study without worker
   records (stored before workers existed) has one row, "this study". Each window names its worker and host.
-- curves: every configuration's completed windows by concurrency: goodput, TTFT and TPOT at the SLA's
-  percentiles (the SLA bounds travel with them).
+- curves: every configuration's completed windows by load (concurrency, or in an open-loop rate ladder the offered
+  rate in req/s, never the ladder position its windows are labelled with): goodput, TTFT and TPOT at the SLA's
+  percentiles (the SLA bounds travel with them). Every window, the winner's knee and a failed window name their load
+  the same way (sweep.analysis.loads).
 - failures: configurations that failed (or were found infeasible at launch, out of memory) with their reason,
   and failed windows. A reason names no absolute path (the page may be served to other hosts): a server log under
   the study's output folder reads relative to it (`logs/LABEL/FILE.log`), any other path as `…/NAME`.
@@ -29,6 +31,7 @@ from datetime import datetime
 
 from sweep.analysis.binding import binding
 from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.loads import load_text, load_words
 from sweep.core.errors import SweepError
 from sweep.core.types import Placement
 from sweep.profile import Profile
@@ -67,6 +70,7 @@ class Window:
     ttft_ms: float | None
     tpot_ms: float | None
     passes_sla: bool
+    load: str = ""  # "16", or "12.50 req/s" in an open-loop rate ladder (concurrency is then only the in-flight cap)
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,8 @@ class Curve:
     ttft_ms: list[float | None]
     tpot_ms: list[float | None]
     binding: str = ""  # why its knee is where it is (sweep.analysis.binding), once its ladder is done
+    load: list[float] = field(default_factory=list)  # the x values: concurrency, or offered rate in a rate ladder
+    unit: str = "concurrency"  # what `load` counts: concurrency, or req/s
 
 
 @dataclass(frozen=True)
@@ -100,10 +106,12 @@ class LiveWinner:
     ci_low: float | None
     ci_high: float | None
     reason: str
+    at: str = ""  # the knee's load in words: "concurrency 16", or "12.50 req/s" in a rate ladder
 
     @classmethod
     def of(cls, label: str, knee: ConfigKnee) -> LiveWinner:
-        return cls(label, knee.phase, knee.concurrency, knee.goodput_tps, knee.ci_low, knee.ci_high, knee.reason)
+        return cls(label, knee.phase, knee.concurrency, knee.goodput_tps, knee.ci_low, knee.ci_high, knee.reason,
+                   load_words(knee.concurrency, knee.offered_rps))
 
 
 @dataclass(frozen=True)
@@ -142,6 +150,11 @@ def _pct(r: RunRecord, metric: str, q: int) -> float | None:
     return r.number(col if col in STAT_COLUMNS else f"{metric}_p99_ms")
 
 
+def _load(r: RunRecord) -> float:
+    """A window's load: its offered rate in an open-loop rate ladder, else its concurrency (LadderStep.load)."""
+    return r.offered_rps if r.offered_rps is not None else float(r.concurrency)
+
+
 def read_state(store: Store, study_id: int) -> LiveState:
     try:
         model = read_study(store, study_id)
@@ -168,22 +181,24 @@ def read_state(store: Store, study_id: int) -> LiveState:
         windows.append(Window(r.id, labels[r.server_config_id], r.phase, r.concurrency,
                               names.get(where_r.worker_id or -1, "this study"), where_r.host, where_r.gpu_index,
                               r.number("goodput_tps"), _pct(r, "ttft", pt), _pct(r, "tpot", pp),
-                              bool(r.stats and r.stats.passes_sla)))
+                              bool(r.stats and r.stats.passes_sla),
+                              load_text(r.concurrency, r.offered_rps).removeprefix("c=")))
         if r.phase != "soak":
             per_config.setdefault(r.server_config_id, []).append(r)
 
     curves: list[Curve] = []
     for cid, steps in per_config.items():
-        steps.sort(key=lambda r: r.concurrency)
+        steps.sort(key=lambda r: (_load(r), r.phase))
         why = ""
         if by_id[cid].status in DONE or study.status != "running":
             knee = model.knees.get(cid)
-            b = binding([r.step() for r in steps if r.stats is not None], knee.concurrency if knee else 0,
-                        by_id[cid].config, grid(prof.search.space))
+            b = binding([r.step() for r in steps if r.stats is not None], knee, by_id[cid].config,
+                        grid(prof.search.space), resolved=by_id[cid].resolved(), drain_s=prof.window.drain_seconds)
             why = b.line() if b is not None else ""
         curves.append(Curve(cid, labels[cid], steps[0].phase, [r.concurrency for r in steps],
                             [r.number("goodput_tps") for r in steps], [_pct(r, "ttft", pt) for r in steps],
-                            [_pct(r, "tpot", pp) for r in steps], why))
+                            [_pct(r, "tpot", pp) for r in steps], why, [_load(r) for r in steps],
+                            "req/s" if any(r.offered_rps is not None for r in steps) else "concurrency"))
     best = model.decision.named  # the one winner rule: the report and the terminal name the same one
     winner = LiveWinner.of(labels[best.id], best.knee) if best is not None else None
 
@@ -195,7 +210,7 @@ def read_state(store: Store, study_id: int) -> LiveState:
                         + ("" if c.status == "failed" else f" ({c.status})"),
                         relative_paths(c.failure_reason or c.stop_reason or c.status, study.name), where(c.placement))
                 for c in configs if c.status == "failed" or c.failure_reason]
-    failures += [Failure(labels.get(r.server_config_id, "?"), f"{r.phase} window c={r.concurrency}",
+    failures += [Failure(labels.get(r.server_config_id, "?"), f"{r.phase} window {load_text(r.concurrency, r.offered_rps)}",
                          relative_paths(r.reason or "failed", study.name), where(r.placement))
                  for r in runs if r.status == "failed"]
 

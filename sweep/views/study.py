@@ -19,6 +19,7 @@ from sweep.analysis.measure import percentile
 from sweep.analysis.sessions import SessionStats
 from sweep.analysis.significance import ties
 from sweep.analysis.winner import HardwareRanking, Winner
+from sweep.core.types import CUT
 from sweep.profile import Profile
 from sweep.store import ConfigRecord, PriorRecord, RequestTokens, RunRecord, StoredRequestRow, StudyRecord
 
@@ -36,7 +37,7 @@ class ModalityStats:
 
     modality: str
     count: int  # measured requests that completed
-    errors: int
+    errors: int  # failed requests (a cut one, still running when the drain ended, is no error)
     ttft_p50_ms: float | None
     ttft_p99_ms: float | None
     tpot_p50_ms: float | None
@@ -72,7 +73,7 @@ def modality_stats(requests: Sequence[StoredRequestRow], window_s: float | None)
         def pct(col: str, q: float, ok: list[StoredRequestRow] = ok) -> float | None:
             return percentile([v for r in ok if (v := r.latency(col)) is not None], q)
 
-        out.append(ModalityStats(modality, len(ok), sum(1 for r in rows if r.error is not None),
+        out.append(ModalityStats(modality, len(ok), sum(1 for r in rows if r.error is not None and r.error_kind != CUT),
                                  pct("ttft_ms", 50), pct("ttft_ms", 99), pct("tpot_ms", 50), pct("tpot_ms", 99),
                                  pct("e2e_ms", 50), pct("e2e_ms", 99)))
     return tuple(out)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from sweep.analysis.loads import load_text
 from sweep.store.records import ConfigRecord, RunRecord, RunSummary, WorkerRecord
 
 CONFIG_DONE = ("completed", "infeasible")
@@ -58,7 +59,7 @@ def activity(workers: Sequence[WorkerRecord], configs: Sequence[ConfigRecord],
             now = str(w.status)
         elif running:
             r = running[-1]
-            now = f"measuring {r.phase} {label_of.get(r.server_config_id, '?')} c={r.concurrency}"
+            now = f"measuring {r.phase} {label_of.get(r.server_config_id, '?')} {load_text(r.concurrency, r.offered_rps)}"
         elif starting:
             now = f"launching {label_of[starting[-1].id]}"
         else:

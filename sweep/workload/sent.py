@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from sweep.core.types import RequestRecord, SessionSpec
+from sweep.core.types import UNSENT, RequestRecord, SessionSpec
 from sweep.profile import MAX_FANOUT, MAX_TURNS
 from sweep.workload.sessions import SessionStream
 from sweep.workload.stream import Requests, spec_at
@@ -41,7 +41,7 @@ def reply_tokens(index: int, turn: int, branch: int, n: int) -> tuple[int, ...]:
 
 def sent_sequences(records: Sequence[RequestRecord], specs: Requests) -> Iterator[Sent]:
     """Every request that reached the server, in send order, with its prompt and what the server cached after it."""
-    sent = sorted((r for r in records if r.error_kind != "drain_cutoff"), key=lambda r: r.sent_at)
+    sent = sorted((r for r in records if r.error_kind != UNSENT), key=lambda r: r.sent_at)
     if isinstance(specs, SessionStream):
         yield from _session_sequences(sent, specs)
         return

@@ -26,12 +26,16 @@ function duration(s) {
   return `${h}:${String(m).padStart(2, "0")}:${String(sec).padStart(2, "0")}`;
 }
 
+// a curve's x values: its windows' loads (concurrency, or the offered rate in an open-loop rate ladder)
+const loads = (c) => (c.load && c.load.length ? c.load : c.concurrency);
+
 function chart(id, title, key, bound, unit, curves) {
-  const xs = [...new Set(curves.flatMap((c) => c.concurrency))].sort((a, b) => a - b);
+  const xs = [...new Set(curves.flatMap(loads))].sort((a, b) => a - b);
+  const byRate = curves.some((c) => c.unit === "req/s");
   const data = [xs];
-  const series = [{ label: "concurrency" }];
+  const series = [{ label: byRate ? "offered rate" : "concurrency" }];
   curves.forEach((c, i) => {
-    data.push(xs.map((x) => { const j = c.concurrency.indexOf(x); return j < 0 ? null : c[key][j]; }));
+    data.push(xs.map((x) => { const j = loads(c).indexOf(x); return j < 0 ? null : c[key][j]; }));
     series.push({ label: `${c.phase} ${c.config}`, stroke: colour(i), width: 2, points: { show: true, size: 6 },
                   dash: c.phase === "screen" ? [5, 3] : undefined, spanGaps: true });
   });
@@ -51,7 +55,8 @@ function chart(id, title, key, bound, unit, curves) {
   const wide = bound !== null && ys.length && Math.max(...ys) > 20 * Math.min(...ys);
   charts[id] = new uPlot({ title, width: 420, height: 280, series, legend: { show: false },
                            scales: { x: { time: false, distr: 3, log: 2 }, y: wide ? { distr: 3 } : {} },
-                           axes: [{ label: "client concurrency" }, { label: unit, size: 60 }] }, data, el);
+                           axes: [{ label: byRate ? "offered rate (req/s)" : "client concurrency" },
+                                  { label: unit, size: 60 }] }, data, el);
 }
 
 function legend(curves, sla) {
@@ -97,7 +102,7 @@ function render(s) {
   const w = s.winner;
   $("winner").className = w ? "" : "muted";
   $("winner").textContent = w
-    ? `${w.config} (${w.phase}) at concurrency ${w.concurrency}: goodput ${fmt(w.goodput_tps)} output tok/s` +
+    ? `${w.config} (${w.phase}) at ${w.at || `concurrency ${w.concurrency}`}: goodput ${fmt(w.goodput_tps)} output tok/s` +
       (w.ci_low === null ? "" : `, 95% CI ${fmt(w.ci_low)}–${fmt(w.ci_high)} output tok/s`) + ` — ${w.reason}`
     : (s.no_winner ? `${s.no_winner}${s.status === "running" ? " (yet)" : ""}` : "no configuration has passed the SLA yet");
   $("h-ttft").textContent = `TTFT p${s.sla.ttft_percentile} ms`;
@@ -113,7 +118,7 @@ function render(s) {
   $("no-failures").hidden = s.failures.length > 0;  // an empty table says so, not only its headers
   fill("windows", [...s.windows].reverse(), (r, tr) => {
     tr.dataset.runId = r.run_id;
-    tr.append(cell(r.run_id), cell(r.phase, "l"), cell(r.config, "l"), cell(r.concurrency), cell(r.worker, "l"),
+    tr.append(cell(r.run_id), cell(r.phase, "l"), cell(r.config, "l"), cell(r.load || r.concurrency), cell(r.worker, "l"),
               cell(r.host || "", "l"), cell(r.gpu || "", "l"),
               cell(fmt(r.goodput_tps)), cell(fmt(r.ttft_ms, 1)), cell(fmt(r.tpot_ms, 1)),
               cell(r.passes_sla ? "pass" : "fail", r.passes_sla ? "pass" : "fail"));
