@@ -368,6 +368,11 @@ class LadderRunner:
                 outcome.stop_reason = f"{result.aborted} at {at}"
                 return
             outcome.steps.append(row)
+            if not stats.n_completed and stats.n_started and stats.n_cut == stats.n_started:
+                # Nothing failed: every request outlived the drain (issue 28 §5): the window's edge, not the server
+                outcome.stop_reason = (f"stopped: every request at {at} was still running when the drain ended "
+                                       f"(drain_seconds {window.drain_seconds:g} s is shorter than a request)")
+                return
             if not stats.n_completed and stats.n_started:
                 # Not saturation: a server that fails every request is broken at this load, not queueing.
                 broken = f"every request at {at} failed ({error_kinds(result.records)})"
