@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from sweep.cli.app import DEFAULT_DB, app, db_url
-from sweep.core.errors import SweepError, UsageError
+from sweep.core.errors import NotFound, UsageError
 
 if TYPE_CHECKING:
     from sweep.profile import Tier
@@ -51,6 +51,8 @@ def explain(study: str = typer.Argument(..., help="study name"), db: str = typer
             fmt: str = typer.Option("table", "--format", help="table (text lines) | json"),
             ) -> None:
     """Why each configuration's knee is where it is: the binding constraint per tier, with its numbers."""
+    if fmt not in ("table", "json"):
+        raise UsageError(f"--format {fmt!r}: expected table or json")
     from sweep.report.answer import explain_lines
     from sweep.store import Store
     from sweep.views.answer import build_answer
@@ -60,7 +62,7 @@ def explain(study: str = typer.Argument(..., help="study name"), db: str = typer
     store = Store(db_url(db), readonly=True)
     s = store.get_study_by_name(study)
     if s is None:
-        raise SweepError(f"no study named {study} in {db}")
+        raise NotFound(f"no study named {study} in {db}")
     ctx = study_context(store, s.id)
     if config is not None and config not in {c.id for c in ctx.configs}:
         raise UsageError(f"--config {config}: study {study} has no configuration {config}")

@@ -19,7 +19,8 @@ from typing import IO, TYPE_CHECKING
 import typer
 
 from sweep.cli.app import DEFAULT_DB, app, db_url
-from sweep.core.errors import SweepError, UsageError
+from sweep.cli.outfile import check_out, replaced, text_out
+from sweep.core.errors import NotFound, SweepError, UsageError
 
 if TYPE_CHECKING:
     from sweep.store import RunSummary, Store  # SQLAlchemy: loaded when the command runs
@@ -66,14 +67,26 @@ def _write_text(items: Iterator[dict[str, object]], fmt: str, out: IO[str]) -> i
     return n
 
 
-def _write_parquet(items: Iterator[dict[str, object]], out: Path) -> int:
+# "sweep" on PyPI is another project: the extra is installed from this checkout (or pyarrow alone).
+PYARROW_HINT = "pip install pyarrow (or, in sweep's checkout, `make install`, or pip install -e '.[export]')"
+
+
+def need_pyarrow() -> None:
+    """pyarrow is importable, else one UsageError line saying how to install it (before anything is read)."""
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
     except ImportError:
-        raise UsageError("--format parquet needs pyarrow: pip install 'sweep[export]' (or pyarrow)") from None
+        raise UsageError(f"--format parquet needs pyarrow: {PYARROW_HINT}") from None
+
+
+def _write_parquet(items: Iterator[dict[str, object]], out: Path) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     table = pa.Table.from_pylist(list(items))
-    pq.write_table(table, out)
+    with replaced(out, "--out") as part:
+        pq.write_table(table, part)
     return int(table.num_rows)
 
 
@@ -84,6 +97,8 @@ def export(study: str = typer.Argument(..., help="study name"), db: str = typer.
            out: Path | None = typer.Option(None, "--out", help="file to write (default: stdout; parquet needs it)"),
            tracking_uri: str | None = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (--format "
                                                    "mlflow: e.g. file:/path/mlruns or http://host:5000)"),
+           force: bool = typer.Option(False, "--force", "--overwrite", help="replace an existing --out file (never "
+                                      "the results database)"),
            ) -> None:
     """Export a study's requests, windows or probe samples as CSV, JSON lines or Parquet."""
     if fmt not in FORMATS:
@@ -97,11 +112,15 @@ def export(study: str = typer.Argument(..., help="study name"), db: str = typer.
         raise UsageError("--tracking-uri goes with --format mlflow")
     if fmt == "parquet" and out is None:
         raise UsageError("--format parquet writes a binary file: give --out FILE")
+    if fmt == "parquet":
+        need_pyarrow()
+    if out is not None:
+        check_out(out, "--out", force=force, db_url=db_url(db))
     from sweep.store import Store
 
     store = Store(db_url(db), readonly=True)
     if store.get_study_by_name(study) is None:
-        raise SweepError(f"no study named {study} in {db}")
+        raise NotFound(f"no study named {study} in {db}")
     items = rows(store, study, what)
     if fmt == "parquet":
         assert out is not None
@@ -111,7 +130,7 @@ def export(study: str = typer.Argument(..., help="study name"), db: str = typer.
         return
     else:
         try:
-            with out.open("w", newline="", encoding="utf-8") as fh:
+            with text_out(out, "--out") as fh:
                 n = _write_text(items, fmt, fh)
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
@@ -131,7 +150,7 @@ def _export_mlflow(study: str, db: str, tracking_uri: str | None) -> None:
 
     store = Store(db_url(db), readonly=True)
     if store.get_study_by_name(study) is None:
-        raise SweepError(f"no study named {study} in {db}")
+        raise NotFound(f"no study named {study} in {db}")
     mlflow_error = load_mlflow().exceptions.MlflowException
     with tempfile.TemporaryDirectory(prefix="sweep-mlflow-") as scratch:
         try:

@@ -228,5 +228,7 @@ def knee_on_gpus(orch: Any, gpus: str, per_server: int | None, study: str | None
                          percentiles=(int(sla.ttft_percentile), int(sla.tpot_percentile)),
                          profile_dir=orch.profile.folder)
     if rc != 0:
-        raise SweepError(f"a worker of study {name} failed (exit {rc}); the study is resumable with --resume")
+        failed = SweepError(f"a worker of study {name} failed (exit {rc}); the study is resumable with --resume")
+        failed.exit_code = rc if 0 < rc < 256 else 1  # the worker's own code (docs/automation.md's table)
+        raise failed
     return summary(orch, study_id, name)

@@ -60,13 +60,13 @@ def _report_md(model: StudyReadModel, store: Store, scratch: Path) -> Path | Non
 
 def export_study(store: Store, study: str, tracking_uri: str, scratch: Path) -> MlflowExport:
     """Write the study `study` to the MLflow tracking store at `tracking_uri` (see the module docstring)."""
-    from sweep.core.errors import SweepError
+    from sweep.core.errors import NotFound
     from sweep.views.read_model import read_study
 
     mlflow = load_mlflow()
     record = store.get_study_by_name(study)
     if record is None:
-        raise SweepError(f"no study named {study}")
+        raise NotFound(f"no study named {study}")
     model = read_study(store, record.id)
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     name = f"sweep/{record.profile_name or 'profile'}"

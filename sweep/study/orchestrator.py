@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from sweep.analysis.winner import Winner
-from sweep.core.errors import ProfileError, SweepError, UsageError
+from sweep.core.errors import NotFound, ProfileError, UsageError
 from sweep.launchers.placement import WorkerSeat, detect
 from sweep.profile import Profile
 from sweep.report.document import ReportFiles, write_report
@@ -136,7 +136,7 @@ class Orchestrator:
         """Join an existing study as one more worker and measure until its work is done."""
         existing = self.store.get_study_by_name(study_name)
         if existing is None:
-            raise SweepError(f"no study named {study_name} in {self.store.shown}: create it with "
+            raise NotFound(f"no study named {study_name} in {self.store.shown}: create it with "
                              "`sweep study create` or `sweep sweep`")
         require_engine(self.profile, self.kind)
         self.open_study(study_name, resume=True)
