@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 
 STEP_METRICS = ("goodput_tps", "output_tps", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms",
                 "tpot_p90_ms", "tpot_p99_ms", "passes_sla")
-INSTALL = "--format mlflow needs MLflow: pip install 'sweep[mlflow]' (or mlflow-skinny)"
+# "sweep" on PyPI is another project: the extra is installed from this checkout, or the package alone.
+INSTALL = ("--format mlflow needs MLflow: pip install mlflow-skinny (or, in sweep's checkout, `make install`, or "
+           "pip install -e '.[mlflow]')")
 
 
 @dataclass(frozen=True)
