@@ -40,11 +40,22 @@ def prefix_text(p: SharedPrefix) -> str:
     return f"{p.share:.0%} of requests start with one of {p.groups} shared {p.length}-token prefixes"
 
 
+def dataset_output_text(w: Workload) -> str:
+    """Which output lengths a dataset workload asks for: the file's own (workload.dataset.output_lengths
+    "dataset"), or the profile's draw for every turn ("profile")."""
+    assert w.dataset is not None
+    drawn = length_text(w.output_len)
+    if w.dataset.output_lengths == "profile":
+        return f"{drawn}, the profile's for every turn (workload.dataset.output_lengths: profile)"
+    return (f"the dataset's own (each turn's explicit length, else its recorded reply's; a turn with neither: "
+            f"{drawn})")
+
+
 def workload_text(w: Workload) -> str:
     """The configured input distribution in one sentence."""
     if w.dataset is not None:
         shared = prefix_text(w.shared_prefix)  # the prefixes go in front of the dataset's prompts too
-        head = (f"dataset `{w.dataset.path}` ({w.dataset.format}); output length {length_text(w.output_len)}; "
+        head = (f"dataset `{w.dataset.path}` ({w.dataset.format}); output length {dataset_output_text(w)}; "
                 + (shared if shared.startswith("no ") else f"{shared}, put in front of the dataset's prompts"))
     else:
         head = (f"{mix_text(w)}; prompt length {length_text(w.prompt_len)}; output length "
