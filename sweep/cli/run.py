@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from sweep.cli.app import DEFAULT_DB, app, console, db_url, load_profile_arg
 from sweep.core import interrupt
-from sweep.core.errors import CrossCheckDiffers, LaunchError, UsageError
+from sweep.core.errors import CrossCheckDiffers, LaunchError, UsageError, WorkloadError
 from sweep.core.types import KNOB_NAMES, DriverKind, LauncherKind, ReferenceKind, ServerConfig
 
 HttpDriverKind = Literal["auto", "http"]  # a cross-check compares clients over real sockets: never virtual
@@ -97,6 +97,9 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     tag = " [SIMULATED]" if run.simulated else ""
     for f in run.failures:
         console.print(f"[red]{escape(f.failure_class)}[/] {escape(f.label)}: {escape(f.reason[:400])}", highlight=False)
+    if not run.measured and run.failures and all(f.failure_class == "dataset_exhausted" for f in run.failures):
+        raise WorkloadError(f"the dataset ran out before any configuration measured a step (above); study "
+                            f"{run.study_name}, report {run.report.markdown}")
     if not run.measured and run.failures:
         raise LaunchError(f"every configuration failed ({len(run.failures)}), nothing was measured; "
                           f"study {run.study_name}, report {run.report.markdown}")
