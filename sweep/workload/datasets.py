@@ -128,6 +128,8 @@ def _entries(fmt: str, raw: str, shown: str) -> list[_Entry]:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise WorkloadError(f"{shown}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+        except (RecursionError, ValueError) as exc:
+            raise WorkloadError(f"{shown}: not valid JSON: {_json_limit(exc)}") from None
         if not isinstance(data, list):
             raise WorkloadError(f"{shown}: expected a JSON list of conversations")
         return [_Entry(f"{shown}:entry {i}", i, obj) for i, obj in enumerate(data, start=1)]
@@ -139,7 +141,16 @@ def _entries(fmt: str, raw: str, shown: str) -> list[_Entry]:
             entries.append(_Entry(f"{shown}:{n}", n, json.loads(text)))
         except json.JSONDecodeError as exc:
             entries.append(_Entry(f"{shown}:{n}", n, BadEntry(f"not valid JSON: {exc.msg}")))
+        except (RecursionError, ValueError) as exc:
+            entries.append(_Entry(f"{shown}:{n}", n, BadEntry(f"not valid JSON: {_json_limit(exc)}")))
     return entries
+
+
+def _json_limit(exc: RecursionError | ValueError) -> str:
+    """Why JSON that parses in principle was refused: nested past the parser's depth, or an integer too long."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return " ".join(str(exc).split())[:120]
 
 
 def guess_format(path: Path) -> str:
