@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from sweep.analysis.winner import Winner
-from sweep.core.errors import NotFound, ProfileError, UsageError
+from sweep.core.errors import NotFound, ProfileError, UsageError, WorkloadError
 from sweep.launchers.placement import WorkerSeat, detect
 from sweep.profile import Profile
 from sweep.report.document import ReportFiles, write_report
@@ -86,6 +86,19 @@ def refuse_several_configs(profile: Profile) -> None:
                          "search.baseline=false")
 
 
+def refuse_open_loop_sessions(profile: Profile) -> None:
+    """The virtual driver runs sessions closed-loop only: an open-loop arrival (or the winner's soak, a Poisson run)
+    with workload.sessions is refused before the database or the report folder is made."""
+    if profile.workload.sessions is None:
+        return
+    why = ("arrival.kind " + profile.arrival.kind if profile.arrival.open_loop
+           else "soak.enabled (the winner's soak is an open-loop Poisson run)" if profile.soak.enabled else None)
+    if why is not None:
+        raise WorkloadError(f"sessions under an open-loop arrival run on the HTTP driver only ({why}); the virtual "
+                            "driver runs them closed-loop: pass --driver http, or use arrival.kind closed"
+                            + (" and soak.enabled: false" if profile.soak.enabled else ""))
+
+
 class Orchestrator:
     """Runs a profile's study end to end; every step lands in the store before the next begins."""
 
@@ -113,6 +126,7 @@ class Orchestrator:
             from sweep.launchers.virtual import refuse_faults
 
             refuse_faults(profile.server.extra_args)  # before the database is touched
+            refuse_open_loop_sessions(profile)
         self.simulated = self.kind == "sim"
         self.out_dir = out_dir
         self.console = console
