@@ -24,12 +24,16 @@ def load_tiers(path: Path) -> list[Tier]:
     from sweep.profile import Tier
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise UsageError(f"--tier {path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--tier {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     except yaml.YAMLError as exc:
         raise UsageError(f"--tier {path}: not valid YAML ({' '.join(str(exc).split())})") from None
     items = data if isinstance(data, list) else [data]
+    if not items:
+        raise UsageError(f"--tier {path}: an empty list: no tier to judge")
     out = []
     for item in items:
         if not isinstance(item, dict):

@@ -236,14 +236,18 @@ class Orchestrator:
             verdict = run_soak(self.profile, runner, winner)
             self.say(f"soak verdict: {verdict.summary()}")
 
-        status = "failed"
         try:
             result = search.run(reuse=lambda cfg, phase: reuse_outcome(self.store, self.profile, study_id, cfg, phase),
                                 soak=soak if self.profile.soak.enabled else None)
-            status = "done"
+        except BaseException:
+            # the error that stopped the study is the one reported: marking the worker failed on a full disk or a
+            # lost database fails too, for the same reason, and must not replace it (recovery marks it lost later)
+            with contextlib.suppress(Exception):
+                self.store.set_worker_status(worker_id, "failed")
+            raise
         finally:
             self.simulated = record.simulated  # a launched server may have said it is the simulator
-            self.store.set_worker_status(worker_id, status)
+        self.store.set_worker_status(worker_id, "done")
         if result.stopped_reason:
             self.say(f"search stopped early: {result.stopped_reason}")
         return self.conclude(study_id, study_name, result)
