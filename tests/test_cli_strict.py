@@ -72,7 +72,7 @@ def test_not_found_is_bad_input_not_an_os_failure(argv: list[str], line: str, sm
 
 @pytest.mark.parametrize("argv", [["runs"], ["show", "1"], ["explain", "s"], ["export", "s"], ["report", "s"],
                                   ["compare", "a", "b"], ["history", "--profile", "p"], ["serve", "--port", "0"],
-                                  ["study", "workers", "--study", "s"]])
+                                  ["study", "workers", "--study", "s"], ["worker", "--study", "s", "--no-progress"]])
 def test_a_missing_database_is_the_same_code_from_every_verb(argv: list[str], tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "nosuch.db"

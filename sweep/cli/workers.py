@@ -58,7 +58,7 @@ def stored_profile(db: str, study: str, overrides: list[str], folder: Path | Non
     dataset and trace paths found in `folder` (the profile file's), then in the working directory."""
     from sweep.store import Store
 
-    with Store(db) as store:
+    with Store(db, create=False) as store:  # a missing database is refused as every verb refuses it, never made
         row = store.get_study_by_name(study)
     if row is None:
         raise UsageError(f"no study named {study} in {db.split('@')[-1]}: create it with `sweep study create` "
