@@ -127,9 +127,11 @@ def test_a_mooncake_trace_imports_in_memory_proportional_to_the_file(tmp_path: P
             fh.write(json.dumps({"timestamp": t, "input_length": 120 * 512 - 7, "output_length": 50,
                                  "hash_ids": ids}) + "\n")
             t += 100
-    code = ("import resource, sys\nfrom sweep.cli import main\n"
+    # VmHWM: this process's own peak (ru_maxrss would carry the forking pytest's size across the exec)
+    code = ("import sys\nfrom pathlib import Path\nfrom sweep.cli import main\n"
             f"rc = main(['dataset', 'validate', {str(trace)!r}])\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\nsys.exit(rc)")
+            "hwm = next(ln for ln in Path('/proc/self/status').read_text().splitlines() if ln.startswith('VmHWM:'))\n"
+            "print(hwm.split()[1], file=sys.stderr)\nsys.exit(rc)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=ENV)
     assert proc.returncode == 0, proc.stderr
     assert "mooncake: 578 good entries" in proc.stdout
