@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,postgres,gp,bench,dashboard,mlflow]'
+	$(PY) -m pip install -q -e '.[dev,postgres,gp,bench,dashboard,mlflow,export]'
 	@touch $(STAMP)
 
 install: $(STAMP)

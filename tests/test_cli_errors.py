@@ -175,7 +175,7 @@ def test_serve_refuses_a_missing_or_foreign_database_without_writing(tmp_path: P
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "sub" / "nosuch.db"
     rc, lines = run_main(["serve", "--db", str(missing), "--port", "0"], capsys)
-    assert (rc, lines) == (2, [f"error: no results database at {missing} (run a study first, or pass --db)"])
+    assert (rc, lines) == (5, [f"error: no results database at {missing} (run a study first, or pass --db)"])
     assert list(tmp_path.iterdir()) == []
     foreign = tmp_path / "other.db"
     with sqlite3.connect(foreign) as conn:
@@ -183,5 +183,5 @@ def test_serve_refuses_a_missing_or_foreign_database_without_writing(tmp_path: P
     conn.close()
     before = foreign.read_bytes()
     rc, lines = run_main(["serve", "--db", str(foreign), "--port", "0"], capsys)
-    assert (rc, lines) == (2, [f"error: {foreign}: not a sweep results database (no sweep tables)"])
+    assert (rc, lines) == (5, [f"error: {foreign}: not a sweep results database (no sweep tables)"])
     assert foreign.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]

@@ -10,6 +10,7 @@ import sys
 import tracemalloc
 from pathlib import Path
 
+import psutil
 import pytest
 
 from sweep.core.errors import ProfileError, UsageError
@@ -219,3 +220,39 @@ def test_plan_prints_the_estimate(tmp_path: Path) -> None:
     proc = _sweep("plan", "--profile", str(SMOKE), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "6 windows" in proc.stdout and "client memory up to" in proc.stdout and "database up to" in proc.stdout
+
+
+def _cgroup(tmp_path: Path, v2: bool, limit: str, usage: int, inactive: int) -> tuple[Path, Path]:
+    """A cgroup tree as a container sees it (its own cgroup at the mount's root) and its /proc/self/cgroup."""
+    root = tmp_path / "cgroup"
+    folder = root if v2 else root / "memory"
+    folder.mkdir(parents=True)
+    names = ("memory.max", "memory.current") if v2 else ("memory.limit_in_bytes", "memory.usage_in_bytes")
+    (folder / names[0]).write_text(limit + "\n")
+    (folder / names[1]).write_text(f"{usage}\n")
+    (folder / "memory.stat").write_text(f"anon 1\n{'inactive_file' if v2 else 'total_inactive_file'} {inactive}\n")
+    proc = tmp_path / "self-cgroup"
+    proc.write_text("0::/box\n" if v2 else "4:memory:/process_api/box\n3:cpuset:/\n")
+    return root, proc
+
+
+@pytest.mark.parametrize("v2", [True, False], ids=["v2", "v1"])
+def test_the_container_memory_limit_is_what_is_available(v2: bool, tmp_path: Path) -> None:
+    from sweep.study.resources import cgroup_available
+
+    root, proc = _cgroup(tmp_path, v2, str(2 * 2**30), usage=2**30 + 2**28, inactive=2**28)
+    assert cgroup_available(root, proc) == 2**30  # 2 GiB limit, 1.25 GiB used of which 0.25 GiB reclaimable
+    big = fp.study_footprint(load_profile(INTERACTIVE, {"window.measure_seconds": 3600}))
+    assert 2**30 < big.memory_bytes < psutil.virtual_memory().available  # the host holds it, the container not
+    with pytest.raises(UsageError) as exc:
+        refuse_oversized(big, f"sqlite:///{tmp_path}/r.db", free=2**50, cgroup=root, self_cgroup=proc)
+    assert "1.0 GiB is available (the container's memory limit less its usage)" in _one_line(exc)
+
+
+def test_no_container_limit_leaves_the_hosts_figure(tmp_path: Path) -> None:
+    from sweep.study.resources import cgroup_available, memory_available
+
+    root, proc = _cgroup(tmp_path, True, "max", usage=2**30, inactive=0)
+    assert cgroup_available(root, proc) is None
+    assert memory_available(root, proc)[1] == ""
+    assert cgroup_available(tmp_path / "none", tmp_path / "none") is None

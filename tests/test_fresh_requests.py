@@ -66,14 +66,37 @@ def test_cache_hit_rate_does_not_climb_the_ladder(tmp_path: Path) -> None:
     assert max(hits) < 0.2, hits
 
 
-def test_a_study_that_needs_more_than_the_dataset_holds_stops_with_one_line(tmp_path: Path) -> None:
+def test_a_dataset_smaller_than_any_ladder_is_refused_at_load(tmp_path: Path) -> None:
+    """Closed loop: each step sends at least its warm-up and one request per user (4 x 4 + 2 + 4 + 8 + 16 = 46)."""
     data = tmp_path / "prompts.jsonl"
     data.write_text("".join(f'{{"prompt": "question number {i} about batching", "output_len": 8}}\n' for i in range(40)))
-    with pytest.raises(StreamExhausted, match="holds 40 entries.*workload.replay: true"):
+    with pytest.raises(StreamExhausted, match="holds 40 entries and one ladder sends at least .* 46; set "
+                                              "workload.replay: true"):
         _smoke(tmp_path, **{"workload.dataset": {"path": str(data)}})
-    failed = _rows(tmp_path / "r.db", "SELECT status, reason FROM runs")
-    assert failed and failed[-1][0] == "failed" and "workload.replay" in failed[-1][1]
-    assert _rows(tmp_path / "r.db", "SELECT status FROM sweep_studies") == [("failed",)]
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_dataset_that_runs_out_mid_ladder_stops_that_configuration_not_the_study(tmp_path: Path) -> None:
+    """380 entries: mrr=4's ladder (its c=8 step runs 4 at a time) fits, mrr=8's last step does not. The study
+    measures both, names the one that ran out with its reason, and ends (exit 0), so there is nothing to resume."""
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(f'{{"prompt": "{" ".join(["word"] * (20 + i % 30))}", "output_len": 16}}\n'
+                            for i in range(380)))
+    db = tmp_path / "r.db"
+    proc = subprocess.run([sys.executable, "-m", "sweep.cli", "knee", "-p", str(SMOKE), "--db", str(db), "--out",
+                           str(tmp_path / "rep"), "--driver", "virtual", "--study", "short", "--no-progress",
+                           "--set", f"workload.dataset.path={data}"], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    configs = dict(_rows(db, "SELECT max_running_requests, status FROM server_configs"))
+    assert configs == {4: "completed", 8: "failed"}, configs
+    reason = _rows(db, "SELECT failure_reason FROM server_configs WHERE max_running_requests = 8")[0][0]
+    assert reason.startswith("dataset_exhausted: ") and "holds 380 entries" in reason
+    measured = _rows(db, "SELECT c.max_running_requests, count(*) FROM runs r JOIN server_configs c "
+                         "ON c.id = r.server_config_id WHERE r.status = 'completed' GROUP BY 1")
+    assert dict(measured) == {4: 3, 8: 2}
+    assert _rows(db, "SELECT status FROM sweep_studies") == [("completed",)]
+    assert "dataset_exhausted" in proc.stdout + proc.stderr
 
 
 def test_replay_is_the_old_pool_and_its_cache_hits_come_back(tmp_path: Path) -> None:

@@ -14,12 +14,12 @@ from smoke_study import smoke_knee
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE_STORE = {"MLFLOW_ALLOW_FILE_STORE": "true"}  # MLflow 3.x keeps `file:` stores behind this switch
-mlflow = pytest.importorskip("mlflow", reason="MLflow is not installed: pip install 'sweep[mlflow]' (make install does)")
+mlflow = pytest.importorskip("mlflow", reason="MLflow is not installed: make install (or pip install -e '.[mlflow]')")
 
 
 def sweep(*args: str, cwd: Path, pre: str = "") -> subprocess.CompletedProcess[str]:
     code = f"{pre}import sys\nfrom sweep.cli import main\nsys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, timeout=300,
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd, timeout=120,
                           env={**os.environ, **FILE_STORE, "PYTHONPATH": str(ROOT), "COLUMNS": "200"})
 
 
@@ -75,7 +75,63 @@ def test_without_mlflow_one_line_and_exit_2(smoke_db: Path, tmp_path: Path) -> N
     done = sweep("export", "ml-smoke", "--db", str(smoke_db), "--format", "mlflow", "--tracking-uri",
                  (tmp_path / "m").as_uri(), cwd=tmp_path, pre="import sys\nsys.modules['mlflow'] = None\n")
     lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
-    assert done.returncode == 2 and len(lines) == 1 and "pip install 'sweep[mlflow]'" in lines[0], done.stderr
+    assert done.returncode == 2 and len(lines) == 1 and "pip install mlflow-skinny" in lines[0], done.stderr
+    assert "sweep[" not in lines[0]  # "sweep" on PyPI is an unrelated project
     assert not (tmp_path / "m").exists()
     missing = sweep("export", "ml-smoke", "--db", str(smoke_db), "--format", "mlflow", cwd=tmp_path)
     assert missing.returncode == 2 and "--tracking-uri" in missing.stderr
+
+
+def _one_error(done: subprocess.CompletedProcess[str]) -> str:
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
+    return lines[0]
+
+
+def test_a_tracking_uri_in_a_folder_that_does_not_exist_creates_nothing(smoke_db: Path, tmp_path: Path) -> None:
+    where = tmp_path / "any" / "dir"
+    line = _one_error(sweep("export", "ml-smoke", "--db", str(smoke_db), "--format", "mlflow", "--tracking-uri",
+                            f"sqlite:///{where}/m.db", cwd=tmp_path))
+    assert f"the folder {where} does not exist" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_empty_tracking_uri_writes_no_mlflow_db(smoke_db: Path, tmp_path: Path) -> None:
+    line = _one_error(sweep("export", "ml-smoke", "--db", str(smoke_db), "--format", "mlflow", "--tracking-uri", "",
+                            cwd=tmp_path))
+    assert "--tracking-uri is empty" in line and list(tmp_path.iterdir()) == []
+
+
+def test_a_tracking_uri_at_the_results_database_adds_no_tables(smoke_db: Path, tmp_path: Path) -> None:
+    import hashlib
+    import sqlite3
+
+    def tables() -> set[str]:
+        con = sqlite3.connect(f"{smoke_db.as_uri()}?mode=ro", uri=True)
+        try:
+            return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            con.close()
+
+    before, digest = tables(), hashlib.sha256(smoke_db.read_bytes()).hexdigest()
+    line = _one_error(sweep("export", "ml-smoke", "--db", str(smoke_db), "--format", "mlflow", "--tracking-uri",
+                            f"sqlite:///{smoke_db}", cwd=tmp_path))
+    assert "is the results database" in line
+    assert tables() == before and hashlib.sha256(smoke_db.read_bytes()).hexdigest() == digest
+
+
+def test_a_refused_port_is_one_line_within_seconds_and_the_password_is_never_echoed(smoke_db: Path,
+                                                                                    tmp_path: Path) -> None:
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on: bound, closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    start = time.monotonic()
+    done = sweep("export", "ml-smoke", "--db", str(smoke_db), "--format", "mlflow", "--tracking-uri",
+                 f"http://alice:s3cret-pw@127.0.0.1:{port}", cwd=tmp_path)
+    line = _one_error(done)
+    assert time.monotonic() - start < 60
+    assert "s3cret-pw" not in done.stderr + done.stdout and f"http://alice:***@127.0.0.1:{port}" in line
+    assert "no MLflow server answers there" in line

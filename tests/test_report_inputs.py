@@ -70,7 +70,8 @@ def test_the_setup_line_says_the_shared_prefixes_go_in_front_of_dataset_prompts(
 
     prefixed = Workload.model_validate({"dataset": {"path": "p.jsonl"},
                                         "shared_prefix": {"groups": 8, "length": 512, "share": 0.6}})
-    assert ("dataset `p.jsonl` (jsonl); output length uniform 64–512 tokens; 60% of requests start with one of 8 "
+    assert ("dataset `p.jsonl` (auto); output length the dataset's own (each turn's explicit length, else its "
+            "recorded reply's; a turn with neither: uniform 64–512 tokens); 60% of requests start with one of 8 "
             "shared 512-token prefixes, put in front of the dataset's prompts; API `/generate`") in workload_text(prefixed)
     plain = Workload.model_validate({"dataset": {"path": "p.jsonl"}})
     assert "; no shared prefixes; API `/generate`" in workload_text(plain)

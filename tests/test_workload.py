@@ -247,7 +247,10 @@ def test_sharegpt_import() -> None:
     specs = build_workload(Workload(num_requests=6, dataset=ds), FIX)  # no output_len in profile: reply words
     assert sorted({s.output_tokens for s in specs}) == [3, 15]
     fixed = Workload(num_requests=6, dataset=ds, output_len=LengthDist(kind="fixed", value=50))
-    assert {s.output_tokens for s in build_workload(fixed, FIX)} == {50}
+    assert sorted({s.output_tokens for s in build_workload(fixed, FIX)}) == [3, 15]  # the file's lengths win
+    ours = Workload(num_requests=6, dataset=ds.model_copy(update={"output_lengths": "profile"}),
+                    output_len=LengthDist(kind="fixed", value=50))
+    assert {s.output_tokens for s in build_workload(ours, FIX)} == {50}
 
 
 def test_generate_bodies() -> None:

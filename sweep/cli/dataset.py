@@ -1,8 +1,8 @@
 """`sweep dataset validate|convert|stats FILE`: check a dataset file line by line, write it as sweep's JSONL (with
 its turns), or print what it holds (docs/datasets.md describes the formats).
 
-validate and convert print one `FILE:LINE: why` per bad entry and exit 1 when there is any; a file that cannot be
-read is one line and exit 2.
+validate and convert print one `FILE:LINE: why` per bad entry and exit 2 when there is any (bad input, as
+docs/automation.md's table says); a file that cannot be read, or holds no entry at all, is one line and exit 2.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweep.cli.app import app
-from sweep.core.errors import SweepError, UsageError, WorkloadError
+from sweep.core.errors import UsageError, WorkloadError
 
 if TYPE_CHECKING:
     from sweep.workload.datasets import DatasetItem
@@ -31,10 +31,8 @@ _MODEL = typer.Option(None, "--model", help="a model folder: its tokenizer.json 
 _BLOCK = typer.Option(512, "--block-tokens", min=1, help="mooncake: tokens per hash id")
 
 
-class BadLines(SweepError):
-    """A dataset file has bad entries (each already printed on its own line)."""
-
-    exit_code = 1
+class BadLines(WorkloadError):
+    """A dataset file has bad entries (each already printed on its own line): bad input, exit 2."""
 
 
 def _load(file: Path, fmt: str, model: Path | None, block_tokens: int) -> tuple[list[DatasetItem], list[str], str]:
@@ -62,7 +60,7 @@ def _report_problems(problems: list[str]) -> None:
 @dataset_app.command("validate")
 def validate(file: Path = typer.Argument(..., help="the dataset file"), fmt: str = _FORMAT,
              model: Path | None = _MODEL, block_tokens: int = _BLOCK) -> None:
-    """One line per bad entry (FILE:LINE: why); exit 1 when there is any."""
+    """One line per bad entry (FILE:LINE: why); exit 2 when there is any, or no entry at all."""
     items, problems, fmt = _load(file, fmt, model, block_tokens)
     _report_problems(problems)
     turns = sum(1 + len(it.turns) for it in items)
@@ -70,21 +68,30 @@ def validate(file: Path = typer.Argument(..., help="the dataset file"), fmt: str
                f"{len(problems)} bad")
     if problems:
         raise BadLines(f"{file}: {len(problems)} bad entries")
+    if not items:
+        raise WorkloadError(f"{file}: no entries (an empty file)")
 
 
 @dataset_app.command("convert")
 def convert(file: Path = typer.Argument(..., help="the dataset file"),
             out: Path = typer.Option(..., "--out", "-o", help="the sweep JSONL file to write"),
-            fmt: str = _FORMAT, model: Path | None = _MODEL, block_tokens: int = _BLOCK) -> None:
+            fmt: str = _FORMAT, model: Path | None = _MODEL, block_tokens: int = _BLOCK,
+            force: bool = typer.Option(False, "--force", "--overwrite", help="replace an existing --out file")) -> None:
     """Write the file's good entries as sweep's JSONL (every turn; send_at from timestamps); bad ones are listed
-    and left out (exit 1 then, the file is still written)."""
+    and left out (exit 2 then, the file is still written)."""
+    from sweep.cli.outfile import check_out, text_out
     from sweep.workload.datasets import item_record
 
+    check_out(out, "--out", force=force, inputs=[file])
     items, problems, fmt = _load(file, fmt, model, block_tokens)
     _report_problems(problems)
     if not items:
-        raise SweepError(f"{file}: no usable entries ({len(problems)} bad): nothing written")
-    out.write_text("".join(json.dumps(item_record(it), ensure_ascii=False) + "\n" for it in items), encoding="utf-8")
+        raise WorkloadError(f"{file}: no usable entries ({len(problems)} bad): nothing written")
+    try:
+        with text_out(out, "--out") as fh:
+            fh.writelines(json.dumps(item_record(it), ensure_ascii=False) + "\n" for it in items)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
     typer.echo(f"{out}: {_n(len(items), 'entry', 'entries')} from {file} ({fmt})"
                + (f"; {_n(len(problems), 'bad entry', 'bad entries')} left out" if problems else ""))
     if problems:
@@ -105,7 +112,7 @@ def stats(file: Path = typer.Argument(..., help="the dataset file"), fmt: str = 
     items, problems, fmt = _load(file, fmt, model, block_tokens)
     _report_problems(problems)
     if not items:
-        raise SweepError(f"{file}: no usable entries ({len(problems)} bad)")
+        raise WorkloadError(f"{file}: no usable entries ({len(problems)} bad)")
     s = dataset_stats(items)
     table = Table(title=f"{file} ({fmt}): {s.entries} entries" + (f", {len(problems)} bad left out" if problems
                                                                    else ""))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from sweep.cli.app import DEFAULT_DB, app, db_url
-from sweep.core.errors import SweepError, UsageError
+from sweep.core.errors import NotFound, UsageError
 
 if TYPE_CHECKING:
     from sweep.profile import Tier
@@ -24,12 +24,16 @@ def load_tiers(path: Path) -> list[Tier]:
     from sweep.profile import Tier
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise UsageError(f"--tier {path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--tier {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     except yaml.YAMLError as exc:
         raise UsageError(f"--tier {path}: not valid YAML ({' '.join(str(exc).split())})") from None
     items = data if isinstance(data, list) else [data]
+    if not items:
+        raise UsageError(f"--tier {path}: an empty list: no tier to judge")
     out = []
     for item in items:
         if not isinstance(item, dict):
@@ -51,6 +55,8 @@ def explain(study: str = typer.Argument(..., help="study name"), db: str = typer
             fmt: str = typer.Option("table", "--format", help="table (text lines) | json"),
             ) -> None:
     """Why each configuration's knee is where it is: the binding constraint per tier, with its numbers."""
+    if fmt not in ("table", "json"):
+        raise UsageError(f"--format {fmt!r}: expected table or json")
     from sweep.report.answer import explain_lines
     from sweep.store import Store
     from sweep.views.answer import build_answer
@@ -60,7 +66,7 @@ def explain(study: str = typer.Argument(..., help="study name"), db: str = typer
     store = Store(db_url(db), readonly=True)
     s = store.get_study_by_name(study)
     if s is None:
-        raise SweepError(f"no study named {study} in {db}")
+        raise NotFound(f"no study named {study} in {db}")
     ctx = study_context(store, s.id)
     if config is not None and config not in {c.id for c in ctx.configs}:
         raise UsageError(f"--config {config}: study {study} has no configuration {config}")

@@ -1,7 +1,10 @@
 """`sweep export STUDY --format csv|jsonl|parquet --what requests|windows|samples [--out FILE]`: a study's rows
 for other programs (DuckDB, pandas, a spreadsheet). windows: one row per measured window (the run_summary view:
 knobs, phase, concurrency, every statistic); requests: one row per request, with its window's run id, config id,
-phase and concurrency; samples: one row per probe reading, likewise. Parquet needs pyarrow (the `export` extra).
+phase and concurrency; samples: one row per probe reading, likewise. An aborted window's rows (an interrupted
+attempt's step, measured again after it) are left out unless --include-aborted. Parquet needs pyarrow (the
+`export` extra). --out never replaces the results database, nor an existing file unless --force
+(sweep/cli/outfile.py).
 `--format mlflow --tracking-uri URI` writes the study as MLflow runs instead (sweep/report/mlflow_runs.py; the
 `mlflow` extra)."""
 
@@ -19,7 +22,8 @@ from typing import IO, TYPE_CHECKING
 import typer
 
 from sweep.cli.app import DEFAULT_DB, app, db_url
-from sweep.core.errors import SweepError, UsageError
+from sweep.cli.outfile import check_out, replaced, text_out
+from sweep.core.errors import NotFound, SweepError, UsageError
 
 if TYPE_CHECKING:
     from sweep.store import RunSummary, Store  # SQLAlchemy: loaded when the command runs
@@ -33,9 +37,16 @@ def _plain(value: object) -> object:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
-def rows(store: Store, study: str, what: str) -> Iterator[dict[str, object]]:
-    """The study's rows of one kind, oldest window first (see the module docstring)."""
+SET_ASIDE = ("aborted", "running")  # an interrupted attempt's windows (each step is measured again) and a live one
+
+
+def rows(store: Store, study: str, what: str, set_aside: bool = True) -> Iterator[dict[str, object]]:
+    """The study's rows of one kind, oldest window first (see the module docstring); the rows of aborted and
+    still-running windows are left out unless set_aside is False (each step then counts once, as in `sweep runs
+    --status completed` and the report)."""
     windows: list[RunSummary] = sorted(store.list_runs(study=study), key=lambda r: int(r.run.id or 0))
+    if set_aside:
+        windows = [w for w in windows if w.run.status not in SET_ASIDE]
     for w in windows:
         head = w.columns()
         if what == "windows":
@@ -66,14 +77,26 @@ def _write_text(items: Iterator[dict[str, object]], fmt: str, out: IO[str]) -> i
     return n
 
 
-def _write_parquet(items: Iterator[dict[str, object]], out: Path) -> int:
+# "sweep" on PyPI is another project: the extra is installed from this checkout (or pyarrow alone).
+PYARROW_HINT = "pip install pyarrow (or, in sweep's checkout, `make install`, or pip install -e '.[export]')"
+
+
+def need_pyarrow() -> None:
+    """pyarrow is importable, else one UsageError line saying how to install it (before anything is read)."""
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
     except ImportError:
-        raise UsageError("--format parquet needs pyarrow: pip install 'sweep[export]' (or pyarrow)") from None
+        raise UsageError(f"--format parquet needs pyarrow: {PYARROW_HINT}") from None
+
+
+def _write_parquet(items: Iterator[dict[str, object]], out: Path) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     table = pa.Table.from_pylist(list(items))
-    pq.write_table(table, out)
+    with replaced(out, "--out") as part:
+        pq.write_table(table, part)
     return int(table.num_rows)
 
 
@@ -84,6 +107,11 @@ def export(study: str = typer.Argument(..., help="study name"), db: str = typer.
            out: Path | None = typer.Option(None, "--out", help="file to write (default: stdout; parquet needs it)"),
            tracking_uri: str | None = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (--format "
                                                    "mlflow: e.g. file:/path/mlruns or http://host:5000)"),
+           force: bool = typer.Option(False, "--force", "--overwrite", help="replace an existing --out file (never "
+                                      "the results database)"),
+           include_aborted: bool = typer.Option(False, "--include-aborted", help="also the rows of aborted (and "
+                                                "still running) windows: an interrupted attempt's steps, measured "
+                                                "again after it"),
            ) -> None:
     """Export a study's requests, windows or probe samples as CSV, JSON lines or Parquet."""
     if fmt not in FORMATS:
@@ -97,12 +125,16 @@ def export(study: str = typer.Argument(..., help="study name"), db: str = typer.
         raise UsageError("--tracking-uri goes with --format mlflow")
     if fmt == "parquet" and out is None:
         raise UsageError("--format parquet writes a binary file: give --out FILE")
+    if fmt == "parquet":
+        need_pyarrow()
+    if out is not None:
+        check_out(out, "--out", force=force, db_url=db_url(db))
     from sweep.store import Store
 
     store = Store(db_url(db), readonly=True)
     if store.get_study_by_name(study) is None:
-        raise SweepError(f"no study named {study} in {db}")
-    items = rows(store, study, what)
+        raise NotFound(f"no study named {study} in {db}")
+    items = rows(store, study, what, set_aside=not include_aborted)
     if fmt == "parquet":
         assert out is not None
         n = _write_parquet(items, out)
@@ -111,7 +143,7 @@ def export(study: str = typer.Argument(..., help="study name"), db: str = typer.
         return
     else:
         try:
-            with out.open("w", newline="", encoding="utf-8") as fh:
+            with text_out(out, "--out") as fh:
                 n = _write_text(items, fmt, fh)
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
@@ -127,16 +159,20 @@ def _export_mlflow(study: str, db: str, tracking_uri: str | None) -> None:
     if tracking_uri is None:
         raise UsageError("--format mlflow needs --tracking-uri URI (e.g. file:./mlruns)")
     load_mlflow()  # not installed: one line, exit 2, before the database is opened
+    from sweep.cli.tracking_uri import check_tracking_uri, redacted, shown
+
+    check_tracking_uri(tracking_uri, db_url(db))
     from sweep.store import Store
 
     store = Store(db_url(db), readonly=True)
     if store.get_study_by_name(study) is None:
-        raise SweepError(f"no study named {study} in {db}")
+        raise NotFound(f"no study named {study} in {db}")
     mlflow_error = load_mlflow().exceptions.MlflowException
     with tempfile.TemporaryDirectory(prefix="sweep-mlflow-") as scratch:
         try:
             done = export_study(store, study, tracking_uri, Path(scratch))
         except mlflow_error as exc:  # a store MLflow refuses or cannot reach: its first line, no traceback
-            raise SweepError(f"MLflow at {tracking_uri}: {str(exc).strip().splitlines()[0]}") from None
-    typer.echo(f"study {study} -> MLflow {tracking_uri}: parent run {done.parent_run_id}, "
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise SweepError(f"MLflow at {shown(tracking_uri)}: {redacted(first, tracking_uri)}") from None
+    typer.echo(f"study {study} -> MLflow {shown(tracking_uri)}: parent run {done.parent_run_id}, "
                f"{len(done.child_run_ids)} configuration runs", err=True)

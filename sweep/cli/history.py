@@ -16,7 +16,9 @@ def history(profile: str | None = typer.Option(None, "--profile", help="the prof
                                                "workload fingerprint; studies of another are named, not mixed in)"),
             fingerprint: str | None = typer.Option(None, "--fingerprint", help="a workload fingerprint"),
             db: str = typer.Option(DEFAULT_DB), fmt: Literal["table", "json"] = typer.Option("table", "--format"),
-            plot: Path | None = typer.Option(None, "--plot", help="write the trend plot (PNG) here")) -> None:
+            plot: Path | None = typer.Option(None, "--plot", help="write the trend plot (PNG) here"),
+            force: bool = typer.Option(False, "--force", "--overwrite", help="replace an existing --plot file")
+            ) -> None:
     """Each study of one workload: its stored winner and knee over time, with SGLang version, GPU and host;
     regressions (a knee goodput below the previous study's beyond both intervals) marked."""
     from dataclasses import asdict
@@ -24,12 +26,20 @@ def history(profile: str | None = typer.Option(None, "--profile", help="the prof
     from sweep.store import Store
     from sweep.views.history import HISTORY_SCHEMA_VERSION, study_history
 
+    if plot is not None:
+        from sweep.cli.outfile import check_out
+
+        check_out(plot, "--plot", force=force, db_url=db_url(db))
     hist = study_history(Store(db_url(db), readonly=True), profile, fingerprint)
     written = None
-    if plot is not None:
+    if plot is not None and any(p.goodput_tps is not None for p in hist.points):  # else nothing to draw
+        from sweep.cli.outfile import replaced
         from sweep.report.trend import write_trend
 
-        written = write_trend(hist, plot)
+        plot.parent.mkdir(parents=True, exist_ok=True)
+        with replaced(plot, "--plot") as part:
+            write_trend(hist, part)
+        written = plot
     rows: list[dict[str, object]] = [{**asdict(p), "where": p.where()} for p in hist.points]
     if fmt == "json":
         from sweep.cli.jsonout import emit

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweep.cli.app import DEFAULT_DB, RowFormat, app, console, db_url, emit_rows, since_arg
-from sweep.core.errors import SweepError, UsageError
+from sweep.core.errors import NotFound, UsageError
 from sweep.core.types import KNOB_NAMES, RunStatus
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def serve(db: str = typer.Option(DEFAULT_DB, help="results database (path or SQLAlchemy URL)"),
           study: str | None = typer.Option(None, help="the study to watch (default: the newest in the database)"),
           host: str = typer.Option("127.0.0.1", help="address to bind (another than 127.0.0.1 exposes the page)"),
-          port: int = typer.Option(8765, help="port (0: any free port)")) -> None:
+          port: int = typer.Option(8765, min=0, max=65535, help="port (0: any free port)")) -> None:
     """Serve the live page of a study: progress, ladder curves against the SLA, winner, failures, ETA."""
     from sweep.ui.live import serve as serve_page
 
@@ -61,7 +61,7 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
          columns: str | None = typer.Option(None, "--columns", help="the columns to show, e.g. "
                                             "config,concurrency,goodput_tps (a wrong name lists them all)"),
          wide: bool = typer.Option(False, "--wide", help="every column of the table, however wide"),
-         limit: int | None = typer.Option(None)) -> None:
+         limit: int | None = typer.Option(None, min=1, help="at most this many rows (the newest)")) -> None:
     """List past runs (one row per measured ladder step): a table that fits the terminal, or JSON / CSV."""
     from sweep.core.types import ServerConfig
     from sweep.store.records import RunRecord, RunSummary
@@ -110,7 +110,7 @@ def show(ref: str = typer.Argument(..., metavar="RUN_ID|STUDY", help="a run id, 
         return
     row = store.get_run(int(ref))
     if row is None:
-        raise SweepError(f"no run {ref} in {db}")
+        raise NotFound(f"no run {ref} in {db}")
     fields = row.columns()
     if fmt == "json":
         from sweep.cli.jsonout import emit
@@ -142,7 +142,7 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
     store = Store(db_url(db), readonly=True)
     s = store.get_study_by_name(study)
     if s is None:
-        raise SweepError(f"no study named {study} in {db}")
+        raise NotFound(f"no study named {study} in {db}")
     ctx = study_context(store, s.id, rank_mixed_hardware)
     files = write_report(ctx, out / study, build_answer(store, ctx, extra))
     console.print(f"report {files.markdown}")
@@ -153,8 +153,16 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
             b: str = typer.Argument(..., help="run id or study name"),
             db: str = typer.Option(DEFAULT_DB), force: bool = typer.Option(False, help="compare across workloads"),
             out: Path | None = typer.Option(None, help="also write the comparison as markdown here"),
-            fmt: str = typer.Option("table", "--format", help="table (markdown) | json")) -> None:
+            fmt: str = typer.Option("table", "--format", help="table (markdown) | json"),
+            overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing --out file (never the "
+                                           "results database)")) -> None:
     """Two runs or two studies side by side; refuses when their workload fingerprints differ (unless --force)."""
+    if fmt not in ("table", "json"):
+        raise UsageError(f"--format {fmt!r}: expected table or json")
+    if out is not None:
+        from sweep.cli.outfile import check_out
+
+        check_out(out, "--out", force=overwrite, db_url=db_url(db), force_flag="--overwrite")
     from sweep.report.document import compare_markdown
     from sweep.store import Store
 
@@ -168,7 +176,10 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
         console.print(f"[bold red on yellow]WARNING: {msg}. Comparing anyway because of --force.[/]")
     text = compare_markdown(left, right, forced=left.fingerprint != right.fingerprint)
     if out is not None:
-        out.write_text(text)
+        from sweep.cli.outfile import text_out
+
+        with text_out(out, "--out") as fh:
+            fh.write(text)
     if fmt == "json":
         from sweep.cli.jsonout import emit
         from sweep.cli.winners import compare_payload
@@ -186,9 +197,9 @@ def _side(store: Store, ref: str) -> CompareSide:
     if ref.isdigit():
         run = store.get_run(int(ref))
         if run is None:
-            raise SweepError(f"no run {ref}")
+            raise NotFound(f"no run {ref}")
         return CompareSide(f"run {ref}", run.run.fingerprint, run=run)
     s = store.get_study_by_name(ref)
     if s is None:
-        raise SweepError(f"no run or study named {ref}")
+        raise NotFound(f"no run or study named {ref}")
     return CompareSide(ref, s.fingerprint, ctx=study_context(store, s.id))

@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from sweep.cli.app import DEFAULT_DB, app, console, db_url, load_profile_arg
 from sweep.core import interrupt
-from sweep.core.errors import CrossCheckDiffers, LaunchError, UsageError
+from sweep.core.errors import CrossCheckDiffers, LaunchError, UsageError, WorkloadError
 from sweep.core.types import KNOB_NAMES, DriverKind, LauncherKind, ReferenceKind, ServerConfig
 
 HttpDriverKind = Literal["auto", "http"]  # a cross-check compares clients over real sockets: never virtual
@@ -36,7 +36,8 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
          crosscheck: bool = typer.Option(False, "--crosscheck",
                                          help="after every window, measure the same step with a reference client"),
          live: bool = typer.Option(False, "--live", help="serve the live page on 127.0.0.1 while the study runs"),
-         live_port: int = typer.Option(8765, "--live-port", help="the live page's port (0: any free port)"),
+         live_port: int = typer.Option(8765, "--live-port", min=0, max=65535,
+                                       help="the live page's port (0: any free port)"),
          gpus: str | None = typer.Option(None, help="one worker per GPU group of this host on one study, e.g. 0,1,2,3"),
          gpus_per_server: int | None = typer.Option(None, "--gpus-per-server", min=1,
                                                     help="GPUs per server with --gpus (default: tp x dp)"),
@@ -96,6 +97,9 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     tag = " [SIMULATED]" if run.simulated else ""
     for f in run.failures:
         console.print(f"[red]{escape(f.failure_class)}[/] {escape(f.label)}: {escape(f.reason[:400])}", highlight=False)
+    if not run.measured and run.failures and all(f.failure_class == "dataset_exhausted" for f in run.failures):
+        raise WorkloadError(f"the dataset ran out before any configuration measured a step (above); study "
+                            f"{run.study_name}, report {run.report.markdown}")
     if not run.measured and run.failures:
         raise LaunchError(f"every configuration failed ({len(run.failures)}), nothing was measured; "
                           f"study {run.study_name}, report {run.report.markdown}")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from sweep.core.errors import SweepError
+from sweep.core.errors import NotFound
 from sweep.store import Store, WinnerRecord
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def show_study(store: Store, name: str, db: str, fmt: str) -> None:
     """Print one study and its stored winners as a table or the `show` JSON document (kind study)."""
     study = store.get_study_by_name(name)
     if study is None:
-        raise SweepError(f"no run or study named {name} in {db}")
+        raise NotFound(f"no run or study named {name} in {db}")
     winners = store.study_winners(study.id)
     if fmt == "json":
         from sweep.cli.jsonout import emit

@@ -58,7 +58,7 @@ def stored_profile(db: str, study: str, overrides: list[str], folder: Path | Non
     dataset and trace paths found in `folder` (the profile file's), then in the working directory."""
     from sweep.store import Store
 
-    with Store(db) as store:
+    with Store(db, create=False) as store:  # a missing database is refused as every verb refuses it, never made
         row = store.get_study_by_name(study)
     if row is None:
         raise UsageError(f"no study named {study} in {db.split('@')[-1]}: create it with `sweep study create` "
@@ -228,5 +228,7 @@ def knee_on_gpus(orch: Any, gpus: str, per_server: int | None, study: str | None
                          percentiles=(int(sla.ttft_percentile), int(sla.tpot_percentile)),
                          profile_dir=orch.profile.folder)
     if rc != 0:
-        raise SweepError(f"a worker of study {name} failed (exit {rc}); the study is resumable with --resume")
+        failed = SweepError(f"a worker of study {name} failed (exit {rc}); the study is resumable with --resume")
+        failed.exit_code = rc if 0 < rc < 256 else 1  # the worker's own code (docs/automation.md's table)
+        raise failed
     return summary(orch, study_id, name)

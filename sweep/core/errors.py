@@ -21,6 +21,11 @@ class UsageError(SweepError):
     exit_code = 2
 
 
+class NotFound(UsageError):
+    """A study, run or configuration named on the command line is not in the results database (bad input, exit
+    2: not an OS failure)."""
+
+
 class WorkloadError(SweepError):
     """A dataset or workload definition cannot be turned into requests."""
 

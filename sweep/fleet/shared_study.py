@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import optuna
 
-from sweep.core.errors import SweepError
+from sweep.core.errors import UsageError
 from sweep.study.liveness import optuna_storage
 from sweep.study.sampler import make_sampler
 from sweep.study.search import StudyResult
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def create_study(orch: Orchestrator, study_name: str) -> int:
     """Create the study (results store and Optuna) without measuring: workers join it later."""
     if orch.store.get_study_by_name(study_name) is not None:
-        raise SweepError(f"study {study_name} exists")
+        raise UsageError(f"study {study_name} exists")
     return open_shared_study(orch, study_name, resume=False)[0]
 
 

@@ -179,6 +179,8 @@ class Profile(_Strict):
         if not isinstance(data, dict):
             return data
         sla, tiers = data.get("sla"), data.get("tiers")
+        if isinstance(sla, list) and not sla:  # else the default SLA would judge the study, unasked
+            raise ValueError("sla: an empty list of tiers (give the SLA bounds, or at least one tier)")
         if isinstance(sla, list):
             if tiers:
                 raise ValueError("sla: give the tiers either as a list under sla or under tiers, not both")

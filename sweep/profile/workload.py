@@ -83,10 +83,15 @@ class Dataset(_Strict):
     path: str = Field(min_length=1,
         description=("file of prompts: relative paths are looked up in the profile's folder, then the "
                      "working directory"))
-    format: Literal["jsonl", "sharegpt", "openai", "mooncake"] = Field("jsonl",
-        description=("jsonl (sweep's own: one object per line, optional later turns), sharegpt (conversations, "
-                     "every human turn), openai (chat-completions requests: the user messages are the turns) or "
-                     "mooncake (a token-length trace with block hash ids and timestamps); docs/datasets.md"))
+    format: Literal["auto", "jsonl", "sharegpt", "openai", "mooncake"] = Field("auto",
+        description=("auto (guessed from the file's first entry, as `sweep dataset validate` does), jsonl (sweep's "
+                     "own: one object per line, optional later turns), sharegpt (conversations, every human turn), "
+                     "openai (chat-completions requests: the user messages are the turns) or mooncake (a "
+                     "token-length trace with block hash ids and timestamps); docs/datasets.md"))
+    output_lengths: Literal["dataset", "profile"] = Field("dataset", description=(
+        "dataset: each turn asks for the file's own output length (an explicit output_len / max_tokens, else the "
+        "recorded reply's length), and only turns without one draw from workload.output_len; profile: every turn "
+        "draws from workload.output_len, whatever the file says"))
     on_bad_line: Literal["skip", "fail"] = Field("fail",
         description="skip malformed entries, or fail the profile on the first one")
     block_tokens: int = Field(512, ge=1, le=MAX_TOKENS,

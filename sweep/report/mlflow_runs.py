@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 
 STEP_METRICS = ("goodput_tps", "output_tps", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms",
                 "tpot_p90_ms", "tpot_p99_ms", "passes_sla")
-INSTALL = "--format mlflow needs MLflow: pip install 'sweep[mlflow]' (or mlflow-skinny)"
+# "sweep" on PyPI is another project: the extra is installed from this checkout, or the package alone.
+INSTALL = ("--format mlflow needs MLflow: pip install mlflow-skinny (or, in sweep's checkout, `make install`, or "
+           "pip install -e '.[mlflow]')")
 
 
 @dataclass(frozen=True)
@@ -60,13 +62,13 @@ def _report_md(model: StudyReadModel, store: Store, scratch: Path) -> Path | Non
 
 def export_study(store: Store, study: str, tracking_uri: str, scratch: Path) -> MlflowExport:
     """Write the study `study` to the MLflow tracking store at `tracking_uri` (see the module docstring)."""
-    from sweep.core.errors import SweepError
+    from sweep.core.errors import NotFound
     from sweep.views.read_model import read_study
 
     mlflow = load_mlflow()
     record = store.get_study_by_name(study)
     if record is None:
-        raise SweepError(f"no study named {study}")
+        raise NotFound(f"no study named {study}")
     model = read_study(store, record.id)
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     name = f"sweep/{record.profile_name or 'profile'}"

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from sweep.profile import SLA, Arrival, LengthDist, SharedPrefix, Window, Workload
 from sweep.profile.search import PRIOR_STARTUP_TRIALS
+from sweep.report.tables import plain
 from sweep.store import PriorRecord
 from sweep.views.study import StudyContext
 
 UNKNOWN = "unknown"
+
+
+def code(text: object) -> str:
+    """Any text (a path, a user's file name) as one markdown code span it cannot leave: on one line, fenced by one
+    backtick more than its longest run of them, so no backtick in it ends the span and lets raw HTML through."""
+    s = " ".join(str(text).split())
+    longest = max((len(run) for run in re.findall(r"`+", s)), default=0)
+    pad = " " if longest else ""
+    return f"{'`' * (longest + 1)}{pad}{s}{pad}{'`' * (longest + 1)}"
 
 
 def _num(v: float) -> str:
@@ -40,11 +51,22 @@ def prefix_text(p: SharedPrefix) -> str:
     return f"{p.share:.0%} of requests start with one of {p.groups} shared {p.length}-token prefixes"
 
 
+def dataset_output_text(w: Workload) -> str:
+    """Which output lengths a dataset workload asks for: the file's own (workload.dataset.output_lengths
+    "dataset"), or the profile's draw for every turn ("profile")."""
+    assert w.dataset is not None
+    drawn = length_text(w.output_len)
+    if w.dataset.output_lengths == "profile":
+        return f"{drawn}, the profile's for every turn (workload.dataset.output_lengths: profile)"
+    return (f"the dataset's own (each turn's explicit length, else its recorded reply's; a turn with neither: "
+            f"{drawn})")
+
+
 def workload_text(w: Workload) -> str:
     """The configured input distribution in one sentence."""
     if w.dataset is not None:
         shared = prefix_text(w.shared_prefix)  # the prefixes go in front of the dataset's prompts too
-        head = (f"dataset `{w.dataset.path}` ({w.dataset.format}); output length {length_text(w.output_len)}; "
+        head = (f"dataset {code(w.dataset.path)} ({w.dataset.format}); output length {dataset_output_text(w)}; "
                 + (shared if shared.startswith("no ") else f"{shared}, put in front of the dataset's prompts"))
     else:
         head = (f"{mix_text(w)}; prompt length {length_text(w.prompt_len)}; output length "
@@ -62,7 +84,7 @@ def arrival_text(a: Arrival) -> str:
     cap = f", at most {a.max_in_flight:,} in flight"
     if a.kind == "trace":
         scale = f", gaps ×{_num(a.time_scale)}" if a.time_scale != 1 else ""
-        return f"open loop replaying trace `{a.path}`{scale}{cap}"
+        return f"open loop replaying trace {code(a.path)}{scale}{cap}"
     rate = f"{', '.join(_num(r) for r in a.rates)} req/s per step" if a.rates else f"{_num(a.rate)} req/s"
     shape = ""
     if a.kind == "gamma":  # exactly one of cv and shape is set
@@ -104,10 +126,12 @@ def setup_lines(ctx: StudyContext) -> list[str]:
     study, env, raw = ctx.study, ctx.env, ctx.profile_raw
     gpu = _known(env.get("gpu_name"))
     lines = ["## Setup (report contract)", "",
-             f"- model path: `{_known(env.get('model_path'))}`; SGLang version: {_known(env.get('sglang_version'))}",
+             f"- model path: {code(_known(env.get('model_path')))}; SGLang version: "
+             f"{plain(_known(env.get('sglang_version')))}",
              f"- GPU: {gpu}" + (f" ×{env.get('gpu_count') or 1}" if gpu != UNKNOWN else "")
              + f"; parallel: {_known(env.get('parallel'))}",
-             f"- profile `{study.profile_name}`, workload fingerprint `{study.fingerprint}`"]
+             f"- profile `{study.profile_name}`, workload fingerprint `{study.fingerprint}`"
+             + (f": {plain(raw['description'])}" if str(raw.get("description") or "").strip() else "")]
     prof = ctx.profile  # re-validated by study_context; None: another version's
     if prof is None:  # a profile stored by another version of sweep: its fields, in words
         lines += [f"- {k}: {_plain(raw[k])}" for k in ("workload", "arrival", "ladder", "window", "sla") if k in raw]

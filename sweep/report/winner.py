@@ -11,6 +11,7 @@ from sweep.analysis.loads import load_text, load_words
 from sweep.analysis.winner import Winner
 from sweep.core.types import ServerConfig
 from sweep.profile.bundled import model_folder
+from sweep.report.setup import code
 from sweep.report.tables import ci_text, fmt
 from sweep.views.study import StudyContext, StudyView
 
@@ -64,7 +65,7 @@ def launch_warnings(model_path: str, extra_args: list[str]) -> list[str]:
         out.append("> **Warning**: this command carries `--load-format dummy`: the server runs random weights "
                    "(right for measuring, useless for answers). Drop it to serve the real model.")
     if shape_only(model_path):
-        out.append(f"> **Warning**: `{model_path}` is a shape-only folder (config and tokenizer, no weight "
+        out.append(f"> **Warning**: {code(model_path)} is a shape-only folder (config and tokenizer, no weight "
                    "files): point `--model-path` at the real checkpoint before serving with this command.")
     return out
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from sweep.analysis.crosscheck import CrossCheck, Tolerance, compare_runs
 from sweep.analysis.measure import compute_stats
 from sweep.analysis.run_stats import RunStats
-from sweep.core.errors import Fenced, SweepError
+from sweep.core.errors import Fenced, SweepError, UsageError
 from sweep.drivers import bench_serving
 from sweep.drivers.flush import flush_over_http
 from sweep.drivers.reference import H11Reference
@@ -45,7 +45,7 @@ def choose_reference(profile: Profile, tokenizer: str,
     if kind == "h11":
         return H11Reference(api=profile.workload.api, url=cc.reference_url)
     if command is None:
-        raise SweepError("crosscheck.reference=bench_serving: sglang is not importable here and crosscheck.command "
+        raise UsageError("crosscheck.reference=bench_serving: sglang is not importable here and crosscheck.command "
                          "is not set")
     return bench_serving.BenchServingReference(command, profile.workload, tokenizer, lexicon,
                                                url=cc.reference_url, seed=profile.workload.seed)

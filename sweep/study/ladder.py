@@ -336,9 +336,11 @@ class LadderRunner:
                 outcome.status, outcome.failure = "failed", str(exc)
                 outcome.stop_reason = f"server died at {at}"
                 return
-            except StreamExhausted as exc:  # a dataset without replay ran out: the study stops with one line
-                self.store.mark_run(run_id, "failed", str(exc))
-                raise
+            except StreamExhausted as exc:  # a dataset without replay ran out: this configuration stops, not the study
+                self.store.mark_run(run_id, "aborted", str(exc))
+                outcome.status, outcome.failure = "failed", f"dataset_exhausted: {exc}"
+                outcome.stop_reason = f"the dataset ran out at concurrency {concurrency}"
+                return
             finally:
                 if recorder is not None:
                     recorder.close_files()

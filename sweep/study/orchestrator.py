@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from sweep.analysis.winner import Winner
-from sweep.core.errors import ProfileError, SweepError, UsageError
+from sweep.core.errors import NotFound, ProfileError, UsageError, WorkloadError
 from sweep.launchers.placement import WorkerSeat, detect
 from sweep.profile import Profile
 from sweep.report.document import ReportFiles, write_report
@@ -86,6 +86,19 @@ def refuse_several_configs(profile: Profile) -> None:
                          "search.baseline=false")
 
 
+def refuse_open_loop_sessions(profile: Profile) -> None:
+    """The virtual driver runs sessions closed-loop only: an open-loop arrival (or the winner's soak, a Poisson run)
+    with workload.sessions is refused before the database or the report folder is made."""
+    if profile.workload.sessions is None:
+        return
+    why = ("arrival.kind " + profile.arrival.kind if profile.arrival.open_loop
+           else "soak.enabled (the winner's soak is an open-loop Poisson run)" if profile.soak.enabled else None)
+    if why is not None:
+        raise WorkloadError(f"sessions under an open-loop arrival run on the HTTP driver only ({why}); the virtual "
+                            "driver runs them closed-loop: pass --driver http, or use arrival.kind closed"
+                            + (" and soak.enabled: false" if profile.soak.enabled else ""))
+
+
 class Orchestrator:
     """Runs a profile's study end to end; every step lands in the store before the next begins."""
 
@@ -113,6 +126,7 @@ class Orchestrator:
             from sweep.launchers.virtual import refuse_faults
 
             refuse_faults(profile.server.extra_args)  # before the database is touched
+            refuse_open_loop_sessions(profile)
         self.simulated = self.kind == "sim"
         self.out_dir = out_dir
         self.console = console
@@ -136,7 +150,7 @@ class Orchestrator:
         """Join an existing study as one more worker and measure until its work is done."""
         existing = self.store.get_study_by_name(study_name)
         if existing is None:
-            raise SweepError(f"no study named {study_name} in {self.store.shown}: create it with "
+            raise NotFound(f"no study named {study_name} in {self.store.shown}: create it with "
                              "`sweep study create` or `sweep sweep`")
         require_engine(self.profile, self.kind)
         self.open_study(study_name, resume=True)
@@ -222,14 +236,18 @@ class Orchestrator:
             verdict = run_soak(self.profile, runner, winner)
             self.say(f"soak verdict: {verdict.summary()}")
 
-        status = "failed"
         try:
             result = search.run(reuse=lambda cfg, phase: reuse_outcome(self.store, self.profile, study_id, cfg, phase),
                                 soak=soak if self.profile.soak.enabled else None)
-            status = "done"
+        except BaseException:
+            # the error that stopped the study is the one reported: marking the worker failed on a full disk or a
+            # lost database fails too, for the same reason, and must not replace it (recovery marks it lost later)
+            with contextlib.suppress(Exception):
+                self.store.set_worker_status(worker_id, "failed")
+            raise
         finally:
             self.simulated = record.simulated  # a launched server may have said it is the simulator
-            self.store.set_worker_status(worker_id, status)
+        self.store.set_worker_status(worker_id, "done")
         if result.stopped_reason:
             self.say(f"search stopped early: {result.stopped_reason}")
         return self.conclude(study_id, study_name, result)

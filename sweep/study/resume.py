@@ -6,7 +6,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from sweep.analysis.ladder_steps import ladder_phase, steps_knee
-from sweep.core.errors import SweepError
+from sweep.core.errors import UsageError
 from sweep.core.types import ServerConfig
 from sweep.profile import Profile
 from sweep.store import Store
@@ -23,9 +23,9 @@ def open_study(store: Store, profile: Profile, study_name: str | None, resume: b
     existing = store.get_study_by_name(study_name)
     if existing is not None:
         if not resume:
-            raise SweepError(f"study {study_name} exists; pass --resume to continue it")
+            raise UsageError(f"study {study_name} exists; pass --resume to continue it")
         if existing.fingerprint != profile.fingerprint():
-            raise SweepError(f"study {study_name} was run with another workload fingerprint "
+            raise UsageError(f"study {study_name} was run with another workload fingerprint "
                              f"({existing.fingerprint} vs {profile.fingerprint()})")
         # Only what dead workers left: another live worker of this study keeps its server and its rows.
         clean_after_dead(store, existing.id, say)

@@ -125,16 +125,23 @@ class StepInputs:
 
 
 def refuse_short_dataset(profile: Profile, specs: Requests) -> None:
-    """Open loop: every step's schedule is known, so a dataset too small for one ladder is refused before launch.
+    """A dataset too small for one ladder is refused before launch (one line, exit 2, nothing written).
 
-    (A closed loop's need depends on the server's speed: it is refused when it runs out, by StreamExhausted.)
+    Open loop: every step's schedule is known, and their sum is the need. Closed loop: the need depends on the
+    server's speed, so the least any ladder can send is checked (each step's warm-up and one request per user);
+    a configuration that runs out later stops its own ladder with the reason (sweep.study.ladder), never the study.
     """
     cap = specs.capacity if isinstance(specs, RequestStream | SessionStream) else None
-    if cap is None or not profile.arrival.open_loop:
+    if cap is None:
         return
-    scheds = (profile.step_arrival(c).schedule(profile.window, profile.workload.seed, c) for c in profile.ladder)
-    need = sum(len(s.offsets) for s in scheds if s is not None)
+    if profile.arrival.open_loop:
+        scheds = (profile.step_arrival(c).schedule(profile.window, profile.workload.seed, c) for c in profile.ladder)
+        need, what = sum(len(s.offsets) for s in scheds if s is not None), "one ladder's schedules send"
+    else:
+        warm = profile.window.warmup_requests if isinstance(specs, RequestStream) else 0
+        need = sum(warm + c for c in profile.ladder)
+        what = "one ladder sends at least (each step's warm-up and one request per user)"
     if need > cap:
         raise StreamExhausted(f"{profile.workload.dataset.path if profile.workload.dataset else 'the dataset'}: "
-                              f"the dataset holds {cap} entries and one ladder's schedules send {need}; set "
+                              f"the dataset holds {cap} entries and {what} {need}; set "
                               "workload.replay: true to send entries again, or shorten the window or the ladder")

@@ -10,7 +10,7 @@ from typing import TypedDict
 from sglang_sim.params import ModelPreset
 from sglang_sim.shape import choose_model
 from sweep import engines
-from sweep.core.errors import ProfileError, SweepError
+from sweep.core.errors import ProfileError, UsageError
 from sweep.drivers import Driver
 from sweep.launchers.base import Launcher, ServerHandle
 from sweep.launchers.placement import WorkerSeat
@@ -34,7 +34,7 @@ def resolve_launcher_kind(profile: Profile, override: str | None = None) -> str:
 def resolve_driver(kind: str, override: str | None) -> str:
     if override and override != "auto":
         if override == "virtual" and kind != "sim":
-            raise SweepError("--driver virtual needs the simulated server (launcher sim)")
+            raise UsageError("--driver virtual needs the simulated server (launcher sim)")
         return override
     return "virtual" if kind == "sim" else "http"
 

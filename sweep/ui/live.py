@@ -17,7 +17,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from sweep.core.errors import UsageError
+from sweep.core.errors import StoreError
 from sweep.profile import is_loopback
 from sweep.store import Store
 from sweep.views.live import read_state
@@ -108,7 +108,7 @@ def check_servable(db_url: str) -> None:
         return
     path = Path(url.database)
     if not path.is_file():
-        raise UsageError(f"no results database at {path} (run a study first, or pass --db)")
+        raise StoreError(f"no results database at {path} (run a study first, or pass --db)")
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
@@ -116,9 +116,9 @@ def check_servable(db_url: str) -> None:
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
-        raise UsageError(f"{path}: not a sweep results database ({exc})") from None
+        raise StoreError(f"{path}: not a sweep results database ({exc})") from None
     if "sweep_studies" not in tables:
-        raise UsageError(f"{path}: not a sweep results database (no sweep tables)")
+        raise StoreError(f"{path}: not a sweep results database (no sweep tables)")
 
 
 def serve(db_url: str, study: str | None, host: str, port: int, say: Callable[[str], object] = print) -> None:

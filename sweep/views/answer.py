@@ -17,8 +17,9 @@ from sweep.analysis.ladder_steps import LadderStep, same_windows
 from sweep.analysis.loads import knee_load
 from sweep.analysis.significance import Difference, difference, ties, win_probabilities
 from sweep.analysis.tiers import StoredRequest, judge_tier, same_bounds
+from sweep.core.errors import UsageError
 from sweep.core.types import KNOB_LABELS, KnobValue, ServerConfig
-from sweep.profile import SLA, Tier
+from sweep.profile import DEFAULT_TIER, SLA, Tier
 from sweep.profile.grid import grid
 from sweep.profile.window import DEFAULT_MIN_REQUESTS
 from sweep.store import ConfigRecord, Store, WinnerRecord
@@ -149,7 +150,12 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
     """Every tier's answer (the profile's, then `extra`, e.g. `sweep report --tier FILE`), from the store."""
     prof = ctx.profile
     tiers: list[Tier] = list(prof.all_tiers()) if prof is not None else []
-    tiers += [t for t in extra if t.name not in {x.name for x in tiers}]
+    for t in extra:  # a tier of the same name would be dropped or shadow the study's: refused, one line
+        if t.name in {x.name for x in tiers}:
+            raise UsageError(f"--tier {t.name}: the study already has a tier named {t.name!r}"
+                             + (" (a single-sla profile's tier)" if t.name == DEFAULT_TIER else "")
+                             + "; give the extra tier another name")
+        tiers.append(t)
     steps = config_steps(ctx.configs, ctx.runs)
     requests: dict[int, list[StoredRequest]] = {}
 

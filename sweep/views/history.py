@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
-from sweep.core.errors import SweepError
+from sweep.core.errors import NotFound, UsageError
 from sweep.store import Store, StudyRecord
 
 HISTORY_SCHEMA_VERSION = 1  # of the `history` JSON document (docs/json-schema/history.json)
@@ -97,12 +97,12 @@ def study_history(store: Store, profile: str | None = None, fingerprint: str | N
     """The history of one workload: `fingerprint`'s studies, or `profile`'s studies of its newest study's
     fingerprint (the profile's studies of another workload are named in other_fingerprints, not mixed in)."""
     if profile is None and fingerprint is None:
-        raise SweepError("sweep history needs --profile NAME or --fingerprint FINGERPRINT")
+        raise UsageError("sweep history needs --profile NAME or --fingerprint FINGERPRINT")
     found = store.studies(profile=profile, fingerprint=fingerprint)
     if not found:
         what = " and ".join(x for x in (f"profile {profile}" if profile else "",
                                         f"fingerprint {fingerprint}" if fingerprint else "") if x)
-        raise SweepError(f"no study of {what} in {store.shown}")
+        raise NotFound(f"no study of {what} in {store.shown}")
     fp = fingerprint or found[-1].fingerprint
     others = Counter(s.fingerprint for s in found if s.fingerprint != fp)
     points = with_changes([_point(store, s) for s in found if s.fingerprint == fp])

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import LadderStep, ladder_knee
 from sweep.analysis.winner import HardwareRanking, Winner, pick_winner, rank_by_hardware
-from sweep.core.errors import PREDICTED_INFEASIBLE, SweepError
+from sweep.core.errors import PREDICTED_INFEASIBLE, NotFound
 from sweep.profile import Profile, Search
 from sweep.store import ConfigRecord, RunRecord, Store, StudyRecord, WinnerRecord
 from sweep.views.contract import ContractInput, missing_fields
@@ -234,7 +234,7 @@ def read_study(store: Store, study_id: int, rank_mixed_hardware: bool = False) -
     """The read model of one study, from the store alone."""
     study = store.get_study(study_id)
     if study is None:
-        raise SweepError(f"no study {study_id}")
+        raise NotFound(f"no study {study_id}")
     configs = store.server_configs(study_id)
     runs = store.study_runs(study_id)
     env = store.environment(study_id) or {}

@@ -17,7 +17,7 @@ from sweep.workload.importers import PARSERS, BadEntry, DatasetItem, DatasetTurn
 from sweep.workload.tokens import ID_HIGH, ID_LOW, encoder_for, text_to_ids, word_id
 
 __all__ = ["ID_HIGH", "ID_LOW", "DatasetItem", "DatasetTurn", "dataset_offsets", "guess_format", "item_record",
-           "load_dataset", "read_entries", "text_to_ids", "word_id"]
+           "load_dataset", "output_len", "read_entries", "text_to_ids", "word_id"]
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,29 @@ def load_dataset(ds: Dataset, base_dir: Path | None = None,
     """Read ds.path (relative to base_dir); return usable items in file order and "path:LINE: problem" for skipped
     ones. Text is tokenized with model's tokenizer.json when that is a real model's (sweep.workload.tokens)."""
     path = _dataset_path(ds, base_dir)
-    items, problems = read_entries(path, ds.format, ds.path, model=model, block_tokens=ds.block_tokens,
-                                   fail_fast=ds.on_bad_line == "fail")
-    if not items:
-        raise WorkloadError(f"{ds.path}: no usable entries ({len(problems)} skipped)")
+    fmt = guess_format(path) if ds.format == "auto" else ds.format
+    try:
+        items, problems = read_entries(path, fmt, ds.path, model=model, block_tokens=ds.block_tokens,
+                                       fail_fast=ds.on_bad_line == "fail")
+        if not items:
+            raise WorkloadError(f"{ds.path}: no usable entries ({len(problems)} skipped)")
+    except WorkloadError as exc:
+        guessed = guess_format(path) if ds.format != "auto" else fmt
+        if guessed == fmt:
+            raise
+        raise WorkloadError(f"{exc} (workload.dataset.format is {fmt}, but the file looks like {guessed}: set "
+                            f"format: {guessed}, or auto)") from None
     return items, problems
+
+
+def output_len(entry: DatasetItem | DatasetTurn, ds: Dataset, drawn: int) -> int:
+    """The output length a dataset turn asks for: with output_lengths "dataset" (the default) its explicit one,
+    else its recorded reply's, else `drawn` (workload.output_len's draw); with "profile" always `drawn`."""
+    if ds.output_lengths == "profile":
+        return drawn
+    if entry.output_len is not None:
+        return entry.output_len
+    return entry.ref_output_len if entry.ref_output_len is not None else drawn
 
 
 def read_entries(path: Path, fmt: str, shown: str | None = None, *, model: str | Path | None = None,
@@ -98,7 +116,7 @@ def _dataset_path(ds: Dataset, base_dir: Path | None) -> Path:
 
 def _read(shown: str, path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors write one) is no text
     except (OSError, UnicodeDecodeError) as exc:
         raise WorkloadError(f"{shown}: cannot read ({exc})") from None
 
@@ -110,6 +128,8 @@ def _entries(fmt: str, raw: str, shown: str) -> list[_Entry]:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise WorkloadError(f"{shown}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+        except (RecursionError, ValueError) as exc:
+            raise WorkloadError(f"{shown}: not valid JSON: {_json_limit(exc)}") from None
         if not isinstance(data, list):
             raise WorkloadError(f"{shown}: expected a JSON list of conversations")
         return [_Entry(f"{shown}:entry {i}", i, obj) for i, obj in enumerate(data, start=1)]
@@ -121,14 +141,23 @@ def _entries(fmt: str, raw: str, shown: str) -> list[_Entry]:
             entries.append(_Entry(f"{shown}:{n}", n, json.loads(text)))
         except json.JSONDecodeError as exc:
             entries.append(_Entry(f"{shown}:{n}", n, BadEntry(f"not valid JSON: {exc.msg}")))
+        except (RecursionError, ValueError) as exc:
+            entries.append(_Entry(f"{shown}:{n}", n, BadEntry(f"not valid JSON: {_json_limit(exc)}")))
     return entries
+
+
+def _json_limit(exc: RecursionError | ValueError) -> str:
+    """Why JSON that parses in principle was refused: nested past the parser's depth, or an integer too long."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return " ".join(str(exc).split())[:120]
 
 
 def guess_format(path: Path) -> str:
     """The format a file looks like from its first entry: a JSON list or "conversations" is ShareGPT, "messages"
     OpenAI, "hash_ids" Mooncake, anything else sweep's JSONL."""
     try:
-        with path.open(encoding="utf-8") as fh:
+        with path.open(encoding="utf-8-sig") as fh:
             head = fh.read(65536)
     except (OSError, UnicodeDecodeError) as exc:
         raise WorkloadError(f"{path}: cannot read ({exc})") from None

@@ -14,23 +14,31 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
 from PIL import Image
 
 from sweep.core.types import JSON, MediaItem
+from sweep.profile.base import MAX_TOKENS
+from sweep.workload.blocks import BlockTokens, hash_block
 from sweep.workload.media import image_from_file
-from sweep.workload.tokens import ID_HIGH, ID_LOW, TextEncoder
+from sweep.workload.tokens import TextEncoder
 
 _HUMAN = ("human", "user")
 _GPT = ("gpt", "assistant", "chatgpt", "bard", "model")
 _SYSTEM = ("system", "developer")
 _SKIPPED_ROLES = ("tool", "function", "observation", "function_call", "ipython")  # not a turn, not a reply
-_BLOCK_SEED = 0x6D6F6F6E  # the stream of mooncake block tokens ("moon")
+MAX_TOKEN_ID = 2**31 - 1  # token ids are int32 on the server (and 32-bit in the requests table's sent ids)
+MAX_HASH_ID = 2**63 - 1
+TokenIds = tuple[int, ...] | BlockTokens  # a prompt's ids: a tuple, or a mooncake line's blocks made when read
+__all__ = ["PARSERS", "BadEntry", "BlockTokens", "DatasetItem", "DatasetTurn", "ParseContext", "TokenIds",
+           "hash_block"]
+MAX_IMAGE_PIXELS = 89_478_485  # PIL's decompression-bomb bound: a larger image is refused, never decoded
 
 
 @dataclass(frozen=True)
@@ -49,7 +57,7 @@ class DatasetItem:
     """One usable dataset entry: turn 1's prompt ids (and text), output length and images; later turns in turns."""
 
     line: int  # 1-based line (jsonl) or entry number (ShareGPT JSON list)
-    input_ids: tuple[int, ...]
+    input_ids: TokenIds
     text: str | None = None  # the original prompt text, if the entry had one
     output_len: int | None = None  # explicit per-entry output length (jsonl "output_len")
     ref_output_len: int | None = None  # the recorded reply's tokens, used when the profile sets no output_len
@@ -73,10 +81,39 @@ class ParseContext:
 
 
 def _positive_int(value: JSON, name: str) -> int:
-    """An int >= 1 (bools rejected)."""
+    """An int from 1 to MAX_TOKENS (bools rejected)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise BadEntry(f'"{name}" must be an integer >= 1')
+    if value > MAX_TOKENS:
+        raise BadEntry(f'"{name}" must be at most {MAX_TOKENS:,} tokens (got {str(value)[:40]})')
     return value
+
+
+def _seconds(value: JSON, name: str, unit: str, scale: float = 1.0) -> float | None:
+    """A finite number >= 0 (None for a missing one), divided by scale; BadEntry naming the unit otherwise."""
+    if value is None:
+        return None
+    try:
+        ok = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(float(value)) \
+            and value >= 0
+    except OverflowError:  # an integer past a float's range
+        ok = False
+    if not ok:
+        raise BadEntry(f'"{name}" must be a number of {unit} >= 0')
+    assert isinstance(value, int | float)
+    return float(value) / scale
+
+
+def _ids(value: JSON, name: str, top: int, where: str = "") -> tuple[int, ...]:
+    """A non-empty list of integers from 0 to top."""
+    good = tuple(i for i in value if isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= top) \
+        if isinstance(value, list) else ()
+    if not isinstance(value, list) or not value or len(good) != len(value):
+        big = isinstance(value, list) and any(isinstance(i, int) and not isinstance(i, bool) and i > top
+                                              for i in value)
+        raise BadEntry(f'{where}"{name}" must be a non-empty list of integers >= 0'
+                       + (f" and <= {top:,}" if big else ""))
+    return good
 
 
 def _optional_int(obj: dict[str, JSON], name: str) -> int | None:
@@ -89,14 +126,23 @@ def _image(path: str) -> MediaItem:
     return image_from_file(path)
 
 
+def _checked(item: MediaItem, what: str) -> MediaItem:
+    if item.width * item.height > MAX_IMAGE_PIXELS:
+        raise BadEntry(f"{what}: {item.width}x{item.height} pixels, more than {MAX_IMAGE_PIXELS:,} (a "
+                       "decompression bomb?)")
+    return item
+
+
 def _image_file(rel: str, root: Path) -> MediaItem:
     p = Path(rel) if Path(rel).is_absolute() else root / rel
     if not p.is_file():
         raise BadEntry(f"image {rel}: no such file")
     try:
-        return _image(str(p.resolve()))
-    except (OSError, ValueError) as exc:
-        raise BadEntry(f"image {rel}: cannot decode ({exc})") from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            return _checked(_image(str(p.resolve())), f"image {rel}")
+    except (OSError, ValueError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise BadEntry(f"image {rel}: cannot decode ({' '.join(str(exc).split())[:200]})") from None
 
 
 def _images(value: JSON, root: Path) -> tuple[MediaItem, ...]:
@@ -113,11 +159,15 @@ def _image_url(url: str, root: Path) -> MediaItem:
         head, _, payload = url.partition(",")
         try:
             raw = base64.b64decode(payload, validate=True) if head.endswith(";base64") else b""
-            with Image.open(io.BytesIO(raw)) as im:
-                width, height = im.size
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", Image.DecompressionBombWarning)
+                with Image.open(io.BytesIO(raw)) as im:
+                    width, height = im.size
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+            raise BadEntry(f"image_url: more than {MAX_IMAGE_PIXELS:,} pixels (a decompression bomb?)") from None
         except (OSError, ValueError, binascii.Error):
             raise BadEntry("image_url: a data: URL that is not a base64 image") from None
-        return MediaItem(kind="image", data_urls=(url,), width=width, height=height)
+        return _checked(MediaItem(kind="image", data_urls=(url,), width=width, height=height), "image_url")
     if url.startswith(("http://", "https://")):
         raise BadEntry(f"image_url {url[:60]}: remote images are not fetched (use a file path or a data: URL)")
     return _image_file(url.removeprefix("file://"), root)
@@ -126,11 +176,9 @@ def _image_url(url: str, root: Path) -> MediaItem:
 def _prompt(obj: dict[str, JSON], ctx: ParseContext, where: str) -> tuple[tuple[int, ...], str | None]:
     """The prompt of a sweep-JSONL entry or turn: "input_ids" as given, or "prompt" text tokenized."""
     if "input_ids" in obj:
-        ids = obj["input_ids"]
-        input_ids = tuple(i for i in ids if isinstance(i, int) and not isinstance(i, bool) and i >= 0) \
-            if isinstance(ids, list) else ()
-        if not isinstance(ids, list) or not ids or len(input_ids) != len(ids):
-            raise BadEntry(f'{where}"input_ids" must be a non-empty list of integers >= 0')
+        input_ids = _ids(obj["input_ids"], "input_ids", MAX_TOKEN_ID, where)
+        if len(input_ids) > MAX_TOKENS:
+            raise BadEntry(f'{where}"input_ids" holds more than {MAX_TOKENS:,} tokens')
         return input_ids, None
     if "prompt" in obj:
         prompt = obj["prompt"]
@@ -160,10 +208,7 @@ def jsonl_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
     if not isinstance(obj, dict):
         raise BadEntry("expected a JSON object")
     ids, text = _prompt(obj, ctx, "")
-    send_at = obj.get("send_at")
-    if send_at is not None and (isinstance(send_at, bool) or not isinstance(send_at, int | float)
-                                or not 0 <= send_at < float("inf")):
-        raise BadEntry('"send_at" must be a number of seconds >= 0')
+    send_at = _seconds(obj.get("send_at"), "send_at", "seconds")
     turns = obj.get("turns", [])
     if not isinstance(turns, list):
         raise BadEntry('"turns" must be a list of turns')
@@ -171,7 +216,7 @@ def jsonl_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
                        ref_output_len=_optional_int(obj, "ref_output_len"),
                        images=_images(obj["images"], ctx.root) if "images" in obj else (),
                        turns=tuple(_jsonl_turn(t, k, ctx) for k, t in enumerate(turns, start=2)),
-                       send_at=float(send_at) if send_at is not None else None)
+                       send_at=send_at)
 
 
 @dataclass
@@ -279,33 +324,22 @@ def openai_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
     return _conversation(turns, system, ctx, line, last_output)
 
 
-@lru_cache(maxsize=65536)
-def hash_block(hash_id: int, block_tokens: int) -> tuple[int, ...]:
-    """The tokens of one mooncake hash block: a pure function of (hash id, block size), ids in ID_LOW..ID_HIGH."""
-    rng = np.random.default_rng([_BLOCK_SEED, hash_id, block_tokens])
-    return tuple(rng.integers(ID_LOW, ID_HIGH + 1, size=block_tokens).tolist())
-
-
 def mooncake_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
     """A Mooncake trace line: input_length tokens from its hash blocks (the last one cut), output_length, and
-    its timestamp (ms) as send_at in seconds (made relative to the first line by the loader)."""
+    its timestamp (ms) as send_at in seconds (made relative to the first line by the loader). The tokens are
+    BlockTokens: the line's ids, made into tokens when read."""
     if not isinstance(obj, dict):
         raise BadEntry("expected a JSON object")
-    ts = obj.get("timestamp")
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or not 0 <= ts < float("inf"):
+    ts = _seconds(obj.get("timestamp"), "timestamp", "milliseconds", 1000.0)
+    if ts is None:
         raise BadEntry('"timestamp" must be a number of milliseconds >= 0')
     n_in = _positive_int(obj.get("input_length"), "input_length")
     n_out = _positive_int(obj.get("output_length"), "output_length")
-    ids = obj.get("hash_ids")
-    good = [h for h in ids if isinstance(h, int) and not isinstance(h, bool) and h >= 0] \
-        if isinstance(ids, list) else []
-    if not isinstance(ids, list) or not ids or len(good) != len(ids):
-        raise BadEntry('"hash_ids" must be a non-empty list of integers >= 0')
+    good = _ids(obj.get("hash_ids"), "hash_ids", MAX_HASH_ID)
     b = ctx.block_tokens
     if n_in > len(good) * b:
         raise BadEntry(f'"input_length" {n_in} is more than its {len(good)} hash blocks of {b} tokens hold')
-    tokens = tuple(t for h in good[: -(-n_in // b)] for t in hash_block(h, b))[:n_in]
-    return DatasetItem(line=line, input_ids=tokens, output_len=n_out, send_at=float(ts) / 1000.0)
+    return DatasetItem(line=line, input_ids=BlockTokens(good, b, n_in), output_len=n_out, send_at=ts)
 
 
 PARSERS: dict[str, Callable[[JSON, int, ParseContext], DatasetItem]] = {

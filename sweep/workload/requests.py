@@ -27,6 +27,7 @@ from sweep.profile.context_len import (
     MIN_TAIL,  # unique tokens after a shared prefix longer than the drawn length
 )
 from sweep.workload.datasets import ID_HIGH, ID_LOW, DatasetItem, load_dataset
+from sweep.workload.datasets import output_len as dataset_output_len
 from sweep.workload.lexicon import SIM, Lexicon
 from sweep.workload.media import POOL_SIZE, media_tokens, pooled_audio, pooled_image, pooled_video
 
@@ -181,10 +182,7 @@ def make_block(w: Workload, parts: WorkloadParts, block: int, *, lexicon: Lexico
             item = parts.items[(first + k) % len(parts.items)]
             ids = item.input_ids[: max(w.prompt_len.max - plen, MIN_TAIL) if flags[k] else w.prompt_len.max]
             text = item.text if item.text is not None and len(ids) == len(item.input_ids) else lexicon.render(ids)
-            if item.output_len is not None:
-                out[k] = item.output_len
-            elif "output_len" not in w.model_fields_set and item.ref_output_len is not None:
-                out[k] = min(max(item.ref_output_len, 1), w.output_len.max)
+            out[k] = dataset_output_len(item, w.dataset, out[k]) if w.dataset is not None else out[k]
             tails.append((ids, text, item.images))
     else:
         tail_len = np.where(flags, np.maximum(lens - plen, MIN_TAIL), lens)

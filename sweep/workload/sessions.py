@@ -26,6 +26,7 @@ from sweep.core.errors import StreamExhausted, WorkloadError
 from sweep.core.types import MediaItem, Modality, RequestSpec, SessionSpec, TurnSpec
 from sweep.profile import MAX_FANOUT, MAX_TURNS, Sessions, ThinkTime, Workload
 from sweep.workload.datasets import ID_HIGH, ID_LOW
+from sweep.workload.datasets import output_len as dataset_output_len
 from sweep.workload.lexicon import SIM, Lexicon
 from sweep.workload.media import POOL_SIZE
 from sweep.workload.requests import (
@@ -90,10 +91,7 @@ def make_session(w: Workload, parts: WorkloadParts, s: int, *, lexicon: Lexicon 
             if entry is not None:
                 ids, media = entry.input_ids[: dist.max], entry.images
                 text = entry.text if len(ids) == len(entry.input_ids) else None
-                if entry.output_len is not None:
-                    out = entry.output_len
-                elif "output_len" not in w.model_fields_set and entry.ref_output_len is not None:
-                    out = min(max(entry.ref_output_len, 1), w.output_len.max)
+                out = dataset_output_len(entry, w.dataset, out) if w.dataset is not None else out
             k = int(np.searchsorted(np.cumsum(parts.mix), pick, side="right"))
             modality: Modality = "image" if media else MODALITIES[min(k, len(MODALITIES) - 1)]
             if not media and modality != "text":

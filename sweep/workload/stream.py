@@ -14,9 +14,9 @@ where the previous step of that ladder stopped (the highest position it used + 1
 A coupled ladder (one relaunch per step) continues the stream across its relaunches like any ladder.
 
 workload.replay (off by default) restores the old pool: the first workload.num_requests requests, cycled.
-A dataset is finite: without replay each entry is sent at most once per ladder, and a ladder that needs more
-entries than the file holds stops the study with StreamExhausted (one line, naming workload.replay); with
-replay the entries cycle.
+A dataset is finite: without replay each entry is sent at most once per ladder; a dataset smaller than the
+least one ladder sends is refused at load, and a ladder that needs more than the file holds stops that
+configuration (StreamExhausted, its reason naming workload.replay), never the study; with replay the entries cycle.
 """
 
 from __future__ import annotations
