@@ -114,10 +114,11 @@ class StepInputs:
         return hits[0] / total, (hits[1] / total if self._capped is not None else None)
 
     def _expected(self, concurrency: int, window: Window, arrival: ArrivalProcess | None) -> int:
-        """Requests the step will likely send: the schedule's length (open loop), else scaled from the last step."""
+        """Requests the step will likely send: the schedule's sends before its window's earliest end (open loop), else
+        scaled from the last step."""
         sched = arrival.schedule(window, self.profile.workload.seed, concurrency) if arrival is not None else None
         if sched is not None:
-            return len(sched.offsets)
+            return sched.needed()
         if self._last is None:
             return window.warmup_requests + 2 * concurrency
         prev_c, prev_used = self._last
@@ -125,16 +126,18 @@ class StepInputs:
 
 
 def refuse_short_dataset(profile: Profile, specs: Requests) -> None:
-    """Open loop: every step's schedule is known, so a dataset too small for one ladder is refused before launch.
+    """Open loop: every step's schedule is known, so a dataset too small for one ladder is refused before launch:
+    one that cannot hold the sends before each window's earliest end (sweep.profile.arrival.SendSchedule.needed).
 
-    (A closed loop's need depends on the server's speed: it is refused when it runs out, by StreamExhausted.)
+    (A later opening, or a closed loop, depends on the server's speed: it is refused when it runs out, by
+    StreamExhausted.)
     """
     cap = specs.capacity if isinstance(specs, RequestStream | SessionStream) else None
     if cap is None or not profile.arrival.open_loop:
         return
     scheds = (profile.step_arrival(c).schedule(profile.window, profile.workload.seed, c) for c in profile.ladder)
-    need = sum(len(s.offsets) for s in scheds if s is not None)
+    need = sum(s.needed() for s in scheds if s is not None)
     if need > cap:
         raise StreamExhausted(f"{profile.workload.dataset.path if profile.workload.dataset else 'the dataset'}: "
-                              f"the dataset holds {cap} entries and one ladder's schedules send {need}; set "
+                              f"the dataset holds {cap} entries and one ladder's schedules send at least {need}; set "
                               "workload.replay: true to send entries again, or shorten the window or the ladder")
