@@ -14,7 +14,8 @@ at or after it is measured.
 
 The bound: the warm-up always progresses (every request ends, by its timeout at the latest, and its user sends the
 next; an open loop goes on sending), so warmup_requests is honoured however long it takes (issue 23 §11). The bound is
-the latest it can take so: closed loop, ceil(warmup_requests / users) rounds of request_timeout_s (+ think time);
+the latest it can take so: closed loop, ceil(warmup_requests / users) rounds (at least one: every user's first send)
+of request_timeout_s (+ think time);
 open loop, the warmup_requests-th send plus ceil(warmup_requests / in-flight cap) rounds of request_timeout_s; never
 before warmup_seconds or the load. A warm-up not ended by then (its users stopped sending) opens the window there
 anyway, "bound". The open loop's schedule runs to bound + measure_seconds, the latest its window can end.
@@ -57,7 +58,7 @@ class WarmupRule:
     def closed(cls, window: Window, users: int, load_sends: int, think_s: float = 0.0) -> WarmupRule:
         """A closed loop of `users` users whose load is reached at the load_sends-th dispatch (0: at t0, where a
         driver starts every user at once)."""
-        rounds = math.ceil(window.warmup_requests / max(users, 1))
+        rounds = max(1, math.ceil(window.warmup_requests / max(users, 1)))  # the load: every user's first send
         bound = max(window.warmup_seconds, rounds * (window.request_timeout_s + think_s))
         return cls(window.warmup_requests, window.warmup_seconds, load_sends, 0.0, bound)
 
