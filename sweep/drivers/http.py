@@ -6,11 +6,10 @@ this module runs the probes, watches the server, snapshots /metrics at the windo
 
 Multi-process windows (client_procs=N): every child connects, reports ready, and then all start at one
 t0 chosen by the parent (a start barrier; time.perf_counter is CLOCK_MONOTONIC, one clock per machine).
-Closed loop: N shards of concurrency/N users. The warm-up (sweep.profile.warmup: requests completed, seconds,
-every user's first dispatch) is counted globally (shared marks under one lock, sweep.drivers.coord), and the event
-that ends it sets the shared window start, as in one process. Open loop: the whole schedule is computed here, shard
-i takes requests i, i+N, ... (rate/N each, disjoint, deterministic), the cap is split likewise; the window opens by
-the same rule (its load: the arrivals ran one mean gap per user), so the schedule runs to its latest possible end.
+Closed loop: N shards of concurrency/N users; the warm-up (sweep.profile.warmup) is counted globally (shared marks
+under one lock, sweep.drivers.coord) and the event that ends it sets the shared window start. Open loop: the whole
+schedule is computed here, shard i takes requests i, i+N, ... (rate/N each, disjoint, deterministic), the cap is
+split likewise; the window opens by the same rule, so the schedule runs to the window's latest possible end.
 
 Streamed (run_window's sink, issue 23 §2): the workers send the requests that ended on in bounded batches while the
 window runs (sweep.drivers.handover), so no process holds a whole window of per-token chunks; a session's requests

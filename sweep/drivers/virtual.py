@@ -255,8 +255,9 @@ class _WindowRun:
         return self.eng.counter_values(), self.eng.hist["time_to_first_token_seconds"].cumulative()
 
     def mark(self, now: float) -> None:
-        """Read the counters at the window's start and end (a closed loop's warm-up ends by its count and time,
-        however long that takes: every request ends by its timeout, and its user sends the next)."""
+        """Open the window when its warm-up's time has come (sweep.profile.warmup: a completion opens it in close);
+        read the counters at the window's start and end. A closed loop's warm-up ends by its count however long that
+        takes (every request ends by its timeout, and its user sends the next)."""
         self.coord.poll(now)
         if self.ws is None and not self.open_loop and not self.in_flight:
             # every user's request was refused at once (none replaces it): no warm-up is coming
