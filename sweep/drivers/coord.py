@@ -4,7 +4,7 @@ flag, and the progress the hang watch reads.
 The window opens at the first moment its warm-up conditions all hold, found at the event that completes them: a
 request's end (`done`: the warmup_requests-th completion), a dispatch (`claim`: the load's last one, or any send at
 or past a time condition), or a poll (`poll`: the time conditions and the bound, for a supervisor that wakes at
-`edges`). The opening is never set before a send already labelled warm-up (`claim` returned True for it), so every
+`next_edge`). The opening is never set before a send already labelled warm-up (`claim` returned True for it), so every
 record's label agrees with the window: warm-up exactly when sent (open loop: scheduled) before the window's start.
 """
 
@@ -128,8 +128,8 @@ class Coord:
 
     def _set(self, at: float, by: str) -> float:
         m = self._m
+        m[_BY], m[_DONE_AT_OPEN] = OPENED_BY.index(by), m[_DONE]  # before the start, which others read unlocked
         m[_WS] = max(at, math.nextafter(m[_WARM_LAST], math.inf))  # never before a send labelled warm-up
-        m[_BY], m[_DONE_AT_OPEN] = OPENED_BY.index(by), m[_DONE]
         return m[_WS]
 
     # ---- stop and progress
