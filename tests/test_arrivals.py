@@ -68,10 +68,15 @@ def test_trace_replay_comments_header_scale_and_errors(tmp_path: Path) -> None:
 
 def test_plan_window_and_disjoint_shards() -> None:
     w = Window(warmup_requests=10, warmup_seconds=0.0, measure_seconds=5.0)
-    offs, start, end = arrivals.plan(RateArrival(kind="constant", rate=10.0), w)
-    assert start == pytest.approx(1.0) and end == pytest.approx(6.0) and offs[-1] < end and len(offs) == 60
-    _, start2, _ = arrivals.plan(RateArrival(kind="constant", rate=10.0), w.model_copy(update={"warmup_seconds": 3}))
-    assert start2 == 3.0
+    sched = RateArrival(kind="constant", rate=10.0).schedule(w)
+    # the window opens at the earliest after the 10th send (0.9 s; each warm-up request must complete), its load
+    # (1 user x 0.1 s) and warmup_seconds; at the latest when the 10th send's request timed out (0.9 + 600 s)
+    assert sched.earliest == pytest.approx(0.9) and sched.warmup.load_s == pytest.approx(0.1)
+    assert sched.warmup.bound == pytest.approx(600.9) and sched.needed() == 59
+    offs = sched.offsets  # the sends run to the window's latest end
+    assert len(offs) == 6059 and offs[-1] < sched.warmup.bound + 5.0
+    later = RateArrival(kind="constant", rate=10.0).schedule(w.model_copy(update={"warmup_seconds": 3}))
+    assert later.earliest == 3.0
     parts = [arrivals.shard(len(offs), 3, i) for i in range(3)]
     assert sorted(np.concatenate(parts).tolist()) == list(range(len(offs)))
     assert [arrivals.split_int(10, 3, i) for i in range(3)] == [4, 3, 3]
@@ -88,10 +93,13 @@ def test_virtual_open_loop_sends_on_schedule_and_keeps_latency_honest_under_the_
     light = RateArrival(kind="poisson", rate=2.0)
     res = VirtualDriver(seed=3).run_window(VirtualLauncher("H200", "llama3-8b").start(ServerConfig()), _specs(), 1,
                                           w, arrival=light)
-    offs, ws, we = arrivals.plan(light, w, 3, 1)
+    sched = light.schedule(w, 3, 1)
     start = res.records[0].scheduled_at
-    assert [r.scheduled_at - start for r in res.records] == pytest.approx(offs.tolist())
-    assert res.window_start == pytest.approx(start + ws) and res.window_end == pytest.approx(start + we)
+    # every send up to the window's end, on schedule; the window opened once 5 requests completed (all sent before)
+    assert [r.scheduled_at - start for r in res.records] == pytest.approx(sched.offsets[:len(res.records)].tolist())
+    assert start + sched.offsets[len(res.records)] >= res.window_end > res.records[-1].scheduled_at
+    assert res.window_start >= start + sched.earliest and res.window_end == pytest.approx(res.window_start + 30.0)
+    assert all(r.warmup == (r.scheduled_at < res.window_start) for r in res.records)
     assert all(r.error is None and r.sent_at >= r.scheduled_at for r in res.records)
     # overload: 40 req/s against 4 slots; queueing shows in latency counted from the scheduled time
     heavy = RateArrival(kind="constant", rate=40.0, max_in_flight=4)

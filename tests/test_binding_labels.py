@@ -88,7 +88,7 @@ def test_the_defaults_next_hint_reads_what_sglang_resolved(store: Store, tmp_pat
     (0.7). The hint said "a larger mem_fraction_static (the space goes up to 0.7)": a smaller value than it ran."""
     study_id, outcome = ladder(store, tmp_path, {
         "server.sim_gpu": "L40S", "ladder": [16, 64], "sla": {"ttft_ms": 3000, "tpot_ms": 200, "max_error_rate": 0.01},
-        "window.measure_seconds": 120.0, "window.drain_seconds": 300.0, "window.request_timeout_s": 600,
+        "window.measure_seconds": 240.0, "window.warmup_requests": 16, "window.drain_seconds": 300.0, "window.request_timeout_s": 600,
         "workload.shared_prefix": NO_SHARING, "workload.prompt_len": {"kind": "fixed", "value": 500},
         "workload.output_len": {"kind": "fixed", "value": 3000},
         "search.space": {"mem_fraction_static": [0.6, 0.7], "max_running_requests": [16, 64]}}, ServerConfig())

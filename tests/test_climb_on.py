@@ -24,8 +24,8 @@ def _loads(store: Store) -> list[tuple[int, str | None]]:
 
 def test_a_final_ladder_passing_its_top_climbs_on_until_a_step_fails(sqlite_store: Store, tmp_path: Path) -> None:
     # max_running_requests 64 against a 2-4 ladder: every step passes; the old ladder stopped at 4 and called the
-    # knee "top of the ladder". It doubles on until c=128 fails the TTFT bound (128 = 2 x 64, also the cap).
-    runner = _runner(sqlite_store, tmp_path, {"ladder": [2, 4], "ladder_max": 1024})
+    # knee "top of the ladder". It doubles on until c=128 fails the 500 ms TTFT bound (128 = 2 x 64, also the cap).
+    runner = _runner(sqlite_store, tmp_path, {"ladder": [2, 4], "ladder_max": 1024, "sla.ttft_ms": 500})
     outcome = runner.run(ServerConfig(max_running_requests=64))
     assert [s.concurrency for s in outcome.steps] == [2, 4, 8, 16, 32, 64, 128]
     assert all(s.stats.passes_sla for s in outcome.steps[:-1]) and not outcome.steps[-1].stats.passes_sla

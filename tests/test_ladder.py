@@ -161,7 +161,7 @@ def test_a_judged_window_is_a_one_step_soak_with_its_verdict_as_the_reason(sqlit
 def test_a_step_whose_every_request_the_drain_cut_is_not_a_broken_server(sqlite_store: Store, tmp_path: Path) -> None:
     """Issue 28 §5: 3,000-token replies (~19 s each) in a 3 s window with no drain: nothing failed, every request was
     still running at the window's edge. The ladder stops on the drain, not on "every request failed"."""
-    runner = _runner(sqlite_store, tmp_path, {"ladder": [2, 4], "window.drain_seconds": 0,
+    runner = _runner(sqlite_store, tmp_path, {"ladder": [2, 4], "window.drain_seconds": 0, "window.warmup_requests": 0,
                                               "workload.output_len": {"kind": "uniform", "low": 3000, "high": 3001}})
     outcome = runner.run(ServerConfig(max_running_requests=8))
     assert outcome.status == "infeasible" and outcome.failure is None  # no knee, but not a failed configuration

@@ -186,7 +186,7 @@ def test_setup_is_written_for_people(smoke: tuple[Path, KneeRun]) -> None:
     assert "50% of requests start with one of 2 shared 64-token prefixes" in setup
     assert "closed loop" in setup and "ladder 2, 4, 8" in setup
     assert "TTFT P95 ≤ 1,000 ms, TPOT P95 ≤ 100 ms, errors ≤ 5.0%" in setup
-    assert "warm-up 4 requests, measured 3 s, drain 5 s" in setup
+    assert "warm-up 4 requests completed, measured 3 s, drain 5 s" in setup
     assert "TTFT P95 ≤ 1,000 ms" in html
 
 

@@ -27,6 +27,7 @@ from sweep.drivers.worker import Plan, run_worker
 from sweep.launchers.base import ServerHandle
 from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import SLA, GammaArrival, Window
+from sweep.profile.warmup import WarmupRule
 from sweep.store import Store
 from sweep.study.recorder import Recorder
 from sweep.workload.sessions import SessionStream
@@ -83,7 +84,9 @@ def test_a_worker_sends_its_ended_requests_in_bounded_batches_and_keeps_only_the
     batches: list[list[RequestRecord]] = []
     plan = Plan(url=str(server.url), headers={}, api="generate", model_name="default", specs=specs(),
                 window=WINDOW.model_copy(update={"measure_seconds": 2.0}), concurrency=6, users=6, batch=10, batch_s=3600)
-    result = asyncio.run(run_worker(plan, Coord(), time.perf_counter(), emit=batches.append))
+    coord, t0 = Coord(WarmupRule.closed(plan.window, 6, 6)), time.perf_counter()
+    coord.begin(t0)
+    result = asyncio.run(run_worker(plan, coord, t0, emit=batches.append))
     assert len(batches) >= 3 and all(len(b) == 10 for b in batches)
     assert len(result.records) < 10 + plan.users  # at most a batch not yet due and the requests in flight
     sent = [id(r) for b in batches for r in b]

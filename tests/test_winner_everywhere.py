@@ -23,7 +23,7 @@ def test_the_stored_winner_is_the_one_every_reader_names(tmp_path: Path) -> None
     proc = subprocess.run([sys.executable, "-m", "sweep.cli", "knee", "--profile", str(ROOT / "profiles" / "smoke.yaml"),
                            "--db", str(db), "--out", str(tmp_path / "rep"), "--driver", "virtual", "--study", "one",
                            "--no-progress", "--set", "search.screening.enabled=true",
-                           "--set", "search.screening.fraction=0.5", "--set", "search.screening.keep=0.5"],
+                           "--set", "search.screening.fraction=0.4", "--set", "search.screening.keep=0.5"],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     store = Store(f"sqlite:///{db}", readonly=True)
@@ -53,7 +53,9 @@ def test_the_stored_winner_is_the_one_every_reader_names(tmp_path: Path) -> None
     storage = f"sqlite:///{db}"
     screen = optuna.load_study(study_name="one", storage=storage)
     final = optuna.load_study(study_name="one:final", storage=storage)
-    # the screen's best trial is a short window that beats the final knee: Optuna's "best" is not the answer ...
+    # the screen's best trial is a short window that beats the final knee: Optuna's "best" is not the answer (1.2 s
+    # screen windows: 1,011 against 968 tok/s; at fraction 0.5 the windows' warm-up, since issue 28 §1 counted in
+    # completed requests, left the 1.5 s screen windows at 963) ...
     assert screen.best_value > stored.goodput_tps
     for st in (screen, final):  # ... the `winner` attribute is, with the trial that measured it
         attr = st.user_attrs["winner"]

@@ -5,6 +5,11 @@ Pure: request records and probe samples in, a frozen RunStats out (sweep.analysi
 Conventions (README.md, "Definitions", points here):
 - A record counts when it is not warm-up and its scheduled_at (send time) is in [window_start, window_end).
   TTFT and E2E are measured from scheduled_at, so client-side queueing in open-loop runs is included.
+- How the window opened (the driver's warm-up, sweep.profile.warmup): warmup_requests = the requests *completed*
+  (ended, failed included) when the window opened, warmup_s = seconds from the step's start (its first send) to the
+  window's start, window_opened_by = the warm-up condition met last ("requests", "seconds", "load") or "bound" (the
+  warm-up did not end within its bound and the window opened anyway). Rows stored before issue 28 hold the profile's
+  warmup_requests / warmup_seconds in the first two, and no window_opened_by.
 - Latency distributions (TTFT, TPOT, ITL, E2E) use successful requests only; errors show up in error_rate
   and as SLA misses.
 - A cut request (error_kind CUT, sweep.core.types) was sent in the window and was still running when the drain grace
@@ -383,6 +388,7 @@ def compute_stats(result: WindowResult, sla: SLA, *, min_requests: int = DEFAULT
     out["window_s"] = window_s
     out["warmup_requests"] = result.warmup_requests
     out["warmup_s"] = result.warmup_seconds
+    out["window_opened_by"] = result.window_opened_by
     return RunStats(**out, client=client)
 
 

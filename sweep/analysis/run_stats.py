@@ -90,15 +90,16 @@ class RunStats:
     sla_failures: str
     client: ClientStats  # its fields are columns of their own, here in the column order
     window_s: float
-    warmup_requests: int
-    warmup_s: float
+    warmup_requests: int  # requests completed when the window opened (before issue 28: the profile's warm-up count)
+    warmup_s: float  # seconds from the step's start to the window's opening (before: the profile's warmup_seconds)
     # the hit rate a perfect prefix cache gets on what the window sent, unbounded and capped at the configuration's
     # KV pool (sweep.study.step_inputs, sweep.workload.prefix_cache): filled by the ladder, not by measure
     cache_hit_rate_predicted: float | None = None
     cache_hit_rate_capped: float | None = None
     # How the measured window opened (issue 28 §1): which warm-up condition was met last -- "requests" (the warm-up
     # requests completed), "seconds" (warmup_seconds passed) or "load" (every user had a request in flight / the
-    # arrivals ran one mean gap per user); None for rows written before
+    # arrivals ran one mean gap per user) -- or "bound" (the warm-up did not end within its bound, sweep.profile.warmup,
+    # and the window opened anyway); None for rows written before
     window_opened_by: str | None = None
     # Requests still running when the drain ended (issue 28 §5): cut by the window's edge, not server errors
     n_cut: int | None = None

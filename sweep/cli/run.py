@@ -211,15 +211,19 @@ def crosscheck_cmd(profile: str = typer.Option(..., "--profile", "-p"),
 def plan(profile: str = typer.Option(..., "--profile", "-p", help="profile name or YAML path"),
          set_: list[str] = typer.Option([], "--set", help="override a profile field: key.path=value")) -> None:
     """What a study of the profile plans: its windows and hours, its client memory and database growth (upper
-    bounds; `sweep knee` refuses a study that exceeds this machine unless --ignore-resources)."""
+    bounds; `sweep knee` refuses a study that exceeds this machine unless --ignore-resources), and a warning for
+    each step whose warm-up is shorter than one request (sweep.views.warmup)."""
     from sweep.views.footprint import study_footprint
     from sweep.views.plan import study_plan
+    from sweep.views.warmup import warmup_warnings
 
     prof = load_profile_arg(profile, list(set_))
     steps = study_plan(prof)
     span = f"{steps.seconds / 3600:.1f} h" if steps.seconds >= 3600 else f"{steps.seconds / 60:.0f} min"
     typer.echo(f"{prof.name}: {steps.steps} windows, about {span} on the driver's clock; "
                f"{study_footprint(prof).line()}")
+    for line in warmup_warnings(prof):
+        typer.echo(line)
 
 
 @app.command()

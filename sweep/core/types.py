@@ -214,6 +214,8 @@ class WindowResult:
     samples: list[Sample]
     window_start: float  # start of the measured window (after warm-up)
     window_end: float  # end of the measured window (before drain)
+    # how the window opened (issue 28 §1, sweep.profile.warmup): the requests completed by then, the seconds from the
+    # step's start to it, and which condition was met last ("requests", "seconds", "load", "bound"; None: unknown)
     warmup_requests: int
     warmup_seconds: float
     counters_start: dict[str, float] = field(default_factory=dict)  # server counters at window start
@@ -229,6 +231,7 @@ class WindowResult:
     # a streamed window (sweep.study.recorder): its records' chunks were folded (sweep.analysis.measure.fold_chunks)
     # and these are the ITL gaps (ms) of its measured successful records, in the records' order; None: not folded
     itl_ms: np.ndarray | None = None
+    window_opened_by: str | None = None  # the warm-up condition met last (see warmup_requests above)
 
     @property
     def measured_seconds(self) -> float:

@@ -1,28 +1,22 @@
 """How drivers use an arrival's send schedule: sharding it over client processes and splitting caps.
 
-The schedule itself is the arrival's own (`ArrivalProcess.schedule`, sweep/profile/arrival.py); `schedule`
-and `plan` here are thin callers kept for tests and tools.
+The schedule itself is the arrival's own (`ArrivalProcess.schedule`, sweep/profile/arrival.py); `schedule` here is
+a thin caller kept for tests and tools.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from sweep.profile import OpenArrival, Window
+from sweep.profile import OpenArrival
 from sweep.profile.trace import load_trace
 
-__all__ = ["load_trace", "plan", "schedule", "shard", "split_int"]
+__all__ = ["load_trace", "schedule", "shard", "split_int"]
 
 
 def schedule(arrival: OpenArrival, horizon_s: float, seed: int = 0, step: int = 0, min_count: int = 0) -> np.ndarray:
     """Send offsets covering [0, horizon_s) and at least min_count requests; the first request is at 0."""
     return arrival.offsets(horizon_s, seed, step, min_count)
-
-
-def plan(arrival: OpenArrival, window: Window, seed: int = 0, step: int = 0) -> tuple[np.ndarray, float, float]:
-    """The step's whole schedule (sends before the window's end) and its window (start, end) offsets."""
-    s = arrival.schedule(window, seed, step)
-    return s.offsets, s.start, s.end
 
 
 def shard(n_items: int, n_shards: int, i: int) -> np.ndarray:

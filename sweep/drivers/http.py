@@ -6,10 +6,10 @@ this module runs the probes, watches the server, snapshots /metrics at the windo
 
 Multi-process windows (client_procs=N): every child connects, reports ready, and then all start at one
 t0 chosen by the parent (a start barrier; time.perf_counter is CLOCK_MONOTONIC, one clock per machine).
-Closed loop: N shards of concurrency/N users; the warm-up count is global (a locked shared counter), and
-the dispatch that completes it sets the shared window start, as in one process. Open loop: the whole
-schedule is computed here, shard i takes requests i, i+N, ... (rate/N each, disjoint, deterministic),
-the cap is split likewise, and the window start is known before t0.
+Closed loop: N shards of concurrency/N users; the warm-up (sweep.profile.warmup) is counted globally (shared marks
+under one lock, sweep.drivers.coord) and the event that ends it sets the shared window start. Open loop: the whole
+schedule is computed here, shard i takes requests i, i+N, ... (rate/N each, disjoint, deterministic), the cap is
+split likewise; the window opens by the same rule, so the schedule runs to the window's latest possible end.
 
 Streamed (run_window's sink, issue 23 §2): the workers send the requests that ended on in bounded batches while the
 window runs (sweep.drivers.handover), so no process holds a whole window of per-token chunks; a session's requests
@@ -41,6 +41,7 @@ from sweep.drivers.handover import BATCH, Handover, Sender, receive
 from sweep.drivers.worker import Plan, WorkerResult, run_worker
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, ClosedArrival, Window
+from sweep.profile.warmup import WarmupRule
 from sweep.workload.requests import warm_media_pool
 from sweep.workload.stream import Requests, RequestStream, SessionStream, StreamExhausted
 
@@ -119,12 +120,12 @@ class HttpDriver:
         seed and `concurrency`), `concurrency` only labels the step.
         """
         assert handle.url, "the HTTP driver needs a server URL"
-        plans, ws_off = self._plans(handle, specs, concurrency, window, arrival)
+        plans, rule = self._plans(handle, specs, concurrency, window, arrival)
         if sink is not None:
             plans = [replace(p, batch=BATCH) for p in plans]
         self._window_t0 = self.clock()
         try:
-            return run_loop(self._run(handle, plans, concurrency, window, ws_off, sink))
+            return run_loop(self._run(handle, plans, concurrency, window, rule, sink))
         finally:
             self._window_t0 = None
 
@@ -135,7 +136,7 @@ class HttpDriver:
         return flush_over_http(str(handle.url or ""), dict(handle.headers()), path=handle.dialect.paths.flush_cache)
 
     def _plans(self, handle: ServerHandle, specs: Requests, concurrency: int, window: Window,
-               arrival: ArrivalProcess | None) -> tuple[list[Plan], float | None]:
+               arrival: ArrivalProcess | None) -> tuple[list[Plan], WarmupRule]:
         n = self.client_procs
         base = Plan(url=str(handle.url or ""), headers=dict(handle.headers()), api=self.api, paths=handle.dialect.paths,
                     model_name=self.model_name, specs=specs, window=window, concurrency=concurrency)
@@ -144,7 +145,7 @@ class HttpDriver:
             think = arrival.think_time_s if isinstance(arrival, ClosedArrival) else self.think_time_s
             n = min(n, concurrency)
             return [replace(base, users=arrivals.split_int(concurrency, n, i), think_time_s=think, shard=i,
-                            n_shards=n) for i in range(n)], None
+                            n_shards=n) for i in range(n)], WarmupRule.closed(window, concurrency, concurrency, think)
         offsets, cap = sched.offsets, sched.max_in_flight
         n = min(n, cap, max(1, len(offsets)))
         out = []
@@ -152,16 +153,16 @@ class HttpDriver:
             idx = arrivals.shard(len(offsets), n, i)
             out.append(replace(base, shard=i, n_shards=n, offsets=offsets[idx], numbers=idx,
                                max_in_flight=arrivals.split_int(cap, n, i)))
-        return out, sched.start
+        return out, sched.warmup
 
     async def _run(self, handle: ServerHandle, plans: list[Plan], concurrency: int, window: Window,
-                   ws_off: float | None, sink: RecordSink | None) -> WindowResult:
+                   rule: WarmupRule, sink: RecordSink | None) -> WindowResult:
         probes = self.probes(handle, self.clock) if self.probes else []
         from sweep.drivers.probes import MetricsProbe
 
         metrics = next((p for p in probes if isinstance(p, MetricsProbe)), None)
         ctx = mp.get_context("spawn")
-        coord = Coord() if len(plans) == 1 else SharedCoord(ctx, n_shards=len(plans))
+        coord = Coord(rule) if len(plans) == 1 else SharedCoord(ctx, rule, n_shards=len(plans))
         handover = Handover(sink, coord.window_start, window.measure_seconds, coord.stop) if sink else None
         try:
             for p in probes:
@@ -169,15 +170,14 @@ class HttpDriver:
             try:
                 if len(plans) == 1:
                     t0 = self.clock()
-                    if ws_off is not None:
-                        coord.open_at(t0 + ws_off)
+                    coord.begin(t0)
                     emit = handover.put if handover is not None else None
                     workers = [asyncio.create_task(run_worker(plans[0], coord, t0, self.clock, emit))]
                     results, aborted, snaps = await self._supervise(handle, coord, workers, window, metrics)
                 else:
                     assert isinstance(coord, SharedCoord)
-                    results, aborted, snaps, t0 = await self._run_procs(handle, plans, ctx, coord, ws_off, window,
-                                                                        metrics, handover)
+                    results, aborted, snaps, t0 = await self._run_procs(handle, plans, ctx, coord, window, metrics,
+                                                                        handover)
             finally:
                 for p in probes:
                     await p.stop()
@@ -195,7 +195,8 @@ class HttpDriver:
             if handover is not None:
                 handover.shut()
         samples: list[Sample] = [s for p in probes for s in p.samples]
-        return self._merge(results, records, samples, snaps, ws, concurrency, window, aborted, handle.simulated)
+        return self._merge(results, records, samples, snaps, ws, concurrency, window, aborted, handle.simulated,
+                           coord.opened())
 
     async def _supervise(self, handle: ServerHandle, coord: Coord, workers: Sequence[asyncio.Future[WorkerResult]],
                          window: Window, metrics: MetricsProbe | None) -> tuple[list[WorkerResult], str | None, Snaps]:
@@ -226,8 +227,8 @@ class HttpDriver:
         resumed: float | None = None  # when this loop last woke from a suspension (see SUSPENDED_S)
         self._suspended = 0.0  # seconds of this process's own suspensions inside the measured window
         while not all(w.done() for w in workers):
-            ws = coord.window_start()
             now = self.clock()
+            ws = coord.poll(now)
             if aborted is None and dead.is_set():
                 aborted = SERVER_DIED
                 coord.stop()
@@ -238,7 +239,7 @@ class HttpDriver:
                 start_snap = await self._snapshot(metrics) or False
             if ws is not None and now >= ws + window.measure_seconds and end_snap is None and start_snap is not None:
                 end_snap = await self._snapshot(metrics) or False
-            nxt = 0.05
+            nxt = min(0.05, coord.next_edge(now) - now)
             if ws is not None:
                 for edge in (ws, ws + window.measure_seconds):
                     if edge > now:
@@ -283,7 +284,7 @@ class HttpDriver:
             pool.shutdown(wait=False, cancel_futures=True)  # a check in flight ends on its own timeout
 
     async def _run_procs(self, handle: ServerHandle, plans: list[Plan], ctx: SpawnContext, coord: SharedCoord,
-                         ws_off: float | None, window: Window, metrics: MetricsProbe | None,
+                         window: Window, metrics: MetricsProbe | None,
                          handover: Handover | None) -> tuple[list[WorkerResult], str | None, Snaps, float]:
         """Spawn one process per plan, start them all at one t0, supervise, gather their pickled results (and, for
         a streamed window, their batches of ended requests while they run, into `handover`)."""
@@ -301,8 +302,7 @@ class HttpDriver:
                 ready = await asyncio.wait_for(loop.run_in_executor(None, conn.recv), timeout=120.0)
                 assert ready == "ready", ready
             t0 = self.clock() + START_MARGIN_S
-            if ws_off is not None:
-                coord.open_at(t0 + ws_off)
+            coord.begin(t0)
             for conn in pipes:
                 conn.send(t0)
             put = handover.put if handover is not None else None
@@ -347,7 +347,8 @@ class HttpDriver:
             return None
 
     def _merge(self, results: list[WorkerResult], records: list[RequestRecord], samples: list[Sample], snaps: Snaps,
-               ws: float, concurrency: int, window: Window, aborted: str | None, simulated: bool) -> WindowResult:
+               ws: float, concurrency: int, window: Window, aborted: str | None, simulated: bool,
+               opened: tuple[str, int, float] | None) -> WindowResult:
         from sweep.analysis.server_metrics import histogram_delta, histogram_samples
 
         start_snap, end_snap, _ = snaps
@@ -361,8 +362,8 @@ class HttpDriver:
         samples = samples + histogram_samples(start_snap, end_snap, we)
         return WindowResult(
             concurrency=concurrency, records=records, samples=samples, window_start=ws, window_end=we,
-            warmup_requests=window.warmup_requests, warmup_seconds=window.warmup_seconds,
-            counters_start=counters_start, counters_end=counters_end, ttft_histogram=hist, client=client,
+            warmup_requests=opened[1] if opened else 0, warmup_seconds=opened[2] if opened else 0.0,
+            window_opened_by=opened[0] if opened else None, counters_start=counters_start, counters_end=counters_end, ttft_histogram=hist, client=client,
             simulated=simulated, aborted=aborted, suspended_s=self._suspended)
 
 

@@ -7,8 +7,8 @@ choice, but its async pool added 50-90 ms per request at 8 concurrent streams on
 plain h11 client added 11-21 ms, measured against the server's own e2e_latency: a reference must not bring its
 own bias.) What it shares is what makes the two windows the same experiment: the request bodies
 (sse.request_for), the closed-loop users (one keep-alive connection each), the warm-up rule and window bounds
-(worker.Coord: the window opens at the dispatch that ends both warm-up_requests and warm-up_seconds, lasts
-measure_seconds, then drain_seconds of grace) and the definitions applied to the records afterwards (sweep.analysis.measure).
+(sweep.drivers.coord.Coord, sweep.profile.warmup: the window opens once warmup_requests requests completed,
+warmup_seconds passed and every user had a request in flight, lasts measure_seconds, then drain_seconds of grace) and the definitions applied to the records afterwards (sweep.analysis.measure).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from sweep.drivers.http import run_loop
 from sweep.drivers.sse import SseEvent, request_for, share_by_length
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, ClosedArrival, Window
+from sweep.profile.warmup import WarmupRule
 from sweep.workload.stream import Requests, spec_at
 
 Clock = Callable[[], float]
@@ -62,13 +63,14 @@ class H11Reference:
 
     async def _run(self, base: str, headers: dict[str, str], specs: Requests, concurrency: int,
                    window: Window, think: float) -> WindowResult:
-        coord = Coord()
+        coord = Coord(WarmupRule.closed(window, concurrency, concurrency, think))
         records: list[RequestRecord] = []
         t0 = self.clock()
+        coord.begin(t0)
         users = [asyncio.create_task(self._user(_Connection(base, headers), specs, concurrency, u, coord, t0, window,
                                                 think, records)) for u in range(concurrency)]
         while not all(u.done() for u in users):
-            ws = coord.window_start()
+            ws = coord.poll(self.clock())
             if ws is not None and self.clock() >= ws + window.measure_seconds:
                 break
             await asyncio.wait(users, timeout=0.05)
@@ -83,11 +85,13 @@ class H11Reference:
             if isinstance(res, BaseException) and not isinstance(res, asyncio.CancelledError):
                 raise res
         ws = coord.window_start()
+        opened = coord.opened()
         if ws is None:
             ws = t0
         return WindowResult(concurrency=concurrency, records=sorted(records, key=lambda r: r.scheduled_at),
                             samples=[], window_start=ws, window_end=ws + window.measure_seconds,
-                            warmup_requests=window.warmup_requests, warmup_seconds=window.warmup_seconds)
+                            warmup_requests=opened[1] if opened else 0, warmup_seconds=opened[2] if opened else 0.0,
+                            window_opened_by=opened[0] if opened else None)
 
     async def _user(self, conn: _Connection, specs: Requests, users: int, u: int, coord: Coord,
                     t0: float, window: Window, think: float, out: list[RequestRecord]) -> None:
@@ -103,8 +107,9 @@ class H11Reference:
                 j += 1
                 rec = RequestRecord(index=spec.index, concurrency=users, scheduled_at=now, sent_at=now,
                                     prompt_tokens=spec.prompt_tokens, modality=spec.modality,
-                                    warmup=coord.claim(now, t0, window))
+                                    warmup=coord.claim(now))
                 out.append(rec)
+                coord.sent(0, now)
                 try:
                     async with asyncio.timeout(window.request_timeout_s):
                         await self._request(conn, spec, rec)
@@ -115,6 +120,7 @@ class H11Reference:
                     if rec.finished_at is None and rec.error is None:
                         rec.error, rec.error_kind = "still running when the drain grace ended", CUT
                     raise
+                coord.done(0, self.clock())  # a completion of the warm-up's count
                 if think:
                     await asyncio.sleep(think)
         finally:

@@ -12,9 +12,11 @@ from sweep.analysis.server_metrics import buckets_as_samples
 from sweep.core import interrupt
 from sweep.core.errors import WorkloadError
 from sweep.core.types import CUT, UNSENT, RecordSink, RequestRecord, RequestSpec, Sample, WindowResult
+from sweep.drivers.coord import Coord
 from sweep.drivers.virtual_sessions import SessionUsers
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, Window
+from sweep.profile.warmup import WarmupRule
 from sweep.workload.requests import estimated_prompt_tokens
 from sweep.workload.sessions import SessionStream
 from sweep.workload.stream import Requests, spec_at
@@ -124,9 +126,6 @@ class _WindowRun:
         self.in_flight: dict[str, tuple[RequestRecord, float]] = {}
         self.deadlines: list[tuple[float, str]] = []
         self.k = 0  # requests taken from the stream so far
-        # the measured window [ws, we): ws is set once warm-up ends (after warmup_requests, or at once)
-        self.ws: float | None = start + window.warmup_seconds if window.warmup_requests == 0 else None
-        self.we = self.ws + window.measure_seconds if self.ws is not None else float("inf")
         self.counters_start: dict[str, float] = {}
         self.counters_end: dict[str, float] = {}
         self.hist_start: list[tuple[float, float]] = []
@@ -139,7 +138,10 @@ class _WindowRun:
         self.cap = sched.max_in_flight if sched is not None else 1 << 30
         if sched is not None:
             self.sched = (start + sched.offsets).tolist()
-            self.ws, self.we = start + sched.start, start + sched.start + window.measure_seconds
+        # the measured window [ws, we) opens when the warm-up ends (sweep.profile.warmup); the closed loop's users all
+        # send their first request at the start, so its load is reached there
+        self.coord = Coord(sched.warmup if sched is not None else WarmupRule.closed(window, concurrency, 0))
+        self.coord.begin(start)
         self.next_sample = start
         self.steps = 0
         self.users: SessionUsers | None = None
@@ -150,6 +152,15 @@ class _WindowRun:
             self.users = SessionUsers(self, spec_to_request)
         self.sink: RecordSink | None = None
         self.ended: list[RequestRecord] = []  # ended before the window's start was known: handed over once it is
+
+    @property
+    def ws(self) -> float | None:
+        return self.coord.window_start()
+
+    @property
+    def we(self) -> float:
+        ws = self.coord.window_start()
+        return float("inf") if ws is None else ws + self.window.measure_seconds
 
     # ---- clients
     def dispatch(self, t: float, at: float | None = None) -> None:
@@ -167,10 +178,7 @@ class _WindowRun:
         self.settle(rid, t)
 
     def next_rid(self, t: float) -> str:
-        """A fresh request id for a send at t; the warm-up counts it (the window starts after warmup_requests)."""
-        if self.ws is None and self.k >= self.window.warmup_requests:
-            self.ws = max(self.start + self.window.warmup_seconds, t)
-            self.we = self.ws + self.window.measure_seconds
+        """A fresh request id for a send at t."""
         rid = f"v{self.wid}-{self.k}"
         self.k += 1
         return rid
@@ -179,8 +187,7 @@ class _WindowRun:
         """Submit one request to the engine at t and record it (in flight until close)."""
         r = self.eng.submit(sr, t)
         rec = RequestRecord(index=spec.index, concurrency=self.concurrency, scheduled_at=scheduled, sent_at=t,
-                            prompt_tokens=r.prompt_len, modality=spec.modality,
-                            warmup=self.ws is None or scheduled < self.ws,
+                            prompt_tokens=r.prompt_len, modality=spec.modality, warmup=self.coord.claim(scheduled),
                             sent_prompt_tokens=estimated_prompt_tokens(spec), sent_output_tokens=spec.output_tokens)
         self.records.append(rec)
         self.in_flight[sr.rid] = (rec, t)
@@ -199,6 +206,7 @@ class _WindowRun:
         """Record what the client saw of a request that ended (finished, aborted or given up on)."""
         eng = self.eng
         rec, _ = self.in_flight.pop(rid)
+        self.coord.done(0, t)  # one more completion: it may end the warm-up
         r = eng.reqs[rid]
         times = eng.token_times(r)
         rec.chunk_times, rec.chunk_tokens = chunk_record(times, self.per_chunk)
@@ -228,7 +236,7 @@ class _WindowRun:
 
     def release(self, now: float) -> None:
         """Open loop: queue every request scheduled by now; send what the in-flight cap allows."""
-        while self.nxt < len(self.sched) and self.sched[self.nxt] <= now:
+        while self.nxt < len(self.sched) and self.sched[self.nxt] <= now and self.sched[self.nxt] < self.we:
             self.waiting.append(self.sched[self.nxt])
             self.nxt += 1
         while self.waiting and len(self.in_flight) < self.cap:
@@ -247,11 +255,13 @@ class _WindowRun:
         return self.eng.counter_values(), self.eng.hist["time_to_first_token_seconds"].cumulative()
 
     def mark(self, now: float) -> None:
-        """Read the counters at the window's start and end (a closed loop's warm-up ends by its count and time,
-        however long that takes: every request ends by its timeout, and its user sends the next)."""
+        """Open the window when its warm-up's time has come (sweep.profile.warmup: a completion opens it in close);
+        read the counters at the window's start and end. A closed loop's warm-up ends by its count however long that
+        takes (every request ends by its timeout, and its user sends the next)."""
+        self.coord.poll(now)
         if self.ws is None and not self.open_loop and not self.in_flight:
             # every user's request was refused at once (none replaces it): no warm-up is coming
-            self.ws, self.we = now, now + self.window.measure_seconds
+            self.coord.open_now(now)
         if self.ws is not None and not self.counters_start and now >= self.ws:
             self.counters_start, self.hist_start = self._snapshot()
         if not self.counters_end and now >= self.we:
@@ -280,14 +290,14 @@ class _WindowRun:
         inf = float("inf")
         ws, we = self.ws, self.we
         deadline = self.deadlines[0][0] if self.deadlines else inf
-        send = self.sched[self.nxt] if self.nxt < len(self.sched) else inf
+        send = self.sched[self.nxt] if self.nxt < len(self.sched) and self.sched[self.nxt] < we else inf
         think = self.users.next_timer() if self.users is not None else inf
         return min(self.next_sample, deadline, we + self.window.drain_seconds, we if now < we else inf,
-                   ws if ws is not None and now < ws else inf, send, think)
+                   ws if ws is not None and now < ws else inf, send, think, self.coord.next_edge(now))
 
     def over(self, now: float) -> bool:
         """Past the window, with nothing left to wait for or the drain grace spent."""
-        idle = not self.in_flight and not self.waiting and self.nxt >= len(self.sched)
+        idle = not self.in_flight and not self.waiting and (self.nxt >= len(self.sched) or self.sched[self.nxt] >= self.we)
         return now >= self.we and (idle or now >= self.we + self.window.drain_seconds)
 
     # ---- the loop
@@ -341,7 +351,7 @@ class _WindowRun:
                     index=spec.index, concurrency=self.concurrency, scheduled_at=at, sent_at=at,
                     prompt_tokens=spec.prompt_tokens, modality=spec.modality,
                     sent_prompt_tokens=estimated_prompt_tokens(spec), sent_output_tokens=spec.output_tokens,
-                    warmup=self.ws is None or at < self.ws, error="never sent: the in-flight cap stayed full",
+                    warmup=self.coord.claim(at), error="never sent: the in-flight cap stayed full",
                     error_kind=UNSENT)
                 self.records.append(missed)
                 self.hand_over(missed)
@@ -357,11 +367,11 @@ class _WindowRun:
         hist_delta = [(le, c1 - c0) for (le, c1), (_, c0) in
                       zip(self.hist_end, self.hist_start or [(0, 0.0)] * len(self.hist_end), strict=True)]
         samples = self.samples + buckets_as_samples("time_to_first_token_seconds", hist_delta, we)
-        w = self.window
+        opened = self.coord.opened()
+        assert opened is not None
         return WindowResult(
             concurrency=self.concurrency, records=self.records, samples=samples, window_start=ws,
-            window_end=we,
-            warmup_requests=w.warmup_requests, warmup_seconds=w.warmup_seconds,
+            window_end=we, warmup_requests=opened[1], warmup_seconds=opened[2], window_opened_by=opened[0],
             counters_start={k: self.counters_start.get(k, 0.0) for k in COUNTERS},
             counters_end={k: self.counters_end.get(k, 0.0) for k in COUNTERS},
             ttft_histogram=hist_delta, engine_steps=self.steps, simulated=True)

@@ -30,7 +30,9 @@ class WindowRun(Protocol):
     """What the users need of the virtual driver's window (sweep.drivers.virtual._WindowRun)."""
 
     specs: Requests
-    we: float
+
+    @property
+    def we(self) -> float: ...
 
     def next_rid(self, t: float) -> str: ...
     def submit(self, sr: SimRequest, spec: RequestSpec, t: float, scheduled: float) -> RequestRecord: ...

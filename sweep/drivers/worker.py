@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,14 +18,13 @@ from sweep.core.types import CUT, UNSENT, RequestRecord, RequestSpec, SessionSpe
 from sweep.drivers.coord import Coord
 from sweep.drivers.h1 import Pool
 from sweep.drivers.handover import BATCH_S, Emit, Outbox
+from sweep.drivers.pace import sleep_until, tick
 from sweep.drivers.sse import Clock, SseSink, StreamError, request_for
 from sweep.engines import Paths, default
 from sweep.profile import Window
 from sweep.workload.requests import estimated_prompt_tokens
 from sweep.workload.sessions import Conversation, Reply, SessionStream
 from sweep.workload.stream import Requests, StreamExhausted, spec_at
-
-TICK_S = 0.02  # self-check period: event-loop lag and CPU are sampled this often
 
 
 @dataclass
@@ -82,11 +80,6 @@ class _State:
             self.records = self.out.end(rec, now, self.records)
 
 
-async def sleep_until(t: float, clock: Callable[[], float]) -> None:
-    """Sleep until clock() >= t; uvloop's millisecond timers can wake a little early, so check and go again."""
-    while (delay := t - clock()) > 0:
-        await asyncio.sleep(delay if delay > 0.001 else 0)
-
 async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.perf_counter,
                      emit: Emit | None = None) -> WorkerResult:
     """Run this worker's share of the window from t0 until the window ends and the drain grace passes. emit (with
@@ -98,7 +91,7 @@ async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.pe
     ticks: list[tuple[float, float, float]] = []
     client = Pool(plan.url, plan.headers, clock)
     try:
-        ticker = asyncio.create_task(_tick(ticks, clock))
+        ticker = asyncio.create_task(tick(ticks, clock))
         await sleep_until(t0, clock)
         tasks: set[asyncio.Task[None]] = set()
         if plan.offsets is None:
@@ -106,10 +99,10 @@ async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.pe
             users = [asyncio.create_task(user(client, plan, coord, t0, st, u, clock)) for u in range(plan.users)]
             tasks.update(users)
             await _until_window_end(coord, w, users, clock)
-            coord_ws = coord.window_start()
-            end = (coord_ws if coord_ws is not None else clock()) + w.measure_seconds
         else:
-            end = await _open_loop(client, plan, coord, t0, st, tasks, clock)
+            await _open_loop(client, plan, coord, t0, st, tasks, clock)
+        coord_ws = coord.window_start()
+        end = (coord_ws if coord_ws is not None else clock()) + w.measure_seconds
         remaining = end + w.drain_seconds - clock()
         pending = {t for t in tasks if not t.done()}
         if pending:
@@ -132,20 +125,10 @@ async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.pe
 
 async def _until_window_end(coord: Coord, w: Window, users: list[asyncio.Task[None]], clock: Clock) -> None:
     while not coord.stopped() and not all(u.done() for u in users):
-        ws = coord.window_start()
+        ws = coord.poll(clock())
         if ws is not None and clock() >= ws + w.measure_seconds:
             return
         await asyncio.sleep(0.01 if ws is None else max(0.001, min(0.05, ws + w.measure_seconds - clock())))
-
-
-async def _tick(out: list[tuple[float, float, float]], clock: Clock) -> None:
-    """Self-check: event-loop lag (how late a TICK_S sleep wakes) and process CPU time, every tick."""
-    prev = clock()
-    while True:
-        await asyncio.sleep(TICK_S)
-        now = clock()
-        out.append((now, max(0.0, now - prev - TICK_S), time.process_time()))
-        prev = now
 
 
 class _WatchedSink(SseSink):
@@ -194,7 +177,7 @@ async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestReco
         raise
     finally:
         if coord is not None:
-            coord.done(plan.shard)
+            coord.done(plan.shard, clock())
 
 
 async def _user(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, u: int,
@@ -217,7 +200,7 @@ async def _user(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, u
             st.exhausted = str(exc)
             coord.stop()
             return
-        warm = coord.claim(now, t0, w)
+        warm = coord.claim(now)
         st.lags.append((now, max(0.0, now - ready_at)))
         rec = RequestRecord(index=spec.index, concurrency=plan.concurrency, scheduled_at=now, sent_at=now,
                             prompt_tokens=spec.prompt_tokens, modality=spec.modality, warmup=warm,
@@ -290,7 +273,7 @@ async def _turns(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, 
             return False
         if not conv.fits(turn):
             break
-        warm = coord.claim(now, t0, w) if warmup is None else warmup
+        warm = coord.claim(now) if warmup is None else warmup
         st.lags.append((now if t or warmup is None else scheduled, max(0.0, now - ready_at)))
         replies = [Reply() for _ in turn.branches]
         recs = []
@@ -315,19 +298,22 @@ async def _turns(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State, 
 
 
 async def _open_loop(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State,
-                     tasks: set[asyncio.Task[None]], clock: Clock) -> float:
-    """Dispatch at the scheduled times; a request over the in-flight cap waits, its scheduled time still counts."""
+                     tasks: set[asyncio.Task[None]], clock: Clock) -> None:
+    """Dispatch at the scheduled times until the window ends (known once it opened: sweep.profile.warmup); one
+    scheduled before the window's start is warm-up; a request over the in-flight cap waits, its scheduled time still
+    counts."""
     assert plan.offsets is not None and plan.numbers is not None
-    ws = coord.window_start()
-    assert ws is not None, "open loop knows its window start up front"
-    end = ws + plan.window.measure_seconds
+    w = plan.window
     slots = asyncio.Semaphore(plan.max_in_flight)
-    drain_end = end + plan.window.drain_seconds
     for off, k in zip(plan.offsets.tolist(), plan.numbers.tolist(), strict=True):
         sched = t0 + off
-        if sched >= end or coord.stopped():
+        if coord.stopped() or sched >= coord.latest_end(w.measure_seconds):
             break
         await sleep_until(sched, clock)
+        end = coord.latest_end(w.measure_seconds)  # the window's end, or the latest it can be while it has not opened
+        if sched >= end:
+            break
+        drain_end = end + w.drain_seconds
         if isinstance(plan.specs, SessionStream):
             if not await _open_session(client, plan, coord, t0, st, tasks, clock, sched, int(k), slots, drain_end):
                 break
@@ -339,7 +325,7 @@ async def _open_loop(client: Pool, plan: Plan, coord: Coord, t0: float, st: _Sta
             coord.stop()
             break
         rec = RequestRecord(index=spec.index, concurrency=plan.concurrency, scheduled_at=sched, sent_at=sched,
-                            prompt_tokens=spec.prompt_tokens, modality=spec.modality, warmup=sched < ws,
+                            prompt_tokens=spec.prompt_tokens, modality=spec.modality, warmup=coord.claim(sched),
                             sent_prompt_tokens=estimated_prompt_tokens(spec),
                             sent_output_tokens=spec.output_tokens)
         st.records.append(rec)
@@ -358,7 +344,6 @@ async def _open_loop(client: Pool, plan: Plan, coord: Coord, t0: float, st: _Sta
         task = asyncio.create_task(_open_request(client, plan, spec, rec, eligible, slots, st, clock, coord))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
-    return end
 
 
 async def _open_session(client: Pool, plan: Plan, coord: Coord, t0: float, st: _State,
@@ -369,7 +354,7 @@ async def _open_session(client: Pool, plan: Plan, coord: Coord, t0: float, st: _
     session = _session_at(plan, st, coord, k)
     if session is None:
         return False
-    ws = coord.window_start()
+    warm = coord.claim(sched)
     try:
         await asyncio.wait_for(slots.acquire(), timeout=max(0.0, drain_end - clock()))
     except TimeoutError:
@@ -377,7 +362,7 @@ async def _open_session(client: Pool, plan: Plan, coord: Coord, t0: float, st: _
 
     async def go() -> None:
         try:
-            await run_session(client, plan, coord, t0, st, session, clock, sched, warmup=ws is not None and sched < ws)
+            await run_session(client, plan, coord, t0, st, session, clock, sched, warmup=warm)
         finally:
             slots.release()
 

@@ -21,6 +21,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from sweep.profile.base import DAY_S, MAX_CONCURRENCY, MAX_RATE
 from sweep.profile.base import Strict as _Strict
 from sweep.profile.trace import load_trace
+from sweep.profile.warmup import WarmupRule, open_users
 from sweep.profile.window import Window
 
 _BLOCK = 4096
@@ -30,13 +31,23 @@ _IN_FLIGHT = "cap on requests in flight; later arrivals wait and their latency c
 
 @dataclass(frozen=True)
 class SendSchedule:
-    """One open-loop step: its send offsets (before the window's end), the measured window [start, end) as
-    offsets from t0, and the in-flight cap."""
+    """One open-loop step: its send offsets from t0, its warm-up rule and its in-flight cap.
+
+    The window opens when its warm-up ends (sweep.profile.warmup: requests completed, seconds, the arrivals' load,
+    the bound), known only while the step runs, so the offsets run to the latest the window can end (the bound plus
+    measure_seconds); a driver sends those before the window's actual end. The same (arrival, seed, step) gives the
+    same sends, however far the schedule runs. `earliest` is the soonest the window can
+    open: its warm-up seconds, its load, the warmup_requests-th send (a request completes after it is sent)."""
 
     offsets: np.ndarray
-    start: float
-    end: float
+    warmup: WarmupRule
+    earliest: float
+    measure_s: float
     max_in_flight: int
+
+    def needed(self) -> int:
+        """The fewest requests the step sends: those scheduled before its window's earliest end."""
+        return int(np.searchsorted(self.offsets, self.earliest + self.measure_s, side="left"))
 
 
 def rng_for(seed: int, step: int) -> np.random.Generator:
@@ -44,13 +55,9 @@ def rng_for(seed: int, step: int) -> np.random.Generator:
     return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(step) & 0xFFFFFFFF, 0x5EED])
 
 
-def window_offsets(offsets: np.ndarray, window: Window) -> tuple[float, float]:
-    """(start, end) of the measured window as offsets from t0: warm-up is the first warmup_requests sends
-    and the first warmup_seconds, whichever ends later."""
-    n = window.warmup_requests
-    by_count = float(offsets[n]) if n < len(offsets) else (float(offsets[-1]) if len(offsets) else 0.0)
-    start = max(window.warmup_seconds, by_count if n > 0 else 0.0)
-    return start, start + window.measure_seconds
+def mean_gap(offsets: np.ndarray) -> float:
+    """The mean gap between consecutive sends of a schedule (0 for fewer than two)."""
+    return float(offsets[-1] - offsets[0]) / (len(offsets) - 1) if len(offsets) > 1 else 0.0
 
 
 class ArrivalProcess(_Strict):
@@ -100,13 +107,17 @@ class OpenArrival(ArrivalProcess):
         raise TypeError(f"no gap model for {type(self).__name__}")
 
     def schedule(self, window: Window, seed: int = 0, step: int = 0) -> SendSchedule:
-        """The step's sends before the window's end, its window offsets and the in-flight cap."""
-        horizon = window.warmup_seconds + window.measure_seconds
-        if self.mean_rate:
-            horizon = max(horizon, window.warmup_requests / self.mean_rate + window.measure_seconds)
-        offs = self.offsets(horizon * 1.05 + 1.0, seed, step, min_count=window.warmup_requests + 1)
-        start, end = window_offsets(offs, window)
-        return SendSchedule(offs[offs < end], start, end, self.max_in_flight)
+        """The step's sends before its window's latest end, its warm-up rule and the in-flight cap. Its load: one
+        mean gap (1/rate; a trace's own mean) per user (sweep.profile.warmup.open_users: step, at most the cap)."""
+        n = window.warmup_requests
+        offs = self.offsets(window.warmup_seconds + window.measure_seconds, seed, step, min_count=n + 1)
+        gap = 1.0 / self.mean_rate if self.mean_rate else mean_gap(offs)
+        nth = float(offs[min(n, len(offs)) - 1]) if n > 0 and len(offs) else 0.0  # the warmup_requests-th send
+        rule = WarmupRule.open(window, open_users(step, self.max_in_flight) * gap, nth, self.max_in_flight)
+        last_end = rule.bound + window.measure_seconds
+        offs = self.offsets(last_end, seed, step, min_count=n + 1)  # the same sends, on to the window's latest end
+        earliest = min(rule.bound, max(rule.seconds, rule.load_s, nth))
+        return SendSchedule(offs[offs < last_end], rule, earliest, window.measure_seconds, self.max_in_flight)
 
 
 class RateArrival(OpenArrival):

@@ -12,10 +12,13 @@ DEFAULT_MIN_REQUESTS = 20  # a percentile of fewer requests is noise: such a ste
 
 
 class Window(_Strict):
-    warmup_requests: int = Field(100, ge=0, le=MAX_REQUESTS,
-        description="requests completed before the measured window opens (0: warm-up by time)")
+    warmup_requests: int = Field(100, ge=0, le=MAX_REQUESTS, description=(
+        "requests that must have completed (answered or failed) before the measured window opens (0: none). The "
+        "window opens once these completed, warmup_seconds passed and the step reached its load (every user had a "
+        "request in flight; open loop: the arrivals ran one mean gap per user), whichever comes last; "
+        "runs.window_opened_by records which"))
     warmup_seconds: float = Field(0.0, ge=0, le=DAY_S,
-        description="warm-up time before the measured window, used when warmup_requests is 0")
+        description="seconds from the step's start before the measured window may open (with warmup_requests)")
     measure_seconds: float = Field(900.0, ge=MIN_MEASURE_SECONDS, le=7 * DAY_S,
         description=f"length of the measured window of each ladder step, seconds (at least {MIN_MEASURE_SECONDS:g}: "
                     "a shorter window cannot hold `min_requests` requests)")

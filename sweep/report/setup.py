@@ -102,7 +102,8 @@ def sla_text(s: SLA) -> str:
 
 
 def window_text(w: Window) -> str:
-    warm = [f"{w.warmup_requests:,} requests"] if w.warmup_requests else []
+    """The window in words; its warm-up as the conditions it waits for (and the step's load, sweep.profile.warmup)."""
+    warm = [f"{w.warmup_requests:,} requests completed"] if w.warmup_requests else []
     warm += [f"{_num(w.warmup_seconds)} s"] if w.warmup_seconds else []
     return (f"warm-up {' and '.join(warm) or 'none'}, measured {_num(w.measure_seconds)} s, drain "
             f"{_num(w.drain_seconds)} s, request timeout {_num(w.request_timeout_s)} s")

@@ -42,11 +42,14 @@ def steps_table(ctx: StudyContext) -> list[str]:
     lines = ["## Every configuration and step", "",
              "Screening rows (phase `screen`) ran short windows and only rank configurations; the winner comes "
              "from `final` rows and the `refine` rows between them (bisection windows on the same server, profile section "
-             "refine). Rows of an aborted attempt (orchestrator killed) are kept but never counted.", "",
+             "refine). Rows of an aborted attempt (orchestrator killed) are kept but never counted. \"window opened\" says "
+             "how each measured window opened: the warm-up condition met last (requests completed, seconds, load: every "
+             "user had a request in flight; bound: the warm-up did not end in time), when, and how many requests had "
+             "completed by then.", "",
              "| config | phase | concurrency (soak: offered rate) | throughput (tok/s) | goodput (tok/s) | TTFT P50 (s) | TTFT P99 (s) | "
              "TPOT P50 (ms) | TPOT P99 (ms) | cache hit | preemptions | KV max | queue mean | peak GPU mem (GiB) | "
-             "client-bound | errors / cut by the drain | SLA |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "client-bound | window opened | errors / cut by the drain | SLA |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     aborted = {c.id for c in ctx.configs if c.status == "aborted"}
     bound, cut = [], []
     drain = ctx.raw("window").get("drain_seconds")
@@ -69,7 +72,7 @@ def steps_table(ctx: StudyContext) -> list[str]:
             f"{fmt(r.get('tpot_p50_ms'), 1)} | {fmt(r.get('tpot_p99_ms'), 1)} | {fmt(r.get('cache_hit_rate'), 0, 100)}% | "
             f"{fmt(r.get('retractions'))} | {fmt(r.get('kv_usage_max'), 2)} | {fmt(r.get('queue_len_mean'), 1)} | "
             f"{fmt(r.get('peak_gpu_mem_mib'), 1, 1 / 1024)} | {'**yes**' if r.get('client_bound') else 'no'} | "
-            f"{fmt(r.get('n_errors'))} / {fmt(r.get('n_cut'))} | "
+            f"{opened_text(r)} | {fmt(r.get('n_errors'))} / {fmt(r.get('n_cut'))} | "
             f"{'pass' if r.get('passes_sla') else 'fail: ' + cell(r.get('sla_failures'))} |")
     lines.append("")
     if bound:
@@ -78,6 +81,14 @@ def steps_table(ctx: StudyContext) -> list[str]:
         lines += ["> **Cut by the drain**: " + "; ".join(cell(c) for c in cut) + ". Their latencies are read from "
                   "the requests that finished; raise window.drain_seconds so every request ends inside the drain.", ""]
     return lines
+
+
+def opened_text(run: RunRecord) -> str:
+    """How a window opened, e.g. "requests after 9.6 s, 100 done"; — for a row stored before it was recorded."""
+    by, seconds, done = run.get("window_opened_by"), run.get("warmup_s"), run.get("warmup_requests")
+    if not by or not isinstance(seconds, int | float) or not isinstance(done, int | float):
+        return "—"
+    return f"{cell(by)} after {seconds:,.1f} s, {done:,.0f} done"
 
 
 def load_text(run: RunRecord) -> str:

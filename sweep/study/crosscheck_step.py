@@ -110,7 +110,8 @@ class CrossChecker:
                 summary = self.reference.run_step(handle.url or "", handle.api_key, specs, concurrency,
                                                   stats.n_started, min(window.warmup_requests, concurrency),
                                                   window.measure_seconds + window.drain_seconds)
-                ref_stats = dict(summary, warmup_requests=window.warmup_requests, warmup_s=window.warmup_seconds)
+                # its own warm-up: that many requests completed before it measured (sweep.analysis.measure), time unknown
+                ref_stats = dict(summary, warmup_requests=max(1, min(window.warmup_requests, concurrency)), warmup_s=None)
                 self.store.finish_run(ref_id, ref_stats, [], [], 0.0, reason=self.reference.note or None)
         except Fenced:  # this worker's lease on the attempt lapsed: nothing more is written for it
             raise

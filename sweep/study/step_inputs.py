@@ -114,10 +114,11 @@ class StepInputs:
         return hits[0] / total, (hits[1] / total if self._capped is not None else None)
 
     def _expected(self, concurrency: int, window: Window, arrival: ArrivalProcess | None) -> int:
-        """Requests the step will likely send: the schedule's length (open loop), else scaled from the last step."""
+        """Requests the step will likely send: the schedule's sends before its window's earliest end (open loop), else
+        scaled from the last step."""
         sched = arrival.schedule(window, self.profile.workload.seed, concurrency) if arrival is not None else None
         if sched is not None:
-            return len(sched.offsets)
+            return sched.needed()
         if self._last is None:
             return window.warmup_requests + 2 * concurrency
         prev_c, prev_used = self._last
@@ -127,16 +128,17 @@ class StepInputs:
 def refuse_short_dataset(profile: Profile, specs: Requests) -> None:
     """A dataset too small for one ladder is refused before launch (one line, exit 2, nothing written).
 
-    Open loop: every step's schedule is known, and their sum is the need. Closed loop: the need depends on the
-    server's speed, so the least any ladder can send is checked (each step's warm-up and one request per user);
-    a configuration that runs out later stops its own ladder with the reason (sweep.study.ladder), never the study.
+    Open loop: every step's schedule is known: the sends before each window's earliest end are the need
+    (sweep.profile.arrival.SendSchedule.needed). Closed loop: the need depends on the server's speed, so the least
+    any ladder can send is checked (each step's warm-up and one request per user); a configuration that runs out
+    later stops its own ladder with the reason (sweep.study.ladder), never the study.
     """
     cap = specs.capacity if isinstance(specs, RequestStream | SessionStream) else None
     if cap is None:
         return
     if profile.arrival.open_loop:
         scheds = (profile.step_arrival(c).schedule(profile.window, profile.workload.seed, c) for c in profile.ladder)
-        need, what = sum(len(s.offsets) for s in scheds if s is not None), "one ladder's schedules send"
+        need, what = sum(s.needed() for s in scheds if s is not None), "one ladder's schedules send at least"
     else:
         warm = profile.window.warmup_requests if isinstance(specs, RequestStream) else 0
         need = sum(warm + c for c in profile.ladder)

@@ -7,8 +7,9 @@ stores requests in batches while the window runs), so its memory grows with the 
 unstreamed window's (every chunk's arrival time held), with the tokens it streams. How many those are depends on
 the server's speed, which is not known before the study: the bound takes the fastest server that is plausible,
 MIN_TOKEN_S per output token per stream and MIN_REQUEST_S per request beyond that, so a real server streams fewer.
-An open loop sends its rate whatever the server does; a soak offers rate_fraction of the knee's rate, at most the
-top step's load at that fastest speed. The bytes per record, per chunk, per cached request token and per stored
+An open loop sends its rate whatever the server does, its warm-up at least one request per user (its load,
+sweep.profile.warmup) and warmup_requests (each completes after it is sent); a soak offers rate_fraction of the
+knee's rate, at most the top step's load at that fastest speed. The bytes per record, per chunk, per cached request token and per stored
 row were measured (docs/memory.md says how; tests/test_footprint.py measures them again and checks the bound).
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from sweep.profile import Profile, TraceArrival
 from sweep.profile.phases import phase_window, refines
 from sweep.profile.trace import load_trace
+from sweep.profile.warmup import open_users
 from sweep.profile.workload import LengthDist
 from sweep.views.plan import planned_configs
 from sweep.workload.requests import BLOCK
@@ -79,11 +81,13 @@ def window_load(prof: Profile, phase: str, concurrency: int) -> WindowLoad:
     if phase == "soak":
         knee_rate = max(getattr(prof.arrival, "rates", None) or [rate or 0.0]) if rate else (
             max(prof.ladder) / request_seconds(prof))
-        sent = prof.soak.rate_fraction * knee_rate * (w.warmup_seconds + w.measure_seconds) + w.warmup_requests
+        sent = (prof.soak.rate_fraction * knee_rate * (w.warmup_seconds + w.measure_seconds) + w.warmup_requests
+                + prof.soak.max_in_flight)
     elif isinstance(arrival, TraceArrival):
         sent = float(len(load_trace(arrival.file, arrival.time_scale)))
     elif rate is not None:
-        sent = max(rate * w.warmup_seconds, w.warmup_requests) + rate * w.measure_seconds
+        users = open_users(concurrency, getattr(arrival, "max_in_flight", concurrency))
+        sent = max(rate * w.warmup_seconds, w.warmup_requests, users) + rate * w.measure_seconds
     else:
         sent = concurrency * seconds / request_seconds(prof) + w.warmup_requests
     out = mean_length(prof.workload.output_len)
