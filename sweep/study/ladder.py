@@ -18,7 +18,7 @@ from sweep.analysis.run_stats import RunStats
 from sweep.analysis.tiers import StoredRequest
 from sweep.core import interrupt
 from sweep.core.errors import Fenced, LaunchError, ServerDied
-from sweep.core.types import SERVER_DIED, Placement, ServerConfig, WindowResult
+from sweep.core.types import Placement, ServerConfig, WindowResult
 from sweep.drivers import Driver
 from sweep.launchers.base import Launcher, ServerHandle
 from sweep.profile import Arrival, Profile, RateArrival, Window
@@ -29,7 +29,7 @@ from sweep.study.launch import Launch, ServerCallback, ServerEvent, launch_statu
 from sweep.study.recorder import Recorder
 from sweep.study.refine import REFINE_PHASE, refine
 from sweep.study.step_inputs import StepInputs
-from sweep.study.step_verdicts import error_kinds, offered_rate, saturated
+from sweep.study.step_verdicts import error_kinds, offered_rate, saturated, window_failure
 from sweep.workload.stream import Requests, StreamExhausted
 
 SUSPENDED_AGAIN = 2  # a step whose window sweep's own suspension spoiled is measured again at most this often
@@ -366,7 +366,7 @@ class LadderRunner:
                 crosscheck.after_window(handle, config_id, concurrency, run_id, stats, phase, window,
                                              arrival=arrival, specs=specs)
             if result.aborted is not None:
-                outcome.status, outcome.failure = "failed", self._failure(handle, result.aborted, concurrency)
+                outcome.status, outcome.failure = "failed", window_failure(self.launcher, handle, result.aborted, concurrency)
                 outcome.stop_reason = f"{result.aborted} at {at}"
                 return
             outcome.steps.append(row)
@@ -394,12 +394,3 @@ class LadderRunner:
                 return
             i += 1
         outcome.stop_reason = outcome.stop_reason or climb.complete
-
-    def _failure(self, handle: ServerHandle, aborted: str, concurrency: int) -> str:
-        """The stored reason of a window that could not complete, led by its class (crash, hung, ...):
-        a dead server's exit status and last log lines come from its launcher where it has them."""
-        if aborted != SERVER_DIED:
-            return aborted if ":" in aborted.split()[0] else f"aborted: {aborted}"
-        detail = getattr(self.launcher, "exit_detail", None)
-        why = detail(handle) if detail is not None else None
-        return f"crash: {SERVER_DIED} at concurrency {concurrency}" + (f": {why}" if why else "")

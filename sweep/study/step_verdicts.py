@@ -7,7 +7,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 from sweep.analysis.run_stats import RunStats
-from sweep.core.types import RequestRecord
+from sweep.core.types import SERVER_DIED, RequestRecord
+from sweep.launchers.base import Launcher, ServerHandle
 from sweep.profile import Arrival, GammaArrival, Profile, RateArrival
 
 
@@ -32,3 +33,13 @@ def error_kinds(records: Sequence[RequestRecord]) -> str:
     """The measured requests' failures by kind, most common first ("timeout 12, status 3")."""
     kinds = Counter(r.error_kind or "error" for r in records if r.error is not None and not r.warmup)
     return ", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "no measured request"
+
+
+def window_failure(launcher: Launcher, handle: ServerHandle, aborted: str, concurrency: int) -> str:
+    """The stored reason of a window that could not complete, led by its class (crash, hung, ...):
+    a dead server's exit status and last log lines come from its launcher where it has them."""
+    if aborted != SERVER_DIED:
+        return aborted if ":" in aborted.split()[0] else f"aborted: {aborted}"
+    detail = getattr(launcher, "exit_detail", None)
+    why = detail(handle) if detail is not None else None
+    return f"crash: {SERVER_DIED} at concurrency {concurrency}" + (f": {why}" if why else "")
