@@ -59,7 +59,7 @@ def steps_table(ctx: StudyContext) -> list[str]:
         load = load_text(r)
         if r.status != "completed":
             lines.append(f"| {label} | {phase} | {load} | {r.status}: {cell(r.reason)} |"
-                         + " |" * 13)
+                         + " |" * 14)
             continue
         at = f"{label} at {'c=' + load if load.isdigit() else load} ({phase})"
         if r.get("client_bound"):

@@ -145,7 +145,7 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
     for run in a b; do
       python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" --study "h200-repeat-$run" \
         --config max_running_requests=32,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
-        --set 'ladder=[16,64]' --set refine.enabled=true --set refine.max_steps=3 --set refine.tolerance=0.1 \
+        --set 'ladder=[16,64]' --set refine.enabled=true --set refine.max_steps=4 --set refine.tolerance=0.1 \
         --set "$dummy" || exit $?
     done ;;
   answer)
