@@ -13,6 +13,8 @@ BENCHES = {  # name: (module, what it measures)
     "search-prior": ("bench.search_prior", "GPU-hours to a near-best winner under window noise, with and without the "
                      "simulated prior"),
     "workers": ("bench.workers", "wall time of one study with 1, 2 and 4 workers"),
+    "intervals": ("bench.intervals", "how often a refined study's boundary interval covers a dense scan's crossing "
+                  "under window noise"),
 }
 
 
@@ -21,7 +23,8 @@ def usage() -> str:
     lines = ["usage: make bench [ARGS='NAME ...']   (python -m bench [NAME ...]; default: every one)", "",
              "benchmarks:"]
     lines += [f"  {name:<{width}}  {what}" for name, (_, what) in BENCHES.items()]
-    lines += ["", "Each prints its numbers; virtual, workers and search-prior also write reports/bench/bench-<name>.md (git-ignored).",
+    lines += ["", "Each prints its numbers; virtual, workers, search-prior and intervals also write "
+              "reports/bench/bench-<name>.md (git-ignored).",
               "docs/bench-*.md are kept by hand, with the reading of the numbers: nothing rewrites them."]
     return "\n".join(lines)
 

@@ -74,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sim-model", help="model preset for a --model-path without config.json (default llama3-8b); "
                           "refused when the folder's config.json describes another shape")
     a("--sim-speed", type=float, default=1.0, help="multiply every step time (slower GPU)")
+    a("--sim-speed-drift", type=float, default=0.0, metavar="CV",
+      help="window-to-window noise: step times multiplied by a seeded lognormal factor (median 1, this CV) redrawn "
+           "every --sim-speed-drift-period-s simulated seconds (sglang_sim.drift); 0 = off")
+    a("--sim-speed-drift-period-s", type=float, default=60.0)
     a("--sim-crash-after-s", type=float)
     a("--sim-crash-after-requests", type=int)
     a("--sim-hang-after-s", type=float)
@@ -91,7 +95,8 @@ def make_params(args: argparse.Namespace) -> SimParams:
     ValueError (ModelConflict among them) for an unknown preset, a bad config.json or the two disagreeing."""
     gpu = gpu_preset(args.sim_gpu)
     model = choose_model(args.model_path, args.sim_model)
-    params = SimParams(gpu=gpu, model=model, speed=args.sim_speed, cuda_graph=not args.disable_cuda_graph)
+    params = SimParams(gpu=gpu, model=model, speed=args.sim_speed, cuda_graph=not args.disable_cuda_graph,
+                       speed_drift_cv=args.sim_speed_drift, speed_drift_period_s=args.sim_speed_drift_period_s)
     return with_tp(params, args.tp_size)  # the Engine applies the same knob (EngineKnobs.tp_size) again: a no-op
 
 

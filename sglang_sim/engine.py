@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sglang_sim.cost import CostModel
+from sglang_sim.drift import SpeedDrift
 from sglang_sim.metrics import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS, Histogram, report_gauges
 from sglang_sim.params import EngineKnobs, SimParams, resolve, with_tp
 from sglang_sim.radix import RadixCache
@@ -33,6 +34,7 @@ class Engine:
         self.cost = CostModel(params)
         self.log = log or (lambda _msg: None)
         self.rng = random.Random(seed)
+        self.drift = SpeedDrift(params.speed_drift_cv, params.speed_drift_period_s, seed)  # off unless asked for
         self.total = self.cfg.max_total_num_tokens
         self.tree = RadixCache(params.page_size, disabled=self.knobs.disable_radix_cache)
         self.init_ratio = min(0.7 * self.knobs.schedule_conservativeness, 1.0)
@@ -210,6 +212,7 @@ class Engine:
         mixed = self.knobs.enable_mixed_chunk and self.running
         n = len(self.running) if mixed else 0
         dur = self.cost.prefill(int(ext_total), attn, touched, len(batch), enc, n, self.dec_ctx if mixed else 0.0)
+        dur *= self.drift.factor(t)
         res.kind, res.duration, res.n_steps = "prefill", dur, 1
         end = t + dur
         if mixed:
@@ -263,7 +266,7 @@ class Engine:
         d0 = len(self.dec_times)
         k = min(heap[0][0] - d0 if heap else 1 << 30, max(1, self.avail() // n), max_steps)
         mem0, mem_c, comp0, comp_c = self.cost.decode_terms(n)
-        fixed, speed = self.cost.decode_fixed(n), self.cost.decode_speed
+        fixed, speed = self.cost.decode_fixed(n), self.cost.decode_speed * self.drift.factor(t)
         ctx, end, times = float(self.dec_ctx), t, self.dec_times
         for _ in range(k):
             ctx += n

@@ -133,6 +133,10 @@ class SimParams:
     speed: float = 1.0  # multiplies every step time (e.g. 4.0 = a GPU four times slower)
     page_size: int = 16  # radix cache granularity; SGLang uses 1, pages keep the tree small
     cuda_graph: bool = True  # False = --disable-cuda-graph (decode forwards slowed by eff.no_cuda_graph_decode)
+    # --sim-speed-drift CV / --sim-speed-drift-period-s S (off by default): window-to-window noise, a seeded speed
+    # factor that changes every S simulated seconds (sglang_sim.drift)
+    speed_drift_cv: float = 0.0
+    speed_drift_period_s: float = 60.0
 
     @classmethod
     def preset(cls, gpu: str = "H200", model: str = "llama3-8b", speed: float = 1.0) -> SimParams:

@@ -18,11 +18,13 @@ def test_bench_help_lists_every_benchmark_and_runs_none() -> None:
                           cwd=ROOT)
     assert proc.returncode == 0 and proc.stderr == ""
     listed = re.findall(r"^  ([\w-]+)  ", proc.stdout, re.M)
-    assert listed == list(BENCHES) == ["client", "virtual", "search", "search-prior", "workers"]
+    assert listed == list(BENCHES) == ["client", "virtual", "search", "search-prior", "workers",
+                                                 "intervals"]
     assert "== bench" not in proc.stdout  # nothing ran
     wrong = subprocess.run([sys.executable, "-m", "bench", "vritual"], capture_output=True, text=True, timeout=60,
                            cwd=ROOT)
-    assert wrong.returncode == 2 and "choose from client, virtual, search, search-prior, workers" in wrong.stderr
+    assert wrong.returncode == 2 and "choose from client, virtual, search, search-prior, workers, intervals" in \
+        wrong.stderr
 
 
 def test_results_go_to_a_git_ignored_folder_never_to_docs() -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from sweep.analysis.knee import ConfigKnee, KneeResult, StepPoint, find_knee, knee_goodput_ci
 from sweep.analysis.run_stats import RunStats
+from sweep.analysis.window_noise import from_interval, knee_interval
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ def ladder_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> Config
     if k.point is None:
         return None
     lo, hi = knee_goodput_ci(points, flatten_threshold)
+    # with the window-to-window noise of the passing windows' goodput (sweep.analysis.window_noise, issue 28 §3)
+    lo, hi = knee_interval(k.point.goodput_tps, lo, hi, [from_interval(p.load, p.goodput_tps, p.goodput_ci_low,
+                                                                       p.goodput_ci_high) for p in points if p.passes])
     unit = "req/s" if any(s.offered_rps is not None for s in steps) else "concurrency"
     return ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
                       ladder_phase(steps[0].phase), k.reason, steps[k.index or 0].stats.throughput_rps,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sweep.analysis.boundary import Boundary, estimate_boundary, window_sample
+from sweep.analysis.boundary import Boundary, estimate_boundary, steps_windows
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.tiers import StoredRequest
 from sweep.profile import SLA, Refine
@@ -125,6 +125,4 @@ def _rate_text(load: float) -> str:
 
 def boundary_of(sla: SLA, steps: Sequence[LadderStep], requests_of: RequestsOf) -> Boundary | None:
     """The SLA boundary of a configuration's stored windows (their requests read back from the store)."""
-    windows = [window_sample(s.load, requests_of(s.run_id), s.stats.window_s, s.stats.goodput_tps)
-               for s in steps]
-    return estimate_boundary(windows, sla) if windows else None
+    return estimate_boundary(steps_windows(steps, requests_of), sla) if steps else None
