@@ -142,7 +142,7 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
   repeat)
     # issue 28: one configuration launched twice in one call, each launch a ladder 16/64 with refinement: does each
     # launch's interval (SLA boundary, knee goodput) hold the other launch's point? (docs/h200-sample/repeat/)
-    for run in a b; do
+    for run in ${RUNS:-a b}; do  # RUNS=c: one more launch under another study name
       python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" --study "h200-repeat-$run" \
         --config max_running_requests=32,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
         --set 'ladder=[16,64]' --set refine.enabled=true --set refine.max_steps=4 --set refine.tolerance=0.1 \
