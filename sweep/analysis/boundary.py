@@ -80,7 +80,7 @@ class WindowSample:
     none: an error, a TPOT below 2 output tokens) and whether each failed. `concurrency` is the window's load: its
     concurrency, or its offered rate (req/s) in an open-loop rate ladder. `sent_s`: each request's send time
     (seconds from the window's start; empty: the requests are in send order); `refined`: a refinement window (a
-    bisection), not one of the ladder's steps."""
+    bisection), not one of the ladder's steps; `rate`: an open loop's window, whose load is an offered rate."""
 
     concurrency: float
     ttft_ms: tuple[float, ...]
@@ -97,8 +97,8 @@ class WindowSample:
 class Boundary:
     """Where a configuration's SLA percentile crosses its bound (a load: concurrency, or req/s in an open-loop rate
     ladder), its 95% interval, the bracket it lies in, the shape of the crossing (smooth | cliff) and the
-    window-to-window noise the interval carries (relative sd of a window's SLA ratio, and how many residuals
-    measured it)."""
+    window-to-window noise the interval carries (eta: the relative sd of the load a window effectively saw, and the
+    effective number of residuals that measured it; 0 when not measured)."""
 
     concurrency: float
     ci_low: float
@@ -231,10 +231,11 @@ def jump(points: Sequence[tuple[float, float]], refined: Sequence[bool]) -> floa
     """The largest factor the SLA ratio moves by between neighbouring windows around the crossing (module
     docstring, shape); 0 when nothing brackets it."""
     ladder = [p for p, r in zip(points, refined, strict=True) if not r]
-    b = bracket(ladder) or bracket(points)
+    b, src = bracket(ladder), ladder
+    if b is None:
+        b, src = bracket(points), list(points)
     if b is None:
         return 0.0
-    src = ladder if bracket(ladder) else points
     lo, hi = src[b[0]][0], src[b[1]][0]
     worst = 0.0
     for seq in (ladder, list(points)):
