@@ -46,7 +46,7 @@ Spec (issue 19 §1, "find the boundary, not the ladder step"; issue 28 §3 and �
      interpolated linearly in its logarithm (the bend between the bracket's windows is unknown); the point estimate
      always lies inside. A zero-width interval left after this (a ratio of exactly 1) widens to the bracket.
   On the simulator with window noise the interval covers a dense scan's crossing in 18-20 of 20 studies per
-  configuration (docs/bench-intervals.md); a bootstrap over one window's requests alone covered 0-17.
+  configuration (docs/bench-intervals.md); a bootstrap over single requests covered 4, 18 and 0.
 
 The windows' requests are the measured ones (not warm-up, sent inside the window), as measure counts them; a cut one
 (still running when the drain ended) is left out, as measure leaves it out of the latencies and the error rate.
