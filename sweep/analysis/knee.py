@@ -73,7 +73,9 @@ class ConfigKnee:
     concurrency: int
     goodput_tps: float
     goodput_rps: float
-    ci_low: float | None  # 95% interval of goodput_tps, the knee re-chosen in each resample (knee_goodput_ci)
+    # 95% interval of goodput_tps: the knee re-chosen in each resample (knee_goodput_ci), widened by the window-to-window
+    # term of the configuration's passing windows (sweep.analysis.window_noise.knee_interval, issue 28 §3)
+    ci_low: float | None
     ci_high: float | None
     phase: str  # the ladder's phase: screen or final
     reason: str  # why find_knee chose this step

@@ -1,9 +1,10 @@
 """How sure the ranking is (pure): the bootstrap probability that the winner's knee goodput is higher than another
 configuration's, the tie rule, and the interval of a difference (the gain over SGLang's defaults).
 
-Each knee's goodput is redrawn from a normal fitted to its 95% interval (ConfigKnee.ci_low/ci_high, itself the
-knee re-chosen in every bootstrap resample of its ladder: sweep.analysis.knee.knee_goodput_ci); a knee without an
-interval counts as exact. The draws of two knees are independent (different launches, different windows). With
+Each knee's goodput is redrawn from a normal fitted to its 95% interval (ConfigKnee.ci_low/ci_high: the knee
+re-chosen in every bootstrap resample of its windows, sweep.analysis.knee.knee_goodput_ci, widened by the
+window-to-window term measured from them, sweep.analysis.window_noise.knee_interval); a knee without an interval
+counts as exact. The draws of two knees are independent (different launches, different windows). With
 a fixed seed the numbers are reproducible: the same stored study gives the same report.
 """
 
