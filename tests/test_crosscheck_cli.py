@@ -28,6 +28,7 @@ workload:
   output_len: {kind: uniform, low: 16, high: 64}
 arrival: {kind: closed}
 ladder: LADDER
+ladder_max: 0  # the steps the test names, no climbing on past them
 window: {warmup_requests: 8, warmup_seconds: 1, measure_seconds: 5, drain_seconds: 10, request_timeout_s: 30}
 server: {launcher: sim, model_path: models/llama3-8b-shape, startup_timeout_s: 60}
 search: {sampler: grid, space: {max_running_requests: [16]}}
