@@ -50,7 +50,10 @@ class Recorder:
         self.seen += 1
         gaps = fold_chunks(rec, start, end)
         if gaps and in_window(rec, start, end) and succeeded(rec):
-            np.asarray(gaps, dtype=np.float64).tofile(self._gaps)
+            # a plain write, not ndarray.tofile: numpy turns an exception raised inside its file calls (a SIGINT's
+            # KeyboardInterrupt landing there, seen in CI) into "expected str, bytes or os.PathLike object, not
+            # BufferedWriter", a traceback instead of sweep's one-line interrupt
+            self._gaps.write(np.asarray(gaps, dtype=np.float64).tobytes())
             self._blocks[id(rec)] = (self._offset, len(gaps))
             self._offset += len(gaps)
         self._pending.append(rec)
