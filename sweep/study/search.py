@@ -26,6 +26,7 @@ from sweep.study.trial_guard import (
     REQUEUED_ATTR,
     TrialGuard,
     storage_error,
+    storage_error_behind,
 )
 
 FEASIBLE_ATTR = "feasible"
@@ -198,6 +199,11 @@ class Search:
                 try:
                     with self.guard.quiet_when_fenced():
                         study.optimize(objective, n_trials=1, catch=())
+                except UnboundLocalError as exc:  # Optuna's own, hiding a storage error: that error is the one said
+                    hidden = storage_error_behind(exc)
+                    if hidden is None:
+                        raise
+                    raise hidden from None
                 except Exception as exc:
                     # Optuna could not tell a trial another worker took over (mid-window, or after the verdict)
                     self.guard.fenced = self.guard.fenced or self.guard.told_too_late(study, exc)

@@ -119,3 +119,17 @@ def storage_error(exc: BaseException) -> BaseException:
         return exc
     what = "cannot write the Optuna study"
     return database_error(exc, what) or DatabaseError(f"{what}: {first_line(exc)}", "optuna")
+
+
+def storage_error_behind(exc: BaseException) -> BaseException | None:
+    """The storage error Optuna hid: when a trial's tell fails and reading the trial back fails too (a locked or lost
+    database), Optuna's _run_trial raises UnboundLocalError from its finally block, the storage error only in its
+    context. That error (its database driver's, where Optuna wrapped one), or None when `exc` is not that."""
+    if not isinstance(exc, UnboundLocalError):
+        return None
+    seen = exc.__context__
+    while seen is not None:
+        if isinstance(seen, optuna.exceptions.StorageInternalError):
+            return seen.__cause__ or seen
+        seen = seen.__context__
+    return None
