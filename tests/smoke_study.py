@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 Cli = Callable[..., "subprocess.CompletedProcess[str]"]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}  # the checkout's sweep, whatever the working directory
+
+
+def sweep_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m sweep.cli ARGS` in cwd, this checkout's sweep on the path; its output captured."""
+    return subprocess.run([sys.executable, "-m", "sweep.cli", *args], capture_output=True, text=True, timeout=300,
+                          cwd=cwd, env=ENV)
 
 
 def smoke_knee(sweep: Cli, tmp: Path, study: str) -> Path:

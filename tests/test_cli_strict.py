@@ -4,30 +4,23 @@ pip can really install. Over a real smoke study's SQLite file."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from smoke_study import smoke_knee
+from smoke_study import ENV, smoke_knee, sweep_cli
 
 from sweep.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = str(ROOT / "profiles" / "smoke.yaml")
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def sweep(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sweep.cli", *args], capture_output=True, text=True, timeout=300,
-                          cwd=cwd, env=ENV)
 
 
 @pytest.fixture(scope="module")
 def smoke_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return smoke_knee(sweep, tmp_path_factory.mktemp("strict"), "strict-smoke")
+    return smoke_knee(sweep_cli, tmp_path_factory.mktemp("strict"), "strict-smoke")
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, list[str]]:

@@ -6,30 +6,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from smoke_study import smoke_knee
+from smoke_study import smoke_knee, sweep_cli
 
 from sweep.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "datasets"
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def sweep(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sweep.cli", *args], capture_output=True, text=True, timeout=300,
-                          cwd=cwd, env=ENV)
 
 
 @pytest.fixture(scope="module")
 def smoke_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return smoke_knee(sweep, tmp_path_factory.mktemp("out"), "out-smoke")
+    return smoke_knee(sweep_cli, tmp_path_factory.mktemp("out"), "out-smoke")
 
 
 def _digest(path: Path) -> str:

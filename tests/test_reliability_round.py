@@ -6,7 +6,6 @@ Over real smoke studies in SQLite files and real sweep processes."""
 from __future__ import annotations
 
 import json
-import os
 import resource
 import shutil
 import signal
@@ -16,23 +15,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from smoke_study import smoke_knee
+from smoke_study import ENV, smoke_knee, sweep_cli
 
 from sweep.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "profiles" / "smoke.yaml"
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def sweep(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sweep.cli", *args], capture_output=True, text=True, timeout=300,
-                          cwd=cwd, env=ENV)
 
 
 @pytest.fixture(scope="module")
 def smoke_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return smoke_knee(sweep, tmp_path_factory.mktemp("round"), "round")
+    return smoke_knee(sweep_cli, tmp_path_factory.mktemp("round"), "round")
 
 
 def _err(capsys: pytest.CaptureFixture[str]) -> list[str]:
@@ -128,7 +121,7 @@ def test_report_md_carries_no_raw_html_from_the_description_or_the_model_path(tm
     profile.write_text(SMOKE.read_text().replace(
         "description: Tests and first contact. Never use its numbers for a decision.",
         'description: "<script>alert(1)</script> & <b>bold</b>"'))
-    proc = sweep("knee", "-p", str(profile), "--db", str(tmp_path / "r.db"), "--out", str(tmp_path / "rep"),
+    proc = sweep_cli("knee", "-p", str(profile), "--db", str(tmp_path / "r.db"), "--out", str(tmp_path / "rep"),
                  "--driver", "virtual", "--study", "h", "--no-progress", "--set", "ladder=[2]",
                  "--set", "search.space.max_running_requests=[8]", "--set", f"server.model_path={model}",
                  cwd=tmp_path)
