@@ -24,6 +24,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from sweep.analysis.loads import load_text
+
 
 @dataclass(frozen=True)
 class StepPoint:
@@ -52,8 +54,8 @@ class StepPoint:
         return self.passes and not self.flagged
 
     def at(self) -> str:
-        """The window's load as text: "12.50 req/s" in a rate ladder, else "c=64"."""
-        return f"{self.offered_rps:.2f} req/s" if self.offered_rps is not None else f"c={self.concurrency}"
+        """The window's load as text: "12.50 req/s" in a rate ladder, else "c=64" (sweep.analysis.loads)."""
+        return load_text(self.concurrency, self.offered_rps)
 
 
 @dataclass(frozen=True)

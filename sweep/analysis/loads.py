@@ -12,7 +12,10 @@ as its load. Elsewhere the load is the client concurrency.
 
 from __future__ import annotations
 
-from sweep.analysis.knee import ConfigKnee
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a type only: knee.py reads its windows' loads from here
+    from sweep.analysis.knee import ConfigKnee
 
 RATE_UNIT = "req/s"
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from sweep.analysis.knee import flagged_peak
 from sweep.analysis.ladder_steps import LadderStep, step_points
+from sweep.analysis.loads import load_words
 from sweep.profile import Profile
 from sweep.profile.phases import CLIMB_RATE_DOUBLINGS
 
@@ -31,7 +32,8 @@ class NextWindow:
     phase: str
 
     def at(self) -> str:
-        return f"{self.rate:g} req/s" if self.rate is not None else f"concurrency {self.concurrency}"
+        """Its load in a sentence: "concurrency 16", or "12.50 req/s" (sweep.analysis.loads)."""
+        return load_words(self.concurrency, self.rate)
 
 
 def resolved_max_running(server_info: Mapping[str, object]) -> int | None:

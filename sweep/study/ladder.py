@@ -239,7 +239,7 @@ class LadderRunner:
                 climbed += done
             if climbed and usable:
                 top = max(climbed, key=lambda s: s.load)
-                outcome.stop_reason += (f"; climbed on past the ladder's top to {NextWindow(top.concurrency, top.offered_rps, top.phase).at()}"
+                outcome.stop_reason += (f"; climbed on past the ladder's top to {load_words(top.concurrency, top.offered_rps)}"
                                         f" ({'fails' if not top.stats.passes_sla else 'passes: the cap'})")
         if usable and refines(self.profile, climb.phase):
             self._refine(handle, config_id, climb, outcome)
