@@ -135,14 +135,13 @@ def find_knee(points: list[StepPoint], flatten_threshold: float) -> KneeResult:
         return KneeResult(None, None, why)
     best_i, best = _best(eligible)
     flat = flattening_index([p for _, p in ladder], flatten_threshold)
-    flat_i = ladder[flat][0] if flat is not None else None
     why = f"highest-goodput passing window {best.at()} ({best.goodput_tps:.1f} good tok/s)"
-    if flat_i is not None and points[flat_i].load <= best.load:
-        before = ladder[flat - 1][1] if flat else None
-        gain = gain_per_doubling(before, points[flat_i]) if before is not None else None
-        if gain is not None:
-            why += (f"; throughput flattens from {points[flat_i].at()} (gain {gain:.1%}/doubling < "
-                    f"{flatten_threshold:.0%}) while latency rises: the last steps bought little")
+    if flat is None:
+        return KneeResult(best_i, best, why)
+    (_, before), (flat_i, at) = ladder[flat - 1], ladder[flat]  # flattening_index is never 0: it has a step before
+    if at.load <= best.load:
+        why += (f"; throughput flattens from {at.at()} (gain {gain_per_doubling(before, at):.1%}/doubling < "
+                f"{flatten_threshold:.0%}) while latency rises: the last steps bought little")
     return KneeResult(best_i, best, why, flat_i)
 
 
