@@ -123,7 +123,7 @@ def _bracket(steps: Sequence[LadderStep], knee: ConfigKnee) -> tuple[float, floa
 
 def _at_top(steps: Sequence[LadderStep], knee: ConfigKnee) -> bool:
     """Whether the knee is its ladder's top window: nothing of more load was measured (not bracketed)."""
-    load = knee.offered_rps if knee.offered_rps is not None else float(knee.concurrency)
+    load = knee_load(knee)
     return not any(s.load > load for s in steps)
 
 
