@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from sweep.analysis.knee import flagged_peak
 from sweep.analysis.ladder_steps import LadderStep, step_points
 from sweep.analysis.loads import load_words
+from sweep.core.types import ServerConfig
 from sweep.profile import Profile
 from sweep.profile.phases import CLIMB_RATE_DOUBLINGS
 
@@ -37,9 +38,12 @@ class NextWindow:
 
 
 def resolved_max_running(server_info: Mapping[str, object]) -> int | None:
-    """The server's own max_running_requests (/server_info: SGLang resolves it from the KV pool when unset)."""
-    v = server_info.get("max_running_requests")
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+    """The server's own max_running_requests (/server_info: SGLang resolves it from the KV pool when unset), read as
+    every knob of /server_info is (ServerConfig.from_mapping); None when it is missing or does not parse."""
+    try:
+        return ServerConfig.from_mapping(server_info).max_running_requests or None
+    except ValueError:
+        return None
 
 
 def next_climb(profile: Profile, steps: Sequence[LadderStep], max_running: int | None) -> NextWindow | None:
