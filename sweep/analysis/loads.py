@@ -12,10 +12,17 @@ as its load. Elsewhere the load is the client concurrency.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # a type only: knee.py reads its windows' loads from here
-    from sweep.analysis.knee import ConfigKnee
+
+class Loaded(Protocol):
+    """What has a load: a knee (sweep.analysis.knee.ConfigKnee) or a window, by its concurrency and offered rate."""
+
+    @property
+    def concurrency(self) -> int: ...
+
+    @property
+    def offered_rps(self) -> float | None: ...
 
 RATE_UNIT = "req/s"
 
@@ -30,6 +37,6 @@ def load_words(concurrency: int, offered_rps: float | None) -> str:
     return f"{offered_rps:,.2f} {RATE_UNIT}" if offered_rps is not None else f"concurrency {concurrency}"
 
 
-def knee_load(knee: ConfigKnee) -> float:
+def knee_load(knee: Loaded) -> float:
     """The knee's load: its offered rate in a rate ladder, else its concurrency (LadderStep.load's unit)."""
     return knee.offered_rps if knee.offered_rps is not None else float(knee.concurrency)
