@@ -14,6 +14,7 @@ from sweep.analysis.winner import Winner
 from sweep.core.errors import NotFound, ProfileError, UsageError, WorkloadError
 from sweep.launchers.placement import WorkerSeat, detect
 from sweep.profile import Profile
+from sweep.profile.context_len import server_context
 from sweep.report.document import ReportFiles, write_report
 from sweep.store import PriorRecord, Store
 from sweep.study import prior
@@ -161,7 +162,8 @@ class Orchestrator:
         # Input first (the dataset, --out): a bad one is one line and nothing written, no study left running.
         # Requests are made on demand and never repeat on one server (sweep.workload.stream); replay only when asked.
         # Made before the study row, so a dataset that cannot serve one ladder writes nothing.
-        specs = open_stream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+        specs = open_stream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)),
+                            context_len=server_context(self.profile))
         refuse_short_dataset(self.profile, specs)
         if self.profile.crosscheck.enabled:  # a reference that cannot run is one clear line before anything is stored
             from sweep.study.crosscheck_step import choose_reference
@@ -191,7 +193,8 @@ class Orchestrator:
               specs: Stream | None = None) -> KneeRun:
         """Measure trials of the study as one of its workers until its work is done, then write the report."""
         if specs is None:
-            specs = open_stream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+            specs = open_stream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)),
+                            context_len=server_context(self.profile))
             refuse_short_dataset(self.profile, specs)
         seat = self.seat
         identity = WorkerIdentity.this_process()
