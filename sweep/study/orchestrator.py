@@ -44,7 +44,7 @@ from sweep.views.context import ConfigFailure, study_context
 from sweep.views.footprint import study_footprint
 from sweep.views.read_model import read_study
 from sweep.workload.lexicon import for_model
-from sweep.workload.stream import Stream, open_stream
+from sweep.workload.stream import Stream, open_stream, stream_facts
 
 __all__ = ["KneeRun", "Orchestrator"]
 TrialCallback = Callable[[LadderOutcome], None]
@@ -204,8 +204,8 @@ class Orchestrator:
         identity = replace(identity, worker_id=worker_id)
         log_dir = self.out_dir / study_name / "logs" / (seat.label or "")
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir, seat)
-        record = EnvironmentRecord(self.store, study_id, normalise_env(launcher.environment(), self.profile,
-                                                                        self.simulated), self.simulated, self.say)
+        env = {**normalise_env(launcher.environment(), self.profile, self.simulated), **stream_facts(specs)}
+        record = EnvironmentRecord(self.store, study_id, env, self.simulated, self.say)
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
         runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name,
                               on_step=on_step, on_launch=record.on_launch)

@@ -14,15 +14,20 @@ starts at its first entry at or after that offset.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from sweep.core.errors import WorkloadError
+from sweep.core.types import JSON
 from sweep.profile import Dataset, Workload
 from sweep.profile.context_len import longest_draw
+from sweep.profile.trace import burstiness, recorded_rate
 from sweep.workload.blocks import BlockTokens
 from sweep.workload.importers import DatasetItem
 
-__all__ = ["Fitted", "OverlongError", "fit_context", "from_start", "in_file_order"]
+__all__ = ["Fitted", "OverlongError", "fit_context", "from_start", "in_file_order", "input_facts"]
 
 
 class OverlongError(WorkloadError):
@@ -120,3 +125,20 @@ def fit_context(items: list[DatasetItem], w: Workload, context_len: int) -> tupl
         raise OverlongError(f"{ds.path}: every one of its {len(items)} entries is longer than the server's context "
                             f"of {context_len:,} tokens (prompt + requested output): nothing left to send")
     return out, Fitted(len(items), clipped, dropped, context_len, ds.overlong)
+
+
+def input_facts(items: Sequence[DatasetItem] | None, fitted: Fitted | None, ds: Dataset | None) -> dict[str, JSON]:
+    """What the study's report says of its dataset, stored with the study (its environment row): the entries
+    clipped and dropped to fit the context, and a trace's own timing (recorded rate and burstiness, from
+    dataset.start_s), so a calm slice is not mistaken for the day."""
+    out: dict[str, JSON] = {}
+    if fitted is not None:
+        out["dataset_fit"] = {"entries": fitted.entries, "clipped": fitted.clipped, "dropped": fitted.dropped,
+                              "context_len": fitted.context_len, "policy": fitted.policy}
+    times = [it.send_at for it in items or () if it.send_at is not None]
+    if ds is not None and len(times) > 1:
+        b = burstiness(times)
+        out["trace"] = {"sends": b.sends, "span_s": round(b.span_s, 3), "gap_cv": b.gap_cv,
+                        "peak_ratio": b.peak_ratio, "recorded_rps": recorded_rate(np.asarray(sorted(times))),
+                        "start_s": ds.start_s}
+    return out

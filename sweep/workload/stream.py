@@ -28,16 +28,16 @@ from pathlib import Path
 import numpy as np
 
 from sweep.core.errors import StreamExhausted
-from sweep.core.types import RequestRecord, RequestSpec
+from sweep.core.types import JSON, RequestRecord, RequestSpec
 from sweep.profile import Workload
 from sweep.workload.lexicon import SIM, Lexicon
 from sweep.workload.media import POOL_SIZE
-from sweep.workload.overlong import in_file_order
+from sweep.workload.overlong import in_file_order, input_facts
 from sweep.workload.requests import BLOCK, WorkloadParts, make_block, warm_media_pool, workload_parts
 from sweep.workload.sessions import SessionStream
 
 __all__ = ["KEEP_BLOCKS", "RequestStream", "Requests", "SessionStream", "StreamExhausted", "next_position",
-           "open_stream", "spec_at", "view_from"]
+           "open_stream", "spec_at", "stream_facts", "view_from"]
 
 KEEP_BLOCKS = 64  # blocks a view keeps: a closed loop's users draw positions close together
 
@@ -147,6 +147,12 @@ def open_stream(w: Workload, base_dir: Path | None = None, *, lexicon: Lexicon =
     if w.sessions is not None:
         return SessionStream(w, base_dir, lexicon=lexicon)
     return RequestStream(w, base_dir, lexicon=lexicon, context_len=context_len)
+
+
+def stream_facts(stream: Stream) -> dict[str, JSON]:
+    """The stream's dataset facts the study stores (sweep.workload.overlong.input_facts); {} without a dataset."""
+    w = stream.workload
+    return input_facts(stream.parts.items, stream.parts.fitted, w.dataset) if w.dataset is not None else {}
 
 
 def spec_at(specs: Requests, k: int) -> RequestSpec:
