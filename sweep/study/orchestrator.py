@@ -204,7 +204,12 @@ class Orchestrator:
         identity = replace(identity, worker_id=worker_id)
         log_dir = self.out_dir / study_name / "logs" / (seat.label or "")
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir, seat)
-        env = {**normalise_env(launcher.environment(), self.profile, self.simulated), **stream_facts(specs)}
+        env = normalise_env(launcher.environment(), self.profile, self.simulated)
+        facts = stream_facts(specs)  # stored with the study: entries fitted to the context, a trace's own timing
+        if "dataset_fit" in facts:
+            env["dataset_fit"] = facts["dataset_fit"]
+        if "trace" in facts:
+            env["trace"] = facts["trace"]
         record = EnvironmentRecord(self.store, study_id, env, self.simulated, self.say)
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
         runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name,

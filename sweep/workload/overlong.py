@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TypedDict
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from sweep.profile.trace import burstiness, recorded_rate
 from sweep.workload.blocks import BlockTokens
 from sweep.workload.importers import DatasetItem
 
-__all__ = ["Fitted", "OverlongError", "fit_context", "from_start", "in_file_order", "input_facts"]
+__all__ = ["Fitted", "OverlongError", "fit_context", "from_start", "InputFacts", "in_file_order", "input_facts"]
 
 
 class OverlongError(WorkloadError):
@@ -127,11 +128,18 @@ def fit_context(items: list[DatasetItem], w: Workload, context_len: int) -> tupl
     return out, Fitted(len(items), clipped, dropped, context_len, ds.overlong)
 
 
-def input_facts(items: Sequence[DatasetItem] | None, fitted: Fitted | None, ds: Dataset | None) -> dict[str, JSON]:
+class InputFacts(TypedDict, total=False):
+    """input_facts: what the study stores of its dataset (its environment row's extra keys)."""
+
+    dataset_fit: dict[str, JSON]
+    trace: dict[str, JSON]
+
+
+def input_facts(items: Sequence[DatasetItem] | None, fitted: Fitted | None, ds: Dataset | None) -> InputFacts:
     """What the study's report says of its dataset, stored with the study (its environment row): the entries
     clipped and dropped to fit the context, and a trace's own timing (recorded rate and burstiness, from
     dataset.start_s), so a calm slice is not mistaken for the day."""
-    out: dict[str, JSON] = {}
+    out: InputFacts = {}
     if fitted is not None:
         out["dataset_fit"] = {"entries": fitted.entries, "clipped": fitted.clipped, "dropped": fitted.dropped,
                               "context_len": fitted.context_len, "policy": fitted.policy}

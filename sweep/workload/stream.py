@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from sweep.core.errors import StreamExhausted
-from sweep.core.types import JSON, RequestRecord, RequestSpec
+from sweep.core.types import RequestRecord, RequestSpec
 from sweep.profile import Workload
 from sweep.workload.lexicon import SIM, Lexicon
 from sweep.workload.media import POOL_SIZE
-from sweep.workload.overlong import in_file_order, input_facts
+from sweep.workload.overlong import InputFacts, in_file_order, input_facts
 from sweep.workload.requests import BLOCK, WorkloadParts, make_block, warm_media_pool, workload_parts
 from sweep.workload.sessions import SessionStream
 
@@ -149,7 +149,7 @@ def open_stream(w: Workload, base_dir: Path | None = None, *, lexicon: Lexicon =
     return RequestStream(w, base_dir, lexicon=lexicon, context_len=context_len)
 
 
-def stream_facts(stream: Stream) -> dict[str, JSON]:
+def stream_facts(stream: Stream) -> InputFacts:
     """The stream's dataset facts the study stores (sweep.workload.overlong.input_facts); {} without a dataset."""
     w = stream.workload
     return input_facts(stream.parts.items, stream.parts.fitted, w.dataset) if w.dataset is not None else {}
