@@ -238,14 +238,8 @@ class Profile(_Strict):
         rates = getattr(self.arrival, "rates", None)
         if rates is not None and len(rates) != len(self.ladder):
             raise ValueError(f"arrival.rates has {len(rates)} values for a ladder of {len(self.ladder)} steps")
-        scales = getattr(self.arrival, "scales", None)
-        if scales is not None and len(scales) != len(self.ladder):
-            raise ValueError(f"arrival.scales has {len(scales)} values for a ladder of {len(self.ladder)} steps")
-        if scales is not None and any(b <= a for a, b in zip(scales, scales[1:], strict=False)):
-            raise ValueError("arrival.scales must be strictly ascending")
-        if isinstance(self.arrival, TraceArrival) and self.arrival.path is None and self.workload.dataset is None:
-            raise ValueError("arrival: a trace without a path replays the workload dataset's send times: set "
-                             "workload.dataset, or arrival.path")
+        if isinstance(self.arrival, TraceArrival):
+            self.arrival.check_ladder(len(self.ladder), self.workload.dataset is not None)
         return self
 
     @model_validator(mode="after")
@@ -272,10 +266,7 @@ class Profile(_Strict):
         """The offered rates (req/s) of a rate ladder's steps: arrival.rates, or a time-scale ladder's scales times
         the trace's recorded rate; [] for any other ladder."""
         a = self.arrival
-        if isinstance(a, TraceArrival):
-            rec = a.recorded_rps
-            return [rec * s for s in a.scales] if a.scales is not None and rec is not None else []
-        return list(getattr(a, "rates", None) or [])
+        return a.step_rates() if isinstance(a, TraceArrival) else list(getattr(a, "rates", None) or [])
 
     def rate_arrival(self, rate: float) -> Arrival:
         """The profile's open-loop arrival offering `rate` req/s (a refinement window of a rate ladder)."""

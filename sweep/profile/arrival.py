@@ -212,6 +212,22 @@ class TraceArrival(OpenArrival):
         rate = self.recorded_rps
         return rate / self.time_scale if rate is not None else None
 
+    def check_ladder(self, steps: int, has_dataset: bool) -> None:
+        """ValueError (one line) when `scales` cannot make a ladder of `steps` steps, or no file gives the times."""
+        sc = self.scales
+        if sc is not None and len(sc) != steps:
+            raise ValueError(f"arrival.scales has {len(sc)} values for a ladder of {steps} steps")
+        if sc is not None and any(b <= a for a, b in zip(sc, sc[1:], strict=False)):
+            raise ValueError("arrival.scales must be strictly ascending")
+        if self.path is None and not has_dataset:
+            raise ValueError("arrival: a trace without a path replays the workload dataset's send times: set "
+                             "workload.dataset, or arrival.path")
+
+    def step_rates(self) -> list[float]:
+        """The offered rate (req/s) of each step of a time-scale ladder: the recorded rate times its scale."""
+        rec = self.recorded_rps
+        return [rec * s for s in self.scales] if self.scales is not None and rec is not None else []
+
     def scaled(self, scale: float) -> TraceArrival:
         """This trace at scale× its recorded rate (a time-scale ladder's step)."""
         return self._copy(self.model_copy(update={"time_scale": 1.0 / scale}))
