@@ -197,6 +197,11 @@ class TraceArrival(OpenArrival):
         return self._resolved or Path(self.path or "")
 
     @property
+    def start_s(self) -> float:
+        """Where the replay starts in the trace (the dataset's start_s when it replays the dataset), seconds."""
+        return self._start_s
+
+    @property
     def of_dataset(self) -> bool:
         """Whether it replays the workload dataset's entries at their own times (a driver takes the send times
         from the requests; `offsets` reads the same file for plans)."""

@@ -72,7 +72,7 @@ def find_input(folder: Path | None, where: str, field: str, raw: str, hint: str 
 def _check_trace(where: str, arrival: TraceArrival) -> None:
     """The trace file parses (timestamps, non-decreasing, finite): its problem is the profile's, at load time."""
     try:
-        load_trace(arrival.file, arrival.time_scale, arrival._start_s)
+        load_trace(arrival.file, arrival.time_scale, arrival.start_s)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         field = "workload.dataset" if arrival.of_dataset else "arrival.path"
         raise ProfileError(f"{where}: {field}: {' '.join(str(exc).split())}") from None
