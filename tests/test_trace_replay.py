@@ -128,3 +128,19 @@ def test_a_trace_ladder_that_cannot_run_is_refused(tmp_path: Path, arrival: str,
         path.write_text(path.read_text().replace('  dataset: {"path": "trace.jsonl"}\n', ""))
     with pytest.raises(ProfileError, match=message):
         load_profile(path)
+
+
+def test_an_openai_log_with_a_time_field_is_a_trace_in_file_order(tmp_path: Path) -> None:
+    """A chat-completions request log stamped with "created" (Unix seconds) replays at its own times: its entries
+    keep file order, their send times counted from the first."""
+    rows = [{"created": 1_700_000_000 + t, "messages": [{"role": "user", "content": f"question {i} " * (i + 1)}],
+             "max_tokens": 8} for i, t in enumerate((0.0, 0.5, 0.5, 2.25, 7.0))]
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert np.allclose(load_trace(log), [0.0, 0.5, 0.5, 2.25, 7.0])
+    prof = load_profile(_profile(tmp_path, "{kind: trace, scales: [1, 2, 4]}"),
+                        {"workload.dataset.path": str(log), "workload.dataset.format": "openai"})
+    parts = workload_parts(prof.workload, prof.folder)
+    assert parts.items is not None
+    assert [it.send_at for it in parts.items] == [0.0, 0.5, 0.5, 2.25, 7.0]
+    assert [len(it.input_ids) for it in parts.items] == [2 * (i + 1) for i in range(5)]

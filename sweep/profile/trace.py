@@ -2,7 +2,7 @@
 
 A timestamps file is one number per line (seconds; or the first CSV column; '#' comments). A JSONL trace (a line
 that opens with '{') gives each entry's time by its own field: the FAST'25 Mooncake trace's "timestamp"
-(milliseconds), sweep's JSONL "send_at" (seconds). `start_s` cuts the trace: the replay starts at its first entry
+(milliseconds), sweep's JSONL "send_at" (seconds), an OpenAI request log's "created" (Unix seconds). `start_s` cuts the trace: the replay starts at its first entry
 at or after that many seconds into it (trace.start: a window of a long trace at a chosen offset).
 """
 
@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 
 PEAK_SPAN_S = 10.0  # the span of a trace's peak rate (Burstiness.peak_ratio)
-_JSON_TIMES = (("timestamp", 1000.0, "ms"), ("send_at", 1.0, "s"))  # a JSONL entry's time field, its divisor
+# a JSONL entry's time field and its divisor: Mooncake's ms, sweep's JSONL seconds, an OpenAI log's Unix seconds
+_JSON_TIMES = (("timestamp", 1000.0, "ms"), ("send_at", 1.0, "s"), ("created", 1.0, "s"))
 
 
 def _json_time(text: str, where: str) -> float:
-    """The send time (seconds) of one JSONL trace entry: "timestamp" (ms, Mooncake) or "send_at" (s)."""
+    """The send time (seconds) of one JSONL trace entry: "timestamp" (ms, Mooncake), "send_at" or "created" (s)."""
     try:
         obj = json.loads(text)
     except ValueError:
@@ -29,7 +30,7 @@ def _json_time(text: str, where: str) -> float:
             v = obj.get(key)
             if isinstance(v, int | float) and not isinstance(v, bool):
                 return float(v) / divisor
-    raise ValueError(f'{where}: no send time ("timestamp" in ms or "send_at" in s)')
+    raise ValueError(f'{where}: no send time ("timestamp" in ms, "send_at" or "created" in s)')
 
 
 def load_trace(path: str | Path, time_scale: float = 1.0, start_s: float = 0.0) -> np.ndarray:
