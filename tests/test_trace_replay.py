@@ -144,3 +144,22 @@ def test_an_openai_log_with_a_time_field_is_a_trace_in_file_order(tmp_path: Path
     assert parts.items is not None
     assert [it.send_at for it in parts.items] == [0.0, 0.5, 0.5, 2.25, 7.0]
     assert [len(it.input_ids) for it in parts.items] == [2 * (i + 1) for i in range(5)]
+
+
+def test_a_scale_step_and_a_bisected_rate_replay_the_trace_at_that_rate(tmp_path: Path) -> None:
+    """Step i of a time-scale ladder offers scales[i] x the recorded rate, and a refinement window's bisected rate
+    (req/s) is the trace at rate / recorded: its gaps divided by that, its order kept."""
+    from sweep.profile import TraceArrival
+    from sweep.study.step_verdicts import offered_rate
+
+    t, _ = _recorded()
+    rec = (len(t) - 1) / t[-1]
+    prof = load_profile(_profile(tmp_path, "{kind: trace, scales: [1, 2, 4]}"))
+    top = prof.step_arrival(prof.ladder[2])
+    assert isinstance(top, TraceArrival) and top.of_dataset
+    assert top.mean_rate == pytest.approx(4 * rec) and offered_rate(prof, top) == pytest.approx(4 * rec)
+    assert np.allclose(top.offsets(0.0), t / 4)
+    mid = prof.rate_arrival(3 * rec)
+    assert isinstance(mid, TraceArrival) and mid.mean_rate == pytest.approx(3 * rec)
+    assert np.allclose(mid.offsets(0.0), t / 3)
+    assert prof.ladder_rates == pytest.approx([rec, 2 * rec, 4 * rec])
