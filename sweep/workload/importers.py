@@ -4,7 +4,7 @@ Formats (docs/datasets.md): `jsonl` (sweep's own: "prompt" or "input_ids", optio
 "ref_output_len", "images", "send_at", and "turns", a list of later turns with the same fields), `sharegpt`
 (every human turn; each reply's length is its turn's reference output length), `openai` (a chat-completions
 request per line: the user messages are the turns, the assistant messages' lengths the reference output lengths,
-"max_tokens" the last turn's output length) and `mooncake` (a token-length trace: each hash id is one block of
+"max_tokens" the last turn's output length, "send_at" or "created" its send time) and `mooncake` (a token-length trace: each hash id is one block of
 block_tokens tokens, a deterministic function of the id, so equal ids share their tokens exactly).
 A system message is the start of turn 1's text. An unusable entry raises BadEntry with one line saying why.
 """
@@ -17,7 +17,7 @@ import io
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -321,7 +321,15 @@ def openai_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
             raise BadEntry(f"message {k}: unknown role {role!r}")
     if not turns:
         raise BadEntry("no user message")
-    return _conversation(turns, system, ctx, line, last_output)
+    item = _conversation(turns, system, ctx, line, last_output)
+    return replace(item, send_at=_log_time(obj)) if _log_time(obj) is not None else item
+
+
+def _log_time(obj: dict[str, JSON]) -> float | None:
+    """A logged request's send time in seconds: its "send_at" (s), else "created" (Unix seconds, as OpenAI logs
+    stamp a request); None when it has neither."""
+    at = _seconds(obj.get("send_at"), "send_at", "seconds")
+    return at if at is not None else _seconds(obj.get("created"), "created", "seconds")
 
 
 def mooncake_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
