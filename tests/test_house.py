@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import grimp
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT = Path(sys.executable).with_name("lint-imports")
@@ -88,20 +89,16 @@ def test_a_module_of_a_folder_imports_none_of_its_siblings() -> None:
 
 
 def test_the_top_level_holds_only_folders() -> None:
-    """sweep/ is folders and its face; the flat modules of 0.1 answer only through sweep/_compat.py."""
-    flat = sorted(p.name for p in (ROOT / "sweep").glob("*.py") if p.name not in ("__init__.py", "_compat.py"))
+    """sweep/ is folders and a docstring: no flat module, and no import finder answering old paths."""
+    flat = sorted(p.name for p in (ROOT / "sweep").glob("*.py") if p.name != "__init__.py")
     assert flat == []
 
 
-def test_an_old_module_path_is_the_new_module() -> None:
+def test_an_old_module_path_is_gone() -> None:
+    """The 0.1 paths (`sweep.knee`, `launchers.procs`) no longer import: nothing answers them behind the lint's
+    back."""
     import importlib
-    import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        old = importlib.import_module("sweep.knee")
-        launcher = importlib.import_module("launchers.procs")
-    from sweep.analysis import knee
-    from sweep.launchers import procs
-
-    assert old is knee and launcher is procs
+    for old in ("sweep.knee", "sweep.cli_workers", "launchers.procs"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(old)
