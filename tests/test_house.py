@@ -7,6 +7,7 @@ import ast
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import grimp
@@ -29,16 +30,66 @@ def test_the_layer_contracts_hold() -> None:
     assert "BROKEN" not in proc.stdout
 
 
-def test_an_upward_import_breaks_the_layers(tmp_path: Path) -> None:
-    """core importing the CLI (the top floor) is refused, with the import named."""
+def _copy(tmp_path: Path) -> Path:
     for part in ("sweep", "sglang_sim"):
         shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    errors = tmp_path / "sweep" / "core" / "errors.py"
-    errors.write_text(errors.read_text() + "\nfrom sweep.cli import app  # noqa: E402 - deliberately upward\n")
-    proc = _lint(tmp_path)
+    return tmp_path
+
+
+def _append(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text((path.read_text() if path.exists() else "") + text)
+
+
+def test_an_upward_import_breaks_the_layers(tmp_path: Path) -> None:
+    """core importing the CLI (the top floor) is refused, with the import named."""
+    copy = _copy(tmp_path)
+    _append(copy / "sweep/core/errors.py", "\nfrom sweep.cli import app  # noqa: E402 - deliberately upward\n")
+    proc = _lint(copy)
     assert proc.returncode != 0
     assert "BROKEN" in proc.stdout and "sweep.core.errors -> sweep.cli" in proc.stdout
+
+
+def _old_path(copy: Path) -> None:
+    """An old module path answered by an import finder (sweep/_compat.py answered 58): core loads the CLI through
+    `sweep.cli_workers`, a module no file holds, which the lint sees as an import of the package `sweep`."""
+    _append(copy / "sweep/core/errors.py", "\nimport sweep.cli_workers  # noqa: E402,F401\n")
+
+
+def _top_level_package(copy: Path) -> None:
+    """A package beside sweep (the 0.1 `launchers/`) that re-exports a layer: invisible to the layers."""
+    _append(copy / "launchers/__init__.py", "from sweep.cli import app  # noqa: F401\n")
+    _append(copy / "sweep/core/errors.py", "\nimport launchers  # noqa: E402,F401\n")
+
+
+def _lazy_face(copy: Path) -> None:
+    """A face's map names its modules in strings; its TYPE_CHECKING mirror (kept equal to the map by
+    test_a_lazy_face_is_mirrored_for_the_type_checker) is what the lint sees: the store lending the CLI's app."""
+    init = copy / "sweep/store/__init__.py"
+    text = init.read_text().replace('__getattr__, __dir__, __all__ = lazy(__name__, {',
+                                    '__getattr__, __dir__, __all__ = lazy(__name__, {\n    "sweep.cli.app": ("app",),')
+    init.write_text(text.replace("if TYPE_CHECKING:", "if TYPE_CHECKING:\n    from sweep.cli.app import app as app"))
+
+
+def _unplaced_floor(copy: Path) -> None:
+    """A folder of sweep/ missing from the layers' list: before `exhaustive`, its imports were never judged."""
+    _append(copy / "sweep/extra/__init__.py", '"""A floor nobody placed."""\n\nfrom sweep.cli import app  # noqa: F401\n')
+
+
+@pytest.mark.parametrize(("door", "reported"), [
+    (_old_path, "sweep.core.errors -> sweep (l."),
+    (_top_level_package, "sweep.core.errors -> launchers (l."),
+    (_lazy_face, "sweep.store -> sweep.cli.app (l."),
+    (_unplaced_floor, "sweep.extra"),
+], ids=["old-path", "top-level-package", "lazy-face", "unplaced-floor"])
+def test_a_side_door_breaks_a_contract(tmp_path: Path, door: Callable[[Path], None], reported: str) -> None:
+    """Each way a module once reached a layer above it unseen by `lint-imports` (issue 32) now breaks a contract."""
+    copy = _copy(tmp_path)
+    door(copy)
+    proc = _lint(copy)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "BROKEN" in proc.stdout and reported in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[str]:
@@ -149,3 +200,19 @@ def test_an_old_module_path_is_gone() -> None:
     for old in ("sweep.knee", "sweep.cli_workers", "launchers.procs"):
         with pytest.raises(ModuleNotFoundError):
             importlib.import_module(old)
+
+
+def test_the_pre_commit_hooks_run_make_lint_s_tools() -> None:
+    """The Makefile says the pre-commit hooks run the same checks as `make lint`: each tool `lint:` runs (ruff,
+    lint-imports, mypy) is a hook's entry."""
+    import re
+
+    import yaml
+
+    make = (ROOT / "Makefile").read_text()
+    recipe = make[make.index("\nlint:"):].split("\n\n")[0]
+    tools = set(re.findall(r"\$\(VENV\)/bin/([\w-]+)", recipe))
+    hooks = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())["repos"][0]["hooks"]
+    entries = " ".join(h["entry"] for h in hooks)
+    assert tools == {"ruff", "lint-imports", "mypy"}
+    assert {t for t in tools if f".venv/bin/{t} " not in entries} == set()
