@@ -265,3 +265,15 @@ def test_the_pre_commit_hooks_run_make_lint_s_tools() -> None:
     entries = " ".join(h["entry"] for h in hooks)
     assert tools == {"ruff", "lint-imports", "mypy"}
     assert {t for t in tools if f".venv/bin/{t} " not in entries} == set()
+
+
+def test_the_wheel_ships_sweep_and_its_simulator_only() -> None:
+    """pyproject's package discovery finds sweep and sglang_sim (which sweep imports at run time), nothing else of
+    the checkout (no launchers/, bench/, tools/ or tests/ in site-packages)."""
+    import tomllib
+
+    from setuptools import find_packages
+
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    tops = {p.split(".")[0] for p in find_packages(str(ROOT), include=found["include"])}
+    assert tops == {"sweep", "sglang_sim"}
