@@ -37,3 +37,20 @@ def test_every_record_refuses_a_column_it_does_not_have() -> None:
     assert summary.get("study_name") == "s" and summary.get("request_count") is None  # a count not asked for
     with pytest.raises(KeyError):
         summary.get("studyname")
+
+
+def test_a_stored_value_reads_as_a_number_as_int_and_float_read_it() -> None:
+    """sweep.core.numbers: the typed int()/float() the store's records use instead of `# type: ignore`."""
+    from decimal import Decimal
+
+    import numpy as np
+
+    from sweep.core.numbers import as_float, as_int
+
+    assert [as_int(v) for v in (3, True, "7", np.int64(5), Decimal("4"), 2.9)] == [3, 1, 7, 5, 4, 2]
+    assert [as_float(v) for v in ("1.5", np.float32(2.5), Decimal("0.25"), 3)] == [1.5, 2.5, 0.25, 3.0]
+    for convert in (as_int, as_float):
+        with pytest.raises(TypeError):
+            convert(None)
+        with pytest.raises(ValueError):
+            convert("x")

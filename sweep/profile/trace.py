@@ -28,4 +28,5 @@ def load_trace(path: str | Path, time_scale: float = 1.0) -> np.ndarray:
         raise ValueError(f"{path}: timestamps must be non-decreasing")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{path}: timestamps must be finite")
-    return (arr - arr[0]) * time_scale
+    offsets: np.ndarray = (arr - arr[0]) * time_scale
+    return offsets

@@ -25,13 +25,13 @@ import numpy as np
 from sweep.core.errors import StreamExhausted, WorkloadError
 from sweep.core.types import MediaItem, Modality, RequestSpec, SessionSpec, TurnSpec
 from sweep.profile import MAX_FANOUT, MAX_TURNS, Sessions, ThinkTime, Workload
+from sweep.profile.context_len import MIN_TAIL
 from sweep.workload.datasets import ID_HIGH, ID_LOW
 from sweep.workload.datasets import output_len as dataset_output_len
 from sweep.workload.lexicon import SIM, Lexicon
 from sweep.workload.media import POOL_SIZE
 from sweep.workload.requests import (
     MARKERS,
-    MIN_TAIL,
     MODALITIES,
     ChatMessage,
     RequestBody,
@@ -53,7 +53,8 @@ KEEP = 4096  # sessions a stream view keeps made
 
 def _think(t: ThinkTime, n: int, rng: np.random.Generator) -> list[float]:
     if t.kind == "uniform":
-        return rng.uniform(t.low, t.high, size=n).tolist()
+        gaps: list[float] = rng.uniform(t.low, t.high, size=n).tolist()
+        return gaps
     if t.kind == "exponential":
         return rng.exponential(t.mean, size=n).tolist() if t.mean > 0 else [0.0] * n
     return [t.value] * n
@@ -201,7 +202,7 @@ class Conversation:
     def prompt(self, msg: RequestSpec) -> RequestSpec:
         """The whole prompt of a turn's sub-request: the conversation so far, then msg."""
         kinds = {m.kind for m in self.media} | {m.kind for m in msg.media}
-        modality: Modality = msg.modality if msg.media or not kinds else min(kinds)  # type: ignore[assignment]
+        modality: Modality = msg.modality if msg.media or not kinds else min(kinds)
         return RequestSpec(index=msg.index, input_ids=tuple(self.ids) + msg.input_ids,
                            output_tokens=msg.output_tokens, modality=modality, media=tuple(self.media) + msg.media,
                            prefix_group=self.session.prefix_group, text=self._joined(msg))
