@@ -30,29 +30,27 @@ from sweep.core.types import RequestRecord, RequestSpec
 from sweep.profile import Workload
 from sweep.workload.lexicon import SIM, Lexicon
 from sweep.workload.media import POOL_SIZE
-from sweep.workload.requests import BLOCK, WorkloadParts, make_block, warm_media_pool, workload_parts
+from sweep.workload.requests import BLOCK, WorkloadParts, make_block, warm_media_pool
 from sweep.workload.sessions import SessionStream
+from sweep.workload.stream_view import StreamView
 
-__all__ = ["KEEP_BLOCKS", "RequestStream", "Requests", "SessionStream", "StreamExhausted", "next_position",
-           "open_stream", "spec_at", "view_from"]
+__all__ = ["KEEP_BLOCKS", "RequestStream", "Requests", "SessionStream", "StreamExhausted", "StreamView",
+           "next_position", "open_stream", "spec_at", "view_from"]
 
 KEEP_BLOCKS = 64  # blocks a view keeps: a closed loop's users draw positions close together
 
 
-class RequestStream:
+class RequestStream(StreamView):
     """A view of the study's request stream from position `start`: view.at(k) is request start + k.
 
     Picklable (spawned client processes get it with the requests already made for them by prefetch).
     """
 
+    WARMUP_TAKES_POSITIONS = True
+
     def __init__(self, w: Workload, base_dir: Path | None = None, *, lexicon: Lexicon = SIM,
                  pool_size: int = POOL_SIZE, start: int = 0, parts: WorkloadParts | None = None):
-        self.workload = w
-        self.base_dir = base_dir
-        self.lexicon = lexicon
-        self.pool_size = pool_size
-        self.start = start
-        self.parts = parts if parts is not None else workload_parts(w, base_dir, lexicon)
+        super().__init__(w, base_dir, lexicon=lexicon, pool_size=pool_size, start=start, parts=parts)
         self._made: dict[int, RequestSpec] = {}  # prefetched requests by position
         self._blocks: dict[int, list[RequestSpec]] = {}  # recently made blocks by block number
 
@@ -91,6 +89,9 @@ class RequestStream:
                 spec = replace(spec, index=pos)
         return spec
 
+    def first_request(self, k: int) -> RequestSpec:
+        return self.at(k)
+
     def _content(self, c: int) -> RequestSpec:
         """Request c of the workload, from the block it is made in (the last few blocks are kept)."""
         b = c // BLOCK
@@ -115,14 +116,9 @@ class RequestStream:
             if pos not in self._made:
                 self._made[pos] = self.at(pos - self.start)
 
-    def starting_at(self, position: int) -> RequestStream:
-        """A view from `position` sharing this stream's parts (the made requests stay with this view)."""
-        return RequestStream(self.workload, self.base_dir, lexicon=self.lexicon, pool_size=self.pool_size,
-                             start=position, parts=self.parts)
 
-
-Requests = Sequence[RequestSpec] | RequestStream | SessionStream
-Stream = RequestStream | SessionStream
+Requests = Sequence[RequestSpec] | StreamView
+Stream = StreamView
 
 
 def open_stream(w: Workload, base_dir: Path | None = None, *, lexicon: Lexicon = SIM) -> Stream:
@@ -135,16 +131,14 @@ def open_stream(w: Workload, base_dir: Path | None = None, *, lexicon: Lexicon =
 def spec_at(specs: Requests, k: int) -> RequestSpec:
     """A window's k-th request: from a stream view, or cycling a plain list (tests and benches pass lists); of a
     session stream, the first message of session k."""
-    if isinstance(specs, RequestStream):
-        return specs.at(k)
-    if isinstance(specs, SessionStream):
-        return specs.at(k).turns[0].branches[0]
+    if isinstance(specs, StreamView):
+        return specs.first_request(k)
     return specs[k % len(specs)]
 
 
 def view_from(specs: Requests, position: int) -> Requests:
     """The stream from `position` on; a plain list is always used from its start (it cycles)."""
-    return specs.starting_at(position) if isinstance(specs, RequestStream | SessionStream) else specs
+    return specs.starting_at(position) if isinstance(specs, StreamView) else specs
 
 
 def next_position(records: Sequence[RequestRecord], position: int) -> int:
