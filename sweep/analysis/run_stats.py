@@ -117,7 +117,8 @@ class RunStats:
     def get(self, name: str) -> float | int | bool | str | None:
         """One `runs` stat column by name (a client figure too); None for a name that is no stat column."""
         if name in _CLIENT_FIELDS:
-            return getattr(self.client, name)  # type: ignore[no-any-return]
+            figure: float | int | None = getattr(self.client, name)
+            return figure
         return getattr(self, name, None) if name in COLUMN_TYPES else None
 
     @classmethod

@@ -61,13 +61,14 @@ def soak_lines(ctx: StudyContext) -> list[str]:
         text = verdict.summary() if verdict is not None else plain(r.reason or r.status)
         rate = (f"{r.offered_rps:,.2f} req/s offered (at most {r.concurrency} in flight)" if r.offered_rps is not None
                 else f"at most {r.concurrency} in flight")
+        s = r.stats  # None: the soak stored no statistics (it failed before its window ended)
         out += [f"- run {r.id} ({ctx.labels.get(r.server_config_id)}), {rate}, {r.status}, window "
-                f"{_fmt(r.get('window_s'))} s: throughput {_fmt(r.get('output_tps'))} tok/s, goodput "
-                f"{_fmt(r.get('goodput_tps'))} tok/s, {_soak_ttft(ctx, r)}TTFT P99 "
-                f"{_fmt(r.get('ttft_p99_ms'), 2, 1e-3)} s, preemptions {_fmt(r.get('retractions'))}, peak GPU "
-                f"memory {_fmt(r.get('peak_gpu_mem_mib'), 1, 1 / 1024)} GiB"
+                f"{_fmt(s and s.window_s)} s: throughput {_fmt(s and s.output_tps)} tok/s, goodput "
+                f"{_fmt(s and s.goodput_tps)} tok/s, {_soak_ttft(ctx, r)}TTFT P99 "
+                f"{_fmt(s and s.ttft_p99_ms, 2, 1e-3)} s, preemptions {_fmt(s and s.retractions)}, peak GPU "
+                f"memory {_fmt(s and s.peak_gpu_mem_mib, 1, 1 / 1024)} GiB"
                 + (" (**client-bound**: the load generator may have limited this window)"
-                   if r.get("client_bound") else ""), f"- **verdict**: {text}"]
+                   if s and s.client_bound else ""), f"- **verdict**: {text}"]
     return out + [""]
 
 
