@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sweep.cli.app import DEFAULT_DB, RowFormat, app, console, db_url, emit_rows, since_arg
+from sweep.cli.app import DEFAULT_DB, RowFormat, app, cell_text, console, db_url, emit_rows, since_arg
 from sweep.core.errors import NotFound, UsageError
 from sweep.core.types import KNOB_NAMES, RunStatus
 
@@ -121,7 +121,7 @@ def show(ref: str = typer.Argument(..., metavar="RUN_ID|STUDY", help="a run id, 
     t.add_column("field")
     t.add_column("value")
     for k, v in fields.items():
-        t.add_row(k, "" if v is None else str(v))
+        t.add_row(k, cell_text(v))
     Console().print(t)
 
 

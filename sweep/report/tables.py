@@ -6,6 +6,7 @@ from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.loads import knee_load
 from sweep.analysis.loads import load_text as knee_at
 from sweep.analysis.window_edges import drain_note
+from sweep.core.numbers import fixed
 from sweep.store import RunRecord
 from sweep.views.study import StudyContext, StudyView
 
@@ -22,7 +23,7 @@ def fmt(v: object, nd: int = 0, scale: float = 1.0) -> str:
         return "yes" if v else "no"
     if not isinstance(v, int | float):
         return str(v)
-    return f"{v * scale:,.{nd}f}"
+    return fixed(v * scale, nd)
 
 
 def plain(text: object) -> str:

@@ -1,0 +1,58 @@
+"""Numbers that read as numbers (issue 33): thousands separators and never scientific notation in every table;
+`sweep history` at 80 columns keeps what answers the question and drops what is empty."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_history import _study
+
+from sweep.cli import main
+from sweep.cli.app import emit_rows
+from sweep.profile import load_profile
+from sweep.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_table_prints_ten_thousand_with_separators_never_an_exponent(monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    emit_rows([{"run_id": 1, "goodput_tps": 10300.7, "ttft_p99_ms": 19.794, "output_tps": 123456.0}],
+              ["run_id", "goodput_tps", "ttft_p99_ms", "output_tps"], "table")
+    out = capsys.readouterr().out
+    assert "10,301" in out and "123,456" in out and "19.79" in out
+    assert "e+" not in out
+
+
+def test_history_at_80_columns_keeps_winner_knee_goodput_interval_and_drops_an_empty_host(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "r.db"
+    store = Store(f"sqlite:///{db}")
+    _study(store, "before-upgrade", "0.5.17", "", 15400.0, (15300.0, 15500.0))
+    _study(store, "after-upgrade", "0.5.23", "", 14100.0, (14000.0, 14200.0))
+    store.close()
+    fp = load_profile(ROOT / "profiles" / "smoke.yaml").fingerprint()
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["history", "--db", str(db), "--fingerprint", fp]) == 0
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert all(len(ln) <= 80 for ln in lines), out.out
+    head = lines[0].split()
+    assert "host" not in head  # nothing recorded: not a column
+    for word in ("goodput", "c=8", "mrr=8", "15,400", "15,300–15,500", "-8.4%"):
+        assert word in out.out, (word, out.out)
+    assert "left out to fit 80 columns: sglang_version, gpu_name (" in out.err  # where it ran, not the answer
+
+
+def test_history_json_keeps_every_field_even_the_empty_host(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "r.db"
+    store = Store(f"sqlite:///{db}")
+    _study(store, "only", "0.5.17", "", 15400.0, (15300.0, 15500.0))
+    store.close()
+    fp = load_profile(ROOT / "profiles" / "smoke.yaml").fingerprint()
+    assert main(["history", "--db", str(db), "--fingerprint", fp, "--format", "json"]) == 0
+    assert "host" in json.loads(capsys.readouterr().out)["studies"][0]
