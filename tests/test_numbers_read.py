@@ -56,3 +56,40 @@ def test_history_json_keeps_every_field_even_the_empty_host(tmp_path: Path,
     fp = load_profile(ROOT / "profiles" / "smoke.yaml").fingerprint()
     assert main(["history", "--db", str(db), "--fingerprint", fp, "--format", "json"]) == 0
     assert "host" in json.loads(capsys.readouterr().out)["studies"][0]
+
+
+def test_a_windows_goodput_interval_is_named_in_its_unit_and_the_migration_keeps_its_values(tmp_path: Path) -> None:
+    """runs.goodput_ci_low/high were requests/s while study_winners' columns of the same names are output tok/s;
+    migration 0022 renames the runs columns goodput_rps_ci_low/high (values kept) and back."""
+    import sqlite3
+
+    from alembic import command
+    from test_store import _stats
+    from test_store import _study as store_study
+
+    from sweep.core.types import ServerConfig
+    from sweep.store import alembic_config
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    store = Store(url)
+    sid = store_study(store)
+    rid = store.create_run(sid, store.create_server_config(sid, ServerConfig(), "sim", [], None), 16, "fp",
+                           True, "virtual")
+    store.finish_run(rid, _stats(goodput_rps=19.0, goodput_tps=4986.0, goodput_rps_ci_low=18.5,
+                                 goodput_rps_ci_high=19.79), [], [], 0.0)
+    run = store.get_run(rid)
+    assert run is not None and (run.get("goodput_rps_ci_low"), run.get("goodput_rps_ci_high")) == (18.5, 19.79)
+    store.close()
+
+    def cols(table: str) -> set[str]:
+        with sqlite3.connect(tmp_path / "r.db") as conn:
+            return {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+
+    assert {"goodput_rps_ci_low", "goodput_rps_ci_high"} <= cols("runs") and "goodput_ci_low" not in cols("runs")
+    assert "goodput_rps_ci_low" in cols("run_summary") and "goodput_ci_low" in cols("study_winners")
+    command.downgrade(alembic_config(url), "0016")
+    with sqlite3.connect(tmp_path / "r.db") as conn:
+        assert conn.execute("SELECT goodput_ci_high FROM run_summary").fetchone() == (19.79,)
+    command.upgrade(alembic_config(url), "head")
+    with sqlite3.connect(tmp_path / "r.db") as conn:
+        assert conn.execute("SELECT goodput_rps_ci_low, goodput_rps_ci_high FROM runs").fetchone() == (18.5, 19.79)
