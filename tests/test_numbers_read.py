@@ -93,3 +93,34 @@ def test_a_windows_goodput_interval_is_named_in_its_unit_and_the_migration_keeps
     command.upgrade(alembic_config(url), "head")
     with sqlite3.connect(tmp_path / "r.db") as conn:
         assert conn.execute("SELECT goodput_rps_ci_low, goodput_rps_ci_high FROM runs").fetchone() == (18.5, 19.79)
+
+
+def test_a_soak_reads_as_its_offered_rate_with_its_cap_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The soak is stored with its offered rate (runs.offered_rps) and its in-flight cap as concurrency; `sweep runs`
+    and `sweep show` read run_summary, which had no offered_rps: they showed concurrency 1024 and no rate."""
+    from test_store import _stats
+    from test_store import _study as store_study
+
+    from sweep.core.types import ServerConfig
+
+    db = tmp_path / "r.db"
+    store = Store(f"sqlite:///{db}")
+    sid = store_study(store, "soaked")
+    cid = store.create_server_config(sid, ServerConfig(), "sim", [], None)
+    final = store.create_run(sid, cid, 16, "fp", True, "virtual")
+    store.finish_run(final, _stats(goodput_tps=4986.0), [], [], 0.0)
+    soak = store.create_run(sid, cid, 1024, "fp", True, "virtual", phase="soak", offered_rps=20.03)
+    store.finish_run(soak, _stats(goodput_tps=4990.0), [], [], 0.0)
+    store.close()
+    assert main(["runs", "--db", str(db), "--format", "json"]) == 0
+    rows = {r["run_id"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert rows[soak]["offered_rps"] == 20.03 and rows[final]["offered_rps"] is None
+    monkeypatch.setenv("COLUMNS", "120")
+    assert main(["runs", "--db", str(db)]) == 0
+    table = capsys.readouterr().out
+    assert "req/s" in table.splitlines()[0]
+    soak_line = next(ln for ln in table.splitlines() if ln.split() and ln.split()[0] == str(soak))
+    assert "≤1024" in soak_line and "20.03" in soak_line
+    assert main(["show", str(soak), "--db", str(db), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run"]["offered_rps"] == 20.03

@@ -37,7 +37,7 @@ RUNS_WIDE = ("run_id", "study_name", "profile_name", "simulated", "driver", *KNO
              "status", "output_tps", "goodput_tps", "ttft_sla_ms", "tpot_sla_ms", "ttft_p50_ms", "ttft_p99_ms",
              "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at", "worker", "worker_id", "host",
              "gpu_index")
-RUNS_HEADERS = {"run_id": "run", "concurrency": "c", "output_tps": "tok/s", "goodput_tps": "goodput",
+RUNS_HEADERS = {"run_id": "run", "concurrency": "c", "offered_rps": "req/s", "output_tps": "tok/s", "goodput_tps": "goodput",
                 "passes_sla": "SLA"}
 
 
@@ -84,6 +84,14 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     shared = set(pcts.values())  # one study, or several judged alike: the header names the percentile
     pt, pp = (f"p{p}" for p in next(iter(shared))) if len(shared) == 1 else ("@SLA", "@SLA")
     headers = {**RUNS_HEADERS, "ttft_sla_ms": f"TTFT {pt} ms", "tpot_sla_ms": f"TPOT {pp} ms"}
+    if fmt == "table" and any(r.get("offered_rps") is not None for r in table):
+        # an open-loop window (a rate ladder's step, the soak) is loaded by its offered rate; its concurrency is
+        # only the in-flight cap: marked so, the rate beside it
+        for r in table:
+            if r.get("offered_rps") is not None:
+                r["concurrency"] = f"≤{r['concurrency']}"
+        if columns is None and "offered_rps" not in cols:
+            cols.insert(cols.index("concurrency") + 1, "offered_rps")
     if columns is None and not wide and fmt == "table" and len({r["worker"] for r in table}) > 1:
         cols.append("worker")  # a study of several workers: which one measured each step (left out first)
     emit_rows(table, cols, fmt, wide=wide, headers=headers)
