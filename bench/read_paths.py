@@ -4,7 +4,8 @@ requests --format parquet` at two sizes (its memory should not grow with the req
 process run from a scratch folder with one tree on PYTHONPATH; its wall time, CPU time and peak RSS come from
 os.wait4 (the child's own rusage). The databases are bench/read_paths_db.py's, one built by each tree.
 
-BENCH_BEFORE (a git revision, default 435a382: main before issue 33's read paths) names the tree before;
+BENCH_BEFORE (a git revision, default 435a382: main before issue 33's read paths) names the tree before,
+BENCH_AFTER the tree after (default: this working tree as it is);
 READ_PATHS_REQUESTS (default 200,000) the big study's requests; READ_PATHS_REPEAT (default 3) the runs per
 command (medians). Results: stdout and reports/bench/bench-read-paths.md; docs/bench-read-paths.md keeps the
 reading."""
@@ -24,6 +25,7 @@ from bench import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = os.environ.get("BENCH_BEFORE", "435a382")
+AFTER = os.environ.get("BENCH_AFTER", "")  # a revision; empty: this working tree as it is
 REQUESTS = int(os.environ.get("READ_PATHS_REQUESTS", "200000"))
 REPEAT = int(os.environ.get("READ_PATHS_REPEAT", "3"))
 
@@ -48,6 +50,14 @@ def child(argv: list[str], tree: Path, cwd: Path) -> Run:
     return Run(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, proc.returncode)
 
 
+def _tree(rev: str, into: Path) -> Path:
+    """The files of git revision `rev`, unpacked into `into`."""
+    into.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
 def median(runs: list[Run]) -> Run:
     return Run(statistics.median(r.wall_s for r in runs), statistics.median(r.cpu_s for r in runs),
                statistics.median(r.peak_mib for r in runs), runs[0].rc)
@@ -56,11 +66,7 @@ def median(runs: list[Run]) -> Run:
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sweep-read-paths-") as tmp:
         scratch = Path(tmp)
-        old = scratch / "before"
-        old.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", BEFORE], check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
-        trees = {"before": old, "after": ROOT}
+        trees = {"before": _tree(BEFORE, scratch / "before"), "after": _tree(AFTER, scratch / "after") if AFTER else ROOT}
         sizes = {"big": REQUESTS, "small": max(1, REQUESTS // 4)}
         dbs: dict[tuple[str, str], Path] = {}
         for side, tree in trees.items():  # each tree writes its own database (the schema differs by a migration)
@@ -78,7 +84,8 @@ def main() -> int:
                   ["export", "big", "--what", "requests", "--format", "parquet"]),
                  (f"export parquet, {sizes['big']:,} requests", "big",
                   ["export", "big", "--what", "requests", "--format", "parquet"])]
-        lines = [f"# read paths: {BEFORE} (before) against this tree (after), {REPEAT} runs each, medians", "",
+        lines = [f"# read paths: {BEFORE} (before) against {AFTER or 'this tree'} (after), {REPEAT} runs each, "
+                 "medians", "",
                  "| command | exit before/after | wall s before | wall s after | after/before | peak MiB before | "
                  "peak MiB after | after/before |", "|---|---|---|---|---|---|---|---|"]
         for label, size, args in cases:

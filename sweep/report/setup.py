@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sweep.profile import SLA, Arrival, LengthDist, SharedPrefix, Window, Workload
 from sweep.core.numbers import number
+from sweep.profile import SLA, Arrival, LengthDist, SharedPrefix, Window, Workload
 from sweep.profile.search import PRIOR_STARTUP_TRIALS
 from sweep.report.tables import plain
 from sweep.store import PriorRecord
