@@ -82,17 +82,8 @@ class Record:
         return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
 
     def get(self, name: str) -> object:
-        """One column by name; KeyError for a name that is no column of the record (a misspelt column fails loudly,
-        it never reads as an unset value). Code that knows its column reads the field instead."""
-        columns = self.columns()
-        if name not in columns:
-            raise no_column(self, name)
-        return columns[name]
-
-
-def no_column(record: object, name: str) -> KeyError:
-    """The error of a column name a record does not have."""
-    return KeyError(f"{type(record).__name__} has no column {name!r}")
+        """One column by name (None when there is none)."""
+        return self.columns().get(name)
 
 
 @dataclass(frozen=True)
@@ -283,15 +274,12 @@ class RunRecord(Record):
                    placement=placement_of(row))
 
     def get(self, name: str) -> object:
-        """One column by name (its own, a stat column or a placement column; None where the run stores no
-        statistics); KeyError for a name that is no column of `runs`."""
+        """One column by name (its own, a stat column or a placement column); None when it has none."""
         if name in STAT_COLUMNS:
             return None if self.stats is None else self.stats.get(name)
         if name in _PLACEMENT:
             return getattr(self.placement, name)
-        if name in ("stats", "placement") or name not in _RUN_FIELDS:
-            raise no_column(self, name)
-        return getattr(self, name)
+        return getattr(self, name, None) if name not in ("stats", "placement") else None
 
     def number(self, name: str) -> float | None:
         """A numeric column by name as a float (None when unset)."""
@@ -319,10 +307,6 @@ class RunRecord(Record):
                 and (self.stats is None or self.stats.n_completed is None or self.stats.n_completed > 0))
 
 
-_RUN_FIELDS = frozenset(f.name for f in fields(RunRecord))
-_COUNTS = ("request_count", "warmup_count", "sample_count")
-
-
 @dataclass(frozen=True)
 class RunSummary(Record):
     """One run_summary row (the view `sweep runs` lists): the run, its study and its configuration's knobs;
@@ -348,13 +332,6 @@ class RunSummary(Record):
                    str(row.get("config_key") or ""), str(row.get("launcher") or ""),
                    str(row.get("config_status") or ""), _opt_int(row.get("request_count")),
                    _opt_int(row.get("warmup_count")), _opt_int(row.get("sample_count")))
-
-    def get(self, name: str) -> object:
-        """One column by name (the counts too, None where `get_run` did not add them); KeyError for a name that is
-        no column of run_summary."""
-        if name in _COUNTS:
-            return getattr(self, name)
-        return super().get(name)
 
     def columns(self) -> dict[str, object]:
         """Every column by name, flat (run_id and id both the run's id), for tables and JSON output."""
