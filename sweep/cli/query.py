@@ -175,13 +175,14 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
     from sweep.store import Store
 
     store = Store(db_url(db), readonly=True)
-    left, right = _side(store, a), _side(store, b)
-    if left.fingerprint != right.fingerprint:
-        msg = (f"{a} and {b} ran different workloads (fingerprint {left.fingerprint} vs {right.fingerprint}): "
+    fp_a, fp_b = _fingerprint(store, a), _fingerprint(store, b)  # refused before any window is read
+    if fp_a != fp_b:
+        msg = (f"{a} and {b} ran different workloads (fingerprint {fp_a} vs {fp_b}): "
                "their numbers are not comparable")
         if not force:
             raise UsageError(f"{msg}; pass --force to compare anyway")
         console.print(f"[bold red on yellow]WARNING: {msg}. Comparing anyway because of --force.[/]")
+    left, right = _side(store, a), _side(store, b)
     text = compare_markdown(left, right, forced=left.fingerprint != right.fingerprint)
     if out is not None:
         from sweep.cli.outfile import text_out
@@ -197,10 +198,23 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
     typer.echo(text)
 
 
+def _fingerprint(store: Store, ref: str) -> str:
+    """The workload fingerprint of a run id or a study name (one row read)."""
+    if ref.isdigit():
+        run = store.get_run(int(ref))
+        if run is None:
+            raise NotFound(f"no run {ref}")
+        return run.run.fingerprint
+    s = store.get_study_by_name(ref)
+    if s is None:
+        raise NotFound(f"no run or study named {ref}")
+    return s.fingerprint
+
+
 def _side(store: Store, ref: str) -> CompareSide:
-    """A comparison side from a run id or a study name."""
+    """A comparison side from a run id or a study name: a study's read model (its winner's ladder), no requests."""
     from sweep.report.document import CompareSide
-    from sweep.views.context import study_context
+    from sweep.views.context import answer_context
 
     if ref.isdigit():
         run = store.get_run(int(ref))
@@ -210,4 +224,4 @@ def _side(store: Store, ref: str) -> CompareSide:
     s = store.get_study_by_name(ref)
     if s is None:
         raise NotFound(f"no run or study named {ref}")
-    return CompareSide(ref, s.fingerprint, ctx=study_context(store, s.id))
+    return CompareSide(ref, s.fingerprint, ctx=answer_context(store, s.id))

@@ -6,7 +6,7 @@ plan, the workers.
 from sweep.core.face import lazy
 
 __getattr__, __dir__, __all__ = lazy(__name__, {
-    "sweep.views.context": ("config_failures", "study_context"),
+    "sweep.views.context": ("answer_context", "config_failures", "study_context"),
     "sweep.views.live": ("read_state", "study_eta"),
     "sweep.views.plan": ("study_plan",),
     "sweep.views.read_model": ("ConfigFailure", "StudyReadModel", "WinnerDecision", "read_study"),

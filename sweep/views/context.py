@@ -11,7 +11,7 @@ from sweep.store import RunRecord, Store
 from sweep.views.read_model import ConfigFailure, config_failures_of, read_study, stored_profile
 from sweep.views.study import StudyContext, build_view
 
-__all__ = ["ConfigFailure", "config_failures", "session_windows", "soak_verdicts", "stored_profile", "study_context"]
+__all__ = ["ConfigFailure", "answer_context", "config_failures", "session_windows", "soak_verdicts", "stored_profile", "study_context"]
 
 if TYPE_CHECKING:
     from sweep.analysis.soak import SoakVerdict
@@ -44,6 +44,18 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
         request_tokens=store.study_request_tokens(study_id), failures=model.failures, measured=model.measured,
         sessions=session_windows(store, model.runs) if prof is not None and prof.workload.sessions else {},
         prior=store.study_prior(study_id))
+
+
+def answer_context(store: Store, study_id: int) -> StudyContext:
+    """The read model alone (configurations, windows, knees, the winner decision): what `sweep explain`, `sweep
+    compare` and the answer read. No request, sample or histogram is loaded (study_context reads the winner's
+    requests for the per-modality view, every request's token counts, the histograms and the soak's samples)."""
+    model = read_study(store, study_id)
+    d = model.decision
+    return StudyContext(
+        study=model.study, configs=model.configs, runs=model.runs, env=model.env, profile_raw=model.profile_raw,
+        profile=model.profile, labels=model.labels, knees=model.knees, winner=d.winner, hardware=d.hardware,
+        decision=d, failures=model.failures, measured=model.measured)
 
 
 def session_windows(store: Store, runs: Sequence[RunRecord]) -> dict[int, SessionStats]:
