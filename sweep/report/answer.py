@@ -100,6 +100,23 @@ def answer_lines(answer: Answer, dialect: engines.Dialect | None = None) -> list
     return out
 
 
+def plain_lines(markdown: list[str]) -> list[str]:
+    """Markdown lines (the answer block) as plain text for a terminal: no `#`, `**`, backticks or `>` marks, and a
+    fenced command's lines as they are (copied from the terminal, they run)."""
+    out, fenced = [], False
+    for line in markdown:
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced:
+            out.append(line)
+            continue
+        text = line.lstrip("#").strip() if line.startswith("#") else line
+        text = text.removeprefix("> ").replace("**", "").replace("`", "")
+        out.append(text)
+    return out
+
+
 def explain_lines(answer: Answer, config_id: int | None = None) -> list[str]:
     """`sweep explain`: per tier, every configuration's (or one's) knee and binding constraint."""
     out = []
@@ -120,18 +137,21 @@ def explain_lines(answer: Answer, config_id: int | None = None) -> list[str]:
 
 
 def why_lines(answer: Answer) -> list[str]:
-    """The report's "Why" section: per tier, every configuration's binding constraint, knee and P(winner higher)."""
+    """The report's "Why" section: per tier, every configuration's phase, binding constraint, knee and P(winner
+    higher)."""
     out = ["## Why the knees are where they are", ""]
     for t in answer.tiers:
         if not t.bindings:
             continue
-        out += [f"Tier `{t.tier}`:", "", "| configuration | knee | binding | evidence | next | P(winner higher) |",
-                "|---|---|---|---|---|---|"]
+        out += [f"Tier `{t.tier}`:", "",
+                "| configuration | phase | knee | binding | evidence | next | P(winner higher) |",
+                "|---|---|---|---|---|---|---|"]
         for cid in sorted(t.bindings, key=lambda c: -(t.knees[c].goodput_tps if c in t.knees else -1.0)):
             b, k = t.bindings[cid], t.knees.get(cid)
             p = "winner" if cid == t.winner_id else (
                 f"{t.win_prob[cid]:.2f}{' (tie)' if cid in t.tied else ''}" if cid in t.win_prob else "—")
-            out.append(f"| {answer.labels.get(cid, cid)} | {_knee_text(k) if k else 'none passes'} | "
+            # a promoted configuration has a screening row and a final row: the phase tells them apart
+            out.append(f"| {answer.labels.get(cid, cid)} | {k.phase if k else '—'} | {_knee_text(k) if k else 'none passes'} | "
                        f"{b.constraint} ({b.at}) | {b.evidence.replace('|', '/')} | {b.next_step} | {p} |")
         out.append("")
     return out
