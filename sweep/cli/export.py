@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING
 import typer
 
 from sweep.cli.app import DEFAULT_DB, app, db_url
+from sweep.cli.jsonout import iso_utc
 from sweep.cli.outfile import check_out, replaced, text_out
 from sweep.core.errors import NotFound, SweepError, UsageError
 
@@ -34,7 +35,7 @@ _WINDOW_KEYS = ("run_id", "server_config_id", "phase", "concurrency", "status") 
 
 
 def _plain(value: object) -> object:
-    return value.isoformat() if isinstance(value, datetime) else value
+    return iso_utc(value) if isinstance(value, datetime) else value  # ISO 8601 with its UTC offset
 
 
 SET_ASIDE = ("aborted", "running")  # an interrupted attempt's windows (each step is measured again) and a live one

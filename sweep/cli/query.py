@@ -138,7 +138,10 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
            rank_mixed_hardware: bool = typer.Option(False, help="rank configurations measured on different GPU "
                                                     "models together (their knees are not comparable)"),
            tier: list[Path] = typer.Option([], "--tier", help="YAML file of an SLA tier (name + sla bounds, or a list "
-                                           "of them) judged on the stored windows, never measured again")) -> None:
+                                           "of them) judged on the stored windows, never measured again"),
+           fmt: Literal["text", "json"] = typer.Option("text", "--format", help="text: the report's path | json: "
+                                                       "the files written and the answer (docs/json-schema/report.json)"),
+           ) -> None:
     """Rewrite the report of a stored study."""
     from sweep.cli.explain import load_tiers
     from sweep.report.document import write_report
@@ -152,7 +155,17 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
     if s is None:
         raise NotFound(f"no study named {study} in {db}")
     ctx = study_context(store, s.id, rank_mixed_hardware)
-    files = write_report(ctx, out / study, build_answer(store, ctx, extra))
+    answer = build_answer(store, ctx, extra)
+    files = write_report(ctx, out / study, answer)
+    if fmt == "json":
+        from sweep.cli.jsonout import emit
+
+        emit("report", {"study": study, "markdown": str(files.markdown),
+                        "html": str(files.html) if files.html else None, "answer_json": str(files.markdown.parent /
+                                                                                            "answer.json"),
+                        "plots": [str(p) for p in files.plots], "missing": list(files.missing),
+                        "answer": answer.document()})
+        return
     console.print(f"report {files.markdown}")
 
 
