@@ -18,15 +18,16 @@ if TYPE_CHECKING:
     from sweep.store import Store
 
 LADDER = (2, 4, 8, 16, 32, 64)
-CONFIGS = ({}, {"max_running_requests": 32}, {"mem_fraction_static": 0.8}, {"chunked_prefill_size": 4096})
+CONFIGS: tuple[dict[str, float], ...] = ({}, {"max_running_requests": 32}, {"mem_fraction_static": 0.8},
+                                         {"chunked_prefill_size": 4096})
 
 
-def _stats(c: int, mrr: int | None, n: int, window_s: float) -> dict[str, object]:
+def _stats(c: int, mrr: float | None, n: int, window_s: float) -> dict[str, object]:
     """A window's statistics: goodput that flattens past c=16 (sooner under a max_running_requests cap), the top
     step failing its SLA."""
     from sweep.store import STAT_COLUMNS
 
-    cap = min(c, mrr or 10**6)
+    cap = min(c, int(mrr or 10**6))
     tps = 120.0 * min(cap, 16) ** 0.9 * (1 + 0.02 * max(0, cap - 16) ** 0.5)
     passes = c < LADDER[-1]
     stats: dict[str, object] = {name: None for name in STAT_COLUMNS}
