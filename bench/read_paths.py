@@ -7,7 +7,7 @@ os.wait4 (the child's own rusage). The databases are bench/read_paths_db.py's, o
 BENCH_BEFORE (a git revision, default 435a382: main before issue 33's read paths) names the tree before,
 BENCH_AFTER the tree after (default: this working tree as it is);
 READ_PATHS_REQUESTS (default 200,000) the big study's requests; READ_PATHS_REPEAT (default 3) the runs per
-command (medians). Results: stdout and reports/bench/bench-read-paths.md; docs/bench-read-paths.md keeps the
+command (medians; before and after run in turn). Results: stdout and reports/bench/bench-read-paths.md; docs/bench-read-paths.md keeps the
 reading."""
 
 from __future__ import annotations
@@ -89,14 +89,13 @@ def main() -> int:
                  "| command | exit before/after | wall s before | wall s after | after/before | peak MiB before | "
                  "peak MiB after | after/before |", "|---|---|---|---|---|---|---|---|"]
         for label, size, args in cases:
-            got = {}
-            for side, tree in trees.items():
-                runs = []
-                for i in range(REPEAT):
+            runs: dict[str, list[Run]] = {side: [] for side in trees}
+            for i in range(REPEAT):  # before and after in turn, so a busy moment weighs on both alike
+                for side, tree in trees.items():
                     extra = ["--out", str(scratch / f"{side}-{size}-{i}.parquet")] if "export" in args else []
-                    runs.append(child([sys.executable, "-m", "sweep.cli", *args, "--db", str(dbs[side, size]),
-                                       *extra], tree, scratch))
-                got[side] = median(runs)
+                    runs[side].append(child([sys.executable, "-m", "sweep.cli", *args, "--db", str(dbs[side, size]),
+                                             *extra], tree, scratch))
+            got = {side: median(r) for side, r in runs.items()}
             b, a = got["before"], got["after"]
             lines.append(f"| `{label}` | {b.rc}/{a.rc} | {b.wall_s:.2f} | {a.wall_s:.2f} | {a.wall_s / b.wall_s:.2f} | "
                          f"{b.peak_mib:,.0f} | {a.peak_mib:,.0f} | {a.peak_mib / b.peak_mib:.2f} |")
