@@ -176,7 +176,7 @@ def test_a_failed_window_at_80_columns_keeps_its_reasons_whole_on_lines_that_fit
         console.print(line, highlight=False)
     shown = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
     assert shown[0] == f"screen {label} c=32  fail"
-    assert shown[1].startswith("    goodput 1253 tok/s  TTFT p95 5.78 s")
+    assert shown[1].startswith("    goodput 1,253 tok/s  TTFT p95 5.78 s")
     assert shown[2:] == ["    TTFT P95 5778 ms > 1000 ms", "    error rate 0.020 > 0.010"]
     short = result_lines("screen", "mrr=4", 32, stats, 80, percentiles=(95, 95))
     assert len(short) == 2 and short[0].endswith(f"[/] {why}")  # beside the head when it fits

@@ -23,11 +23,11 @@ def sla_text(sla: SLA) -> str:
 def _ci(k: ConfigKnee) -> str:
     """The knee goodput's 95% interval, in goodput's own unit (output tok/s)."""
     return ("no interval" if k.ci_low is None or k.ci_high is None
-            else f"95% CI {k.ci_low:.0f}–{k.ci_high:.0f} output tok/s")
+            else f"95% CI {k.ci_low:,.0f}–{k.ci_high:,.0f} output tok/s")
 
 
 def _knee_text(k: ConfigKnee) -> str:
-    return f"{load_text(k.concurrency, k.offered_rps)}, goodput {k.goodput_tps:.0f} output tok/s ({_ci(k)})"
+    return f"{load_text(k.concurrency, k.offered_rps)}, goodput {k.goodput_tps:,.0f} output tok/s ({_ci(k)})"
 
 
 def _bracket_text(k: ConfigKnee, failing: float | None, at_top: bool) -> str:
@@ -78,7 +78,7 @@ def tier_lines(answer: Answer, t: TierAnswer, dialect: engines.Dialect | None = 
     out = [head, "",
            f"- **Winner**: {t.label}" + (" (screening windows only)" if t.screen_only else ""),
            f"- **Knee**: {knee}",
-           f"- **Goodput**: {k.goodput_tps:.0f} output tok/s inside the SLA ({_ci(k)})",
+           f"- **Goodput**: {k.goodput_tps:,.0f} output tok/s inside the SLA ({_ci(k)})",
            f"- **Gain over SGLang's defaults**: {gain_text(t)}"]
     if t.binding is not None:
         out.append(f"- **Binding constraint**: {t.binding.line()}")
