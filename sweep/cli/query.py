@@ -161,8 +161,8 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
         from sweep.cli.jsonout import emit
 
         emit("report", {"study": study, "markdown": str(files.markdown),
-                        "html": str(files.html) if files.html else None, "answer_json": str(files.markdown.parent /
-                                                                                            "answer.json"),
+                        "html": str(files.html) if files.html else None,
+                        "answer_json": str(files.markdown.parent / "answer.json"),
                         "plots": [str(p) for p in files.plots], "missing": list(files.missing),
                         "answer": answer.document()})
         return
