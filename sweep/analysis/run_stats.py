@@ -81,8 +81,8 @@ class RunStats:
     ttft_p99_ci_high: float | None
     tpot_p99_ci_low: float | None
     tpot_p99_ci_high: float | None
-    goodput_ci_low: float | None
-    goodput_ci_high: float | None
+    goodput_rps_ci_low: float | None
+    goodput_rps_ci_high: float | None
     steady: bool
     drift: float | None
     client_bound: bool

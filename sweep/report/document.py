@@ -106,12 +106,13 @@ def no_conclusion_lines(ctx: StudyContext) -> list[str]:
             "A report missing any of these fields may not name a winner.", ""]
 
 
-def conclusion_lines(ctx: StudyContext) -> list[str]:
-    """The hardware groups (a study on several GPU models), then the winner, or why every configuration lost."""
+def conclusion_lines(ctx: StudyContext, launch: bool = True) -> list[str]:
+    """The hardware groups (a study on several GPU models), then the winner, or why every configuration lost;
+    the winner's launch command unless `launch` is False (the answer block prints it)."""
     winner, hardware = ctx.winner, ctx.hardware
     out = hardware_lines(hardware, ctx.labels)
     if winner and not missing_contract_fields(ctx):
-        out += winner_lines(ctx, winner, ctx.view)
+        out += winner_lines(ctx, winner, ctx.view, launch)
     elif winner is None and not (hardware and hardware.reason):
         why = ctx.decision.why_none() if ctx.decision is not None else "no configuration passed the SLA"
         out += ["## Winner", "", f"No winner: {plain(why)}.", ""]
@@ -166,7 +167,12 @@ def write_report(ctx: StudyContext, out_dir: Path, answer: Answer | None = None)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     after = answer_sections(ctx, answer, out_dir) if answer is not None else {}
-    lines = [line for section in SECTIONS for line in (*section(ctx), *after.get(section, []))]
+    primary = next((t for t in answer.tiers if t.primary), None) if answer is not None else None
+    answered = bool(after) and primary is not None and primary.knee is not None and primary.winner_id is not None
+    # the launch command and its warnings once: in the answer block where it has one, else in the Winner section
+    lines = [line for section in SECTIONS for line in (
+        *(conclusion_lines(ctx, launch=False) if answered and section is conclusion_lines else section(ctx)),
+        *after.get(section, []))]
     plots = _plots(ctx, out_dir)
     hist = history_plot(ctx, out_dir)
     plots += [hist] if hist else []

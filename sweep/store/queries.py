@@ -53,7 +53,7 @@ winners_table = Base.metadata.tables[StudyWinnerRow.__tablename__]
 priors_table = Base.metadata.tables[StudyPriorRow.__tablename__]
 
 # The run_summary view (created by the migration), typed so booleans and timestamps come back as such.
-_RUN_HEAD = ("concurrency", "phase", "status", "reason", "simulated", "driver", "fingerprint", "started_at",
+_RUN_HEAD = ("concurrency", "offered_rps", "phase", "status", "reason", "simulated", "driver", "fingerprint", "started_at",
              "finished_at", *WINDOW_COLUMNS)
 run_summary = Table(
     "run_summary",

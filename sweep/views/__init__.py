@@ -3,7 +3,7 @@ terminal): its context (configurations, knees, winner, ties, hardware groups, fa
 plan, the workers.
 
 Import each name from the module that defines it (this package lends none):
-- `context`: `config_failures`, `study_context`
+- `context`: `answer_context`, `config_failures`, `study_context`
 - `history`: `History`, `HistoryPoint`, `study_history`
 - `live`: `read_state`, `study_eta`
 - `plan`: `study_plan`
