@@ -15,6 +15,10 @@ BENCHES = {  # name: (module, what it measures)
     "workers": ("bench.workers", "wall time of one study with 1, 2 and 4 workers"),
     "intervals": ("bench.intervals", "how often a refined study's boundary interval covers a dense scan's crossing "
                   "under window noise"),
+    "early-stop": ("bench.early_stop", "how often the early stop ends a window that should pass (at and under the "
+                   "bound, queued requests) and what it saves on one that fails"),
+    "night": ("bench.night", "the answer in one night: today's interactive study against the prior, short windows "
+              "far from the knee and early stop (issue 29)"),
 }
 
 
@@ -23,7 +27,7 @@ def usage() -> str:
     lines = ["usage: make bench [ARGS='NAME ...']   (python -m bench [NAME ...]; default: every one)", "",
              "benchmarks:"]
     lines += [f"  {name:<{width}}  {what}" for name, (_, what) in BENCHES.items()]
-    lines += ["", "Each prints its numbers; virtual, workers, search-prior and intervals also write "
+    lines += ["", "Each prints its numbers; virtual, workers, search-prior, intervals, night and early-stop also write "
               "reports/bench/bench-<name>.md (git-ignored).",
               "docs/bench-*.md are kept by hand, with the reading of the numbers: nothing rewrites them."]
     return "\n".join(lines)
