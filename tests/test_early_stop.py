@@ -26,9 +26,13 @@ from sweep.analysis.tiers import StoredRequest
 from sweep.core.types import CUT, RequestRecord, RequestSpec, ServerConfig
 from sweep.drivers.http import HttpDriver
 from sweep.launchers.base import ServerHandle
-from sweep.profile import SLA, Window
+from sweep.profile import SLA, RateArrival, Window, load_profile
 from sweep.store import Store
+from sweep.study.ladder import LadderRunner
 from sweep.study.refine import step_bracket
+from sweep.study.wiring import ROOT, make_driver, make_launcher, model_path
+from sweep.workload.lexicon import for_model
+from sweep.workload.stream import RequestStream
 
 FAILING = {"server.sim_gpu": "L40S", "ladder": [8, 128], "sla": {"ttft_ms": 1000, "tpot_ms": 100,
                                                                   "max_error_rate": 0.01},
@@ -133,3 +137,21 @@ def test_the_http_driver_stops_a_failing_window_early_against_the_simulated_serv
     assert not st.passes_sla and st.stopped_early_by == res.stopped_early
     assert st.sla_failures.startswith("stopped early at "), st.sla_failures
     assert all(r.error_kind == CUT for r in res.records if r.finished_at is None and r.error is not None)
+
+
+def test_the_soak_never_stops_early(tmp_path: Path) -> None:
+    """A soak offered far more than the server takes (Poisson at 120 req/s against 32 running requests) fails its TTFT
+    bound from its first minute, and still runs its whole window: its verdict is the soak's own judge."""
+    prof = load_profile(ROOT / "profiles" / "smoke.yaml", {"server.launcher": "sim", **FAILING})
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    study_id = store.create_study("soak-early", prof.name, prof.model_dump_json(), prof.fingerprint(), "grid", True,
+                                  "virtual", None)
+    launcher = make_launcher(prof, "sim", "virtual", tmp_path / "logs")
+    specs = RequestStream(prof.workload, base_dir=ROOT, lexicon=for_model(model_path(prof)))
+    runner = LadderRunner(prof, launcher, make_driver(prof, "virtual", launcher), store, study_id, specs, "virtual")
+    window = prof.window.model_copy(update={"measure_seconds": 120.0})
+    out = runner.run_judged(ServerConfig(max_running_requests=32, mem_fraction_static=0.85), 256, window,
+                            RateArrival(kind="poisson", rate=120.0), lambda result, stats: "judged by the soak", "soak ran")
+    (step,) = out.steps
+    assert step.phase == "soak" and not step.stats.passes_sla, step.stats.sla_failures
+    assert step.stats.stopped_early_by is None and step.stats.window_s == 120.0
