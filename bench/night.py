@@ -151,7 +151,12 @@ def today(land: Landscape, space: list[str], seed: int) -> Outcome:
     return _finals(land, seed, finals, seconds, len(space), None, space_best(land, space))
 
 
-def new(land: Landscape, space: list[str], seed: int, variant: str) -> Outcome:
+ALL_LEVERS = frozenset({"short", "early"})
+
+
+def new(land: Landscape, space: list[str], seed: int, variant: str, levers: frozenset[str] = ALL_LEVERS) -> Outcome:
+    """The new settings with this prior; `levers` ("short": short windows far from the predicted knee, "early":
+    early stop) say which of the window levers are on (the prior as the screen always is)."""
     values = {k: v for k, v in prior_values(land, variant, seed).items() if k in space}
     feasible = {k: v for k, v in values.items() if v is not None}
     if not feasible:  # nothing the prior can rank: today's screening
@@ -163,11 +168,11 @@ def new(land: Landscape, space: list[str], seed: int, variant: str) -> Outcome:
     seconds, screened = 0.0, 0
     if len(kept) > KEEP:  # the prior cannot rank them apart: a real quarter-window screen among them
         lads = {k: noisy_ladder(land, k, seed, 1) for k in kept}
-        seconds += sum(STARTUP_S + sum(window_s(QUARTER_S, not ok, True) for _, ok in lad.steps)
+        seconds += sum(STARTUP_S + sum(window_s(QUARTER_S, not ok, "early" in levers) for _, ok in lad.steps)
                        for lad in lads.values() if lad.steps)
         screened = len(kept)
         kept = sorted((k for k in kept if lads[k].knee is not None), key=lambda k: -(lads[k].knee or 0.0))[:KEEP]
-    return _finals(land, seed, kept, seconds, screened, variant, space_best(land, space))
+    return _finals(land, seed, kept, seconds, screened, variant, space_best(land, space), levers)
 
 
 def space_best(land: Landscape, space: list[str]) -> float:
@@ -176,16 +181,16 @@ def space_best(land: Landscape, space: list[str]) -> float:
 
 
 def _finals(land: Landscape, seed: int, finals: list[str], seconds: float, screened: int, variant: str | None,
-            top: float) -> Outcome:
+            top: float, levers: frozenset[str] = frozenset()) -> Outcome:
     """Final ladders (the new settings when `variant` is given: short windows far from the predicted knee, early
     stop), SGLang's defaults, refinement and the soak; hit: the winner's noiseless knee within TOL of `top`."""
-    early = variant is not None
+    early = "early" in levers
     best: tuple[float, str] | None = None
     bills = []
     for k in finals:
         lad = noisy_ladder(land, k, seed, 2)
         short: set[int] = set()
-        if variant is not None and (pk := knee_concurrency(land, k)) is not None:
+        if "short" in levers and (pk := knee_concurrency(land, k)) is not None:
             short = {c for c, _ in lad.steps if c < pk / 2 or c > 2 * pk}
         bill = ladder_bill(lad, short, early)
         knee = lad.knee
@@ -201,12 +206,12 @@ def _finals(land: Landscape, seed: int, finals: list[str], seconds: float, scree
     return Outcome(hit, seconds, len(finals), screened)
 
 
-def run(land: Landscape, variant: str | None) -> dict[str, Any]:
+def run(land: Landscape, variant: str | None, levers: frozenset[str] = ALL_LEVERS) -> dict[str, Any]:
     """One row: every seed's study with today's settings (variant None) or the new ones with this prior."""
     outs = []
     for seed in range(SEEDS):
         space = space_of(land, seed)
-        outs.append(today(land, space, seed) if variant is None else new(land, space, seed, variant))
+        outs.append(today(land, space, seed) if variant is None else new(land, space, seed, variant, levers))
     return {"cv": land.cv, "variant": variant or "today", "hits": sum(o.hit for o in outs),
             "hours": float(np.median([o.seconds for o in outs])) / 3600,
             "max_hours": max(o.seconds for o in outs) / 3600,
@@ -230,10 +235,14 @@ def main() -> int:
     for cv in CVS:
         land.cv = cv
         base = run(land, None)
-        for variant in (None, *VARIANTS):
-            r = base if variant is None else run(land, variant)
+        rows: list[tuple[str | None, frozenset[str], str]] = [(None, ALL_LEVERS, "today")]
+        rows += [(v, ALL_LEVERS, "new") for v in VARIANTS]
+        rows += [("bias+err7", frozenset(), "the prior alone"), ("bias+err7", frozenset({"short"}), "+ short windows"),
+                 ("bias+err7", frozenset({"early"}), "+ early stop")]
+        for variant, levers, name in rows:
+            r = base if variant is None else run(land, variant, levers)
             saving = "—" if variant is None else f"{1 - r['hours'] / base['hours']:.0%}"
-            lines.append(f"| {cv:.0%} | {'today' if variant is None else 'new'} | {variant or 'none (screening)'} | "
+            lines.append(f"| {cv:.0%} | {name} | {variant or 'none (screening)'} | "
                          f"{r['hits']}/{SEEDS} | {r['hours']:.1f} ({r['max_hours']:.1f}) | {saving} | "
                          f"{r['finals']:.0f} | {r['screened']:.0f} |")
     lines += ["", f"bench took {time.perf_counter() - t0:.0f} s"]
