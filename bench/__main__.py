@@ -17,6 +17,10 @@ BENCHES = {  # name: (module, what it measures)
                   "under window noise"),
     "read-paths": ("bench.read_paths", "sweep compare / explain / export parquet: wall time and peak memory, the tree "
                    "before (BENCH_BEFORE) against this one"),
+    "early-stop": ("bench.early_stop", "how often the early stop ends a window that should pass (at and under the "
+                   "bound, queued requests) and what it saves on one that fails"),
+    "night": ("bench.night", "the answer in one night: today's interactive study against the prior, short windows "
+              "far from the knee and early stop (issue 29)"),
 }
 
 
@@ -25,7 +29,7 @@ def usage() -> str:
     lines = ["usage: make bench [ARGS='NAME ...']   (python -m bench [NAME ...]; default: every one)", "",
              "benchmarks:"]
     lines += [f"  {name:<{width}}  {what}" for name, (_, what) in BENCHES.items()]
-    lines += ["", "Each prints its numbers; virtual, workers, search-prior, intervals and read-paths also write "
+    lines += ["", "Each prints its numbers; virtual, workers, search-prior, intervals, read-paths, night and early-stop also write "
               "reports/bench/bench-<name>.md (git-ignored).",
               "docs/bench-*.md are kept by hand, with the reading of the numbers: nothing rewrites them."]
     return "\n".join(lines)

@@ -68,6 +68,7 @@ from sweep.analysis.tiers import StoredRequest
 from sweep.profile import SLA
 
 CLIFF_FACTOR = 10.0
+FAILED = math.nextafter(1.0, math.inf)  # the least SLA ratio of a window stopped early: just over its bound
 BOOTSTRAP_N = 200  # block-bootstrap resamples of each window
 CROSSING_DRAWS = 2000  # crossings drawn, each from one resample of every window and the window-to-window term
 BLOCKS = 10
@@ -80,7 +81,9 @@ class WindowSample:
     none: an error, a TPOT below 2 output tokens) and whether each failed. `concurrency` is the window's load: its
     concurrency, or its offered rate (req/s) in an open-loop rate ladder. `sent_s`: each request's send time
     (seconds from the window's start; empty: the requests are in send order); `refined`: a refinement window (a
-    bisection), not one of the ladder's steps; `rate`: an open loop's window, whose load is an offered rate."""
+    bisection), not one of the ladder's steps; `rate`: an open loop's window, whose load is an offered rate;
+    `stopped_early`: a window stopped once its step could not pass, whose requests are the part it measured: its SLA
+    ratio (and every resample's) is at least FAILED, so it brackets as the fail it was decided to be."""
 
     concurrency: float
     ttft_ms: tuple[float, ...]
@@ -91,6 +94,7 @@ class WindowSample:
     sent_s: tuple[float, ...] = ()
     refined: bool = False
     rate: bool = False
+    stopped_early: bool = False  # decided failing before its end (sweep.analysis.early_stop): its ratio is > 1
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,8 @@ class Boundary:
 
 
 def window_sample(concurrency: float, requests: Sequence[StoredRequest], window_s: float | None,
-                  goodput_tps: float | None = None, refined: bool = False, rate: bool = False) -> WindowSample:
+                  goodput_tps: float | None = None, refined: bool = False, rate: bool = False,
+                  stopped_early: bool = False) -> WindowSample:
     """A window's stored requests (times relative to the window start) as a sample: its measured requests
     (not warm-up, not cut by the drain, scheduled inside [0, window_s)), in send order."""
     rows = sorted((r for r in requests if not r.warmup and not r.cut and window_s is not None
@@ -124,7 +129,7 @@ def window_sample(concurrency: float, requests: Sequence[StoredRequest], window_
 
     return WindowSample(concurrency, col([r.ttft_ms for r in rows]), col([r.tpot_ms for r in rows]),
                         col([r.e2e_ms for r in rows]), tuple(r.error for r in rows), goodput_tps,
-                        tuple(r.scheduled_at for r in rows), refined, rate)
+                        tuple(r.scheduled_at for r in rows), refined, rate, stopped_early)
 
 
 def _bounds(sla: SLA) -> list[tuple[str, float, float]]:
@@ -155,8 +160,10 @@ def _arrays(w: WindowSample) -> tuple[dict[str, np.ndarray], np.ndarray]:
 
 
 def sla_ratio(w: WindowSample, sla: SLA) -> float:
-    """The window's SLA ratio (module docstring): <= 1 meets the percentile and error bounds."""
-    return _ratio(*_arrays(w), sla)
+    """The window's SLA ratio (module docstring): <= 1 meets the percentile and error bounds (a window stopped early:
+    at least FAILED)."""
+    r = _ratio(*_arrays(w), sla)
+    return max(r, FAILED) if w.stopped_early else r
 
 
 def blocks(w: WindowSample) -> list[np.ndarray]:
@@ -185,6 +192,8 @@ def block_ratios(w: WindowSample, sla: SLA, n: int, rng: np.random.Generator) ->
     for j in range(n):
         idx = np.concatenate([segs[i] for i in rng.integers(0, len(segs), len(segs))])
         out[j] = _ratio({k: v[idx] for k, v in cols.items()}, err[idx], sla)
+        if w.stopped_early:
+            out[j] = max(out[j], FAILED)
         if w.rate:
             load[j] = w.concurrency * idx.size / err.size
     return out, load
@@ -306,7 +315,8 @@ def steps_windows(steps: Sequence[LadderStep], requests_of: Callable[[int], Sequ
                   ) -> list[WindowSample]:
     """Stored steps as boundary windows (their requests by run id from `requests_of`), refinement windows marked."""
     return [window_sample(s.load, requests_of(s.run_id), s.stats.window_s, s.stats.goodput_tps,
-                          refined=s.phase == "refine", rate=s.offered_rps is not None) for s in steps]
+                          refined=s.phase == "refine", rate=s.offered_rps is not None,
+                          stopped_early=s.stats.stopped_early_by is not None) for s in steps]
 
 
 def with_boundary(knee: ConfigKnee, b: Boundary | None) -> ConfigKnee:

@@ -21,6 +21,10 @@ Conventions (README.md, "Definitions", points here):
   at least the TTFT bound keeps an overloaded window failing on TTFT. A window with more than CUT_SHARE of its
   requests cut is named by its "why" (sweep.analysis.window_edges.drain_note). A request scheduled in the window
   but never sent (open loop: the in-flight cap stayed full to the drain's end; UNSENT) is an error.
+- A window stopped early (WindowResult.stopped_early, issue 29: sweep.analysis.early_stop decided that one of its SLA
+  bounds cannot pass) ends where it stopped (window_end, so window_s is the seconds it measured); its requests still
+  running were cut there (CUT). It never passes: its first failure is "stopped early at N s: <why>", and
+  stopped_early_by holds the why.
 - TPOT of a request = (last chunk − first token) / (output_tokens − 1), for requests with >= 2 output tokens;
   a request with < 2 output tokens has no TPOT and cannot miss the TPOT bound.
 - ITL: every gap between consecutive content chunks; a chunk carrying k tokens counts as k gaps of gap/k
@@ -258,6 +262,11 @@ def _half_drift(recs: list[RequestRecord], start: float, end: float) -> float | 
     return max(rel_diff(done[0], done[1]), rel_diff(p50s[0], p50s[1]))
 
 
+def stopped_early_text(window_s: float, why: str) -> str:
+    """The verdict phrase of a window stopped early: "stopped early at 212 s: TTFT P95 cannot pass (...)"."""
+    return f"stopped early at {window_s:.0f} s: {why}"
+
+
 def _sla_failures(
     sla: SLA,
     ttfts: list[float],
@@ -383,6 +392,9 @@ def compute_stats(result: WindowResult, sla: SLA, *, min_requests: int = DEFAULT
     sessions_s = session_times_s(record_turn(r) for r in result.records) if sla.session_s is not None else None
     fails = _sla_failures(sla, ttfts, tpots, e2es, error_rate, n_completed, result.aborted, n_started, min_requests,
                           sessions_s)
+    if result.stopped_early is not None:  # decided failing before its end: never a pass, whatever its partial figures
+        fails.insert(0, stopped_early_text(window_s, result.stopped_early))
+    out["stopped_early_by"] = result.stopped_early
     out["passes_sla"] = not fails
     out["sla_failures"] = "; ".join(fails)
     out["window_s"] = window_s

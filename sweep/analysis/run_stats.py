@@ -103,6 +103,9 @@ class RunStats:
     window_opened_by: str | None = None
     # Requests still running when the drain ended (issue 28 §5): cut by the window's edge, not server errors
     n_cut: int | None = None
+    # Why the window stopped before its end (issue 29, sweep.analysis.early_stop): "TTFT P95 cannot pass (e-value ...)";
+    # None when it ran its full length (window_s is the seconds it measured either way)
+    stopped_early_by: str | None = None
 
     def columns(self) -> dict[str, object]:
         """The `runs` columns of this window, in COLUMNS order (the client's figures flattened in place)."""

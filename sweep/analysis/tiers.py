@@ -35,6 +35,7 @@ from sweep.analysis.measure import (
     _bootstrap_ci,
     _sla_failures,
     ratio,
+    stopped_early_text,
     wilson_interval,
 )
 from sweep.analysis.run_stats import RunStats
@@ -96,6 +97,8 @@ def judge_stats(stats: RunStats, requests: Sequence[StoredRequest], sla: SLA, *,
                           [r.tpot_ms for r in ok if r.tpot_ms is not None],
                           [r.e2e_ms for r in ok if r.e2e_ms is not None], error_rate, len(ok), None,
                           len(recs), min_requests, sessions_s)
+    if stats.stopped_early_by is not None:  # stopped once the study's tiers all failed: its part never passes
+        fails.insert(0, stopped_early_text(window_s, stats.stopped_early_by))
     tokens = sum(r.output_tokens for r in recs)
     share = ratio(sum(r.output_tokens for r in meeting), tokens)
     base = None if primary is None else ratio(sum(r.output_tokens for r in recs if meets(r, primary)), tokens)

@@ -39,9 +39,10 @@ def _s(seconds: float) -> str:
 
 
 def drain_note(stats: RunStats, drain_s: float | None) -> str | None:
-    """The window's drain was too short for its requests (module docstring), or None."""
+    """The window's drain was too short for its requests (module docstring), or None (a window stopped early cut
+    what ran when it stopped, not at the drain's end: no note)."""
     share = cut_share(stats)
-    if share is None or share <= CUT_SHARE:
+    if share is None or share <= CUT_SHARE or stats.stopped_early_by is not None:
         return None
     drain = "window.drain_seconds" if drain_s is None else f"drain_seconds ({_s(drain_s)})"
     p99 = None if stats.e2e_p99_ms is None else stats.e2e_p99_ms / 1000.0

@@ -232,6 +232,9 @@ class WindowResult:
     # and these are the ITL gaps (ms) of its measured successful records, in the records' order; None: not folded
     itl_ms: np.ndarray | None = None
     window_opened_by: str | None = None  # the warm-up condition met last (see warmup_requests above)
+    # the window stopped before its end because its step cannot pass (sweep.analysis.early_stop): why, in words; its
+    # window_end is then the moment it stopped, and the requests still running were cut there
+    stopped_early: str | None = None
 
     @property
     def measured_seconds(self) -> float:

@@ -20,8 +20,8 @@ from sweep.profile.warmup import OPENED_BY, WarmupRule
 __all__ = ["Coord", "SharedCoord"]
 
 # slots of the warm-up marks (a list in one process, a shared array across processes)
-_T0, _WS, _BY, _DONE_AT_OPEN, _SENT, _DONE, _REQ_AT, _LOAD_AT, _WARM_LAST = range(9)
-_INITIAL = (math.nan, math.nan, -1.0, 0.0, 0.0, 0.0, math.nan, math.nan, -math.inf)
+_T0, _WS, _BY, _DONE_AT_OPEN, _SENT, _DONE, _REQ_AT, _LOAD_AT, _WARM_LAST, _EARLY = range(10)
+_INITIAL = (math.nan, math.nan, -1.0, 0.0, 0.0, 0.0, math.nan, math.nan, -math.inf, math.nan)
 
 
 class _Marks(Protocol):
@@ -104,8 +104,22 @@ class Coord:
 
     def latest_end(self, measure_s: float) -> float:
         """The window's end once it opened; before, the latest it can be (opened at the bound)."""
+        early = self.early_end()
+        if early is not None:
+            return early
         ws = self.window_start()
         return (self._m[_T0] + self.rule.bound if ws is None else ws) + measure_s
+
+    def end_early(self, at: float) -> None:
+        """The window's verdict was decided at `at` (sweep.analysis.early_stop): it ends there, dispatch stops and the
+        requests still running are cut at once (no drain)."""
+        self._m[_EARLY] = at
+        self.stop()
+
+    def early_end(self) -> float | None:
+        """Where the window ended early (end_early), None when it runs its full length."""
+        v = self._m[_EARLY]
+        return None if math.isnan(v) else v
 
     def open_now(self, now: float) -> None:
         """Open the window now, its warm-up unfinished ("bound"): no request is left to finish it."""

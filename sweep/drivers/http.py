@@ -47,6 +47,7 @@ from sweep.workload.stream import Requests, StreamExhausted
 from sweep.workload.stream_view import StreamView
 
 if TYPE_CHECKING:  # a spawned client process imports this module: it needs none of these
+    from sweep.analysis.early_stop import EarlyStop
     from sweep.analysis.server_metrics import MetricsSnapshot
     from sweep.drivers.probes import MetricsProbe, Probe
     from sweep.engines import MetricNames
@@ -102,6 +103,8 @@ class HttpDriver:
         self.stall_timeout_s = stall_timeout_s
         self._window_t0: float | None = None
         self._suspended = 0.0  # the running window's own suspensions, seconds (WindowResult.suspended_s)
+        self._early: EarlyStop | None = None  # the running window's early-stop test (run_window's early_stop)
+        self._stopped: str | None = None  # why the running window stopped early
 
     def window_elapsed(self) -> float | None:
         """Seconds into the current window on the driver's clock (None between windows), for progress."""
@@ -110,8 +113,12 @@ class HttpDriver:
 
     def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
                    window: Window, arrival: ArrivalProcess | None = None,
-                   sink: RecordSink | None = None) -> WindowResult:
+                   sink: RecordSink | None = None, early_stop: EarlyStop | None = None) -> WindowResult:
         """Warm up, measure one window, drain; returns every record and sample.
+
+        With `early_stop`, every ended request goes to it as its batch comes (at most BATCH_S late) and the
+        supervising loop asks it at every tick: once it decides, the window ends there (Coord.end_early: dispatch
+        stops, what still runs is cut at once, no drain) and the result's stopped_early says why.
 
         With `sink`, every request that ended is handed to it (in a thread of this process, in the order its batch
         came) with the measured window's [start, end) while the window runs; a session's once the session ended.
@@ -122,13 +129,16 @@ class HttpDriver:
         """
         assert handle.url, "the HTTP driver needs a server URL"
         plans, rule = self._plans(handle, specs, concurrency, window, arrival)
+        if early_stop is not None:
+            sink = _watched(sink, early_stop)
         if sink is not None:
             plans = [replace(p, batch=BATCH) for p in plans]
         self._window_t0 = self.clock()
+        self._early, self._stopped = early_stop, None
         try:
             return run_loop(self._run(handle, plans, concurrency, window, rule, sink))
         finally:
-            self._window_t0 = None
+            self._window_t0, self._early = None, None
 
     def flush_cache(self, handle: ServerHandle) -> str | None:
         """Empty the server's prefix cache (its engine's flush path); None when done, else why not."""
@@ -197,7 +207,7 @@ class HttpDriver:
                 handover.shut()
         samples: list[Sample] = [s for p in probes for s in p.samples]
         return self._merge(results, records, samples, snaps, ws, concurrency, window, aborted, handle.simulated,
-                           coord.opened())
+                           coord.opened(), coord.early_end())
 
     async def _supervise(self, handle: ServerHandle, coord: Coord, workers: Sequence[asyncio.Future[WorkerResult]],
                          window: Window, metrics: MetricsProbe | None) -> tuple[list[WorkerResult], str | None, Snaps]:
@@ -238,6 +248,8 @@ class HttpDriver:
                 coord.stop()
             if ws is not None and now >= ws and start_snap is None:
                 start_snap = await self._snapshot(metrics) or False
+            if aborted is None and self._decided(coord, now, ws, window):
+                end_snap = await self._snapshot(metrics) or False
             if ws is not None and now >= ws + window.measure_seconds and end_snap is None and start_snap is not None:
                 end_snap = await self._snapshot(metrics) or False
             nxt = min(0.05, coord.next_edge(now) - now)
@@ -322,6 +334,19 @@ class HttpDriver:
                 raise RuntimeError(f"client process failed: {r.error}")
         return results, aborted, snaps, t0
 
+    def _decided(self, coord: Coord, now: float, ws: float | None, window: Window) -> bool:
+        """Whether the early-stop test decided the window at now (it then ends there: Coord.end_early)."""
+        if self._early is None or self._stopped is not None or ws is None:
+            return False
+        if not ws <= now < ws + window.measure_seconds:
+            return False
+        verdict = self._early.check(now, ws)
+        if verdict is None:
+            return False
+        self._stopped = verdict.text()
+        coord.end_early(now)
+        return True
+
     def _hung(self, coord: Coord, now: float, window: Window, resumed: float | None = None) -> str | None:
         """The no-progress deadline: nothing from the server for stall_timeout_s (at most half the request
         timeout, so a lone request cannot time out first and hide it) while requests are in flight. Only silence
@@ -349,11 +374,11 @@ class HttpDriver:
 
     def _merge(self, results: list[WorkerResult], records: list[RequestRecord], samples: list[Sample], snaps: Snaps,
                ws: float, concurrency: int, window: Window, aborted: str | None, simulated: bool,
-               opened: tuple[str, int, float] | None) -> WindowResult:
+               opened: tuple[str, int, float] | None, early: float | None = None) -> WindowResult:
         from sweep.analysis.server_metrics import histogram_delta, histogram_samples
 
         start_snap, end_snap, _ = snaps
-        we = ws + window.measure_seconds
+        we = ws + window.measure_seconds if early is None else min(ws + window.measure_seconds, early)
         records = sorted(records, key=lambda r: r.scheduled_at)
         client = tuple(ClientSamples(r.dispatch_lags, r.cap_waits, r.ticks, r.max_in_flight_seen) for r in results)
         counters_start = dict(start_snap.counters) if start_snap is not None else {}
@@ -365,7 +390,18 @@ class HttpDriver:
             concurrency=concurrency, records=records, samples=samples, window_start=ws, window_end=we,
             warmup_requests=opened[1] if opened else 0, warmup_seconds=opened[2] if opened else 0.0,
             window_opened_by=opened[0] if opened else None, counters_start=counters_start, counters_end=counters_end, ttft_histogram=hist, client=client,
-            simulated=simulated, aborted=aborted, suspended_s=self._suspended)
+            simulated=simulated, aborted=aborted, suspended_s=self._suspended, stopped_early=self._stopped)
+
+
+def _watched(sink: RecordSink | None, early_stop: EarlyStop) -> RecordSink:
+    """`sink` (or none) with every ended request handed to `early_stop` first."""
+
+    def watched(rec: RequestRecord, start: float, end: float) -> None:
+        early_stop.ended(rec)
+        if sink is not None:
+            sink(rec, start, end)
+
+    return watched
 
 
 def _parsed(raw: tuple[str, float] | None, names: MetricNames | None = None) -> MetricsSnapshot | None:

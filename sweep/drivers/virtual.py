@@ -8,6 +8,7 @@ from collections import deque
 
 from sglang_sim.engine import Engine, SimRequest
 from sglang_sim.media import audio_tokens, image_tokens, placeholder_ids, video_tokens
+from sweep.analysis.early_stop import EarlyStop
 from sweep.analysis.server_metrics import buckets_as_samples
 from sweep.core import interrupt
 from sweep.core.errors import WorkloadError
@@ -86,7 +87,7 @@ class VirtualDriver:
 
     def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
                    window: Window, arrival: ArrivalProcess | None = None,
-                   sink: RecordSink | None = None) -> WindowResult:
+                   sink: RecordSink | None = None, early_stop: EarlyStop | None = None) -> WindowResult:
         """Closed loop (`concurrency` users) or, for an open-loop arrival, sends at the scheduled times.
 
         With `sink`, every request that ended is handed to it with the measured window's [start, end) as soon as
@@ -95,6 +96,10 @@ class VirtualDriver:
         Open loop: the schedule is arrival.schedule(window, seed, concurrency); a request over
         max_in_flight waits for a slot (scheduled_at stays the scheduled time, sent_at is the real send).
         window_elapsed() follows the window's simulated clock meanwhile.
+
+        With `early_stop`, every ended request goes to it, and the window's requests still running are checked with it
+        at every turn of the loop (at least every sample_interval_s): once it decides, the window ends there and what
+        still runs is cut.
         """
         eng = handle.engine
         if eng is None or not specs:
@@ -105,6 +110,7 @@ class VirtualDriver:
         run = _WindowRun(eng, specs, concurrency, window, arrival, per_chunk, wid=next(self._windows),
                          seed=self.seed, sample_interval_s=self.sample_interval_s)
         run.sink = sink
+        run.early_stop = early_stop
         self._window = (eng, run.start)
         try:
             return run.run()
@@ -153,6 +159,8 @@ class _WindowRun:
             self.users = SessionUsers(self, spec_to_request)
         self.sink: RecordSink | None = None
         self.ended: list[RequestRecord] = []  # ended before the window's start was known: handed over once it is
+        self.early_stop: EarlyStop | None = None
+        self.stopped: tuple[float, str] | None = None  # (when, why) the window stopped early
 
     @property
     def ws(self) -> float | None:
@@ -160,6 +168,8 @@ class _WindowRun:
 
     @property
     def we(self) -> float:
+        if self.stopped is not None:
+            return self.stopped[0]
         ws = self.coord.window_start()
         return float("inf") if ws is None else ws + self.window.measure_seconds
 
@@ -221,6 +231,8 @@ class _WindowRun:
             rec.finished_at = r.finished_at
         rec.error, rec.error_kind = error, kind
         eng.forget(rid)
+        if self.early_stop is not None:
+            self.early_stop.ended(rec)
         if self.users is None:  # a session's requests are handed over when the session ends (SessionUsers)
             self.hand_over(rec)
 
@@ -296,8 +308,19 @@ class _WindowRun:
         return min(self.next_sample, deadline, we + self.window.drain_seconds, we if now < we else inf,
                    ws if ws is not None and now < ws else inf, send, think, self.coord.next_edge(now))
 
+    def decide(self, now: float) -> None:
+        """Stop the window at now when its early-stop test decides that the step cannot pass."""
+        ws = self.ws
+        if self.early_stop is None or self.stopped is not None or ws is None or not ws <= now < self.we:
+            return
+        verdict = self.early_stop.check(now, ws, (rec for rec, _ in self.in_flight.values()))
+        if verdict is not None:
+            self.stopped = (now, verdict.text())
+
     def over(self, now: float) -> bool:
-        """Past the window, with nothing left to wait for or the drain grace spent."""
+        """Past the window, with nothing left to wait for or the drain grace spent (a window stopped early: at once)."""
+        if self.stopped is not None:
+            return True
         idle = not self.in_flight and not self.waiting and (self.nxt >= len(self.sched) or self.sched[self.nxt] >= self.we)
         return now >= self.we and (idle or now >= self.we + self.window.drain_seconds)
 
@@ -318,7 +341,8 @@ class _WindowRun:
             self.mark(now)
             self.sample(now)
             self.expire(now)
-            if self.open_loop:
+            self.decide(now)
+            if self.open_loop and self.stopped is None:
                 self.release(now)
             if self.over(now):
                 break
@@ -342,7 +366,8 @@ class _WindowRun:
         the window but never sent is a miss (an error)."""
         for rid in list(self.in_flight):
             self.eng.abort(rid)
-            why = f"still running {self.window.drain_seconds}s after the window"
+            why = ("still running when the window stopped early" if self.stopped is not None else
+                   f"still running {self.window.drain_seconds}s after the window")
             self.close(rid, self.eng.now, why, CUT)
         for at in [*self.waiting, *self.sched[self.nxt:]]:
             if at < self.we:
@@ -354,6 +379,8 @@ class _WindowRun:
                     sent_prompt_tokens=estimated_prompt_tokens(spec), sent_output_tokens=spec.output_tokens,
                     warmup=self.coord.claim(at), error="never sent: the in-flight cap stayed full",
                     error_kind=UNSENT)
+                if self.stopped is not None:  # the window's early stop cut it, not the cap
+                    missed.error, missed.error_kind = "not sent: the window stopped early", CUT
                 self.records.append(missed)
                 self.hand_over(missed)
 
@@ -375,4 +402,5 @@ class _WindowRun:
             window_end=we, warmup_requests=opened[1], warmup_seconds=opened[2], window_opened_by=opened[0],
             counters_start={k: self.counters_start.get(k, 0.0) for k in COUNTERS},
             counters_end={k: self.counters_end.get(k, 0.0) for k in COUNTERS},
-            ttft_histogram=hist_delta, engine_steps=self.steps, simulated=True)
+            ttft_histogram=hist_delta, engine_steps=self.steps, simulated=True,
+            stopped_early=self.stopped[1] if self.stopped is not None else None)

@@ -103,7 +103,8 @@ async def run_worker(plan: Plan, coord: Coord, t0: float, clock: Clock = time.pe
             await _open_loop(client, plan, coord, t0, st, tasks, clock)
         coord_ws = coord.window_start()
         end = (coord_ws if coord_ws is not None else clock()) + w.measure_seconds
-        remaining = end + w.drain_seconds - clock()
+        # a window decided early (Coord.end_early) cuts what still runs at once: its verdict needs no drain
+        remaining = 0.0 if coord.early_end() is not None else end + w.drain_seconds - clock()
         pending = {t for t in tasks if not t.done()}
         if pending:
             _, pending = await asyncio.wait(pending, timeout=max(0.0, remaining))
@@ -173,7 +174,9 @@ async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestReco
             rec.error, rec.error_kind = "request timed out", "timeout"
     except asyncio.CancelledError:
         if rec.finished_at is None and rec.error is None:
-            rec.error, rec.error_kind = "still running when the drain grace ended", CUT
+            early = coord is not None and coord.early_end() is not None
+            rec.error = f"still running when the {'window stopped early' if early else 'drain grace ended'}"
+            rec.error_kind = CUT
         raise
     finally:
         if coord is not None:

@@ -11,6 +11,23 @@ MIN_MEASURE_SECONDS = 1.0  # a shorter window cannot hold a step's worth of requ
 DEFAULT_MIN_REQUESTS = 20  # a percentile of fewer requests is noise: such a step cannot pass
 
 
+class EarlyStopRule(_Strict):
+    """A measured window that stops once its step cannot pass (issue 29; sweep.analysis.early_stop, docs/early-stop.md)."""
+
+    enabled: StrictBool = Field(True, description=(
+        "stop a ladder step's window as soon as an anytime-valid test decides that one of its SLA bounds cannot "
+        "pass (the step is stored as failing, stopped early, with the reason); a passing window always runs its "
+        "full length, and the soak never stops early"))
+    alpha: float = Field(0.01, gt=0, lt=0.5, description=(
+        "the test's level: a step whose true share over a bound is at the SLA's allowance stops with probability "
+        "at most alpha (independent requests; docs/early-stop.md measures it under load)"))
+    min_requests: int = Field(50, ge=1, le=MAX_REQUESTS, description=(
+        "no window stops before this many of its measured requests are determined (ended, or already over a bound)"))
+    min_seconds: float = Field(60.0, ge=0, le=DAY_S, description=(
+        "no window stops before this many seconds of it were measured (a window no longer than this never stops "
+        "early), so a burst at the window's opening cannot decide it alone"))
+
+
 class Window(_Strict):
     warmup_requests: int = Field(100, ge=0, le=MAX_REQUESTS, description=(
         "requests that must have completed (answered or failed) before the measured window opens (0: none). The "
@@ -30,6 +47,8 @@ class Window(_Strict):
                      "request is counted apart, never as an error; more than 1% cut: the why names the drain)"))
     request_timeout_s: float = Field(600.0, gt=0, le=DAY_S,
         description="a request with no complete response after this long is an error")
+    early_stop: EarlyStopRule = Field(default_factory=EarlyStopRule, description=(
+        "stop a failing step's window once its verdict is decided (sweep.analysis.early_stop)"))
     flush_cache: StrictBool = Field(True, description=(
         "empty the server's prefix cache (SGLang POST /flush_cache) before every ladder step, so no step "
         "inherits the previous step's cache"))

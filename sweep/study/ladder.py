@@ -10,6 +10,7 @@ from typing import Any
 
 from sglang_sim.params import MemoryPlan
 from sweep.analysis.boundary import Boundary
+from sweep.analysis.early_stop import window_test
 from sweep.analysis.knee import KneeResult
 from sweep.analysis.ladder_steps import LadderStep, steps_knee
 from sweep.analysis.loads import load_words
@@ -323,10 +324,13 @@ class LadderRunner:
                 crosscheck.before_window(handle)
             # a streaming driver hands over each request that ended: stored in batches while the window runs
             recorder = Recorder(self.store, run_id) if self.driver.streams else None
+            # a failing step's window stops once its verdict is decided (never the soak's: sweep.analysis.early_stop)
+            early = window_test(self.profile, window) if climb.judge is None and recorder is not None else None
             try:
                 if recorder is not None:
+                    extra = {"early_stop": early} if early is not None else {}
                     result = self.driver.run_window(handle, specs, concurrency, window, arrival=arrival,
-                                                    sink=recorder)
+                                                    sink=recorder, **extra)
                     result, unstored = recorder.finish(result)
                 else:
                     result = self.driver.run_window(handle, specs, concurrency, window, arrival=arrival)
@@ -362,7 +366,8 @@ class LadderRunner:
             row = LadderStep(run_id, concurrency, phase, stats, config_id, offered)
             if self.on_step:
                 self.on_step(config, concurrency, row)
-            if crosscheck is not None and result.aborted is None:
+            if crosscheck is not None and result.aborted is None and result.stopped_early is None:
+                # (a window stopped early is a decided fail: a reference window beside its partial figures says nothing)
                 crosscheck.after_window(handle, config_id, concurrency, run_id, stats, phase, window,
                                              arrival=arrival, specs=specs)
             if result.aborted is not None:
@@ -370,12 +375,12 @@ class LadderRunner:
                 outcome.stop_reason = f"{result.aborted} at {at}"
                 return
             outcome.steps.append(row)
-            if not stats.n_completed and stats.n_started and stats.n_cut == stats.n_started:
+            if not stats.n_completed and stats.n_started and stats.n_cut == stats.n_started and not result.stopped_early:
                 # Nothing failed: every request outlived the drain (issue 28 §5): the window's edge, not the server
                 outcome.stop_reason = (f"stopped: every request at {at} was still running when the drain ended "
                                        f"(drain_seconds {window.drain_seconds:g} s is shorter than a request)")
                 return
-            if not stats.n_completed and stats.n_started:
+            if not stats.n_completed and stats.n_started and not result.stopped_early:
                 # Not saturation: a server that fails every request is broken at this load, not queueing.
                 broken = f"every request at {at} failed ({error_kinds(result.records)})"
                 outcome.stop_reason = f"stopped: {broken}"

@@ -2,7 +2,7 @@
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
 #   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound |
 #                                                             kvrepeat | crosscheck | crosscheck-vl | workers |
-#                                                             refine | repeat | answer | sessions | trace
+#                                                             refine | repeat | answer | sessions | trace | earlystop
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/core/ (sweep's dependencies missing there; the
 # device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/; the image has tokenizers).
 # Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
@@ -180,6 +180,16 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
       --set window.drain_seconds=15 --set server.startup_timeout_s=400 --set refine.enabled=false \
       --set "$dummy" || exit $?
     python3 tools/sglang-h200/trace_hits.py "$db" h200-trace "$work/mooncake-slice.jsonl" | tee "$out/trace-hits.txt" ;;
+  earlystop)
+    # issue 29: windows that stop when their verdict is decided. One launch, ladder 16/128 at max_running_requests 32:
+    # c=16 passes and runs its whole window (ES_MEASURE_S, 150 s); c=128 queues 96 requests, its TTFT P95 cannot pass
+    # and the window stops once window.early_stop's test decides (after min_seconds 20 s, 50 requests), stored with
+    # runs.stopped_early_by and the seconds it measured. About 140 s launch + 2 x 5 s warm-up + 150 + ~25 s windows.
+    python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" --study h200-earlystop \
+      --config max_running_requests=32,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
+      --set 'ladder=[16,128]' --set refine.enabled=false --set ladder_max=0 \
+      --set window.measure_seconds=${ES_MEASURE_S:-150} --set window.early_stop.min_seconds=20 \
+      --set window.early_stop.min_requests=50 --set "$dummy" ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 rc=$?

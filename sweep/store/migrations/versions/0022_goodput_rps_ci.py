@@ -2,7 +2,7 @@
 (issue 33).
 
 Revision ID: 0022
-Revises: 0016
+Revises: 0017
 Create Date: 2026-12-03
 
 A window's goodput interval has always been in requests/s (sweep.analysis.measure), beside goodput_rps; it was named
@@ -21,7 +21,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0022"
-down_revision = "0016"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
@@ -30,7 +30,7 @@ _LATENCY = [f"{lat}_{stat}_ms" for lat in ("ttft", "tpot", "itl", "e2e")
 
 
 def _stats(low: str, high: str) -> list[str]:
-    """0016's run_summary stat columns, the goodput interval named `low`/`high`."""
+    """0017's run_summary stat columns, the goodput interval named `low`/`high`."""
     return [
         "n_started", "n_completed", "n_errors", "n_warmup", "error_rate", "throughput_rps", "input_tps",
         "output_tps", *_LATENCY, "goodput_rps", "goodput_tps", "attainment", "cache_hit_rate", "cache_hit_rate_server",
@@ -39,7 +39,7 @@ def _stats(low: str, high: str) -> list[str]:
         "drift", "client_bound", "passes_sla", "sla_failures", "loop_lag_p99_ms", "loop_lag_max_ms",
         "dispatch_lag_p99_ms", "dispatch_lag_max_ms", "cap_wait_p99_ms", "cap_waited", "client_cpu_frac",
         "client_cpu_total", "client_procs", "max_in_flight_seen", "cache_hit_rate_predicted", "cache_hit_rate_capped",
-        "window_opened_by", "n_cut",
+        "window_opened_by", "n_cut", "stopped_early_by",
     ]
 
 
@@ -55,7 +55,7 @@ def _head(offered: bool) -> list[str]:
 
 
 def _summary(stats: list[str], offered: bool) -> str:
-    """The run_summary view (0016's), with these stat columns (and runs.offered_rps where `offered`)."""
+    """The run_summary view (0017's), with these stat columns (and runs.offered_rps where `offered`)."""
     return ("CREATE VIEW run_summary AS SELECT r.id AS run_id, s.name AS study_name, s.profile_name AS profile_name, "
             "r.study_id AS study_id, r.server_config_id AS server_config_id, sc.trial_number AS trial_number, "
             "sc.config_key AS config_key, "
@@ -80,7 +80,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Back to 0016's names."""
+    """Back to 0017's names."""
     op.execute("DROP VIEW IF EXISTS run_summary")
     _rename("goodput_rps_ci", "goodput_ci")
     op.execute(_summary(_stats("goodput_ci_low", "goodput_ci_high"), offered=False))

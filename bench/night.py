@@ -1,0 +1,256 @@
+"""The answer in one night (issue 29): today's interactive study against the new settings on the noisy landscape,
+`make bench ARGS=night` (docs/bench-search.md holds the reading).
+
+Landscape: bench.search_prior's (the search bench's 6 x 4 x 4 x 2 oracle, every ladder simulated once, window noise a
+lognormal factor of mean 1 and CV 5% or 9% on goodput, seeded per (seed, configuration, step, measurement)). Each
+seed draws its own 16-configuration space of the interactive profile's shape (4 max_running_requests x 2
+mem_fraction_static x 2 chunked_prefill_size x 1 schedule_policy, out of the oracle's values): the exhaustive grid's
+best is the best noiseless knee inside that space; a hit is a winner whose noiseless knee is within 5% of it.
+
+Strategies (the bill in the interactive profile's real window lengths: warm-up 30 s, windows of 900 s, drain 60 s,
+140 s a launch, the soak's hour):
+
+- today: every configuration's ladder on quarter windows (225 s) with sweep's saturation stop; the best 25% (4 of
+  16) by their noisy screened knee, then SGLang's defaults and those 4 on full ladders (fresh noise); the winner is
+  the best noisy final knee; up to 3 refinement windows per final ladder; the soak.
+- new: the prior (bench.search_prior's variants: exact, bias, bias+err7, bias+err15) ranks the space; what it puts
+  within its error band of its leader (`BAND`) is kept, at least 2; kept <= 4: they are the finals, no real screen;
+  more: a real quarter-window screen among them picks 4. Finals' steps far from the prior's predicted knee (below
+  half or above twice its concurrency) run quarter windows; a noisy knee landing on one is measured again at full
+  length. A failing window stops early after `STOP_S` measured seconds with probability `STOP_P` (docs/early-stop.md
+  measured both on the simulator), else runs its length; refinement windows half pass, half stop early; the soak
+  runs its hour (it never stops early). SGLang's defaults: one more ladder on the new windows.
+
+The defaults' own ladder is billed as the median final ladder (the landscape has no "defaults" configuration); it
+cannot win here, so hits are the same with or without it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bench import write_result
+from bench.search_oracle import all_configs, bench_profile, load_or_simulate, truth, within
+from bench.search_prior import CVS, NOISY, VARIANTS, Landscape, prior_values
+from sweep.analysis.knee import find_knee
+from sweep.analysis.ladder_steps import LadderStep, step_points
+from sweep.analysis.run_stats import RunStats
+from sweep.core.types import ServerConfig
+from sweep.profile.grid import grid
+from sweep.study.step_verdicts import saturated
+
+SEEDS = int(os.environ.get("BENCH_SEARCH_SEEDS", "20"))
+ORACLE_S = 30.0  # the oracle's simulated windows (bench.search_prior's BENCH_PRIOR_WINDOW_S)
+WARM_S, FULL_S, DRAIN_S, STARTUP_S, SOAK_S = 30.0, 900.0, 60.0, 140.0, 3600.0
+QUARTER_S = FULL_S / 4
+STOP_S = float(os.environ.get("BENCH_NIGHT_STOP_S", "60"))  # seconds a failing window measures before it stops
+STOP_P = float(os.environ.get("BENCH_NIGHT_STOP_P", "1.0"))  # share of failing windows that stop early
+KEEP, MIN_KEEP, REFINE = 4, 2, 3
+# the prior's error band by variant: the per-configuration spread of the 10-15% bias (~6%) plus 2 x its error's CV
+BAND = {"exact": 0.05, "bias": 0.06, "bias+err7": 0.20, "bias+err15": 0.36}
+TOL = 0.05
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """One noisy ladder as run: its knee (goodput, concurrency; None: none passes) and each step's (concurrency,
+    passes)."""
+
+    knee: float | None
+    knee_c: int | None
+    steps: tuple[tuple[int, bool], ...]
+
+
+def noisy_ladder(land: Landscape, key: str, seed: int, salt: int) -> Ladder:
+    """Landscape.noisy_ladder with its steps, the noise drawn per measurement (`salt`: screen, final, again)."""
+    entry = land.table[key]
+    if entry["oom"]:
+        return Ladder(None, None, ())
+    rng = np.random.default_rng([seed, land.keys.index(key), int(land.cv * 1000), salt])
+    sigma = math.sqrt(math.log(1.0 + land.cv ** 2))
+    steps: list[LadderStep] = []
+    for row in entry["steps"]:
+        factor = float(rng.lognormal(-sigma * sigma / 2, sigma)) if land.cv > 0 else 1.0
+        stats = RunStats.from_row({k: (v * factor if k in NOISY and v is not None else v) for k, v in row.items()})
+        steps.append(LadderStep(0, int(row["concurrency"]), "final", stats))
+        if row.get("aborted") is not None:
+            break
+        if not stats.passes_sla and saturated(stats, steps[-2].stats if len(steps) > 1 else None):
+            break
+    knee = find_knee(step_points(steps), land.flatten)
+    point = knee.point
+    return Ladder(point.goodput_tps if point else None, point.concurrency if point else None,
+                  tuple((s.concurrency, s.stats.passes_sla) for s in steps))
+
+
+def knee_concurrency(land: Landscape, key: str) -> int | None:
+    """The prior's predicted knee: the noiseless ladder's knee concurrency."""
+    return noisy_ladder_noiseless(land, key).knee_c
+
+
+def noisy_ladder_noiseless(land: Landscape, key: str) -> Ladder:
+    cv, land.cv = land.cv, 0.0
+    try:
+        return noisy_ladder(land, key, 0, 0)
+    finally:
+        land.cv = cv
+
+
+def space_of(land: Landscape, seed: int) -> list[str]:
+    """The seed's 16-configuration space of the interactive shape (4 x 2 x 2 x 1 of the oracle's values)."""
+    rng = random.Random(f"space-{seed}")
+    values: dict[str, list[Any]] = {k: list(v) for k, v in grid(bench_profile().search.space).items()}
+    pick = {"max_running_requests": 4, "mem_fraction_static": 2, "chunked_prefill_size": 2, "schedule_policy": 1}
+    chosen = [sorted(rng.sample(values[k], n)) for k, n in pick.items()]
+    keys = [ServerConfig.from_mapping(dict(zip(pick, combo, strict=True))).key()
+            for combo in itertools.product(*chosen)]
+    return [k for k in keys if k in land.table]
+
+
+def window_s(measure: float, fails: bool, early: bool) -> float:
+    """GPU seconds of one window: warm-up, measured part (a failing one stopped early: STOP_S), drain."""
+    if early and fails:
+        return WARM_S + STOP_P * min(STOP_S, measure) + (1 - STOP_P) * (measure + DRAIN_S)
+    return WARM_S + measure + DRAIN_S
+
+
+def ladder_bill(lad: Ladder, short: set[int] | None = None, early: bool = False) -> float:
+    """GPU seconds of one launch and its ladder: full windows, or quarter ones at the concurrencies in `short`."""
+    return STARTUP_S + sum(window_s(QUARTER_S if short and c in short else FULL_S, not ok, early)
+                           for c, ok in lad.steps)
+
+
+def refine_bill(early: bool) -> float:
+    """REFINE bisection windows of a final ladder: half pass, half fail (those stop early with the new settings)."""
+    return REFINE * (window_s(FULL_S, False, early) + window_s(FULL_S, True, early)) / 2
+
+
+@dataclass
+class Outcome:
+    hit: bool
+    seconds: float
+    finals: int
+    screened: int
+
+
+def today(land: Landscape, space: list[str], seed: int) -> Outcome:
+    seconds = 0.0
+    screened = {k: noisy_ladder(land, k, seed, 1) for k in space}
+    for lad in screened.values():
+        seconds += STARTUP_S + sum(window_s(QUARTER_S, not ok, False) for _, ok in lad.steps) if lad.steps else 0.0
+    ranked = sorted((k for k in space if screened[k].knee is not None), key=lambda k: -(screened[k].knee or 0.0))
+    finals = ranked[:max(MIN_KEEP, KEEP)]
+    return _finals(land, seed, finals, seconds, len(space), None, space_best(land, space))
+
+
+ALL_LEVERS = frozenset({"short", "early"})
+
+
+def new(land: Landscape, space: list[str], seed: int, variant: str, levers: frozenset[str] = ALL_LEVERS) -> Outcome:
+    """The new settings with this prior; `levers` ("short": short windows far from the predicted knee, "early":
+    early stop) say which of the window levers are on (the prior as the screen always is)."""
+    values = {k: v for k, v in prior_values(land, variant, seed).items() if k in space}
+    feasible = {k: v for k, v in values.items() if v is not None}
+    if not feasible:  # nothing the prior can rank: today's screening
+        return today(land, space, seed)
+    top = max(feasible.values())
+    order = sorted(feasible, key=lambda k: -feasible[k])
+    kept = [k for k in order if feasible[k] >= (1 - BAND[variant]) * top] or order[:1]
+    kept = kept if len(kept) >= MIN_KEEP else order[:MIN_KEEP]
+    seconds, screened = 0.0, 0
+    if len(kept) > KEEP:  # the prior cannot rank them apart: a real quarter-window screen among them
+        lads = {k: noisy_ladder(land, k, seed, 1) for k in kept}
+        seconds += sum(STARTUP_S + sum(window_s(QUARTER_S, not ok, "early" in levers) for _, ok in lad.steps)
+                       for lad in lads.values() if lad.steps)
+        screened = len(kept)
+        kept = sorted((k for k in kept if lads[k].knee is not None), key=lambda k: -(lads[k].knee or 0.0))[:KEEP]
+    return _finals(land, seed, kept, seconds, screened, variant, space_best(land, space), levers)
+
+
+def space_best(land: Landscape, space: list[str]) -> float:
+    """The exhaustive grid's answer: the best noiseless knee of the space."""
+    return max(land.truth[k] for k in space)
+
+
+def _finals(land: Landscape, seed: int, finals: list[str], seconds: float, screened: int, variant: str | None,
+            top: float, levers: frozenset[str] = frozenset()) -> Outcome:
+    """Final ladders (the new settings when `variant` is given: short windows far from the predicted knee, early
+    stop), SGLang's defaults, refinement and the soak; hit: the winner's noiseless knee within TOL of `top`."""
+    early = "early" in levers
+    best: tuple[float, str] | None = None
+    bills = []
+    for k in finals:
+        lad = noisy_ladder(land, k, seed, 2)
+        short: set[int] = set()
+        if "short" in levers and (pk := knee_concurrency(land, k)) is not None:
+            short = {c for c, _ in lad.steps if c < pk / 2 or c > 2 * pk}
+        bill = ladder_bill(lad, short, early)
+        knee = lad.knee
+        if knee is not None and lad.knee_c in short:  # the knee landed on a short window: measured again, full length
+            knee = noisy_ladder(land, k, seed, 3).knee
+            bill += window_s(FULL_S, False, early)
+        bills.append(bill + refine_bill(early))
+        if knee is not None and (best is None or knee > best[0]):
+            best = (knee, k)
+    defaults = float(np.median(bills)) if bills else 0.0  # SGLang's defaults, measured as configuration 0
+    seconds += sum(bills) + defaults + STARTUP_S + WARM_S + SOAK_S + DRAIN_S  # the soak: a launch and its hour
+    hit = best is not None and within(land.truth[best[1]], top, TOL)
+    return Outcome(hit, seconds, len(finals), screened)
+
+
+def run(land: Landscape, variant: str | None, levers: frozenset[str] = ALL_LEVERS) -> dict[str, Any]:
+    """One row: every seed's study with today's settings (variant None) or the new ones with this prior."""
+    outs = []
+    for seed in range(SEEDS):
+        space = space_of(land, seed)
+        outs.append(today(land, space, seed) if variant is None else new(land, space, seed, variant, levers))
+    return {"cv": land.cv, "variant": variant or "today", "hits": sum(o.hit for o in outs),
+            "hours": float(np.median([o.seconds for o in outs])) / 3600,
+            "max_hours": max(o.seconds for o in outs) / 3600,
+            "finals": float(np.median([o.finals for o in outs])),
+            "screened": float(np.median([o.screened for o in outs]))}
+
+
+def main() -> int:
+    t0 = time.perf_counter()
+    profile = bench_profile()
+    configs = all_configs(profile)
+    table = load_or_simulate(profile, configs, ORACLE_S)
+    flatten = profile.search.flatten_threshold
+    land = Landscape(table, truth(table, flatten), flatten, [c.key() for c in configs])
+    lines = [f"# bench night: {SEEDS} seeds, a 16-configuration interactive-shaped space per seed; windows "
+             f"{WARM_S:g} + {FULL_S:g} + {DRAIN_S:g} s (quarter: {QUARTER_S:g} s), {STARTUP_S:g} s a launch, the soak "
+             f"{SOAK_S:g} s; a failing window stops after {STOP_S:g} s (share {STOP_P:g})", "",
+             "| window CV | settings | prior | hits (winner within 5% of the space's best) | GPU-h of the study: median "
+             "(worst seed) | saving vs today | finals (median) | configurations screened for real (median) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for cv in CVS:
+        land.cv = cv
+        base = run(land, None)
+        rows: list[tuple[str | None, frozenset[str], str]] = [(None, ALL_LEVERS, "today")]
+        rows += [(v, ALL_LEVERS, "new") for v in VARIANTS]
+        rows += [("bias+err7", frozenset(), "the prior alone"), ("bias+err7", frozenset({"short"}), "+ short windows"),
+                 ("bias+err7", frozenset({"early"}), "+ early stop")]
+        for variant, levers, name in rows:
+            r = base if variant is None else run(land, variant, levers)
+            saving = "—" if variant is None else f"{1 - r['hours'] / base['hours']:.0%}"
+            lines.append(f"| {cv:.0%} | {name} | {variant or 'none (screening)'} | "
+                         f"{r['hits']}/{SEEDS} | {r['hours']:.1f} ({r['max_hours']:.1f}) | {saving} | "
+                         f"{r['finals']:.0f} | {r['screened']:.0f} |")
+    lines += ["", f"bench took {time.perf_counter() - t0:.0f} s"]
+    text = "\n".join(lines)
+    print(text)
+    write_result("night", text + "\n", "docs/bench-search.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

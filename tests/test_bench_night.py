@@ -1,0 +1,45 @@
+"""bench.night's pure parts on a toy landscape: the window bill with early stop and short windows, and the new
+settings against today's (no real screen when the prior keeps few, the same winner, a smaller bill)."""
+
+from __future__ import annotations
+
+from test_bench_search_prior import _land
+
+from bench.night import (
+    DRAIN_S,
+    FULL_S,
+    QUARTER_S,
+    STARTUP_S,
+    STOP_S,
+    WARM_S,
+    Ladder,
+    knee_concurrency,
+    ladder_bill,
+    new,
+    noisy_ladder,
+    today,
+    window_s,
+)
+
+
+def test_a_failing_window_stops_early_and_a_passing_one_runs_its_length() -> None:
+    assert window_s(FULL_S, fails=False, early=True) == WARM_S + FULL_S + DRAIN_S
+    assert window_s(FULL_S, fails=True, early=False) == WARM_S + FULL_S + DRAIN_S  # today: no early stop
+    assert window_s(FULL_S, fails=True, early=True) == WARM_S + STOP_S  # cut at once: no drain
+
+
+def test_steps_far_from_the_predicted_knee_run_quarter_windows() -> None:
+    lad = Ladder(3000.0, 64, ((16, True), (32, True), (64, True), (128, False)))
+    full = ladder_bill(lad)
+    assert full == STARTUP_S + 4 * (WARM_S + FULL_S + DRAIN_S)
+    assert ladder_bill(lad, {16, 128}) == full - 2 * (FULL_S - QUARTER_S)
+
+
+def test_the_prior_replaces_the_screen_finds_the_same_winner_and_costs_less() -> None:
+    land = _land(0.05)
+    space = list(land.table)
+    assert knee_concurrency(land, "a") == 64 and noisy_ladder(land, "d", 0, 2).steps == ()
+    now, then = today(land, space, 0), new(land, space, 0, "exact")
+    assert now.hit and then.hit
+    assert now.screened == 4 and then.screened == 0 and then.finals == 2  # a and b are within 5% of the leader
+    assert then.seconds < now.seconds
