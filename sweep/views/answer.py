@@ -23,6 +23,7 @@ from sweep.profile import DEFAULT_TIER, SLA, Tier
 from sweep.profile.grid import grid
 from sweep.profile.window import DEFAULT_MIN_REQUESTS
 from sweep.store import ConfigRecord, Store, WinnerRecord
+from sweep.views.cost import StudyCost, cost_of
 from sweep.views.read_model import WinnerDecision, config_steps, decide_winner
 from sweep.views.study import StudyContext
 
@@ -76,6 +77,7 @@ class Answer:
     tiers: tuple[TierAnswer, ...]
     labels: Mapping[int, str] = field(default_factory=dict)
     note: str | None = None  # why no tier names a winner (mixed hardware), if so
+    cost: StudyCost | None = None  # GPU-hours spent, inside windows that informed it, saved (sweep.views.cost)
 
     def document(self, config_id: int | None = None) -> dict[str, object]:
         """The answer as plain data, versioned (answer.json, `sweep knee --json`, `sweep explain --format json`;
@@ -198,7 +200,7 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
     return Answer(ctx.study.name, ctx.study.simulated,
                   str(ctx.env.get("model_path") or (prof.server.model_path if prof else "MODEL")),
                   tuple(extra_args), tuple(out), {c.id: _label(ctx.configs, c.id, ctx.labels) for c in ctx.configs},
-                  note)
+                  note, cost_of(ctx.configs, ctx.runs, prof, ctx.winner.id if ctx.winner is not None else None))
 
 
 def _tier_answer(ctx: StudyContext, tier: Tier, wid: int | None, screen_only: bool, knees: Mapping[int, ConfigKnee],

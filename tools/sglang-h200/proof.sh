@@ -2,7 +2,7 @@
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
 #   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound |
 #                                                             kvrepeat | crosscheck | crosscheck-vl | workers |
-#                                                             refine | repeat | answer | sessions
+#                                                             refine | repeat | answer | sessions | night
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/core/ (sweep's dependencies missing there; the
 # device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/; the image has tokenizers).
 # Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
@@ -167,6 +167,37 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
       --set search.screening.enabled=false --set soak.enabled=false \
       --set 'search.space={"max_running_requests":[128],"mem_fraction_static":[0.17,0.85],"chunked_prefill_size":[4096],"schedule_policy":["lpm"]}' \
       --set "$dummy" ;;
+  night)
+    # issue 29: one cut study twice in one call, same space and windows: today's settings (every configuration
+    # screened on quarter windows, no prior, no short windows, no early stop: 3 screen launches + 1 final) and the new
+    # ones (the simulated prior as the screen on this CPU, far steps on short windows, windows that stop early where
+    # this checkout's profile has window.early_stop: 1 launch when the prior keeps one). Then both winners and GPU
+    # times (tools/sglang-h200/night_summary.py). NIGHT=old|new runs one half (SEED_DB=results.db keeps one database).
+    space='search.space={"max_running_requests":[128],"mem_fraction_static":[0.14,0.2,0.85],"chunked_prefill_size":[4096],"schedule_policy":["lpm"]}'
+    cut=(--set "$space" --set "ladder=${NIGHT_LADDER:-[32,64,128]}" --set ladder_max=128 --set refine.enabled=false
+         --set search.baseline=false --set soak.enabled=false --set search.screening.enabled=true
+         --set search.screening.fraction=0.25 --set search.screening.keep=0.25 --set search.screening.min_keep=1
+         --set window.drain_seconds=10 --set "$dummy")
+    # wt-early's field, when this checkout has it: a bool, or a section with `enabled`
+    early=$(python3 -c 'from sweep.profile import Window
+f = Window.model_fields.get("early_stop")
+print("" if f is None else "window.early_stop" + ("" if f.annotation is bool else ".enabled"))')
+    nrc=0
+    if [ "${NIGHT:-both}" != new ]; then
+      python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-old "${cut[@]}" \
+        --set search.prior=none --set search.prior_margin=null ${early:+--set "$early=false"} --no-progress \
+        > "$out/night-old.log" 2>&1 || nrc=$?
+      tail -n 40 "$out/night-old.log"
+    fi
+    if [ "${NIGHT:-both}" != old ]; then
+      python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-new "${cut[@]}" \
+        --set search.prior=sim --set search.prior_margin=0.15 --set search.far_windows.enabled=true \
+        --set search.far_windows.factor=2 --set search.far_windows.fraction=0.25 ${early:+--set "$early=true"} \
+        --no-progress > "$out/night-new.log" 2>&1 || nrc=$?
+      tail -n 40 "$out/night-new.log"
+    fi
+    python3 tools/sglang-h200/night_summary.py "$db" h200-night-old h200-night-new | tee "$out/night-summary.txt"
+    (exit $nrc) ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 rc=$?
