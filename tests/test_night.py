@@ -204,3 +204,30 @@ def _knee_with_guess(orch: Any, guess: Callable[[ServerConfig], float | None]) -
         return int(orch.knee("far").study_id)
     finally:
         o.LadderRunner = real  # type: ignore[misc]
+
+
+# --- fewer relaunches -------------------------------------------------------------------------------------------
+
+def test_a_dialect_with_a_live_knob_shares_launches_and_sglang_declares_none() -> None:
+    import dataclasses
+
+    from sweep import engines
+
+    assert engines.SGLANG.live_knobs == ()  # SGLang 0.5.17 takes no knob without a restart
+    live = dataclasses.replace(engines.SGLANG, name="live-sglang", live_knobs=("schedule_policy",),
+                               live_update_path="/update_scheduler")
+    engines.register(live)
+    try:
+        a = ServerConfig(max_running_requests=64, schedule_policy="lpm")
+        b = dataclasses.replace(a, schedule_policy="fcfs")
+        c = dataclasses.replace(a, max_running_requests=128)
+        assert live.launch_key(a) == live.launch_key(b) != live.launch_key(c)
+        assert engines.SGLANG.launch_key(a) != engines.SGLANG.launch_key(b)
+        assert (live.launches([a, b, c]), engines.SGLANG.launches([a, b, c])) == (2, 3)
+        over = {"search.prior": "none", "search.prior_margin": None, "search.space.schedule_policy": ["lpm", "fcfs"]}
+        shared = study_plan(load_profile(INTERACTIVE, {**over, "server.engine": "live-sglang"}))
+        alone = study_plan(load_profile(INTERACTIVE, over))
+        assert alone.launches - shared.launches == 16  # 32 screen ladders on 16 launches
+        assert shared.gpu_hours < alone.gpu_hours
+    finally:
+        engines.unregister("live-sglang")

@@ -180,8 +180,10 @@ class Search(_Strict):
         "order; tpe/gp: its top ones replace the random start-up trials)"))
     prior_margin: float | None = Field(None, gt=0, lt=1, description=(
         "with prior sim: never measure a configuration the simulator ranks more than this share below its best "
-        "(or infeasible); 0.25 covers the held-out error bands of docs/calibration.md; none: the prior only "
-        "orders the trials"))
+        "(or infeasible), and screen for real only among the rest when more survive than the finals take; "
+        "0.15-0.25 covers the held-out error bands of docs/calibration.md; none: the prior only orders the "
+        "trials. Where the simulator has no calibrated preset for server.sim_gpu and the model, or a searched knob "
+        "is one it does not model, nothing is dropped (the study says so)"))
     far_windows: FarWindows = Field(FarWindows(), description=(
         "short windows for final-ladder steps far from the prior's predicted knee (section search.far_windows)"))
     # Several workers share a study: a worker silent for grace_s (default 4 x heartbeat_s) is dead, and its

@@ -48,6 +48,10 @@ if TYPE_CHECKING:
 PRIOR_SUFFIX = ":prior-sim"  # the simulated study's name: the real study's name + this
 ENQUEUED_ATTR = "prior_enqueued"  # on the real Optuna study: how many prior trials were queued (queued once)
 RANK_ATTR = "prior_rank"  # on a queued trial: its rank in the prior
+# The prior's measured windows are at most this long (virtual time): the simulator has no window-to-window noise
+# to average out, and 120 s holds ~1,000 requests at the lowest interactive step; 900 s windows made interactive's
+# prior take half an hour of CPU before the first launch.
+PRIOR_WINDOW_S = 120.0
 DROPPED_ATTR = "prior_dropped"  # on a trial the sampler proposed and the prior's margin dropped: not measured
 
 
@@ -59,13 +63,15 @@ def prior_name(study_name: str) -> str:
 def sim_profile(profile: Profile) -> Profile:
     """The profile the prior runs: the same workload, ladder, window, SLA and space on the simulator, every
     configuration of the grid once, and SGLang's defaults when the study measures them (for their predicted knee),
-    without screening, budget, pruner, soak, cross-check or prior."""
+    without screening, budget, pruner, soak, cross-check or prior; windows at most PRIOR_WINDOW_S."""
     search = profile.search.model_copy(update={
         "prior": "none", "prior_margin": None, "sampler": "grid", "n_trials": None, "time_budget_s": None,
         "screening": profile.search.screening.model_copy(update={"enabled": False}), "baseline": False,
         "pruning": False})
+    window = profile.window.model_copy(update={"measure_seconds": min(profile.window.measure_seconds,
+                                                                       PRIOR_WINDOW_S)})
     return profile.model_copy(update={
-        "search": search.model_copy(update={"baseline": profile.search.baseline}),
+        "search": search.model_copy(update={"baseline": profile.search.baseline}), "window": window,
         "server": profile.server.model_copy(update={"launcher": "sim"}),
         "soak": profile.soak.model_copy(update={"enabled": False}),
         "crosscheck": profile.crosscheck.model_copy(update={"enabled": False})})

@@ -15,11 +15,14 @@ weights: docs/h200-sample/); GPU-hours count each server's GPUs (its largest tp_
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
+from sweep import engines
+from sweep.core.types import ServerConfig
 from sweep.profile import Profile
-from sweep.profile.grid import grid_size
+from sweep.profile.grid import grid, grid_size
 from sweep.profile.phases import climb_steps, climbs_on, ladder_windows, phase_seconds
 
 LAUNCH_FIRST_S = 140.0  # the first SGLang launch of a machine (cold caches), seconds
@@ -127,6 +130,19 @@ def final_ladder(prof: Profile) -> tuple[int, int]:
     return total - short, short
 
 
+def configs_launches(prof: Profile, n: int) -> int:
+    """Launches that measure `n` configurations of the grid, one ladder each: one per configuration, except that
+    configurations differing only in knobs the engine updates live (Dialect.live_knobs) share one where the whole
+    grid is measured."""
+    dialect = engines.get(prof.server.engine)
+    if not dialect.live_knobs or n != grid_size(prof.search.space):
+        return n
+    space = grid(prof.search.space)
+    configs = [ServerConfig.from_mapping(dict(zip(space, values, strict=True)))
+               for values in itertools.product(*space.values())]
+    return dialect.launches(configs)
+
+
 def launch_seconds(launches: int) -> float:
     """Seconds of `launches` server starts on one machine."""
     return 0.0 if launches <= 0 else LAUNCH_FIRST_S + LAUNCH_S * (launches - 1)
@@ -150,8 +166,7 @@ def study_plan(prof: Profile) -> StudyPlan:
         steps_s = (first_n + base_n) * (full * phase_seconds(prof, "final") + short * short_seconds(prof))
         windows = (first_n + base_n) * (full + short)
     steps_s += soak * phase_seconds(prof, "soak")
-    per_config = len(prof.ladder) if coupled else 1
-    launches = (first_n + finals_n) * per_config + base_n + soak
+    launches = (len(prof.ladder) * first_n if coupled else configs_launches(prof, first_n)) + finals_n + base_n + soak
     gpus = prof.search.space.largest_tp() or 1
     gpu_h = (steps_s + launch_seconds(launches)) * gpus / 3600
     assumption = ""
@@ -172,8 +187,7 @@ def exhaustive_gpu_hours(prof: Profile) -> float:
     n = prof.search.n_trials or grid_size(prof.search.space)
     base_n = 1 if prof.search.baseline and prof.search.mode != "coupled" else 0
     soak = 1 if prof.soak.enabled else 0
-    per_config = len(prof.ladder) if prof.search.mode == "coupled" else 1
     seconds = (n + base_n) * ladder_windows(prof, "final") * phase_seconds(prof, "final") \
         + soak * phase_seconds(prof, "soak")
-    launches = n * per_config + base_n + soak
+    launches = (n * len(prof.ladder) if prof.search.mode == "coupled" else configs_launches(prof, n)) + base_n + soak
     return (seconds + launch_seconds(launches)) * (prof.search.space.largest_tp() or 1) / 3600
