@@ -16,7 +16,7 @@ def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
-    store = Store(argv[0])
+    store = Store(argv[0] if "://" in argv[0] else f"sqlite:///{argv[0]}")
     winners = []
     for name in argv[1:]:
         study = store.get_study_by_name(name)

@@ -173,7 +173,9 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
     # ones (the simulated prior as the screen on this CPU, far steps on short windows, windows that stop early where
     # this checkout's profile has window.early_stop: 1 launch when the prior keeps one). Then both winners and GPU
     # times (tools/sglang-h200/night_summary.py). NIGHT=old|new runs one half (SEED_DB=results.db keeps one database).
-    space='search.space={"max_running_requests":[128],"mem_fraction_static":[0.14,0.2,0.85],"chunked_prefill_size":[4096],"schedule_policy":["lpm"]}'
+    # The space: the KV pool at 0.14 / 0.17 / 0.85 of memory (mrr 128): on the simulator knees 32 / 64 / 128, so the
+    # prior's 15% margin keeps 0.85 alone (0.2 would tie it: a pool never full at 128 measures alike).
+    space='search.space={"max_running_requests":[128],"mem_fraction_static":[0.14,0.17,0.85],"chunked_prefill_size":[4096],"schedule_policy":["lpm"]}'
     cut=(--set "$space" --set "ladder=${NIGHT_LADDER:-[32,64,128]}" --set ladder_max=128 --set refine.enabled=false
          --set search.baseline=false --set soak.enabled=false --set search.screening.enabled=true
          --set search.screening.fraction=0.25 --set search.screening.keep=0.25 --set search.screening.min_keep=1
