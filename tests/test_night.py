@@ -231,3 +231,39 @@ def test_a_dialect_with_a_live_knob_shares_launches_and_sglang_declares_none() -
         assert shared.gpu_hours < alone.gpu_hours
     finally:
         engines.unregister("live-sglang")
+
+
+# --- what a study cost --------------------------------------------------------------------------------------------
+
+def test_a_study_cost_adds_up_and_shows_in_the_answer(tmp_path: Path) -> None:
+    from sweep.store import Store
+    from sweep.study.orchestrator import Orchestrator
+    from sweep.views.cost import informing_runs, study_cost, window_seconds
+    from sweep.views.read_model import read_study
+
+    prof = load_profile(SMOKE, {"ladder": [2, 8, 64], "search.space": {"max_running_requests": [2, 4]}})
+    run = Orchestrator(prof, f"sqlite:///{tmp_path / 'r.db'}", tmp_path, driver="virtual").knee("cost")
+    model = read_study(Store(f"sqlite:///{tmp_path / 'r.db'}"), run.study_id)
+    cost = study_cost(model)
+    drain = prof.window.drain_seconds
+    windows = [window_seconds(r, True, drain) for r in model.runs]
+    starts = sum(c.startup_s or 0.0 for c in model.configs)
+    assert cost.launches == 2 and cost.clock.startswith("driver clock")
+    assert cost.spent_gpu_h * 3600 == pytest.approx(sum(windows) + starts)  # every launch, window and drain
+    informing = informing_runs(model.configs, model.runs, model.decision.winner.id if model.decision.winner else None,
+                               prof.search.flatten_threshold)
+    winner = model.decision.winner
+    assert winner is not None
+    knee_load = winner.knee.concurrency
+    # the knee's window and the bracketing fail above it, nothing else (no refinement, no soak in smoke)
+    fails = [r.concurrency for r in model.runs if r.server_config_id == winner.id and r.stats is not None
+             and not r.stats.passes_sla and r.concurrency > knee_load]
+    assert fails, "this ladder brackets its knee"
+    assert sorted(r.concurrency for r in informing) == [knee_load, min(fails)]
+    assert cost.informed_gpu_h * 3600 == pytest.approx(sum(window_seconds(r, True, drain) for r in informing))
+    assert 0 < cost.informed_gpu_h < cost.spent_gpu_h
+    assert cost.saved_gpu_h == pytest.approx((cost.exhaustive_gpu_h or 0) - cost.spent_gpu_h)
+    assert run.answer is not None and run.answer.cost == cost
+    assert "**Cost**: " in run.report.markdown.read_text()
+    doc = json.loads((run.report.markdown.parent / "answer.json").read_text())
+    assert doc["cost"]["launches"] == 2 and doc["cost"]["spent_gpu_h"] == pytest.approx(cost.spent_gpu_h)
