@@ -169,17 +169,20 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
       --set "$dummy" ;;
   night)
     # issue 29: one cut study twice in one call, same space and windows: today's settings (every configuration
-    # screened on quarter windows, no prior, no short windows, no early stop: 3 screen launches + 1 final) and the new
-    # ones (the simulated prior as the screen on this CPU, far steps on short windows, windows that stop early where
-    # this checkout's profile has window.early_stop: 1 launch when the prior keeps one). Then both winners and GPU
-    # times (tools/sglang-h200/night_summary.py). NIGHT=old|new runs one half (SEED_DB=results.db keeps one database).
-    # The space: the KV pool at 0.14 / 0.17 / 0.85 of memory (mrr 128): on the simulator knees 32 / 64 / 128, so the
-    # prior's 15% margin keeps 0.85 alone (0.2 would tie it: a pool never full at 128 measures alike).
-    space='search.space={"max_running_requests":[128],"mem_fraction_static":[0.14,0.17,0.85],"chunked_prefill_size":[4096],"schedule_policy":["lpm"]}'
+    # screened on quarter windows, no prior, no short windows, no early stop: 2 screen launches + 1 final) and the new
+    # ones (the simulated prior as the screen, on this machine's CPU, ~20 s; far steps on short windows; windows that
+    # stop early where this checkout's profile has window.early_stop: 1 launch when the prior keeps one). Then both
+    # winners and GPU times (tools/sglang-h200/night_summary.py). Launches: 4 (~140 + 3 x 70 s); windows ~11 s
+    # (screen) and ~20 s (full) at MEASURE_S=12: about 9.5 min in all. NIGHT_MEM='[0.14,0.17,0.85]' adds a third
+    # configuration (a 5th launch): then run NIGHT=old and NIGHT=new as two calls (SEED_DB=results.db between them).
+    # On the simulator the pool fractions 0.14 / 0.17 / 0.85 (mrr 128) have knees 32 / 64 / 128, so the prior's 15%
+    # margin keeps 0.85 alone (0.2 would tie it: a pool never full at 128 measures alike).
+    space="search.space={\"max_running_requests\":[128],\"mem_fraction_static\":${NIGHT_MEM:-[0.14,0.85]},\"chunked_prefill_size\":[4096],\"schedule_policy\":[\"lpm\"]}"
     cut=(--set "$space" --set "ladder=${NIGHT_LADDER:-[32,64,128]}" --set ladder_max=128 --set refine.enabled=false
          --set search.baseline=false --set soak.enabled=false --set search.screening.enabled=true
          --set search.screening.fraction=0.25 --set search.screening.keep=0.25 --set search.screening.min_keep=1
-         --set window.drain_seconds=10 --set "$dummy")
+         --set window.measure_seconds=${MEASURE_S:-12} --set window.warmup_seconds=3 --set window.warmup_requests=16
+         --set window.drain_seconds=8 --set "$dummy")
     # wt-early's field, when this checkout has it: a bool, or a section with `enabled`
     early=$(python3 -c 'from sweep.profile import Window
 f = Window.model_fields.get("early_stop")
