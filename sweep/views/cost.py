@@ -46,7 +46,7 @@ class StudyCost:
         vs = ("" if saved is None or self.exhaustive_gpu_h is None else
               f"; the exhaustive grid would take about {self.exhaustive_gpu_h:.2f}: saved {saved:.2f} GPU-hours"
               + (f" ({saved / self.exhaustive_gpu_h:.0%})" if self.exhaustive_gpu_h > 0 else ""))
-        return (f"cost: {self.spent_gpu_h:.2f} GPU-hours over {self.launches} launches ({self.clock}), "
+        return (f"cost: {self.spent_gpu_h:.2f} GPU-hours over {self.launches} launch{'es' if self.launches != 1 else ''} ({self.clock}), "
                 f"{self.informed_gpu_h:.2f} of them{share} in windows that informed the answer{vs}")
 
 

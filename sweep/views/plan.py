@@ -51,7 +51,7 @@ class StudyPlan:
         """The plan's cost in one line."""
         saved = self.saved_gpu_hours
         pct = f" ({saved / self.exhaustive_gpu_hours:.0%})" if self.exhaustive_gpu_hours > 0 else ""
-        return (f"about {self.gpu_hours:.1f} GPU-hours with {self.launches} launches"
+        return (f"about {self.gpu_hours:.1f} GPU-hours with {self.launches} launch{'es' if self.launches != 1 else ''}"
                 + (f" ({self.short_steps} far steps on short windows)" if self.short_steps else "")
                 + f"; the exhaustive grid (every configuration on full ladders): {self.exhaustive_gpu_hours:.1f} "
                 f"GPU-hours, saved {saved:.1f}{pct}" + (f"; assumes {self.assumption}" if self.assumption else ""))
