@@ -37,7 +37,7 @@ class StudyCost:
     exhaustive_gpu_h: float | None
     saved_gpu_h: float | None
     launches: int
-    clock: str  # "wall clock" | "driver clock (virtual time)"
+    clock: str  # "wall clock" | "driver clock, virtual time"
 
     def line(self) -> str:
         """The cost in one line."""
@@ -73,7 +73,7 @@ def cost_of(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord], profile:
                    for r in informing_runs(configs, runs, winner_id, flatten)) / 3600
     exhaustive = exhaustive_gpu_hours(profile) if profile is not None else None
     return StudyCost(spent, informed, exhaustive, None if exhaustive is None else exhaustive - spent, len(launched),
-                     "driver clock (virtual time)" if virtual else "wall clock")
+                     "driver clock, virtual time" if virtual else "wall clock")
 
 
 def window_seconds(run: RunRecord, virtual: bool, drain: float) -> float:
