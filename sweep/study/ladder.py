@@ -199,7 +199,7 @@ class LadderRunner:
             self._refine(handle, config_id, climb, outcome)
             usable = self._full_knee(handle, config_id, climb, outcome)
         while usable and (again := measure_again(outcome.steps)) is not None:
-            _, usable = self._one_more(handle, config_id, climb, outcome, again, "measuring again")
+            _, usable = self._one_more(handle, config_id, climb, outcome, again, "measuring again", far=False)
             if usable:
                 outcome.stop_reason += (f"; measured {again.at()} again: its window was flagged by the client's "
                                         "self-check")
