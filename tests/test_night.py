@@ -267,3 +267,22 @@ def test_a_study_cost_adds_up_and_shows_in_the_answer(tmp_path: Path) -> None:
     assert "**Cost**: " in run.report.markdown.read_text()
     doc = json.loads((run.report.markdown.parent / "answer.json").read_text())
     assert doc["cost"]["launches"] == 2 and doc["cost"]["spent_gpu_h"] == pytest.approx(cost.spent_gpu_h)
+
+
+def test_without_a_calibrated_preset_the_prior_drops_nothing_and_says_so(tmp_path: Path) -> None:
+    from sweep.store import Store
+    from sweep.study.orchestrator import Orchestrator
+
+    said: list[str] = []
+
+    class Lines:
+        def print(self, msg: str, /) -> None:
+            said.append(msg)
+
+    prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [1, 8]}, "search.prior": "sim",
+                                "search.prior_margin": 0.15, "server.sim_gpu": "L40S", "ladder": [2, 8]})
+    run = Orchestrator(prof, f"sqlite:///{tmp_path / 'r.db'}", tmp_path, driver="virtual", console=Lines()).knee("l40")
+    assert any("no calibrated preset for L40S" in line and "screens as without a prior" in line for line in said)
+    ranked = Store(f"sqlite:///{tmp_path / 'r.db'}").study_prior(run.study_id)
+    assert ranked and not any(r.dropped for r in ranked)  # mrr=1 is far below, but the prior may not screen here
+    assert len({c.config.max_running_requests for c in run.result.outcomes}) == 2
