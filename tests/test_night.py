@@ -168,42 +168,33 @@ def test_a_knee_on_a_short_window_is_not_the_answer_until_measured_at_full_lengt
 
 
 def test_the_ladder_runs_far_steps_short_and_measures_a_short_knee_again(tmp_path: Path) -> None:
+    import uuid
+
     from sweep.store import Store
-    from sweep.study.orchestrator import Orchestrator
+    from sweep.study.ladder import LadderRunner
+    from sweep.study.wiring import make_driver, make_launcher, model_path
+    from sweep.workload.lexicon import for_model
+    from sweep.workload.stream import RequestStream
 
-    prof = load_profile(SMOKE, {"ladder": [2, 4, 8], "search.space": {"max_running_requests": [8]},
-                                "search.far_windows.fraction": 0.5})
-    orch = Orchestrator(prof, f"sqlite:///{tmp_path / 'r.db'}", tmp_path, driver="virtual")
-    # a predicted knee of 1: steps above 2 are far (short); the knee lands on a short step and is measured again
-    run = _knee_with_guess(orch, lambda _c: 1.0)
+    prof = load_profile(SMOKE, {"ladder": [2, 4, 8], "server.launcher": "sim", "search.far_windows.fraction": 0.5})
     store = Store(f"sqlite:///{tmp_path / 'r.db'}")
-    runs = [r for r in store.study_runs(run) if r.status == "completed"]
+    study_id = store.create_study(f"far-{uuid.uuid4().hex[:8]}", prof.name, prof.model_dump_json(),
+                                  prof.fingerprint(), "grid", True, "virtual", None)
+    launcher = make_launcher(prof, "sim", "virtual", tmp_path / "logs")
+    specs = RequestStream(prof.workload, base_dir=ROOT, lexicon=for_model(model_path(prof)))
+    # a predicted knee of 1: steps above 2 are far (short windows); the ladder's knee lands on one
+    runner = LadderRunner(prof, launcher, make_driver(prof, "virtual", launcher), store, study_id, specs, "virtual",
+                          predicted_knee=lambda _c: 1.0)
+    outcome = runner.run(ServerConfig(max_running_requests=8))
+    runs = [r for r in store.study_runs(study_id) if r.status == "completed"]
     plan = [(r.concurrency, r.short_window, r.planned_measure_s) for r in runs]
-    assert (2, False, 3.0) in plan and (4, True, 1.5) in plan and (8, True, 1.5) in plan
-    from sweep.views.read_model import read_study
-
-    model = read_study(store, run)
-    knee = model.knees[runs[0].server_config_id]
-    full = [r for r in runs if not r.short_window and r.concurrency == knee.concurrency]
-    assert full, "the knee rests on a full-length window"
-    assert len([r for r in runs if r.concurrency == knee.concurrency]) == (2 if knee.concurrency > 2 else 1)
-
-
-def _knee_with_guess(orch: Any, guess: Callable[[ServerConfig], float | None]) -> int:
-    """Run the orchestrator's study with the ladder runner's predicted knee set to `guess`; the study id."""
-    import sweep.study.orchestrator as o
-
-    real = o.LadderRunner
-
-    def runner(*a: Any, **kw: Any) -> Any:
-        kw["predicted_knee"] = guess
-        return real(*a, **kw)
-
-    o.LadderRunner = runner  # type: ignore[misc,assignment]
-    try:
-        return int(orch.knee("far").study_id)
-    finally:
-        o.LadderRunner = real  # type: ignore[misc]
+    assert plan[:3] == [(2, False, 3.0), (4, True, 1.5), (8, True, 1.5)]
+    assert outcome.knee is not None and outcome.knee.index is not None
+    knee_step = outcome.steps[outcome.knee.index]
+    assert not knee_step.short and knee_step.concurrency > 2  # the answer rests on a full-length window ...
+    again = [r for r in runs if r.concurrency == knee_step.concurrency]
+    assert [r.short_window for r in again] == [True, False]  # ... measured again after its short one
+    assert "again at full length" in outcome.stop_reason
 
 
 # --- fewer relaunches -------------------------------------------------------------------------------------------
