@@ -173,7 +173,8 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
     # ones (the simulated prior as the screen, on this machine's CPU, ~20 s; far steps on short windows; windows that
     # stop early where this checkout's profile has window.early_stop: 1 launch when the prior keeps one). Then both
     # winners and GPU times (tools/sglang-h200/night_summary.py). Launches: 4 (~140 + 3 x 70 s); windows ~11 s
-    # (screen) and ~20 s (full) at MEASURE_S=12: about 9.5 min in all. NIGHT_MEM='[0.14,0.17,0.85]' adds a third
+    # (screen) and ~20 s (full) at MEASURE_S=12: about 9.5 min in all on a warm machine; the new settings run first,
+    # so a call that runs out of time loses today's half (NIGHT=old SEED_DB=results.db runs it alone). NIGHT_MEM='[0.14,0.17,0.85]' adds a third
     # configuration (a 5th launch): then run NIGHT=old and NIGHT=new as two calls (SEED_DB=results.db between them).
     # On the simulator the pool fractions 0.14 / 0.17 / 0.85 (mrr 128) have knees 32 / 64 / 128, so the prior's 15%
     # margin keeps 0.85 alone (0.2 would tie it: a pool never full at 128 measures alike).
@@ -188,18 +189,18 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
 f = Window.model_fields.get("early_stop")
 print("" if f is None else "window.early_stop" + ("" if f.annotation is bool else ".enabled"))')
     nrc=0
-    if [ "${NIGHT:-both}" != new ]; then
-      python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-old "${cut[@]}" \
-        --set search.prior=none --set search.prior_margin=null ${early:+--set "$early=false"} --no-progress \
-        > "$out/night-old.log" 2>&1 || nrc=$?
-      tail -n 40 "$out/night-old.log"
-    fi
     if [ "${NIGHT:-both}" != old ]; then
       python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-new "${cut[@]}" \
         --set search.prior=sim --set search.prior_margin=0.15 --set search.far_windows.enabled=true \
         --set search.far_windows.factor=2 --set search.far_windows.fraction=0.25 ${early:+--set "$early=true"} \
         --no-progress > "$out/night-new.log" 2>&1 || nrc=$?
       tail -n 40 "$out/night-new.log"
+    fi
+    if [ "${NIGHT:-both}" != new ]; then
+      python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-old "${cut[@]}" \
+        --set search.prior=none --set search.prior_margin=null ${early:+--set "$early=false"} --no-progress \
+        > "$out/night-old.log" 2>&1 || nrc=$?
+      tail -n 40 "$out/night-old.log"
     fi
     python3 tools/sglang-h200/night_summary.py "$db" h200-night-old h200-night-new | tee "$out/night-summary.txt"
     (exit $nrc) ;;
