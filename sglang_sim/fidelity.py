@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from sglang_sim.params import ModelPreset
+
 
 @dataclass(frozen=True)
 class HeldOut:
@@ -35,6 +37,14 @@ class HeldOut:
 
 
 HELD_OUT = HeldOut(throughput_pct=23, ttft_p50_pct=31, ttft_p99_pct=77)
+
+# The (GPU preset, model shape) pairs the simulator was calibrated on against real SGLang 0.5.17
+# (docs/calibration.md): models/llama3-8b-shape's config.json (Llama-3-8B's shape with its 7.0e9 counted params).
+# A model whose shape and weights agree with one (sglang_sim.shape.differences) counts as calibrated.
+CALIBRATED: tuple[tuple[str, ModelPreset], ...] = (
+    ("H200", ModelPreset("llama3-8b-shape", layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128,
+                         params=6987710464.0, context_len=32768)),
+)
 
 FITTED_ATTENTION = "triton"  # the attention and sampling backends of the calibration runs (docs/calibration.md)
 FITTED_SAMPLING = "pytorch"
@@ -69,3 +79,14 @@ def unmodelled_flags(args: argparse.Namespace, schedule_policy: str) -> list[str
 def fault_flags(args: argparse.Namespace) -> list[str]:
     """The simulated-process fault flags set in args, as command-line spellings."""
     return ["--" + k.replace("_", "-") for k, default in FAULT_FLAGS.items() if getattr(args, k) != default]
+
+
+def calibrated_preset(gpu: str, model: ModelPreset) -> str | None:
+    """The calibrated preset a GPU name and model shape fall under ("H200 / llama3-8b-shape"), None when none
+    does: then the simulator's figures are extrapolations, not calibrated ones."""
+    from sglang_sim.shape import differences
+
+    for gpu_name, shape in CALIBRATED:
+        if gpu.lower() == gpu_name.lower() and not differences(model, shape):
+            return f"{gpu_name} / {shape.name}"
+    return None

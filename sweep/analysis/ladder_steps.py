@@ -4,7 +4,7 @@ steps as `StepPoint`s, and the knee of one configuration's stored steps with its
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sweep.analysis.knee import ConfigKnee, KneeResult, StepPoint, find_knee, knee_goodput_ci
 from sweep.analysis.run_stats import RunStats
@@ -21,6 +21,7 @@ class LadderStep:
     stats: RunStats
     server_config_id: int | None = None  # the launch it ran on (coupled mode: one launch per step)
     offered_rps: float | None = None  # the offered rate (req/s) of a window of an open-loop rate ladder (arrival.rates)
+    short: bool = False  # a far step's short window (search.far_windows): it draws the curve, never decides the knee
 
     @property
     def load(self) -> float:
@@ -44,14 +45,45 @@ def step_points(steps: Sequence[LadderStep]) -> list[StepPoint]:
                       flagged=bool(st.client_bound)) for s in steps]
 
 
+def deciding(steps: Sequence[LadderStep]) -> list[LadderStep]:
+    """The windows that may decide a knee: every full-length window (a far step's short window draws the curve, it
+    never decides the answer: search.far_windows); only short windows (a ladder cut off before any full one): all
+    of them, as measured."""
+    full = [s for s in steps if not s.short]
+    return full if full else list(steps)
+
+
+def knee_on_short(steps: Sequence[LadderStep], flatten_threshold: float) -> LadderStep | None:
+    """The short window find_knee's rule would pick as the knee if short windows decided (the naive rule), where no
+    full-length window at its load has been measured yet: it must be measured again at full length before it can
+    be the answer; None when the rule lands on a full-length window (or on none)."""
+    full_loads = {s.load for s in steps if not s.short}
+    candidates = [s for s in steps if not (s.short and s.load in full_loads)]
+    k = find_knee(step_points(candidates), flatten_threshold)
+    if k.index is None or not candidates[k.index].short:
+        return None
+    return candidates[k.index]
+
+
 def steps_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> KneeResult:
-    """The knee of one configuration's windows (ladder steps and refinement windows alike): find_knee's one rule."""
-    return find_knee(step_points(steps), flatten_threshold)
+    """The knee of one configuration's windows (ladder steps and refinement windows alike): find_knee's one rule
+    over the windows that may decide it (`deciding`); its indices refer to `steps`."""
+    chosen = deciding(steps)
+    k = find_knee(step_points(chosen), flatten_threshold)
+    if len(chosen) == len(steps):
+        return k
+    where = [i for i, s in enumerate(steps) if not s.short]  # chosen is the full windows, in order
+    return replace(k, index=None if k.index is None else where[k.index],
+                   flattens_at=None if k.flattens_at is None else where[k.flattens_at])
 
 
 def ladder_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> ConfigKnee | None:
     """The knee of one configuration's completed windows (stored windows of one ladder, its refinement windows
-    included), with its goodput interval (the knee re-chosen in every resample); None when no window is eligible."""
+    included), with its goodput interval (the knee re-chosen in every resample); None when no window is eligible.
+    A far step's short window never decides it (`deciding`)."""
+    steps = deciding(steps)
+    if not steps:
+        return None
     points = step_points(steps)
     k = find_knee(points, flatten_threshold)
     if k.point is None:

@@ -223,6 +223,7 @@ def plan(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
     span = f"{steps.seconds / 3600:.1f} h" if steps.seconds >= 3600 else f"{steps.seconds / 60:.0f} min"
     typer.echo(f"{prof.name}: {steps.steps} windows, about {span} on the driver's clock; "
                f"{study_footprint(prof).line()}")
+    typer.echo(f"{prof.name}: {steps.cost_line()}")
     for line in warmup_warnings(prof):
         typer.echo(line)
 

@@ -89,6 +89,22 @@ class Dialect:
     paths: Paths
     metrics: MetricNames
     process_prefix: str = ""  # the name its child processes take (leftover check); "" where they keep python's
+    # Knobs a running server takes without a restart (an engine's live-update endpoint, `live_update_path`):
+    # configurations that differ only in these share one launch. None in SGLang 0.5.17; kept ready for when the
+    # live-update endpoints land (issue 29).
+    live_knobs: tuple[str, ...] = ()
+    live_update_path: str = ""  # POST: apply live knobs to the running server ("" where there are none)
+
+    def launch_key(self, config: ServerConfig) -> str:
+        """What a configuration's launch depends on: its knobs without the live-updatable ones (configurations of
+        one key share a launch)."""
+        if not self.live_knobs:
+            return config.key()
+        return ServerConfig(**{k: v for k, v in config.knobs().items() if k not in self.live_knobs}).key()
+
+    def launches(self, configs: Iterable[ServerConfig]) -> int:
+        """How many launches measure `configs` when those differing only in live knobs share one."""
+        return len({self.launch_key(c) for c in configs})
 
     def flag(self, knob: str) -> str:
         """The server's flag for a knob: the one place a knob becomes a flag."""

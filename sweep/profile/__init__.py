@@ -55,7 +55,7 @@ from sweep.profile.base import Strict as _Strict
 from sweep.profile.bundled import PROFILES
 from sweep.profile.context_len import check_prompt_fits
 from sweep.profile.inputs import locate_inputs
-from sweep.profile.search import FloatRange, IntRange, Screening, Search, Space
+from sweep.profile.search import FarWindows, FloatRange, IntRange, Screening, Search, Space
 from sweep.profile.server import ServerSpec
 from sweep.profile.sla import DEFAULT_TIER, SLA, Tier
 from sweep.profile.window import EarlyStopRule, Window
@@ -75,7 +75,7 @@ from sweep.profile.yaml_keys import load_unique
 
 __all__ = ["DAY_S", "MAX_CONCURRENCY", "MAX_GRID", "MAX_REQUESTS", "MAX_TOKENS", "SLA", "Arrival", "ArrivalProcess",
            "ClosedArrival",
-           "CrossCheck", "DEFAULT_TIER", "Dataset", "EarlyStopRule", "FloatRange", "GammaArrival", "IntRange", "LengthDist", "MediaSpec", "ModalMix",
+           "CrossCheck", "DEFAULT_TIER", "Dataset", "EarlyStopRule", "FarWindows", "FloatRange", "GammaArrival", "IntRange", "LengthDist", "MediaSpec", "ModalMix",
            "OpenArrival", "Profile", "RateArrival", "ReferenceKind", "Refine", "Screening", "Search", "SendSchedule",
            "ServerSpec", "Sessions", "SharedPrefix", "Soak", "ThinkTime", "MAX_FANOUT", "MAX_TURNS",
            "Space", "Tier", "TraceArrival", "Window", "Workload", "check_name", "check_study_name", "is_loopback",

@@ -31,7 +31,8 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("arrival (kind: constant | poisson)", P.RateArrival), ("arrival (kind: gamma)", P.GammaArrival),
     ("arrival (kind: trace)", P.TraceArrival), ("window", P.Window), ("server", P.ServerSpec),
     ("search", P.Search), ("search.space", P.Space), ("search.space ranges (IntRange)", P.IntRange),
-    ("search.space ranges (FloatRange)", P.FloatRange), ("search.screening", P.Screening), ("soak", P.Soak),
+    ("search.space ranges (FloatRange)", P.FloatRange), ("search.screening", P.Screening),
+    ("search.far_windows", P.FarWindows), ("soak", P.Soak),
     ("crosscheck", P.CrossCheck), ("refine", P.Refine),
 ]
 

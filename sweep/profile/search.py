@@ -137,6 +137,24 @@ class Screening(_Strict):
         return min(n, max(self.min_keep, math.ceil(self.keep * n)))
 
 
+class FarWindows(_Strict):
+    """Final-ladder steps far from the knee the simulated prior predicts run shorter windows (issue 29): they draw
+    the curve and never decide the answer; a knee that lands on one is measured again at full length first."""
+
+    enabled: bool = Field(True, description=(
+        "with prior sim: a final ladder's steps below knee/factor or above knee x factor (the prior's predicted "
+        "knee of that configuration) run a window of measure_seconds x fraction; refinement windows, the soak and "
+        "a knee that lands on a short window (measured again) run the full window"))
+    factor: float = Field(2.0, gt=1, le=64, description="how far from the predicted knee a step is far (x or /)")
+    fraction: float = Field(0.25, gt=0, le=1, description="a far step's window = window.measure_seconds x fraction")
+
+    def far(self, load: float, predicted_knee: float | None) -> bool:
+        """Whether a step at `load` is far from `predicted_knee` (None: no prediction, never far)."""
+        if not self.enabled or predicted_knee is None or predicted_knee <= 0:
+            return False
+        return load < predicted_knee / self.factor or load > predicted_knee * self.factor
+
+
 class Search(_Strict):
     space: Space = Field(Space(), description="the knobs and their values (section search.space)")
     sampler: Literal["grid", "tpe", "gp", "auto"] = Field("grid",
@@ -162,8 +180,12 @@ class Search(_Strict):
         "order; tpe/gp: its top ones replace the random start-up trials)"))
     prior_margin: float | None = Field(None, gt=0, lt=1, description=(
         "with prior sim: never measure a configuration the simulator ranks more than this share below its best "
-        "(or infeasible); 0.25 covers the held-out error bands of docs/calibration.md; none: the prior only "
-        "orders the trials"))
+        "(or infeasible), and screen for real only among the rest when more survive than the finals take; "
+        "0.15-0.25 covers the held-out error bands of docs/calibration.md; none: the prior only orders the "
+        "trials. Where the simulator has no calibrated preset for server.sim_gpu and the model, or a searched knob "
+        "is one it does not model, nothing is dropped (the study says so)"))
+    far_windows: FarWindows = Field(FarWindows(), description=(
+        "short windows for final-ladder steps far from the prior's predicted knee (section search.far_windows)"))
     # Several workers share a study: a worker silent for grace_s (default 4 x heartbeat_s) is dead, and its
     # configuration is measured again by another worker (Optuna's trial heartbeat).
     heartbeat_s: float = Field(30.0, ge=1, le=DAY_S, description="how often a worker's running trial says it is alive")

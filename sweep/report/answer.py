@@ -110,10 +110,12 @@ def tier_lines(answer: Answer, t: TierAnswer, dialect: engines.Dialect | None = 
 
 
 def answer_lines(answer: Answer, dialect: engines.Dialect | None = None) -> list[str]:
-    """The answer block: every tier, the primary first."""
+    """The answer block: every tier, the primary first, then what the study cost (sweep.views.cost)."""
     out = ["## Answer" + (" (SIMULATED)" if answer.simulated else ""), ""]
     for t in answer.tiers:
         out += tier_lines(answer, t, dialect)
+    if answer.cost is not None:
+        out += [f"- **Cost**: {answer.cost.line().removeprefix('cost: ')}", ""]
     return out
 
 

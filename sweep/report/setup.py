@@ -148,19 +148,26 @@ def setup_lines(ctx: StudyContext) -> list[str]:
 
 
 def prior_lines(prior: Sequence[PriorRecord], shown: int = 5) -> list[str]:
-    """The simulated prior (search.prior: sim) in words: that it was used, and the order it gave the trials."""
+    """The simulated prior (search.prior: sim) in words: that it was used, the order it gave the trials, each
+    configuration's predicted knee, and every configuration it dropped with its simulated goodput and the reason."""
+    defaults = [r for r in prior if r.rank == 0]
+    prior = [r for r in prior if r.rank > 0]
     if not prior:
         return []
 
     def one(r: PriorRecord) -> str:
         sim = "infeasible" if r.sim_goodput_tps is None else f"{r.sim_goodput_tps:,.0f} tok/s"
-        return f"#{r.rank} {r.label} ({sim}{', dropped' if r.dropped else ''})"
+        knee = f", knee ~{r.knee_concurrency:g}" if r.knee_concurrency is not None else ""
+        return f"#{r.rank} {r.label} ({sim}{knee}{', dropped' if r.dropped else ''})"
 
     more = f", … ({len(prior) - shown} more)" if len(prior) > shown else ""
     dropped = [r for r in prior if r.dropped]
     cut = (f"; {len(dropped)} not measured: infeasible on the simulator or more than {prior[0].margin:.0%} below "
            "its best (search.prior_margin)" if dropped and prior[0].margin is not None else "")
-    return [f"- search prior: the same study on the simulator first (study `{prior[0].prior_study}`, simulated, "
-            f"virtual driver) ranked {len(prior)} configurations by simulated knee goodput; the real study's first "
-            f"trials followed that order (grid: every measured configuration; tpe/gp: the top {PRIOR_STARTUP_TRIALS}): "
-            f"{', '.join(one(r) for r in prior[:shown])}{more}{cut}"]
+    base = (f"; SGLang's defaults: knee ~{defaults[0].knee_concurrency:g}"
+            if defaults and defaults[0].knee_concurrency is not None else "")
+    lines = [f"- search prior: the same study on the simulator first (study `{prior[0].prior_study}`, simulated, "
+             f"virtual driver) ranked {len(prior)} configurations by simulated knee goodput; the real study's first "
+             f"trials followed that order (grid: every measured configuration; tpe/gp: the top {PRIOR_STARTUP_TRIALS}): "
+             f"{', '.join(one(r) for r in prior[:shown])}{more}{cut}{base}"]
+    return lines + [f"  - dropped by the prior: {r.label}: {r.reason or 'below its margin'}" for r in dropped]

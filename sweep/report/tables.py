@@ -54,7 +54,9 @@ def steps_table(ctx: StudyContext) -> list[str]:
              "refine). Rows of an aborted attempt (orchestrator killed) are kept but never counted. \"window opened\" says "
              "how each measured window opened: the warm-up condition met last (requests completed, seconds, load: every "
              "user had a request in flight; bound: the warm-up did not end in time), when, and how many requests had "
-             "completed by then.", "",
+             "completed by then. A `final (short N s)` row is a final-ladder step far from the knee the simulated prior "
+             "predicted (search.far_windows): it ran an N-second window, draws the curve and never decides the knee "
+             "(a knee that lands on one is measured again at full length).", "",
              "| config | phase | concurrency (soak: offered rate) | throughput (tok/s) | goodput (tok/s) | TTFT P50 (s) | TTFT P99 (s) | "
              "TPOT P50 (ms) | TPOT P99 (ms) | cache hit | preemptions | KV max | queue mean | peak GPU mem (GiB) | "
              "client-bound | window opened | errors / cut by the drain | SLA |",
@@ -64,7 +66,8 @@ def steps_table(ctx: StudyContext) -> list[str]:
     drain = ctx.raw("window").get("drain_seconds")
     for r in sorted(ctx.runs, key=lambda r: (r.server_config_id, r.phase == "soak", r.concurrency)):
         label = ctx.labels.get(r.server_config_id)
-        phase = r.phase + (" (aborted attempt)" if r.server_config_id in aborted else "")
+        phase = r.phase + (f" (short {r.planned_measure_s or 0:g} s)" if r.short_window else "") \
+            + (" (aborted attempt)" if r.server_config_id in aborted else "")
         load = load_text(r)
         if r.status != "completed":
             lines.append(f"| {label} | {phase} | {load} | {r.status}: {cell(r.reason)} |"

@@ -142,6 +142,8 @@ class StudyPriorRow(Base):
     sim_goodput_tps: Mapped[float | None] = mapped_column(Float)  # simulated knee goodput; None: infeasible there
     dropped: Mapped[bool] = mapped_column(Boolean)  # not measured by the real study (prior_margin)
     margin: Mapped[float | None] = mapped_column(Float)  # search.prior_margin when the ranking was made
+    knee_concurrency: Mapped[float | None] = mapped_column(Float)  # the simulated knee's load (0018)
+    reason: Mapped[str | None] = mapped_column(Text)  # why the prior dropped it (None: kept) (0018)
 
 
 class Environment(Base):
@@ -232,6 +234,9 @@ runs_table = Table(
     Column("reference_for_run_id", Integer, index=True),
     # an open-loop rate ladder's window (arrival.rates): the rate it was offered, req/s, its load (None: otherwise)
     Column("offered_rps", Float),
+    # a final step far from the prior's predicted knee ran a short window (search.far_windows; 0018)
+    Column("short_window", Boolean),
+    Column("planned_measure_s", Float),  # the measured length the window was planned with, driver seconds (0018)
     *(Column(name, _SQL_TYPES[STAT_TYPES[name]]) for name in STAT_COLUMNS),
     Column("worker_id", Integer),
     Column("host", String(200)),

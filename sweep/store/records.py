@@ -173,6 +173,8 @@ class PriorRecord(Record):
     margin: float | None = None
     prior_study: str = ""
     study_id: int | None = None
+    knee_concurrency: float | None = None  # the simulated knee's load (the prior's predicted knee)
+    reason: str | None = None  # why the prior dropped it (None: kept)
 
     def knobs(self) -> dict[str, object]:
         """The configuration's searched knobs (the real study's trial parameters)."""
@@ -268,6 +270,8 @@ class RunRecord(Record):
     finished_at: datetime | None = None
     reference_for_run_id: int | None = None  # a reference-client row: sweep's own run of the same step
     offered_rps: float | None = None  # an open-loop rate ladder's window: the rate it was offered (its load)
+    short_window: bool = False  # a far step's short window (search.far_windows): draws the curve, never decides
+    planned_measure_s: float | None = None  # the measured length the window was planned with (driver seconds)
     stats: RunStats | None = None  # None: no statistics stored (still running, or failed before its window ended)
     placement: Placement = field(default_factory=Placement)
 
@@ -282,7 +286,8 @@ class RunRecord(Record):
                    simulated=bool(row.get("simulated")), driver=str(row.get("driver") or ""),
                    started_at=_when(row.get("started_at")), finished_at=_when(row.get("finished_at")),
                    reference_for_run_id=_opt_int(row.get("reference_for_run_id")),
-                   offered_rps=_opt_float(row.get("offered_rps")), stats=stats_of(row),
+                   offered_rps=_opt_float(row.get("offered_rps")), short_window=bool(row.get("short_window")),
+                   planned_measure_s=_opt_float(row.get("planned_measure_s")), stats=stats_of(row),
                    placement=placement_of(row))
 
     def get(self, name: str) -> object:
@@ -313,7 +318,8 @@ class RunRecord(Record):
             raise ValueError(f"run {self.id} has no statistics (status {self.status})")
         from sweep.analysis.ladder_steps import LadderStep
 
-        return LadderStep(self.id, self.concurrency, self.phase, self.stats, self.server_config_id, self.offered_rps)
+        return LadderStep(self.id, self.concurrency, self.phase, self.stats, self.server_config_id, self.offered_rps,
+                          self.short_window)
 
     @property
     def measured(self) -> bool:

@@ -75,11 +75,13 @@ class RunWrites:
 
     def create_run(self, study_id: int, server_config_id: int, concurrency: int, fingerprint: str,
                    simulated: bool, driver: str, phase: str = "final", reference_for: int | None = None,
-                   placement: Placement | None = None, offered_rps: float | None = None) -> int:
+                   placement: Placement | None = None, offered_rps: float | None = None,
+                   planned_measure_s: float | None = None, short_window: bool = False) -> int:
         """Insert a running measured window and return its id (reference_for: sweep's run a reference row checks;
-        offered_rps: an open-loop rate ladder's offered rate); Fenced when its attempt no longer holds the lease."""
+        offered_rps: an open-loop rate ladder's offered rate; planned_measure_s: its planned measured length,
+        short_window: a far step's short window); Fenced when its attempt no longer holds the lease."""
         row = dict(study_id=study_id, server_config_id=server_config_id, concurrency=int(concurrency),
-                   offered_rps=offered_rps,
+                   offered_rps=offered_rps, planned_measure_s=planned_measure_s, short_window=short_window,
                    status="running", fingerprint=fingerprint, simulated=bool(simulated), driver=driver,
                    phase=phase, started_at=utcnow(), reference_for_run_id=reference_for,
                    **(placement or Placement()).columns())

@@ -5,27 +5,35 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from sglang_sim.params import MemoryPlan
-from sweep.analysis.boundary import Boundary
 from sweep.analysis.early_stop import window_test
-from sweep.analysis.knee import KneeResult
-from sweep.analysis.ladder_steps import LadderStep, steps_knee
+from sweep.analysis.ladder_steps import LadderStep, knee_on_short, steps_knee
 from sweep.analysis.loads import load_words
 from sweep.analysis.measure import compute_stats
 from sweep.analysis.run_stats import RunStats
 from sweep.analysis.tiers import StoredRequest
 from sweep.core import interrupt
 from sweep.core.errors import Fenced, LaunchError, ServerDied
-from sweep.core.types import Placement, ServerConfig, WindowResult
+from sweep.core.types import Placement, ServerConfig
 from sweep.drivers import Driver
 from sweep.launchers.base import Launcher, ServerHandle
 from sweep.profile import Arrival, Profile, RateArrival, Window
 from sweep.profile.phases import climbs_on, phase_window, refines
 from sweep.store import Store
 from sweep.study.climb_on import NextWindow, measure_again, next_climb, resolved_max_running
+from sweep.study.far_windows import KneeGuess, far_plan
+from sweep.study.ladder_parts import (
+    Climb,
+    LadderOutcome,
+    StartCallback,
+    StepCallback,
+    StepJudge,
+    StepStart,
+    StopCheck,
+)
 from sweep.study.launch import Launch, ServerCallback, ServerEvent, launch_status
 from sweep.study.recorder import Recorder
 from sweep.study.refine import REFINE_PHASE, refine
@@ -34,65 +42,6 @@ from sweep.study.step_verdicts import error_kinds, offered_rate, saturated, wind
 from sweep.workload.stream import Requests, StreamExhausted
 
 SUSPENDED_AGAIN = 2  # a step whose window sweep's own suspension spoiled is measured again at most this often
-
-
-@dataclass
-class LadderOutcome:
-    """What one configuration's ladder produced."""
-
-    config: ServerConfig
-    config_id: int
-    status: str  # completed | failed | infeasible
-    steps: list[LadderStep] = field(default_factory=list)  # every completed step (refinement windows included)
-    knee: KneeResult | None = None
-    stop_reason: str = ""
-    failure: str | None = None
-    boundary: Boundary | None = None  # the refined ladder's SLA boundary (None: not refined, or not bracketed)
-
-    @property
-    def value(self) -> float | None:
-        """The trial value: the knee's goodput (output tok/s), None when infeasible."""
-        if self.knee is None or self.knee.point is None:
-            return None
-        return self.knee.point.goodput_tps
-
-
-StepCallback = Callable[[ServerConfig, int, LadderStep], None]
-
-
-@dataclass(frozen=True)
-class StepStart:
-    """A window about to begin, for progress: `expected_s` and `elapsed()` run on the driver's own clock
-    (simulated seconds with the virtual driver), so an ETA is their rate against the wall clock."""
-
-    config: ServerConfig
-    concurrency: int
-    phase: str  # screen | final | refine | soak
-    expected_s: float
-    elapsed: Callable[[], float | None]
-
-
-StartCallback = Callable[[StepStart], None]
-StopCheck = Callable[[int, LadderStep], bool]  # step index, step -> True stops the ladder (pruning)
-StepJudge = Callable[[WindowResult, RunStats], str]  # a window and its stats -> the run's verdict line
-
-
-@dataclass(frozen=True)
-class Climb:
-    """What one launch measures: its concurrencies in order, the phase and its window.
-
-    A judged climb (the soak) offers one fixed `arrival` process instead of the profile's per step, stores
-    `judge`'s verdict as each run's reason, runs no cross-check and is never ranked by a knee. A refinement window
-    of an open-loop rate ladder offers a fixed `arrival` too: the bisected rate.
-    """
-
-    ladder: tuple[int, ...]
-    phase: str
-    window: Window
-    arrival: Arrival | None = None
-    judge: StepJudge | None = None
-    complete: str = "ladder complete"  # the stop_reason of a climb that ran every step
-    climb_on: bool = False  # a final ladder that passes its top step climbs on past it (sweep.study.climb_on)
 
 
 def orchestrator_failure(exc: BaseException) -> str:
@@ -107,8 +56,9 @@ class LadderRunner:
 
     def __init__(self, profile: Profile, launcher: Launcher, driver: Driver, store: Store, study_id: int,
                  specs: Requests, driver_name: str, on_step: StepCallback | None = None,
-                 on_launch: Callable[[ServerHandle], None] | None = None):
+                 on_launch: Callable[[ServerHandle], None] | None = None, predicted_knee: KneeGuess | None = None):
         self.profile = profile
+        self.predicted_knee = predicted_knee  # the simulated prior's knee of a configuration (search.far_windows)
         self.launcher = launcher
         self.driver = driver
         self.store = store
@@ -141,8 +91,11 @@ class LadderRunner:
         self.inputs.begin()
         if self.profile.search.mode == "coupled":
             return self._run_coupled(config, trial_number, phase, steps_wanted, should_stop)
-        return self._run_one(config, trial_number, Climb(tuple(steps_wanted), phase, self.window_for(phase),
-                                                         climb_on=climbs_on(self.profile, phase)), should_stop)
+        window = self.window_for(phase)
+        guess = self.predicted_knee(config) if self.predicted_knee is not None and phase == "final" else None
+        return self._run_one(config, trial_number, Climb(tuple(steps_wanted), phase, window,
+                                                         climb_on=climbs_on(self.profile, phase),
+                                                         far=far_plan(self.profile, window, guess)), should_stop)
 
     def run_judged(self, config: ServerConfig, concurrency: int, window: Window, arrival: Arrival, judge: StepJudge,
                    complete: str) -> LadderOutcome:
@@ -242,22 +195,39 @@ class LadderRunner:
                 top = max(climbed, key=lambda s: s.load)
                 outcome.stop_reason += (f"; climbed on past the ladder's top to {load_words(top.concurrency, top.offered_rps)}"
                                         f" ({'fails' if not top.stats.passes_sla else 'passes: the cap'})")
+        usable = usable and self._full_knee(handle, config_id, climb, outcome)
         if usable and refines(self.profile, climb.phase):
             self._refine(handle, config_id, climb, outcome)
+            usable = self._full_knee(handle, config_id, climb, outcome)
         while usable and (again := measure_again(outcome.steps)) is not None:
-            _, usable = self._one_more(handle, config_id, climb, outcome, again, "measuring again")
+            _, usable = self._one_more(handle, config_id, climb, outcome, again, "measuring again", far=False)
             if usable:
                 outcome.stop_reason += (f"; measured {again.at()} again: its window was flagged by the client's "
                                         "self-check")
 
+    def _full_knee(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> bool:
+        """A knee that lands on a far step's short window is measured again at full length before it is the answer
+        (sweep.study.far_windows); whether the server can take another window."""
+        for _ in range(len(outcome.steps)):
+            short = knee_on_short(outcome.steps, self.profile.search.flatten_threshold)
+            if short is None:
+                return True
+            nxt = NextWindow(short.concurrency, short.offered_rps, short.phase)
+            _, usable = self._one_more(handle, config_id, climb, outcome, nxt, "measuring the knee again", far=False)
+            if not usable:
+                return False
+            outcome.stop_reason += f"; measured {nxt.at()} again at full length: the knee landed on its short window"
+        return True
+
     def _one_more(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome,
-                  nxt: NextWindow, what: str) -> tuple[list[LadderStep], bool]:
-        """One window past the ladder (climbing on, measuring again): the steps it stored, and whether the server
-        can take another (False: the window did not complete, the note says why)."""
+                  nxt: NextWindow, what: str, far: bool = True) -> tuple[list[LadderStep], bool]:
+        """One window past the ladder (climbing on, measuring again; `far`: short where far from the predicted
+        knee): the steps it stored, and whether the server can take another (False: the window did not complete,
+        the note says why)."""
         arrival = self.profile.rate_arrival(nxt.rate) if nxt.rate is not None else None
         scratch = LadderOutcome(handle.config, config_id, "completed")
-        self._climb(handle, handle.config, config_id, Climb((nxt.concurrency,), nxt.phase, climb.window, arrival),
-                    scratch)
+        self._climb(handle, handle.config, config_id, Climb((nxt.concurrency,), nxt.phase, climb.window, arrival,
+                                                             far=climb.far if far else None), scratch)
         outcome.steps += scratch.steps
         if scratch.status == "completed" and scratch.steps:
             return list(scratch.steps), True
@@ -303,9 +273,8 @@ class LadderRunner:
                outcome: LadderOutcome, should_stop: StopCheck | None = None) -> None:
         fingerprint = self.profile.fingerprint()
         previous: RunStats | None = None
-        ladder, phase, window = climb.ladder, climb.phase, climb.window
+        ladder, phase = climb.ladder, climb.phase
         crosscheck = self.crosscheck if climb.judge is None else None
-        expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
         i, again = 0, 0  # again: windows of this step set aside because sweep itself was suspended in them
         while i < len(ladder):
             concurrency = ladder[i]
@@ -314,9 +283,13 @@ class LadderRunner:
             offered = (offered_rate(self.profile, arrival) if climb.judge is None else
                        float(arrival.rate) if phase == "soak" and isinstance(arrival, RateArrival) else None)
             at = load_words(concurrency, offered)  # "concurrency 16", or a rate ladder's "12.50 req/s"
+            window, short = (climb.window, False) if climb.far is None else climb.far.window_for(
+                offered if offered is not None and self.profile.rate_ladder else concurrency)
+            expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
             run_id = self.store.create_run(self.study_id, config_id, concurrency, fingerprint,
                                            handle.simulated, self.driver_name, phase=phase, placement=self.placement,
-                                           offered_rps=offered)
+                                           offered_rps=offered, planned_measure_s=window.measure_seconds,
+                                           short_window=short)
             if self.on_step_start:
                 self.on_step_start(StepStart(config, concurrency, phase, expected, self.window_elapsed))
             specs, not_flushed = self.inputs.before_step(handle, concurrency, window, arrival)
@@ -363,7 +336,7 @@ class LadderRunner:
             reason = climb.judge(result, stats) if climb.judge is not None else result.aborted or note
             self.store.finish_run(run_id, stats, unstored, result.samples, result.window_start,
                                   status=status, reason=reason)
-            row = LadderStep(run_id, concurrency, phase, stats, config_id, offered)
+            row = LadderStep(run_id, concurrency, phase, stats, config_id, offered, short)
             if self.on_step:
                 self.on_step(config, concurrency, row)
             if crosscheck is not None and result.aborted is None and result.stopped_early is None:

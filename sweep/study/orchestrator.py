@@ -15,6 +15,7 @@ from sweep.core.errors import NotFound, ProfileError, UsageError, WorkloadError
 from sweep.launchers.placement import WorkerSeat, detect
 from sweep.profile import Profile
 from sweep.profile.context_len import server_context
+from sweep.profile.grid import grid
 from sweep.report.document import ReportFiles, write_report
 from sweep.store import PriorRecord, Store
 from sweep.study import prior
@@ -212,8 +213,11 @@ class Orchestrator:
             env["trace"] = facts["trace"]
         record = EnvironmentRecord(self.store, study_id, env, self.simulated, self.say)
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
+        ranking = self.store.study_prior(study_id) if self.profile.search.prior == "sim" else []
+        guess = (prior.predicted_knee(ranking, grid(self.profile.search.space))
+                 if ranking and self.prior_cannot_rank() is None else None)
         runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name,
-                              on_step=on_step, on_launch=record.on_launch)
+                              on_step=on_step, on_launch=record.on_launch, predicted_knee=guess)
         runner.on_step_start = on_step_start
         runner.on_server = self.on_server
         if self.profile.crosscheck.enabled:
@@ -229,7 +233,7 @@ class Orchestrator:
                         ended=lambda wid: worker_ended(self.store, study_id, wid),
                         alone=lambda: alone(self.store, study_id, worker_id),
                         on_fenced=on_fenced(self.store, worker_id, self.say),
-                        prior_ranking=self.store.study_prior(study_id) if self.profile.search.prior == "sim" else ())
+                        prior_ranking=ranking)
         requeued = search.requeue_interrupted()
         if requeued:
             self.say(f"resume: {requeued} interrupted trial(s) queued again")
@@ -266,21 +270,34 @@ class Orchestrator:
         stored = self.store.study_prior(study_id)
         if stored:
             return stored
-        from sweep.profile.grid import grid
-
         name = prior.prior_name(study_name)
+        why_not = self.prior_cannot_rank()
+        if why_not is not None:
+            self.say(f"prior: not a screen here: {why_not}; it only orders the trials, and the study screens as "
+                     "without a prior")
         self.say(f"prior: the same study on the simulator first (study {name}, simulated, virtual driver, CPU)")
         sim = Orchestrator(prior.sim_profile(self.profile), self.db_url, self.out_dir, "sim", "virtual", self.console,
                            check_resources=False)
         run = sim.knee(name, resume=self.store.get_study_by_name(name) is not None)
         ranked = prior.ranking(self.store, run.study_id, name, grid(self.profile.search.space),
-                               self.profile.search.prior_margin)
+                               self.profile.search.prior_margin if why_not is None else None)
         self.store.write_prior(study_id, ranked)
         cut = sum(r.dropped for r in ranked)
-        self.say(f"prior: {len(ranked)} configurations ranked on the simulator; measuring them best first"
-                 + (f", {cut} dropped (more than {self.profile.search.prior_margin:.0%} below the simulated best "
-                    "or infeasible)" if cut else ""))
+        survivors = len(prior.kept(ranked))
+        self.say(f"prior: {len(prior.ranked_configs(ranked))} configurations ranked on the simulator; measuring them "
+                 "best first" + (f", {cut} dropped (more than {self.profile.search.prior_margin:.0%} below the "
+                                 "simulated best or infeasible)" if cut else ""))
+        if cut and self.profile.search.screening.enabled:
+            self.say(f"prior: {survivors} within its margin: " + (
+                "a real screen among them" if prior.needs_screen(self.profile, ranked) else
+                "no real screen (no more than the finals take): final ladders straight away"))
         return ranked
+
+    def prior_cannot_rank(self) -> str | None:
+        """Why the simulated prior cannot screen this study (sweep.study.prior.cannot_rank); None when it can."""
+        if self.model is None:
+            return "launcher attach: no model is launched to simulate"
+        return prior.cannot_rank(self.profile, self.model)
 
     def conclude(self, study_id: int, study_name: str, result: StudyResult) -> KneeRun:
         """The study's report and winner, from the store (so they cover every process's trials); the study is

@@ -16,14 +16,24 @@ error bands of docs/calibration.md: held-out throughput is within 7% per configu
 so two configurations the simulator puts 25% apart would need errors of opposite sign above 12% each (beyond any
 held-out figure) to swap; the 10-15% under-prediction reported on another workload shape is systematic (every
 configuration alike), so it moves the simulated best with the rest and does not enter the margin.
+
+The prior as the screen (issue 29): where the simulator has a calibrated preset for the profile's GPU and model
+(`sglang_sim.fidelity.calibrated_preset`) and every searched knob is one it models, the margin replaces the real
+quarter-window screen of the whole grid: only what the prior ranks within the margin of its leader is measured, and
+a real screen runs among those only when there are more of them than the finals take (`needs_screen`: screening's
+own cut, `Screening.kept`, of the survivors). Each dropped configuration is stored with its simulated goodput and
+the reason. Where the prior cannot rank (`cannot_rank` says why, one line), nothing is dropped and the study screens
+as it would without a prior. The prior also predicts each configuration's knee (`knee_concurrency`): final steps far
+from it run short windows (sweep.study.far_windows).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from sglang_sim.fidelity import POLICY_AS, calibrated_preset
 from sweep.core.types import KnobValue, ServerConfig
 from sweep.profile import Profile
 from sweep.profile.search import PRIOR_STARTUP_TRIALS
@@ -33,9 +43,15 @@ from sweep.views.read_model import read_study
 if TYPE_CHECKING:
     import optuna
 
+    from sglang_sim.params import ModelPreset
+
 PRIOR_SUFFIX = ":prior-sim"  # the simulated study's name: the real study's name + this
 ENQUEUED_ATTR = "prior_enqueued"  # on the real Optuna study: how many prior trials were queued (queued once)
 RANK_ATTR = "prior_rank"  # on a queued trial: its rank in the prior
+# The prior's measured windows are at most this long (virtual time): the simulator has no window-to-window noise
+# to average out, and 120 s holds ~1,000 requests at the lowest interactive step; 900 s windows made interactive's
+# prior take half an hour of CPU before the first launch.
+PRIOR_WINDOW_S = 120.0
 DROPPED_ATTR = "prior_dropped"  # on a trial the sampler proposed and the prior's margin dropped: not measured
 
 
@@ -46,13 +62,17 @@ def prior_name(study_name: str) -> str:
 
 def sim_profile(profile: Profile) -> Profile:
     """The profile the prior runs: the same workload, ladder, window, SLA and space on the simulator, every
-    configuration of the grid once (no screening, baseline, budget, pruner, soak or cross-check, no prior)."""
+    configuration of the grid once, and SGLang's defaults when the study measures them (for their predicted knee),
+    without screening, budget, pruner, soak, cross-check or prior; windows at most PRIOR_WINDOW_S."""
     search = profile.search.model_copy(update={
         "prior": "none", "prior_margin": None, "sampler": "grid", "n_trials": None, "time_budget_s": None,
         "screening": profile.search.screening.model_copy(update={"enabled": False}), "baseline": False,
         "pruning": False})
+    window = profile.window.model_copy(update={"measure_seconds": min(profile.window.measure_seconds,
+                                                                       PRIOR_WINDOW_S)})
     return profile.model_copy(update={
-        "search": search, "server": profile.server.model_copy(update={"launcher": "sim"}),
+        "search": search.model_copy(update={"baseline": profile.search.baseline}), "window": window,
+        "server": profile.server.model_copy(update={"launcher": "sim"}),
         "soak": profile.soak.model_copy(update={"enabled": False}),
         "crosscheck": profile.crosscheck.model_copy(update={"enabled": False})})
 
@@ -62,31 +82,93 @@ def params_of(config: ServerConfig, space: dict[str, list[KnobValue]]) -> dict[s
     return {k: getattr(config, k) for k in space}
 
 
+def cannot_rank(profile: Profile, model: ModelPreset) -> str | None:
+    """Why the simulator cannot screen this profile's space (one line), None when it can: no calibrated preset
+    for the profile's GPU (server.sim_gpu) and model, or a searched knob whose values it does not tell apart."""
+    if calibrated_preset(profile.server.sim_gpu, model) is None:
+        return (f"the simulator has no calibrated preset for {profile.server.sim_gpu} with the model "
+                f"{model.name} (docs/calibration.md)")
+    policies = profile.search.space.schedule_policy or []
+    alike = sorted({POLICY_AS.get(p, p) for p in policies if p in POLICY_AS} & {POLICY_AS.get(p, p) for p in policies
+                                                                                if p not in POLICY_AS})
+    aliased = [p for p in policies if p in POLICY_AS]
+    if aliased and len(policies) > 1:
+        return (f"search.space.schedule_policy varies over {', '.join(aliased)}, whose ordering the simulator does "
+                f"not model{' (scheduled as ' + ', '.join(alike) + ')' if alike else ''}")
+    return None
+
+
 def ranking(store: Store, prior_study_id: int, prior_study: str, space: dict[str, list[KnobValue]],
             margin: float | None) -> list[PriorRecord]:
     """The prior study's configurations, best simulated knee goodput first (infeasible last, in grid order), each
-    marked dropped when `margin` is set and it is infeasible or more than `margin` below the simulated best."""
+    with its simulated knee's load, and marked dropped, with the reason, when `margin` is set and it is infeasible
+    or more than `margin` below the simulated best."""
     model = read_study(store, prior_study_id)
-    best_of: dict[str, tuple[ServerConfig, float | None]] = {}
+    best_of: dict[str, tuple[ServerConfig, float | None, float | None]] = {}
     for c in model.configs:
         knee = model.knees.get(c.id)
         value = knee.goodput_tps if knee is not None else None
+        load = (knee.offered_rps or float(knee.concurrency)) if knee is not None else None
         seen = best_of.get(c.config.key())
         if seen is None or (value is not None and (seen[1] is None or value > seen[1])):
-            best_of[c.config.key()] = (c.config, value)
+            best_of[c.config.key()] = (c.config, value, load)
+    defaults = best_of.pop(ServerConfig().key(), None) if space else None
     order = sorted(best_of.values(), key=lambda cv: (cv[1] is None, -(cv[1] or 0.0)))
-    top = max((v for _, v in order if v is not None), default=None)
-    out = []
-    for i, (config, value) in enumerate(order, 1):
-        dropped = margin is not None and (value is None or top is None or value < (1.0 - margin) * top)
+    top = max((v for _, v, _ in order if v is not None), default=None)
+    out = [] if defaults is None else [PriorRecord(
+        rank=0, label="SGLang defaults", knobs_json="{}", sim_goodput_tps=defaults[1], margin=margin,
+        prior_study=prior_study, knee_concurrency=defaults[2])]
+    for i, (config, value, load) in enumerate(order, 1):
+        reason = None if margin is None else drop_reason(value, top, margin)
         out.append(PriorRecord(rank=i, label=config.label(), knobs_json=json.dumps(params_of(config, space)),
-                               sim_goodput_tps=value, dropped=dropped, margin=margin, prior_study=prior_study))
+                               sim_goodput_tps=value, dropped=reason is not None, margin=margin,
+                               prior_study=prior_study, knee_concurrency=load, reason=reason))
     return out
 
 
+def drop_reason(value: float | None, top: float | None, margin: float) -> str | None:
+    """Why the prior's margin drops a configuration of simulated knee goodput `value` (None: it is kept)."""
+    if value is None or top is None:
+        return "infeasible on the simulator (no passing step)"
+    if value < (1.0 - margin) * top:
+        return (f"simulated knee goodput {value:.0f} tok/s is {1 - value / top:.0%} below the simulated best "
+                f"{top:.0f} (beyond the prior's {margin:.0%} error margin)")
+    return None
+
+
+def needs_screen(profile: Profile, ranked: Sequence[PriorRecord]) -> bool:
+    """Whether the real quarter-window screen runs: screening on, and no prior screening the space (no ranking, or
+    no margin), or more configurations survive the margin than screening's cut of them keeps for the finals."""
+    if not profile.search.screening.enabled:
+        return False
+    if not ranked or profile.search.prior_margin is None:
+        return True
+    n = len(kept(ranked))
+    return n > profile.search.screening.kept(n)
+
+
+def predicted_knee(ranked: Sequence[PriorRecord], space: dict[str, list[KnobValue]]) -> Callable[[ServerConfig], float | None]:
+    """A configuration -> the prior's predicted knee (its simulated knee's load); None for one it did not rank."""
+    by_knobs = {json.dumps(r.knobs(), sort_keys=True): r.knee_concurrency for r in ranked if r.rank > 0}
+    defaults = next((r.knee_concurrency for r in ranked if r.rank == 0), None)
+
+    def guess(config: ServerConfig) -> float | None:
+        if config == ServerConfig():
+            return defaults
+        return by_knobs.get(json.dumps(params_of(config, space), sort_keys=True))
+
+    return guess
+
+
 def kept(prior: Sequence[PriorRecord]) -> list[PriorRecord]:
-    """The configurations of the prior the real study measures, best first."""
-    return [r for r in prior if not r.dropped]
+    """The configurations of the prior the real study measures, best first (rank 0, SGLang's defaults, is measured
+    as the baseline, not as a trial)."""
+    return [r for r in prior if not r.dropped and r.rank > 0]
+
+
+def ranked_configs(prior: Sequence[PriorRecord]) -> list[PriorRecord]:
+    """The prior's ranking of the searched space (without rank 0, SGLang's defaults)."""
+    return [r for r in prior if r.rank > 0]
 
 
 def dropped_params(prior: Sequence[PriorRecord]) -> list[dict[str, object]]:

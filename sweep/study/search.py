@@ -103,6 +103,8 @@ class Search:
         self.profile = profile
         self.prior = list(prior_ranking)  # the simulated prior's ranking (search.prior: sim), best first
         self.dropped = prior.dropped_params(self.prior)  # configurations the prior's margin keeps from measuring
+        # the real screen: off where the prior's margin left no more than the finals take (sweep.study.prior)
+        self.screens = prior.needs_screen(profile, self.prior)
         self.runner = runner
         self.space = grid(profile.search.space)
         self.clock = clock
@@ -231,7 +233,7 @@ class Search:
             self._baseline(result, reuse)
         self.queue_prior()
         self._first_phase(result, reuse, budget)
-        if self.profile.search.screening.enabled:
+        if self.screens:
             self._finals(result, reuse, budget)
         if soak is not None:
             self._soak(soak)
@@ -239,7 +241,7 @@ class Search:
 
     def _first_phase(self, result: StudyResult, reuse: ReuseFn | None, budget: Budget) -> None:
         """The screen (the whole search without screening): the sampler's configurations, one ladder each."""
-        phase = "screen" if self.profile.search.screening.enabled else "final"
+        phase = "screen" if self.screens else "final"
         total = self.n_trials()
 
         def measure(trial: optuna.Trial) -> float:
@@ -281,7 +283,7 @@ class Search:
             return True
         screening = self.profile.search.screening
         need = budget.trial_s()
-        if screening.enabled:  # keep room for the finals: each costs ~ a screen / fraction
+        if self.screens:  # keep room for the finals: each costs ~ a screen / fraction
             need += budget.trial_s() / screening.fraction * screening.min_keep
         if left < need:
             result.stopped_reason = f"time budget: {left:.0f} s left, a trial takes ~{budget.trial_s():.0f} s"

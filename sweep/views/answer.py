@@ -25,6 +25,7 @@ from sweep.profile import DEFAULT_TIER, SLA, Tier
 from sweep.profile.grid import grid
 from sweep.profile.window import DEFAULT_MIN_REQUESTS
 from sweep.store import ConfigRecord, Store, WinnerRecord
+from sweep.views.cost import StudyCost, cost_of
 from sweep.views.read_model import WinnerDecision, config_steps, decide_winner
 from sweep.views.study import StudyContext
 
@@ -79,6 +80,7 @@ class Answer:
     labels: Mapping[int, str] = field(default_factory=dict)
     note: str | None = None  # why no tier names a winner (mixed hardware), if so
     trace_rps: float | None = None  # a time-scale ladder's trace: its recorded rate (req/s), the unit of its scales
+    cost: StudyCost | None = None  # GPU-hours spent, inside windows that informed it, saved (sweep.views.cost)
     engine: str = engines.DEFAULT_ENGINE  # the profile's server.engine: whose launch command
 
     def launch_argv(self, knobs: Mapping[str, object]) -> list[str]:
@@ -211,7 +213,9 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
     return Answer(ctx.study.name, ctx.study.simulated,
                   str(ctx.env.get("model_path") or (prof.server.model_path if prof else "MODEL")),
                   tuple(extra_args), tuple(out), {c.id: _label(ctx.configs, c.id, ctx.labels) for c in ctx.configs},
-                  note, trace_rate(ctx), str(server.get("engine", engines.DEFAULT_ENGINE)) if isinstance(server, dict)
+                  note, trace_rate(ctx),
+                  cost_of(ctx.configs, ctx.runs, prof, ctx.winner.id if ctx.winner is not None else None),
+                  str(server.get("engine", engines.DEFAULT_ENGINE)) if isinstance(server, dict)
                   else engines.DEFAULT_ENGINE)
 
 

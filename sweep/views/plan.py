@@ -1,13 +1,32 @@
 """What a study plans to measure: configurations per phase and steps with their length on the driver's clock,
-read by the terminal's bars and the live page's ETA."""
+read by the terminal's bars and the live page's ETA, and what it should cost in GPU-hours against the exhaustive
+grid (`sweep plan`, issue 29).
+
+With `search.prior: sim` and a margin the plan cannot know, before the prior has run, how many configurations
+survive the margin (the prior is CPU-only but takes minutes: 8.3 min for interactive's 17 configurations at 60 s
+windows on 2 shared cores, so `sweep plan` does not run it): it assumes as many survive as screening would promote from the whole
+grid (4 of interactive's 16; its prior keeps 4 on the simulator), screened for real when more than screening's cut of
+them, and says so with what each survivor more or fewer changes. Each final ladder's predicted knee is assumed to lie between two
+ladder steps (the prior refines its knee), so far windows (search.far_windows) leave the steps within the far factor
+of it full and the rest short; a knee measured again at full length is not planned. Launches are billed at
+LAUNCH_FIRST_S for the first and LAUNCH_S for each later one (SGLang 0.5.17 on the H200, the 8B shape, dummy
+weights: docs/h200-sample/); GPU-hours count each server's GPUs (its largest tp_size).
+"""
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 
+from sweep import engines
+from sweep.core.types import ServerConfig
 from sweep.profile import Profile
-from sweep.profile.grid import grid_size
-from sweep.profile.phases import ladder_windows, phase_seconds
+from sweep.profile.grid import grid, grid_size
+from sweep.profile.phases import climb_steps, climbs_on, ladder_windows, phase_seconds
+
+LAUNCH_FIRST_S = 140.0  # the first SGLang launch of a machine (cold caches), seconds
+LAUNCH_S = 70.0  # each later launch
 
 
 @dataclass(frozen=True)
@@ -15,30 +34,162 @@ class StudyPlan:
     """The most steps the study can run (SGLang's defaults, measured first; the screen, or only, ladders; the
     finals screening promotes; the soak), and their length on the driver's clock: an upper bound (every ladder
     climbing on past its top and refined to refine.max_steps), which ladders that stop early bring down; the
-    terminal shows it as one (`12/≤105`, `ETA ≤`)."""
+    terminal shows it as one (`12/≤105`, `ETA ≤`); and the GPU cost with launches."""
 
     steps: int
     seconds: float
+    launches: int = 0
+    short_steps: int = 0  # far steps on short windows (search.far_windows)
+    gpu_hours: float = 0.0  # windows + launches, x each server's GPUs
+    exhaustive_gpu_hours: float = 0.0  # every configuration on full final ladders (and the defaults, the soak)
+    assumption: str = ""  # what the plan assumed of the prior ("" when it assumed nothing)
+
+    @property
+    def saved_gpu_hours(self) -> float:
+        """What the plan saves against the exhaustive grid."""
+        return self.exhaustive_gpu_hours - self.gpu_hours
+
+    def cost_line(self) -> str:
+        """The plan's cost in one line."""
+        saved = self.saved_gpu_hours
+        pct = f" ({saved / self.exhaustive_gpu_hours:.0%})" if self.exhaustive_gpu_hours > 0 else ""
+        return (f"about {self.gpu_hours:.1f} GPU-hours with {self.launches} launch{'es' if self.launches != 1 else ''}"
+                + (f" ({self.short_steps} far steps on short windows)" if self.short_steps else "")
+                + f"; the exhaustive grid (every configuration on full ladders): {self.exhaustive_gpu_hours:.1f} "
+                f"GPU-hours, saved {saved:.1f}{pct}" + (f"; assumes {self.assumption}" if self.assumption else ""))
 
 
 def planned_configs(prof: Profile, phase: str) -> int:
     """Configurations a phase means to measure: the trial budget (else the grid's size); for the finals after a
-    screen, the share screening promotes (search.promoted's cut of them all)."""
+    screen, the share screening promotes (search.promoted's cut of them all). With the prior as the screen: the
+    configurations assumed to survive its margin (`prior_survivors`), and screening's cut of them."""
     n = prof.search.n_trials or grid_size(prof.search.space)
     sc = prof.search.screening
-    return sc.kept(n) if sc.enabled and phase == "final" else n
+    if prior_screens(prof):
+        n = prior_survivors(prof)
+    return sc.kept(n) if screens(prof) and phase == "final" else n
+
+
+def prior_screens(prof: Profile) -> bool:
+    """Whether the simulated prior's margin screens the space (search.prior sim with prior_margin)."""
+    return prof.search.prior == "sim" and prof.search.prior_margin is not None and prof.search.mode != "coupled"
+
+
+def prior_survivors(prof: Profile) -> int:
+    """The configurations the plan assumes survive the prior's margin: as many as screening would promote from the
+    whole grid (`Screening.kept`; without screening, min_keep)."""
+    n = prof.search.n_trials or grid_size(prof.search.space)
+    sc = prof.search.screening
+    return sc.kept(n) if sc.enabled else min(n, sc.min_keep)
+
+
+def screens(prof: Profile) -> bool:
+    """Whether the plan has a real screen: screening on, and (with the prior as the screen) more survivors than
+    screening's cut of them keeps (sweep.study.prior.needs_screen's rule on the assumed survivors)."""
+    sc = prof.search.screening
+    if not sc.enabled:
+        return False
+    if not prior_screens(prof):
+        return True
+    k = prior_survivors(prof)
+    return k > sc.kept(k)
+
+
+def far_active(prof: Profile) -> bool:
+    """Whether final ladders run far steps short (search.far_windows with the prior's predicted knees)."""
+    fw = prof.search.far_windows
+    return prof.search.prior == "sim" and fw.enabled and fw.fraction < 1 and prof.search.mode != "coupled"
+
+
+def full_ladder_steps(prof: Profile) -> int:
+    """Of a final ladder's steps (its climb past the top included), how many run full windows with far windows on:
+    those within the far factor of a predicted knee between two adjacent steps (the most over the ladder)."""
+    loads = [float(x) for x in prof.ladder]
+    c = loads[-1]
+    for _ in range(climb_steps(prof) if climbs_on(prof, "final") else 0):
+        c = min(2 * c, float(prof.ladder_max)) if not prof.rate_ladder else 2 * c
+        loads.append(c)
+    if len(loads) < 2:
+        return len(loads)
+    fw = prof.search.far_windows
+    knees = [math.sqrt(a * b) for a, b in zip(loads, loads[1:], strict=False)]
+    return max(sum(not fw.far(x, k) for x in loads) for k in knees)
+
+
+def short_seconds(prof: Profile) -> float:
+    """A far step's short window on the driver's clock."""
+    w = prof.window
+    return w.warmup_seconds + w.measure_seconds * prof.search.far_windows.fraction + w.drain_seconds
+
+
+def final_ladder(prof: Profile) -> tuple[int, int]:
+    """(full windows, short windows) of one final ladder at most (refinement windows are always full)."""
+    total = ladder_windows(prof, "final")
+    if not far_active(prof):
+        return total, 0
+    climbed = len(prof.ladder) + (climb_steps(prof) if climbs_on(prof, "final") else 0)
+    short = climbed - full_ladder_steps(prof)
+    return total - short, short
+
+
+def configs_launches(prof: Profile, n: int) -> int:
+    """Launches that measure `n` configurations of the grid, one ladder each: one per configuration, except that
+    configurations differing only in knobs the engine updates live (Dialect.live_knobs) share one where the whole
+    grid is measured."""
+    dialect = engines.get(prof.server.engine)
+    if not dialect.live_knobs or n != grid_size(prof.search.space):
+        return n
+    space = grid(prof.search.space)
+    configs = [ServerConfig.from_mapping(dict(zip(space, values, strict=True)))
+               for values in itertools.product(*space.values())]
+    return dialect.launches(configs)
+
+
+def launch_seconds(launches: int) -> float:
+    """Seconds of `launches` server starts on one machine."""
+    return 0.0 if launches <= 0 else LAUNCH_FIRST_S + LAUNCH_S * (launches - 1)
 
 
 def study_plan(prof: Profile) -> StudyPlan:
-    """The whole study's steps and driver seconds, every phase it will run."""
-    sc = prof.search.screening
-    first_phase = "screen" if sc.enabled else "final"
-    # a final ladder may add up to refine.max_steps refinement windows (a final's length each)
-    first = planned_configs(prof, first_phase) * ladder_windows(prof, first_phase)
-    finals = planned_configs(prof, "final") * ladder_windows(prof, "final") if sc.enabled else 0
+    """The whole study's steps, driver seconds and GPU cost, every phase it will run."""
+    screened = screens(prof)
+    first_phase = "screen" if screened else "final"
+    first_n = planned_configs(prof, first_phase)
+    finals_n = planned_configs(prof, "final") if screened else 0
+    base_n = 1 if prof.search.baseline and prof.search.mode != "coupled" else 0
     soak = 1 if prof.soak.enabled else 0
-    # the defaults' ladder (search.baseline) runs first, on final-length windows, refined like a final
-    base = ladder_windows(prof, "final") if prof.search.baseline and prof.search.mode != "coupled" else 0
-    seconds = (first * phase_seconds(prof, "screen" if sc.enabled else "final")
-               + (finals + base) * phase_seconds(prof, "final") + soak * phase_seconds(prof, "soak"))
-    return StudyPlan(base + first + finals + soak, seconds)
+    full, short = final_ladder(prof)
+    coupled = prof.search.mode == "coupled"
+    if screened:
+        steps_s = (first_n * ladder_windows(prof, "screen") * phase_seconds(prof, "screen")
+                   + (finals_n + base_n) * (full * phase_seconds(prof, "final") + short * short_seconds(prof)))
+        windows = first_n * ladder_windows(prof, "screen") + (finals_n + base_n) * (full + short)
+    else:
+        steps_s = (first_n + base_n) * (full * phase_seconds(prof, "final") + short * short_seconds(prof))
+        windows = (first_n + base_n) * (full + short)
+    steps_s += soak * phase_seconds(prof, "soak")
+    launches = (len(prof.ladder) * first_n if coupled else configs_launches(prof, first_n)) + finals_n + base_n + soak
+    gpus = prof.search.space.largest_tp() or 1
+    gpu_h = (steps_s + launch_seconds(launches)) * gpus / 3600
+    assumption = ""
+    if prior_screens(prof):
+        k = prior_survivors(prof)
+        extra = ladder_windows(prof, "screen") * phase_seconds(prof, "screen") + LAUNCH_S
+        assumption = (f"the simulated prior keeps {k} configuration{'s' if k != 1 else ''} within its "
+                      f"{prof.search.prior_margin:.0%} margin (as many as screening would promote from the whole "
+                      f"grid){', screened for real' if screened else ', no real screen'}; each survivor more or "
+                      f"fewer: about {extra * gpus / 3600:.2f} GPU-hours more or less")
+    return StudyPlan(windows + soak, steps_s, launches, (finals_n + base_n + (0 if screened else first_n)) * short,
+                     gpu_h, exhaustive_gpu_hours(prof), assumption)
+
+
+def exhaustive_gpu_hours(prof: Profile) -> float:
+    """Every configuration of the search (and SGLang's defaults, where measured) on a full final ladder with its
+    climb and refinement, and the soak: the grid without screening, prior or short windows."""
+    n = prof.search.n_trials or grid_size(prof.search.space)
+    base_n = 1 if prof.search.baseline and prof.search.mode != "coupled" else 0
+    soak = 1 if prof.soak.enabled else 0
+    seconds = (n + base_n) * ladder_windows(prof, "final") * phase_seconds(prof, "final") \
+        + soak * phase_seconds(prof, "soak")
+    launches = (n * len(prof.ladder) if prof.search.mode == "coupled" else configs_launches(prof, n)) + base_n + soak
+    return (seconds + launch_seconds(launches)) * (prof.search.space.largest_tp() or 1) / 3600

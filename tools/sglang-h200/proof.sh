@@ -2,7 +2,7 @@
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
 #   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound |
 #                                                             kvrepeat | crosscheck | crosscheck-vl | workers |
-#                                                             refine | repeat | answer | sessions | trace | earlystop
+#                                                             refine | repeat | answer | sessions | trace | earlystop | night
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/core/ (sweep's dependencies missing there; the
 # device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/; the image has tokenizers).
 # Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
@@ -190,6 +190,43 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
       --set 'ladder=[16,128]' --set refine.enabled=false --set ladder_max=0 \
       --set window.measure_seconds=${ES_MEASURE_S:-150} --set window.early_stop.min_seconds=20 \
       --set window.early_stop.min_requests=50 --set "$dummy" ;;
+  night)
+    # issue 29: one cut study twice in one call, same space and windows: today's settings (every configuration
+    # screened on quarter windows, no prior, no short windows, no early stop: 2 screen launches + 1 final) and the new
+    # ones (the simulated prior as the screen, on this machine's CPU, ~20 s; far steps on short windows; windows that
+    # stop early where this checkout's profile has window.early_stop: 1 launch when the prior keeps one). Then both
+    # winners and GPU times (tools/sglang-h200/night_summary.py). Launches: 4 (~140 + 3 x 70 s); windows ~11 s
+    # (screen) and ~20 s (full) at MEASURE_S=12: about 9.5 min in all on a warm machine; the new settings run first,
+    # so a call that runs out of time loses today's half (NIGHT=old SEED_DB=results.db runs it alone). NIGHT_MEM='[0.14,0.17,0.85]' adds a third
+    # configuration (a 5th launch): then run NIGHT=old and NIGHT=new as two calls (SEED_DB=results.db between them).
+    # On the simulator the pool fractions 0.14 / 0.17 / 0.85 (mrr 128) have knees 32 / 64 / 128, so the prior's 15%
+    # margin keeps 0.85 alone (0.2 would tie it: a pool never full at 128 measures alike).
+    space="search.space={\"max_running_requests\":[128],\"mem_fraction_static\":${NIGHT_MEM:-[0.14,0.85]},\"chunked_prefill_size\":[4096],\"schedule_policy\":[\"lpm\"]}"
+    cut=(--set "$space" --set "ladder=${NIGHT_LADDER:-[32,64,128]}" --set ladder_max=128 --set refine.enabled=false
+         --set search.baseline=false --set soak.enabled=false --set search.screening.enabled=true
+         --set search.screening.fraction=0.25 --set search.screening.keep=0.25 --set search.screening.min_keep=1
+         --set window.measure_seconds=${MEASURE_S:-12} --set window.warmup_seconds=3 --set window.warmup_requests=16
+         --set window.drain_seconds=8 --set "$dummy")
+    # wt-early's field, when this checkout has it: a bool, or a section with `enabled`
+    early=$(python3 -c 'from sweep.profile import Window
+f = Window.model_fields.get("early_stop")
+print("" if f is None else "window.early_stop" + ("" if f.annotation is bool else ".enabled"))')
+    nrc=0
+    if [ "${NIGHT:-both}" != old ]; then
+      python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-new "${cut[@]}" \
+        --set search.prior=sim --set search.prior_margin=0.15 --set search.far_windows.enabled=true \
+        --set search.far_windows.factor=2 --set search.far_windows.fraction=0.25 ${early:+--set "$early=true"} \
+        --no-progress > "$out/night-new.log" 2>&1 || nrc=$?
+      tail -n 40 "$out/night-new.log"
+    fi
+    if [ "${NIGHT:-both}" != new ]; then
+      python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-old "${cut[@]}" \
+        --set search.prior=none --set search.prior_margin=null ${early:+--set "$early=false"} --no-progress \
+        > "$out/night-old.log" 2>&1 || nrc=$?
+      tail -n 40 "$out/night-old.log"
+    fi
+    python3 tools/sglang-h200/night_summary.py "$db" h200-night-old h200-night-new | tee "$out/night-summary.txt"
+    (exit $nrc) ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 rc=$?

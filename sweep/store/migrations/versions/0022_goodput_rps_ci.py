@@ -2,7 +2,7 @@
 (issue 33).
 
 Revision ID: 0022
-Revises: 0017
+Revises: 0018
 Create Date: 2026-12-03
 
 A window's goodput interval has always been in requests/s (sweep.analysis.measure), beside goodput_rps; it was named
@@ -21,7 +21,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0022"
-down_revision = "0017"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 

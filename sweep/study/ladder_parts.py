@@ -1,0 +1,77 @@
+"""What one launch measures and what one configuration's ladder produced: the records LadderRunner
+(sweep.study.ladder) takes and returns, and the callbacks it calls."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sweep.analysis.boundary import Boundary
+from sweep.analysis.knee import KneeResult
+from sweep.analysis.ladder_steps import LadderStep
+from sweep.analysis.run_stats import RunStats
+from sweep.core.types import ServerConfig, WindowResult
+from sweep.profile import Arrival, Window
+from sweep.study.far_windows import FarPlan
+
+__all__ = ["Climb", "LadderOutcome", "StartCallback", "StepCallback", "StepJudge", "StepStart", "StopCheck"]
+
+
+@dataclass
+class LadderOutcome:
+    """What one configuration's ladder produced."""
+
+    config: ServerConfig
+    config_id: int
+    status: str  # completed | failed | infeasible
+    steps: list[LadderStep] = field(default_factory=list)  # every completed step (refinement windows included)
+    knee: KneeResult | None = None
+    stop_reason: str = ""
+    failure: str | None = None
+    boundary: Boundary | None = None  # the refined ladder's SLA boundary (None: not refined, or not bracketed)
+
+    @property
+    def value(self) -> float | None:
+        """The trial value: the knee's goodput (output tok/s), None when infeasible."""
+        if self.knee is None or self.knee.point is None:
+            return None
+        return self.knee.point.goodput_tps
+
+
+StepCallback = Callable[[ServerConfig, int, LadderStep], None]
+
+
+@dataclass(frozen=True)
+class StepStart:
+    """A window about to begin, for progress: `expected_s` and `elapsed()` run on the driver's own clock
+    (simulated seconds with the virtual driver), so an ETA is their rate against the wall clock."""
+
+    config: ServerConfig
+    concurrency: int
+    phase: str  # screen | final | refine | soak
+    expected_s: float
+    elapsed: Callable[[], float | None]
+
+
+StartCallback = Callable[[StepStart], None]
+StopCheck = Callable[[int, LadderStep], bool]  # step index, step -> True stops the ladder (pruning)
+StepJudge = Callable[[WindowResult, RunStats], str]  # a window and its stats -> the run's verdict line
+
+
+@dataclass(frozen=True)
+class Climb:
+    """What one launch measures: its concurrencies in order, the phase and its window.
+
+    A judged climb (the soak) offers one fixed `arrival` process instead of the profile's per step, stores
+    `judge`'s verdict as each run's reason, runs no cross-check and is never ranked by a knee. A refinement window
+    of an open-loop rate ladder offers a fixed `arrival` too: the bisected rate.
+    """
+
+    ladder: tuple[int, ...]
+    phase: str
+    window: Window
+    arrival: Arrival | None = None
+    judge: StepJudge | None = None
+    complete: str = "ladder complete"  # the stop_reason of a climb that ran every step
+    climb_on: bool = False  # a final ladder that passes its top step climbs on past it (sweep.study.climb_on)
+    far: FarPlan | None = None  # steps far from the prior's predicted knee run short windows (sweep.study.far_windows)
