@@ -19,6 +19,7 @@ import uvicorn
 from sglang_sim.engine import Engine
 from sglang_sim.fidelity import unmodelled_flags
 from sglang_sim.params import (
+    KV_DTYPE_BYTES,
     EngineKnobs,
     SimOOM,
     SimParams,
@@ -58,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sampling-backend")
     a("--mm-attention-backend")
     a("--disable-cuda-graph", action="store_true")
+    a("--kv-cache-dtype", choices=list(KV_DTYPE_BYTES), default="auto")
+    a("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode", dest="cuda_graph_max_bs", type=int)
     a("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int,
       help="tensor parallel GPUs (default: the model preset's own, 1 but for llama3-70b)")
     a("--random-seed", type=int)
@@ -106,7 +109,7 @@ def knobs_from(args: argparse.Namespace) -> EngineKnobs:
                        schedule_conservativeness=args.schedule_conservativeness,
                        disable_radix_cache=args.disable_radix_cache, context_length=args.context_length,
                        max_prefill_tokens=args.max_prefill_tokens, enable_mixed_chunk=args.enable_mixed_chunk,
-                       tp_size=args.tp_size)
+                       tp_size=args.tp_size, kv_cache_dtype=args.kv_cache_dtype, cuda_graph_max_bs=args.cuda_graph_max_bs)
 
 
 def server_info(args: argparse.Namespace, eng: Engine) -> dict[str, Any]:
@@ -116,6 +119,7 @@ def server_info(args: argparse.Namespace, eng: Engine) -> dict[str, Any]:
     info.update(max_total_num_tokens=c.max_total_num_tokens, max_running_requests=c.max_running_requests,
                 mem_fraction_static=c.mem_fraction_static, chunked_prefill_size=c.chunked_prefill_size,
                 context_len=c.context_len, schedule_policy=c.schedule_policy, tp_size=eng.params.model.tp,
+                kv_cache_dtype=eng.knobs.kv_cache_dtype, cuda_graph_max_bs=c.cuda_graph_max_bs or None,
                 version=VERSION, simulated=True,
                 sim_gpu=eng.params.gpu.name, sim_model=eng.params.model.name, page_size=eng.params.page_size,
                 served_model_name=args.served_model_name or args.model_path, api_key=None,
