@@ -17,7 +17,7 @@ from typing import Any
 import uvicorn
 
 from sglang_sim.engine import Engine
-from sglang_sim.fidelity import unmodelled_flags
+from sglang_sim.fidelity import UNMODELLED_PREFIX, unmodelled_flags
 from sglang_sim.params import (
     KV_DTYPE_BYTES,
     EngineKnobs,
@@ -90,7 +90,26 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sim-slow-metrics-s", type=float, default=0.0)
     a("--sim-ignore-sigterm", action="store_true")
     a("--sim-spawn-orphan", action="store_true")
+    for option, takes in SGLANG_FLAGS:  # every other flag of real SGLang: accepted, listed as not modelled
+        if option not in p._option_string_actions:
+            if takes == "switch":
+                a(option, action="store_true", dest=_unmodelled_dest(option))
+            else:
+                a(option, nargs="+" if takes == "values" else None, dest=_unmodelled_dest(option))
     return p
+
+
+def _unmodelled_dest(option: str) -> str:
+    return UNMODELLED_PREFIX + option.lstrip("-").replace("-", "_")
+
+
+def _sglang_flags() -> list[tuple[str, str]]:
+    """SGLang 0.5.17's options (sglang_flags.txt) and whether each is a switch, takes a value or several."""
+    text = (Path(__file__).resolve().parent / "sglang_flags.txt").read_text()
+    return [(o, t) for o, t in (ln.split() for ln in text.splitlines() if ln.strip() and not ln.startswith("#"))]
+
+
+SGLANG_FLAGS = _sglang_flags()
 
 
 def make_params(args: argparse.Namespace) -> SimParams:

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from sweep.cli.app import DEFAULT_DB, RowFormat, app, console, db_url, emit_rows, since_arg
 from sweep.core.errors import NotFound, UsageError
-from sweep.core.types import KNOB_NAMES, RunStatus
+from sweep.core.types import KNOB_NAMES, RunStatus, fixed_flags
 
 if TYPE_CHECKING:
     from sweep.report.document import CompareSide  # the report imports matplotlib: only for `sweep compare`
@@ -68,18 +68,23 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     from sweep.store.sqlite_reader import open_reader  # a SQLite file: Python's own sqlite3, no SQLAlchemy
     from sweep.views.workers import with_worker_labels, worker_labels
 
-    valid = [*RunSummary(RunRecord(0, 0, 0), "", "", ServerConfig()).columns(), "worker", "config", "ttft_sla_ms",
-             "tpot_sla_ms"]
-    cols = _columns_arg(columns, wide or fmt != "table", valid)  # csv: every column unless chosen
     store = open_reader(db_url(db))
     rows = store.list_runs(study=study, profile=profile, since=since_arg(since), status=status, limit=limit)
+    flag_names = sorted({name for r in rows for name in r.config.flags})  # the searched flags beyond the knobs
+    valid = [*RunSummary(RunRecord(0, 0, 0), "", "", ServerConfig()).columns(), *flag_names, "worker", "config",
+             "ttft_sla_ms", "tpot_sla_ms"]
+    cols = _columns_arg(columns, wide or fmt != "table", valid)  # csv: every column unless chosen
+    if columns is None and (wide or fmt != "table"):
+        at = cols.index(KNOB_NAMES[-1]) + 1
+        cols[at:at] = [n for n in flag_names if n not in cols]  # every flag a row sets, beside the knobs
     labels = {k: v for sid in {r.run.study_id for r in rows if r.run.study_id is not None}
               for k, v in worker_labels(store.workers(sid)).items()}
     table = with_worker_labels(rows, labels)  # which worker measured each step, as progress lines name it
     pcts = {name: _sla_percentiles(store, name) for name in {r.study_name for r in rows}}
+    fixed = fixed_flags(r.config for r in rows)  # labels show only the flags that vary among the rows
     for row, summary in zip(table, rows, strict=True):
         pt, pp = pcts[summary.study_name]
-        row.update(config=summary.config.label(), ttft_sla_ms=row.get(f"ttft_p{pt}_ms"),
+        row.update(config=summary.config.label(hide=fixed), ttft_sla_ms=row.get(f"ttft_p{pt}_ms"),
                    tpot_sla_ms=row.get(f"tpot_p{pp}_ms"))
     shared = set(pcts.values())  # one study, or several judged alike: the header names the percentile
     pt, pp = (f"p{p}" for p in next(iter(shared))) if len(shared) == 1 else ("@SLA", "@SLA")

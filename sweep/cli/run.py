@@ -151,22 +151,39 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
                                                  help="start even when the estimate exceeds this machine")) -> object:
     """Climb the ladder for one server configuration (no search, no screening, no soak)."""
     given: dict[str, str] = {}
+    flags: dict[str, object] = {}  # any other flag of the engine: checked with the profile's search.space
     for part in filter(None, config.split(",")):
         key, _, raw = part.partition("=")
-        if key not in KNOB_NAMES:
-            raise UsageError(f"--config: unknown knob {key!r} (knobs: {', '.join(KNOB_NAMES)})")
-        given[key] = raw
+        if not key.isidentifier():
+            raise UsageError(f"--config: {part!r} is not name=value (a knob or flag by its name, e.g. kv_cache_dtype)")
+        if key in KNOB_NAMES:
+            given[key] = raw
+        else:
+            flags[key] = _scalar(raw)
     try:
         knobs = ServerConfig.from_mapping(given).knobs()
     except ValueError as exc:
         raise UsageError(f"--config: {exc}") from None
-    space = {k: [v] for k, v in knobs.items()}
+    space = {k: [v] for k, v in {**knobs, **flags}.items()}
     return knee(profile=profile, db=db, driver=driver, launcher=launcher, study=study, resume=False, out=out,
                 set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
                                    "search.screening.enabled=false", "search.baseline=false"],
                 progress=True, soak=False, client_procs=client_procs, crosscheck=crosscheck, live=False,
                 live_port=0, gpus=None, gpus_per_server=None, skip_infeasible=skip_infeasible,
                 ignore_resources=ignore_resources, as_json=False)
+
+
+def _scalar(raw: str) -> object:
+    """A --config flag value: true / false, a number, else the text itself."""
+    low = raw.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
 
 
 @app.command("crosscheck")

@@ -51,7 +51,7 @@ def _flag(args: Sequence[str], name: str) -> str | None:
 
 def _setting(config: ServerConfig, extra_args: Sequence[str], name: str) -> str | None:
     """A flag's value for this launch: the configuration's own (a searched flag), else the launch flags'."""
-    own = config.flag_value(name) if hasattr(config, "flag_value") else None
+    own = config.flag_value(name)
     return str(own) if own is not None else _flag(extra_args, "--" + name.replace("_", "-"))
 
 

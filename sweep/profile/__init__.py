@@ -30,7 +30,7 @@ from pydantic import (
 
 from sweep import engines
 from sweep.core.errors import ProfileError
-from sweep.core.types import ReferenceKind
+from sweep.core.types import KNOB_NAMES, ReferenceKind
 from sweep.profile.arrival import (
     Arrival,
     ArrivalProcess,
@@ -54,6 +54,8 @@ from sweep.profile.base import (
 from sweep.profile.base import Strict as _Strict
 from sweep.profile.bundled import PROFILES
 from sweep.profile.context_len import check_prompt_fits
+from sweep.profile.flags import check_flags
+from sweep.profile.grid import expand
 from sweep.profile.inputs import locate_inputs
 from sweep.profile.search import FloatRange, IntRange, Screening, Search, Space
 from sweep.profile.server import ServerSpec
@@ -238,6 +240,19 @@ class Profile(_Strict):
         rates = getattr(self.arrival, "rates", None)
         if rates is not None and len(rates) != len(self.ladder):
             raise ValueError(f"arrival.rates has {len(rates)} values for a ladder of {len(self.ladder)} steps")
+        return self
+
+    @model_validator(mode="after")
+    def _flags_known(self) -> Profile:
+        """search.space's other flags typed against the engine version's flag table (sweep.profile.flags)."""
+        space = self.search.space
+        dims = space.flag_dims()
+        if dims:
+            knobs = {k: expand(getattr(space, k)) for k in KNOB_NAMES if getattr(space, k) is not None}
+            typed = check_flags(dims, knobs, self.server.engine, self.server.engine_version,  # type: ignore[arg-type]
+                                self.search.sampler)
+            assert space.__pydantic_extra__ is not None
+            space.__pydantic_extra__.update(typed)  # the values as the flags take them (frozen model: in place)
         return self
 
     @model_validator(mode="after")

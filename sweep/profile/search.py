@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from sweep.core.types import KNOB_NAMES, SchedulePolicy
 from sweep.profile.base import DAY_S, MAX_CONCURRENCY, MAX_GRID, MAX_TOKENS
 from sweep.profile.base import Strict as _Strict
+from sweep.profile.flags import FlagDimension, values_of
 
 # tpe/gp with search.prior sim: the prior's best configurations in place of the random start-up trials
 # (Optuna's n_startup_trials default)
@@ -46,7 +47,13 @@ KnobValues = list[int] | list[float] | list[str] | IntRange | FloatRange | None
 
 
 class Space(_Strict):
-    """One field per ServerConfig knob: a list of values, a range, or absent (server default)."""
+    """One field per ServerConfig knob: a list of values, a range, or absent (server default); and any other flag
+    of the engine by its SGLang name (kv_cache_dtype, cuda_graph_max_bs, enable_mixed_chunk, ...): a list, a range
+    {low, high, step, log} of a number flag, or either with `when: {flag: value}` (searched only where that flag
+    has that value). Flags are checked against server.engine_version's flag table (sweep.profile.flags)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True, allow_inf_nan=False)
+    __pydantic_extra__: dict[str, FlagDimension] = Field(init=False)  # type: ignore[assignment]
 
     max_running_requests: list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] | IntRange | None = Field(None,
         description="values of --max-running-requests (list or range; absent: the server's default)")
@@ -99,10 +106,14 @@ class Space(_Strict):
             raise ValueError("lists a value twice")
         return v
 
+    def flag_dims(self) -> dict[str, object]:
+        """The searched flags beyond the five knobs, by name (their dimensions as sweep.profile.flags types them)."""
+        return dict(self.__pydantic_extra__ or {})
+
     @model_validator(mode="after")
     def _grid_fits(self) -> Space:
         total = 1
-        for name in type(self).model_fields:
+        for name in [*type(self).model_fields, *self.flag_dims()]:
             n = _value_count(getattr(self, name))
             if n > MAX_GRID:
                 raise ValueError(f"{name} expands to {n} values (at most {MAX_GRID}): use a larger step")
@@ -112,12 +123,15 @@ class Space(_Strict):
         return self
 
 
-def _value_count(v: KnobValues) -> int:
-    """How many values a knob's list or range expands to (1 when absent)."""
+def _value_count(v: object) -> int:
+    """How many values a knob's or flag's list or range expands to (1 when absent; a continuous range counts 2)."""
     if v is None:
         return 1
     if isinstance(v, list):
         return len(v)
+    if not isinstance(v, IntRange | FloatRange):
+        vals = values_of(v)
+        return 2 if vals is None else len(vals)
     if isinstance(v, IntRange):
         return (v.high - v.low) // v.step + 1
     return 2 if v.step is None else int((v.high - v.low) / v.step + 1e-9) + 1

@@ -24,7 +24,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from sweep.core.types import KnobValue, ServerConfig
+from sweep.core.types import KNOB_NAMES, FlagScalar, ServerConfig
 from sweep.profile import Profile
 from sweep.profile.search import PRIOR_STARTUP_TRIALS
 from sweep.store import PriorRecord, Store
@@ -57,12 +57,13 @@ def sim_profile(profile: Profile) -> Profile:
         "crosscheck": profile.crosscheck.model_copy(update={"enabled": False})})
 
 
-def params_of(config: ServerConfig, space: dict[str, list[KnobValue]]) -> dict[str, KnobValue]:
-    """A configuration as the real study's trial parameters (the searched knobs)."""
-    return {k: getattr(config, k) for k in space}
+def params_of(config: ServerConfig, space: dict[str, list[FlagScalar]]) -> dict[str, object]:
+    """A configuration as the real study's trial parameters (the searched knobs, and the flags it sets)."""
+    return {k: getattr(config, k) if k in KNOB_NAMES else config.flags[k] for k in space
+            if k in KNOB_NAMES or k in config.flags}
 
 
-def ranking(store: Store, prior_study_id: int, prior_study: str, space: dict[str, list[KnobValue]],
+def ranking(store: Store, prior_study_id: int, prior_study: str, space: dict[str, list[FlagScalar]],
             margin: float | None) -> list[PriorRecord]:
     """The prior study's configurations, best simulated knee goodput first (infeasible last, in grid order), each
     marked dropped when `margin` is set and it is infeasible or more than `margin` below the simulated best."""

@@ -27,8 +27,12 @@ def log_pool(path: str | None) -> int | None:
     return int(found[-1]) if found else None
 
 
-def dtype_of(argv_json: str) -> str:
-    argv = json.loads(argv_json or "[]")
+def dtype_of(row: sqlite3.Row) -> str:
+    """The configuration's kv_cache_dtype: its searched flag (flags_json), else the launch flags', else auto."""
+    flags = json.loads(row["flags_json"] or "{}") if "flags_json" in row.keys() else {}
+    if "kv_cache_dtype" in flags:
+        return str(flags["kv_cache_dtype"])
+    argv = json.loads(row["argv_json"] or "[]")
     return next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--kv-cache-dtype"), "auto")
 
 
@@ -49,7 +53,7 @@ def summarise(db: str, title: str) -> list[str]:
         err = f"{(pred - real) / real:+.2%}" if pred and real else "-"
         knee = (f"{w['concurrency']} | {w['goodput_tps']:.0f} ({w['goodput_ci_low'] or 0:.0f}-{w['goodput_ci_high'] or 0:.0f})"
                 if w is not None and w["goodput_tps"] is not None else f"- | - ({w['why'] if w is not None else 'no winner'})")
-        out.append(f"| {r['study']} | {dtype_of(r['argv_json'])} | {r['status']} | {pred} | {pool} | {logged} | {err} | "
+        out.append(f"| {r['study']} | {dtype_of(r)} | {r['status']} | {pred} | {pool} | {logged} | {err} | "
                    f"{knee} |")
     out += ["", "| study | concurrency | status | goodput tok/s | TTFT P95 ms | TPOT P95 ms | retractions |",
             "|---|---|---|---|---|---|---|"]

@@ -179,18 +179,18 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
     kvconf=max_running_requests=256,mem_fraction_static=0.14,chunked_prefill_size=4096,schedule_policy=lpm
     backend=triton; [ "${LAUNCHER:-sglang}" = sim ] && backend=
     for dt in auto fp8_e5m2; do
+      # kv_cache_dtype is a searched flag of the configuration (issue 30: stored with it, in its label and launch)
       be=$backend; [ "$dt" != auto ] && [ -n "${FP8_BACKEND:-}" ] && be=$FP8_BACKEND
-      args="\"--load-format\",\"dummy\",\"--kv-cache-dtype\",\"$dt\""
+      args='"--load-format","dummy"'
       [ -n "$be" ] && args="$args,\"--attention-backend\",\"$be\",\"--sampling-backend\",\"pytorch\""
       python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" --study "h200-kvdtype-$dt" \
-        --config "$kvconf" --set "ladder=$kvladder" --set refine.enabled=false --set "server.extra_args=[$args]" \
-        || echo "kvdtype: the $dt ladder exited $?" >&2
+        --config "$kvconf,kv_cache_dtype=$dt" --set "ladder=$kvladder" --set refine.enabled=false \
+        --set "server.extra_args=[$args]" || echo "kvdtype: the $dt ladder exited $?" >&2
       # the simulator's prediction of the same ladder (virtual clock: seconds, no GPU)
       python3 -m sweep.cli ladder --profile interactive --db "$work/sim.db" --out "$work/sim-reports" \
-        --launcher sim --driver virtual "${short[@]}" --study "sim-kvdtype-$dt" --config "$kvconf" \
-        --set "ladder=$kvladder" --set refine.enabled=false \
-        --set "server.extra_args=[\"--load-format\",\"dummy\",\"--kv-cache-dtype\",\"$dt\"]" > "$out/kvdtype-sim-$dt.txt" 2>&1 \
-        || echo "kvdtype: the simulated $dt ladder exited $?" >&2
+        --launcher sim --driver virtual "${short[@]}" --study "sim-kvdtype-$dt" --config "$kvconf,kv_cache_dtype=$dt" \
+        --set "ladder=$kvladder" --set refine.enabled=false --set 'server.extra_args=["--load-format","dummy"]' \
+        > "$out/kvdtype-sim-$dt.txt" 2>&1 || echo "kvdtype: the simulated $dt ladder exited $?" >&2
     done
     python3 "$here/kvdtype_summary.py" "$db" "$work/sim.db" | tee "$out/kvdtype-summary.md" ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
