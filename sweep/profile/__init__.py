@@ -298,6 +298,8 @@ def _format_error(path: Path, err: ValidationError) -> str:
     first = max(same, key=lambda e: (len(_field_path(e["loc"])), not e["type"].endswith("_type")))
     loc = ".".join(str(p) for p in _field_path(first["loc"]))
     msg = _one_line(first["msg"]).removeprefix("Value error, ")
+    if not loc and msg.startswith(("search.space.", "server.engine_version:")):  # a whole-profile check names its field
+        return f"{path}: {msg}"
     return f"{path}: {loc or '<root>'}: {msg}"
 
 

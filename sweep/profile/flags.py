@@ -94,7 +94,10 @@ def check_flags(dims: dict[str, object], knob_values: dict[str, list[object]], e
     """The flag dimensions of a space, each value typed as its flag takes it; ValueError in one line naming the
     flag for an unknown flag, a bad value, a range of a text flag, a grid over a range without a step, or a `when`
     naming no searched dimension (or a value it never takes)."""
-    table = table_for(engine, version)
+    try:
+        table = table_for(engine, version)
+    except ValueError as exc:
+        raise ValueError(f"server.engine_version: {exc}") from None
     dialect = engines.get(engine)
     out: dict[str, object] = {}
     for name, dim in dims.items():
