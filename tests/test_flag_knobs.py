@@ -10,6 +10,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from sweep.analysis.cost import usd_per_million_output
 from sweep.cli import main
 from sweep.core.types import ServerConfig, fixed_flags
 from sweep.engines import SGLANG
@@ -126,3 +127,16 @@ def test_the_bundled_kv_dtype_profile_runs_end_to_end_on_the_simulator(tmp_path:
     assert {ln.split(",")[0] for ln in out[1:]} == {"auto", "fp8_e5m2"}
     report = (tmp_path / "rep" / "kvd" / "report.md").read_text()
     assert "--kv-cache-dtype" in report
+    answer = json.loads((tmp_path / "rep" / "kvd" / "answer.json").read_text())
+    tier = answer["tiers"][0]
+    assert answer["gpu_hour_usd"] == 3.5 and tier["gpus"] == 1
+    assert tier["usd_per_mtok"] == pytest.approx(3.5 / 3600 / tier["knee"]["goodput_tps"] * 1e6)
+    assert f"- **Cost**: ${tier['usd_per_mtok']:,.3f} per million output tokens at the knee (1 GPU at $3.50/GPU-hour)" \
+        in report
+
+
+def test_the_cost_per_token_counts_every_gpu_of_the_server() -> None:
+    # two GPUs (tp_size 2) serving 1.5x the goodput of one cost more per token, not less
+    one, two = usd_per_million_output(3.6, 1, 1000.0), usd_per_million_output(3.6, 2, 1500.0)
+    assert one == pytest.approx(1.0) and two == pytest.approx(4 / 3)
+    assert usd_per_million_output(None, 1, 1000.0) is None and usd_per_million_output(3.6, 1, 0.0) is None

@@ -54,6 +54,7 @@ from sweep.profile.base import (
 from sweep.profile.base import Strict as _Strict
 from sweep.profile.bundled import PROFILES
 from sweep.profile.context_len import check_prompt_fits
+from sweep.profile.cost import Cost
 from sweep.profile.flags import check_flags
 from sweep.profile.grid import expand
 from sweep.profile.inputs import locate_inputs
@@ -160,6 +161,7 @@ class Profile(_Strict):
     soak: Soak = Field(Soak(), description="the winner's long Poisson run (section soak)")
     crosscheck: CrossCheck = Field(CrossCheck(),
         description="an independent reference client after every window (section crosscheck)")
+    cost: Cost = Field(Cost(), description="what a GPU hour costs: the cost per token in the answer (section cost)")
     # Where its relative dataset and trace paths are looked up first: the folder of the file it was read from,
     # or the one a worker was given (sweep/profile/inputs.py); None for a profile made in code.
     _folder: Path | None = PrivateAttr(None)

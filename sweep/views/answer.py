@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from sweep.analysis.binding import Binding, binding
 from sweep.analysis.boundary import steps_boundary, with_boundary
+from sweep.analysis.cost import usd_per_million_output
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import LadderStep, same_windows
 from sweep.analysis.loads import knee_load
@@ -63,6 +64,11 @@ class TierAnswer:
     knees: Mapping[int, ConfigKnee] = field(default_factory=dict)
     same_as: tuple[int, ...] = ()  # configurations that measured exactly what the winner measured: one answer
     knee_at_top: bool = False  # no window above the winner's knee was measured: not bracketed
+    # cost.gpu_hour_usd set: USD per million output tokens at the knee (sweep.analysis.cost), the winner's on its GPU
+    # count (tp_size, else 1) and SGLang's defaults' (None: no price, no knee, or the defaults not measured)
+    gpus: int = 1
+    usd_per_mtok: float | None = None
+    defaults_usd_per_mtok: float | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,7 @@ class Answer:
     tiers: tuple[TierAnswer, ...]
     labels: Mapping[int, str] = field(default_factory=dict)
     note: str | None = None  # why no tier names a winner (mixed hardware), if so
+    gpu_hour_usd: float | None = None  # the profile's cost.gpu_hour_usd (None: no cost line)
 
     def document(self, config_id: int | None = None) -> dict[str, object]:
         """The answer as plain data, versioned (answer.json, `sweep knee --json`, `sweep explain --format json`;
@@ -195,10 +202,29 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
                                 knees, pool, judged, space))
     server = ctx.profile_raw.get("server")
     extra_args = server.get("extra_args", []) if isinstance(server, dict) else []
+    price = prof.cost.gpu_hour_usd if prof is not None else None
     return Answer(ctx.study.name, ctx.study.simulated,
                   str(ctx.env.get("model_path") or (prof.server.model_path if prof else "MODEL")),
-                  tuple(extra_args), tuple(out), {c.id: _label(ctx.configs, c.id, ctx.labels) for c in ctx.configs},
-                  note)
+                  tuple(extra_args), tuple(_priced(t, ctx, price) for t in out),
+                  {c.id: _label(ctx.configs, c.id, ctx.labels) for c in ctx.configs}, note, price)
+
+
+def _gpus(ctx: StudyContext, cid: int) -> int:
+    """The GPUs one server of configuration `cid` spans: its tp_size as set or resolved, else 1."""
+    row = next((c for c in ctx.configs if c.id == cid), None)
+    return (row.resolved().tp_size or 1) if row is not None else 1
+
+
+def _priced(t: TierAnswer, ctx: StudyContext, price: float | None) -> TierAnswer:
+    """The tier's answer with the cost per million output tokens at the winner's knee and the defaults'."""
+    if price is None or t.winner_id is None:
+        return t
+    gpus = _gpus(ctx, t.winner_id)
+    mine = usd_per_million_output(price, gpus, t.knee.goodput_tps if t.knee is not None else None)
+    dk = t.gain.defaults_knee if t.gain is not None else None
+    theirs = (usd_per_million_output(price, _gpus(ctx, t.gain.defaults_id), dk.goodput_tps)
+              if t.gain is not None and dk is not None else None)
+    return replace(t, gpus=gpus, usd_per_mtok=mine, defaults_usd_per_mtok=theirs)
 
 
 def _tier_answer(ctx: StudyContext, tier: Tier, wid: int | None, screen_only: bool, knees: Mapping[int, ConfigKnee],
