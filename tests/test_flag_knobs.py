@@ -18,6 +18,7 @@ from sweep.engines.flag_table import parse_help, stored
 from sweep.profile import load_profile
 from sweep.profile.grid import grid
 from sweep.study.sampler import suggest
+from sweep.views.fixed_flags import differences, fixed_flags_of
 
 ROOT = Path(__file__).resolve().parent.parent
 HELP = """usage: sglang serve [-h] --model-path MODEL_PATH [--kv-cache-dtype {auto,fp8_e5m2}]
@@ -140,3 +141,34 @@ def test_the_cost_per_token_counts_every_gpu_of_the_server() -> None:
     one, two = usd_per_million_output(3.6, 1, 1000.0), usd_per_million_output(3.6, 2, 1500.0)
     assert one == pytest.approx(1.0) and two == pytest.approx(4 / 3)
     assert usd_per_million_output(None, 1, 1000.0) is None and usd_per_million_output(3.6, 1, 0.0) is None
+
+
+def test_fixed_flags_come_from_extra_args_and_one_valued_space_flags() -> None:
+    raw = {"server": {"extra_args": ["--load-format", "dummy", "--enable-mixed-chunk", "--chunked-prefill-size", "-1"]},
+           "search": {"space": {"kv_cache_dtype": ["fp8_e5m2"], "cuda_graph_max_bs": [64, 256],
+                                "disable_radix_cache": [False], "max_running_requests": [64]}}}
+    assert fixed_flags_of(raw) == {"--load-format": "dummy", "--enable-mixed-chunk": "", "--chunked-prefill-size": "-1",
+                                   "--kv-cache-dtype": "fp8_e5m2"}
+    same = {"server": {"extra_args": ["--kv-cache-dtype", "fp8_e5m2"]}}
+    assert differences(fixed_flags_of(same), {"--kv-cache-dtype": "fp8_e5m2"}) == []
+    assert differences({"--kv-cache-dtype": "fp8_e5m2"}, {}) == ["--kv-cache-dtype fp8_e5m2 vs not set"]
+
+
+def test_compare_and_history_refuse_studies_whose_fixed_flags_differ(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "r.db")
+    for name, extra in (("bf16", '["--load-format","dummy"]'),
+                        ("fp8", '["--load-format","dummy","--kv-cache-dtype","fp8_e5m2"]')):
+        assert main(["ladder", "--profile", "smoke", "--db", db, "--out", str(tmp_path / "rep"), "--launcher", "sim",
+                     "--driver", "virtual", "--study", name, "--config", "max_running_requests=8",
+                     "--set", "ladder=[2]", "--set", f"server.extra_args={extra}"]) == 0
+    capsys.readouterr()
+    assert main(["compare", "bf16", "fp8", "--db", db]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert err == ["error: bf16 and fp8 ran with different fixed flags (--kv-cache-dtype not set vs fp8_e5m2): "
+                   "different servers; pass --force to compare anyway"]
+    assert main(["compare", "bf16", "fp8", "--db", db, "--force"]) in (0, None)
+    capsys.readouterr()
+    assert main(["history", "--profile", "smoke", "--db", db]) == 2
+    assert "ran with different fixed flags" in capsys.readouterr().err
+    assert main(["history", "--profile", "smoke", "--db", db, "--force"]) in (0, None)

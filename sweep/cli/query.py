@@ -156,12 +156,13 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
 @app.command()
 def compare(a: str = typer.Argument(..., help="run id or study name"),
             b: str = typer.Argument(..., help="run id or study name"),
-            db: str = typer.Option(DEFAULT_DB), force: bool = typer.Option(False, help="compare across workloads"),
+            db: str = typer.Option(DEFAULT_DB), force: bool = typer.Option(False, help="compare across workloads or fixed flags"),
             out: Path | None = typer.Option(None, help="also write the comparison as markdown here"),
             fmt: str = typer.Option("table", "--format", help="table (markdown) | json"),
             overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing --out file (never the "
                                            "results database)")) -> None:
-    """Two runs or two studies side by side; refuses when their workload fingerprints differ (unless --force)."""
+    """Two runs or two studies side by side; refuses when their workload fingerprints or their fixed flags (extra
+    args, one-valued space flags) differ (unless --force)."""
     if fmt not in ("table", "json"):
         raise UsageError(f"--format {fmt!r}: expected table or json")
     if out is not None:
@@ -170,9 +171,16 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
         check_out(out, "--out", force=overwrite, db_url=db_url(db), force_flag="--overwrite")
     from sweep.report.document import compare_markdown
     from sweep.store import Store
+    from sweep.views.fixed_flags import differences
 
     store = Store(db_url(db), readonly=True)
     left, right = _side(store, a), _side(store, b)
+    flags_differ = differences(left.fixed, right.fixed)
+    if flags_differ:
+        msg = f"{a} and {b} ran with different fixed flags ({'; '.join(flags_differ)}): different servers"
+        if not force:
+            raise UsageError(f"{msg}; pass --force to compare anyway")
+        console.print(f"[bold red on yellow]WARNING: {msg}. Comparing anyway because of --force.[/]")
     if left.fingerprint != right.fingerprint:
         msg = (f"{a} and {b} ran different workloads (fingerprint {left.fingerprint} vs {right.fingerprint}): "
                "their numbers are not comparable")
@@ -198,13 +206,16 @@ def _side(store: Store, ref: str) -> CompareSide:
     """A comparison side from a run id or a study name."""
     from sweep.report.document import CompareSide
     from sweep.views.context import study_context
+    from sweep.views.fixed_flags import of_profile_json
 
     if ref.isdigit():
         run = store.get_run(int(ref))
         if run is None:
             raise NotFound(f"no run {ref}")
-        return CompareSide(f"run {ref}", run.run.fingerprint, run=run)
+        study = store.get_study_by_name(run.study_name)
+        return CompareSide(f"run {ref}", run.run.fingerprint, run=run,
+                           fixed=of_profile_json(study.profile_json if study is not None else None))
     s = store.get_study_by_name(ref)
     if s is None:
         raise NotFound(f"no run or study named {ref}")
-    return CompareSide(ref, s.fingerprint, ctx=study_context(store, s.id))
+    return CompareSide(ref, s.fingerprint, ctx=study_context(store, s.id), fixed=of_profile_json(s.profile_json))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglang_sim.fidelity import HELD_OUT
@@ -189,6 +189,7 @@ class CompareSide:
     fingerprint: str
     run: RunSummary | None = None  # the run_summary row, for a run
     ctx: StudyContext | None = None  # the study's context, for a study
+    fixed: Mapping[str, str] = field(default_factory=dict)  # its study's fixed flags (sweep.views.fixed_flags)
 
     def steps(self) -> dict[float, RunRecord]:
         """Per load (concurrency, or an open-loop rate ladder's offered rate), the step this side contributes: a

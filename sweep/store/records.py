@@ -9,14 +9,14 @@ Samples come back as sweep.core.types.Sample (t relative to the window start).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Self
 
 from sweep.analysis.run_stats import COLUMNS as STAT_COLUMNS
 from sweep.analysis.run_stats import RunStats
-from sweep.core.types import CUT, Flags, Placement, ServerConfig, flag_json_value
+from sweep.core.types import CUT, Flags, Placement, ServerConfig, fixed_flags, flag_json_value
 
 if TYPE_CHECKING:
     from sweep.analysis.ladder_steps import LadderStep  # the knee's inputs: loaded where a step is judged
@@ -173,6 +173,13 @@ def config_of_row(row: Mapping[str, object]) -> ServerConfig:
     flags = json.loads(str(raw)) if raw else {}
     return replace(ServerConfig.from_mapping(row),
                    flags=Flags({str(k): flag_json_value(v) for k, v in flags.items()} if isinstance(flags, dict) else {}))
+
+
+def labels_of(configs: Sequence[ConfigRecord]) -> dict[int, str]:
+    """Each configuration's label (ServerConfig.label) without the flags set alike in all of them: labels show only
+    the flags that vary across the study (its fixed flags are in every launch command, and `sweep show`)."""
+    hide = fixed_flags(c.config for c in configs if c.config.knobs())  # SGLang's defaults (nothing set) aside
+    return {c.id: c.config.label(hide=hide) for c in configs}
 
 
 @dataclass(frozen=True)
