@@ -172,3 +172,11 @@ def test_compare_and_history_refuse_studies_whose_fixed_flags_differ(tmp_path: P
     assert main(["history", "--profile", "smoke", "--db", db]) == 2
     assert "ran with different fixed flags" in capsys.readouterr().err
     assert main(["history", "--profile", "smoke", "--db", db, "--force"]) in (0, None)
+
+
+def test_the_prior_names_the_unmodelled_flags_that_vary() -> None:
+    from sweep.study.prior import unmodelled_varying
+
+    space = {"kv_cache_dtype": ["auto", "fp8_e5m2"], "attention_backend": ["triton", "flashinfer"],
+             "page_size": [16], "cuda_graph_max_bs": [64, 256], "enable_mixed_chunk": [True, False]}
+    assert unmodelled_varying(space) == ["attention_backend"]  # page_size is fixed; the others are modelled

@@ -83,3 +83,16 @@ def test_disable_radix_cache_reuses_no_prefix() -> None:
     runs = {d: closed_loop(Engine(SHAPE, EngineKnobs(disable_radix_cache=d)), wl, 8, 20.0) for d in (False, True)}
     assert runs[False].cached > 0.5 * runs[False].prompt
     assert runs[True].cached == 0
+
+
+def test_the_simulator_accepts_any_sglang_flag_and_lists_the_unmodelled_ones() -> None:
+    from sweep.launchers.virtual import VirtualLauncher
+
+    h = VirtualLauncher(extra_args=["--load-format", "dummy"]).start(
+        ServerConfig(flags={"page_size": 32, "enable_torch_compile": True, "kv_cache_dtype": "fp8_e5m2"}))
+    assert h.server_info["unmodelled_flags"] == [
+        "--enable-torch-compile: accepted, not modelled (the simulator runs as if it were not given)",
+        "--page-size 32: accepted, not modelled (the simulator runs as if it were not given)"]
+    assert h.server_info["kv_cache_dtype"] == "fp8_e5m2"  # modelled: the pool doubled
+    with pytest.raises(Exception, match="bad server flag"):
+        VirtualLauncher(extra_args=["--no-such-flag", "1"]).start(ServerConfig())

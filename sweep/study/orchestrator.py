@@ -265,8 +265,12 @@ class Orchestrator:
         sim = Orchestrator(prior.sim_profile(self.profile), self.db_url, self.out_dir, "sim", "virtual", self.console,
                            check_resources=False)
         run = sim.knee(name, resume=self.store.get_study_by_name(name) is not None)
-        ranked = prior.ranking(self.store, run.study_id, name, grid(self.profile.search.space),
-                               self.profile.search.prior_margin)
+        space = grid(self.profile.search.space)
+        ranked = prior.ranking(self.store, run.study_id, name, space, self.profile.search.prior_margin)
+        blind = prior.unmodelled_varying(space)
+        if blind:
+            self.say(f"prior: {', '.join(blind)} vary across the space but the simulator does not model "
+                     f"{'them' if len(blind) > 1 else 'it'}: configurations that differ only there rank alike")
         self.store.write_prior(study_id, ranked)
         cut = sum(r.dropped for r in ranked)
         self.say(f"prior: {len(ranked)} configurations ranked on the simulator; measuring them best first"

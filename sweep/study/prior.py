@@ -24,6 +24,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from sglang_sim.fidelity import MODELLED_FLAGS
 from sweep.core.types import KNOB_NAMES, FlagScalar, ServerConfig
 from sweep.profile import Profile
 from sweep.profile.search import PRIOR_STARTUP_TRIALS
@@ -55,6 +56,12 @@ def sim_profile(profile: Profile) -> Profile:
         "search": search, "server": profile.server.model_copy(update={"launcher": "sim"}),
         "soak": profile.soak.model_copy(update={"enabled": False}),
         "crosscheck": profile.crosscheck.model_copy(update={"enabled": False})})
+
+
+def unmodelled_varying(space: dict[str, list[FlagScalar]]) -> list[str]:
+    """The searched flags with more than one value that the simulator does not model (sglang_sim.fidelity
+    .MODELLED_FLAGS): the prior ranks configurations that differ only in them alike, so it says so."""
+    return [name for name, values in space.items() if len(values) > 1 and name not in MODELLED_FLAGS]
 
 
 def params_of(config: ServerConfig, space: dict[str, list[FlagScalar]]) -> dict[str, object]:
