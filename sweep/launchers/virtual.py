@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import replace
+from typing import Any
 
 from sglang_sim.cli import build_parser, knobs_from, make_params, server_info
 from sglang_sim.engine import Engine
@@ -74,7 +75,7 @@ class VirtualLauncher:
                               reason="bad_flag")
         params = make_params(args)
         try:
-            knobs = {k: v for k, v in config.columns().items() if v is not None}
+            knobs: dict[str, Any] = {k: v for k, v in config.columns().items() if v is not None}
             eng = Engine(params, replace(knobs_from(args), **knobs), seed=args.random_seed or 0)
         except SimOOM as exc:
             raise LaunchError(str(exc), reason="oom") from exc

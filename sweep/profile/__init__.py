@@ -251,8 +251,7 @@ class Profile(_Strict):
         dims = space.flag_dims()
         if dims:
             knobs = {k: expand(getattr(space, k)) for k in KNOB_NAMES if getattr(space, k) is not None}
-            typed = check_flags(dims, knobs, self.server.engine, self.server.engine_version,  # type: ignore[arg-type]
-                                self.search.sampler)
+            typed = check_flags(dims, knobs, self.server.engine, self.server.engine_version, self.search.sampler)
             assert space.__pydantic_extra__ is not None
             space.__pydantic_extra__.update(typed)  # the values as the flags take them (frozen model: in place)
         return self

@@ -17,7 +17,7 @@ the installed server's own `--help`.
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
 
@@ -89,8 +89,8 @@ def table_for(engine: str, version: str) -> FlagTable:
     return stored(engine, version)
 
 
-def check_flags(dims: dict[str, object], knob_values: dict[str, list[object]], engine: str, version: str,
-                sampler: str) -> dict[str, object]:
+def check_flags(dims: dict[str, Any], knob_values: dict[str, Any], engine: str, version: str,
+                sampler: str) -> dict[str, Any]:
     """The flag dimensions of a space, each value typed as its flag takes it; ValueError in one line naming the
     flag for an unknown flag, a bad value, a range of a text flag, a grid over a range without a step, or a `when`
     naming no searched dimension (or a value it never takes)."""
@@ -99,7 +99,7 @@ def check_flags(dims: dict[str, object], knob_values: dict[str, list[object]], e
     except ValueError as exc:
         raise ValueError(f"server.engine_version: {exc}") from None
     dialect = engines.get(engine)
-    out: dict[str, object] = {}
+    out: dict[str, Any] = {}
     for name, dim in dims.items():
         where = f"search.space.{name}"
         try:
@@ -114,7 +114,7 @@ def check_flags(dims: dict[str, object], knob_values: dict[str, list[object]], e
             out[name] = _typed(dim, spec, sampler)
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
-    searched: dict[str, list[object] | None] = {**knob_values, **{n: values_of(d) for n, d in out.items()}}
+    searched: dict[str, list[Any] | None] = {**knob_values, **{n: values_of(d) for n, d in out.items()}}
     for name, dim in out.items():
         for other, wanted in condition_of(dim).items():
             if other == name or other not in searched:

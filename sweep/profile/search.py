@@ -47,10 +47,15 @@ KnobValues = list[int] | list[float] | list[str] | IntRange | FloatRange | None
 
 
 class Space(_Strict):
-    """One field per ServerConfig knob: a list of values, a range, or absent (server default); and any other flag
-    of the engine by its SGLang name (kv_cache_dtype, cuda_graph_max_bs, enable_mixed_chunk, ...): a list, a range
-    {low, high, step, log} of a number flag, or either with `when: {flag: value}` (searched only where that flag
-    has that value). Flags are checked against server.engine_version's flag table (sweep.profile.flags)."""
+    """One field per ServerConfig knob: a list of values, a range, or absent (server default). Any other flag of
+    server.engine_version's SGLang is a dimension too, by its SGLang name (checked against that version's stored
+    flag table: an unknown flag, a value of another kind or outside its choices, or a flag the version lacks is one
+    line, exit 2, before anything runs): a list, `kv_cache_dtype: [auto, fp8_e5m2]`; a switch (store_true),
+    `enable_mixed_chunk: [true, false]`; a range of an int or float flag, `cuda_graph_max_bs: {low: 32, high: 512,
+    log: true}` (tpe / gp suggest it, on a log scale with log) or `schedule_conservativeness: {low: 0.5, high: 1.5,
+    step: 0.25}` (the grid sampler needs a step); a conditional dimension, `speculative_num_steps: {values: [3, 5],
+    when: {speculative_algorithm: EAGLE}}`, searched only where the other dimension has one of those values and left
+    to the server elsewhere (a range takes `when` too). dp_size and attention data parallelism are not searched yet."""
 
     model_config = ConfigDict(extra="allow", frozen=True, strict=True, allow_inf_nan=False)
     __pydantic_extra__: dict[str, FlagDimension] = Field(init=False)  # type: ignore[assignment]
