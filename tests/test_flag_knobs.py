@@ -180,3 +180,16 @@ def test_the_prior_names_the_unmodelled_flags_that_vary() -> None:
     space = {"kv_cache_dtype": ["auto", "fp8_e5m2"], "attention_backend": ["triton", "flashinfer"],
              "page_size": [16], "cuda_graph_max_bs": [64, 256], "enable_mixed_chunk": [True, False]}
     assert unmodelled_varying(space) == ["attention_backend"]  # page_size is fixed; the others are modelled
+
+
+def test_windows_export_has_a_column_per_searched_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "r.db")
+    assert main(["knee", "--profile", "smoke", "--db", db, "--out", str(tmp_path / "rep"), "--launcher", "sim",
+                 "--driver", "virtual", "--no-progress", "--study", "x", "--set", "ladder=[2]",
+                 "--set", "search.baseline=true",
+                 "--set", 'search.space={"max_running_requests":[8],"kv_cache_dtype":["auto","fp8_e5m2"]}']) == 0
+    out = tmp_path / "w.csv"
+    assert main(["export", "x", "--db", db, "--what", "windows", "--format", "csv", "--out", str(out)]) in (0, None)
+    lines = out.read_text().splitlines()
+    col = lines[0].split(",").index("kv_cache_dtype")
+    assert sorted(ln.split(",")[col] for ln in lines[1:]) == ["", "auto", "fp8_e5m2"]  # the defaults: unset
