@@ -136,7 +136,8 @@ app.command("sweep", help="Overnight alias of knee: resumes the named study afte
 
 @app.command()
 def ladder(profile: str = typer.Option(..., "--profile", "-p"),
-           config: str = typer.Option("", help="knobs, e.g. max_running_requests=64,mem_fraction_static=0.8"),
+           config: str = typer.Option("", help="knobs and other flags by name, e.g. "
+                                       "max_running_requests=64,mem_fraction_static=0.8,kv_cache_dtype=fp8_e5m2"),
            db: str = typer.Option(DEFAULT_DB), driver: DriverKind = typer.Option("auto"),
            launcher: LauncherKind | None = typer.Option(None), out: Path = typer.Option(Path("reports")),
            set_: list[str] = typer.Option([], "--set"),
