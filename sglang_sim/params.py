@@ -317,7 +317,8 @@ def default_chunked_prefill(gpu: GpuPreset) -> int:
 
 def default_cuda_graph_max_bs(gpu: GpuPreset, tp: int) -> int:
     """SGLang 0.5.x's --cuda-graph-max-bs auto rule by GPU memory (server_args' memory settings, approximated):
-    24 below 35 GiB, 80 below 60, 256 below 160 (H100, H200) with TP under 4, 512 otherwise."""
+    24 below 35 GiB, 80 below 60, 256 below 160 (H100, H200) with TP under 4, 512 otherwise. The H200 value is the
+    real one: a 0.5.17 server log on one H200 resolved cuda_graph_config decode max_bs=256 (batch sizes 1..256)."""
     gib = gpu.mem_bytes / GIB
     if gib < 35:
         return 24
