@@ -193,3 +193,12 @@ def test_windows_export_has_a_column_per_searched_flag(tmp_path: Path, capsys: p
     lines = out.read_text().splitlines()
     col = lines[0].split(",").index("kv_cache_dtype")
     assert sorted(ln.split(",")[col] for ln in lines[1:]) == ["", "auto", "fp8_e5m2"]  # the defaults: unset
+
+
+def test_the_auto_sampler_never_grids_a_continuous_range(tmp_path: Path) -> None:
+    from sweep.study.sampler import sampler_kind
+
+    stepped = load_profile(_profile(tmp_path, "    cuda_graph_max_bs: {low: 64, high: 256, step: 64}\n", "auto"))
+    assert sampler_kind(stepped) == "grid"
+    continuous = load_profile(_profile(tmp_path, "    cuda_graph_max_bs: {low: 64, high: 256, log: true}\n", "auto"))
+    assert sampler_kind(continuous) == "tpe"  # its grid would be the two ends only

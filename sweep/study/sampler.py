@@ -18,11 +18,13 @@ if TYPE_CHECKING:
 
 
 def sampler_kind(profile: Profile) -> str:
-    """The sampler the profile names, `auto` resolved: the grid when it fits the trial budget, TPE otherwise."""
+    """The sampler the profile names, `auto` resolved: the grid when it fits the trial budget and every dimension is
+    finite (a flag's range without a step is continuous), TPE otherwise."""
     kind = profile.search.sampler
     if kind == "auto":
         n = profile.search.n_trials
-        kind = "grid" if n is None or grid_size(profile.search.space) <= n else "tpe"
+        continuous = any(isinstance(d, FlagRange) and d.step is None for d in profile.search.space.flag_dims().values())
+        kind = "grid" if not continuous and (n is None or grid_size(profile.search.space) <= n) else "tpe"
     return kind
 
 
