@@ -12,7 +12,7 @@ import pytest
 
 from sweep.analysis.cost import usd_per_million_output
 from sweep.cli import main
-from sweep.core.types import ServerConfig, fixed_flags
+from sweep.core.types import FlagScalar, ServerConfig, fixed_flags
 from sweep.engines import SGLANG
 from sweep.engines.flag_table import parse_help, stored
 from sweep.profile import load_profile
@@ -98,7 +98,11 @@ def test_conditional_flags_follow_their_condition_in_every_sampler(tmp_path: Pat
     g = grid(grid_prof.search.space)
     study = optuna.create_study(sampler=optuna.samplers.GridSampler(g, seed=0))
     configs: set[ServerConfig] = set()
-    study.optimize(lambda t: (configs.add(suggest(t, grid_prof.search.space, g)), 1.0)[1], n_trials=4)
+
+    def measure(t: optuna.Trial) -> float:
+        configs.add(suggest(t, grid_prof.search.space, g))
+        return 1.0
+    study.optimize(measure, n_trials=4)
     assert {(c.flags["speculative_algorithm"], c.flags.get("speculative_num_steps")) for c in configs} == \
         {("EAGLE", 3), ("EAGLE", 5), ("NGRAM", None)}
     assert all(c.label().count("cuda_graph_max_bs") == 0 for c in configs)  # fixed by the space: not in labels
@@ -177,7 +181,7 @@ def test_compare_and_history_refuse_studies_whose_fixed_flags_differ(tmp_path: P
 def test_the_prior_names_the_unmodelled_flags_that_vary() -> None:
     from sweep.study.prior import unmodelled_varying
 
-    space = {"kv_cache_dtype": ["auto", "fp8_e5m2"], "attention_backend": ["triton", "flashinfer"],
+    space: dict[str, list[FlagScalar]] = {"kv_cache_dtype": ["auto", "fp8_e5m2"], "attention_backend": ["triton", "flashinfer"],
              "page_size": [16], "cuda_graph_max_bs": [64, 256], "enable_mixed_chunk": [True, False]}
     assert unmodelled_varying(space) == ["attention_backend"]  # page_size is fixed; the others are modelled
 

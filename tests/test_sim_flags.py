@@ -9,7 +9,7 @@ from test_sim_engine import closed_loop, workload
 from sglang_sim.cost import CostModel
 from sglang_sim.engine import Engine
 from sglang_sim.params import GPUS, MODELS, EngineKnobs, SimParams
-from sweep.core.types import ServerConfig
+from sweep.core.types import Flags, ServerConfig
 from sweep.launchers.prediction import predict_launch
 
 SHAPE = SimParams.preset("H200", "llama3-8b-shape")
@@ -89,7 +89,7 @@ def test_the_simulator_accepts_any_sglang_flag_and_lists_the_unmodelled_ones() -
     from sweep.launchers.virtual import VirtualLauncher
 
     h = VirtualLauncher(extra_args=["--load-format", "dummy"]).start(
-        ServerConfig(flags={"page_size": 32, "enable_torch_compile": True, "kv_cache_dtype": "fp8_e5m2"}))
+        ServerConfig(flags=Flags({"page_size": 32, "enable_torch_compile": True, "kv_cache_dtype": "fp8_e5m2"})))
     assert h.server_info["unmodelled_flags"] == [
         "--enable-torch-compile: accepted, not modelled (the simulator runs as if it were not given)",
         "--page-size 32: accepted, not modelled (the simulator runs as if it were not given)"]
