@@ -132,6 +132,11 @@ def test_the_bundled_kv_dtype_profile_runs_end_to_end_on_the_simulator(tmp_path:
     assert {ln.split(",")[0] for ln in out[1:]} == {"auto", "fp8_e5m2"}
     report = (tmp_path / "rep" / "kvd" / "report.md").read_text()
     assert "--kv-cache-dtype" in report
+    with sqlite3.connect(db) as conn:
+        ids = dict(conn.execute("SELECT json_extract(c.flags_json, '$.kv_cache_dtype'), MIN(r.id) FROM runs r "
+                                "JOIN server_configs c ON c.id = r.server_config_id GROUP BY 1").fetchall())
+    assert main(["compare", str(ids["auto"]), str(ids["fp8_e5m2"]), "--db", str(db)]) in (0, None)
+    assert "| kv_cache_dtype | auto | fp8_e5m2 |" in capsys.readouterr().out  # a searched flag: one row each side
     answer = json.loads((tmp_path / "rep" / "kvd" / "answer.json").read_text())
     tier = answer["tiers"][0]
     assert answer["gpu_hour_usd"] == 3.5 and tier["gpus"] == 1
@@ -172,7 +177,7 @@ def test_compare_and_history_refuse_studies_whose_fixed_flags_differ(tmp_path: P
     assert err == ["error: bf16 and fp8 ran with different fixed flags (--kv-cache-dtype not set vs fp8_e5m2): "
                    "different servers; pass --force to compare anyway"]
     assert main(["compare", "bf16", "fp8", "--db", db, "--force"]) in (0, None)
-    capsys.readouterr()
+    assert "| kv_cache_dtype |" not in capsys.readouterr().out  # a fixed flag (extra_args): named in the warning
     assert main(["history", "--profile", "smoke", "--db", db]) == 2
     assert "ran with different fixed flags" in capsys.readouterr().err
     assert main(["history", "--profile", "smoke", "--db", db, "--force"]) in (0, None)
