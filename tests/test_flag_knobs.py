@@ -211,3 +211,13 @@ def test_the_auto_sampler_never_grids_a_continuous_range(tmp_path: Path) -> None
     assert sampler_kind(stepped) == "grid"
     continuous = load_profile(_profile(tmp_path, "    cuda_graph_max_bs: {low: 64, high: 256, log: true}\n", "auto"))
     assert sampler_kind(continuous) == "tpe"  # its grid would be the two ends only
+
+
+def test_study_labels_leave_out_the_flags_every_configuration_shares() -> None:
+    from sweep.store.records import ConfigRecord, labels_of
+
+    a = ConfigRecord(id=1, config=ServerConfig.of({"kv_cache_dtype": "fp8_e5m2", "cuda_graph_max_bs": 64}))
+    b = ConfigRecord(id=2, config=ServerConfig.of({"kv_cache_dtype": "fp8_e5m2", "cuda_graph_max_bs": 256}))
+    defaults = ConfigRecord(id=3, config=ServerConfig())
+    assert labels_of([a, b, defaults]) == {1: "cuda_graph_max_bs=64", 2: "cuda_graph_max_bs=256", 3: "defaults"}
+    assert labels_of([a]) == {1: "cuda_graph_max_bs=64 kv_cache_dtype=fp8_e5m2"}  # alone, its label says all

@@ -178,7 +178,8 @@ def config_of_row(row: Mapping[str, object]) -> ServerConfig:
 def labels_of(configs: Sequence[ConfigRecord]) -> dict[int, str]:
     """Each configuration's label (ServerConfig.label) without the flags set alike in all of them: labels show only
     the flags that vary across the study (its fixed flags are in every launch command, and `sweep show`)."""
-    hide = fixed_flags(c.config for c in configs if c.config.knobs())  # SGLang's defaults (nothing set) aside
+    searched = [c.config for c in configs if c.config.knobs()]  # SGLang's defaults (nothing set) aside
+    hide = fixed_flags(searched) if len({c.key() for c in searched}) > 1 else frozenset()  # one: its label says all
     return {c.id: c.config.label(hide=hide) for c in configs}
 
 
