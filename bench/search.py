@@ -112,7 +112,7 @@ def optuna_strategy(profile: Profile, sampler: str, n_trials: int) -> Strategy:
         study = optuna.create_study(direction="maximize", sampler=make_sampler(prof))
         for _ in range(n_trials):
             trial = study.ask()
-            value = measure(suggest(trial, space).knobs())
+            value = measure(suggest(trial, prof.search.space, space).knobs())
             trial.set_user_attr(FEASIBLE_ATTR, value is not None)
             trial.set_user_attr(CONSTRAINT_ATTR, 0.0 if value is not None else 1.0)
             trial.set_constraint("feasible", 0.0 if value is not None else 1.0)

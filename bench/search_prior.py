@@ -185,7 +185,7 @@ def tpe_strategy(land: Landscape, profile: Profile, variant: str | None) -> Stra
                 study.enqueue_trial(_CONFIGS[k].knobs())
         for _ in range(TPE_TRIALS):
             trial = study.ask()
-            value = bill.measure(suggest(trial, space).key())
+            value = bill.measure(suggest(trial, profile.search.space, space).key())
             trial.set_user_attr(FEASIBLE_ATTR, value is not None)
             trial.set_user_attr(CONSTRAINT_ATTR, 0.0 if value is not None else 1.0)
             trial.set_constraint("feasible", 0.0 if value is not None else 1.0)

@@ -17,8 +17,9 @@ from typing import Any
 import uvicorn
 
 from sglang_sim.engine import Engine
-from sglang_sim.fidelity import unmodelled_flags
+from sglang_sim.fidelity import UNMODELLED_PREFIX, unmodelled_flags
 from sglang_sim.params import (
+    KV_DTYPE_BYTES,
     EngineKnobs,
     SimOOM,
     SimParams,
@@ -58,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sampling-backend")
     a("--mm-attention-backend")
     a("--disable-cuda-graph", action="store_true")
+    a("--kv-cache-dtype", choices=list(KV_DTYPE_BYTES), default="auto")
+    a("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode", dest="cuda_graph_max_bs", type=int)
     a("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int,
       help="tensor parallel GPUs (default: the model preset's own, 1 but for llama3-70b)")
     a("--random-seed", type=int)
@@ -87,7 +90,26 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sim-slow-metrics-s", type=float, default=0.0)
     a("--sim-ignore-sigterm", action="store_true")
     a("--sim-spawn-orphan", action="store_true")
+    for option, takes in SGLANG_FLAGS:  # every other flag of real SGLang: accepted, listed as not modelled
+        if option not in p._option_string_actions:
+            if takes == "switch":
+                a(option, action="store_true", dest=_unmodelled_dest(option))
+            else:
+                a(option, nargs="+" if takes == "values" else None, dest=_unmodelled_dest(option))
     return p
+
+
+def _unmodelled_dest(option: str) -> str:
+    return UNMODELLED_PREFIX + option.lstrip("-").replace("-", "_")
+
+
+def _sglang_flags() -> list[tuple[str, str]]:
+    """SGLang 0.5.17's options (sglang_flags.txt) and whether each is a switch, takes a value or several."""
+    text = (Path(__file__).resolve().parent / "sglang_flags.txt").read_text()
+    return [(o, t) for o, t in (ln.split() for ln in text.splitlines() if ln.strip() and not ln.startswith("#"))]
+
+
+SGLANG_FLAGS = _sglang_flags()
 
 
 def make_params(args: argparse.Namespace) -> SimParams:
@@ -106,7 +128,7 @@ def knobs_from(args: argparse.Namespace) -> EngineKnobs:
                        schedule_conservativeness=args.schedule_conservativeness,
                        disable_radix_cache=args.disable_radix_cache, context_length=args.context_length,
                        max_prefill_tokens=args.max_prefill_tokens, enable_mixed_chunk=args.enable_mixed_chunk,
-                       tp_size=args.tp_size)
+                       tp_size=args.tp_size, kv_cache_dtype=args.kv_cache_dtype, cuda_graph_max_bs=args.cuda_graph_max_bs)
 
 
 def server_info(args: argparse.Namespace, eng: Engine) -> dict[str, Any]:
@@ -116,6 +138,7 @@ def server_info(args: argparse.Namespace, eng: Engine) -> dict[str, Any]:
     info.update(max_total_num_tokens=c.max_total_num_tokens, max_running_requests=c.max_running_requests,
                 mem_fraction_static=c.mem_fraction_static, chunked_prefill_size=c.chunked_prefill_size,
                 context_len=c.context_len, schedule_policy=c.schedule_policy, tp_size=eng.params.model.tp,
+                kv_cache_dtype=eng.knobs.kv_cache_dtype, cuda_graph_max_bs=c.cuda_graph_max_bs or None,
                 version=VERSION, simulated=True,
                 sim_gpu=eng.params.gpu.name, sim_model=eng.params.model.name, page_size=eng.params.page_size,
                 served_model_name=args.served_model_name or args.model_path, api_key=None,

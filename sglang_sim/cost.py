@@ -12,10 +12,14 @@ PATCHES_PER_TOKEN = {"image": 4, "video": 8, "audio": 4}
 class CostModel:
     """Precomputed per-step constants so the engine's hot loop is a few float operations."""
 
-    def __init__(self, p: SimParams):
+    def __init__(self, p: SimParams, graph_max_bs: int | None = None):
+        """graph_max_bs: the largest decode batch with a captured CUDA graph (--cuda-graph-max-bs as resolved); a
+        larger batch runs its kernels one by one, as --disable-cuda-graph does (None: every batch has a graph)."""
         g, m, e = p.gpu, p.model, p.eff
         self.speed = p.speed
         self.decode_speed = p.speed * (1.0 if p.cuda_graph else e.no_cuda_graph_decode)  # decode forwards only
+        self.eager_decode_speed = p.speed * e.no_cuda_graph_decode
+        self.graph_max_bs = graph_max_bs if p.cuda_graph and graph_max_bs is not None else (1 << 30 if p.cuda_graph else 0)
         tp = m.tp
         bw = g.bandwidth * e.bandwidth
         self.peak_gemm = g.flops * e.flops
@@ -41,7 +45,14 @@ class CostModel:
         """One decode forward of n requests whose contexts sum to ctx_sum tokens."""
         mem = self.llm_weight_s + ctx_sum * self.kv_s_per_token
         comp = n * self.gemm_s_per_token + ctx_sum * self.attn_flops_per_ctx / self.peak_attn
-        return (max(mem, comp) + self.step_s + n * (self.per_req_s + self.tp_s_per_token) + self.tp_fixed_s) * self.decode_speed
+        return (max(mem, comp) + self.step_s + n * (self.per_req_s + self.tp_s_per_token) + self.tp_fixed_s) * self.decode_speed_at(n)
+
+    def decode_speed_at(self, n: int) -> float:
+        """The decode forward's time factor for a batch of n: 1 (x speed) with a CUDA graph; above graph_max_bs SGLang
+        runs the forward eagerly, charged Efficiency.no_cuda_graph_decode (3.09, the one H200 point fitted by
+        tools/fit_cuda_graph.py for --disable-cuda-graph; at larger batches the launch overhead is a smaller share
+        of the forward, so this over-charges them: an upper bound, not a fit)."""
+        return self.decode_speed if n <= self.graph_max_bs else self.eager_decode_speed
 
     def decode_terms(self, n: int) -> tuple[float, float, float, float]:
         """(mem0, mem_per_ctx, comp0, comp_per_ctx) and fixed part, for the engine's macro-step loop."""

@@ -11,7 +11,7 @@ from typing import Any
 from sglang_sim.cost import CostModel
 from sglang_sim.drift import SpeedDrift
 from sglang_sim.metrics import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS, Histogram, report_gauges
-from sglang_sim.params import EngineKnobs, SimParams, resolve, with_tp
+from sglang_sim.params import EngineKnobs, SimParams, resolve, with_knob_model
 from sglang_sim.radix import RadixCache
 from sglang_sim.request import Req, SimRequest, StepResult
 from sglang_sim.schedule_policy import retract_decode, schedule_prefill
@@ -29,9 +29,9 @@ class Engine:
     def __init__(self, params: SimParams, knobs: EngineKnobs | None = None, log: Callable[[str], None] | None = None,
                  seed: int = 0):
         self.knobs = knobs or EngineKnobs()
-        self.params = params = with_tp(params, self.knobs.tp_size)  # --tp-size: the model split over GPUs
+        self.params = params = with_knob_model(params, self.knobs)  # --tp-size, --kv-cache-dtype
         self.cfg = resolve(params, self.knobs)  # raises SimOOM like a server that cannot allocate its pool
-        self.cost = CostModel(params)
+        self.cost = CostModel(params, self.cfg.cuda_graph_max_bs)
         self.log = log or (lambda _msg: None)
         self.rng = random.Random(seed)
         self.drift = SpeedDrift(params.speed_drift_cv, params.speed_drift_period_s, seed)  # off unless asked for
@@ -266,7 +266,7 @@ class Engine:
         d0 = len(self.dec_times)
         k = min(heap[0][0] - d0 if heap else 1 << 30, max(1, self.avail() // n), max_steps)
         mem0, mem_c, comp0, comp_c = self.cost.decode_terms(n)
-        fixed, speed = self.cost.decode_fixed(n), self.cost.decode_speed * self.drift.factor(t)
+        fixed, speed = self.cost.decode_fixed(n), self.cost.decode_speed_at(n) * self.drift.factor(t)
         ctx, end, times = float(self.dec_ctx), t, self.dec_times
         for _ in range(k):
             ctx += n

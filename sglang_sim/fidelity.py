@@ -2,9 +2,16 @@
 
 Every sglang.launch_server flag the simulator parses is either modelled (it changes the engine, the cost model
 or the HTTP front), has no bearing on timing (--host, --log-level, --load-format, --trust-remote-code, ...), or
-is listed here when set, so a study that depends on it is told that the simulator ignored it.
---disable-cuda-graph is modelled (sglang_sim.params.Efficiency.no_cuda_graph_decode); so is --tp-size (weights
-and KV heads split over the GPUs, per-step compute divided, two all-reduces per layer: sglang_sim.cost.CostModel).
+is listed here when set, so a study that depends on it is told that the simulator ignored it. It accepts every
+other flag of SGLang 0.5.17 (sglang_flags.txt) and lists each one set as not modelled.
+Modelled (MODELLED_FLAGS, a test each in tests/test_sim_flags.py): --disable-cuda-graph
+(sglang_sim.params.Efficiency.no_cuda_graph_decode) and --cuda-graph-max-bs (decode batches above it run without a
+graph, charged the same factor: sglang_sim.cost.CostModel.decode_speed_at); --tp-size (weights and KV heads split
+over the GPUs, per-step compute divided, two all-reduces per layer: sglang_sim.cost.CostModel); --kv-cache-dtype
+(bytes per KV token: the pool, the memory plan and the KV traffic; sglang_sim.params.with_kv_dtype);
+--max-prefill-tokens with --chunked-prefill-size (the extend budget: sglang_sim.schedule_policy.schedule_prefill);
+--schedule-conservativeness (the new-token ratio admission reserves against the pool); --enable-mixed-chunk;
+--disable-radix-cache; --max-running-requests, --mem-fraction-static, --schedule-policy, --context-length.
 Timing it does not model at all (docs/calibration.md, the matrix held out by shape): one-off server pauses (a real
 window of seconds can hold one of 0.3-0.7 s), the latency jitter that makes a real TTFT P99 2-4x its P50 below the
 knee, batched long-prompt (4k-token) extends that cost more than the roofline prefill, and a host loop (tokenizer
@@ -46,6 +53,13 @@ CALIBRATED: tuple[tuple[str, ModelPreset], ...] = (
                          params=6987710464.0, context_len=32768)),
 )
 
+# the flags (by name) that change what the simulator computes: a search over any other flag is not ranked by it
+MODELLED_FLAGS = frozenset({
+    "max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy", "tp_size",
+    "kv_cache_dtype", "max_prefill_tokens", "schedule_conservativeness", "cuda_graph_max_bs",
+    "cuda_graph_max_bs_decode", "enable_mixed_chunk", "disable_radix_cache", "disable_cuda_graph", "context_length"})
+UNMODELLED_PREFIX = "unmodelled__"  # the argparse dest of a real SGLang flag the simulator accepts and does not model
+
 FITTED_ATTENTION = "triton"  # the attention and sampling backends of the calibration runs (docs/calibration.md)
 FITTED_SAMPLING = "pytorch"
 # schedule policies the engine orders as another one (sglang_sim.schedule_policy.order_queue)
@@ -73,6 +87,11 @@ def unmodelled_flags(args: argparse.Namespace, schedule_policy: str) -> list[str
     if schedule_policy in POLICY_AS:
         out.append(f"--schedule-policy {schedule_policy}: scheduled as {POLICY_AS[schedule_policy]} "
                    "(its own ordering is not modelled)")
+    for dest, value in sorted(vars(args).items()):
+        if dest.startswith(UNMODELLED_PREFIX) and value not in (None, False):
+            option = "--" + dest.removeprefix(UNMODELLED_PREFIX).replace("_", "-")
+            shown = option if value is True else f"{option} {' '.join(value) if isinstance(value, list) else value}"
+            out.append(f"{shown}: accepted, not modelled (the simulator runs as if it were not given)")
     return out
 
 

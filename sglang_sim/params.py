@@ -51,11 +51,13 @@ class ModelPreset:
     vision_params: float = 0.0
     tp: int = 1
     dtype_bytes: int = 2
+    kv_dtype_bytes: float | None = None  # --kv-cache-dtype's width (kv_dtype_bytes()); None: the model's dtype
 
     @property
     def kv_bytes_per_token(self) -> float:
-        """K and V for every layer, split across TP ranks (KV heads shard over TP)."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes / self.tp
+        """K and V for every layer, split across TP ranks (KV heads shard over TP), at the KV cache's dtype."""
+        width = self.dtype_bytes if self.kv_dtype_bytes is None else self.kv_dtype_bytes
+        return 2 * self.layers * self.kv_heads * self.head_dim * width / self.tp
 
     @property
     def weight_bytes(self) -> float:
@@ -83,6 +85,29 @@ MODELS: dict[str, ModelPreset] = {
     "qwen2.5-vl-7b": ModelPreset("qwen2.5-vl-7b", 28, 3584, 28, 4, 128, 7.6e9, 128000, vision_params=0.67e9),
     "tiny-llama": ModelPreset("tiny-llama", 2, 256, 4, 2, 64, 1.7e6, 4096),
 }
+
+
+# --kv-cache-dtype (SGLang 0.5.17's choices) -> bytes per stored K or V element; "auto" is the model's dtype. The
+# nominal widths: per-block scales of mxfp8 / the fp4 recipes (1 byte per 16-32 elements) are not counted.
+KV_DTYPE_BYTES: dict[str, float | None] = {
+    "auto": None, "bf16": 2, "bfloat16": 2, "fp8_e5m2": 1, "fp8_e4m3": 1, "mxfp8": 1,
+    "nvfp4": 0.5, "fp4_mx_block16": 0.5, "fp4_e2m1": 0.5}
+
+
+def kv_dtype_bytes(name: str | None) -> float | None:
+    """Bytes per KV element of a --kv-cache-dtype value (None: the model's own dtype); ValueError for another."""
+    if name is None:
+        return None
+    if name not in KV_DTYPE_BYTES:
+        raise ValueError(f"kv_cache_dtype {name!r}: expected one of {', '.join(KV_DTYPE_BYTES)}")
+    return KV_DTYPE_BYTES[name]
+
+
+def with_kv_dtype(model: ModelPreset, name: str | None) -> ModelPreset:
+    """The model with its KV cache stored as `name` (--kv-cache-dtype): fp8 halves the bytes per KV token, so the
+    same static memory holds twice the pool, and a decode step reads half the KV bytes."""
+    width = kv_dtype_bytes(name)
+    return model if width == model.kv_dtype_bytes else replace(model, kv_dtype_bytes=width)
 
 
 @dataclass(frozen=True)
@@ -157,6 +182,8 @@ class EngineKnobs:
     max_prefill_tokens: int = 16384
     enable_mixed_chunk: bool = False
     tp_size: int | None = None  # tensor parallel GPUs (None: the model preset's own, 1 but for llama3-70b's 4)
+    kv_cache_dtype: str = "auto"  # bytes per KV token (with_kv_dtype): the pool and the KV traffic
+    cuda_graph_max_bs: int | None = None  # decode batches above it run without a graph (None: default_cuda_graph_max_bs)
 
 
 @dataclass(frozen=True)
@@ -171,6 +198,7 @@ class Resolved:
     schedule_policy: str
     available_gpu_mem_gb: float
     extra: dict[str, float] = field(default_factory=dict)
+    cuda_graph_max_bs: int = 0  # decode batches of more requests run without a CUDA graph (0: no graphs at all)
 
 
 # SGLang 0.5.17's start-up accounting on one H200 (docs/calibration.md, "Predicting the KV pool before launch").
@@ -287,6 +315,18 @@ def default_chunked_prefill(gpu: GpuPreset) -> int:
     return 16384
 
 
+def default_cuda_graph_max_bs(gpu: GpuPreset, tp: int) -> int:
+    """SGLang 0.5.x's --cuda-graph-max-bs auto rule by GPU memory (server_args' memory settings, approximated):
+    24 below 35 GiB, 80 below 60, 256 below 160 (H100, H200) with TP under 4, 512 otherwise. The H200 value is the
+    real one: a 0.5.17 server log on one H200 resolved cuda_graph_config decode max_bs=256 (batch sizes 1..256)."""
+    gib = gpu.mem_bytes / GIB
+    if gib < 35:
+        return 24
+    if gib < 60:
+        return 80
+    return 256 if gib < 160 and tp < 4 else 512
+
+
 def resolve(params: SimParams, knobs: EngineKnobs) -> Resolved:
     """Apply SGLang's defaults and size the KV pool (`plan_memory`); raise SimOOM where the plan says it won't start."""
     gpu, model = params.gpu, params.model
@@ -304,6 +344,7 @@ def resolve(params: SimParams, knobs: EngineKnobs) -> Resolved:
     auto = min(max(int(tokens / ctx * 512), 2048), 4096)
     mrr = knobs.max_running_requests if knobs.max_running_requests is not None else auto
     mrr = max(1, min(mrr, tokens // 2))
+    graph_bs = knobs.cuda_graph_max_bs if knobs.cuda_graph_max_bs is not None else default_cuda_graph_max_bs(gpu, model.tp)
     avail = plan.avail_bytes
     return Resolved(
         max_total_num_tokens=tokens, max_running_requests=mrr, mem_fraction_static=frac,
@@ -311,6 +352,7 @@ def resolve(params: SimParams, knobs: EngineKnobs) -> Resolved:
         available_gpu_mem_gb=round((avail * (1 - frac)) / GIB, 2),
         extra={"weight_gb": round(model.weight_bytes / GIB, 2), "kv_gb": round(tokens * model.kv_bytes_per_token / GIB, 2),
                "sim_gpu_memory_used_mib": round(simulated_gpu_used_bytes(params, frac, chunk) / 2**20, 1)},
+        cuda_graph_max_bs=graph_bs if params.cuda_graph else 0,
     )
 
 
@@ -334,6 +376,12 @@ def with_tp(params: SimParams, tp: int | None) -> SimParams:
     if tp < 1:
         raise ValueError(f"tp_size {tp}: expected 1 or more")
     return replace(params, model=replace(params.model, tp=tp))
+
+
+def with_knob_model(params: SimParams, knobs: EngineKnobs) -> SimParams:
+    """params with the model as the knobs store and split it: --tp-size (with_tp) and --kv-cache-dtype."""
+    params = with_tp(params, knobs.tp_size)
+    return replace(params, model=with_kv_dtype(params.model, knobs.kv_cache_dtype))
 
 
 def with_speed(params: SimParams, speed: float) -> SimParams:

@@ -113,3 +113,18 @@ def test_doctor_checks_profile_flags_and_database(tmp_path: Path) -> None:
     console = Console(record=True, width=200)
     render(list(checks.values()), console)
     assert "database" in console.export_text()
+
+
+def test_doctor_checks_searched_flags_against_the_installed_servers_own_table(help17: str, help23: str) -> None:
+    from sweep.engines.flag_table import parse_help
+    from sweep.profile import Profile
+    from sweep.study.doctor import searched_values_problem
+
+    prof = Profile.model_validate({"name": "t", "search": {"space": {
+        "kv_cache_dtype": ["auto", "fp8_e5m2"], "cuda_graph_max_bs": [64, 256]}}})  # valid for 0.5.17 (stored)
+    assert searched_values_problem(prof, parse_help(help17, "sglang", "0.5.17")) is None
+    assert searched_values_problem(prof, parse_help(help23, "sglang", "0.5.23")) == \
+        "search.space.cuda_graph_max_bs: cuda_graph_max_bs is not a flag of sglang 0.5.23"
+    with_choice = Profile.model_validate({"name": "t", "search": {"space": {"kv_cache_dtype": ["fp8_e5m2"]}}})
+    older = parse_help(help17.replace("{auto,fp8_e5m2,", "{auto,"), "sglang", "0.5.x")
+    assert "is not one of its choices" in (searched_values_problem(with_choice, older) or "")

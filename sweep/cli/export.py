@@ -48,8 +48,9 @@ def rows(store: Store, study: str, what: str, set_aside: bool = True) -> Iterato
     windows: list[RunSummary] = sorted(store.list_runs(study=study), key=lambda r: int(r.run.id or 0))
     if set_aside:
         windows = [w for w in windows if w.run.status not in SET_ASIDE]
+    flags = sorted({name for w in windows for name in w.config.flags})  # every searched flag: a column of each row
     for w in windows:
-        head = w.columns()
+        head = {**w.columns(), **{name: w.config.flags.get(name) for name in flags}}
         if what == "windows":
             yield {k: _plain(v) for k, v in head.items()}
             continue

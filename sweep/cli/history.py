@@ -17,8 +17,9 @@ def history(profile: str | None = typer.Option(None, "--profile", help="the prof
             fingerprint: str | None = typer.Option(None, "--fingerprint", help="a workload fingerprint"),
             db: str = typer.Option(DEFAULT_DB), fmt: Literal["table", "json"] = typer.Option("table", "--format"),
             plot: Path | None = typer.Option(None, "--plot", help="write the trend plot (PNG) here"),
-            force: bool = typer.Option(False, "--force", "--overwrite", help="replace an existing --plot file")
-            ) -> None:
+            overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing --plot file"),
+            force: bool = typer.Option(False, "--force", help="list studies whose fixed flags differ (extra args, "
+                                       "one-valued space flags) anyway")) -> None:
     """Each study of one workload: its stored winner and knee over time, with SGLang version, GPU and host;
     regressions (a knee goodput below the previous study's beyond both intervals) marked."""
     from dataclasses import asdict
@@ -29,8 +30,8 @@ def history(profile: str | None = typer.Option(None, "--profile", help="the prof
     if plot is not None:
         from sweep.cli.outfile import check_out
 
-        check_out(plot, "--plot", force=force, db_url=db_url(db))
-    hist = study_history(Store(db_url(db), readonly=True), profile, fingerprint)
+        check_out(plot, "--plot", force=overwrite, db_url=db_url(db), force_flag="--overwrite")
+    hist = study_history(Store(db_url(db), readonly=True), profile, fingerprint, force)
     written = None
     if plot is not None and any(p.goodput_tps is not None for p in hist.points):  # else nothing to draw
         from sweep.cli.outfile import replaced

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from sweep.cli.app import DEFAULT_DB, RowFormat, app, cell_text, console, db_url, emit_rows, since_arg
 from sweep.core.errors import NotFound, UsageError
-from sweep.core.types import KNOB_NAMES, RunStatus
+from sweep.core.types import KNOB_NAMES, RunStatus, fixed_flags
 
 if TYPE_CHECKING:
     from sweep.report.document import CompareSide  # the report imports matplotlib: only for `sweep compare`
@@ -68,18 +68,23 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     from sweep.store.sqlite_reader import open_reader  # a SQLite file: Python's own sqlite3, no SQLAlchemy
     from sweep.views.workers import with_worker_labels, worker_labels
 
-    valid = [*RunSummary(RunRecord(0, 0, 0), "", "", ServerConfig()).columns(), "worker", "config", "ttft_sla_ms",
-             "tpot_sla_ms"]
-    cols = _columns_arg(columns, wide or fmt != "table", valid)  # csv: every column unless chosen
     store = open_reader(db_url(db))
     rows = store.list_runs(study=study, profile=profile, since=since_arg(since), status=status, limit=limit)
+    flag_names = sorted({name for r in rows for name in r.config.flags})  # the searched flags beyond the knobs
+    valid = [*RunSummary(RunRecord(0, 0, 0), "", "", ServerConfig()).columns(), *flag_names, "worker", "config",
+             "ttft_sla_ms", "tpot_sla_ms"]
+    cols = _columns_arg(columns, wide or fmt != "table", valid)  # csv: every column unless chosen
+    if columns is None and (wide or fmt != "table"):
+        at = cols.index(KNOB_NAMES[-1]) + 1
+        cols[at:at] = [n for n in flag_names if n not in cols]  # every flag a row sets, beside the knobs
     labels = {k: v for sid in {r.run.study_id for r in rows if r.run.study_id is not None}
               for k, v in worker_labels(store.workers(sid)).items()}
     table = with_worker_labels(rows, labels)  # which worker measured each step, as progress lines name it
     pcts = {name: _sla_percentiles(store, name) for name in {r.study_name for r in rows}}
+    fixed = fixed_flags(r.config for r in rows)  # labels show only the flags that vary among the rows
     for row, summary in zip(table, rows, strict=True):
         pt, pp = pcts[summary.study_name]
-        row.update(config=summary.config.label(), ttft_sla_ms=row.get(f"ttft_p{pt}_ms"),
+        row.update(config=summary.config.label(hide=fixed), ttft_sla_ms=row.get(f"ttft_p{pt}_ms"),
                    tpot_sla_ms=row.get(f"tpot_p{pp}_ms"))
     shared = set(pcts.values())  # one study, or several judged alike: the header names the percentile
     pt, pp = (f"p{p}" for p in next(iter(shared))) if len(shared) == 1 else ("@SLA", "@SLA")
@@ -172,12 +177,13 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
 @app.command()
 def compare(a: str = typer.Argument(..., help="run id or study name"),
             b: str = typer.Argument(..., help="run id or study name"),
-            db: str = typer.Option(DEFAULT_DB), force: bool = typer.Option(False, help="compare across workloads"),
+            db: str = typer.Option(DEFAULT_DB), force: bool = typer.Option(False, help="compare across workloads or fixed flags"),
             out: Path | None = typer.Option(None, help="also write the comparison as markdown here"),
             fmt: str = typer.Option("table", "--format", help="table (markdown) | json"),
             overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing --out file (never the "
                                            "results database)")) -> None:
-    """Two runs or two studies side by side; refuses when their workload fingerprints differ (unless --force)."""
+    """Two runs or two studies side by side; refuses when their workload fingerprints or their fixed flags (extra
+    args, one-valued space flags) differ (unless --force)."""
     if fmt not in ("table", "json"):
         raise UsageError(f"--format {fmt!r}: expected table or json")
     if out is not None:
@@ -186,6 +192,7 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
         check_out(out, "--out", force=overwrite, db_url=db_url(db), force_flag="--overwrite")
     from sweep.report.document import compare_markdown
     from sweep.store import Store
+    from sweep.views.fixed_flags import differences
 
     store = Store(db_url(db), readonly=True)
     fp_a, fp_b = _fingerprint(store, a), _fingerprint(store, b)  # refused before any window is read
@@ -196,6 +203,12 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
             raise UsageError(f"{msg}; pass --force to compare anyway")
         console.print(f"[bold red on yellow]WARNING: {msg}. Comparing anyway because of --force.[/]")
     left, right = _side(store, a), _side(store, b)
+    flags_differ = differences(left.fixed, right.fixed)
+    if flags_differ:
+        msg = f"{a} and {b} ran with different fixed flags ({'; '.join(flags_differ)}): different servers"
+        if not force:
+            raise UsageError(f"{msg}; pass --force to compare anyway")
+        console.print(f"[bold red on yellow]WARNING: {msg}. Comparing anyway because of --force.[/]")
     text = compare_markdown(left, right, forced=left.fingerprint != right.fingerprint)
     if out is not None:
         from sweep.cli.outfile import text_out
@@ -228,13 +241,16 @@ def _side(store: Store, ref: str) -> CompareSide:
     """A comparison side from a run id or a study name: a study's read model (its winner's ladder), no requests."""
     from sweep.report.document import CompareSide
     from sweep.views.context import answer_context
+    from sweep.views.fixed_flags import of_profile_json
 
     if ref.isdigit():
         run = store.get_run(int(ref))
         if run is None:
             raise NotFound(f"no run {ref}")
-        return CompareSide(f"run {ref}", run.run.fingerprint, run=run)
+        study = store.get_study_by_name(run.study_name)
+        return CompareSide(f"run {ref}", run.run.fingerprint, run=run,
+                           fixed=of_profile_json(study.profile_json if study is not None else None))
     s = store.get_study_by_name(ref)
     if s is None:
         raise NotFound(f"no run or study named {ref}")
-    return CompareSide(ref, s.fingerprint, ctx=answer_context(store, s.id))
+    return CompareSide(ref, s.fingerprint, ctx=answer_context(store, s.id), fixed=of_profile_json(s.profile_json))

@@ -137,7 +137,8 @@ app.command("sweep", help="Overnight alias of knee: resumes the named study afte
 
 @app.command()
 def ladder(profile: str = typer.Option(..., "--profile", "-p"),
-           config: str = typer.Option("", help="knobs, e.g. max_running_requests=64,mem_fraction_static=0.8"),
+           config: str = typer.Option("", help="knobs and other flags by name, e.g. "
+                                       "max_running_requests=64,mem_fraction_static=0.8,kv_cache_dtype=fp8_e5m2"),
            db: str = typer.Option(DEFAULT_DB), driver: DriverKind = typer.Option("auto"),
            launcher: LauncherKind | None = typer.Option(None), out: Path = typer.Option(Path("reports")),
            set_: list[str] = typer.Option([], "--set"),
@@ -152,22 +153,39 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
                                                  help="start even when the estimate exceeds this machine")) -> object:
     """Climb the ladder for one server configuration (no search, no screening, no soak)."""
     given: dict[str, str] = {}
+    flags: dict[str, object] = {}  # any other flag of the engine: checked with the profile's search.space
     for part in filter(None, config.split(",")):
         key, _, raw = part.partition("=")
-        if key not in KNOB_NAMES:
-            raise UsageError(f"--config: unknown knob {key!r} (knobs: {', '.join(KNOB_NAMES)})")
-        given[key] = raw
+        if not key.isidentifier():
+            raise UsageError(f"--config: {part!r} is not name=value (a knob or flag by its name, e.g. kv_cache_dtype)")
+        if key in KNOB_NAMES:
+            given[key] = raw
+        else:
+            flags[key] = _scalar(raw)
     try:
         knobs = ServerConfig.from_mapping(given).knobs()
     except ValueError as exc:
         raise UsageError(f"--config: {exc}") from None
-    space = {k: [v] for k, v in knobs.items()}
+    space = {k: [v] for k, v in {**knobs, **flags}.items()}
     return knee(profile=profile, db=db, driver=driver, launcher=launcher, study=study, resume=False, out=out,
                 set_=list(set_) + [f"search.space={json.dumps(space)}", "search.sampler=grid",
                                    "search.screening.enabled=false", "search.baseline=false"],
                 progress=True, soak=False, client_procs=client_procs, crosscheck=crosscheck, live=False,
                 live_port=0, gpus=None, gpus_per_server=None, skip_infeasible=skip_infeasible,
                 ignore_resources=ignore_resources, as_json=False)
+
+
+def _scalar(raw: str) -> object:
+    """A --config flag value: true / false, a number, else the text itself."""
+    low = raw.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
 
 
 @app.command("crosscheck")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ ReferenceKind = Literal["auto", "h11", "bench_serving"]
 RunStatus = Literal["running", "completed", "failed", "aborted"]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 KnobValue = int | float | str  # one knob's value (ServerConfig's field types)
+FlagScalar = bool | int | float | str  # one other flag's value (ServerConfig.flags; bool: a store_true switch)
 # A parsed JSON value (json.loads, a server's /server_info, a dataset line): narrow with isinstance before use.
 JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
 
@@ -40,6 +41,44 @@ JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | 
 def _knob(label: str, kind: type) -> Any:
     """A ServerConfig field: a server knob, its short label (tables, terminal) and its value type."""
     return field(default=None, metadata={"label": label, "kind": kind})
+
+
+class Flags(Mapping[str, FlagScalar]):
+    """A frozen, hashable mapping of flag name (SGLang's dest spelling, e.g. kv_cache_dtype) -> value, by name."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, values: Mapping[str, FlagScalar] | None = None):
+        self._items: tuple[tuple[str, FlagScalar], ...] = tuple(sorted((values or {}).items()))
+
+    def __getitem__(self, key: str) -> FlagScalar:
+        for k, v in self._items:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self._items) == dict(other.items())
+
+    def __repr__(self) -> str:
+        return f"Flags({dict(self._items)!r})"
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Flags:
+        return self
+
+
+def flag_json_value(v: object) -> FlagScalar:
+    """A flag value read back from JSON (flags_json, a trial's params): bool, int, float or text as it is."""
+    return v if isinstance(v, bool | int | float | str) else str(v)
 
 
 @dataclass(frozen=True)
@@ -55,13 +94,21 @@ class ServerConfig:
     chunked_prefill_size: int | None = _knob("chunk", int)
     schedule_policy: str | None = _knob("policy", str)
     tp_size: int | None = _knob("tp", int)  # tensor parallel: one server spans this many GPUs (its worker's group)
+    # Every other searched flag of the engine (issue 30), by name; checked against the engine version's flag table
+    # (sweep.engines.flag_table) where it enters (profile, --config); stored as server_configs.flags_json.
+    flags: Flags = field(default_factory=Flags, metadata={"label": "", "kind": None})
+    # flags the study's space fixes (one value): left out of label(), not of the configuration itself
+    fixed: frozenset[str] = field(default=frozenset(), compare=False, repr=False, metadata={"label": "", "kind": None})
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.flags, Flags):
+            object.__setattr__(self, "flags", Flags(self.flags))
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> ServerConfig:
         """The knobs found in any mapping (a store row, /server_info, `--config` text), each of its own type;
         other keys are ignored, a missing or None knob is the server default. ValueError for a bad value."""
         out: dict[str, Any] = {}  # each value checked against its field's `kind` below
-        for f in fields(cls):
+        for f in knob_fields(cls):
             v, kind = values.get(f.name), f.metadata["kind"]
             try:
                 out[f.name] = None if v is None else kind(v)
@@ -69,27 +116,76 @@ class ServerConfig:
                 raise ValueError(f"{f.name}={v!r} is not {'an' if kind is int else 'a'} {kind.__name__}") from None
         return cls(**out)
 
+    @classmethod
+    def of(cls, values: Mapping[str, object], fixed: frozenset[str] = frozenset()) -> ServerConfig:
+        """A configuration from knob *and* flag values by name (a trial's params, `--config`, knobs_json): the five
+        knobs as from_mapping reads them, every other non-None key a flag (its value as given)."""
+        base = cls.from_mapping(values)
+        names = {f.name for f in knob_fields(cls)}
+        other = {k: flag_json_value(v) for k, v in values.items() if k not in names and v is not None}
+        return replace(base, flags=Flags(other), fixed=fixed)
+
     def knobs(self) -> dict[str, Any]:  # keyword arguments of a knob dataclass (ServerConfig, EngineKnobs)
-        """The knobs that are set (not the server default), by name."""
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        """The knobs and flags that are set (not the server default), by name: the five knobs, then the flags."""
+        own = {f.name: getattr(self, f.name) for f in knob_fields(type(self))}
+        return {**{k: v for k, v in own.items() if v is not None}, **dict(self.flags)}
+
+    def flag_value(self, name: str) -> object:
+        """A knob's or flag's value by name (None: left to the server)."""
+        return self.knobs().get(name)
 
     def columns(self) -> dict[str, KnobValue | None]:
-        """Every knob by name, None where unset (the store's server_configs columns)."""
-        return asdict(self)
+        """Every knob by name, None where unset (the store's server_configs columns; flags: flags_json)."""
+        return {f.name: getattr(self, f.name) for f in knob_fields(type(self))}
+
+    def flags_json(self) -> str | None:
+        """The flags as a JSON object (server_configs.flags_json), None when there are none."""
+        return json.dumps(dict(self.flags), sort_keys=True) if self.flags else None
 
     def key(self) -> str:
         """Stable short id of the knob set, used to de-duplicate launches."""
         blob = json.dumps(self.knobs(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
-    def label(self) -> str:
-        """Short text for tables and the terminal, e.g. "mrr=64 mem=0.85"."""
-        labels = {f.name: f.metadata["label"] for f in fields(self)}
-        return " ".join(f"{labels[k]}={v}" for k, v in self.knobs().items()) or "defaults"
+    def label(self, hide: Collection[str] = ()) -> str:
+        """Short text for tables and the terminal, e.g. "mrr=64 mem=0.85 kv_cache_dtype=fp8_e5m2": the knobs, and the
+        flags but those the space fixes (`fixed`) or the caller hides (fixed across the configurations shown)."""
+        hidden = set(hide) | self.fixed
+        labels = {f.name: f.metadata["label"] for f in knob_fields(type(self))}
+        parts = [f"{labels.get(k, k)}={_shown(v)}" for k, v in self.knobs().items() if k not in hidden]
+        return " ".join(parts) or "defaults"
 
 
-KNOB_NAMES: tuple[str, ...] = tuple(f.name for f in fields(ServerConfig))
-KNOB_LABELS: dict[str, str] = {f.name: f.metadata["label"] for f in fields(ServerConfig)}
+def _shown(v: object) -> str:
+    return ("on" if v else "off") if isinstance(v, bool) else str(v)
+
+
+def knob_fields(cls: type[ServerConfig] | None = None) -> tuple[Any, ...]:
+    """ServerConfig's (or a subclass's) typed knob fields: the five knobs (flags and fixed are not knobs)."""
+    return tuple(f for f in fields(cls or ServerConfig) if f.metadata.get("kind") is not None)
+
+
+def varying_flags(configs: Iterable[ServerConfig]) -> frozenset[str]:
+    """The flags whose value is not the same in every one of `configs` (absent counts as a value)."""
+    seen: dict[str, set[object]] = {}
+    configs = list(configs)
+    for c in configs:
+        for name in c.flags:
+            seen.setdefault(name, set())
+    for name in seen:
+        seen[name] = {repr(c.flags.get(name)) for c in configs}
+    return frozenset(n for n, vals in seen.items() if len(vals) > 1)
+
+
+def fixed_flags(configs: Iterable[ServerConfig]) -> frozenset[str]:
+    """The flags set to one value in all of `configs`: what a label of any of them can leave out."""
+    configs = list(configs)
+    names = {n for c in configs for n in c.flags}
+    return frozenset(names - varying_flags(configs))
+
+
+KNOB_NAMES: tuple[str, ...] = tuple(f.name for f in knob_fields())
+KNOB_LABELS: dict[str, str] = {f.name: f.metadata["label"] for f in knob_fields()}
 
 
 @dataclass(frozen=True)

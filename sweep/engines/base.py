@@ -111,10 +111,14 @@ class Dialect:
         return self.knob_flags.get(knob) or dashed_flags((knob,))[knob]
 
     def knob_args(self, config: ServerConfig) -> list[str]:
-        """The set knobs of `config` as flags and values, in knob order."""
+        """The set knobs and flags of `config` as flags and values, in knob order, then the flags by name; a
+        switch (a bool flag, argparse's store_true) is given alone when true and left out when false."""
         args: list[str] = []
         for name, value in config.knobs().items():
-            args += [self.flag(name), str(value)]
+            if isinstance(value, bool):
+                args += [self.flag(name)] if value else []
+            else:
+                args += [self.flag(name), str(value)]
         return args
 
     def server_argv(self, model_path: str, config: ServerConfig, extra_args: Sequence[str],

@@ -19,6 +19,7 @@ from sglang_sim.params import (
     default_chunked_prefill,
     default_mem_fraction,
     plan_memory,
+    with_kv_dtype,
 )
 from sweep.core.errors import PREDICTED_INFEASIBLE
 from sweep.core.types import ServerConfig
@@ -48,21 +49,29 @@ def _flag(args: Sequence[str], name: str) -> str | None:
     return None
 
 
+def _setting(config: ServerConfig, extra_args: Sequence[str], name: str) -> str | None:
+    """A flag's value for this launch: the configuration's own (a searched flag), else the launch flags'."""
+    own = config.flag_value(name)
+    return str(own) if own is not None else _flag(extra_args, "--" + name.replace("_", "-"))
+
+
 def predict_launch(model: ModelPreset, gpu: GpuPreset, config: ServerConfig,
                    extra_args: Sequence[str] = ()) -> MemoryPlan:
     """The memory plan of launching `config` with `extra_args` on `gpu` (sglang_sim.params.plan_memory).
 
     Inputs as SGLang resolves them: mem_fraction_static (else SGLang's default for the GPU and model),
     chunked_prefill_size (else the GPU's default; -1 = off, then --max-prefill-tokens bounds one extend batch),
-    the TP size (knob, else --tp-size, else the model's own), CUDA graphs unless --disable-cuda-graph, and
-    weight loading skipped under --load-format dummy. Pure: no I/O.
+    the TP size (knob, else --tp-size, else the model's own), the KV cache's dtype (kv_cache_dtype: fp8 halves the
+    bytes per KV token, so the pool doubles), CUDA graphs unless --disable-cuda-graph, and weight loading skipped
+    under --load-format dummy. Pure: no I/O. ValueError for a kv_cache_dtype the accounting does not know.
     """
     tp = config.tp_size or int(_flag(extra_args, "--tp-size") or _flag(extra_args, "--tensor-parallel-size") or 0)
     if tp and tp != model.tp:
         model = replace(model, tp=tp)
+    model = with_kv_dtype(model, _setting(config, extra_args, "kv_cache_dtype"))
     frac = (config.mem_fraction_static if config.mem_fraction_static is not None
             else default_mem_fraction(gpu, model))
-    max_prefill = int(_flag(extra_args, "--max-prefill-tokens") or MAX_PREFILL_TOKENS)
+    max_prefill = int(_setting(config, extra_args, "max_prefill_tokens") or MAX_PREFILL_TOKENS)
     chunk = config.chunked_prefill_size if config.chunked_prefill_size is not None else default_chunked_prefill(gpu)
     extend = max_prefill if chunk <= 0 else min(chunk, max_prefill)
     return plan_memory(gpu, model, frac, extend, cuda_graph="--disable-cuda-graph" not in extra_args,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import replace
+from typing import Any
 
 from sglang_sim.cli import build_parser, knobs_from, make_params, server_info
 from sglang_sim.engine import Engine
@@ -54,26 +55,28 @@ class VirtualLauncher:
         except ValueError as exc:
             raise ProfileError(f"server.sim_model / server.model_path: {exc}") from None
 
-    def _args(self) -> argparse.Namespace:
-        """The server arguments other than the knobs: presets, model folder and server.extra_args."""
+    def _args(self, flags: list[str] | None = None) -> argparse.Namespace:
+        """The server arguments other than the five knobs: presets, model folder, server.extra_args and the
+        configuration's other flags (parsed as the simulated server parses them: modelled or listed as not)."""
         preset = ["--sim-model", self.model] if self.model else []
         argv = ["--model-path", self.model_path, "--sim-gpu", self.gpu, *preset]
         try:
-            return build_parser().parse_args(argv + self.extra_args)
+            return build_parser().parse_args(argv + self.extra_args + (flags or []))
         except SystemExit as exc:  # argparse rejected a flag: same reason a real launch would give
-            raise LaunchError(f"bad server flag in {self.extra_args}", reason="bad_flag") from exc
+            raise LaunchError(f"bad server flag in {self.extra_args + (flags or [])}", reason="bad_flag") from exc
 
     def start(self, config: ServerConfig, on_spawn: SpawnCallback | None = None) -> ServerHandle:
         """An in-process engine: no process is spawned, so on_spawn is never called."""
         t0 = time.perf_counter()
-        args = self._args()
+        args = self._args(self.dialect.knob_args(ServerConfig(flags=config.flags)))
         faults = fault_flags(args)  # an abbreviated spelling got past refuse_faults
         if faults:
             raise LaunchError(f"the virtual driver cannot apply {', '.join(faults)} (no server process)",
                               reason="bad_flag")
         params = make_params(args)
         try:
-            eng = Engine(params, replace(knobs_from(args), **config.knobs()), seed=args.random_seed or 0)
+            knobs: dict[str, Any] = {k: v for k, v in config.columns().items() if v is not None}
+            eng = Engine(params, replace(knobs_from(args), **knobs), seed=args.random_seed or 0)
         except SimOOM as exc:
             raise LaunchError(str(exc), reason="oom") from exc
         return ServerHandle(config=config, url=None, argv=["<virtual>", *self.extra_args, *self.dialect.knob_args(config)],

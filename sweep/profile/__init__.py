@@ -30,7 +30,7 @@ from pydantic import (
 
 from sweep import engines
 from sweep.core.errors import ProfileError
-from sweep.core.types import ReferenceKind
+from sweep.core.types import KNOB_NAMES, ReferenceKind
 from sweep.profile.arrival import (
     Arrival,
     ArrivalProcess,
@@ -54,6 +54,9 @@ from sweep.profile.base import (
 from sweep.profile.base import Strict as _Strict
 from sweep.profile.bundled import PROFILES
 from sweep.profile.context_len import check_prompt_fits
+from sweep.profile.cost import Cost
+from sweep.profile.flags import check_flags
+from sweep.profile.grid import expand
 from sweep.profile.inputs import locate_inputs
 from sweep.profile.search import FarWindows, FloatRange, IntRange, Screening, Search, Space
 from sweep.profile.server import ServerSpec
@@ -158,6 +161,7 @@ class Profile(_Strict):
     soak: Soak = Field(Soak(), description="the winner's long Poisson run (section soak)")
     crosscheck: CrossCheck = Field(CrossCheck(),
         description="an independent reference client after every window (section crosscheck)")
+    cost: Cost = Field(Cost(), description="what a GPU hour costs: the cost per token in the answer (section cost)")
     # Where its relative dataset and trace paths are looked up first: the folder of the file it was read from,
     # or the one a worker was given (sweep/profile/inputs.py); None for a profile made in code.
     _folder: Path | None = PrivateAttr(None)
@@ -243,6 +247,18 @@ class Profile(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _flags_known(self) -> Profile:
+        """search.space's other flags typed against the engine version's flag table (sweep.profile.flags)."""
+        space = self.search.space
+        dims = space.flag_dims()
+        if dims:
+            knobs = {k: expand(getattr(space, k)) for k in KNOB_NAMES if getattr(space, k) is not None}
+            typed = check_flags(dims, knobs, self.server.engine, self.server.engine_version, self.search.sampler)
+            assert space.__pydantic_extra__ is not None
+            space.__pydantic_extra__.update(typed)  # the values as the flags take them (frozen model: in place)
+        return self
+
+    @model_validator(mode="after")
     def _searched_knobs_not_fixed(self) -> Profile:
         """A searched knob's flag in server.extra_args would win over the search's value (the extra args come last,
         argparse keeps the last): refused, not silently measured as one configuration."""
@@ -299,6 +315,8 @@ def _format_error(path: Path, err: ValidationError) -> str:
     first = max(same, key=lambda e: (len(_field_path(e["loc"])), not e["type"].endswith("_type")))
     loc = ".".join(str(p) for p in _field_path(first["loc"]))
     msg = _one_line(first["msg"]).removeprefix("Value error, ")
+    if not loc and msg.startswith(("search.space.", "server.engine_version:")):  # a whole-profile check names its field
+        return f"{path}: {msg}"
     return f"{path}: {loc or '<root>'}: {msg}"
 
 

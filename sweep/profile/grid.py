@@ -1,4 +1,4 @@
-"""The search space as a grid: each knob's profile value (list or range) as explicit values, and the grid's size."""
+"""The search space as a grid: each knob's and flag's profile value (list or range) as explicit values, its size."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from sweep.core.types import KNOB_NAMES, KnobValue
+from sweep.core.types import KNOB_NAMES, FlagScalar, KnobValue
+from sweep.profile.flags import FlagRange, condition_of, values_of
 from sweep.profile.search import FloatRange, IntRange, KnobValues, Space
 
 
@@ -26,14 +27,30 @@ def expand(values: KnobValues) -> list[KnobValue] | None:
     raise TypeError(f"unsupported search value {values!r}")
 
 
-def grid(space: Space) -> dict[str, list[KnobValue]]:
-    """The search space as explicit value lists, knobs the profile leaves open omitted."""
-    out: dict[str, list[KnobValue]] = {}
+def grid(space: Space) -> dict[str, list[FlagScalar]]:
+    """The search space as explicit value lists, knobs the profile leaves open omitted, then the flags (a range
+    without a step, for tpe / gp only, as its two ends)."""
+    out: dict[str, list[FlagScalar]] = {}
     for knob in KNOB_NAMES:
         vals = expand(getattr(space, knob))
         if vals is not None:
-            out[knob] = vals
+            out[knob] = list(vals)
+    for name, dim in space.flag_dims().items():
+        flag_vals = values_of(dim)
+        if flag_vals is None and isinstance(dim, FlagRange):
+            flag_vals = [dim.low, dim.high]
+        out[name] = flag_vals or []
     return out
+
+
+def conditions(space: Space) -> dict[str, dict[str, list[FlagScalar]]]:
+    """flag -> {other dimension: the values under which the flag is searched}, for the conditional flags."""
+    return {n: c for n, d in space.flag_dims().items() if (c := condition_of(d))}
+
+
+def applies(condition: dict[str, list[FlagScalar]], values: dict[str, object]) -> bool:
+    """Whether a conditional flag is searched in a configuration with these values (every `when` holds)."""
+    return all(values.get(other) in wanted for other, wanted in condition.items())
 
 
 def grid_size(space: Space) -> int:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from sweep.core.types import KNOB_NAMES, SchedulePolicy
 from sweep.profile.base import DAY_S, MAX_CONCURRENCY, MAX_GRID, MAX_TOKENS
 from sweep.profile.base import Strict as _Strict
+from sweep.profile.flags import FlagDimension, values_of
 
 # tpe/gp with search.prior sim: the prior's best configurations in place of the random start-up trials
 # (Optuna's n_startup_trials default)
@@ -46,7 +47,18 @@ KnobValues = list[int] | list[float] | list[str] | IntRange | FloatRange | None
 
 
 class Space(_Strict):
-    """One field per ServerConfig knob: a list of values, a range, or absent (server default)."""
+    """One field per ServerConfig knob: a list of values, a range, or absent (server default). Any other flag of
+    server.engine_version's SGLang is a dimension too, by its SGLang name (checked against that version's stored
+    flag table: an unknown flag, a value of another kind or outside its choices, or a flag the version lacks is one
+    line, exit 2, before anything runs): a list, `kv_cache_dtype: [auto, fp8_e5m2]`; a switch (store_true),
+    `enable_mixed_chunk: [true, false]`; a range of an int or float flag, `cuda_graph_max_bs: {low: 32, high: 512,
+    log: true}` (tpe / gp suggest it, on a log scale with log) or `schedule_conservativeness: {low: 0.5, high: 1.5,
+    step: 0.25}` (the grid sampler needs a step); a conditional dimension, `speculative_num_steps: {values: [3, 5],
+    when: {speculative_algorithm: EAGLE}}`, searched only where the other dimension has one of those values and left
+    to the server elsewhere (a range takes `when` too). dp_size and attention data parallelism are not searched yet."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True, allow_inf_nan=False)
+    __pydantic_extra__: dict[str, FlagDimension] = Field(init=False)
 
     max_running_requests: list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] | IntRange | None = Field(None,
         description="values of --max-running-requests (list or range; absent: the server's default)")
@@ -99,10 +111,14 @@ class Space(_Strict):
             raise ValueError("lists a value twice")
         return v
 
+    def flag_dims(self) -> dict[str, object]:
+        """The searched flags beyond the five knobs, by name (their dimensions as sweep.profile.flags types them)."""
+        return dict(self.__pydantic_extra__ or {})
+
     @model_validator(mode="after")
     def _grid_fits(self) -> Space:
         total = 1
-        for name in type(self).model_fields:
+        for name in [*type(self).model_fields, *self.flag_dims()]:
             n = _value_count(getattr(self, name))
             if n > MAX_GRID:
                 raise ValueError(f"{name} expands to {n} values (at most {MAX_GRID}): use a larger step")
@@ -112,12 +128,15 @@ class Space(_Strict):
         return self
 
 
-def _value_count(v: KnobValues) -> int:
-    """How many values a knob's list or range expands to (1 when absent)."""
+def _value_count(v: object) -> int:
+    """How many values a knob's or flag's list or range expands to (1 when absent; a continuous range counts 2)."""
     if v is None:
         return 1
     if isinstance(v, list):
         return len(v)
+    if not isinstance(v, IntRange | FloatRange):
+        vals = values_of(v)
+        return 2 if vals is None else len(vals)
     if isinstance(v, IntRange):
         return (v.high - v.low) // v.step + 1
     return 2 if v.step is None else int((v.high - v.low) / v.step + 1e-9) + 1

@@ -18,6 +18,9 @@ __all__ = ["ServerSpec"]
 class ServerSpec(_Strict):
     engine: str = Field(engines.DEFAULT_ENGINE,
         description="the inference engine the server runs (its flags, paths and metric names): sglang")
+    engine_version: str = Field("0.5.17", pattern=r"^[0-9][0-9A-Za-z.+-]{0,40}$",
+        description="the engine version whose stored flag table checks search.space's flags before anything runs "
+                    "(stored: sglang 0.5.17 and 0.5.23; `sweep doctor` checks them against the installed server)")
     launcher: LauncherKind = Field("auto",
         description="auto (SGLang where a GPU and sglang exist, else the simulator), sglang, sim or attach")
     model_path: str = Field("models/llama3-8b-shape",

@@ -73,6 +73,19 @@ def gain_text(t: TierAnswer) -> str:
             f"output tok/s, P(winner higher) {d.prob_higher:.2f}; defaults' own knee {_knee_text(g.defaults_knee)}")
 
 
+def cost_text(answer: Answer, t: TierAnswer) -> str:
+    """The cost per million output tokens at the knee (profile cost.gpu_hour_usd), the winner's and the defaults'."""
+    if t.usd_per_mtok is None:
+        return "no knee goodput to price"
+    gpus = f"{t.gpus} GPU{'s' if t.gpus != 1 else ''} at ${answer.gpu_hour_usd:,.2f}/GPU-hour"
+    line = f"${t.usd_per_mtok:,.3f} per million output tokens at the knee ({gpus})"
+    if t.defaults_usd_per_mtok is not None:
+        line += f"; SGLang's defaults: ${t.defaults_usd_per_mtok:,.3f} at their knee"
+    elif t.gain is not None and t.gain.defaults_knee is None:
+        line += "; SGLang's defaults: no knee (never met this tier's SLA)"
+    return line
+
+
 def tier_lines(answer: Answer, t: TierAnswer, dialect: engines.Dialect | None = None) -> list[str]:
     """One tier's part of the answer block."""
     head = f"### Tier `{t.tier}`{' (primary: steered the search)' if t.primary else ''}: {sla_text(t.sla)}"
@@ -97,6 +110,8 @@ def tier_lines(answer: Answer, t: TierAnswer, dialect: engines.Dialect | None = 
              else []),
            f"- **Goodput**: {k.goodput_tps:,.0f} output tok/s inside the SLA ({_ci(k)})",
            f"- **Gain over SGLang's defaults**: {gain_text(t)}"]
+    if answer.gpu_hour_usd is not None:
+        out.append(f"- **Cost**: {cost_text(answer, t)}")
     if t.binding is not None:
         out.append(f"- **Binding constraint**: {t.binding.line()}")
     if t.tied:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglang_sim.fidelity import HELD_OUT
 from sweep.analysis.winner import Winner, hardware_lines
-from sweep.core.types import KNOB_NAMES, KnobValue
+from sweep.core.types import KNOB_NAMES
 from sweep.report.answer import answer_lines, why_lines
 from sweep.report.inputs import cache_lines, input_lines
 from sweep.report.sessions import session_lines
@@ -21,6 +21,7 @@ from sweep.report.winner import study_dialect, winner_lines
 from sweep.store import STAT_COLUMNS, RunRecord, RunSummary
 from sweep.views.answer import Answer
 from sweep.views.contract import ContractInput, missing_fields
+from sweep.views.fixed_flags import differences
 from sweep.views.study import StudyContext
 
 SIM_BANNER = ("> **SIMULATED** — these numbers come from sweep's simulated SGLang server, not from a GPU. "
@@ -198,6 +199,7 @@ class CompareSide:
     fingerprint: str
     run: RunSummary | None = None  # the run_summary row, for a run
     ctx: StudyContext | None = None  # the study's context, for a study
+    fixed: Mapping[str, str] = field(default_factory=dict)  # its study's fixed flags (sweep.views.fixed_flags)
 
     def steps(self) -> dict[float, RunRecord]:
         """Per load (concurrency, or an open-loop rate ladder's offered rate), the step this side contributes: a
@@ -210,12 +212,12 @@ class CompareSide:
         return {_load(r): r for r in self.ctx.runs
                 if r.server_config_id == win.id and r.status == "completed"}
 
-    def knobs(self) -> dict[str, KnobValue | None]:
-        """Every knob by name (None where unset): the run's, or the study winner's."""
+    def knobs(self) -> dict[str, object]:
+        """Every knob by name (None where unset), then the searched flags it sets: the run's, or the study winner's."""
         if self.run is not None:
-            return self.run.config.columns()
+            return {**self.run.config.columns(), **self.run.config.flags}
         win = self.ctx.winner if self.ctx is not None else None
-        return win.config.columns() if win is not None else dict.fromkeys(KNOB_NAMES)
+        return {**win.config.columns(), **win.config.flags} if win is not None else dict.fromkeys(KNOB_NAMES)
 
     def simulated(self) -> bool:
         if self.run is not None:
@@ -236,7 +238,11 @@ def compare_markdown(a: CompareSide, b: CompareSide, forced: bool = False) -> st
         lines += [f"> SIMULATED: {', '.join(sim)}", ""]
     ka, kb = a.knobs(), b.knobs()
     lines += ["## Knobs", "", f"| knob | {a.name} | {b.name} |", "|---|---|---|"]
-    lines += [f"| {k} | {_fmt_any(ka[k])} | {_fmt_any(kb[k])} |" for k in KNOB_NAMES]
+    names = [*KNOB_NAMES, *sorted({*ka, *kb} - set(KNOB_NAMES))]  # the knobs, then every searched flag either sets
+    lines += [f"| {k} | {_fmt_any(ka.get(k))} | {_fmt_any(kb.get(k))} |" for k in names]
+    if a.fixed != b.fixed:
+        lines[2:2] = [f"> **WARNING: different fixed flags** ({'; '.join(differences(a.fixed, b.fixed))}): "
+                      "different servers.", ""]
     if a.ctx is not None and b.ctx is not None:
         lines += ["", "## Knees", "", f"| | {a.name} | {b.name} |", "|---|---|---|"]
         wa, wb = a.ctx.winner, b.ctx.winner

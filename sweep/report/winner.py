@@ -23,7 +23,7 @@ def launch_argv(model_path: str, knobs: Mapping[str, object], extra_args: list[s
     """The winning configuration's launch argv (`python -m sglang.launch_server ...` for SGLang), as the
     launcher builds it (its host and port left to the reader)."""
     dialect = dialect or engines.default()
-    return [*dialect.launch_command(), *dialect.server_argv(model_path, ServerConfig.from_mapping(knobs), extra_args)]
+    return [*dialect.launch_command(), *dialect.server_argv(model_path, ServerConfig.of(knobs), extra_args)]
 
 
 def launch_command(model_path: str, knobs: Mapping[str, object], extra_args: list[str],

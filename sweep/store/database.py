@@ -244,6 +244,7 @@ class Store(RunWrites, StoreReads):
                              trial_number: int | None, placement: Placement | None = None) -> int:
         """Insert a pending server configuration (credentials in argv redacted) and return its id."""
         row = dict(study_id=study_id, trial_number=trial_number, config_key=config.key(), **config.columns(),
+                   flags_json=config.flags_json(),
                    launcher=launcher, argv_json=json.dumps(q.redact_argv(argv)), status="pending",
                    created_at=utcnow(), **(placement or Placement()).columns())
         with self._write(f"create server config {config.label()!r}") as conn:

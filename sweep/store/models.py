@@ -212,6 +212,8 @@ class ServerConfigRow(Base):
     predicted_starts: Mapped[bool | None] = mapped_column(Boolean)
     predicted_startup_s: Mapped[float | None] = mapped_column(Float)
     pool_tokens: Mapped[int | None] = mapped_column(Integer)
+    # Every other searched flag (issue 30, added by 0019): a JSON object flag name -> value; NULL: none set.
+    flags_json: Mapped[str | None] = mapped_column(Text)
 
 
 # runs is built from STAT_COLUMNS so the statistics are listed exactly once.

@@ -70,6 +70,7 @@ run_summary = Table(
     Column("config_status", configs_table.c.status.type),
     *(Column(c, runs_table.c[c].type) for c in (*_RUN_HEAD, *(c for c in STAT_COLUMNS if c not in WINDOW_COLUMNS),
                                                 *PLACEMENT_COLUMNS)),
+    Column("flags_json", configs_table.c.flags_json.type),
 )
 
 _SECRET_WORDS = ("key", "token", "secret", "password")

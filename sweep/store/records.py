@@ -9,14 +9,14 @@ Samples come back as sweep.core.types.Sample (t relative to the window start).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import Field, dataclass, field, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import Field, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, ClassVar, Self
 
 from sweep.analysis.run_stats import COLUMNS, RunStats
 from sweep.core.numbers import as_float, as_int
-from sweep.core.types import CUT, Placement, ServerConfig
+from sweep.core.types import CUT, Flags, Placement, ServerConfig, fixed_flags, flag_json_value
 
 if TYPE_CHECKING:
     from sweep.analysis.ladder_steps import LadderStep  # the knee's inputs: loaded where a step is judged
@@ -181,6 +181,22 @@ class PriorRecord(Record):
         return dict(json.loads(self.knobs_json))
 
 
+def config_of_row(row: Mapping[str, object]) -> ServerConfig:
+    """The configuration of a server_configs row: its knob columns and its flags_json (the other searched flags)."""
+    raw = row.get("flags_json")
+    flags = json.loads(str(raw)) if raw else {}
+    return replace(ServerConfig.from_mapping(row),
+                   flags=Flags({str(k): flag_json_value(v) for k, v in flags.items()} if isinstance(flags, dict) else {}))
+
+
+def labels_of(configs: Sequence[ConfigRecord]) -> dict[int, str]:
+    """Each configuration's label (ServerConfig.label) without the flags set alike in all of them: labels show only
+    the flags that vary across the study (its fixed flags are in every launch command, and `sweep show`)."""
+    searched = [c.config for c in configs if c.config.knobs()]  # SGLang's defaults (nothing set) aside
+    hide = fixed_flags(searched) if len({c.key() for c in searched}) > 1 else frozenset()  # one: its label says all
+    return {c.id: c.config.label(hide=hide) for c in configs}
+
+
 @dataclass(frozen=True)
 class ConfigRecord(Record):
     """One server_configs row: a launched (or attempted) configuration, its knobs, where it ran, why its ladder
@@ -216,7 +232,7 @@ class ConfigRecord(Record):
         """The record of a server_configs row (knobs, argv_json and placement columns gathered)."""
         argv = json.loads(str(row.get("argv_json") or "[]"))
         return cls(
-            id=as_int(row["id"]), config=ServerConfig.from_mapping(row), status=str(row.get("status") or "pending"),
+            id=as_int(row["id"]), config=config_of_row(row), status=str(row.get("status") or "pending"),
             study_id=_opt_int(row.get("study_id")), trial_number=_opt_int(row.get("trial_number")),
             config_key=str(row.get("config_key") or ""), launcher=str(row.get("launcher") or ""),
             argv=tuple(str(a) for a in argv), failure_reason=_opt_str(row.get("failure_reason")),
@@ -244,12 +260,14 @@ class ConfigRecord(Record):
             told = ServerConfig.from_mapping(info if isinstance(info, dict) else {})
         except ValueError:  # json.JSONDecodeError too
             return self.config
-        return ServerConfig(**{**told.knobs(), **self.config.knobs()})
+        return replace(ServerConfig.from_mapping({**told.columns(), **{k: v for k, v in self.config.columns().items()
+                                                                         if v is not None}}), flags=self.config.flags)
 
     def columns(self) -> dict[str, object]:
         """Every server_configs column by name, flat (knobs, argv_json and placement in place)."""
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("config", "argv", "placement")}
-        return {**own, **self.config.columns(), "argv_json": json.dumps(list(self.argv)), **self.placement.columns()}
+        return {**own, **self.config.columns(), "flags_json": self.config.flags_json(),
+                "argv_json": json.dumps(list(self.argv)), **self.placement.columns()}
 
 
 @dataclass(frozen=True)
@@ -353,7 +371,7 @@ class RunSummary(Record):
     def from_row(cls, row: Mapping[str, object]) -> RunSummary:
         """The record of a run_summary row (plus counts where present)."""
         return cls(RunRecord.from_row(row), str(row.get("study_name") or ""), str(row.get("profile_name") or ""),
-                   ServerConfig.from_mapping(row), _opt_int(row.get("trial_number")),
+                   config_of_row(row), _opt_int(row.get("trial_number")),
                    str(row.get("config_key") or ""), str(row.get("launcher") or ""),
                    str(row.get("config_status") or ""), _opt_int(row.get("request_count")),
                    _opt_int(row.get("warmup_count")), _opt_int(row.get("sample_count")))
@@ -369,8 +387,9 @@ class RunSummary(Record):
         """Every column by name, flat (run_id and id both the run's id), for tables and JSON output."""
         head: dict[str, object] = {"run_id": self.run.id, "study_name": self.study_name,
                                    "profile_name": self.profile_name, "trial_number": self.trial_number,
-                                   "config_key": self.config_key, **self.config.columns(), "launcher": self.launcher,
-                                   "config_status": self.config_status}
+                                   "config_key": self.config_key, **self.config.columns(),
+                                   "flags_json": self.config.flags_json(), **dict(self.config.flags),
+                                   "launcher": self.launcher, "config_status": self.config_status}
         counts = {k: v for k, v in (("request_count", self.request_count), ("warmup_count", self.warmup_count),
                                     ("sample_count", self.sample_count)) if v is not None}
         return {**head, **self.run.columns(), **counts}

@@ -15,8 +15,10 @@ from rich.table import Table
 from sweep import engines
 from sweep.core.errors import LaunchError, UsageError
 from sweep.engines import Dialect
+from sweep.engines.flag_table import FlagTable, parse_help
 from sweep.launchers import flags, procs
 from sweep.profile import Profile
+from sweep.profile.flags import values_of
 
 
 @dataclass(frozen=True)
@@ -63,10 +65,31 @@ def _flags(profile: Profile, python: str, module: str, dialect: Dialect) -> Chec
         return Check("flags", True, "no extra flags or knobs to check")
     try:
         text = flags.help_text([python, "-m", module])
-        flags.validate_flags(wanted, text, flags.installed_version(python, dialect.version_package), dialect.name)
+        version = flags.installed_version(python, dialect.version_package)
+        flags.validate_flags(wanted, text, version, dialect.name)
     except LaunchError as exc:
         return Check("flags", False, str(exc))
-    return Check("flags", True, f"{len(engines.flags_in_argv(wanted))} flags exist in {module} --help")
+    problem = searched_values_problem(profile, parse_help(text, dialect.name, version))
+    if problem:
+        return Check("flags", False, problem)
+    told = (f"; the profile names {dialect.name} {profile.server.engine_version}, installed {version}"
+            if version != profile.server.engine_version else "")
+    return Check("flags", True, f"{len(engines.flags_in_argv(wanted))} flags exist in {module} --help, the searched "
+                                f"flags' values too{told}")
+
+
+def searched_values_problem(profile: Profile, table: FlagTable) -> str | None:
+    """The first searched flag value the installed server's own flag table refuses (a choice it lacks), or None."""
+    for name, dim in profile.search.space.flag_dims().items():
+        spec = table.flags.get(name)
+        if spec is None:
+            return f"search.space.{name}: {name} is not a flag of {table.engine} {table.version}"
+        for value in values_of(dim) or []:
+            try:
+                spec.coerce(value)
+            except ValueError as exc:
+                return f"search.space.{name}: {exc} (installed {table.engine} {table.version})"
+    return None
 
 
 def _leftovers(prefix: str) -> Check:
@@ -144,7 +167,10 @@ def run_doctor(profile: Profile, db_url: str, python: str = sys.executable,
     if importable:
         checks.append(_flags(profile, python, module or dialect.launch_module, dialect))
     else:
-        checks.append(Check("flags", None, f"skipped: {dialect.version_package} not importable"))
+        n = len(profile.search.space.flag_dims())
+        stored = (f"; search.space's {n} other flag(s) were checked against the stored {dialect.name} "
+                  f"{profile.server.engine_version} flag table when the profile was read" if n else "")
+        checks.append(Check("flags", None, f"skipped: {dialect.version_package} not importable{stored}"))
     checks += [_model(profile), _leftovers(dialect.process_prefix), _port(profile.server.host), _database(db_url)]
     if checks[-1].ok:
         checks.append(workers_check(db_url))

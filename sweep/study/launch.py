@@ -9,7 +9,7 @@ in once it is ready, a failed start is recorded (infeasible for an out-of-memory
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal
 
@@ -124,7 +124,7 @@ class Launch:
                                             failure_reason=f"{exc.reason}: {exc}", log_path=exc.log_path)
             raise
         # The knobs of the server that ran: an attached server's are its own (from /server_info), not the request.
-        ran = asdict(handle.config) if handle.config != config else {}
+        ran = handle.config.columns() if handle.config != config else {}
         pool = (handle.server_info or {}).get("max_total_num_tokens")
         self.store.update_attempt(self.config_id, argv=handle.argv, startup_s=handle.startup_s,
                                   log_path=handle.log_path, server_info=spawned.server_info(handle),

@@ -279,7 +279,8 @@ class Orchestrator:
         sim = Orchestrator(prior.sim_profile(self.profile), self.db_url, self.out_dir, "sim", "virtual", self.console,
                            check_resources=False)
         run = sim.knee(name, resume=self.store.get_study_by_name(name) is not None)
-        ranked = prior.ranking(self.store, run.study_id, name, grid(self.profile.search.space),
+        space = grid(self.profile.search.space)
+        ranked = prior.ranking(self.store, run.study_id, name, space,
                                self.profile.search.prior_margin if why_not is None else None)
         self.store.write_prior(study_id, ranked)
         cut = sum(r.dropped for r in ranked)

@@ -33,9 +33,10 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from sglang_sim.fidelity import POLICY_AS, calibrated_preset
-from sweep.core.types import KnobValue, ServerConfig
+from sglang_sim.fidelity import MODELLED_FLAGS, POLICY_AS, calibrated_preset
+from sweep.core.types import KNOB_NAMES, FlagScalar, ServerConfig
 from sweep.profile import Profile
+from sweep.profile.grid import grid
 from sweep.profile.search import PRIOR_STARTUP_TRIALS
 from sweep.store import PriorRecord, Store
 from sweep.views.read_model import read_study
@@ -77,9 +78,10 @@ def sim_profile(profile: Profile) -> Profile:
         "crosscheck": profile.crosscheck.model_copy(update={"enabled": False})})
 
 
-def params_of(config: ServerConfig, space: dict[str, list[KnobValue]]) -> dict[str, KnobValue]:
-    """A configuration as the real study's trial parameters (the searched knobs)."""
-    return {k: getattr(config, k) for k in space}
+def unmodelled_varying(space: dict[str, list[FlagScalar]]) -> list[str]:
+    """The searched flags with more than one value that the simulator does not model (sglang_sim.fidelity
+    .MODELLED_FLAGS): the prior ranks configurations that differ only in them alike, so it says so."""
+    return [name for name, values in space.items() if len(values) > 1 and name not in MODELLED_FLAGS]
 
 
 def cannot_rank(profile: Profile, model: ModelPreset) -> str | None:
@@ -95,10 +97,20 @@ def cannot_rank(profile: Profile, model: ModelPreset) -> str | None:
     if aliased and len(policies) > 1:
         return (f"search.space.schedule_policy varies over {', '.join(aliased)}, whose ordering the simulator does "
                 f"not model{' (scheduled as ' + ', '.join(alike) + ')' if alike else ''}")
+    blind = unmodelled_varying(grid(profile.search.space))
+    if blind:
+        return (f"{', '.join(blind)} {'vary' if len(blind) > 1 else 'varies'} across the space and the simulator "
+                "does not model " + ("them" if len(blind) > 1 else "it"))
     return None
 
 
-def ranking(store: Store, prior_study_id: int, prior_study: str, space: dict[str, list[KnobValue]],
+def params_of(config: ServerConfig, space: dict[str, list[FlagScalar]]) -> dict[str, object]:
+    """A configuration as the real study's trial parameters (the searched knobs, and the flags it sets)."""
+    return {k: getattr(config, k) if k in KNOB_NAMES else config.flags[k] for k in space
+            if k in KNOB_NAMES or k in config.flags}
+
+
+def ranking(store: Store, prior_study_id: int, prior_study: str, space: dict[str, list[FlagScalar]],
             margin: float | None) -> list[PriorRecord]:
     """The prior study's configurations, best simulated knee goodput first (infeasible last, in grid order), each
     with its simulated knee's load, and marked dropped, with the reason, when `margin` is set and it is infeasible
@@ -147,7 +159,7 @@ def needs_screen(profile: Profile, ranked: Sequence[PriorRecord]) -> bool:
     return n > profile.search.screening.kept(n)
 
 
-def predicted_knee(ranked: Sequence[PriorRecord], space: dict[str, list[KnobValue]]) -> Callable[[ServerConfig], float | None]:
+def predicted_knee(ranked: Sequence[PriorRecord], space: dict[str, list[FlagScalar]]) -> Callable[[ServerConfig], float | None]:
     """A configuration -> the prior's predicted knee (its simulated knee's load); None for one it did not rank."""
     by_knobs = {json.dumps(r.knobs(), sort_keys=True): r.knee_concurrency for r in ranked if r.rank > 0}
     defaults = next((r.knee_concurrency for r in ranked if r.rank == 0), None)

@@ -253,7 +253,7 @@ class Search:
     def _measure_suggested(self, trial: optuna.Trial, phase: str, reuse: ReuseFn | None, budget: Budget,
                            result: StudyResult) -> float:
         """The trial's configuration measured (or reused), each step reported for pruning; the trial value."""
-        config = suggest(trial, self.space)
+        config = suggest(trial, self.profile.search.space, self.space)
         if self.dropped and dict(trial.params) in self.dropped:  # tpe/gp proposed what the prior's margin drops
             trial.set_user_attr(prior.DROPPED_ATTR, True)
             raise optuna.TrialPruned(f"{config.label()}: the simulated prior ranks it below its margin")
@@ -336,7 +336,7 @@ class Search:
 
         def measure(trial: optuna.Trial) -> float:
             self._begin(study, trial, len(cut))
-            config = ServerConfig(**cut[int(trial.suggest_categorical("final", list(range(len(cut)))))])
+            config = ServerConfig.of(cut[int(trial.suggest_categorical("final", list(range(len(cut)))))])
             outcome = reuse(config, "final") if reuse else None
             if outcome is None:
                 outcome = self.runner.run(config, phase="final")

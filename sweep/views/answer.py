@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from sweep import engines
 from sweep.analysis.binding import Binding, binding
 from sweep.analysis.boundary import steps_boundary, with_boundary
+from sweep.analysis.cost import usd_per_million_output
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import LadderStep, same_windows
 from sweep.analysis.loads import knee_load
@@ -66,6 +67,11 @@ class TierAnswer:
     knees: Mapping[int, ConfigKnee] = field(default_factory=dict)
     same_as: tuple[int, ...] = ()  # configurations that measured exactly what the winner measured: one answer
     knee_at_top: bool = False  # no window above the winner's knee was measured: not bracketed
+    # cost.gpu_hour_usd set: USD per million output tokens at the knee (sweep.analysis.cost), the winner's on its GPU
+    # count (tp_size, else 1) and SGLang's defaults' (None: no price, no knee, or the defaults not measured)
+    gpus: int = 1
+    usd_per_mtok: float | None = None
+    defaults_usd_per_mtok: float | None = None
 
 
 @dataclass(frozen=True)
@@ -82,12 +88,13 @@ class Answer:
     trace_rps: float | None = None  # a time-scale ladder's trace: its recorded rate (req/s), the unit of its scales
     cost: StudyCost | None = None  # GPU-hours spent, inside windows that informed it, saved (sweep.views.cost)
     engine: str = engines.DEFAULT_ENGINE  # the profile's server.engine: whose launch command
+    gpu_hour_usd: float | None = None  # the profile's cost.gpu_hour_usd (None: no cost line)
 
     def launch_argv(self, knobs: Mapping[str, object]) -> list[str]:
         """The launch argv of a tier's winner (`python -m sglang.launch_server ...`), as the launcher builds it."""
         dialect = engines.get(self.engine) if self.engine in engines.names() else engines.default()
         return [*dialect.launch_command(),
-                *dialect.server_argv(self.model_path, ServerConfig.from_mapping(knobs), list(self.extra_args))]
+                *dialect.server_argv(self.model_path, ServerConfig.of(knobs), list(self.extra_args))]
 
     def document(self, config_id: int | None = None) -> dict[str, object]:
         """The answer as plain data, versioned (answer.json, `sweep knee --json`, `sweep explain --format json`;
@@ -210,13 +217,15 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
                                 knees, pool, judged, space))
     server = ctx.profile_raw.get("server")
     extra_args = server.get("extra_args", []) if isinstance(server, dict) else []
+    price = prof.cost.gpu_hour_usd if prof is not None else None
     return Answer(ctx.study.name, ctx.study.simulated,
                   str(ctx.env.get("model_path") or (prof.server.model_path if prof else "MODEL")),
-                  tuple(extra_args), tuple(out), {c.id: _label(ctx.configs, c.id, ctx.labels) for c in ctx.configs},
+                  tuple(extra_args), tuple(_priced(t, ctx, price) for t in out),
+                  {c.id: _label(ctx.configs, c.id, ctx.labels) for c in ctx.configs},
                   note, trace_rate(ctx),
                   cost_of(ctx.configs, ctx.runs, prof, ctx.winner.id if ctx.winner is not None else None),
                   str(server.get("engine", engines.DEFAULT_ENGINE)) if isinstance(server, dict)
-                  else engines.DEFAULT_ENGINE)
+                  else engines.DEFAULT_ENGINE, price)
 
 
 def trace_rate(ctx: StudyContext) -> float | None:
@@ -229,6 +238,24 @@ def trace_rate(ctx: StudyContext) -> float | None:
     rates = [r.offered_rps / scales[prof.ladder.index(r.concurrency)] for r in ctx.runs
              if r.offered_rps is not None and r.phase != "refine" and r.concurrency in prof.ladder]
     return min(rates) if rates else None
+
+
+def _gpus(ctx: StudyContext, cid: int) -> int:
+    """The GPUs one server of configuration `cid` spans: its tp_size as set or resolved, else 1."""
+    row = next((c for c in ctx.configs if c.id == cid), None)
+    return (row.resolved().tp_size or 1) if row is not None else 1
+
+
+def _priced(t: TierAnswer, ctx: StudyContext, price: float | None) -> TierAnswer:
+    """The tier's answer with the cost per million output tokens at the winner's knee and the defaults'."""
+    if price is None or t.winner_id is None:
+        return t
+    gpus = _gpus(ctx, t.winner_id)
+    mine = usd_per_million_output(price, gpus, t.knee.goodput_tps if t.knee is not None else None)
+    dk = t.gain.defaults_knee if t.gain is not None else None
+    theirs = (usd_per_million_output(price, _gpus(ctx, t.gain.defaults_id), dk.goodput_tps)
+              if t.gain is not None and dk is not None else None)
+    return replace(t, gpus=gpus, usd_per_mtok=mine, defaults_usd_per_mtok=theirs)
 
 
 def _tier_answer(ctx: StudyContext, tier: Tier, wid: int | None, screen_only: bool, knees: Mapping[int, ConfigKnee],

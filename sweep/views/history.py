@@ -10,6 +10,7 @@ from datetime import datetime
 
 from sweep.core.errors import NotFound, UsageError
 from sweep.store import Store, StudyRecord
+from sweep.views.fixed_flags import differences, of_profile_json
 
 HISTORY_SCHEMA_VERSION = 1  # of the `history` JSON document (docs/json-schema/history.json)
 
@@ -93,9 +94,12 @@ def with_changes(points: list[HistoryPoint]) -> list[HistoryPoint]:
     return out
 
 
-def study_history(store: Store, profile: str | None = None, fingerprint: str | None = None) -> History:
+def study_history(store: Store, profile: str | None = None, fingerprint: str | None = None,
+                  force: bool = False) -> History:
     """The history of one workload: `fingerprint`'s studies, or `profile`'s studies of its newest study's
-    fingerprint (the profile's studies of another workload are named in other_fingerprints, not mixed in)."""
+    fingerprint (the profile's studies of another workload are named in other_fingerprints, not mixed in).
+    UsageError when those studies ran with different fixed flags (sweep.views.fixed_flags: their knees measure
+    different servers), unless `force`."""
     if profile is None and fingerprint is None:
         raise UsageError("sweep history needs --profile NAME or --fingerprint FINGERPRINT")
     found = store.studies(profile=profile, fingerprint=fingerprint)
@@ -105,5 +109,12 @@ def study_history(store: Store, profile: str | None = None, fingerprint: str | N
         raise NotFound(f"no study of {what} in {store.shown}")
     fp = fingerprint or found[-1].fingerprint
     others = Counter(s.fingerprint for s in found if s.fingerprint != fp)
-    points = with_changes([_point(store, s) for s in found if s.fingerprint == fp])
+    mine = [s for s in found if s.fingerprint == fp]
+    first = of_profile_json(mine[0].profile_json)
+    for s in mine[1:]:
+        differ = differences(first, of_profile_json(s.profile_json))
+        if differ and not force:
+            raise UsageError(f"studies {mine[0].name} and {s.name} ran with different fixed flags "
+                             f"({'; '.join(differ)}): their knees are not comparable; pass --force to list them anyway")
+    points = with_changes([_point(store, s) for s in mine])
     return History(fp, profile, tuple(points), tuple(others))

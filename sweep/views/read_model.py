@@ -26,6 +26,7 @@ from sweep.analysis.winner import HardwareRanking, Winner, pick_winner, rank_by_
 from sweep.core.errors import PREDICTED_INFEASIBLE, NotFound
 from sweep.profile import Profile, Search
 from sweep.store import ConfigRecord, RunRecord, Store, StudyRecord, WinnerRecord
+from sweep.store.records import labels_of
 from sweep.views.contract import ContractInput, missing_fields
 from sweep.views.steps import config_missing
 
@@ -247,5 +248,5 @@ def read_study(store: Store, study_id: int, rank_mixed_hardware: bool = False) -
         decision = with_stored_winner(decision, store.study_winners(study_id), configs, knees)
     failures, measured = config_failures_of(configs, runs)
     return StudyReadModel(study, configs, runs, env, profile_raw, prof,
-                          {c.id: c.label() for c in configs}, knees, decision,
+                          labels_of(configs), knees, decision,
                           failures, measured)

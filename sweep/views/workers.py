@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sweep.analysis.loads import load_text
-from sweep.store.records import ConfigRecord, RunRecord, RunSummary, WorkerRecord
+from sweep.store.records import ConfigRecord, RunRecord, RunSummary, WorkerRecord, labels_of
 
 CONFIG_DONE = ("completed", "infeasible")
 
@@ -49,7 +49,7 @@ def _count(n: int, what: str) -> str:
 def activity(workers: Sequence[WorkerRecord], configs: Sequence[ConfigRecord],
              runs: Sequence[RunRecord]) -> list[WorkerActivity]:
     """Every worker that joined the study, in joining order; aborted attempts are not work done."""
-    label_of = {c.id: c.label() for c in configs}
+    label_of = labels_of(configs)
     out = []
     for w in workers:
         mine = [r for r in runs if r.placement.worker_id == w.id and r.status != "aborted"]

@@ -2,7 +2,7 @@
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
 #   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound |
 #                                                             kvrepeat | crosscheck | crosscheck-vl | workers |
-#                                                             refine | repeat | answer | sessions | trace | earlystop | night
+#                                                             refine | repeat | answer | sessions | trace | earlystop | night | kvdtype
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/core/ (sweep's dependencies missing there; the
 # device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/; the image has tokenizers).
 # Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
@@ -227,6 +227,32 @@ print("" if f is None else "window.early_stop" + ("" if f.annotation is bool els
     fi
     python3 tools/sglang-h200/night_summary.py "$db" h200-night-old h200-night-new | tee "$out/night-summary.txt"
     (exit $nrc) ;;
+  kvdtype)
+    # issue 30: the KV-bound configuration (256 / 0.14 / 4096 / lpm, a ~52k-token pool) with --kv-cache-dtype auto
+    # (bf16) vs fp8_e5m2 (half the bytes per KV token: the pool should double). For each: the KV pool predicted
+    # before launch (sweep.launchers.prediction) vs the server log's "KV Cache is allocated. #tokens: N", the knee
+    # and its goodput, and the simulator's prediction of the same ladder (virtual clock, after the GPU runs).
+    # Two launches (~140 s + ~70 s) and 2 x 3 short windows: MEASURE_S=12 fits the device call's 600 s.
+    # fp8_e5m2 KV on triton attention: supported since SGLang PR 1286 (2024; e4m3 needs scales, e5m2 does not), so
+    # both run on triton; FP8_BACKEND=flashinfer moves the fp8 launch to flashinfer if the bundle's triton refuses.
+    kvladder=${LADDER:-[48,96,144]}
+    kvconf=max_running_requests=256,mem_fraction_static=0.14,chunked_prefill_size=4096,schedule_policy=lpm
+    backend=triton; [ "${LAUNCHER:-sglang}" = sim ] && backend=
+    for dt in auto fp8_e5m2; do
+      # kv_cache_dtype is a searched flag of the configuration (issue 30: stored with it, in its label and launch)
+      be=$backend; [ "$dt" != auto ] && [ -n "${FP8_BACKEND:-}" ] && be=$FP8_BACKEND
+      args='"--load-format","dummy"'
+      [ -n "$be" ] && args="$args,\"--attention-backend\",\"$be\",\"--sampling-backend\",\"pytorch\""
+      python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" --study "h200-kvdtype-$dt" \
+        --config "$kvconf,kv_cache_dtype=$dt" --set "ladder=$kvladder" --set refine.enabled=false \
+        --set "server.extra_args=[$args]" || echo "kvdtype: the $dt ladder exited $?" >&2
+      # the simulator's prediction of the same ladder (virtual clock: seconds, no GPU)
+      python3 -m sweep.cli ladder --profile interactive --db "$work/sim.db" --out "$work/sim-reports" \
+        --launcher sim --driver virtual "${short[@]}" --study "sim-kvdtype-$dt" --config "$kvconf,kv_cache_dtype=$dt" \
+        --set "ladder=$kvladder" --set refine.enabled=false --set 'server.extra_args=["--load-format","dummy"]' \
+        > "$out/kvdtype-sim-$dt.txt" 2>&1 || echo "kvdtype: the simulated $dt ladder exited $?" >&2
+    done
+    python3 "$here/kvdtype_summary.py" "$db" "$work/sim.db" | tee "$out/kvdtype-summary.md" ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 rc=$?

@@ -2,7 +2,7 @@
 (issue 33).
 
 Revision ID: 0022
-Revises: 0018
+Revises: 0019
 Create Date: 2026-12-03
 
 A window's goodput interval has always been in requests/s (sweep.analysis.measure), beside goodput_rps; it was named
@@ -21,7 +21,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0022"
-down_revision = "0018"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 
@@ -62,6 +62,7 @@ def _summary(stats: list[str], offered: bool) -> str:
             + "".join(f"sc.{k} AS {k}, " for k in _KNOBS)
             + "sc.launcher AS launcher, sc.status AS config_status, "
             + ", ".join(f"r.{c} AS {c}" for c in _head(offered) + stats + _PLACEMENT)
+            + ", sc.flags_json AS flags_json"  # 0019's
             + " FROM runs r JOIN server_configs sc ON sc.id = r.server_config_id "
               "JOIN sweep_studies s ON s.id = r.study_id")
 
