@@ -37,6 +37,9 @@ tiers='sla=[{"name":"interactive","primary":true,"ttft_ms":1000,"tpot_ms":100,"t
 
 short=(--set window.warmup_requests=32 --set window.warmup_seconds=5 --set window.measure_seconds=${MEASURE_S:-20}
        --set window.drain_seconds=20 --set server.startup_timeout_s=400)
+# EARLY_MIN_S: let window.early_stop decide within short windows (its default waits 60 s, longer than MEASURE_S)
+[ -n "${EARLY_MIN_S:-}" ] && short+=(--set "window.early_stop.min_seconds=$EARLY_MIN_S"
+                                    --set "window.early_stop.min_requests=${EARLY_MIN_N:-30}")
 set +e
 case "$stage" in
   ladder)
