@@ -155,3 +155,22 @@ def test_the_soak_never_stops_early(tmp_path: Path) -> None:
     (step,) = out.steps
     assert step.phase == "soak" and not step.stats.passes_sla, step.stats.sla_failures
     assert step.stats.stopped_early_by is None and step.stats.window_s == 120.0
+
+
+def test_a_running_request_that_had_its_first_token_is_not_over_the_ttft_bound(tmp_path: Path) -> None:
+    """The virtual driver's running requests carry their first token's time into the test: a passing step whose
+    requests decode for seconds (far longer than the TTFT bound) is not stopped for requests still decoding. Before,
+    every running request older than the TTFT bound counted as over it (its first token was only recorded at the
+    end), so a 12 s window with the early stop's minimums lowered stopped at its first check: the H200 night stage's
+    dry run stopped every window of a passing configuration at 4 s."""
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    long_decode = {**FAILING, "server.sim_gpu": "H200", "ladder": [16],
+                   "sla": {"ttft_ms": 300, "tpot_ms": 100, "max_error_rate": 0.01},
+                   "workload.output_len": {"kind": "uniform", "low": 300, "high": 400},
+                   "window.measure_seconds": 20.0, "window.early_stop.min_seconds": 2.0,
+                   "window.early_stop.min_requests": 10}
+    _, outcome = ladder(store, tmp_path, long_decode, ServerConfig(max_running_requests=64, mem_fraction_static=0.85))
+    (step,) = outcome.steps
+    assert step.stats.ttft_p95_ms is not None and step.stats.ttft_p95_ms < 300, step.stats.ttft_p95_ms
+    assert step.stats.stopped_early_by is None, step.stats.stopped_early_by
+    assert step.stats.passes_sla and step.stats.window_s == 20.0

@@ -308,12 +308,25 @@ class _WindowRun:
         return min(self.next_sample, deadline, we + self.window.drain_seconds, we if now < we else inf,
                    ws if ws is not None and now < ws else inf, send, think, self.coord.next_edge(now))
 
+    def running(self, now: float) -> list[RequestRecord]:
+        """The window's requests still in flight at now, each with its first token's time where the engine already
+        sent it (a record gets its token times only when it ends: without this, a request still decoding would look
+        as if it had no first token yet, and count over the TTFT bound once older than it)."""
+        out = []
+        for rid, (rec, _) in self.in_flight.items():
+            r = self.eng.reqs.get(rid)
+            if rec.first_token_at is None and r is not None and r.first_token_at is not None \
+                    and r.first_token_at <= now:
+                rec.first_token_at = r.first_token_at
+            out.append(rec)
+        return out
+
     def decide(self, now: float) -> None:
         """Stop the window at now when its early-stop test decides that the step cannot pass."""
         ws = self.ws
         if self.early_stop is None or self.stopped is not None or ws is None or not ws <= now < self.we:
             return
-        verdict = self.early_stop.check(now, ws, (rec for rec, _ in self.in_flight.values()))
+        verdict = self.early_stop.check(now, ws, self.running(now))
         if verdict is not None:
             self.stopped = (now, verdict.text())
 
