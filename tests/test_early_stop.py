@@ -58,7 +58,7 @@ def test_a_running_request_older_than_the_bound_counts_as_over() -> None:
 
 
 def test_the_test_waits_for_its_minimums() -> None:
-    test = EarlyStop([SLA(ttft_ms=100)], alpha=0.01, min_requests=50, min_seconds=10.0)
+    test = EarlyStop([SLA(ttft_ms=100)], alpha=0.01, min_requests=50, min_seconds=10.0, measure_s=60.0)
     for i in range(40):
         rec = RequestRecord(index=i, concurrency=1, scheduled_at=float(i), sent_at=float(i), first_token_at=i + 5.0,
                             finished_at=i + 6.0, output_tokens=1)
@@ -68,7 +68,7 @@ def test_the_test_waits_for_its_minimums() -> None:
     assert test.check(5.0, 0.0, running) is None  # min_seconds not reached
     verdict = test.check(20.0, 0.0, running)  # the 10 running ones are over too (19 s without a first token)
     assert verdict is not None and verdict.label == "TTFT P95" and verdict.over == verdict.n == 50, verdict
-    assert verdict.text().startswith("TTFT P95 cannot pass (e-value ")
+    assert verdict.text().startswith("TTFT P95 cannot pass: 50 requests over already, of ~")
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,8 @@ def test_the_http_driver_stops_a_failing_window_early_against_the_simulated_serv
     """Closed loop, 16 users, a 1 ms TTFT bound nobody meets: a 60 s window stops once min_seconds (2 s) passed."""
     specs = [RequestSpec(index=i, input_ids=tuple(3 + (i * 7 + j) % 990 for j in range(64)), output_tokens=16)
              for i in range(400)]
-    test = EarlyStop([SLA(ttft_ms=1, tpot_ms=100)], alpha=0.01, min_requests=20, min_seconds=2.0)
+    test = EarlyStop([SLA(ttft_ms=1, tpot_ms=100)], alpha=0.01, min_requests=20, min_seconds=2.0,
+                     measure_s=60.0)
     with sim_server() as url:
         handle = ServerHandle(config=ServerConfig(), url=url, simulated=True)
         window = Window(warmup_requests=16, measure_seconds=60.0, drain_seconds=30.0, request_timeout_s=60.0)
