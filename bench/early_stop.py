@@ -11,8 +11,9 @@ measured requests.
 The rule is then replayed on each window's requests, second by second, exactly as a driver asks it (the requests
 that ended by then, and the ones still running with what was known of them then: a first token that came later is
 not known yet): for a TTFT bound at m x the true P95 (TPOT and errors left loose, so the TTFT test alone decides).
-m >= 1: the window's true share over the bound is at most 5%: every stop is a false stop. m < 1: the load fails the
-bound; the bench reports how many windows stop and the median seconds measured until they do. First, the same rule
+m >= 1: the load's true share over the bound is at most 5%; a stop is false when the window's own full-length P95
+passes (a window is a sample: near the bound some windows fail on their own). m < 1: the load fails the bound;
+the bench reports how many windows stop and the median seconds measured until they do. First, the same rule
 on independent requests exactly at the bound (Bernoulli draws), the case its guarantee is stated for. Defaults of
 window.early_stop (alpha 0.01, min_requests 50, min_seconds 60); `BENCH_ES_MIN_S` changes min_seconds.
 """
@@ -121,16 +122,20 @@ def load_table(concurrency: int) -> list[str]:
     lines = [f"## c={concurrency} on max_running_requests 32", "",
              f"true TTFT P95 of the load (pooled, {len(pooled)} requests): {true_p95:.0f} ms; the windows' own P95: "
              f"{min(own):.0f}-{max(own):.0f} ms (median {np.median(own):.0f})", "",
-             "| TTFT bound | the load | windows whose own P95 fails | the rule: windows stopped | median seconds "
-             "measured of a stopped window | the e-process alone: stopped | its median seconds |",
-             "|---|---|---|---|---|---|---|"]
+             "| TTFT bound | the load | windows whose own P95 fails | the rule: windows stopped | of them, false "
+             "stops (own P95 passes) | median seconds measured of a stopped window | the e-process alone: stopped | "
+             "false stops | its median seconds |", "|---|---|---|---|---|---|---|---|---|"]
     for m in MULTIPLIERS:
         bound = true_p95 * m
         fails = sum(1 for p in own if p > bound)
         cells = []
         for count in (True, False):
-            hit = [s for w in windows if (s := first_stop(w, bound, count=count)) is not None]
-            cells += [f"{len(hit)} of {SEEDS}", f"{np.median(hit):.0f} of {WINDOW_S:.0f}" if hit else "-"]
+            stops = [(first_stop(w, bound, count=count), p <= bound) for w, p in zip(windows, own, strict=True)]
+            hit = [s for s, _ in stops if s is not None]
+            false = sum(1 for s, passes in stops if s is not None and passes)
+            cells += [f"{len(hit)} of {SEEDS}", f"{false}"]
+            cells += [f"{np.median(hit):.0f} of {WINDOW_S:.0f}" if hit else "-"] if count else []
+        cells.append(f"{np.median(hit):.0f} of {WINDOW_S:.0f}" if hit else "-")
         lines.append(f"| {m:.2f} x P95 ({bound:.0f} ms) | {'passes' if m >= 1 else 'fails'} | {fails} of {SEEDS} | "
                      + " | ".join(cells) + " |")
     return [*lines, "", f"({time.time() - t0:.0f} s, simulating the windows {sim_s:.0f} s)", ""]

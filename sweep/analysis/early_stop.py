@@ -32,8 +32,9 @@ measured requests and `min_seconds` of measured window. max_error_rate 0: one fa
 
 The e-process's guarantee assumes independent requests with a steady share over the bound; under load neither holds
 (a queue burst delays many neighbours at once; a window's first minutes run slower than the rest), and the e-process
-alone stopped 17-19 of 20 windows exactly at their bound on the simulator: the count (1.) is what keeps a window that
-passes from stopping. docs/early-stop.md measures both.
+alone stopped 17-19 of 20 windows whose load sat exactly at their bound on the simulator, 8-9 of them windows that
+passed on their own: the count (1.) is what keeps a window that passes from stopping (none of 240 did).
+docs/early-stop.md measures both.
 """
 
 from __future__ import annotations
