@@ -156,3 +156,26 @@ def test_the_soak_never_stops_early(tmp_path: Path) -> None:
     (step,) = out.steps
     assert step.phase == "soak" and not step.stats.passes_sla, step.stats.sla_failures
     assert step.stats.stopped_early_by is None and step.stats.window_s == 120.0
+
+
+def _ended(i: int, at: float, ttft_s: float) -> RequestRecord:
+    return RequestRecord(index=i, concurrency=1, scheduled_at=at, sent_at=at, first_token_at=at + ttft_s,
+                         finished_at=at + ttft_s + 0.1, output_tokens=1)
+
+
+def test_a_slow_first_minute_does_not_stop_a_window_that_passes_over_its_length() -> None:
+    """The window's first minute runs slow (10% of its requests over the TTFT bound: a cold cache, users in phase),
+    the rest is fast: 60 overs of ~9,000 requests, a window that passes. The e-process alone (no count, measure_s 0)
+    stops it at once; the rule waits, because 60 overs are far fewer than 5% of what the window will hold."""
+    rule = EarlyStop([SLA(ttft_ms=1000)], alpha=0.01, min_requests=50, min_seconds=60.0, measure_s=900.0)
+    alone = EarlyStop([SLA(ttft_ms=1000)], alpha=0.01, min_requests=50, min_seconds=60.0, measure_s=0.0)
+    for i in range(600):  # 10 a second for 60 s, every tenth over the bound
+        rec = _ended(i, i / 10, 2.0 if i % 10 == 0 else 0.1)
+        rule.ended(rec)
+        alone.ended(rec)
+    assert alone.check(62.0, 0.0) is not None  # the naive rule: 60 of 600 over "decides" the window
+    assert rule.check(62.0, 0.0) is None
+    for i in range(600, 9000):  # the rest of the window, fast: the rule never stops it
+        rule.ended(_ended(i, i / 10, 0.1))
+        if i % 600 == 0:
+            assert rule.check(i / 10 + 1, 0.0) is None
