@@ -17,9 +17,10 @@ Strategies (the bill in the interactive profile's real window lengths: warm-up 3
   within its error band of its leader (`BAND`) is kept, at least 2; kept <= 4: they are the finals, no real screen;
   more: a real quarter-window screen among them picks 4. Finals' steps far from the prior's predicted knee (below
   half or above twice its concurrency) run quarter windows; a noisy knee landing on one is measured again at full
-  length. A failing window stops early after `STOP_S` measured seconds with probability `STOP_P` (docs/early-stop.md
-  measured both on the simulator), else runs its length; refinement windows half pass, half stop early; the soak
-  runs its hour (it never stops early). SGLang's defaults: one more ladder on the new windows.
+  length. A failing window stops early, with no drain, after the share of its window `STOP_AT` gives for its SLA
+  ratio (its worst P95 over its bound; docs/early-stop.md measured the stop times on the simulator), at least
+  min_seconds; refinement windows half pass, half fail just over the bound (they stop late); the soak runs its hour
+  (it never stops early). SGLang's defaults: one more ladder on the new windows.
 
 The defaults' own ladder is billed as the median final ladder (the landscape has no "defaults" configuration); it
 cannot win here, so hits are the same with or without it.
@@ -51,8 +52,11 @@ SEEDS = int(os.environ.get("BENCH_SEARCH_SEEDS", "20"))
 ORACLE_S = 30.0  # the oracle's simulated windows (bench.search_prior's BENCH_PRIOR_WINDOW_S)
 WARM_S, FULL_S, DRAIN_S, STARTUP_S, SOAK_S = 30.0, 900.0, 60.0, 140.0, 3600.0
 QUARTER_S = FULL_S / 4
-STOP_S = float(os.environ.get("BENCH_NIGHT_STOP_S", "60"))  # seconds a failing window measures before it stops
-STOP_P = float(os.environ.get("BENCH_NIGHT_STOP_P", "1.0"))  # share of failing windows that stop early
+MIN_S = 60.0  # window.early_stop.min_seconds
+# (SLA ratio of a failing window, the share of its 900 s it measured before it stopped): docs/early-stop.md's
+# medians at bounds of 0.9, 0.8 and 0.5 x the load's P95 (ratios 1.11, 1.25, 2.0), the slower of its two loads
+# (316, 157 and 61 s of 900 at c=40; 186, 79 and 60 s at c=64); past the last, its share
+STOP_AT: tuple[tuple[float, float], ...] = ((1.11, 0.35), (1.25, 0.17), (2.0, 0.07))
 KEEP, MIN_KEEP, REFINE = 4, 2, 3
 # the prior's error band by variant: the per-configuration spread of the 10-15% bias (~6%) plus 2 x its error's CV
 BAND = {"exact": 0.05, "bias": 0.06, "bias+err7": 0.20, "bias+err15": 0.36}
@@ -62,11 +66,11 @@ TOL = 0.05
 @dataclass(frozen=True)
 class Ladder:
     """One noisy ladder as run: its knee (goodput, concurrency; None: none passes) and each step's (concurrency,
-    passes)."""
+    SLA ratio: its worst P95 over its bound, <= 1 passes)."""
 
     knee: float | None
     knee_c: int | None
-    steps: tuple[tuple[int, bool], ...]
+    steps: tuple[tuple[int, float], ...]
 
 
 def noisy_ladder(land: Landscape, key: str, seed: int, salt: int) -> Ladder:
@@ -88,7 +92,15 @@ def noisy_ladder(land: Landscape, key: str, seed: int, salt: int) -> Ladder:
     knee = find_knee(step_points(steps), land.flatten)
     point = knee.point
     return Ladder(point.goodput_tps if point else None, point.concurrency if point else None,
-                  tuple((s.concurrency, s.stats.passes_sla) for s in steps))
+                  tuple((s.concurrency, sla_ratio(s.stats)) for s in steps))
+
+
+def sla_ratio(stats: RunStats) -> float:
+    """The step's worst P95 over its bound (the bench profile's TTFT 1000 ms, TPOT 60 ms); a failing step without
+    figures (every request failed) reads 10; a passing one at most 1."""
+    ratios = [v / b for v, b in ((stats.ttft_p95_ms, 1000.0), (stats.tpot_p95_ms, 60.0)) if v is not None]
+    worst = max(ratios, default=10.0)
+    return min(worst, 1.0) if stats.passes_sla else max(worst, math.nextafter(1.0, 2.0))
 
 
 def knee_concurrency(land: Landscape, key: str) -> int | None:
@@ -115,22 +127,33 @@ def space_of(land: Landscape, seed: int) -> list[str]:
     return [k for k in keys if k in land.table]
 
 
-def window_s(measure: float, fails: bool, early: bool) -> float:
-    """GPU seconds of one window: warm-up, measured part (a failing one stopped early: STOP_S), drain."""
-    if early and fails:
-        return WARM_S + STOP_P * min(STOP_S, measure) + (1 - STOP_P) * (measure + DRAIN_S)
+def stop_fraction(ratio: float) -> float:
+    """The share of its window a failing window of this SLA ratio measures before it stops (STOP_AT, interpolated;
+    1 at the bound)."""
+    points = ((1.0, 1.0), *STOP_AT)
+    for (r0, f0), (r1, f1) in zip(points, points[1:], strict=False):
+        if ratio <= r1:
+            return f0 + (f1 - f0) * (ratio - r0) / (r1 - r0)
+    return STOP_AT[-1][1]
+
+
+def window_s(measure: float, ratio: float, early: bool) -> float:
+    """GPU seconds of one window of this SLA ratio: warm-up, measured part (a failing one stopped early: its
+    stop_fraction of the window, at least min_seconds, and no drain), drain."""
+    if early and ratio > 1.0:
+        return WARM_S + min(measure, max(MIN_S, stop_fraction(ratio) * measure))
     return WARM_S + measure + DRAIN_S
 
 
 def ladder_bill(lad: Ladder, short: set[int] | None = None, early: bool = False) -> float:
     """GPU seconds of one launch and its ladder: full windows, or quarter ones at the concurrencies in `short`."""
-    return STARTUP_S + sum(window_s(QUARTER_S if short and c in short else FULL_S, not ok, early)
-                           for c, ok in lad.steps)
+    return STARTUP_S + sum(window_s(QUARTER_S if short and c in short else FULL_S, r, early) for c, r in lad.steps)
 
 
 def refine_bill(early: bool) -> float:
-    """REFINE bisection windows of a final ladder: half pass, half fail (those stop early with the new settings)."""
-    return REFINE * (window_s(FULL_S, False, early) + window_s(FULL_S, True, early)) / 2
+    """REFINE bisection windows of a final ladder: half pass, half fail just over the bound (STOP_AT's first point:
+    those stop late, if at all)."""
+    return REFINE * (window_s(FULL_S, 1.0, early) + window_s(FULL_S, STOP_AT[0][0], early)) / 2
 
 
 @dataclass
@@ -145,7 +168,7 @@ def today(land: Landscape, space: list[str], seed: int) -> Outcome:
     seconds = 0.0
     screened = {k: noisy_ladder(land, k, seed, 1) for k in space}
     for lad in screened.values():
-        seconds += STARTUP_S + sum(window_s(QUARTER_S, not ok, False) for _, ok in lad.steps) if lad.steps else 0.0
+        seconds += STARTUP_S + sum(window_s(QUARTER_S, r, False) for _, r in lad.steps) if lad.steps else 0.0
     ranked = sorted((k for k in space if screened[k].knee is not None), key=lambda k: -(screened[k].knee or 0.0))
     finals = ranked[:max(MIN_KEEP, KEEP)]
     return _finals(land, seed, finals, seconds, len(space), None, space_best(land, space))
@@ -168,7 +191,7 @@ def new(land: Landscape, space: list[str], seed: int, variant: str, levers: froz
     seconds, screened = 0.0, 0
     if len(kept) > KEEP:  # the prior cannot rank them apart: a real quarter-window screen among them
         lads = {k: noisy_ladder(land, k, seed, 1) for k in kept}
-        seconds += sum(STARTUP_S + sum(window_s(QUARTER_S, not ok, "early" in levers) for _, ok in lad.steps)
+        seconds += sum(STARTUP_S + sum(window_s(QUARTER_S, r, "early" in levers) for _, r in lad.steps)
                        for lad in lads.values() if lad.steps)
         screened = len(kept)
         kept = sorted((k for k in kept if lads[k].knee is not None), key=lambda k: -(lads[k].knee or 0.0))[:KEEP]
@@ -196,7 +219,7 @@ def _finals(land: Landscape, seed: int, finals: list[str], seconds: float, scree
         knee = lad.knee
         if knee is not None and lad.knee_c in short:  # the knee landed on a short window: measured again, full length
             knee = noisy_ladder(land, k, seed, 3).knee
-            bill += window_s(FULL_S, False, early)
+            bill += window_s(FULL_S, 1.0, early)
         bills.append(bill + refine_bill(early))
         if knee is not None and (best is None or knee > best[0]):
             best = (knee, k)
@@ -228,7 +251,8 @@ def main() -> int:
     land = Landscape(table, truth(table, flatten), flatten, [c.key() for c in configs])
     lines = [f"# bench night: {SEEDS} seeds, a 16-configuration interactive-shaped space per seed; windows "
              f"{WARM_S:g} + {FULL_S:g} + {DRAIN_S:g} s (quarter: {QUARTER_S:g} s), {STARTUP_S:g} s a launch, the soak "
-             f"{SOAK_S:g} s; a failing window stops after {STOP_S:g} s (share {STOP_P:g})", "",
+             f"{SOAK_S:g} s; a failing window of SLA ratio r measures its stop_fraction(r) (STOP_AT {STOP_AT}), at least "
+             f"{MIN_S:g} s", "",
              "| window CV | settings | prior | hits (winner within 5% of the space's best) | GPU-h of the study: median "
              "(worst seed) | saving vs today | finals (median) | configurations screened for real (median) |",
              "|---|---|---|---|---|---|---|---|"]

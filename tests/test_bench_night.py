@@ -8,9 +8,9 @@ from test_bench_search_prior import _land
 from bench.night import (
     DRAIN_S,
     FULL_S,
+    MIN_S,
     QUARTER_S,
     STARTUP_S,
-    STOP_S,
     WARM_S,
     Ladder,
     knee_concurrency,
@@ -23,13 +23,15 @@ from bench.night import (
 
 
 def test_a_failing_window_stops_early_and_a_passing_one_runs_its_length() -> None:
-    assert window_s(FULL_S, fails=False, early=True) == WARM_S + FULL_S + DRAIN_S
-    assert window_s(FULL_S, fails=True, early=False) == WARM_S + FULL_S + DRAIN_S  # today: no early stop
-    assert window_s(FULL_S, fails=True, early=True) == WARM_S + STOP_S  # cut at once: no drain
+    assert window_s(FULL_S, 0.9, early=True) == WARM_S + FULL_S + DRAIN_S
+    assert window_s(FULL_S, 3.0, early=False) == WARM_S + FULL_S + DRAIN_S  # today: no early stop
+    far = window_s(FULL_S, 3.0, early=True)
+    assert WARM_S + MIN_S <= far < WARM_S + FULL_S / 4  # cut at once: no drain
+    assert far < window_s(FULL_S, 1.2, early=True) < window_s(FULL_S, 1.02, early=True) < WARM_S + FULL_S
 
 
 def test_steps_far_from_the_predicted_knee_run_quarter_windows() -> None:
-    lad = Ladder(3000.0, 64, ((16, True), (32, True), (64, True), (128, False)))
+    lad = Ladder(3000.0, 64, ((16, 0.2), (32, 0.4), (64, 0.9), (128, 1.5)))
     full = ladder_bill(lad)
     assert full == STARTUP_S + 4 * (WARM_S + FULL_S + DRAIN_S)
     assert ladder_bill(lad, {16, 128}) == full - 2 * (FULL_S - QUARTER_S)

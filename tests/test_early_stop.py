@@ -58,7 +58,7 @@ def test_a_running_request_older_than_the_bound_counts_as_over() -> None:
 
 
 def test_the_test_waits_for_its_minimums() -> None:
-    test = EarlyStop([SLA(ttft_ms=100)], alpha=0.01, min_requests=50, min_seconds=10.0)
+    test = EarlyStop([SLA(ttft_ms=100)], alpha=0.01, min_requests=50, min_seconds=10.0, measure_s=60.0)
     for i in range(40):
         rec = RequestRecord(index=i, concurrency=1, scheduled_at=float(i), sent_at=float(i), first_token_at=i + 5.0,
                             finished_at=i + 6.0, output_tokens=1)
@@ -68,7 +68,7 @@ def test_the_test_waits_for_its_minimums() -> None:
     assert test.check(5.0, 0.0, running) is None  # min_seconds not reached
     verdict = test.check(20.0, 0.0, running)  # the 10 running ones are over too (19 s without a first token)
     assert verdict is not None and verdict.label == "TTFT P95" and verdict.over == verdict.n == 50, verdict
-    assert verdict.text().startswith("TTFT P95 cannot pass (e-value ")
+    assert verdict.text().startswith("TTFT P95 cannot pass: 50 requests over already, of ~")
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,8 @@ def test_the_http_driver_stops_a_failing_window_early_against_the_simulated_serv
     """Closed loop, 16 users, a 1 ms TTFT bound nobody meets: a 60 s window stops once min_seconds (2 s) passed."""
     specs = [RequestSpec(index=i, input_ids=tuple(3 + (i * 7 + j) % 990 for j in range(64)), output_tokens=16)
              for i in range(400)]
-    test = EarlyStop([SLA(ttft_ms=1, tpot_ms=100)], alpha=0.01, min_requests=20, min_seconds=2.0)
+    test = EarlyStop([SLA(ttft_ms=1, tpot_ms=100)], alpha=0.01, min_requests=20, min_seconds=2.0,
+                     measure_s=60.0)
     with sim_server() as url:
         handle = ServerHandle(config=ServerConfig(), url=url, simulated=True)
         window = Window(warmup_requests=16, measure_seconds=60.0, drain_seconds=30.0, request_timeout_s=60.0)
@@ -174,3 +175,26 @@ def test_a_running_request_that_had_its_first_token_is_not_over_the_ttft_bound(t
     assert step.stats.ttft_p95_ms is not None and step.stats.ttft_p95_ms < 300, step.stats.ttft_p95_ms
     assert step.stats.stopped_early_by is None, step.stats.stopped_early_by
     assert step.stats.passes_sla and step.stats.window_s == 20.0
+
+
+def _ended(i: int, at: float, ttft_s: float) -> RequestRecord:
+    return RequestRecord(index=i, concurrency=1, scheduled_at=at, sent_at=at, first_token_at=at + ttft_s,
+                         finished_at=at + ttft_s + 0.1, output_tokens=1)
+
+
+def test_a_slow_first_minute_does_not_stop_a_window_that_passes_over_its_length() -> None:
+    """The window's first minute runs slow (10% of its requests over the TTFT bound: a cold cache, users in phase),
+    the rest is fast: 60 overs of ~9,000 requests, a window that passes. The e-process alone (no count, measure_s 0)
+    stops it at once; the rule waits, because 60 overs are far fewer than 5% of what the window will hold."""
+    rule = EarlyStop([SLA(ttft_ms=1000)], alpha=0.01, min_requests=50, min_seconds=60.0, measure_s=900.0)
+    alone = EarlyStop([SLA(ttft_ms=1000)], alpha=0.01, min_requests=50, min_seconds=60.0, measure_s=0.0)
+    for i in range(600):  # 10 a second for 60 s, every tenth over the bound
+        rec = _ended(i, i / 10, 2.0 if i % 10 == 0 else 0.1)
+        rule.ended(rec)
+        alone.ended(rec)
+    assert alone.check(62.0, 0.0) is not None  # the naive rule: 60 of 600 over "decides" the window
+    assert rule.check(62.0, 0.0) is None
+    for i in range(600, 9000):  # the rest of the window, fast: the rule never stops it
+        rule.ended(_ended(i, i / 10, 0.1))
+        if i % 600 == 0:
+            assert rule.check(i / 10 + 1, 0.0) is None

@@ -106,7 +106,8 @@ def _evidence(st: RunStats) -> str:
     if st.error_rate:
         parts.append(f"errors {st.error_rate:.1%}")
     if cut := cut_text(st):
-        parts.append(f"{cut} by the drain's end (not errors)")
+        edge = "when the window stopped early" if st.stopped_early_by is not None else "by the drain's end"
+        parts.append(f"{cut} {edge} (not errors)")
     if st.sla_failures:
         parts.append(f"fails: {st.sla_failures}")
     return ", ".join(parts)

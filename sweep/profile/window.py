@@ -15,12 +15,14 @@ class EarlyStopRule(_Strict):
     """A measured window that stops once its step cannot pass (issue 29; sweep.analysis.early_stop, docs/early-stop.md)."""
 
     enabled: StrictBool = Field(True, description=(
-        "stop a ladder step's window as soon as an anytime-valid test decides that one of its SLA bounds cannot "
-        "pass (the step is stored as failing, stopped early, with the reason); a passing window always runs its "
+        "stop a ladder step's window as soon as one of its SLA bounds cannot pass: its requests over the bound "
+        "already exceed the bound's share of all the window is projected to hold, confirmed by an anytime-valid "
+        "test (the step is stored as failing, stopped early, with the reason); a passing window always runs its "
         "full length, and the soak never stops early"))
     alpha: float = Field(0.01, gt=0, lt=0.5, description=(
-        "the test's level: a step whose true share over a bound is at the SLA's allowance stops with probability "
-        "at most alpha (independent requests; docs/early-stop.md measures it under load)"))
+        "the anytime-valid test's level: alone, it stops a step whose true share over a bound is at the SLA's "
+        "allowance with probability at most alpha for independent requests (docs/early-stop.md measures the whole "
+        "rule under load)"))
     min_requests: int = Field(50, ge=1, le=MAX_REQUESTS, description=(
         "no window stops before this many of its measured requests are determined (ended, or already over a bound)"))
     min_seconds: float = Field(60.0, ge=0, le=DAY_S, description=(
