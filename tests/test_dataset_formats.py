@@ -1,0 +1,159 @@
+"""The formats people have (issue 31 §3): LMSYS-Chat-1M rows, OpenAI Batch API request files, function/tool-calling
+logs and Azure's LLM inference trace CSVs, read from files in their public layouts (tests/data/datasets/), guessed
+by `format: auto`, and their bad entries each one line with its line number, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sweep.cli import main
+from sweep.workload.dataset_stats import dataset_stats
+from sweep.workload.datasets import guess_format, read_entries
+
+DATA = Path(__file__).resolve().parent / "data" / "datasets"
+
+
+def _validate(name: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, list[str]]:
+    rc = main(["dataset", "validate", str(DATA / name)])
+    cap = capsys.readouterr()
+    return rc, " ".join(cap.out.split()), [ln for ln in cap.err.splitlines() if ln.strip()]
+
+
+@pytest.mark.parametrize(("name", "fmt"), [
+    ("lmsys_good.jsonl", "lmsys"), ("lmsys_bad.jsonl", "lmsys"), ("openai_batch_good.jsonl", "openai-batch"),
+    ("openai_batch_bad.jsonl", "openai-batch"), ("openai_tools_good.jsonl", "openai"),
+    ("azure_conv_2023_good.csv", "azure"), ("azure_code_2024_good.csv", "azure"), ("azure_bad.csv", "azure"),
+    ("sharegpt_good.json", "sharegpt"), ("openai_good.jsonl", "openai"), ("mooncake_good.jsonl", "mooncake"),
+])
+def test_auto_guesses_each_format(name: str, fmt: str) -> None:
+    assert guess_format(DATA / name) == fmt
+
+
+@pytest.mark.parametrize(("name", "summary"), [
+    ("lmsys_good.jsonl", "lmsys: 3 good entries (5 turns), 0 bad"),
+    ("openai_batch_good.jsonl", "openai-batch: 4 good entries (5 turns), 0 bad"),
+    ("openai_tools_good.jsonl", "openai: 2 good entries (6 turns), 0 bad"),
+    ("azure_conv_2023_good.csv", "azure: 5 good entries (5 turns), 0 bad"),
+    ("azure_code_2024_good.csv", "azure: 4 good entries (4 turns), 0 bad"),
+])
+def test_good_files_validate(name: str, summary: str, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _validate(name, capsys)
+    assert (rc, err) == (0, []) and summary in out
+
+
+BAD = {
+    "lmsys_bad.jsonl": [
+        '1: expected an object with a non-empty "conversation" list',
+        '2: "turn" is 2 but the conversation has 1 user turn (a cut row?)',
+        "3: message 1: unknown role 'wizard'",
+        "4: not valid JSON: Unterminated string starting at",
+        "5: no user message",
+        '6: "turn" must be an integer >= 1',
+        "7: message 1: a user message with no text"],
+    "openai_batch_bad.jsonl": [
+        '1: a Batch API output line (it has "response"), not a request: use the request file',
+        "2: \"url\" '/v1/embeddings' is not a generation endpoint (read: /v1/chat/completions, /v1/completions)",
+        "3: \"method\" must be \"POST\" (got 'GET')",
+        '4: "custom_id" must be a non-empty string',
+        '5: "body" must be a JSON object (the request)',
+        '6: body: expected an object with a non-empty "messages" list',
+        '7: body: "max_tokens" must be an integer >= 1',
+        '8: body: "prompt" must be a non-empty string'],
+    "openai_tools_bad.jsonl": [
+        "1: message 1: a tool result before any user message",
+        '2: message 2: "tool_calls" must be a non-empty list of calls',
+        '3: message 2: a tool call needs a "function" with a "name" and "arguments"',
+        "4: message 3: a tool result with no text"],
+    "azure_bad.csv": [
+        "3: \"TIMESTAMP\" must be a date and time like 2023-11-16 18:15:46.6805900 (got 'yesterday')",
+        "4: \"ContextTokens\" must be an integer >= 1 (got 'eight')",
+        '5: "GeneratedTokens" must be an integer >= 1',
+        "6: expected 3 fields (TIMESTAMP,ContextTokens,GeneratedTokens), got 2",
+        "7: timestamp goes back in time (6.68059 s before the entry before it)",
+        '8: "ContextTokens" must be at most 2,097,152 tokens (got 1000000000000)',
+        "9: \"GeneratedTokens\" must be an integer >= 1 (got '-3')"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_entries_are_one_line_each_with_their_line_and_exit_2(name: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _validate(name, capsys)
+    assert rc == 2
+    assert err[:-1] == [f"{DATA / name}:{line}" for line in BAD[name]]
+    assert err[-1] == f"error: {DATA / name}: {len(BAD[name])} bad entries"
+    assert f"{len(BAD[name])} bad" in out and "Traceback" not in out
+
+
+def test_lmsys_row_is_a_session_each_reply_its_turns_output() -> None:
+    items, problems = read_entries(DATA / "lmsys_good.jsonl", "lmsys")
+    assert problems == [] and [1 + len(it.turns) for it in items] == [1, 3, 1]
+    haiku = items[1]
+    assert haiku.text == "Write a haiku about the sea." and haiku.ref_output_len == 14
+    assert [(t.text, t.ref_output_len, t.output_len) for t in haiku.turns] == [
+        ("Now one about mountains.", 13, None), ("Which one do you like more?", 3, None)]
+
+
+def test_batch_body_and_its_max_tokens_are_the_request() -> None:
+    items, problems = read_entries(DATA / "openai_batch_good.jsonl", "openai-batch")
+    assert problems == []
+    chat, later, completion, bare = items
+    assert chat.text == "You are a helpful assistant.\nHello world!" and chat.output_len == 1000
+    assert later.text == "You are an unhelpful assistant.\nHello world!" and later.ref_output_len == 2
+    assert [(t.text, t.output_len) for t in later.turns] == [("Please?", 200)]  # max_completion_tokens
+    assert completion.text == "Say this is a test" and completion.output_len == 7
+    assert bare.output_len is None and bare.ref_output_len is None  # no max_tokens: the profile's draw
+
+
+def test_tool_results_are_context_and_the_reply_after_them_is_that_turns_output() -> None:
+    items, problems = read_entries(DATA / "openai_tools_good.jsonl", "openai")
+    assert problems == []
+    parallel, legacy = items
+    # user -> tool call (its name and arguments are the reply) -> tool result -> the answer after it
+    assert parallel.ref_output_len == len('get_current_weather {"location": "Boston, MA", "unit": "celsius"}'.split())
+    assert [t.text.split("\n")[0][:20] for t in parallel.turns] == [
+        '{"temperature": "22"', "And in Paris and Tok", '{"temperature": "15"']
+    answer = "It is sunny in Boston today, 22 degrees Celsius, a fine day for a walk along the river."
+    assert parallel.turns[0].ref_output_len == len(answer.split())  # the reply after the tool message, used
+    assert parallel.turns[2].text.count("temperature") == 2  # two results in a row: one turn
+    assert parallel.turns[2].ref_output_len == len("Paris: rain, 15 degrees. Tokyo: clear, 27 degrees.".split())
+    # legacy function_call / function role; max_tokens is the last turn's (the function result's) output
+    assert legacy.ref_output_len == 6 and [(t.ref_output_len, t.output_len) for t in legacy.turns] == [(None, 40)]
+
+
+def test_azure_rows_keep_their_lengths_and_times_and_share_nothing() -> None:
+    old, problems = read_entries(DATA / "azure_conv_2023_good.csv", "azure")
+    assert problems == []
+    assert [len(it.input_ids) for it in old] == [374, 396, 879, 91, 91]
+    assert [it.output_len for it in old] == [44, 109, 55, 16, 16]
+    assert [round(it.send_at or 0, 6) for it in old] == [0.0, 4.314579, 4.541877, 5.266655, 6.360763]
+    assert old[3].input_ids != old[4].input_ids  # equal lengths, distinct tokens: no invented prefix sharing
+    assert dataset_stats(old).prefix_hit_tokens == 0
+    new, problems = read_entries(DATA / "azure_code_2024_good.csv", "azure")
+    assert problems == [] and [round(it.send_at or 0, 6) for it in new] == [0.0, 0.006063, 0.240289, 1.177683]
+
+
+@pytest.mark.parametrize(("name", "fmt"), [
+    ("lmsys_good.jsonl", "lmsys"), ("openai_batch_good.jsonl", "openai-batch"), ("openai_tools_good.jsonl", "openai"),
+    ("azure_conv_2023_good.csv", "azure")])
+def test_convert_keeps_what_stats_says(name: str, fmt: str, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "c.jsonl"
+    assert main(["dataset", "convert", str(DATA / name), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["dataset", "stats", str(DATA / name)]) == 0
+    first = " ".join(capsys.readouterr().out.split())
+    assert main(["dataset", "stats", str(out)]) == 0
+    again = " ".join(capsys.readouterr().out.split())
+    assert first.split(f"({fmt})")[1] == again.split("(jsonl)")[1]
+
+
+def test_an_azure_file_without_its_header_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bare = tmp_path / "t.csv"
+    bare.write_text("2023-11-16 18:15:46.6805900,374,44\n")
+    rc = main(["dataset", "validate", "--format", "azure", str(bare)])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert (rc, err) == (2, [f"error: {bare}: expected a header line TIMESTAMP,ContextTokens,GeneratedTokens (an "
+                             "Azure LLM inference trace)"])
