@@ -24,16 +24,19 @@ from urllib.parse import urlsplit
 import h11
 
 from sweep.core.errors import SweepError
-from sweep.core.types import CUT, RequestRecord, RequestSpec, WindowResult
+from sweep.core.types import CUT, RequestRecord, SessionSpec, WindowResult
 from sweep.drivers.coord import Coord
 from sweep.drivers.http import run_loop
 from sweep.drivers.sse import SseEvent, request_for, share_by_length
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, ClosedArrival, Window
 from sweep.profile.warmup import WarmupRule
+from sweep.workload.requests import RequestBody
+from sweep.workload.sessions import Conversation, Reply, SessionStream
 from sweep.workload.stream import Requests, spec_at
 
 Clock = Callable[[], float]
+ConversationFactory = Callable[[SessionSpec], Conversation]
 NAME = "reference-h11"
 
 
@@ -44,11 +47,12 @@ class H11Reference:
     simulated = False
 
     def __init__(self, api: str = "generate", model_name: str = "default", url: str | None = None,
-                 clock: Clock = time.perf_counter):
+                 clock: Clock = time.perf_counter, conversation: ConversationFactory = Conversation):
         self.api = api
         self.model_name = model_name
         self.url = url  # None: the server handle's own URL
         self.clock = clock
+        self.conversation = conversation  # what a session's turns send (the workload's own rule; tests break it)
 
     def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
                    window: Window, arrival: ArrivalProcess | None = None) -> WindowResult:
@@ -59,6 +63,10 @@ class H11Reference:
         base = (self.url or handle.url or "").rstrip("/")
         if not base:
             raise SweepError("the reference client needs a server URL")
+        if isinstance(specs, SessionStream):
+            from sweep.drivers.reference_sessions import run_sessions
+
+            return run_loop(run_sessions(self, base, handle.headers(), specs, concurrency, window, think))
         return run_loop(self._run(base, handle.headers(), specs, concurrency, window, think))
 
     async def _run(self, base: str, headers: dict[str, str], specs: Requests, concurrency: int,
@@ -67,7 +75,7 @@ class H11Reference:
         records: list[RequestRecord] = []
         t0 = self.clock()
         coord.begin(t0)
-        users = [asyncio.create_task(self._user(_Connection(base, headers), specs, concurrency, u, coord, t0, window,
+        users = [asyncio.create_task(self._user(Connection(base, headers), specs, concurrency, u, coord, t0, window,
                                                 think, records)) for u in range(concurrency)]
         while not all(u.done() for u in users):
             ws = coord.poll(self.clock())
@@ -93,7 +101,7 @@ class H11Reference:
                             warmup_requests=opened[1] if opened else 0, warmup_seconds=opened[2] if opened else 0.0,
                             window_opened_by=opened[0] if opened else None)
 
-    async def _user(self, conn: _Connection, specs: Requests, users: int, u: int, coord: Coord,
+    async def _user(self, conn: Connection, specs: Requests, users: int, u: int, coord: Coord,
                     t0: float, window: Window, think: float, out: list[RequestRecord]) -> None:
         """One closed-loop user: request j of user u is request number j * users + u, as in sweep's own driver."""
         j = 0
@@ -112,7 +120,7 @@ class H11Reference:
                 coord.sent(0, now)
                 try:
                     async with asyncio.timeout(window.request_timeout_s):
-                        await self._request(conn, spec, rec)
+                        await self.request(conn, *request_for(self.api, spec, self.model_name), rec)
                 except TimeoutError:
                     rec.error, rec.error_kind = "request timed out", "timeout"
                     await conn.close()
@@ -126,10 +134,11 @@ class H11Reference:
         finally:
             await conn.close()
 
-    async def _request(self, conn: _Connection, spec: RequestSpec, rec: RequestRecord) -> None:
-        """Send one streamed request and fill rec; a failed request is recorded (rec.error), never raised."""
-        path, body = request_for(self.api, spec, self.model_name)
-        tokens = _Tokens(self.api == "chat")
+    async def request(self, conn: Connection, path: str, body: RequestBody, rec: RequestRecord,
+                      reply: Reply | None = None) -> None:
+        """Send one streamed request and fill rec (and a session turn's reply: its text and output ids, which the
+        next turn sends); a failed request is recorded (rec.error), never raised."""
+        tokens = _Tokens(self.api == "chat", reply)
         buf = b""
         try:
             status = await conn.send(path, json.dumps(body).encode())
@@ -171,8 +180,9 @@ class _Tokens:
     [DONE], and then the final usage count is shared out over them by their text length (share_by_length).
     Counting one token per chat event read ITL 4x the truth at stream interval 4 (issue 23 §16)."""
 
-    def __init__(self, chat: bool):
+    def __init__(self, chat: bool, reply: Reply | None = None):
         self.chat = chat
+        self.reply = reply
         self.seen = 0
         self.chars: list[int] | None = [] if chat else None  # content length per counted event, no usage seen
 
@@ -187,6 +197,8 @@ class _Tokens:
             choices = event.get("choices") or []
             content = (choices[0].get("delta") or {}).get("content") if choices else None
             usage = event.get("usage") or {}
+            if content and self.reply is not None:
+                self.reply.text += content
             if content:
                 if "completion_tokens" in usage:
                     self.chars = None  # exact counts from here on
@@ -204,6 +216,8 @@ class _Tokens:
             total = int(meta.get("completion_tokens", len(event.get("output_ids") or [])))
             rec.prompt_tokens = int(meta.get("prompt_tokens", rec.prompt_tokens))
             rec.cached_tokens = int(meta.get("cached_tokens", rec.cached_tokens) or 0)
+            if self.reply is not None:
+                _keep(event, self.reply)
             fr = meta.get("finish_reason")
             if isinstance(fr, dict) and fr.get("type") == "abort":
                 raise _ServerError(f"request aborted by the server: {fr.get('message', '')}")
@@ -222,11 +236,22 @@ class _Tokens:
         rec.finished_at = now
 
 
+def _keep(event: SseEvent, reply: Reply) -> None:
+    """Grow a /generate reply by one event: output_ids and text, cumulative (SGLang's default) or incremental
+    (--incremental-streaming-output), told apart by whether the new ones start with what was kept."""
+    ids, text = event.get("output_ids"), event.get("text")
+    if isinstance(ids, list) and ids:
+        new = [int(i) for i in ids]
+        reply.ids = new if new[:len(reply.ids)] == reply.ids and len(new) >= len(reply.ids) else reply.ids + new
+    if isinstance(text, str) and text:
+        reply.text = text if text.startswith(reply.text) else reply.text + text
+
+
 class _ServerError(Exception):
     """An error event or an abort in the stream."""
 
 
-class _Connection:
+class Connection:
     """One keep-alive HTTP/1.1 connection driven by h11: connects on first use and again after a close."""
 
     def __init__(self, base: str, headers: dict[str, str]):
