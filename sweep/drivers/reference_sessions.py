@@ -15,22 +15,36 @@ reading, including how a reply's text and output ids are gathered for the next t
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Protocol
 
 from sweep.core.errors import StreamExhausted
 from sweep.core.types import CUT, RequestRecord, SessionSpec, WindowResult
 from sweep.drivers.coord import Coord
-from sweep.drivers.reference import Connection, H11Reference
+from sweep.drivers.h11_stream import Connection
 from sweep.engines import default
 from sweep.profile import Window
 from sweep.profile.warmup import WarmupRule
 from sweep.workload.requests import RequestBody, estimated_prompt_tokens
-from sweep.workload.sessions import Reply, SessionStream
+from sweep.workload.sessions import Conversation, Reply, SessionStream
+
+
+class SessionClient(Protocol):
+    """What the replay needs of the reference client (sweep.drivers.reference.H11Reference)."""
+
+    api: str
+    model_name: str
+    clock: Callable[[], float]
+    conversation: Callable[[SessionSpec], Conversation]
+
+    async def request(self, conn: Connection, path: str, body: RequestBody, rec: RequestRecord,
+                      reply: Reply | None = None) -> None: ...
 
 
 class _Window:
     """One window's shared state: the warm-up coordinator, the records, the next session's number."""
 
-    def __init__(self, ref: H11Reference, base: str, headers: dict[str, str], stream: SessionStream,
+    def __init__(self, ref: SessionClient, base: str, headers: dict[str, str], stream: SessionStream,
                  concurrency: int, window: Window, think: float):
         self.ref, self.base, self.headers, self.stream = ref, base, headers, stream
         self.concurrency, self.window, self.think = concurrency, window, think
@@ -45,7 +59,7 @@ class _Window:
         return self.stopped or (ws is not None and now >= ws + self.window.measure_seconds)
 
 
-async def run_sessions(ref: H11Reference, base: str, headers: dict[str, str], stream: SessionStream,
+async def run_sessions(ref: SessionClient, base: str, headers: dict[str, str], stream: SessionStream,
                        concurrency: int, window: Window, think: float) -> WindowResult:
     """Warm up, measure one window of `concurrency` closed-loop session users, drain; every record kept."""
     st = _Window(ref, base, headers, stream, concurrency, window, think)
