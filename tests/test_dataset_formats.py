@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from sweep.cli import main
+from sweep.profile import Workload
 from sweep.workload.dataset_stats import dataset_stats
 from sweep.workload.datasets import guess_format, read_entries
+from sweep.workload.sessions import SessionStream
 
 DATA = Path(__file__).resolve().parent / "data" / "datasets"
 
@@ -157,3 +159,21 @@ def test_an_azure_file_without_its_header_is_one_line(tmp_path: Path, capsys: py
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert (rc, err) == (2, [f"error: {bare}: expected a header line TIMESTAMP,ContextTokens,GeneratedTokens (an "
                              "Azure LLM inference trace)"])
+
+
+def test_a_multi_turn_row_is_a_session_and_the_reply_after_a_tool_result_its_turns_output() -> None:
+    """Through a profile (format: auto): an LMSYS row's later user turns, and a tool log's result turn, are turns of
+    the session with the recorded replies' lengths as output lengths (the tool one was dropped before)."""
+    sessions = {"turns": {"kind": "fixed", "value": 2}}
+    lmsys = SessionStream(Workload.model_validate({"seed": 1, "dataset": {"path": "lmsys_good.jsonl"},
+                                                   "sessions": sessions}), DATA)
+    haiku = next(s for s in (lmsys.at(k) for k in range(3)) if len(s.turns) == 3)
+    assert [(t.branches[0].text, t.branches[0].output_tokens) for t in haiku.turns] == [
+        ("Write a haiku about the sea.", 14), ("Now one about mountains.", 13), ("Which one do you like more?", 3)]
+    tools = SessionStream(Workload.model_validate({"seed": 1, "dataset": {"path": "openai_tools_good.jsonl"},
+                                                   "sessions": sessions}), DATA)
+    legacy = next(s for s in (tools.at(k) for k in range(2)) if len(s.turns) == 2)
+    result = legacy.turns[1].branches[0]
+    assert result.text is not None and result.text.startswith('{"temperature": "72"') and result.output_tokens == 40
+    parallel = next(s for s in (tools.at(k) for k in range(2)) if len(s.turns) == 4)
+    assert parallel.turns[1].branches[0].output_tokens == 18  # the answer after the tool result, not a draw
