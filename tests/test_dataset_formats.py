@@ -4,6 +4,7 @@ by `format: auto`, and their bad entries each one line with its line number, exi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,17 @@ def test_a_multi_turn_row_is_a_session_and_the_reply_after_a_tool_result_its_tur
     assert result.text is not None and result.text.startswith('{"temperature": "72"') and result.output_tokens == 40
     parallel = next(s for s in (tools.at(k) for k in range(2)) if len(s.turns) == 4)
     assert parallel.turns[1].branches[0].output_tokens == 18  # the answer after the tool result, not a draw
+
+
+def test_a_sharegpt_function_calling_conversation_has_its_observation_as_a_turn(tmp_path: Path) -> None:
+    """ShareGPT-style function calling (glaive / LLaMA-Factory: function_call and observation turns)."""
+    data = tmp_path / "fc.json"
+    data.write_text(json.dumps([{"conversations": [
+        {"from": "human", "value": "Convert 100 USD to EUR."},
+        {"from": "function_call", "value": '{"name": "convert", "arguments": {"amount": 100}}'},
+        {"from": "observation", "value": '{"result": 92.5}'},
+        {"from": "gpt", "value": "100 USD is 92.50 EUR today."}],
+        "tools": '[{"name": "convert"}]'}]))
+    (item,), problems = read_entries(data, "sharegpt")
+    assert problems == [] and item.ref_output_len == 5  # the call's words
+    assert [(t.text, t.ref_output_len) for t in item.turns] == [('{"result": 92.5}', 6)]

@@ -291,7 +291,7 @@ def sharegpt_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
             conv.user(said)
         elif who in (*_GPT, "function_call") and isinstance(said, str):
             conv.reply(ctx.encoder.count(said))
-        elif who in _TOOL_RESULTS and isinstance(said, str) and conv.turns:
+        elif who in _TOOL_RESULTS and isinstance(said, str) and said.strip() and conv.turns:
             conv.tool(said, f"message {k}")
         elif who == "system" and isinstance(said, str):
             conv.system_text(said)
