@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,16 @@ def _profile() -> Profile:
         "window.drain_seconds": 10, "workload.prompt_len": {"kind": "uniform", "low": 1024, "high": 2048}})
 
 
+def _quiet(deadline_s: float = 90.0) -> bool:
+    """Whether the 1-minute load average falls to 1.5x the cores within `deadline_s` (polled each second): a slow
+    test that follows other load on the same machine waits for it to pass instead of measuring it."""
+    limit = 1.5 * (os.cpu_count() or 1)
+    end = time.monotonic() + deadline_s
+    while os.getloadavg()[0] > limit and time.monotonic() < end:
+        time.sleep(1.0)
+    return os.getloadavg()[0] <= limit
+
+
 def _measure(profile: Profile, driver_name: str, log_dir: Path) -> RunStats:
     """One window at CONCURRENCY through the app's own launcher/driver wiring; the stats of that window."""
     launcher = make_launcher(profile, "sim", driver_name, log_dir)
@@ -51,13 +62,19 @@ def test_http_and_virtual_modes_agree_on_throughput_and_ttft(tmp_path: Path) -> 
     virtual = _measure(profile, "virtual", tmp_path / "logs")
     # A wall-clock window on a starved machine measures the machine, not the sim (with two CPU hogs on two
     # cores the server's sleeps overshoot and TTFT P50 rose 20-40%): sweep's client_bound verdict or a load
-    # average above 1.5x the cores says so; one retry, then a skip that names the reason instead of a flake.
+    # average above 1.5x the cores says so. Each attempt first waits (up to 90 s) for the load to settle; one retry,
+    # then a skip that names the reason, except in CI (SWEEP_REQUIRE_TIMING=1, set by .ci/run), where a skipped
+    # comparison would pass silently: there it fails.
     for attempt in range(2):
+        _quiet()
         http = _measure(profile, "http", tmp_path / f"logs{attempt}")
         if not http.client_bound and os.getloadavg()[0] <= 1.5 * (os.cpu_count() or 1):
             break
     else:
-        pytest.skip("machine too loaded for a wall-clock comparison (client-bound or load average above 1.5x cores)")
+        reason = "machine too loaded for a wall-clock comparison (client-bound or load average above 1.5x cores)"
+        if os.environ.get("SWEEP_REQUIRE_TIMING") == "1":
+            pytest.fail(reason + "; SWEEP_REQUIRE_TIMING=1 makes this a failure, not a skip")
+        pytest.skip(reason)
     assert http.n_errors == 0 and virtual.n_errors == 0
     assert http.n_completed >= 50 and virtual.n_completed >= 50  # enough requests for stable medians
     # "Agree" is sweep's one definition (the cross-check's Tolerance): within 10%, or 20 ms for a latency. Since

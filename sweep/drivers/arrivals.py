@@ -8,10 +8,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from sweep.profile import OpenArrival
+from sweep.profile import OpenArrival, TraceArrival, Window
+from sweep.profile.arrival import ArrivalProcess, SendSchedule
 from sweep.profile.trace import load_trace
+from sweep.workload.stream import Requests, RequestStream
 
-__all__ = ["load_trace", "schedule", "shard", "split_int"]
+__all__ = ["load_trace", "schedule", "shard", "split_int", "step_schedule"]
+
+
+def step_schedule(arrival: ArrivalProcess, window: Window, seed: int, step: int,
+                  specs: Requests) -> SendSchedule | None:
+    """The schedule a driver sends one step by: a trace that replays the workload dataset sends each request at
+    its own recorded time (from the view's first request, at the step's time scale), so the requests and their
+    timing stay together however far the stream has moved on; every other arrival its own schedule."""
+    if isinstance(arrival, TraceArrival) and arrival.of_dataset and isinstance(specs, RequestStream):
+        recorded = specs.send_times()
+        if recorded is not None:
+            return arrival.replay(window, recorded, seed, step)
+    return arrival.schedule(window, seed, step)
 
 
 def schedule(arrival: OpenArrival, horizon_s: float, seed: int = 0, step: int = 0, min_count: int = 0) -> np.ndarray:

@@ -140,7 +140,7 @@ class HttpDriver:
         n = self.client_procs
         base = Plan(url=str(handle.url or ""), headers=dict(handle.headers()), api=self.api, paths=handle.dialect.paths,
                     model_name=self.model_name, specs=specs, window=window, concurrency=concurrency)
-        sched = arrival.schedule(window, self.seed, concurrency) if arrival is not None else None
+        sched = arrivals.step_schedule(arrival, window, self.seed, concurrency, specs) if arrival is not None else None
         if sched is None:
             think = arrival.think_time_s if isinstance(arrival, ClosedArrival) else self.think_time_s
             n = min(n, concurrency)

@@ -12,6 +12,7 @@ from sweep.analysis.server_metrics import buckets_as_samples
 from sweep.core import interrupt
 from sweep.core.errors import WorkloadError
 from sweep.core.types import CUT, UNSENT, RecordSink, RequestRecord, RequestSpec, Sample, WindowResult
+from sweep.drivers.arrivals import step_schedule
 from sweep.drivers.coord import Coord
 from sweep.drivers.virtual_sessions import SessionUsers
 from sweep.launchers.base import ServerHandle
@@ -130,7 +131,7 @@ class _WindowRun:
         self.counters_end: dict[str, float] = {}
         self.hist_start: list[tuple[float, float]] = []
         self.hist_end: list[tuple[float, float]] = []
-        sched = arrival.schedule(window, seed, concurrency) if arrival is not None else None
+        sched = step_schedule(arrival, window, seed, concurrency, specs) if arrival is not None else None
         self.open_loop = sched is not None
         self.sched: list[float] = []  # open loop: absolute scheduled times, in send order
         self.nxt = 0  # next scheduled request to release

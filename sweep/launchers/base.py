@@ -60,6 +60,9 @@ class Environment(TypedDict, total=False):
     driver_version: str | None
     python_version: str | None
     sim_unmodelled_flags: list[str]  # flags the simulator accepted and ignored
+    # the study's dataset (sweep.workload.overlong.input_facts): entries fitted to the context, a trace's timing
+    dataset_fit: dict[str, JSON]
+    trace: dict[str, JSON]
 
 
 @dataclass

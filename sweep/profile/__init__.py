@@ -238,6 +238,8 @@ class Profile(_Strict):
         rates = getattr(self.arrival, "rates", None)
         if rates is not None and len(rates) != len(self.ladder):
             raise ValueError(f"arrival.rates has {len(rates)} values for a ladder of {len(self.ladder)} steps")
+        if isinstance(self.arrival, TraceArrival):
+            self.arrival.check_ladder(len(self.ladder), self.workload.dataset is not None)
         return self
 
     @model_validator(mode="after")
@@ -255,15 +257,29 @@ class Profile(_Strict):
     @property
     def rate_ladder(self) -> bool:
         """Whether the ladder is an open-loop request-rate sweep (arrival.rates): each step's load is its rate."""
+        if isinstance(self.arrival, TraceArrival):
+            return self.arrival.scales is not None
         return isinstance(self.arrival, RateArrival | GammaArrival) and self.arrival.rates is not None
+
+    @property
+    def ladder_rates(self) -> list[float]:
+        """The offered rates (req/s) of a rate ladder's steps: arrival.rates, or a time-scale ladder's scales times
+        the trace's recorded rate; [] for any other ladder."""
+        a = self.arrival
+        return a.step_rates() if isinstance(a, TraceArrival) else list(getattr(a, "rates", None) or [])
 
     def rate_arrival(self, rate: float) -> Arrival:
         """The profile's open-loop arrival offering `rate` req/s (a refinement window of a rate ladder)."""
+        if isinstance(self.arrival, TraceArrival):
+            return self.arrival.at_rate(rate)
         return self.arrival.model_copy(update={"rate": rate})
 
     def step_arrival(self, concurrency: int) -> Arrival:
-        """The arrival process of one ladder step: an open loop with per-step `rates` offers that step's rate."""
+        """The arrival process of one ladder step: an open loop with per-step `rates` offers that step's rate, a
+        time-scale ladder (a trace's `scales`) replays the trace at that step's scale."""
         a = self.arrival
+        if isinstance(a, TraceArrival) and a.scales is not None and concurrency in self.ladder:
+            return a.scaled(a.scales[self.ladder.index(concurrency)])
         if not isinstance(a, RateArrival | GammaArrival) or a.rates is None or concurrency not in self.ladder:
             return a
         return a.model_copy(update={"rate": a.rates[self.ladder.index(concurrency)]})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
@@ -20,7 +21,7 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from sweep.profile.base import DAY_S, MAX_CONCURRENCY, MAX_RATE
 from sweep.profile.base import Strict as _Strict
-from sweep.profile.trace import load_trace
+from sweep.profile.trace import load_trace, recorded_rate
 from sweep.profile.warmup import WarmupRule, open_users
 from sweep.profile.window import Window
 
@@ -173,23 +174,112 @@ class GammaArrival(OpenArrival):
 
 
 class TraceArrival(OpenArrival):
-    """Open loop replaying send times (seconds, one per line, first column of CSV) from a file."""
+    """Open loop replaying send times: the workload dataset's own (each entry at its own time, in file order), or a
+    file of timestamps; `scales` makes the ladder a time-scale ladder (step i at scales[i]× the recorded rate)."""
 
     kind: Literal["trace"] = Field("trace", description="trace: replay send times from a file")
-    path: str = Field(min_length=1,
-        description=("the trace file: relative paths are looked up in the profile's folder, then the "
-                     "working directory"))
+    path: str | None = Field(None, min_length=1,
+        description=("the trace file (timestamps one per line, or a JSONL trace: Mooncake \"timestamp\" ms, "
+                     "\"send_at\" s); relative paths are looked up in the profile's folder, then the working "
+                     "directory. Omitted, or the dataset's own file: the workload dataset's entries are sent at their "
+                     "own times, in file order (a trace replay)"))
     time_scale: float = Field(1.0, ge=1e-6, le=1e6, description="multiply every trace gap (0.5 = twice as fast)")
-    _resolved: Path | None = PrivateAttr(None)  # set by load_profile: where `path` was found
+    scales: list[Annotated[float, Field(gt=0, le=1e4)]] | None = Field(None, description=(
+        "a time-scale ladder: one per ladder step, step i replays the trace at scales[i]× its recorded rate "
+        "(its gaps divided by it); refined and climbed on like arrival.rates, its load in req/s"))
+    _resolved: Path | None = PrivateAttr(None)  # set by load_profile: where `path` (or the dataset) was found
+    _start_s: float = PrivateAttr(0.0)  # set by load_profile: the dataset's start_s when it replays the dataset
+    _of_dataset: bool = PrivateAttr(False)  # set by load_profile: replays the workload dataset's own send times
 
     @property
     def file(self) -> Path:
         """The trace file load_profile found (the profile's folder, then the working directory)."""
-        return self._resolved or Path(self.path)
+        return self._resolved or Path(self.path or "")
+
+    @property
+    def start_s(self) -> float:
+        """Where the replay starts in the trace (the dataset's start_s when it replays the dataset), seconds."""
+        return self._start_s
+
+    @property
+    def of_dataset(self) -> bool:
+        """Whether it replays the workload dataset's entries at their own times (a driver takes the send times
+        from the requests; `offsets` reads the same file for plans)."""
+        return self._of_dataset
+
+    @property
+    def recorded_rps(self) -> float | None:
+        """The trace's recorded mean rate (req/s, from its start), before any scale."""
+        return _recorded(str(self.file), self._start_s)
+
+    @property
+    def mean_rate(self) -> float | None:
+        rate = self.recorded_rps
+        return rate / self.time_scale if rate is not None else None
+
+    def check_ladder(self, steps: int, has_dataset: bool) -> None:
+        """ValueError (one line) when `scales` cannot make a ladder of `steps` steps, or no file gives the times."""
+        sc = self.scales
+        if sc is not None and len(sc) != steps:
+            raise ValueError(f"arrival.scales has {len(sc)} values for a ladder of {steps} steps")
+        if sc is not None and any(b <= a for a, b in zip(sc, sc[1:], strict=False)):
+            raise ValueError("arrival.scales must be strictly ascending")
+        if self.path is None and not has_dataset:
+            raise ValueError("arrival: a trace without a path replays the workload dataset's send times: set "
+                             "workload.dataset, or arrival.path")
+
+    def step_rates(self) -> list[float]:
+        """The offered rate (req/s) of each step of a time-scale ladder: the recorded rate times its scale."""
+        rec = self.recorded_rps
+        return [rec * s for s in self.scales] if self.scales is not None and rec is not None else []
+
+    def scaled(self, scale: float) -> TraceArrival:
+        """This trace at scale× its recorded rate (a time-scale ladder's step)."""
+        return self._copy(self.model_copy(update={"time_scale": 1.0 / scale}))
+
+    def at_rate(self, rate: float) -> TraceArrival:
+        """This trace scaled to offer `rate` req/s on average (a refinement or climbing window)."""
+        rec = self.recorded_rps
+        if rec is None:
+            raise ValueError(f"{self.file}: a trace whose sends all fall at one instant has no rate to scale")
+        return self._copy(self.model_copy(update={"time_scale": rec / rate}))
+
+    def _copy(self, other: TraceArrival) -> TraceArrival:
+        other._resolved, other._start_s, other._of_dataset = self._resolved, self._start_s, self._of_dataset
+        return other
 
     def offsets(self, horizon_s: float, seed: int = 0, step: int = 0, min_count: int = 0) -> np.ndarray:
-        """The whole trace, whatever the horizon."""
-        return load_trace(self.file, self.time_scale)
+        """The whole trace (from its start), whatever the horizon."""
+        return load_trace(self.file, self.time_scale, self._start_s)
+
+    def replay(self, window: Window, recorded: np.ndarray, seed: int = 0, step: int = 0) -> SendSchedule:
+        """The step's schedule from the requests' own recorded send offsets (seconds from the step's first
+        request), at this arrival's time scale."""
+        fixed = np.asarray(recorded, dtype=float) * self.time_scale
+        return _Fixed(fixed, self).schedule(window, seed, step)
+
+
+class _Fixed(OpenArrival):
+    """A trace's sends given as offsets (TraceArrival.replay), scheduled like any open loop."""
+
+    _offs: np.ndarray = PrivateAttr()
+    _rate: float | None = PrivateAttr(None)
+
+    def __init__(self, offs: np.ndarray, trace: TraceArrival):
+        super().__init__(max_in_flight=trace.max_in_flight)
+        self._offs = offs
+        self._rate = None
+
+    def offsets(self, horizon_s: float, seed: int = 0, step: int = 0, min_count: int = 0) -> np.ndarray:
+        return self._offs
+
+
+@lru_cache(maxsize=64)
+def _recorded(path: str, start_s: float) -> float | None:
+    try:
+        return recorded_rate(load_trace(path, 1.0, start_s))
+    except (OSError, ValueError):
+        return None
 
 
 Arrival = Annotated[ClosedArrival | RateArrival | GammaArrival | TraceArrival, Field(discriminator="kind")]

@@ -108,3 +108,12 @@ def check_prompt_fits(prof: _Prof, where: str) -> None:
         raise ProfileError(f"{where}: {field}: prompts of up to {longest:,} tokens do not fit the model's context "
                            f"length of {limit:,} tokens ({source}); lower prompt_len.max (or the fixed length) "
                            "below it")
+
+
+def server_context(prof: _Prof) -> int | None:
+    """The context length a dataset's entries are fitted to (workload.dataset.overlong): the server's, where it is
+    known before launch; None for an attached server or a hub model without a local folder."""
+    if prof.server.launcher == "attach":
+        return None
+    known = context_length(prof)
+    return known[0] if known is not None else None

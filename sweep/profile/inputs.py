@@ -37,7 +37,12 @@ def locate_inputs(prof: P, folder: Path | None, where: str, hint: str = "") -> P
         prof.workload.dataset._resolved = find_input(folder, where, "workload.dataset.path",
                                                      prof.workload.dataset.path, hint)
     if isinstance(prof.arrival, TraceArrival):
-        prof.arrival._resolved = find_input(folder, where, "arrival.path", prof.arrival.path, hint)
+        ds = prof.workload.dataset
+        if prof.arrival.path is not None:
+            prof.arrival._resolved = find_input(folder, where, "arrival.path", prof.arrival.path, hint)
+        of_dataset = ds is not None and (prof.arrival.path is None or prof.arrival._resolved == ds._resolved)
+        if of_dataset and ds is not None:  # the dataset's entries at their own times, from its start_s
+            prof.arrival._resolved, prof.arrival._start_s, prof.arrival._of_dataset = ds._resolved, ds.start_s, True
         _check_trace(where, prof.arrival)
     return prof
 
@@ -67,6 +72,10 @@ def find_input(folder: Path | None, where: str, field: str, raw: str, hint: str 
 def _check_trace(where: str, arrival: TraceArrival) -> None:
     """The trace file parses (timestamps, non-decreasing, finite): its problem is the profile's, at load time."""
     try:
-        load_trace(arrival.file, arrival.time_scale)
+        load_trace(arrival.file, arrival.time_scale, arrival.start_s)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ProfileError(f"{where}: arrival.path: {' '.join(str(exc).split())}") from None
+        field = "workload.dataset" if arrival.of_dataset else "arrival.path"
+        raise ProfileError(f"{where}: {field}: {' '.join(str(exc).split())}") from None
+    if arrival.scales is not None and arrival.recorded_rps is None:
+        raise ProfileError(f"{where}: arrival.scales: the trace's sends all fall at one instant: it has no rate to "
+                           "scale")

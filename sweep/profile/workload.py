@@ -99,6 +99,16 @@ class Dataset(_Strict):
         description="skip malformed entries, or fail the profile on the first one")
     block_tokens: int = Field(512, ge=1, le=MAX_TOKENS,
         description="mooncake: tokens per hash id (equal ids are equal token blocks: the trace's prefix sharing)")
+    order: Literal["auto", "file", "shuffle"] = Field("auto", description=(
+        "the order entries are sent in: file, or shuffled by workload.seed; auto: file order when the entries carry "
+        "send times (a trace: Mooncake \"timestamp\", JSONL \"send_at\"), else shuffled"))
+    start_s: float = Field(0.0, ge=0, le=1e9, description=(
+        "trace.start: entries sent before this many seconds into the file are skipped, so a study replays a window "
+        "of a long trace at a chosen offset (timestamped entries only)"))
+    overlong: Literal["refuse", "clip", "drop"] = Field("refuse", description=(
+        "entries whose prompt plus requested output do not fit the server's context length: refuse the study at "
+        "load with their count, clip (cut the prompt, then the output, to fit) or drop them; the counts clipped "
+        "and dropped are in the report"))
     _resolved: Path | None = PrivateAttr(None)  # set by load_profile: where `path` was found
 
     @property

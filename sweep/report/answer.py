@@ -41,6 +41,21 @@ def _bracket_text(k: ConfigKnee, failing: float | None, at_top: bool) -> str:
     return f" ({f'{failing:,.2f} req/s' if rate else f'c={failing:g}'} fails)"
 
 
+def trace_text(k: ConfigKnee, rec: float, bracket: tuple[float, float | None] | None) -> str:
+    """"holds the trace up to 2.6× its recorded rate (95% CI 2.1–3.2×; 1.90 req/s recorded)": the SLA boundary over
+    the trace's recorded rate where the ladder was refined, else the knee (and the failing step above it)."""
+    if k.boundary is not None and k.boundary_unit == "req/s":
+        ci = ("" if k.boundary_ci_low is None or k.boundary_ci_high is None
+              else f" (95% CI {k.boundary_ci_low / rec:.1f}–{k.boundary_ci_high / rec:.1f}×)")
+        at = f"{k.boundary / rec:.1f}× its recorded rate{ci}"
+    else:
+        fails = bracket[1] if bracket is not None else None
+        at = f"{(k.offered_rps or 0) / rec:.1f}× its recorded rate" + (
+            f" (between {(k.offered_rps or 0) / rec:.1f}× passing and {fails / rec:.1f}× failing)" if fails else
+            " (the highest scale measured passes: not bracketed)")
+    return f"holds the trace up to {at}; recorded {rec:.2f} req/s"
+
+
 def gain_text(t: TierAnswer) -> str:
     """The winner against SGLang's defaults, in one line."""
     g = t.gain
@@ -78,6 +93,8 @@ def tier_lines(answer: Answer, t: TierAnswer, dialect: engines.Dialect | None = 
     out = [head, "",
            f"- **Winner**: {t.label}" + (" (screening windows only)" if t.screen_only else ""),
            f"- **Knee**: {knee}",
+           *([f"- **Trace**: {trace_text(k, answer.trace_rps, t.bracket)}"] if answer.trace_rps and k.offered_rps
+             else []),
            f"- **Goodput**: {k.goodput_tps:.0f} output tok/s inside the SLA ({_ci(k)})",
            f"- **Gain over SGLang's defaults**: {gain_text(t)}"]
     if t.binding is not None:

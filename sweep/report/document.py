@@ -16,6 +16,7 @@ from sweep.report.setup import setup_lines
 from sweep.report.tables import ci_text as _ci
 from sweep.report.tables import configs_table, knee_cell, load_text, modality_table, plain, steps_table
 from sweep.report.tables import fmt as _fmt
+from sweep.report.trace import trace_lines
 from sweep.report.winner import study_dialect, winner_lines
 from sweep.store import STAT_COLUMNS, RunRecord, RunSummary
 from sweep.views.answer import Answer
@@ -137,6 +138,7 @@ SECTIONS: tuple[Callable[[StudyContext], list[str]], ...] = (
     setup_lines,
     steps_table,
     lambda ctx: input_lines(ctx.request_tokens),
+    trace_lines,
     cache_lines,
     configs_lines,
     lambda ctx: modality_table(ctx, ctx.view),

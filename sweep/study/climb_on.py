@@ -55,7 +55,7 @@ def next_climb(profile: Profile, steps: Sequence[LadderStep], max_running: int |
     if not top.stats.passes_sla:
         return None
     if profile.rate_ladder:
-        rates = getattr(profile.arrival, "rates", None) or []
+        rates = profile.ladder_rates
         if top.offered_rps is None or not rates or top.offered_rps >= max(rates) * 2 ** CLIMB_RATE_DOUBLINGS:
             return None
         return NextWindow(top.concurrency, round(top.offered_rps * 2, 6), top.phase)

@@ -14,6 +14,7 @@ from sweep.analysis.winner import Winner
 from sweep.core.errors import NotFound, ProfileError, UsageError, WorkloadError
 from sweep.launchers.placement import WorkerSeat, detect
 from sweep.profile import Profile
+from sweep.profile.context_len import server_context
 from sweep.report.document import ReportFiles, write_report
 from sweep.store import PriorRecord, Store
 from sweep.study import prior
@@ -43,7 +44,7 @@ from sweep.views.context import ConfigFailure, study_context
 from sweep.views.footprint import study_footprint
 from sweep.views.read_model import read_study
 from sweep.workload.lexicon import for_model
-from sweep.workload.stream import Stream, open_stream
+from sweep.workload.stream import Stream, open_stream, stream_facts
 
 __all__ = ["KneeRun", "Orchestrator"]
 TrialCallback = Callable[[LadderOutcome], None]
@@ -161,7 +162,8 @@ class Orchestrator:
         # Input first (the dataset, --out): a bad one is one line and nothing written, no study left running.
         # Requests are made on demand and never repeat on one server (sweep.workload.stream); replay only when asked.
         # Made before the study row, so a dataset that cannot serve one ladder writes nothing.
-        specs = open_stream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+        specs = open_stream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)),
+                            context_len=server_context(self.profile))
         refuse_short_dataset(self.profile, specs)
         if self.profile.crosscheck.enabled:  # a reference that cannot run is one clear line before anything is stored
             from sweep.study.crosscheck_step import choose_reference
@@ -191,7 +193,8 @@ class Orchestrator:
               specs: Stream | None = None) -> KneeRun:
         """Measure trials of the study as one of its workers until its work is done, then write the report."""
         if specs is None:
-            specs = open_stream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)))
+            specs = open_stream(self.profile.workload, base_dir=ROOT, lexicon=for_model(model_path(self.profile)),
+                            context_len=server_context(self.profile))
             refuse_short_dataset(self.profile, specs)
         seat = self.seat
         identity = WorkerIdentity.this_process()
@@ -201,8 +204,13 @@ class Orchestrator:
         identity = replace(identity, worker_id=worker_id)
         log_dir = self.out_dir / study_name / "logs" / (seat.label or "")
         launcher = make_launcher(self.profile, self.kind, self.driver_name, log_dir, seat)
-        record = EnvironmentRecord(self.store, study_id, normalise_env(launcher.environment(), self.profile,
-                                                                        self.simulated), self.simulated, self.say)
+        env = normalise_env(launcher.environment(), self.profile, self.simulated)
+        facts = stream_facts(specs)  # stored with the study: entries fitted to the context, a trace's own timing
+        if "dataset_fit" in facts:
+            env["dataset_fit"] = facts["dataset_fit"]
+        if "trace" in facts:
+            env["trace"] = facts["trace"]
+        record = EnvironmentRecord(self.store, study_id, env, self.simulated, self.say)
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
         runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name,
                               on_step=on_step, on_launch=record.on_launch)

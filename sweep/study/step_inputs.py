@@ -22,6 +22,7 @@ from sweep.analysis.measure import in_window, succeeded
 from sweep.analysis.run_stats import RunStats
 from sweep.analysis.sessions import session_columns
 from sweep.core.types import WindowResult
+from sweep.drivers.arrivals import step_schedule
 from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, Profile, Window
 from sweep.workload.prefix_cache import PrefixCache
@@ -86,7 +87,7 @@ class StepInputs:
                 log.warning("prefix cache not emptied before concurrency %d: %s", concurrency, note)
         view = view_from(self.specs, self.position)
         if isinstance(view, RequestStream | SessionStream) and not self.driver.simulated:
-            view.prefetch(min(self._expected(concurrency, window, arrival), self.profile.workload.num_requests))
+            view.prefetch(min(self._expected(concurrency, window, arrival, view), self.profile.workload.num_requests))
         return view, note
 
     def after_step(self, result: WindowResult, stats: RunStats) -> RunStats:
@@ -116,10 +117,11 @@ class StepInputs:
             return None, None
         return hits[0] / total, (hits[1] / total if self._capped is not None else None)
 
-    def _expected(self, concurrency: int, window: Window, arrival: ArrivalProcess | None) -> int:
+    def _expected(self, concurrency: int, window: Window, arrival: ArrivalProcess | None, view: Requests) -> int:
         """Requests the step will likely send: the schedule's sends before its window's earliest end (open loop), else
         scaled from the last step."""
-        sched = arrival.schedule(window, self.profile.workload.seed, concurrency) if arrival is not None else None
+        seed = self.profile.workload.seed
+        sched = step_schedule(arrival, window, seed, concurrency, view) if arrival is not None else None
         if sched is not None:
             return sched.needed()
         if self._last is None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import SERVER_DIED, RequestRecord
 from sweep.launchers.base import Launcher, ServerHandle
-from sweep.profile import Arrival, GammaArrival, Profile, RateArrival
+from sweep.profile import Arrival, GammaArrival, Profile, RateArrival, TraceArrival
 
 
 def saturated(stats: RunStats, previous: RunStats | None) -> str | None:
@@ -25,7 +25,10 @@ def saturated(stats: RunStats, previous: RunStats | None) -> str | None:
 
 
 def offered_rate(profile: Profile, arrival: Arrival) -> float | None:
-    """A window's offered rate (req/s) where it is the ladder's load (an open-loop arrival.rates ladder), else None."""
+    """A window's offered rate (req/s) where it is the ladder's load (an open-loop arrival.rates ladder, or a trace's
+    time-scale ladder: its recorded rate at the step's scale), else None."""
+    if profile.rate_ladder and isinstance(arrival, TraceArrival):
+        return arrival.mean_rate
     return float(arrival.rate) if profile.rate_ladder and isinstance(arrival, RateArrival | GammaArrival) else None
 
 

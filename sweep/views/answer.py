@@ -76,6 +76,7 @@ class Answer:
     tiers: tuple[TierAnswer, ...]
     labels: Mapping[int, str] = field(default_factory=dict)
     note: str | None = None  # why no tier names a winner (mixed hardware), if so
+    trace_rps: float | None = None  # a time-scale ladder's trace: its recorded rate (req/s), the unit of its scales
 
     def document(self, config_id: int | None = None) -> dict[str, object]:
         """The answer as plain data, versioned (answer.json, `sweep knee --json`, `sweep explain --format json`;
@@ -198,7 +199,19 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
     return Answer(ctx.study.name, ctx.study.simulated,
                   str(ctx.env.get("model_path") or (prof.server.model_path if prof else "MODEL")),
                   tuple(extra_args), tuple(out), {c.id: _label(ctx.configs, c.id, ctx.labels) for c in ctx.configs},
-                  note)
+                  note, trace_rate(ctx))
+
+
+def trace_rate(ctx: StudyContext) -> float | None:
+    """A time-scale ladder's recorded trace rate (req/s): each ladder step's offered rate over its scale (the
+    lowest: a climbing-on window carries its ladder step's label at a higher rate); None for any other ladder."""
+    prof = ctx.profile
+    scales = getattr(prof.arrival, "scales", None) if prof is not None else None
+    if prof is None or not scales:
+        return None
+    rates = [r.offered_rps / scales[prof.ladder.index(r.concurrency)] for r in ctx.runs
+             if r.offered_rps is not None and r.phase != "refine" and r.concurrency in prof.ladder]
+    return min(rates) if rates else None
 
 
 def _tier_answer(ctx: StudyContext, tier: Tier, wid: int | None, screen_only: bool, knees: Mapping[int, ConfigKnee],

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from sweep.analysis.sessions import SessionStats, session_stats
 from sweep.profile import Search, Soak
+from sweep.profile.trace import Burstiness, burstiness
 from sweep.store import RunRecord, Store
 from sweep.views.read_model import ConfigFailure, config_failures_of, read_study, stored_profile
 from sweep.views.study import StudyContext, build_view
@@ -43,7 +44,20 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
                         coupled=search.mode == "coupled"),
         request_tokens=store.study_request_tokens(study_id), failures=model.failures, measured=model.measured,
         sessions=session_windows(store, model.runs) if prof is not None and prof.workload.sessions else {},
-        prior=store.study_prior(study_id))
+        prior=store.study_prior(study_id),
+        send_bursts=send_bursts(store, model.runs) if isinstance(model.env.get("trace"), dict) else {})
+
+
+def send_bursts(store: Store, runs: Sequence[RunRecord]) -> dict[int, Burstiness]:
+    """Each completed window's sends (its measured requests' scheduled times) as Burstiness, by run id: a trace
+    replay's window next to the trace's own (sweep.report.trace)."""
+    out: dict[int, Burstiness] = {}
+    for r in runs:
+        if r.status == "completed":
+            times = [q.scheduled_at for q in store.requests_for_run(r.id) if not q.warmup]
+            if len(times) > 1:
+                out[r.id] = burstiness(times)
+    return out
 
 
 def session_windows(store: Store, runs: Sequence[RunRecord]) -> dict[int, SessionStats]:

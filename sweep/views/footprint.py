@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from sweep.profile import Profile, TraceArrival
 from sweep.profile.phases import phase_window, refines
 from sweep.profile.trace import load_trace
@@ -83,8 +85,9 @@ def window_load(prof: Profile, phase: str, concurrency: int) -> WindowLoad:
             max(prof.ladder) / request_seconds(prof))
         sent = (prof.soak.rate_fraction * knee_rate * (w.warmup_seconds + w.measure_seconds) + w.warmup_requests
                 + prof.soak.max_in_flight)
-    elif isinstance(arrival, TraceArrival):
-        sent = float(len(load_trace(arrival.file, arrival.time_scale)))
+    elif isinstance(arrival, TraceArrival):  # the most sends any stretch of the trace this long holds
+        offs = load_trace(arrival.file, arrival.time_scale, arrival.start_s)
+        sent = float((np.searchsorted(offs, offs + seconds, side="left") - np.arange(len(offs))).max())
     elif rate is not None:
         users = open_users(concurrency, getattr(arrival, "max_in_flight", concurrency))
         sent = max(rate * w.warmup_seconds, w.warmup_requests, users) + rate * w.measure_seconds

@@ -21,6 +21,7 @@ from sweep.analysis.significance import ties
 from sweep.analysis.winner import HardwareRanking, Winner
 from sweep.core.types import CUT
 from sweep.profile import Profile
+from sweep.profile.trace import Burstiness
 from sweep.store import ConfigRecord, PriorRecord, RequestTokens, RunRecord, StoredRequestRow, StudyRecord
 
 if TYPE_CHECKING:
@@ -154,6 +155,7 @@ class StudyContext:
     measured: bool = False  # whether any configuration got a completed measured step
     sessions: dict[int, SessionStats] = field(default_factory=dict)  # run id -> its sessions (workload.sessions)
     prior: list[PriorRecord] = field(default_factory=list)  # the simulated prior's ranking (search.prior: sim)
+    send_bursts: dict[int, Burstiness] = field(default_factory=dict)  # run id -> its sends' burstiness (a trace)
 
     def raw(self, section: str) -> dict[str, object]:
         """One section of the stored profile JSON as written ({} when absent or not an object)."""

@@ -6,12 +6,14 @@ The user messages are the turns, the first assistant message after a turn its re
 assistant's tool call (`tool_calls`, `function_call`) is a reply of the length of its calls' names and arguments;
 a `tool`/`function` result is a turn of its own (the model is called again with it: the result is that request's
 new context), and the assistant reply after it is that turn's output length. "max_tokens" (or
-"max_completion_tokens") is the last turn's explicit output length.
+"max_completion_tokens") is the last turn's explicit output length; a logged request's "send_at" (seconds) or
+"created" (Unix seconds) its send time (a batch body's too).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from sweep.core.types import JSON, MediaItem
 from sweep.workload.importers import (
@@ -22,6 +24,7 @@ from sweep.workload.importers import (
     image_url,
     optional_int,
     positive_int,
+    seconds,
 )
 
 _SYSTEM = ("system", "developer")
@@ -111,10 +114,19 @@ def _last_output(obj: dict[str, JSON]) -> int | None:
 
 def openai_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
     """An OpenAI chat-completions request: user messages and tool results are turns; "max_tokens" (or
-    "max_completion_tokens") the last turn's output length."""
+    "max_completion_tokens") the last turn's output length; "send_at" or "created" its send time."""
     if not isinstance(obj, dict):
         raise BadEntry('expected an object with a non-empty "messages" list')
-    return chat_turns(obj.get("messages"), ctx).item(ctx, line, _last_output(obj))
+    item = chat_turns(obj.get("messages"), ctx).item(ctx, line, _last_output(obj))
+    at = _log_time(obj)
+    return replace(item, send_at=at) if at is not None else item
+
+
+def _log_time(obj: dict[str, JSON]) -> float | None:
+    """A logged request's send time in seconds: its "send_at" (s), else "created" (Unix seconds, as OpenAI logs
+    stamp a request); None when it has neither."""
+    at = seconds(obj.get("send_at"), "send_at", "seconds")
+    return at if at is not None else seconds(obj.get("created"), "created", "seconds")
 
 
 def batch_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:

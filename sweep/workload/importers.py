@@ -5,7 +5,7 @@ Formats (docs/datasets.md): `jsonl` (sweep's own: "prompt" or "input_ids", optio
 (every human turn; each reply's length is its turn's reference output length) and `mooncake` (a token-length
 trace: each hash id is one block of block_tokens tokens, a deterministic function of the id, so equal ids share
 their tokens exactly) here; the chat-message formats (OpenAI requests, OpenAI Batch files, LMSYS-Chat-1M rows) in
-sweep.workload.import_chat, Azure's trace CSVs in sweep.workload.import_azure, every format's parser in
+sweep.workload.import_chat (a logged request's "send_at" or "created" its send time), Azure's trace CSVs in sweep.workload.import_azure, every format's parser in
 sweep.workload.formats. A system message is the start of turn 1's text; a tool (function) result starts a turn of
 its own, whose reply is that turn's output length. An unusable entry raises BadEntry with one line saying why."""
 
@@ -36,7 +36,7 @@ MAX_HASH_ID = 2**63 - 1
 TokenIds = tuple[int, ...] | BlockTokens  # a prompt's ids: a tuple, or a mooncake line's blocks made when read
 __all__ = ["BadEntry", "BlockTokens", "DatasetItem", "DatasetTurn", "ParseContext", "TokenIds",
            "TurnBuilder", "UserTurn", "hash_block", "image_url",
-           "optional_int", "positive_int"]
+           "optional_int", "positive_int", "seconds"]
 MAX_IMAGE_PIXELS = 89_478_485  # PIL's decompression-bomb bound: a larger image is refused, never decoded
 
 
@@ -88,7 +88,7 @@ def positive_int(value: JSON, name: str) -> int:
     return value
 
 
-def _seconds(value: JSON, name: str, unit: str, scale: float = 1.0) -> float | None:
+def seconds(value: JSON, name: str, unit: str, scale: float = 1.0) -> float | None:
     """A finite number >= 0 (None for a missing one), divided by scale; BadEntry naming the unit otherwise."""
     if value is None:
         return None
@@ -207,7 +207,7 @@ def jsonl_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
     if not isinstance(obj, dict):
         raise BadEntry("expected a JSON object")
     ids, text = _prompt(obj, ctx, "")
-    send_at = _seconds(obj.get("send_at"), "send_at", "seconds")
+    send_at = seconds(obj.get("send_at"), "send_at", "seconds")
     turns = obj.get("turns", [])
     if not isinstance(turns, list):
         raise BadEntry('"turns" must be a list of turns')
@@ -308,7 +308,7 @@ def mooncake_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
     BlockTokens: the line's ids, made into tokens when read."""
     if not isinstance(obj, dict):
         raise BadEntry("expected a JSON object")
-    ts = _seconds(obj.get("timestamp"), "timestamp", "milliseconds", 1000.0)
+    ts = seconds(obj.get("timestamp"), "timestamp", "milliseconds", 1000.0)
     if ts is None:
         raise BadEntry('"timestamp" must be a number of milliseconds >= 0')
     n_in = positive_int(obj.get("input_length"), "input_length")

@@ -30,6 +30,7 @@ from sweep.workload.datasets import ID_HIGH, ID_LOW, DatasetItem, load_dataset
 from sweep.workload.datasets import output_len as dataset_output_len
 from sweep.workload.lexicon import SIM, Lexicon
 from sweep.workload.media import POOL_SIZE, media_tokens, pooled_audio, pooled_image, pooled_video
+from sweep.workload.overlong import Fitted, fit_context, from_start, in_file_order
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +135,15 @@ class WorkloadParts:
     prefixes: tuple[tuple[int, ...], ...]
     prefix_texts: tuple[str, ...]
     mix: tuple[float, ...]  # MODALITIES shares, normalised
-    items: tuple[DatasetItem, ...] | None = None  # dataset entries, in the seeded shuffled order
+    items: tuple[DatasetItem, ...] | None = None  # dataset entries, in file order (a trace) or a seeded shuffle
+    fitted: Fitted | None = None  # how many entries were clipped or dropped to fit the context (dataset.overlong)
 
 
-def workload_parts(w: Workload, base_dir: Path | None = None, lexicon: Lexicon = SIM) -> WorkloadParts:
-    """The shared prefixes (one seeded stream) and, for a dataset workload, its entries in a seeded order."""
+def workload_parts(w: Workload, base_dir: Path | None = None, lexicon: Lexicon = SIM,
+                   context_len: int | None = None) -> WorkloadParts:
+    """The shared prefixes (one seeded stream) and, for a dataset workload, its entries: from dataset.start_s on, in
+    file order (a trace) or a seeded order, fitted to `context_len` by dataset.overlong (sweep.workload.overlong;
+    OverlongError under refuse)."""
     sp = w.shared_prefix
     prefixes: tuple[tuple[int, ...], ...] = ()
     texts: tuple[str, ...] = ()
@@ -147,14 +152,21 @@ def workload_parts(w: Workload, base_dir: Path | None = None, lexicon: Lexicon =
         prefixes = tuple(tuple(row) for row in arr.tolist())
         texts = tuple(lexicon.render(row) for row in arr)
     items: tuple[DatasetItem, ...] | None = None
+    fitted: Fitted | None = None
     if w.dataset is not None:
         loaded, problems = load_dataset(w.dataset, base_dir, model=lexicon.tokenizer or None)
         if problems:
             log.warning("%s: skipped %d bad entries: %s", w.dataset.path, len(problems), "; ".join(problems[:5]))
-        order = _rng(w.seed, _S_ORDER).permutation(len(loaded))
-        items = tuple(loaded[int(j)] for j in order)
+        loaded = from_start(loaded, w.dataset)
+        if context_len is not None:
+            loaded, fitted = fit_context(loaded, w, context_len)
+        if in_file_order(loaded, w.dataset):
+            items = tuple(loaded)
+        else:
+            order = _rng(w.seed, _S_ORDER).permutation(len(loaded))
+            items = tuple(loaded[int(j)] for j in order)
     p = np.array([w.mix.text, w.mix.image, w.mix.video, w.mix.audio], dtype=np.float64)
-    return WorkloadParts(prefixes, texts, tuple((p / p.sum()).tolist()), items)
+    return WorkloadParts(prefixes, texts, tuple((p / p.sum()).tolist()), items, fitted)
 
 
 def make_block(w: Workload, parts: WorkloadParts, block: int, *, lexicon: Lexicon = SIM,

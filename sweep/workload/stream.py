@@ -25,16 +25,19 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from sweep.core.errors import StreamExhausted
 from sweep.core.types import RequestRecord, RequestSpec
 from sweep.profile import Workload
 from sweep.workload.lexicon import SIM, Lexicon
 from sweep.workload.media import POOL_SIZE
+from sweep.workload.overlong import InputFacts, in_file_order, input_facts
 from sweep.workload.requests import BLOCK, WorkloadParts, make_block, warm_media_pool, workload_parts
 from sweep.workload.sessions import SessionStream
 
 __all__ = ["KEEP_BLOCKS", "RequestStream", "Requests", "SessionStream", "StreamExhausted", "next_position",
-           "open_stream", "spec_at", "view_from"]
+           "open_stream", "spec_at", "stream_facts", "view_from"]
 
 KEEP_BLOCKS = 64  # blocks a view keeps: a closed loop's users draw positions close together
 
@@ -46,13 +49,14 @@ class RequestStream:
     """
 
     def __init__(self, w: Workload, base_dir: Path | None = None, *, lexicon: Lexicon = SIM,
-                 pool_size: int = POOL_SIZE, start: int = 0, parts: WorkloadParts | None = None):
+                 pool_size: int = POOL_SIZE, start: int = 0, parts: WorkloadParts | None = None,
+                 context_len: int | None = None):
         self.workload = w
         self.base_dir = base_dir
         self.lexicon = lexicon
         self.pool_size = pool_size
         self.start = start
-        self.parts = parts if parts is not None else workload_parts(w, base_dir, lexicon)
+        self.parts = parts if parts is not None else workload_parts(w, base_dir, lexicon, context_len)
         self._made: dict[int, RequestSpec] = {}  # prefetched requests by position
         self._blocks: dict[int, list[RequestSpec]] = {}  # recently made blocks by block number
 
@@ -66,6 +70,17 @@ class RequestStream:
         if self.workload.replay or self.parts.items is None:
             return None
         return len(self.parts.items)
+
+    def send_times(self) -> np.ndarray | None:
+        """The recorded send offsets (seconds) of the view's requests from its first on, counted from that first
+        one: a trace replay sends each entry at its own time. None unless the entries are sent in file order with
+        their send times (a timestamped dataset, not replayed)."""
+        items = self.parts.items
+        if items is None or self.workload.replay or self.workload.dataset is None \
+                or not in_file_order(list(items), self.workload.dataset) or self.start >= len(items):
+            return None
+        t = np.fromiter((it.send_at or 0.0 for it in items[self.start:]), dtype=float)
+        return t - t[0]
 
     def content_of(self, position: int) -> int:
         """Which request of the workload fills a stream position (differs from it only under replay)."""
@@ -125,11 +140,19 @@ Requests = Sequence[RequestSpec] | RequestStream | SessionStream
 Stream = RequestStream | SessionStream
 
 
-def open_stream(w: Workload, base_dir: Path | None = None, *, lexicon: Lexicon = SIM) -> Stream:
-    """The study's stream: sessions when the workload has workload.sessions, else single requests."""
+def open_stream(w: Workload, base_dir: Path | None = None, *, lexicon: Lexicon = SIM,
+                context_len: int | None = None) -> Stream:
+    """The study's stream: sessions when the workload has workload.sessions, else single requests (a dataset's
+    entries fitted to the server's `context_len` where it is known: sweep.workload.overlong)."""
     if w.sessions is not None:
         return SessionStream(w, base_dir, lexicon=lexicon)
-    return RequestStream(w, base_dir, lexicon=lexicon)
+    return RequestStream(w, base_dir, lexicon=lexicon, context_len=context_len)
+
+
+def stream_facts(stream: Stream) -> InputFacts:
+    """The stream's dataset facts the study stores (sweep.workload.overlong.input_facts); {} without a dataset."""
+    w = stream.workload
+    return input_facts(stream.parts.items, stream.parts.fitted, w.dataset) if w.dataset is not None else {}
 
 
 def spec_at(specs: Requests, k: int) -> RequestSpec:

@@ -2,7 +2,7 @@
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
 #   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound |
 #                                                             kvrepeat | crosscheck | crosscheck-vl | workers |
-#                                                             refine | repeat | answer | sessions |
+#                                                             refine | repeat | answer | sessions | trace |
 #                                                             crosscheck-sessions
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/core/ (sweep's dependencies missing there; the
 # device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/; the image has tokenizers).
@@ -178,6 +178,19 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
       --reference h11 --config max_running_requests=128,mem_fraction_static=0.85,chunked_prefill_size=4096,schedule_policy=lpm \
       --set 'ladder=[16,32]' --set ladder_max=0 --set refine.enabled=false --set 'workload.sessions.turns={"kind":"uniform","low":2,"high":4}' \
       --set 'workload.sessions.think_time={"kind":"fixed","value":0.2}' --set "$dummy" ;;
+  trace)
+    # issue 31: a trace at its own timing. A SYNTHETIC slice in the FAST'25 Mooncake format (tools/mooncake_slice.py:
+    # deterministic, 600 s at ~2 req/s, 512-token hash blocks shared by system prompts and multi-turn sessions; the
+    # device has no network to fetch the recorded trace) replayed at 1x, 2x and 4x its recorded rate on ONE
+    # configuration (one launch, TRACE_S-second windows), then the cache hit measured vs predicted per window.
+    python3 tools/mooncake_slice.py "$work/mooncake-slice.jsonl" --seconds 600 --rate 2 --seed 31 --max-blocks 12
+    python3 -m sweep.cli ladder --profile trace-replay "${common[@]}" --study h200-trace \
+      --config max_running_requests=64,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
+      --set "workload.dataset.path=$work/mooncake-slice.jsonl" --set 'arrival.scales=[1,2,4]' --set 'ladder=[1,2,3]' \
+      --set window.warmup_requests=8 --set window.warmup_seconds=3 --set "window.measure_seconds=${TRACE_S:-40}" \
+      --set window.drain_seconds=15 --set server.startup_timeout_s=400 --set refine.enabled=false \
+      --set "$dummy" || exit $?
+    python3 tools/sglang-h200/trace_hits.py "$db" h200-trace "$work/mooncake-slice.jsonl" | tee "$out/trace-hits.txt" ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 rc=$?
