@@ -7,15 +7,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sweep.cli import main
-from sweep.profile import Workload
+from sweep.profile import Workload, load_profile
 from sweep.workload.dataset_stats import dataset_stats
 from sweep.workload.datasets import guess_format, read_entries
+from sweep.workload.requests import workload_parts
 from sweep.workload.sessions import SessionStream
 
-DATA = Path(__file__).resolve().parent / "data" / "datasets"
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "datasets"
 
 
 def _validate(name: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, list[str]]:
@@ -192,3 +195,21 @@ def test_a_sharegpt_function_calling_conversation_has_its_observation_as_a_turn(
     (item,), problems = read_entries(data, "sharegpt")
     assert problems == [] and item.ref_output_len == 5  # the call's words
     assert [(t.text, t.ref_output_len) for t in item.turns] == [('{"result": 92.5}', 6)]
+
+
+@pytest.mark.parametrize("name", ["azure_conv_2023_good.csv", "azure_code_2024_good.csv"])
+def test_an_azure_trace_replays_at_its_own_timing(name: str, tmp_path: Path) -> None:
+    """`arrival: {kind: trace}` on an Azure trace CSV: its TIMESTAMP column is the replay's send times (before, a
+    date and time was "not a timestamp"), its rows in file order with their own lengths."""
+    prof_text = (ROOT / "profiles" / "smoke.yaml").read_text()
+    prof_text = prof_text.replace("workload:\n", "workload:\n  dataset: " + json.dumps({"path": str(DATA / name)})
+                                  + "\n", 1).replace("arrival: {kind: closed}", "arrival: {kind: trace, scales: [1, 2]}")
+    prof_text = prof_text.replace("shared_prefix: {groups: 2, length: 64, share: 0.5}", "shared_prefix: {groups: 0}")
+    path = tmp_path / "azure.yaml"
+    path.write_text(prof_text)
+    prof = load_profile(path, {"ladder": [1, 2]})
+    items, _ = read_entries(DATA / name, "azure")
+    offsets = prof.arrival.offsets(60.0)  # type: ignore[union-attr]
+    assert np.allclose(offsets, [it.send_at or 0.0 for it in items], atol=1e-6)
+    parts = workload_parts(prof.workload, prof.folder)
+    assert parts.items is not None and [len(it.input_ids) for it in parts.items] == [len(it.input_ids) for it in items]

@@ -11,16 +11,15 @@ of shared prefixes, so no two requests share one. Timestamps are the 2023 form (
 from __future__ import annotations
 
 import csv
-from datetime import UTC, datetime
 
 from sweep.core.errors import WorkloadError
 from sweep.core.types import JSON
+from sweep.profile.trace import parse_time
 from sweep.workload.blocks import BlockTokens
 from sweep.workload.importers import BadEntry, DatasetItem, ParseContext, positive_int
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 _ROW_BLOCKS = 2**22  # hash ids per row: more blocks than MAX_TOKENS tokens make, at one token per block
-_FRACTION = 6  # digits of a second datetime keeps (the 2023 trace writes 7)
 
 
 def is_azure_header(line: str) -> bool:
@@ -48,21 +47,13 @@ def csv_rows(raw: str, shown: str) -> list[tuple[int, JSON | BadEntry]]:
 
 
 def _timestamp(text: str) -> float:
-    """Seconds since the epoch of a trace timestamp (naive ones are UTC); BadEntry for anything else."""
-    head, dot, frac = text.replace("Z", "+00:00").partition(".")
-    zone = ""
-    for sign in "+-":
-        if sign in frac:
-            frac, _, rest = frac.partition(sign)
-            zone = sign + rest
+    """Seconds since the epoch of a trace timestamp (sweep.profile.trace.parse_time: naive ones are UTC); BadEntry
+    for anything else."""
     try:
-        if dot and not frac.isdigit():
-            raise ValueError(text)
-        when = datetime.fromisoformat(head + (f".{frac[:_FRACTION]}" if dot else "") + zone)
+        return parse_time(text)
     except ValueError:
         raise BadEntry(f'"TIMESTAMP" must be a date and time like 2023-11-16 18:15:46.6805900 (got '
                        f'{text[:40]!r})') from None
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 def _count(row: dict[str, JSON], name: str) -> int:
