@@ -5,6 +5,7 @@ context is caught by the check."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from simserver import sim_server
@@ -12,14 +13,17 @@ from simserver import sim_server
 from sweep.analysis.crosscheck import SESSION_FIGURES, Tolerance, compare_runs
 from sweep.analysis.measure import compute_stats
 from sweep.analysis.sessions import session_columns
+from sweep.core.errors import UsageError
 from sweep.core.types import ServerConfig, WindowResult
 from sweep.drivers.http import HttpDriver
 from sweep.drivers.reference import H11Reference
 from sweep.launchers.base import ServerHandle
-from sweep.profile import SLA, Window, Workload
-from sweep.study.crosscheck_step import flush_cache
+from sweep.profile import SLA, Window, Workload, load_profile
+from sweep.study.crosscheck_step import choose_reference, flush_cache
+from sweep.workload.lexicon import SIM
 from sweep.workload.sessions import Conversation, Reply, SessionStream
 
+SMOKE = Path(__file__).resolve().parent.parent / "profiles" / "smoke.yaml"
 WINDOW = Window(warmup_requests=4, measure_seconds=4.0, drain_seconds=15.0, request_timeout_s=30.0)
 SESSION_COLS = {c for c, _, _ in SESSION_FIGURES}
 
@@ -84,3 +88,16 @@ def test_reference_replays_the_same_sessions_and_agrees_and_a_dropped_context_is
     caught = _session_checks(mine, bad)
     assert caught["cache_hit_later"] is False, (mine["cache_hit_later"], bad["cache_hit_later"])
     assert caught["later_prompt_tokens"] is False, (mine["later_prompt_tokens"], bad["later_prompt_tokens"])
+
+
+def test_a_sessions_profile_gets_the_h11_reference_and_bench_serving_is_refused() -> None:
+    """bench_serving sends single requests: auto picks the h11 reference for sessions even where bench_serving could
+    run (crosscheck.command set), and reference: bench_serving is refused with the way out."""
+    sessions = {"workload.sessions": {"turns": {"kind": "fixed", "value": 2}},
+                "crosscheck.command": ["python3", "-m", "sglang.bench_serving"]}
+    prof = load_profile(SMOKE, sessions)
+    assert isinstance(choose_reference(prof, "", SIM), H11Reference)
+    single = load_profile(SMOKE, {"crosscheck.command": ["python3", "-m", "sglang.bench_serving"]})
+    assert not isinstance(choose_reference(single, "", SIM), H11Reference)  # unchanged for single requests
+    with pytest.raises(UsageError, match="cannot replay multi-turn sessions"):
+        choose_reference(load_profile(SMOKE, {**sessions, "crosscheck.reference": "bench_serving"}), "", SIM)
