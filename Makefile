@@ -69,7 +69,7 @@ doctor: $(STAMP)
 
 # The same checks run as pre-commit hooks (.pre-commit-config.yaml). tests/ holds two conftest.py (tests/ and
 # tests/faults/), and one mypy run cannot hold two modules of one name: the fault matrix's gets a run of its own.
-LINT_DIRS := sweep launchers sglang_sim tests bench tools
+LINT_DIRS := sweep sglang_sim tests bench tools
 # lint-imports: the house's layers (pyproject.toml [tool.importlinter]); an upward import fails here.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_DIRS)

@@ -15,6 +15,8 @@ BENCHES = {  # name: (module, what it measures)
     "workers": ("bench.workers", "wall time of one study with 1, 2 and 4 workers"),
     "intervals": ("bench.intervals", "how often a refined study's boundary interval covers a dense scan's crossing "
                   "under window noise"),
+    "read-paths": ("bench.read_paths", "sweep compare / explain / export parquet: wall time and peak memory, the tree "
+                   "before (BENCH_BEFORE) against this one"),
 }
 
 
@@ -23,7 +25,7 @@ def usage() -> str:
     lines = ["usage: make bench [ARGS='NAME ...']   (python -m bench [NAME ...]; default: every one)", "",
              "benchmarks:"]
     lines += [f"  {name:<{width}}  {what}" for name, (_, what) in BENCHES.items()]
-    lines += ["", "Each prints its numbers; virtual, workers, search-prior and intervals also write "
+    lines += ["", "Each prints its numbers; virtual, workers, search-prior, intervals and read-paths also write "
               "reports/bench/bench-<name>.md (git-ignored).",
               "docs/bench-*.md are kept by hand, with the reading of the numbers: nothing rewrites them."]
     return "\n".join(lines)

@@ -27,14 +27,14 @@ from sweep.profile import Profile
 from sweep.profile.grid import grid
 from sweep.study.step_verdicts import saturated
 
-CACHE_VERSION = "v1"
+CACHE_VERSION = "v2"  # v2: goodput_rps_ci_low/high (migration 0022)
 CACHE_DIR = Path(os.environ.get("BENCH_SEARCH_CACHE", "/tmp/sweep-bench-search"))
 FULL_S = float(os.environ.get("BENCH_SEARCH_FULL_S", "150"))  # measured window of a final ladder step
 SCREEN_S = float(os.environ.get("BENCH_SEARCH_SCREEN_S", "30"))  # measured window of a screening step
 RESTART_S = 60.0  # server restart (launch + CUDA graphs + load) billed per ladder
 KEEP = ("concurrency", "goodput_rps", "goodput_tps", "output_tps", "ttft_p95_ms", "ttft_p99_ms", "tpot_p95_ms",
-        "retractions", "passes_sla", "sla_failures", "queue_len_mean", "kv_usage_max", "goodput_ci_low",
-        "goodput_ci_high")
+        "retractions", "passes_sla", "sla_failures", "queue_len_mean", "kv_usage_max", "goodput_rps_ci_low",
+        "goodput_rps_ci_high")
 
 
 def bench_profile(seed: int = 2026) -> Profile:

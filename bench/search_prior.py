@@ -59,7 +59,7 @@ MARGIN = 0.25  # search.prior_margin of the pruned row (sweep/study/prior.py say
 # per-configuration error of CV 7% (the worst held-out throughput error) or 15% (twice that)
 VARIANTS = ("exact", "bias", "bias+err7", "bias+err15")
 TPE_TRIALS = 96  # TPE stops at the first hit, or after half the grid
-NOISY = ("goodput_tps", "goodput_rps", "output_tps", "goodput_ci_low", "goodput_ci_high")
+NOISY = ("goodput_tps", "goodput_rps", "output_tps", "goodput_rps_ci_low", "goodput_rps_ci_high")
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""sweep: find the SLA-constrained goodput knee of an SGLang server (see README's Architecture)."""
+"""sweep: find the SLA-constrained goodput knee of an SGLang server (see README's Architecture).
 
-from sweep import _compat
-
-_compat.install()
+The package itself lends nothing: import from the folder that defines a name (`sweep.store`, `sweep.analysis.knee`,
+...); the folders and their order are the layers of pyproject.toml's import-linter contracts.
+"""

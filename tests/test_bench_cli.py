@@ -19,11 +19,11 @@ def test_bench_help_lists_every_benchmark_and_runs_none() -> None:
     assert proc.returncode == 0 and proc.stderr == ""
     listed = re.findall(r"^  ([\w-]+)  ", proc.stdout, re.M)
     assert listed == list(BENCHES) == ["client", "virtual", "search", "search-prior", "workers",
-                                                 "intervals"]
+                                                 "intervals", "read-paths"]
     assert "== bench" not in proc.stdout  # nothing ran
     wrong = subprocess.run([sys.executable, "-m", "bench", "vritual"], capture_output=True, text=True, timeout=60,
                            cwd=ROOT)
-    assert wrong.returncode == 2 and "choose from client, virtual, search, search-prior, workers, intervals" in \
+    assert wrong.returncode == 2 and "choose from client, virtual, search, search-prior, workers, intervals, read-paths" in \
         wrong.stderr
 
 

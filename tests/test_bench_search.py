@@ -13,7 +13,7 @@ from sweep.profile import Profile, Space
 def _step(c: int, goodput: float, passes: bool, secs: float = 100.0, queue: float = 0.0) -> dict[str, Any]:
     return {"concurrency": c, "goodput_rps": goodput / 100, "goodput_tps": goodput, "output_tps": goodput,
             "ttft_p99_ms": 100.0, "retractions": 0, "passes_sla": passes, "queue_len_mean": queue,
-            "kv_usage_max": 0.5, "goodput_ci_low": None, "goodput_ci_high": None, "virtual_s": secs,
+            "kv_usage_max": 0.5, "goodput_rps_ci_low": None, "goodput_rps_ci_high": None, "virtual_s": secs,
             "aborted": None}
 
 

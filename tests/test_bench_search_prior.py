@@ -18,7 +18,7 @@ def _ladder(top: float, passes_up_to: int) -> dict[str, Any]:
         steps.append({"concurrency": c, "goodput_rps": top / 100, "goodput_tps": top * (i + 1) if ok else 1.0,
                       "output_tps": top * (i + 1), "ttft_p99_ms": 100.0, "retractions": 0, "passes_sla": ok,
                       "queue_len_mean": 0.0 if ok else 9.0, "kv_usage_max": 0.5 if ok else 0.99,
-                      "goodput_ci_low": None, "goodput_ci_high": None, "virtual_s": 50.0, "aborted": None})
+                      "goodput_rps_ci_low": None, "goodput_rps_ci_high": None, "virtual_s": 50.0, "aborted": None})
     return {"oom": False, "failure": None, "steps": steps}
 
 

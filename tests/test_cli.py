@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from smoke_study import smoke_knee
 
+from sweep.core.numbers import number
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -79,8 +81,8 @@ def test_runs_fits_80_columns_and_never_cuts_a_number(smoke_db: Path) -> None:
     assert len(printed) == len(rows) == 6
     for cells, row in zip(printed, rows, strict=True):  # one line per row, each number whole
         assert cells[0] == str(row["run_id"]) and cells[3] == row["phase"] and cells[4] == str(row["concurrency"])
-        assert cells[6] == f"{row['goodput_tps']:.4g}" and cells[7] == f"{row['ttft_p95_ms']:.4g}"
-        assert cells[8] == f"{row['tpot_p95_ms']:.4g}" and cells[9] == "yes"
+        assert cells[6] == number(row['goodput_tps']) and cells[7] == number(row['ttft_p95_ms'])
+        assert cells[8] == number(row['tpot_p95_ms']) and cells[9] == "yes"
 
 
 def test_runs_in_a_narrow_terminal_leaves_columns_out_and_says_which(smoke_db: Path) -> None:
@@ -88,7 +90,7 @@ def test_runs_in_a_narrow_terminal_leaves_columns_out_and_says_which(smoke_db: P
     assert proc.returncode == 0, proc.stderr
     assert all(len(ln) <= 40 for ln in proc.stdout.splitlines()) and "…" not in proc.stdout
     assert re.search(r"\d+ column\(s\) left out to fit 40 columns: .*passes_sla", proc.stderr), proc.stderr
-    goodputs = {f"{r['goodput_tps']:.4g}" for r in json.loads(
+    goodputs = {number(r['goodput_tps']) for r in json.loads(
         sweep("runs", "--db", str(smoke_db), "--format", "json", cwd=smoke_db.parent).stdout)["runs"]}
     assert goodputs <= set(proc.stdout.split())  # the label wraps between words; the numbers stay whole
 

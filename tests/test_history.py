@@ -69,7 +69,9 @@ def test_history_by_profile_follows_the_newest_workload_and_names_the_other(db: 
     assert "1 other workload fingerprint(s) of this profile left out" in out.err
 
 
-def test_history_table_shows_where_each_study_ran(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_history_table_shows_where_each_study_ran(db: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "160")  # at 80 where it ran is left out first (tests/test_numbers_read.py)
     fp = load_profile(ROOT / "profiles" / "smoke.yaml").fingerprint()
     assert main(["history", "--db", str(db), "--fingerprint", fp]) == 0
     out = capsys.readouterr().out

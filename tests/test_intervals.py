@@ -104,7 +104,7 @@ def _steps(scale: float, refined: bool) -> list[LadderStep]:
     for i, (c, e) in enumerate(zip(loads, off, strict=False)):
         tps = scale * 100.0 * c ** 0.9 * math.exp(e)
         rps = tps / 100.0
-        row = {"goodput_tps": tps, "goodput_rps": rps, "goodput_ci_low": rps * 0.99, "goodput_ci_high": rps * 1.01,
+        row = {"goodput_tps": tps, "goodput_rps": rps, "goodput_rps_ci_low": rps * 0.99, "goodput_rps_ci_high": rps * 1.01,
                "output_tps": tps, "throughput_rps": rps, "ttft_p99_ms": 100.0 + c, "retractions": 0,
                "passes_sla": c != loads[-1]}
         phase = "refine" if refined and c in (24, 28, 30) else "final"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,8 +35,8 @@ def _is(value: object, kind: str) -> bool:
 
 
 def check(value: object, schema: dict[str, Any], where: str = "$") -> None:
-    """The subset of JSON Schema docs/json-schema uses (type, const, enum, required, properties, items, oneOf and
-    a $ref to a sibling file), checked by hand: jsonschema is not a dependency."""
+    """The subset of JSON Schema docs/json-schema uses (type, const, enum, pattern, required, properties, items,
+    oneOf and a $ref to a sibling file), checked by hand: jsonschema is not a dependency."""
     if "$ref" in schema:
         schema = json.loads((SCHEMAS / schema["$ref"]).read_text())
     if "type" in schema:
@@ -43,6 +44,8 @@ def check(value: object, schema: dict[str, Any], where: str = "$") -> None:
         assert any(_is(value, k) for k in kinds), f"{where}: {value!r} is not {kinds}"
     if "const" in schema:
         assert value == schema["const"], f"{where}: {value!r} != {schema['const']!r}"
+    if "pattern" in schema and isinstance(value, str):
+        assert re.search(schema["pattern"], value), f"{where}: {value!r} does not match {schema['pattern']!r}"
     if "enum" in schema:
         assert value in schema["enum"], f"{where}: {value!r} not in {schema['enum']}"
     if isinstance(value, dict):
@@ -96,6 +99,22 @@ def test_every_read_verb_writes_its_schema(study: tuple[Path, dict[str, Any]]) -
     assert [s["kind"] for s in compared["sides"]] == ["study", "run"]
     workers = validated(sweep("study", "workers", "--study", "js", *d, cwd=cwd), "study-workers")
     assert len(workers["workers"]) == 1
+
+
+def test_report_json_names_its_files_and_the_answer_carries_the_launch_command(
+        study: tuple[Path, dict[str, Any]]) -> None:
+    """issue 33: `sweep report` had no --format json; answer.json had no launch command; times had no offset."""
+    db, answer = study
+    cwd = db.parent
+    rep = validated(sweep("report", "js", "--db", str(db), "--out", str(cwd / "again"), "--format", "json", cwd=cwd),
+                    "report")
+    assert Path(rep["markdown"]).is_file() and Path(rep["answer_json"]).is_file() and rep["missing"] == []
+    assert rep["answer"]["tiers"][0]["winner_id"] == answer["tiers"][0]["winner_id"]
+    tier = answer["tiers"][0]
+    assert tier["command"].startswith("python -m sglang.launch_server --model-path ")
+    assert tier["argv"][:3] == ["python", "-m", "sglang.launch_server"] and answer["engine"] == "sglang"
+    runs = json.loads(sweep("runs", "--db", str(db), "--format", "json", cwd=cwd).stdout)["runs"]
+    assert all(r["started_at"].endswith("+00:00") for r in runs)
 
 
 def test_export_csv_and_jsonl_agree_with_the_store(study: tuple[Path, dict[str, Any]]) -> None:

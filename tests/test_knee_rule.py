@@ -29,8 +29,8 @@ def _step(run_id: int, c: int, goodput: float, passes: bool, phase: str = "final
     """A window with a goodput interval of ±2% (requests/s at 100 tokens a request)."""
     stats = RunStats.from_row({"n_started": 500, "n_completed": 500, "goodput_tps": goodput,
                                "goodput_rps": goodput / 100, "output_tps": tput or goodput, "ttft_p99_ms": ttft_p99,
-                               "retractions": 0, "passes_sla": passes, "goodput_ci_low": goodput / 100 * 0.98,
-                               "goodput_ci_high": goodput / 100 * 1.02, "client_bound": False})
+                               "retractions": 0, "passes_sla": passes, "goodput_rps_ci_low": goodput / 100 * 0.98,
+                               "goodput_rps_ci_high": goodput / 100 * 1.02, "client_bound": False})
     return LadderStep(run_id, c, phase, stats)
 
 
@@ -119,7 +119,7 @@ def test_the_defaults_tie_with_a_winner_the_data_do_not_rank_above_them(tmp_path
     chunk = next(c.id for c in configs if c.config.chunked_prefill_size == 4096)
     with sqlite3.connect(tmp_path / "r.db") as conn:
         conn.execute("UPDATE runs SET goodput_tps = goodput_tps * 1.01, goodput_rps = goodput_rps * 1.01, "
-                     "goodput_ci_low = goodput_ci_low * 1.01, goodput_ci_high = goodput_ci_high * 1.01 "
+                     "goodput_rps_ci_low = goodput_rps_ci_low * 1.01, goodput_rps_ci_high = goodput_rps_ci_high * 1.01 "
                      "WHERE server_config_id = ?", (chunk,))
         conn.execute("DELETE FROM study_winners")  # the winner is decided again from these rows
     with Store(url) as store:

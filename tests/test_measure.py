@@ -244,9 +244,9 @@ def test_bootstrap_ci_is_seeded_and_brackets_the_estimate() -> None:
     assert a == b
     assert a.ttft_p99_ci_low <= a.ttft_p99_ms <= a.ttft_p99_ci_high
     assert a.tpot_p99_ci_low <= a.tpot_p99_ms <= a.tpot_p99_ci_high
-    assert a.goodput_ci_low < a.goodput_rps < a.goodput_ci_high
+    assert a.goodput_rps_ci_low < a.goodput_rps < a.goodput_rps_ci_high
     none = compute_stats(window(recs), SLA_DEFAULT, bootstrap=0)
-    assert none.goodput_ci_low is None and none.ttft_p99_ci_high is None
+    assert none.goodput_rps_ci_low is None and none.ttft_p99_ci_high is None
 
 
 def steady_window(second_half_ttft: float) -> list[RequestRecord]:
@@ -437,7 +437,7 @@ def test_goodput_ci_has_width_for_evenly_spaced_arrivals_that_all_meet_the_sla()
     recs = [rec(i, i * 0.1, [(i * 0.1 + 0.05, 1), (i * 0.1 + 0.06, 1)]) for i in range(100)]
     s = compute_stats(window(recs), SLA_DEFAULT)
     assert s.goodput_rps == pytest.approx(10.0)
-    assert s.goodput_ci_low < s.goodput_rps <= s.goodput_ci_high
-    assert s.goodput_ci_low > 9.0  # 100 of 100 met: the attainment is at least ~96% at 95%
+    assert s.goodput_rps_ci_low < s.goodput_rps <= s.goodput_rps_ci_high
+    assert s.goodput_rps_ci_low > 9.0  # 100 of 100 met: the attainment is at least ~96% at 95%
     none_meet = compute_stats(window(recs), SLA(ttft_ms=1, tpot_ms=1))
-    assert none_meet.goodput_rps == 0 and none_meet.goodput_ci_high > 0
+    assert none_meet.goodput_rps == 0 and none_meet.goodput_rps_ci_high > 0

@@ -80,6 +80,27 @@ def test_the_pareto_plot_marks_the_front_the_winner_and_the_bound() -> None:
     plt.close(fig)
 
 
+def test_an_sla_percentile_the_runs_table_does_not_keep_plots_its_p99_not_an_empty_panel() -> None:
+    """ttft_percentile 75: no runs column is ttft_p75_ms; the plots draw the P99 and say so (they drew nothing)."""
+    ctx = study(3)
+    runs = [replace(r, stats=replace(r.stats, ttft_p99_ms=2 * (r.stats.ttft_p95_ms or 0.0))) for r in ctx.runs
+            if r.stats is not None]
+    ctx = replace(ctx, runs=runs, profile_raw={"sla": {**SLA, "ttft_percentile": 75}})
+    ladder = ladder_figure(ctx)
+    assert ladder is not None
+    ttft = ladder.axes[2]
+    assert ttft.get_title() == "TTFT P99 (ms)"
+    drawn = np.concatenate([np.asarray(ln.get_ydata(), dtype=float) for ln in ttft.get_lines()
+                            if str(ln.get_label()).startswith("mrr=")])
+    assert drawn.size == 3 * len(LADDER) and not np.isnan(drawn).any()
+    pareto = pareto_figure(ctx)
+    assert pareto is not None
+    points = [np.asarray(c.get_offsets(), dtype=float) for c in pareto.axes[0].collections]
+    assert sum(p.shape[0] for p in points) >= 3 * len(LADDER)
+    plt.close(ladder)
+    plt.close(pareto)
+
+
 def test_pareto_front_keeps_only_points_nothing_beats() -> None:
     pts = [(100.0, 5.0), (200.0, 4.0), (150.0, 9.0), (300.0, 12.0), (250.0, 8.0)]
     assert pareto_front(pts) == [(100.0, 5.0), (150.0, 9.0), (300.0, 12.0)]

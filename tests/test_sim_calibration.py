@@ -34,7 +34,7 @@ def test_held_out_workload_shapes_stay_within_their_bounds():
     """Issue 21 §2: the preset replayed on the matrix's held-out shapes (whole workload shapes its fit never saw):
     throughput within 10%, TTFT P50 within 25%, TTFT P99 within 35% below the knee, the same knee; a figure outside
     fails unless calibration_holdout.KNOWN_MISSES names it with its reason (docs/calibration.md)."""
-    from calibration_holdout import held_out_check
+    from calibration_replay import held_out_check
 
     text, problems = held_out_check(DATA)
     assert not problems, text
@@ -42,7 +42,7 @@ def test_held_out_workload_shapes_stay_within_their_bounds():
 
 def test_the_report_repeats_the_held_out_bands():
     """sglang_sim.fidelity.HELD_OUT (what a simulated report says) is what the held-out replay measures."""
-    from calibration_holdout import held_out_bands
+    from calibration_replay import held_out_bands
 
     from sglang_sim.fidelity import HELD_OUT
 

@@ -224,11 +224,11 @@ def test_numpy_values_and_nan_are_stored_as_plain_values(store: Store) -> None:
     sid = _study(store)
     rid = store.create_run(sid, store.create_server_config(sid, ServerConfig(), "sim", [], None), 16, "fp",
                            True, "virtual")
-    store.finish_run(rid, _stats(n_started=np.int64(7), passes_sla=np.bool_(False), goodput_ci_low=float("nan"),
+    store.finish_run(rid, _stats(n_started=np.int64(7), passes_sla=np.bool_(False), goodput_rps_ci_low=float("nan"),
                                  sla_failures=["TTFT P95 1200 ms > 1000 ms", "errors 2%"]), [], [], 0.0)
     run = store.get_run(rid)
     assert run is not None
-    assert (run.get("n_started"), run.get("passes_sla"), run.get("goodput_ci_low")) == (7, False, None)
+    assert (run.get("n_started"), run.get("passes_sla"), run.get("goodput_rps_ci_low")) == (7, False, None)
     assert run.get("sla_failures") == "TTFT P95 1200 ms > 1000 ms; errors 2%"
 
 

@@ -97,7 +97,7 @@ def test_an_80_column_terminal_shows_each_line_once_with_its_phase(tmp_path: Pat
         nxt = lines[lines.index(head) + 1]
         assert nxt.startswith("    goodput ") and nxt.rstrip().split()[-2] == "retr", text
     # every study count drawn, at any moment, stays within its total; the last one is the whole plan
-    counts = [(int(a), int(b)) for a, b in re.findall(r"study \(\w+\)\D*?(\d+)/(\d+)", ANSI.sub("", raw))]
+    counts = [(int(a), int(b)) for a, b in re.findall(r"study \(\w+\)\D*?(\d+)/≤?(\d+)", ANSI.sub("", raw))]
     assert counts and all(a <= b for a, b in counts), counts
     done, total = map(int, re.search(r"(\d+)/(\d+)", study[0]).groups())  # type: ignore[union-attr]
     assert done == total == len(heads)
@@ -124,7 +124,7 @@ def test_a_pipe_gets_plain_counted_lines(tmp_path: Path) -> None:
     assert all(re.search(r"\) after \d+ s$", t) for t in logged if t.startswith("ready "))
     counted = [t for t in logged if t.startswith("[")]
     assert len(counted) == len([ln for ln in proc.stderr.splitlines() if "goodput" in ln and "TTFT" in ln])
-    pairs = [tuple(map(int, re.match(r"\[(\d+)/(\d+)\]", ln).groups())) for ln in counted]  # type: ignore[union-attr]
+    pairs = [tuple(map(int, re.match(r"\[(\d+)/≤(\d+)\]", ln).groups())) for ln in counted]  # type: ignore[union-attr]
     assert [a for a, _ in pairs] == list(range(1, len(pairs) + 1))
     assert all(a <= b for a, b in pairs), pairs
     phases = [ln.split()[1] for ln in counted]
@@ -162,7 +162,7 @@ def test_counts_never_pass_their_totals_when_the_finals_outnumber_the_plan() -> 
         bars.step_done(cfg, 2, LadderStep(i, 2, "final", RunStats.from_row({"passes_sla": True, "goodput_tps": 1.0 + i})))
         assert bars.done <= bars.total
     printed = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
-    assert STAMP.sub(r"\2", printed[-1]).startswith(f"[{bars.total}/{bars.total}] final")
+    assert STAMP.sub(r"\2", printed[-1]).startswith(f"[{bars.total}/≤{bars.total}] final")
 
 
 def test_a_failed_window_at_80_columns_keeps_its_reasons_whole_on_lines_that_fit() -> None:
@@ -176,7 +176,7 @@ def test_a_failed_window_at_80_columns_keeps_its_reasons_whole_on_lines_that_fit
         console.print(line, highlight=False)
     shown = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
     assert shown[0] == f"screen {label} c=32  fail"
-    assert shown[1].startswith("    goodput 1253 tok/s  TTFT p95 5.78 s")
+    assert shown[1].startswith("    goodput 1,253 tok/s  TTFT p95 5.78 s")
     assert shown[2:] == ["    TTFT P95 5778 ms > 1000 ms", "    error rate 0.020 > 0.010"]
     short = result_lines("screen", "mrr=4", 32, stats, 80, percentiles=(95, 95))
     assert len(short) == 2 and short[0].endswith(f"[/] {why}")  # beside the head when it fits
@@ -289,3 +289,22 @@ def test_a_fleet_counts_the_study_as_the_live_page_does_once_per_change(tmp_path
     fleet.show()  # nothing changed: no second line
     counts = [ln for ln in console.file.getvalue().splitlines() if ln.lstrip().startswith("study (")]  # type: ignore[attr-defined]
     assert counts == ["  study (final): 1/2 configurations done, 1 running, 0 failed, ETA -:--:--"], counts
+
+
+def test_the_study_total_says_it_is_an_upper_bound_until_the_study_ends() -> None:
+    """interactive plans 105 steps at most (every ladder climbing on and refined to the full); a run measured 73,
+    so the total shrank from 100-odd to 73 and the ETA read ~35% long early on: both say they are upper bounds."""
+    from sweep.views.plan import study_plan
+
+    prof = load_profile(ROOT / "profiles" / "interactive.yaml", {})
+    most = study_plan(prof).steps
+    console = Console(file=io.StringIO(), force_terminal=False, width=80)
+    bars = StudyProgress(prof, False, console)
+    with bars:
+        task = bars.progress.tasks[bars.study]
+        assert bars._count() == f"0/≤{most}" and task.fields["eta"] == "ETA ≤"
+        cfg = ServerConfig(max_running_requests=4)
+        bars.step_done(cfg, 8, LadderStep(1, 8, "screen", RunStats.from_row({"passes_sla": True})))
+        assert f"[1/≤{most}]" in console.file.getvalue()  # type: ignore[attr-defined]
+    task = bars.progress.tasks[bars.study]
+    assert bars._count() == "1/1" and task.fields["eta"] == "ETA"  # what ran was the whole plan

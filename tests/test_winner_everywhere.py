@@ -42,7 +42,7 @@ def test_the_stored_winner_is_the_one_every_reader_names(tmp_path: Path) -> None
     assert live is not None and (live.config, live.concurrency) == (stored.label, stored.concurrency)
     report = (tmp_path / "rep" / "one" / "report.md").read_text()
     assert f"- **Winner**: {stored.label}\n" in report
-    assert f"{stored.goodput_tps:.0f} output tok/s inside the SLA" in report
+    assert f"{stored.goodput_tps:,.0f} output tok/s inside the SLA" in report
     [unbracketed] = [ln for ln in report.splitlines() if ln.startswith("> **Not bracketed** (")]
     assert unbracketed.count(f"{stored.label} (c=") == 1  # its screen and final ladders: one configuration, once
     shown = json.loads(subprocess.run([sys.executable, "-m", "sweep.cli", "show", "one", "--db", str(db), "--format",

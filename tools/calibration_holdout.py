@@ -8,10 +8,8 @@ within 25%, TTFT P99 within 35%; and per held-out ladder the simulated knee conc
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 # Chosen before the matrix was measured (2026-12-02): two shapes of the issue's failing kind (short outputs, most of
@@ -95,29 +93,6 @@ class Holdout:
     problems: tuple[str, ...]
     known: tuple[str, ...]
     worst: dict[str, float]
-
-
-@functools.cache
-def held_out(data: Path | None = None) -> Holdout:
-    """The preset (sglang_sim.params.Efficiency()) replayed on the stored held-out windows (once per process: the
-    check and the bands read the same replay)."""
-    import calibrate  # the replay; imported here, it imports this module
-
-    from sglang_sim.params import Efficiency
-
-    held = [w for w in calibrate.load_all(data or calibrate.DATA) if w.shape in HOLDOUT_SHAPES]
-    return holdout_report(held, calibrate.simulate(held, Efficiency()), calibrate.knee_of)
-
-
-def held_out_check(data: Path | None = None) -> tuple[str, tuple[str, ...]]:
-    h = held_out(data)
-    return h.text, h.problems
-
-
-def held_out_bands(data: Path | None = None) -> tuple[int, int, int]:
-    """Worst judged held-out error, whole percent: throughput, TTFT P50, TTFT P99 (what a simulated report says)."""
-    w = held_out(data).worst
-    return (round(w["output_tps"] * 100), round(w["ttft_p50_ms"] * 100), round(w["ttft_p99_ms"] * 100))
 
 
 def holdout_report(held: Sequence[Window], sim: dict[str, dict[str, float]], knee_of: KneeOf,

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sweep.analysis.measure import histogram_quantile
+from sweep.core.numbers import as_float
 
 Buckets = Sequence[tuple[float, float]]
 
@@ -178,7 +179,7 @@ class HistogramCheck:
 def _num(v: object) -> float | None:
     if v is None or isinstance(v, bool):
         return None
-    f = float(v)  # type: ignore[arg-type]
+    f = as_float(v)
     return None if math.isnan(f) else f
 
 

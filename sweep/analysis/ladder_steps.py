@@ -39,8 +39,8 @@ def step_points(steps: Sequence[LadderStep]) -> list[StepPoint]:
     return [StepPoint(concurrency=s.concurrency, goodput_rps=(st := s.stats).goodput_rps or 0.0,
                       goodput_tps=st.goodput_tps or 0.0, throughput_tps=st.output_tps or 0.0,
                       ttft_p99_ms=st.ttft_p99_ms or 0.0, retractions=st.retractions or 0,
-                      passes=bool(st.passes_sla), goodput_ci_low=_ci_tps(st, st.goodput_ci_low),
-                      goodput_ci_high=_ci_tps(st, st.goodput_ci_high), offered_rps=s.offered_rps,
+                      passes=bool(st.passes_sla), goodput_ci_low=_ci_tps(st, st.goodput_rps_ci_low),
+                      goodput_ci_high=_ci_tps(st, st.goodput_rps_ci_high), offered_rps=s.offered_rps,
                       flagged=bool(st.client_bound)) for s in steps]
 
 

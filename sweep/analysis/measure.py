@@ -36,7 +36,7 @@ Conventions (README.md, "Definitions", points here):
 - goodput_tps: the same arrival count restricted to records that meet the SLA (any send time, so the SLA-meeting
   warm-up requests still streaming when the window opens contribute their in-window tokens, as they do to
   output_tps); goodput_tps <= output_tps always. goodput_rps and attainment count requests sent in the window.
-- goodput CI (goodput_ci_low/high, requests/s): the union of two 95% intervals, so it never collapses to a
+- goodput CI (goodput_rps_ci_low/high, requests/s like goodput_rps): the union of two 95% intervals, so it never collapses to a
   point while the outcome is uncertain: (a) a block bootstrap of SLA-meeting sends over GOODPUT_BLOCKS equal
   time blocks (the rate's own noise; zero width when every block holds the same count, as evenly spaced
   open-loop arrivals give), and (b) the Wilson score interval of attainment (meeting of started) times the
@@ -372,7 +372,7 @@ def compute_stats(result: WindowResult, sla: SLA, *, min_requests: int = DEFAULT
         # each request's SLA outcome is itself uncertain: the attainment's binomial interval at the started rate
         w_lo, w_hi = wilson_interval(len(meeting), n_started)
         lo, hi = min(lo, w_lo * n_started / window_s), max(hi, w_hi * n_started / window_s)
-    out["goodput_ci_low"], out["goodput_ci_high"] = lo, hi
+    out["goodput_rps_ci_low"], out["goodput_rps_ci_high"] = lo, hi
 
     drift = _half_drift(recs, start, end)
     out["drift"] = drift

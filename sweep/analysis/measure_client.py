@@ -50,7 +50,8 @@ def _lags_inside(ticks: np.ndarray, start: float, end: float) -> np.ndarray:
     even when the tick that measured it woke after its end (a process suspended mid-window past its end)."""
     if ticks.size == 0:
         return np.zeros(0)
-    return ticks[(ticks[:, 0] >= start) & (ticks[:, 0] - ticks[:, 1] <= end), 1]
+    lags: np.ndarray = ticks[(ticks[:, 0] >= start) & (ticks[:, 0] - ticks[:, 1] <= end), 1]
+    return lags
 
 
 def loop_lag_max(ticks: np.ndarray, start: float, end: float) -> float:

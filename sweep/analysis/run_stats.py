@@ -81,8 +81,8 @@ class RunStats:
     ttft_p99_ci_high: float | None
     tpot_p99_ci_low: float | None
     tpot_p99_ci_high: float | None
-    goodput_ci_low: float | None
-    goodput_ci_high: float | None
+    goodput_rps_ci_low: float | None
+    goodput_rps_ci_high: float | None
     steady: bool
     drift: float | None
     client_bound: bool
@@ -126,7 +126,8 @@ class RunStats:
     def get(self, name: str) -> float | int | bool | str | None:
         """One `runs` stat column by name (a client figure too); None for a name that is no stat column."""
         if name in _CLIENT_FIELDS:
-            return getattr(self.client, name)  # type: ignore[no-any-return]
+            figure: float | int | None = getattr(self.client, name)
+            return figure
         return getattr(self, name, None) if name in COLUMN_TYPES else None
 
     @classmethod

@@ -116,7 +116,7 @@ def judge_stats(stats: RunStats, requests: Sequence[StoredRequest], sla: SLA, *,
             lo, hi = min(lo, w_lo * len(recs) / window_s), max(hi, w_hi * len(recs) / window_s)
     return dataclasses.replace(stats, passes_sla=not fails, sla_failures="; ".join(fails),
                                goodput_rps=ratio(len(meeting), window_s), goodput_tps=goodput_tps,
-                               attainment=ratio(len(meeting), len(recs)), goodput_ci_low=lo, goodput_ci_high=hi)
+                               attainment=ratio(len(meeting), len(recs)), goodput_rps_ci_low=lo, goodput_rps_ci_high=hi)
 
 
 def steps_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> ConfigKnee | None:

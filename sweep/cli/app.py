@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from sweep.core.errors import ProfileError, UsageError
+from sweep.core.numbers import number
 from sweep.core.types import KNOB_LABELS
 from sweep.ui.console import make_console
 
@@ -72,13 +73,14 @@ SHORT = {"run_id": "run", "study_name": "study", "profile_name": "profile", "sim
          "gpu_index": "GPU"}
 
 
-def _cell(v: object) -> str:
+def cell_text(v: object) -> str:
+    """One value as a table cell: numbers by sweep.core.numbers.number, flags yes/no, times to the second."""
     if v is None:
         return ""
     if isinstance(v, bool):
         return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v:.4g}"
+    if isinstance(v, int | float):
+        return number(v)  # 10,300, never 1.03e+04
     if isinstance(v, datetime):
         return v.strftime("%Y-%m-%d %H:%M:%S")
     return str(v)
@@ -112,7 +114,7 @@ def emit_rows(rows: list[dict[str, object]], cols: list[str], fmt: str, wide: bo
 
         names = {**SHORT, **(headers or {})}
         out = Console()
-        fitted = fit(cols, [[_cell(r.get(c)) for c in cols] for r in rows], lambda c: names.get(c, c),
+        fitted = fit(cols, [[cell_text(r.get(c)) for c in cols] for r in rows], lambda c: names.get(c, c),
                      lambda c: _numeric(rows, c), out, wide)
         Console(width=fitted.width).print(fitted.table)
         if fitted.left_out:

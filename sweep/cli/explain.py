@@ -60,14 +60,14 @@ def explain(study: str = typer.Argument(..., help="study name"), db: str = typer
     from sweep.report.answer import explain_lines
     from sweep.store import Store
     from sweep.views.answer import build_answer
-    from sweep.views.context import study_context
+    from sweep.views.context import answer_context
 
     extra = [t for p in tier for t in load_tiers(p)]
     store = Store(db_url(db), readonly=True)
     s = store.get_study_by_name(study)
     if s is None:
         raise NotFound(f"no study named {study} in {db}")
-    ctx = study_context(store, s.id)
+    ctx = answer_context(store, s.id)  # no requests unless a tier with other bounds is judged on them
     if config is not None and config not in {c.id for c in ctx.configs}:
         raise UsageError(f"--config {config}: study {study} has no configuration {config}")
     answer = build_answer(store, ctx, extra)

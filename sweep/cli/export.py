@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING
 import typer
 
 from sweep.cli.app import DEFAULT_DB, app, db_url
+from sweep.cli.jsonout import iso_utc
 from sweep.cli.outfile import check_out, replaced, text_out
 from sweep.core.errors import NotFound, SweepError, UsageError
 
@@ -34,7 +35,7 @@ _WINDOW_KEYS = ("run_id", "server_config_id", "phase", "concurrency", "status") 
 
 
 def _plain(value: object) -> object:
-    return value.isoformat() if isinstance(value, datetime) else value
+    return iso_utc(value) if isinstance(value, datetime) else value  # ISO 8601 with its UTC offset
 
 
 SET_ASIDE = ("aborted", "running")  # an interrupted attempt's windows (each step is measured again) and a live one
@@ -90,14 +91,59 @@ def need_pyarrow() -> None:
         raise UsageError(f"--format parquet needs pyarrow: {PYARROW_HINT}") from None
 
 
+PARQUET_BATCH = 20_000  # rows held at once: an export's memory is flat in the study's size
+
+
+def _arrow_hints() -> dict[str, object]:
+    """Each stored column's Arrow type by name (the requests, samples, runs and server_configs tables), for a column
+    the first batch holds only nulls of (an `error` column in a study without errors so far)."""
+    import pyarrow as pa
+
+    from sweep.store.models import RequestRow, SampleRow, ServerConfigRow, runs_table
+
+    by_python = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
+    hints: dict[str, object] = {}
+    for table in (ServerConfigRow.__table__, runs_table, SampleRow.__table__, RequestRow.__table__):
+        for col in table.columns:
+            try:
+                kind = col.type.python_type
+            except NotImplementedError:
+                continue
+            hints[col.name] = by_python.get(kind, pa.string())
+    return hints
+
+
 def _write_parquet(items: Iterator[dict[str, object]], out: Path) -> int:
+    """The rows in batches of PARQUET_BATCH through one ParquetWriter: the schema is the first batch's, a column it
+    holds only nulls of (or whole numbers of a float column) typed from the store's tables, so later batches fit."""
+    from itertools import islice
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.Table.from_pylist(list(items))
+    n = 0
     with replaced(out, "--out") as part:
-        pq.write_table(table, part)
-    return int(table.num_rows)
+        writer = None
+        schema = None
+        try:
+            while batch := list(islice(items, PARQUET_BATCH)):
+                if schema is None:
+                    hints = _arrow_hints()
+                    first = pa.Table.from_pylist(batch).schema
+                    schema = pa.schema([pa.field(f.name, hints.get(f.name, pa.string()))  # type: ignore[arg-type]
+                                        if pa.types.is_null(f.type)
+                                        or (pa.types.is_integer(f.type) and hints.get(f.name) == pa.float64())
+                                        else f for f in first])
+                    writer = pq.ParquetWriter(part, schema)
+                assert writer is not None
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                n += len(batch)
+            if writer is None:  # no rows: an empty file Parquet readers open
+                pq.write_table(pa.table({}), part)
+        finally:
+            if writer is not None:
+                writer.close()
+    return n
 
 
 @app.command()

@@ -55,9 +55,11 @@ def history(profile: str | None = typer.Option(None, "--profile", help="the prof
                    if p.goodput_ci_low is not None and p.goodput_ci_high is not None else "")
         r["change"] = ("" if p.change_pct is None else f"{p.change_pct:+.1f}%") + (" REGRESSION" if p.regression else "")
         r["winner"] = p.winner or f"none: {p.why or ''}"
-    # the change first (columns that do not fit are left out from the right: the winner's label, then the interval)
-    emit_rows(rows, ["study", "created_at", "sglang_version", "gpu_name", "host", "goodput_tps", "change", "knee", "ci",
-                     "winner"], "table",
+    # what answers "did it get worse, and which configuration won" first: a narrow terminal leaves columns out from
+    # the right, so where it ran goes before the winner's interval; a column with nothing in it is not printed
+    order = ["study", "created_at", "goodput_tps", "change", "knee", "ci", "winner", "sglang_version", "gpu_name",
+             "host"]
+    emit_rows(rows, [c for c in order if any(r.get(c) not in (None, "") for r in rows)], "table",
               headers={"created_at": "when", "sglang_version": "SGLang", "gpu_name": "GPU", "goodput_tps": "goodput",
                        "ci": "95% CI tok/s"}, command="history")
     console.print(f"workload {hist.fingerprint}" + (f" (profile {hist.profile})" if hist.profile else "")

@@ -1,20 +1,25 @@
 """`--format json` of the read verbs: one JSON object per command, `{"schema_version": 1, "command": ..., ...}`,
-whose shape docs/json-schema/<command>.json describes. A change that removes or retypes a key bumps the version;
+whose shape docs/json-schema/<command>.json describes; times are ISO 8601 with their UTC offset. A change that removes or retypes a key bumps the version;
 adding a key does not."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 
 import typer
 
 SCHEMA_VERSION = 1
 
 
+def iso_utc(when: datetime) -> str:
+    """A time as ISO 8601 with its offset: the store's times are UTC (naive ones too), so `...T10:15:00+00:00`."""
+    return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).isoformat()
+
+
 def _plain(value: object) -> object:
-    """A value json cannot write itself: datetimes as ISO text, anything else as its str."""
-    return value.isoformat() if isinstance(value, datetime) else str(value)
+    """A value json cannot write itself: datetimes as ISO text with their UTC offset, anything else as its str."""
+    return iso_utc(value) if isinstance(value, datetime) else str(value)
 
 
 def dumps(command: str, payload: dict[str, object]) -> str:

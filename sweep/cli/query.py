@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sweep.cli.app import DEFAULT_DB, RowFormat, app, console, db_url, emit_rows, since_arg
+from sweep.cli.app import DEFAULT_DB, RowFormat, app, cell_text, console, db_url, emit_rows, since_arg
 from sweep.core.errors import NotFound, UsageError
 from sweep.core.types import KNOB_NAMES, RunStatus
 
@@ -37,7 +37,7 @@ RUNS_WIDE = ("run_id", "study_name", "profile_name", "simulated", "driver", *KNO
              "status", "output_tps", "goodput_tps", "ttft_sla_ms", "tpot_sla_ms", "ttft_p50_ms", "ttft_p99_ms",
              "tpot_p99_ms", "cache_hit_rate", "retractions", "passes_sla", "started_at", "worker", "worker_id", "host",
              "gpu_index")
-RUNS_HEADERS = {"run_id": "run", "concurrency": "c", "output_tps": "tok/s", "goodput_tps": "goodput",
+RUNS_HEADERS = {"run_id": "run", "concurrency": "c", "offered_rps": "req/s", "output_tps": "tok/s", "goodput_tps": "goodput",
                 "passes_sla": "SLA"}
 
 
@@ -84,6 +84,14 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     shared = set(pcts.values())  # one study, or several judged alike: the header names the percentile
     pt, pp = (f"p{p}" for p in next(iter(shared))) if len(shared) == 1 else ("@SLA", "@SLA")
     headers = {**RUNS_HEADERS, "ttft_sla_ms": f"TTFT {pt} ms", "tpot_sla_ms": f"TPOT {pp} ms"}
+    if fmt == "table" and any(r.get("offered_rps") is not None for r in table):
+        # an open-loop window (a rate ladder's step, the soak) is loaded by its offered rate; its concurrency is
+        # only the in-flight cap: marked so, the rate beside it
+        for r in table:
+            if r.get("offered_rps") is not None:
+                r["concurrency"] = f"≤{r['concurrency']}"
+        if columns is None and "offered_rps" not in cols:
+            cols.insert(cols.index("concurrency") + 1, "offered_rps")
     if columns is None and not wide and fmt == "table" and len({r["worker"] for r in table}) > 1:
         cols.append("worker")  # a study of several workers: which one measured each step (left out first)
     emit_rows(table, cols, fmt, wide=wide, headers=headers)
@@ -121,7 +129,7 @@ def show(ref: str = typer.Argument(..., metavar="RUN_ID|STUDY", help="a run id, 
     t.add_column("field")
     t.add_column("value")
     for k, v in fields.items():
-        t.add_row(k, "" if v is None else str(v))
+        t.add_row(k, cell_text(v))
     Console().print(t)
 
 
@@ -130,7 +138,10 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
            rank_mixed_hardware: bool = typer.Option(False, help="rank configurations measured on different GPU "
                                                     "models together (their knees are not comparable)"),
            tier: list[Path] = typer.Option([], "--tier", help="YAML file of an SLA tier (name + sla bounds, or a list "
-                                           "of them) judged on the stored windows, never measured again")) -> None:
+                                           "of them) judged on the stored windows, never measured again"),
+           fmt: Literal["text", "json"] = typer.Option("text", "--format", help="text: the report's path | json: "
+                                                       "the files written and the answer (docs/json-schema/report.json)"),
+           ) -> None:
     """Rewrite the report of a stored study."""
     from sweep.cli.explain import load_tiers
     from sweep.report.document import write_report
@@ -144,7 +155,17 @@ def report(study: str, db: str = typer.Option(DEFAULT_DB), out: Path = typer.Opt
     if s is None:
         raise NotFound(f"no study named {study} in {db}")
     ctx = study_context(store, s.id, rank_mixed_hardware)
-    files = write_report(ctx, out / study, build_answer(store, ctx, extra))
+    answer = build_answer(store, ctx, extra)
+    files = write_report(ctx, out / study, answer)
+    if fmt == "json":
+        from sweep.cli.jsonout import emit
+
+        emit("report", {"study": study, "markdown": str(files.markdown),
+                        "html": str(files.html) if files.html else None,
+                        "answer_json": str(files.markdown.parent / "answer.json"),
+                        "plots": [str(p) for p in files.plots], "missing": list(files.missing),
+                        "answer": answer.document()})
+        return
     console.print(f"report {files.markdown}")
 
 
@@ -167,13 +188,14 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
     from sweep.store import Store
 
     store = Store(db_url(db), readonly=True)
-    left, right = _side(store, a), _side(store, b)
-    if left.fingerprint != right.fingerprint:
-        msg = (f"{a} and {b} ran different workloads (fingerprint {left.fingerprint} vs {right.fingerprint}): "
+    fp_a, fp_b = _fingerprint(store, a), _fingerprint(store, b)  # refused before any window is read
+    if fp_a != fp_b:
+        msg = (f"{a} and {b} ran different workloads (fingerprint {fp_a} vs {fp_b}): "
                "their numbers are not comparable")
         if not force:
             raise UsageError(f"{msg}; pass --force to compare anyway")
         console.print(f"[bold red on yellow]WARNING: {msg}. Comparing anyway because of --force.[/]")
+    left, right = _side(store, a), _side(store, b)
     text = compare_markdown(left, right, forced=left.fingerprint != right.fingerprint)
     if out is not None:
         from sweep.cli.outfile import text_out
@@ -189,10 +211,23 @@ def compare(a: str = typer.Argument(..., help="run id or study name"),
     typer.echo(text)
 
 
+def _fingerprint(store: Store, ref: str) -> str:
+    """The workload fingerprint of a run id or a study name (one row read)."""
+    if ref.isdigit():
+        run = store.get_run(int(ref))
+        if run is None:
+            raise NotFound(f"no run {ref}")
+        return run.run.fingerprint
+    s = store.get_study_by_name(ref)
+    if s is None:
+        raise NotFound(f"no run or study named {ref}")
+    return s.fingerprint
+
+
 def _side(store: Store, ref: str) -> CompareSide:
-    """A comparison side from a run id or a study name."""
+    """A comparison side from a run id or a study name: a study's read model (its winner's ladder), no requests."""
     from sweep.report.document import CompareSide
-    from sweep.views.context import study_context
+    from sweep.views.context import answer_context
 
     if ref.isdigit():
         run = store.get_run(int(ref))
@@ -202,4 +237,4 @@ def _side(store: Store, ref: str) -> CompareSide:
     s = store.get_study_by_name(ref)
     if s is None:
         raise NotFound(f"no run or study named {ref}")
-    return CompareSide(ref, s.fingerprint, ctx=study_context(store, s.id))
+    return CompareSide(ref, s.fingerprint, ctx=answer_context(store, s.id))

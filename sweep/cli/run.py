@@ -111,16 +111,17 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
         from sweep.analysis.loads import load_words
 
         k = win.knee
-        ci = "" if k.ci_low is None or k.ci_high is None else f", 95% CI {k.ci_low:.0f}–{k.ci_high:.0f}"
+        ci = "" if k.ci_low is None or k.ci_high is None else f", 95% CI {k.ci_low:,.0f}–{k.ci_high:,.0f}"
         knobs = " ".join(f"{a}={b}" for a, b in win.config.knobs().items()) or "the server's defaults"
         console.print(f"[bold green]knee{tag}[/]: {knobs} at "
-                      f"{load_words(k.concurrency, k.offered_rps)}, goodput {k.goodput_tps:.0f} output tok/s{ci} "
+                      f"{load_words(k.concurrency, k.offered_rps)}, goodput {k.goodput_tps:,.0f} output tok/s{ci} "
                       f"({k.reason})")
     if run.answer is not None and not run.report.missing and run.measured:
-        from sweep.report.answer import answer_lines
+        from sweep.report.answer import answer_lines, plain_lines
         from sweep.report.winner import study_dialect
 
-        console.print("\n".join(answer_lines(run.answer, study_dialect(prof.model_dump(mode="json")))),
+        # report.md holds the markdown; the terminal gets it as plain text
+        console.print("\n".join(plain_lines(answer_lines(run.answer, study_dialect(prof.model_dump(mode="json"))))),
                       markup=False, highlight=False)
     if run.report.missing:
         console.print(f"[yellow]report contract not met, no conclusion drawn: missing {', '.join(run.report.missing)}[/]")

@@ -18,7 +18,7 @@ def interval(w: WinnerRecord) -> str:
     """The winner's goodput interval in goodput's unit, e.g. "5410–5518 tok/s" ('' when none)."""
     if w.goodput_ci_low is None or w.goodput_ci_high is None:
         return ""
-    return f"{w.goodput_ci_low:.0f}–{w.goodput_ci_high:.0f} tok/s"
+    return f"{w.goodput_ci_low:,.0f}–{w.goodput_ci_high:,.0f} tok/s"
 
 
 def show_study(store: Store, name: str, db: str, fmt: str) -> None:
@@ -44,7 +44,7 @@ def show_study(store: Store, name: str, db: str, fmt: str) -> None:
             continue
         ci = interval(w)
         con.print(f"winner ({tier}): {w.label} (config {w.server_config_id})\n"
-                  f"  knee: c={w.concurrency}, goodput {w.goodput_tps or 0:.0f} output tok/s"
+                  f"  knee: c={w.concurrency}, goodput {w.goodput_tps or 0:,.0f} output tok/s"
                   + (f" (95% interval {ci})" if ci else "") + f", {w.phase} ladder"
                   + (f"\n  why: {w.why}" if w.why else ""), highlight=False, markup=False)
 

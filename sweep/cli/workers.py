@@ -151,7 +151,7 @@ def register(app: typer.Typer) -> None:
         win = run.winner
         knee = (run.no_winner or "no configuration passed the SLA") if win is None else (
             f"knee so far: {' '.join(f'{a}={b}' for a, b in win.config.knobs().items())} at concurrency "
-            f"{win.knee.concurrency}, goodput {win.knee.goodput_tps:.0f} output tok/s")
+            f"{win.knee.concurrency}, goodput {win.knee.goodput_tps:,.0f} output tok/s")
         console.print(f"worker {label or ''} done with study {study}: {knee}; report {run.report.markdown}")
 
     @study_app.command("create")

@@ -43,7 +43,8 @@ from sweep.launchers.base import ServerHandle
 from sweep.profile import ArrivalProcess, ClosedArrival, Window
 from sweep.profile.warmup import WarmupRule
 from sweep.workload.requests import warm_media_pool
-from sweep.workload.stream import Requests, RequestStream, SessionStream, StreamExhausted
+from sweep.workload.stream import Requests, StreamExhausted
+from sweep.workload.stream_view import StreamView
 
 if TYPE_CHECKING:  # a spawned client process imports this module: it needs none of these
     from sweep.analysis.server_metrics import MetricsSnapshot
@@ -386,7 +387,7 @@ def _child(plan: Plan, coord: SharedCoord, conn: Connection) -> None:
     window: its batches of ended requests first, while it runs)."""
     sender = Sender(conn) if plan.batch else None
     try:
-        if isinstance(plan.specs, RequestStream | SessionStream):  # encode the media pool before the start barrier, not in the window
+        if isinstance(plan.specs, StreamView):  # encode the media pool before the start barrier, not in the window
             warm_media_pool(plan.specs.workload, plan.specs.pool_size)
         conn.send("ready")
         t0 = conn.recv()

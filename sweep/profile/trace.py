@@ -90,7 +90,8 @@ def load_trace(path: str | Path, time_scale: float = 1.0, start_s: float = 0.0) 
         if not len(arr):
             raise ValueError(f"{path}: no entry at or after {start_s:g} s (the trace lasts {vals[-1] - vals[0]:g} s)")
         arr = arr - arr[0]
-    return arr * time_scale
+    offsets: np.ndarray = arr * time_scale
+    return offsets
 
 
 def recorded_rate(offsets: np.ndarray) -> float | None:

@@ -23,11 +23,11 @@ def sla_text(sla: SLA) -> str:
 def _ci(k: ConfigKnee) -> str:
     """The knee goodput's 95% interval, in goodput's own unit (output tok/s)."""
     return ("no interval" if k.ci_low is None or k.ci_high is None
-            else f"95% CI {k.ci_low:.0f}–{k.ci_high:.0f} output tok/s")
+            else f"95% CI {k.ci_low:,.0f}–{k.ci_high:,.0f} output tok/s")
 
 
 def _knee_text(k: ConfigKnee) -> str:
-    return f"{load_text(k.concurrency, k.offered_rps)}, goodput {k.goodput_tps:.0f} output tok/s ({_ci(k)})"
+    return f"{load_text(k.concurrency, k.offered_rps)}, goodput {k.goodput_tps:,.0f} output tok/s ({_ci(k)})"
 
 
 def _bracket_text(k: ConfigKnee, failing: float | None, at_top: bool) -> str:
@@ -95,7 +95,7 @@ def tier_lines(answer: Answer, t: TierAnswer, dialect: engines.Dialect | None = 
            f"- **Knee**: {knee}",
            *([f"- **Trace**: {trace_text(k, answer.trace_rps, t.bracket)}"] if answer.trace_rps and k.offered_rps
              else []),
-           f"- **Goodput**: {k.goodput_tps:.0f} output tok/s inside the SLA ({_ci(k)})",
+           f"- **Goodput**: {k.goodput_tps:,.0f} output tok/s inside the SLA ({_ci(k)})",
            f"- **Gain over SGLang's defaults**: {gain_text(t)}"]
     if t.binding is not None:
         out.append(f"- **Binding constraint**: {t.binding.line()}")
@@ -114,6 +114,23 @@ def answer_lines(answer: Answer, dialect: engines.Dialect | None = None) -> list
     out = ["## Answer" + (" (SIMULATED)" if answer.simulated else ""), ""]
     for t in answer.tiers:
         out += tier_lines(answer, t, dialect)
+    return out
+
+
+def plain_lines(markdown: list[str]) -> list[str]:
+    """Markdown lines (the answer block) as plain text for a terminal: no `#`, `**`, backticks or `>` marks, and a
+    fenced command's lines as they are (copied from the terminal, they run)."""
+    out, fenced = [], False
+    for line in markdown:
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced:
+            out.append(line)
+            continue
+        text = line.lstrip("#").strip() if line.startswith("#") else line
+        text = text.removeprefix("> ").replace("**", "").replace("`", "")
+        out.append(text)
     return out
 
 
@@ -137,18 +154,21 @@ def explain_lines(answer: Answer, config_id: int | None = None) -> list[str]:
 
 
 def why_lines(answer: Answer) -> list[str]:
-    """The report's "Why" section: per tier, every configuration's binding constraint, knee and P(winner higher)."""
+    """The report's "Why" section: per tier, every configuration's phase, binding constraint, knee and P(winner
+    higher)."""
     out = ["## Why the knees are where they are", ""]
     for t in answer.tiers:
         if not t.bindings:
             continue
-        out += [f"Tier `{t.tier}`:", "", "| configuration | knee | binding | evidence | next | P(winner higher) |",
-                "|---|---|---|---|---|---|"]
+        out += [f"Tier `{t.tier}`:", "",
+                "| configuration | phase | knee | binding | evidence | next | P(winner higher) |",
+                "|---|---|---|---|---|---|---|"]
         for cid in sorted(t.bindings, key=lambda c: -(t.knees[c].goodput_tps if c in t.knees else -1.0)):
             b, k = t.bindings[cid], t.knees.get(cid)
             p = "winner" if cid == t.winner_id else (
                 f"{t.win_prob[cid]:.2f}{' (tie)' if cid in t.tied else ''}" if cid in t.win_prob else "—")
-            out.append(f"| {answer.labels.get(cid, cid)} | {_knee_text(k) if k else 'none passes'} | "
+            # a promoted configuration has a screening row and a final row: the phase tells them apart
+            out.append(f"| {answer.labels.get(cid, cid)} | {k.phase if k else '—'} | {_knee_text(k) if k else 'none passes'} | "
                        f"{b.constraint} ({b.at}) | {b.evidence.replace('|', '/')} | {b.next_step} | {p} |")
         out.append("")
     return out

@@ -61,13 +61,14 @@ def soak_lines(ctx: StudyContext) -> list[str]:
         text = verdict.summary() if verdict is not None else plain(r.reason or r.status)
         rate = (f"{r.offered_rps:,.2f} req/s offered (at most {r.concurrency} in flight)" if r.offered_rps is not None
                 else f"at most {r.concurrency} in flight")
+        s = r.stats  # None: the soak stored no statistics (it failed before its window ended)
         out += [f"- run {r.id} ({ctx.labels.get(r.server_config_id)}), {rate}, {r.status}, window "
-                f"{_fmt(r.get('window_s'))} s: throughput {_fmt(r.get('output_tps'))} tok/s, goodput "
-                f"{_fmt(r.get('goodput_tps'))} tok/s, {_soak_ttft(ctx, r)}TTFT P99 "
-                f"{_fmt(r.get('ttft_p99_ms'), 2, 1e-3)} s, preemptions {_fmt(r.get('retractions'))}, peak GPU "
-                f"memory {_fmt(r.get('peak_gpu_mem_mib'), 1, 1 / 1024)} GiB"
+                f"{_fmt(s and s.window_s)} s: throughput {_fmt(s and s.output_tps)} tok/s, goodput "
+                f"{_fmt(s and s.goodput_tps)} tok/s, {_soak_ttft(ctx, r)}TTFT P99 "
+                f"{_fmt(s and s.ttft_p99_ms, 2, 1e-3)} s, preemptions {_fmt(s and s.retractions)}, peak GPU "
+                f"memory {_fmt(s and s.peak_gpu_mem_mib, 1, 1 / 1024)} GiB"
                 + (" (**client-bound**: the load generator may have limited this window)"
-                   if r.get("client_bound") else ""), f"- **verdict**: {text}"]
+                   if s and s.client_bound else ""), f"- **verdict**: {text}"]
     return out + [""]
 
 
@@ -105,12 +106,13 @@ def no_conclusion_lines(ctx: StudyContext) -> list[str]:
             "A report missing any of these fields may not name a winner.", ""]
 
 
-def conclusion_lines(ctx: StudyContext) -> list[str]:
-    """The hardware groups (a study on several GPU models), then the winner, or why every configuration lost."""
+def conclusion_lines(ctx: StudyContext, launch: bool = True) -> list[str]:
+    """The hardware groups (a study on several GPU models), then the winner, or why every configuration lost;
+    the winner's launch command unless `launch` is False (the answer block prints it)."""
     winner, hardware = ctx.winner, ctx.hardware
     out = hardware_lines(hardware, ctx.labels)
     if winner and not missing_contract_fields(ctx):
-        out += winner_lines(ctx, winner, ctx.view)
+        out += winner_lines(ctx, winner, ctx.view, launch)
     elif winner is None and not (hardware and hardware.reason):
         why = ctx.decision.why_none() if ctx.decision is not None else "no configuration passed the SLA"
         out += ["## Winner", "", f"No winner: {plain(why)}.", ""]
@@ -165,7 +167,12 @@ def write_report(ctx: StudyContext, out_dir: Path, answer: Answer | None = None)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     after = answer_sections(ctx, answer, out_dir) if answer is not None else {}
-    lines = [line for section in SECTIONS for line in (*section(ctx), *after.get(section, []))]
+    primary = next((t for t in answer.tiers if t.primary), None) if answer is not None else None
+    answered = bool(after) and primary is not None and primary.knee is not None and primary.winner_id is not None
+    # the launch command and its warnings once: in the answer block where it has one, else in the Winner section
+    lines = [line for section in SECTIONS for line in (
+        *(conclusion_lines(ctx, launch=False) if answered and section is conclusion_lines else section(ctx)),
+        *after.get(section, []))]
     plots = _plots(ctx, out_dir)
     hist = history_plot(ctx, out_dir)
     plots += [hist] if hist else []

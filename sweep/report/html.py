@@ -41,7 +41,7 @@ def history_figure(ctx: StudyContext) -> Figure | None:
     for phase, marker, colour in PHASE_MARKS:
         pts = [r for r in ok if r.phase == phase]
         if pts:
-            ax.scatter([order[r.id] for r in pts], [r.number("goodput_tps") or 0.0 for r in pts], marker=marker,
+            ax.scatter([order[r.id] for r in pts], [(r.stats and r.stats.goodput_tps) or 0.0 for r in pts], marker=marker,
                        color=colour, s=28, label=f"{phase} window")
     bad = [r for r in runs if r.status != "completed"]
     if bad:

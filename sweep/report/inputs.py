@@ -95,10 +95,10 @@ def cache_rows(ctx: StudyContext) -> list[tuple[RunRecord, str | None]]:
     """(run, why it is flagged or None) for each completed step that has a prediction."""
     out = []
     for r in sorted(ctx.runs, key=lambda r: (r.server_config_id, r.phase or "", r.concurrency)):
-        if r.status != "completed" or r.get("cache_hit_rate_predicted") is None:
+        s = r.stats
+        if r.status != "completed" or s is None or s.cache_hit_rate_predicted is None:
             continue
-        out.append((r, cache_flag(r.number("cache_hit_rate"), r.number("cache_hit_rate_predicted"),
-                                  r.number("cache_hit_rate_capped"))))
+        out.append((r, cache_flag(s.cache_hit_rate, s.cache_hit_rate_predicted, s.cache_hit_rate_capped)))
     return out
 
 
@@ -123,9 +123,11 @@ def cache_lines(ctx: StudyContext) -> list[str]:
            f"{'replayed from a pool' if replay else 'fresh (none sent twice to one server)'}.", "",
            "| config | phase | concurrency | measured | perfect | pool-capped | |", "|---|---|---|---|---|---|---|"]
     for r, flag in rows:
+        s = r.stats  # never None here: cache_rows keeps the windows that stored a prediction
+        hits = (None, None, None) if s is None else (s.cache_hit_rate, s.cache_hit_rate_predicted,
+                                                     s.cache_hit_rate_capped)
         out.append(f"| {ctx.labels.get(r.server_config_id)} | {r.phase} | {load_text(r)} | "
-                   f"{_pct(r.number('cache_hit_rate'))} | {_pct(r.number('cache_hit_rate_predicted'))} | "
-                   f"{_pct(r.number('cache_hit_rate_capped'))} | {f'**⚠ {flag}**' if flag else ''} |")
+                   + " | ".join(_pct(h) for h in hits) + f" | {f'**⚠ {flag}**' if flag else ''} |")
     n_flagged = sum(1 for _, f in rows if f)
     if n_flagged:
         out += ["", f"> **{n_flagged} step(s) flagged.** Above the perfect-cache bound: the server hit tokens the "

@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from sweep.core.errors import UsageError
+from sweep.core.numbers import as_float
 
 if TYPE_CHECKING:
     from sweep.store import Store
@@ -109,7 +110,7 @@ def export_study(store: Store, study: str, tracking_uri: str, scratch: Path) -> 
                 v = run.get(metric)
                 if v is not None:
                     client.log_metric(cid, metric if run.phase == "final" else f"{run.phase}.{metric}",
-                                      float(v), step=run.concurrency)  # type: ignore[arg-type]
+                                      as_float(v), step=run.concurrency)
         client.set_terminated(cid, "FINISHED" if cfg.status in ("completed", "infeasible") else "FAILED")
     client.set_terminated(pid, "FINISHED")
     return MlflowExport(exp_id, pid, children, report)

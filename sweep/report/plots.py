@@ -25,7 +25,7 @@ from matplotlib.ticker import ScalarFormatter  # noqa: E402
 
 from sweep.analysis.ladder_steps import ladder_phase  # noqa: E402
 from sweep.analysis.loads import knee_load, load_text  # noqa: E402
-from sweep.store import RunRecord  # noqa: E402
+from sweep.store import STAT_COLUMNS, RunRecord  # noqa: E402
 from sweep.views.study import StudyContext  # noqa: E402
 
 MARKERS = ("o", "s", "^")
@@ -76,8 +76,11 @@ def _sla(ctx: StudyContext) -> dict[str, object]:
 
 
 def _pct(sla: dict[str, object], key: str) -> int:
+    """The SLA's percentile (`ttft_percentile`: TTFT's) where the runs table keeps it (P50, P90, P95, P99), else
+    P99: a curve is always a stored column, titled by the percentile it is (a P75 drew an empty panel)."""
     v = sla.get(key)
-    return int(v) if isinstance(v, int | float) and v else 99
+    q = int(v) if isinstance(v, int | float) and v else 99
+    return q if f"{key.split('_')[0]}_p{q}_ms" in STAT_COLUMNS else 99
 
 
 def _bound(sla: dict[str, object], key: str) -> float | None:
@@ -102,6 +105,11 @@ def _label(ctx: StudyContext, cid: int, runs: list[RunRecord]) -> str:
 
 def _title(ctx: StudyContext, text: str) -> str:
     return text + ("  [SIMULATED]" if ctx.study.simulated else "")
+
+
+def _goodput(r: RunRecord) -> float:
+    """A window's goodput (output tok/s), 0 where it stored none."""
+    return (r.stats and r.stats.goodput_tps) or 0.0
 
 
 def _log_when_wide(values: list[float]) -> bool:
@@ -189,7 +197,7 @@ def pareto_figure(ctx: StudyContext) -> Figure | None:
     fig, ax = plt.subplots(figsize=(9, 5.5))
     points: list[tuple[float, float]] = []
     for i, (cid, runs) in enumerate(by_cfg.items()):
-        xy = [(x, r.number("goodput_tps") or 0.0) for r in runs if (x := r.number(col)) is not None]
+        xy = [(x, _goodput(r)) for r in runs if (x := r.number(col)) is not None]
         points += xy
         st = style(i)
         ax.scatter([x for x, _ in xy], [y for _, y in xy], color=st["color"], marker=st["marker"], s=30,
@@ -206,7 +214,7 @@ def pareto_figure(ctx: StudyContext) -> Figure | None:
         step = next((r for r in by_cfg.get(win.id, []) if _x(r) == knee_load(win.knee)), None)
         x = step.number(col) if step is not None else None
         if step is not None and x is not None:
-            ax.scatter([x], [step.number("goodput_tps") or 0.0], marker="*", s=320, facecolor="gold",
+            ax.scatter([x], [_goodput(step)], marker="*", s=320, facecolor="gold",
                        edgecolor="black", zorder=5, label=f"winner: {ctx.labels.get(win.id, '')} "
                                                           f"{load_text(step.concurrency, step.offered_rps)}")
     if _log_when_wide([x for x, _ in points]):

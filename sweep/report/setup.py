@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from sweep.core.numbers import number
 from sweep.profile import SLA, Arrival, LengthDist, SharedPrefix, Window, Workload
 from sweep.profile.search import PRIOR_STARTUP_TRIALS
 from sweep.report.tables import plain
@@ -24,7 +25,7 @@ def code(text: object) -> str:
 
 
 def _num(v: float) -> str:
-    return f"{v:g}" if abs(v) < 1e6 else f"{v:,.0f}"
+    return f"{v:g}" if abs(v) < 1000 else number(v)  # as typed in the profile; 12,000, never 1.2e+04
 
 
 def length_text(d: LengthDist) -> str:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.loads import knee_load
 from sweep.analysis.loads import load_text as knee_at
 from sweep.analysis.window_edges import drain_note
+from sweep.core.numbers import fixed
 from sweep.store import RunRecord
 from sweep.views.study import StudyContext, StudyView
 
@@ -22,13 +25,19 @@ def fmt(v: object, nd: int = 0, scale: float = 1.0) -> str:
         return "yes" if v else "no"
     if not isinstance(v, int | float):
         return str(v)
-    return f"{v * scale:,.{nd}f}"
+    return fixed(v * scale, nd)
+
+
+_OPENS_HTML = re.compile(r"<(?=[A-Za-z/!?])")  # what CommonMark reads as raw HTML: a tag, comment or declaration
+_OPENS_ENTITY = re.compile(r"&(?=#?\w+;)")  # an entity reference (`&lt;`, `&#60;`)
 
 
 def plain(text: object) -> str:
-    """Free text (a failure reason, a log line, a label) for report.md: on one line, `&`, `<` and `>` as entities,
-    so no text read from a server or a worker is raw HTML in a markdown viewer."""
-    return " ".join(str(text or "").split()).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Free text (a failure reason, a log line, a label) for report.md, on one line: a `<` that would open raw HTML
+    and an `&` that would start an entity as entities, so no text read from a server or a worker is raw HTML in a
+    markdown viewer, while `TTFT P99 534 ms > 500 ms` and `(9 < 20)` read as written, raw or rendered."""
+    one_line = " ".join(str(text or "").split())
+    return _OPENS_HTML.sub("&lt;", _OPENS_ENTITY.sub("&amp;", one_line))
 
 
 def cell(text: object) -> str:
@@ -62,18 +71,19 @@ def steps_table(ctx: StudyContext) -> list[str]:
                          + " |" * 14)
             continue
         at = f"{label} at {'c=' + load if load.isdigit() else load} ({phase})"
-        if r.get("client_bound"):
+        s = r.stats  # None: a completed row stored without statistics (its cells read —)
+        if s and s.client_bound:
             bound.append(at)
-        if r.stats is not None and (note := drain_note(r.stats, drain if isinstance(drain, int | float) else None)):
+        if s is not None and (note := drain_note(s, drain if isinstance(drain, int | float) else None)):
             cut.append(f"{at}: {note}")
         lines.append(
-            f"| {label} | {phase} | {load} | {fmt(r.get('output_tps'))} | "
-            f"{fmt(r.get('goodput_tps'))} | {fmt(r.get('ttft_p50_ms'), 2, 1e-3)} | {fmt(r.get('ttft_p99_ms'), 2, 1e-3)} | "
-            f"{fmt(r.get('tpot_p50_ms'), 1)} | {fmt(r.get('tpot_p99_ms'), 1)} | {fmt(r.get('cache_hit_rate'), 0, 100)}% | "
-            f"{fmt(r.get('retractions'))} | {fmt(r.get('kv_usage_max'), 2)} | {fmt(r.get('queue_len_mean'), 1)} | "
-            f"{fmt(r.get('peak_gpu_mem_mib'), 1, 1 / 1024)} | {'**yes**' if r.get('client_bound') else 'no'} | "
-            f"{opened_text(r)} | {fmt(r.get('n_errors'))} / {fmt(r.get('n_cut'))} | "
-            f"{'pass' if r.get('passes_sla') else 'fail: ' + cell(r.get('sla_failures'))} |")
+            f"| {label} | {phase} | {load} | {fmt(s and s.output_tps)} | "
+            f"{fmt(s and s.goodput_tps)} | {fmt(s and s.ttft_p50_ms, 2, 1e-3)} | {fmt(s and s.ttft_p99_ms, 2, 1e-3)} | "
+            f"{fmt(s and s.tpot_p50_ms, 1)} | {fmt(s and s.tpot_p99_ms, 1)} | {fmt(s and s.cache_hit_rate, 0, 100)}% | "
+            f"{fmt(s and s.retractions)} | {fmt(s and s.kv_usage_max, 2)} | {fmt(s and s.queue_len_mean, 1)} | "
+            f"{fmt(s and s.peak_gpu_mem_mib, 1, 1 / 1024)} | {'**yes**' if s and s.client_bound else 'no'} | "
+            f"{opened_text(r)} | {fmt(s and s.n_errors)} / {fmt(s and s.n_cut)} | "
+            f"{'pass' if s and s.passes_sla else 'fail: ' + cell(s and s.sla_failures)} |")
     lines.append("")
     if bound:
         lines += [f"> **Client-bound**: {', '.join(bound)}. {CLIENT_BOUND_WHY[0].upper()}{CLIENT_BOUND_WHY[1:]}.", ""]
@@ -85,7 +95,10 @@ def steps_table(ctx: StudyContext) -> list[str]:
 
 def opened_text(run: RunRecord) -> str:
     """How a window opened, e.g. "requests after 9.6 s, 100 done"; — for a row stored before it was recorded."""
-    by, seconds, done = run.get("window_opened_by"), run.get("warmup_s"), run.get("warmup_requests")
+    s = run.stats
+    if s is None:
+        return "—"
+    by, seconds, done = s.window_opened_by, s.warmup_s, s.warmup_requests
     if not by or not isinstance(seconds, int | float) or not isinstance(done, int | float):
         return "—"
     return f"{cell(by)} after {seconds:,.1f} s, {done:,.0f} done"

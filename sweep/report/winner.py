@@ -70,8 +70,9 @@ def launch_warnings(model_path: str, extra_args: list[str]) -> list[str]:
     return out
 
 
-def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView) -> list[str]:
-    """The winner, its caveats and its launch command (the caller has checked the report contract)."""
+def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView, launch: bool = True) -> list[str]:
+    """The winner, its caveats and its launch command (the caller has checked the report contract); `launch` False:
+    the answer block above already prints the command and its warnings, so this section points there."""
     study, env = ctx.study, ctx.env
     knee, labels = winner.knee, ctx.labels
     lines = ["## Winner", "",
@@ -99,6 +100,8 @@ def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView) -> list[str
         lines += [f"> **Client-bound window set aside**: {at} passed with more goodput than the knee, but the "
                   "load generator's self-check flagged it, so it is not the knee until measured again unflagged "
                   "(more client processes: `--client-procs`).", ""]
+    if not launch:
+        return [*lines, "Launch it with the command in the answer above.", ""]
     model = str(env.get("model_path") or "MODEL")
     extra_args = ctx.raw("server").get("extra_args")
     extra = [str(a) for a in extra_args] if isinstance(extra_args, list) else []

@@ -13,6 +13,7 @@ from sqlalchemy import Column, Connection, Executable, MetaData, Table, case, fu
 
 from sweep.analysis.run_stats import RunStats
 from sweep.core.errors import StoreError
+from sweep.core.numbers import as_float, as_int
 from sweep.core.types import RequestRecord, Sample
 from sweep.store.models import (
     KNOB_COLUMNS,
@@ -20,6 +21,7 @@ from sweep.store.models import (
     STAT_COLUMNS,
     STAT_TYPES,
     WINDOW_COLUMNS,
+    Base,
     Environment,
     RequestRow,
     SampleRow,
@@ -41,17 +43,17 @@ from sweep.store.records import (
     as_utc,
 )
 
-studies_table: Table = Study.__table__  # type: ignore[assignment]
-environments_table: Table = Environment.__table__  # type: ignore[assignment]
-configs_table: Table = ServerConfigRow.__table__  # type: ignore[assignment]
-requests_table: Table = RequestRow.__table__  # type: ignore[assignment]
-samples_table: Table = SampleRow.__table__  # type: ignore[assignment]
-workers_table: Table = Worker.__table__  # type: ignore[assignment]
-winners_table: Table = StudyWinnerRow.__table__  # type: ignore[assignment]
-priors_table: Table = StudyPriorRow.__table__  # type: ignore[assignment]
+studies_table = Base.metadata.tables[Study.__tablename__]
+environments_table = Base.metadata.tables[Environment.__tablename__]
+configs_table = Base.metadata.tables[ServerConfigRow.__tablename__]
+requests_table = Base.metadata.tables[RequestRow.__tablename__]
+samples_table = Base.metadata.tables[SampleRow.__tablename__]
+workers_table = Base.metadata.tables[Worker.__tablename__]
+winners_table = Base.metadata.tables[StudyWinnerRow.__tablename__]
+priors_table = Base.metadata.tables[StudyPriorRow.__tablename__]
 
 # The run_summary view (created by the migration), typed so booleans and timestamps come back as such.
-_RUN_HEAD = ("concurrency", "phase", "status", "reason", "simulated", "driver", "fingerprint", "started_at",
+_RUN_HEAD = ("concurrency", "offered_rps", "phase", "status", "reason", "simulated", "driver", "fingerprint", "started_at",
              "finished_at", *WINDOW_COLUMNS)
 run_summary = Table(
     "run_summary",
@@ -120,7 +122,7 @@ def _plain(value: object, kind: type) -> object:
     if kind is str:
         return "; ".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
     if kind is float:
-        number = float(value)  # type: ignore[arg-type]
+        number = as_float(value)
         return None if math.isnan(number) else number
     return kind(value)
 
@@ -266,7 +268,7 @@ def study_request_tokens(conn: Connection, study_id: int) -> list[RequestTokens]
 
 
 def _sample(row: Mapping[str, object]) -> Sample:
-    return Sample(float(row["t"]), str(row["source"]), str(row["name"]), float(row["value"]),  # type: ignore[arg-type]
+    return Sample(as_float(row["t"]), str(row["source"]), str(row["name"]), as_float(row["value"]),
                   str(row.get("labels") or ""))
 
 
@@ -332,7 +334,7 @@ def histogram_samples(conn: Connection, study_id: int, source: str) -> list[tupl
     sm, r = samples_table.c, runs_table.c
     stmt = (select(samples_table).join(runs_table, r.id == sm.run_id)
             .where(r.study_id == study_id, sm.source == source).order_by(sm.run_id, sm.id))
-    return [(int(row["run_id"]), _sample(row)) for row in _rows(conn, stmt)]  # type: ignore[call-overload]
+    return [(as_int(row["run_id"]), _sample(row)) for row in _rows(conn, stmt)]
 
 
 def study_winners(conn: Connection, study_id: int) -> list[WinnerRecord]:

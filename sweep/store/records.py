@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, ClassVar, Self
 
-from sweep.analysis.run_stats import COLUMNS as STAT_COLUMNS
-from sweep.analysis.run_stats import RunStats
+from sweep.analysis.run_stats import COLUMNS, RunStats
+from sweep.core.numbers import as_float, as_int
 from sweep.core.types import CUT, Placement, ServerConfig
 
 if TYPE_CHECKING:
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         StoredRequest,  # numpy and the profile: imported where a request is judged
     )
 
+STAT_COLUMNS = COLUMNS  # the stat columns of `runs` (lent by sweep.store)
 _PLACEMENT = tuple(f.name for f in fields(Placement))
 
 
@@ -38,11 +39,11 @@ def as_utc(when: datetime) -> datetime:
 
 
 def _opt_int(v: object) -> int | None:
-    return None if v is None else int(v)  # type: ignore[call-overload]
+    return None if v is None else as_int(v)
 
 
 def _opt_float(v: object) -> float | None:
-    return None if v is None else float(v)  # type: ignore[arg-type]
+    return None if v is None else as_float(v)
 
 
 def _opt_str(v: object) -> str | None:
@@ -72,18 +73,29 @@ class Record:
     know is ignored, a missing one reads as its default), and read back by column name. A record whose columns are
     not its fields one to one (knobs, statistics, placement) overrides `from_row` and `columns`."""
 
+    __dataclass_fields__: ClassVar[dict[str, Field[object]]]  # every record is a dataclass (what fields() reads)
+
     @classmethod
     def from_row(cls, row: Mapping[str, object]) -> Self:
         """The record of one row."""
-        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})  # type: ignore[arg-type]
+        return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})
 
     def columns(self) -> dict[str, object]:
         """Every column by name, flat."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def get(self, name: str) -> object:
-        """One column by name (None when there is none)."""
-        return self.columns().get(name)
+        """One column by name; KeyError for a name that is no column of the record (a misspelt column fails loudly,
+        it never reads as an unset value). Code that knows its column reads the field instead."""
+        columns = self.columns()
+        if name not in columns:
+            raise no_column(self, name)
+        return columns[name]
+
+
+def no_column(record: object, name: str) -> KeyError:
+    """The error of a column name a record does not have."""
+    return KeyError(f"{type(record).__name__} has no column {name!r}")
 
 
 @dataclass(frozen=True)
@@ -202,7 +214,7 @@ class ConfigRecord(Record):
         """The record of a server_configs row (knobs, argv_json and placement columns gathered)."""
         argv = json.loads(str(row.get("argv_json") or "[]"))
         return cls(
-            id=int(row["id"]), config=ServerConfig.from_mapping(row), status=str(row.get("status") or "pending"),  # type: ignore[call-overload]
+            id=as_int(row["id"]), config=ServerConfig.from_mapping(row), status=str(row.get("status") or "pending"),
             study_id=_opt_int(row.get("study_id")), trial_number=_opt_int(row.get("trial_number")),
             config_key=str(row.get("config_key") or ""), launcher=str(row.get("launcher") or ""),
             argv=tuple(str(a) for a in argv), failure_reason=_opt_str(row.get("failure_reason")),
@@ -263,8 +275,8 @@ class RunRecord(Record):
     def from_row(cls, row: Mapping[str, object]) -> RunRecord:
         """The record of a runs row or a run_summary row (whose id is run_id)."""
         rid = row["id"] if "id" in row else row["run_id"]
-        return cls(id=int(rid), server_config_id=int(row["server_config_id"]),  # type: ignore[call-overload]
-                   concurrency=int(row["concurrency"]), status=str(row.get("status") or "completed"),  # type: ignore[call-overload]
+        return cls(id=as_int(rid), server_config_id=as_int(row["server_config_id"]),
+                   concurrency=as_int(row["concurrency"]), status=str(row.get("status") or "completed"),
                    phase=str(row.get("phase") or "final"), study_id=_opt_int(row.get("study_id")),
                    reason=_opt_str(row.get("reason")), fingerprint=str(row.get("fingerprint") or ""),
                    simulated=bool(row.get("simulated")), driver=str(row.get("driver") or ""),
@@ -274,17 +286,20 @@ class RunRecord(Record):
                    placement=placement_of(row))
 
     def get(self, name: str) -> object:
-        """One column by name (its own, a stat column or a placement column); None when it has none."""
+        """One column by name (its own, a stat column or a placement column; None where the run stores no
+        statistics); KeyError for a name that is no column of `runs`."""
         if name in STAT_COLUMNS:
             return None if self.stats is None else self.stats.get(name)
         if name in _PLACEMENT:
             return getattr(self.placement, name)
-        return getattr(self, name, None) if name not in ("stats", "placement") else None
+        if name in ("stats", "placement") or name not in _RUN_FIELDS:
+            raise no_column(self, name)
+        return getattr(self, name)
 
     def number(self, name: str) -> float | None:
         """A numeric column by name as a float (None when unset)."""
         v = self.get(name)
-        return None if v is None or isinstance(v, str) else float(v)  # type: ignore[arg-type]
+        return None if v is None or isinstance(v, str) else as_float(v)
 
     def columns(self) -> dict[str, object]:
         """Every column of the row, flat, by name (the stats and placement in place)."""
@@ -305,6 +320,10 @@ class RunRecord(Record):
         """A step a conclusion can rest on: completed, not the soak, with at least one completed request."""
         return (self.status == "completed" and self.phase != "soak"
                 and (self.stats is None or self.stats.n_completed is None or self.stats.n_completed > 0))
+
+
+_RUN_FIELDS = frozenset(f.name for f in fields(RunRecord))
+_COUNTS = ("request_count", "warmup_count", "sample_count")
 
 
 @dataclass(frozen=True)
@@ -332,6 +351,13 @@ class RunSummary(Record):
                    str(row.get("config_key") or ""), str(row.get("launcher") or ""),
                    str(row.get("config_status") or ""), _opt_int(row.get("request_count")),
                    _opt_int(row.get("warmup_count")), _opt_int(row.get("sample_count")))
+
+    def get(self, name: str) -> object:
+        """One column by name (the counts too, None where `get_run` did not add them); KeyError for a name that is
+        no column of run_summary."""
+        if name in _COUNTS:
+            return getattr(self, name)
+        return super().get(name)
 
     def columns(self) -> dict[str, object]:
         """Every column by name, flat (run_id and id both the run's id), for tables and JSON output."""

@@ -29,12 +29,11 @@ from sweep.workload.prefix_cache import PrefixCache
 from sweep.workload.sent import sent_sequences
 from sweep.workload.stream import (
     Requests,
-    RequestStream,
-    SessionStream,
     StreamExhausted,
     next_position,
     view_from,
 )
+from sweep.workload.stream_view import StreamView
 
 log = logging.getLogger(__name__)
 HEADROOM = 1.25  # a closed-loop step is offered this much more than the previous step's rate scaled by concurrency
@@ -86,7 +85,7 @@ class StepInputs:
             else:
                 log.warning("prefix cache not emptied before concurrency %d: %s", concurrency, note)
         view = view_from(self.specs, self.position)
-        if isinstance(view, RequestStream | SessionStream) and not self.driver.simulated:
+        if isinstance(view, StreamView) and not self.driver.simulated:
             view.prefetch(min(self._expected(concurrency, window, arrival, view), self.profile.workload.num_requests))
         return view, note
 
@@ -138,14 +137,14 @@ def refuse_short_dataset(profile: Profile, specs: Requests) -> None:
     any ladder can send is checked (each step's warm-up and one request per user); a configuration that runs out
     later stops its own ladder with the reason (sweep.study.ladder), never the study.
     """
-    cap = specs.capacity if isinstance(specs, RequestStream | SessionStream) else None
+    cap = specs.capacity if isinstance(specs, StreamView) else None
     if cap is None:
         return
     if profile.arrival.open_loop:
         scheds = (profile.step_arrival(c).schedule(profile.window, profile.workload.seed, c) for c in profile.ladder)
         need, what = sum(s.needed() for s in scheds if s is not None), "one ladder's schedules send at least"
     else:
-        warm = profile.window.warmup_requests if isinstance(specs, RequestStream) else 0
+        warm = profile.window.warmup_requests if isinstance(specs, StreamView) and specs.WARMUP_TAKES_POSITIONS else 0
         need = sum(warm + c for c in profile.ladder)
         what = "one ladder sends at least (each step's warm-up and one request per user)"
     if need > cap:

@@ -11,7 +11,9 @@ server prints a line when it is launched, when it is ready (after how many secon
 
 Every result line says its phase (screen, final or soak) and, with several workers, the worker's name.
 The study count never passes its total: the plan grows when a phase turns out larger than planned and
-shrinks when a ladder stops early.
+shrinks when a ladder stops early. Until the study ends the total is the plan's most (every ladder climbing on
+past its top and refined to refine.max_steps; ladders that stop early bring it down, interactive's 105 to about
+73), so the count says `12/≤105` and the study's ETA `ETA ≤`: an upper bound, never read as the expected end.
 """
 
 from __future__ import annotations
@@ -112,8 +114,8 @@ def result_lines(phase: str, label: str, concurrency: int, stats: RunStats, widt
     head = f"{who}{phase:<6} {label} {load}"
     pt, pp = percentiles
     ttft = (getattr(stats, f"ttft_p{pt}_ms", None) or 0) / 1000
-    nums = (f"goodput {stats.goodput_tps or 0:.0f} tok/s  TTFT p{pt} {ttft:.2f} s  "
-            f"TPOT p{pp} {getattr(stats, f'tpot_p{pp}_ms', None) or 0:.1f} ms  thr {stats.output_tps or 0:.0f}  "
+    nums = (f"goodput {stats.goodput_tps or 0:,.0f} tok/s  TTFT p{pt} {ttft:.2f} s  "
+            f"TPOT p{pp} {getattr(stats, f'tpot_p{pp}_ms', None) or 0:.1f} ms  thr {stats.output_tps or 0:,.0f}  "
             f"retr {stats.retractions or 0}")
     extra = [f"    {b}" for b in bound]
     if width >= WIDE:
@@ -146,23 +148,27 @@ class StudyProgress:
         self.done, self.done_s = 0, 0.0
         self.done_in_config = 0
         self.phase = "screen" if prof.search.screening.enabled else "final"
+        self.bound = True  # the total is the plan's most until the study ends (see the module docstring)
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=12),
-                                 TextColumn("{task.fields[count]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                                 TextColumn("{task.fields[count]}"), TimeElapsedColumn(),
+                                 TextColumn("{task.fields[eta]}"),
                                  AverageEta(), console=self.console, disable=not self.live,
                                  transient=False)
-        self.study: TaskID = self.progress.add_task("study", total=self.plan_s, count=self._count())
-        self.step: TaskID = self.progress.add_task("step", total=1, visible=False, count="")
+        self.study: TaskID = self.progress.add_task("study", total=self.plan_s, count=self._count(), eta="ETA ≤")
+        self.step: TaskID = self.progress.add_task("step", total=1, visible=False, count="", eta="ETA")
         self._timer: threading.Event | None = None
         self._lock = threading.Lock()  # the tick thread's updates against step_done's
 
     def _count(self) -> str:
-        return f"{self.done}/{self.total}"
+        """`done/≤most` while the total is an upper bound, `done/total` once the study has ended."""
+        return f"{self.done}/{'≤' if self.bound else ''}{self.total}"
 
     def _show_study(self, in_step_s: float = 0.0) -> None:
         self.total = max(self.total, self.done)  # a count never passes its total
         self.plan_s = max(self.plan_s, self.done_s + in_step_s)
         self.progress.update(self.study, total=self.plan_s, completed=self.done_s + in_step_s, count=self._count(),
-                             description=_clip(f"study ({self.phase})", LABEL_CHARS))
+                             description=_clip(f"study ({self.phase})", LABEL_CHARS),
+                             eta="ETA ≤" if self.bound else "ETA")
 
     def __enter__(self) -> StudyProgress:
         self.progress.__enter__()
@@ -171,7 +177,7 @@ class StudyProgress:
     def __exit__(self, exc_type: object, *exc: object) -> None:
         self._stop_timer()
         if exc_type is None:  # the study finished: what ran was the whole plan
-            self.total, self.plan_s = self.done, self.done_s
+            self.total, self.plan_s, self.bound = self.done, self.done_s, False
             self._show_study()
         self.progress.update(self.step, visible=False)
         self.progress.__exit__(None, None, None)
@@ -193,7 +199,8 @@ class StudyProgress:
         self._timer = stop
         expected = max(start.expected_s, 1.0)
         desc = _clip(f"{start.phase} {start.config.label()} c={start.concurrency}", LABEL_CHARS)
-        self.progress.reset(self.step, total=expected, visible=True, description=desc, count=f"0/{expected:.0f} s")
+        self.progress.reset(self.step, total=expected, visible=True, description=desc, count=f"0/{expected:.0f} s",
+                            eta="ETA")  # reset replaces the fields
         t0 = time.monotonic()
 
         def tick() -> None:

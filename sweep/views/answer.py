@@ -7,9 +7,11 @@ every other tier judged again on the same stored windows (sweep.analysis.tiers),
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
+from sweep import engines
 from sweep.analysis.binding import Binding, binding
 from sweep.analysis.boundary import steps_boundary, with_boundary
 from sweep.analysis.knee import ConfigKnee
@@ -77,6 +79,13 @@ class Answer:
     labels: Mapping[int, str] = field(default_factory=dict)
     note: str | None = None  # why no tier names a winner (mixed hardware), if so
     trace_rps: float | None = None  # a time-scale ladder's trace: its recorded rate (req/s), the unit of its scales
+    engine: str = engines.DEFAULT_ENGINE  # the profile's server.engine: whose launch command
+
+    def launch_argv(self, knobs: Mapping[str, object]) -> list[str]:
+        """The launch argv of a tier's winner (`python -m sglang.launch_server ...`), as the launcher builds it."""
+        dialect = engines.get(self.engine) if self.engine in engines.names() else engines.default()
+        return [*dialect.launch_command(),
+                *dialect.server_argv(self.model_path, ServerConfig.from_mapping(knobs), list(self.extra_args))]
 
     def document(self, config_id: int | None = None) -> dict[str, object]:
         """The answer as plain data, versioned (answer.json, `sweep knee --json`, `sweep explain --format json`;
@@ -84,6 +93,9 @@ class Answer:
         doc = asdict(self)
         for t, tier in zip(doc["tiers"], self.tiers, strict=True):
             t["sla"] = tier.sla.model_dump(mode="json")  # a pydantic model: its fields, not its repr
+            # what to run: the winner's launch command, shell-quoted on one line, and its argv (None: no winner)
+            argv = self.launch_argv(tier.knobs) if tier.winner_id is not None else None
+            t["command"], t["argv"] = (shlex.join(argv), argv) if argv is not None else (None, None)
         if config_id is not None:
             for t in doc["tiers"]:
                 for key in ("bindings", "win_prob", "knees"):
@@ -199,7 +211,8 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
     return Answer(ctx.study.name, ctx.study.simulated,
                   str(ctx.env.get("model_path") or (prof.server.model_path if prof else "MODEL")),
                   tuple(extra_args), tuple(out), {c.id: _label(ctx.configs, c.id, ctx.labels) for c in ctx.configs},
-                  note, trace_rate(ctx))
+                  note, trace_rate(ctx), str(server.get("engine", engines.DEFAULT_ENGINE)) if isinstance(server, dict)
+                  else engines.DEFAULT_ENGINE)
 
 
 def trace_rate(ctx: StudyContext) -> float | None:

@@ -12,7 +12,7 @@ from sweep.store import RunRecord, Store
 from sweep.views.read_model import ConfigFailure, config_failures_of, read_study, stored_profile
 from sweep.views.study import StudyContext, build_view
 
-__all__ = ["ConfigFailure", "config_failures", "session_windows", "soak_verdicts", "stored_profile", "study_context"]
+__all__ = ["ConfigFailure", "answer_context", "config_failures", "session_windows", "soak_verdicts", "stored_profile", "study_context"]
 
 if TYPE_CHECKING:
     from sweep.analysis.soak import SoakVerdict
@@ -58,6 +58,18 @@ def send_bursts(store: Store, runs: Sequence[RunRecord]) -> dict[int, Burstiness
             if len(times) > 1:
                 out[r.id] = burstiness(times)
     return out
+
+
+def answer_context(store: Store, study_id: int) -> StudyContext:
+    """The read model alone (configurations, windows, knees, the winner decision): what `sweep explain`, `sweep
+    compare` and the answer read. No request, sample or histogram is loaded (study_context reads the winner's
+    requests for the per-modality view, every request's token counts, the histograms and the soak's samples)."""
+    model = read_study(store, study_id)
+    d = model.decision
+    return StudyContext(
+        study=model.study, configs=model.configs, runs=model.runs, env=model.env, profile_raw=model.profile_raw,
+        profile=model.profile, labels=model.labels, knees=model.knees, winner=d.winner, hardware=d.hardware,
+        decision=d, failures=model.failures, measured=model.measured)
 
 
 def session_windows(store: Store, runs: Sequence[RunRecord]) -> dict[int, SessionStats]:

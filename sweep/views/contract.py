@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from sweep.analysis.run_stats import RunStats
 from sweep.store import RunRecord
-from sweep.views.steps import measured_steps
+from sweep.views.steps import STEP_FIELDS, filled, measured_steps
 
 
 @dataclass(frozen=True)
@@ -21,11 +22,20 @@ class ContractInput:
     winner_id: int | None
 
 
-def _all(c: ContractInput, col: str) -> bool:
+def _all(c: ContractInput, name: str) -> bool:
     """Per-step fields are judged per configuration: over the winner's measured steps (everyone's without one)."""
     runs = [r for r in c.runs if c.winner_id is None or r.server_config_id == c.winner_id]
     steps = measured_steps(runs)
-    return bool(steps) and all(r.get(col) is not None for r in steps)
+    return bool(steps) and all(filled(r, name) for r in steps)
+
+
+def _per_step(name: str) -> Callable[[ContractInput], object]:
+    return lambda c: _all(c, name)
+
+
+def _first(c: ContractInput) -> RunStats | None:
+    """The statistics of the study's first window (None: no window, or none stored)."""
+    return c.runs[0].stats if c.runs else None
 
 
 CONTRACT: dict[str, Callable[[ContractInput], object]] = {
@@ -36,15 +46,9 @@ CONTRACT: dict[str, Callable[[ContractInput], object]] = {
     "input distribution": lambda c: c.profile_raw.get("workload"),
     "arrival pattern": lambda c: c.profile_raw.get("arrival"),
     "concurrency": lambda c: c.runs and [r.concurrency for r in c.runs],
-    "warm-up amount": lambda c: c.runs and c.runs[0].get("warmup_requests") is not None,
-    "measured duration": lambda c: c.runs and c.runs[0].get("window_s"),
-    "mean throughput": lambda c: _all(c, "output_tps"),
-    "TTFT P50/P99": lambda c: _all(c, "ttft_p50_ms") and _all(c, "ttft_p99_ms"),
-    "TPOT P50/P99": lambda c: _all(c, "tpot_p50_ms") and _all(c, "tpot_p99_ms"),
-    "goodput": lambda c: _all(c, "goodput_tps"),
-    "cache hit rate": lambda c: _all(c, "cache_hit_rate"),
-    "preemption count": lambda c: _all(c, "retractions"),
-    "peak GPU memory": lambda c: _all(c, "peak_gpu_mem_mib"),
+    "warm-up amount": lambda c: (s := _first(c)) is not None and s.warmup_requests is not None,
+    "measured duration": lambda c: (s := _first(c)) is not None and s.window_s,
+    **{name: _per_step(name) for name in STEP_FIELDS},  # mean throughput, TTFT and TPOT P50/P99, goodput, ...
 }
 
 

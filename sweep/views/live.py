@@ -144,6 +144,10 @@ def _seconds(a: datetime, b: datetime) -> float:
     return (b - a).total_seconds()
 
 
+def _goodput(r: RunRecord) -> float | None:
+    return None if r.stats is None else r.stats.goodput_tps
+
+
 def _pct(r: RunRecord, metric: str, q: int) -> float | None:
     """A run's `metric` P`q` (ms), its P99 where the runs table keeps no such percentile."""
     col = f"{metric}_p{q}_ms"
@@ -180,7 +184,7 @@ def read_state(store: Store, study_id: int) -> LiveState:
         where_r = r.placement
         windows.append(Window(r.id, labels[r.server_config_id], r.phase, r.concurrency,
                               names.get(where_r.worker_id or -1, "this study"), where_r.host, where_r.gpu_index,
-                              r.number("goodput_tps"), _pct(r, "ttft", pt), _pct(r, "tpot", pp),
+                              _goodput(r), _pct(r, "ttft", pt), _pct(r, "tpot", pp),
                               bool(r.stats and r.stats.passes_sla),
                               load_text(r.concurrency, r.offered_rps).removeprefix("c=")))
         if r.phase != "soak":
@@ -196,7 +200,7 @@ def read_state(store: Store, study_id: int) -> LiveState:
                         grid(prof.search.space), resolved=by_id[cid].resolved(), drain_s=prof.window.drain_seconds)
             why = b.line() if b is not None else ""
         curves.append(Curve(cid, labels[cid], steps[0].phase, [r.concurrency for r in steps],
-                            [r.number("goodput_tps") for r in steps], [_pct(r, "ttft", pt) for r in steps],
+                            [_goodput(r) for r in steps], [_pct(r, "ttft", pt) for r in steps],
                             [_pct(r, "tpot", pp) for r in steps], why, [_load(r) for r in steps],
                             "req/s" if any(r.offered_rps is not None for r in steps) else "concurrency"))
     best = model.decision.named  # the one winner rule: the report and the terminal name the same one

@@ -12,8 +12,10 @@ from sweep.profile.phases import ladder_windows, phase_seconds
 
 @dataclass(frozen=True)
 class StudyPlan:
-    """Steps the study expects (SGLang's defaults, measured first; the screen, or only, ladders; the finals
-    screening promotes; the soak), and their length on the driver's clock."""
+    """The most steps the study can run (SGLang's defaults, measured first; the screen, or only, ladders; the
+    finals screening promotes; the soak), and their length on the driver's clock: an upper bound (every ladder
+    climbing on past its top and refined to refine.max_steps), which ladders that stop early bring down; the
+    terminal shows it as one (`12/≤105`, `ETA ≤`)."""
 
     steps: int
     seconds: float

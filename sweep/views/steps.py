@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from sweep.analysis.run_stats import RunStats
 from sweep.store import RunRecord
 
-# The per-step fields of the contract, by the runs columns that fill them.
-STEP_FIELDS = {"mean throughput": ("output_tps",), "TTFT P50/P99": ("ttft_p50_ms", "ttft_p99_ms"),
-               "TPOT P50/P99": ("tpot_p50_ms", "tpot_p99_ms"), "goodput": ("goodput_tps",),
-               "cache hit rate": ("cache_hit_rate",), "preemption count": ("retractions",),
-               "peak GPU memory": ("peak_gpu_mem_mib",)}
+# The per-step fields of the contract, by the window statistics that fill them (fields, so mypy checks each name).
+STEP_FIELDS: dict[str, tuple[Callable[[RunStats], object], ...]] = {
+    "mean throughput": (lambda s: s.output_tps,),
+    "TTFT P50/P99": (lambda s: s.ttft_p50_ms, lambda s: s.ttft_p99_ms),
+    "TPOT P50/P99": (lambda s: s.tpot_p50_ms, lambda s: s.tpot_p99_ms),
+    "goodput": (lambda s: s.goodput_tps,),
+    "cache hit rate": (lambda s: s.cache_hit_rate,),
+    "preemption count": (lambda s: s.retractions,),
+    "peak GPU memory": (lambda s: s.peak_gpu_mem_mib,),
+}
 
 
 def measured_steps(runs: Sequence[RunRecord]) -> list[RunRecord]:
@@ -22,5 +28,9 @@ def measured_steps(runs: Sequence[RunRecord]) -> list[RunRecord]:
 def config_missing(runs: Sequence[RunRecord]) -> list[str]:
     """Per-step contract fields that one configuration's measured steps cannot fill."""
     steps = measured_steps(runs)
-    return [name for name, cols in STEP_FIELDS.items()
-            if not steps or any(r.get(col) is None for r in steps for col in cols)]
+    return [name for name in STEP_FIELDS if not steps or not all(filled(r, name) for r in steps)]
+
+
+def filled(run: RunRecord, name: str) -> bool:
+    """Whether `run` stores every statistic of the contract's per-step field `name` (a key of STEP_FIELDS)."""
+    return run.stats is not None and all(get(run.stats) is not None for get in STEP_FIELDS[name])

@@ -48,7 +48,8 @@ def _pixels(rng: np.random.Generator, width: int, height: int, phase: float = 0.
     x = (x + phase) % 1.0
     img = c0 + (c1 - c0) * x + (c2 - c0) * y
     img = img + rng.normal(0.0, 12.0, size=(height, width, 3)).astype(np.float32)
-    return np.clip(img, 0, 255).astype(np.uint8)
+    pixels: np.ndarray = np.clip(img, 0, 255).astype(np.uint8)
+    return pixels
 
 
 def _encode(arr: np.ndarray, fmt: str) -> bytes:

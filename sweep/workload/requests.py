@@ -125,7 +125,8 @@ def sample_lengths(d: LengthDist, n: int, rng: np.random.Generator) -> np.ndarra
         mean, std = float(d.mean or 1), float(d.std or 0)
         sigma2 = math.log1p((std / mean) ** 2)
         x = rng.lognormal(math.log(mean) - sigma2 / 2, math.sqrt(sigma2), size=n)
-    return np.clip(np.rint(x), d.min, d.max).astype(np.int64)
+    lengths: np.ndarray = np.clip(np.rint(x), d.min, d.max).astype(np.int64)
+    return lengths
 
 
 @dataclass(frozen=True)

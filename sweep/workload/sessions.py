@@ -25,13 +25,13 @@ import numpy as np
 from sweep.core.errors import StreamExhausted, WorkloadError
 from sweep.core.types import MediaItem, Modality, RequestSpec, SessionSpec, TurnSpec
 from sweep.profile import MAX_FANOUT, MAX_TURNS, Sessions, ThinkTime, Workload
+from sweep.profile.context_len import MIN_TAIL
 from sweep.workload.datasets import ID_HIGH, ID_LOW
 from sweep.workload.datasets import output_len as dataset_output_len
 from sweep.workload.lexicon import SIM, Lexicon
 from sweep.workload.media import POOL_SIZE
 from sweep.workload.requests import (
     MARKERS,
-    MIN_TAIL,
     MODALITIES,
     ChatMessage,
     RequestBody,
@@ -44,8 +44,8 @@ from sweep.workload.requests import (
     user_content,
     warm_media_pool,
     with_media_data,
-    workload_parts,
 )
+from sweep.workload.stream_view import StreamView
 
 _S_SESSION = 10  # the session Generator's stream id (sweep.workload.requests numbers the others)
 KEEP = 4096  # sessions a stream view keeps made
@@ -53,7 +53,8 @@ KEEP = 4096  # sessions a stream view keeps made
 
 def _think(t: ThinkTime, n: int, rng: np.random.Generator) -> list[float]:
     if t.kind == "uniform":
-        return rng.uniform(t.low, t.high, size=n).tolist()
+        gaps: list[float] = rng.uniform(t.low, t.high, size=n).tolist()
+        return gaps
     if t.kind == "exponential":
         return rng.exponential(t.mean, size=n).tolist() if t.mean > 0 else [0.0] * n
     return [t.value] * n
@@ -105,7 +106,7 @@ def make_session(w: Workload, parts: WorkloadParts, s: int, *, lexicon: Lexicon 
                        max_context=ss.max_context)
 
 
-class SessionStream:
+class SessionStream(StreamView):
     """A view of the study's session stream from position `start`: view.at(k) is session start + k.
 
     The session counterpart of sweep.workload.stream.RequestStream (same rules: every ladder starts at 0 and each
@@ -113,16 +114,13 @@ class SessionStream:
     used once per ladder). Picklable for spawned client processes.
     """
 
+    WARMUP_TAKES_POSITIONS = False
+
     def __init__(self, w: Workload, base_dir: Path | None = None, *, lexicon: Lexicon = SIM,
                  pool_size: int = POOL_SIZE, start: int = 0, parts: WorkloadParts | None = None):
         if w.sessions is None:
             raise WorkloadError("a session stream needs workload.sessions")
-        self.workload = w
-        self.base_dir = base_dir
-        self.lexicon = lexicon
-        self.pool_size = pool_size
-        self.start = start
-        self.parts = parts if parts is not None else workload_parts(w, base_dir, lexicon)
+        super().__init__(w, base_dir, lexicon=lexicon, pool_size=pool_size, start=start, parts=parts)
         self._made: dict[int, SessionSpec] = {}
 
     @property
@@ -161,9 +159,8 @@ class SessionStream:
         for pos in range(self.start, last):
             self.at(pos - self.start)
 
-    def starting_at(self, position: int) -> SessionStream:
-        return SessionStream(self.workload, self.base_dir, lexicon=self.lexicon, pool_size=self.pool_size,
-                             start=position, parts=self.parts)
+    def first_request(self, k: int) -> RequestSpec:
+        return self.at(k).turns[0].branches[0]
 
 
 def turn_fits(context_tokens: int, turn: TurnSpec, max_context: int) -> bool:
@@ -201,7 +198,7 @@ class Conversation:
     def prompt(self, msg: RequestSpec) -> RequestSpec:
         """The whole prompt of a turn's sub-request: the conversation so far, then msg."""
         kinds = {m.kind for m in self.media} | {m.kind for m in msg.media}
-        modality: Modality = msg.modality if msg.media or not kinds else min(kinds)  # type: ignore[assignment]
+        modality: Modality = msg.modality if msg.media or not kinds else min(kinds)
         return RequestSpec(index=msg.index, input_ids=tuple(self.ids) + msg.input_ids,
                            output_tokens=msg.output_tokens, modality=modality, media=tuple(self.media) + msg.media,
                            prefix_group=self.session.prefix_group, text=self._joined(msg))

@@ -33,30 +33,29 @@ from sweep.profile import Workload
 from sweep.workload.lexicon import SIM, Lexicon
 from sweep.workload.media import POOL_SIZE
 from sweep.workload.overlong import InputFacts, in_file_order, input_facts
-from sweep.workload.requests import BLOCK, WorkloadParts, make_block, warm_media_pool, workload_parts
+from sweep.workload.requests import BLOCK, WorkloadParts, make_block, warm_media_pool
 from sweep.workload.sessions import SessionStream
+from sweep.workload.stream_view import StreamView
 
-__all__ = ["KEEP_BLOCKS", "RequestStream", "Requests", "SessionStream", "StreamExhausted", "next_position",
-           "open_stream", "spec_at", "stream_facts", "view_from"]
+__all__ = ["KEEP_BLOCKS", "RequestStream", "Requests", "SessionStream", "StreamExhausted", "StreamView",
+           "next_position", "open_stream", "spec_at", "stream_facts", "view_from"]
 
 KEEP_BLOCKS = 64  # blocks a view keeps: a closed loop's users draw positions close together
 
 
-class RequestStream:
+class RequestStream(StreamView):
     """A view of the study's request stream from position `start`: view.at(k) is request start + k.
 
     Picklable (spawned client processes get it with the requests already made for them by prefetch).
     """
 
+    WARMUP_TAKES_POSITIONS = True
+
     def __init__(self, w: Workload, base_dir: Path | None = None, *, lexicon: Lexicon = SIM,
                  pool_size: int = POOL_SIZE, start: int = 0, parts: WorkloadParts | None = None,
                  context_len: int | None = None):
-        self.workload = w
-        self.base_dir = base_dir
-        self.lexicon = lexicon
-        self.pool_size = pool_size
-        self.start = start
-        self.parts = parts if parts is not None else workload_parts(w, base_dir, lexicon, context_len)
+        super().__init__(w, base_dir, lexicon=lexicon, pool_size=pool_size, start=start, parts=parts,
+                         context_len=context_len)
         self._made: dict[int, RequestSpec] = {}  # prefetched requests by position
         self._blocks: dict[int, list[RequestSpec]] = {}  # recently made blocks by block number
 
@@ -80,7 +79,8 @@ class RequestStream:
                 or not in_file_order(list(items), self.workload.dataset) or self.start >= len(items):
             return None
         t = np.fromiter((it.send_at or 0.0 for it in items[self.start:]), dtype=float)
-        return t - t[0]
+        offsets: np.ndarray = t - t[0]
+        return offsets
 
     def content_of(self, position: int) -> int:
         """Which request of the workload fills a stream position (differs from it only under replay)."""
@@ -106,6 +106,9 @@ class RequestStream:
                 spec = replace(spec, index=pos)
         return spec
 
+    def first_request(self, k: int) -> RequestSpec:
+        return self.at(k)
+
     def _content(self, c: int) -> RequestSpec:
         """Request c of the workload, from the block it is made in (the last few blocks are kept)."""
         b = c // BLOCK
@@ -130,14 +133,9 @@ class RequestStream:
             if pos not in self._made:
                 self._made[pos] = self.at(pos - self.start)
 
-    def starting_at(self, position: int) -> RequestStream:
-        """A view from `position` sharing this stream's parts (the made requests stay with this view)."""
-        return RequestStream(self.workload, self.base_dir, lexicon=self.lexicon, pool_size=self.pool_size,
-                             start=position, parts=self.parts)
 
-
-Requests = Sequence[RequestSpec] | RequestStream | SessionStream
-Stream = RequestStream | SessionStream
+Requests = Sequence[RequestSpec] | StreamView
+Stream = StreamView
 
 
 def open_stream(w: Workload, base_dir: Path | None = None, *, lexicon: Lexicon = SIM,
@@ -158,16 +156,14 @@ def stream_facts(stream: Stream) -> InputFacts:
 def spec_at(specs: Requests, k: int) -> RequestSpec:
     """A window's k-th request: from a stream view, or cycling a plain list (tests and benches pass lists); of a
     session stream, the first message of session k."""
-    if isinstance(specs, RequestStream):
-        return specs.at(k)
-    if isinstance(specs, SessionStream):
-        return specs.at(k).turns[0].branches[0]
+    if isinstance(specs, StreamView):
+        return specs.first_request(k)
     return specs[k % len(specs)]
 
 
 def view_from(specs: Requests, position: int) -> Requests:
     """The stream from `position` on; a plain list is always used from its start (it cycles)."""
-    return specs.starting_at(position) if isinstance(specs, RequestStream | SessionStream) else specs
+    return specs.starting_at(position) if isinstance(specs, StreamView) else specs
 
 
 def next_position(records: Sequence[RequestRecord], position: int) -> int:

@@ -2,13 +2,14 @@
 session_p50_s, session_p90_s, cache_hit_turn1, cache_hit_later, later_prompt_tokens.
 
 Revision ID: 0021
-Revises: 0016
+Revises: 0022
 Create Date: 2026-12-03
 
 sweep.analysis.sessions.session_columns defines them (a window of multi-turn sessions; NULL for single requests and
 for rows written before), so the cross-check can judge a reference client's session replay against sweep's. The
-run_summary view is dropped and recreated with them at its end; SQLite and PostgreSQL add the nullable columns by
-ALTER TABLE.
+run_summary view is dropped and recreated (0022's, with runs.offered_rps and goodput_rps_ci_low/high) with them at
+the end of its stat columns; SQLite and PostgreSQL add the nullable columns by ALTER TABLE. (Numbered 0021 when
+written, it follows 0022, which reached main first.)
 
 Self-contained on purpose (no import of models): a migration must keep meaning what it meant when written.
 """
@@ -19,17 +20,17 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0021"
-down_revision = "0016"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
 _LATENCY = [f"{lat}_{stat}_ms" for lat in ("ttft", "tpot", "itl", "e2e")
             for stat in ("p50", "p90", "p95", "p99", "mean", "max")]
-_STATS_HEAD = [
+_STATS_HEAD = [  # 0022's run_summary stat columns
     "n_started", "n_completed", "n_errors", "n_warmup", "error_rate", "throughput_rps", "input_tps", "output_tps",
     *_LATENCY, "goodput_rps", "goodput_tps", "attainment", "cache_hit_rate", "cache_hit_rate_server", "retractions",
     "queue_len_mean", "queue_len_max", "kv_usage_max", "running_mean", "peak_gpu_mem_mib", "ttft_p99_ci_low",
-    "ttft_p99_ci_high", "tpot_p99_ci_low", "tpot_p99_ci_high", "goodput_ci_low", "goodput_ci_high", "steady",
+    "ttft_p99_ci_high", "tpot_p99_ci_low", "tpot_p99_ci_high", "goodput_rps_ci_low", "goodput_rps_ci_high", "steady",
     "drift", "client_bound", "passes_sla", "sla_failures", "loop_lag_p99_ms", "loop_lag_max_ms",
     "dispatch_lag_p99_ms", "dispatch_lag_max_ms", "cap_wait_p99_ms", "cap_waited", "client_cpu_frac",
     "client_cpu_total", "client_procs", "max_in_flight_seen", "cache_hit_rate_predicted", "cache_hit_rate_capped",
@@ -39,13 +40,13 @@ _NEW = [("sessions_completed", sa.Integer), ("turns_per_session", sa.Float), ("s
         ("session_p90_s", sa.Float), ("cache_hit_turn1", sa.Float), ("cache_hit_later", sa.Float),
         ("later_prompt_tokens", sa.Float)]
 _PLACEMENT = ["worker_id", "host", "gpu_name", "gpu_index", "gpu_memory_mib", "gpu_driver"]
-_RUN_HEAD = ["concurrency", "phase", "status", "reason", "simulated", "driver", "fingerprint", "started_at",
-             "finished_at", "window_s", "warmup_requests", "warmup_s"]
+_RUN_HEAD = ["concurrency", "offered_rps", "phase", "status", "reason", "simulated", "driver", "fingerprint",
+             "started_at", "finished_at", "window_s", "warmup_requests", "warmup_s"]
 _KNOBS = ["max_running_requests", "mem_fraction_static", "chunked_prefill_size", "schedule_policy", "tp_size"]
 
 
 def _summary(stats: list[str]) -> str:
-    """The run_summary view (0016's), with these stat columns."""
+    """The run_summary view (0022's), with these stat columns."""
     return ("CREATE VIEW run_summary AS SELECT r.id AS run_id, s.name AS study_name, s.profile_name AS profile_name, "
             "r.study_id AS study_id, r.server_config_id AS server_config_id, sc.trial_number AS trial_number, "
             "sc.config_key AS config_key, "
@@ -65,7 +66,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Back to 0016: the columns go (their values with them)."""
+    """Back to 0022: the columns go (their values with them)."""
     op.execute("DROP VIEW IF EXISTS run_summary")
     for name, _ in reversed(_NEW):
         op.drop_column("runs", name)
