@@ -35,8 +35,8 @@ STATS = [
     ("sharegpt_good.json", "sharegpt", 3, ["3", "1.67", "1", "2.60", "2.96", "3"],
      ["5", "4", "4", "5.80", "6.88", "7"], ["4", "3.50", "3", "6.40", "6.94", "7"], "47.2% of 36 prompt tokens",
      "- (no send times in the file)"),
-    ("openai_good.jsonl", "openai", 4, ["4", "1.75", "1.50", "2.70", "2.97", "3"],
-     ["7", "5.43", "5", "10", "10", "10"], ["5", "24", "12", "51.20", "62.72", "64"], "47.6% of 63 prompt tokens",
+    ("openai_good.jsonl", "openai", 4, ["4", "2", "2", "3", "3", "3"],
+     ["8", "5.12", "4", "10", "10", "10"], ["6", "20.33", "10.50", "48", "62.40", "64"], "50.0% of 72 prompt tokens",
      "- (no send times in the file)"),
     ("mooncake_good.jsonl", "mooncake", 4, ["4", "1", "1", "1", "1", "1"],
      ["4", "881", "1,012", "1,147", "1,195", "1,200"], ["4", "10.50", "8.50", "17", "19.70", "20"],
@@ -107,7 +107,7 @@ def test_convert_leaves_bad_lines_out_and_exits_2(tmp_path: Path, capsys: pytest
     (["dataset", "validate", str(DATA / "sharegpt_broken.json")],
      f"error: {DATA / 'sharegpt_broken.json'}:3: not valid JSON: Expecting value"),
     (["dataset", "validate", "--format", "csv", str(DATA / "jsonl_good.jsonl")],
-     "error: --format 'csv': expected one of auto, jsonl, sharegpt, openai, mooncake"),
+     "error: --format 'csv': expected one of auto, jsonl, sharegpt, openai, openai-batch, lmsys, mooncake, azure"),
 ])
 def test_unreadable_files_exit_2_with_one_line(argv: list[str], line: str,
                                                capsys: pytest.CaptureFixture[str]) -> None:

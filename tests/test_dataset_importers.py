@@ -56,10 +56,12 @@ def test_openai_good_user_messages_are_turns() -> None:
         ("And back?", 3, None), ("Thanks, what should I eat there?", None, 32)]  # max_tokens: the last turn's
     assert picture.text == "What is in\nthis image?" and (picture.images[0].width, picture.images[0].height) == (6, 2)
     assert picture.images[0].data_urls[0].startswith("data:image/png;base64,")
-    # a tool call's empty reply and the tool message are no turns; max_completion_tokens bounds the last turn
-    assert tool.ref_output_len is None and len(tool.turns) == 1
-    assert tool.turns[0].text == "Now summarise." and tool.turns[0].output_len == 12
-    assert tool.turns[0].images[0].width == 4
+    # the tool call ("run_tool {}") is turn 1's reply, the tool's result a turn of its own (no reply recorded);
+    # max_completion_tokens bounds the last turn
+    assert tool.ref_output_len == 2 and len(tool.turns) == 2
+    assert (tool.turns[0].text, tool.turns[0].ref_output_len) == ("tool output here", None)
+    assert tool.turns[1].text == "Now summarise." and tool.turns[1].output_len == 12
+    assert tool.turns[1].images[0].width == 4
 
 
 def test_mooncake_good_lengths_times_and_shared_blocks() -> None:
@@ -125,7 +127,7 @@ BAD = {
         'mooncake_bad.jsonl:2: "input_length" must be an integer >= 1',
         'mooncake_bad.jsonl:3: "hash_ids" must be a non-empty list of integers >= 0',
         'mooncake_bad.jsonl:4: "input_length" 2000 is more than its 2 hash blocks of 512 tokens hold',
-        "mooncake_bad.jsonl:6: timestamp goes back in time (0.9 s after 1 s)",
+        "mooncake_bad.jsonl:6: timestamp goes back in time (0.1 s before the entry before it)",
         'mooncake_bad.jsonl:7: "output_length" must be an integer >= 1'],
 }
 

@@ -13,8 +13,9 @@ from simserver import sim_server
 
 from sweep.analysis.measure import compute_stats
 from sweep.core.types import RequestRecord, RequestSpec, ServerConfig
+from sweep.drivers.h11_stream import _Tokens
 from sweep.drivers.http import HttpDriver
-from sweep.drivers.reference import H11Reference, _Tokens
+from sweep.drivers.reference import H11Reference
 from sweep.drivers.sse import SseSink
 from sweep.launchers.base import ServerHandle
 from sweep.profile import SLA, Window

@@ -16,6 +16,12 @@ Spec:
 - Reference comparison (compare_runs): TTFT P50/P99, TPOT P50/P99 and output tok/s of sweep's row against the
   reference client's row of the same step. A figure missing on either side has agrees None (not judged, not
   flagged); the whole check agrees when every judged figure does, None when none could be judged.
+- Sessions (a window of workload.sessions: sweep.analysis.sessions.session_columns), judged when either row has
+  them: sessions completed (a count: rel or count_floor sessions, default 2), session time P50/P90 (seconds: rel
+  or abs_ms / 1000; its tail counted in completed sessions, not requests), and the cache hit of turn 1 and of the
+  later turns (shares 0..1: rel or share_floor, default 0.05, i.e. 5 points), and the mean prompt tokens the
+  server counted per later-turn request (rel only). The later turns are where a replay that does not resend the
+  conversation so far shows: their prompts shrink to the new message and hit nothing the flushed cache held.
 - Server comparison (server_checks): the client's P50/P99 against the server's own histogram over the same
   window (cumulative (le seconds, count) buckets, the delta between the window's start and end scrapes).
   The server's quantile is Prometheus' histogram_quantile (linear inside the bucket); a histogram only says
@@ -39,7 +45,7 @@ from sweep.core.numbers import as_float
 Buckets = Sequence[tuple[float, float]]
 
 # What a figure is, for its tolerance floor: a per-request latency (ms), a per-token latency (ms) or a rate (tok/s)
-FigureKind = Literal["request", "token", "rate"]
+FigureKind = Literal["request", "token", "rate", "count", "seconds", "share"]
 # (runs column, label, kind) of the figures the reference comparison judges
 REFERENCE_FIGURES: tuple[tuple[str, str, FigureKind], ...] = (
     ("ttft_p50_ms", "TTFT P50 (ms)", "request"),
@@ -47,6 +53,15 @@ REFERENCE_FIGURES: tuple[tuple[str, str, FigureKind], ...] = (
     ("tpot_p50_ms", "TPOT P50 (ms)", "token"),
     ("tpot_p99_ms", "TPOT P99 (ms)", "token"),
     ("output_tps", "output tok/s", "rate"),
+)
+# (runs column, label, kind) of a session window's figures, judged when either row has them
+SESSION_FIGURES: tuple[tuple[str, str, FigureKind], ...] = (
+    ("sessions_completed", "sessions completed", "count"),
+    ("session_p50_s", "session time P50 (s)", "seconds"),
+    ("session_p90_s", "session time P90 (s)", "seconds"),
+    ("cache_hit_turn1", "cache hit, turn 1", "share"),
+    ("cache_hit_later", "cache hit, turns 2+", "share"),
+    ("later_prompt_tokens", "prompt tokens, turns 2+", "rate"),
 )
 # (client metric prefix, label, server histogram name, kind)
 SERVER_HISTOGRAMS: tuple[tuple[str, str, str, FigureKind], ...] = (
@@ -67,6 +82,8 @@ class Tolerance:
     abs_ms: float = 20.0
     min_tail: int = 5
     token_ms: float = 2.0
+    count_floor: float = 2.0  # sessions completed: a window's edge cuts a session or two either way
+    share_floor: float = 0.05  # a cache hit rate, 0..1
 
     def enough(self, n: float, q: float | None) -> bool:
         """Whether a percentile q (0..100; None: not a percentile) of n requests is judged (see the spec)."""
@@ -75,9 +92,9 @@ class Tolerance:
     def allowed(self, a: float, b: float, kind: FigureKind) -> float:
         """The largest |a − b| that still agrees for a figure of this kind."""
         rel = self.rel * max(abs(a), abs(b))
-        if kind == "rate":
-            return rel
-        return max(rel, self.abs_ms if kind == "request" else self.token_ms)
+        floor = {"rate": 0.0, "request": self.abs_ms, "token": self.token_ms, "count": self.count_floor,
+                 "seconds": self.abs_ms / 1000.0, "share": self.share_floor}[kind]
+        return max(rel, floor)
 
     def describe(self) -> str:
         return (f"{self.rel:.0%} or {self.abs_ms:g} ms (per-token figures, TPOT and ITL: {self.token_ms:g} ms), "
@@ -169,16 +186,21 @@ def _num(v: object) -> float | None:
 def compare_runs(ours: Mapping[str, object], reference: Mapping[str, object], tol: Tolerance = Tolerance()) -> CrossCheck:
     """sweep's stats row against the reference client's row of the same step."""
     out = []
-    n = min(_num(ours.get("n_completed")) or 0.0, _num(reference.get("n_completed")) or 0.0)
-    for col, label, kind in REFERENCE_FIGURES:
+    n_req = min(_num(ours.get("n_completed")) or 0.0, _num(reference.get("n_completed")) or 0.0)
+    n_sessions = min(_num(ours.get("sessions_completed")) or 0.0, _num(reference.get("sessions_completed")) or 0.0)
+    sessions = tuple(f for f in SESSION_FIGURES if _num(ours.get(f[0])) is not None
+                     or _num(reference.get(f[0])) is not None)
+    for col, label, kind in REFERENCE_FIGURES + sessions:
         a, b = _num(ours.get(col)), _num(reference.get(col))
+        n = n_sessions if kind == "seconds" else n_req
         if a is None or b is None:
             out.append(FigureCheck(col, label, a, b, None, None, "no value"))
             continue
         allowed = tol.allowed(a, b, kind)
         q = _quantile_of(col)
         if not tol.enough(n, q):
-            out.append(FigureCheck(col, label, a, b, allowed, None, _few(n, q, tol)))
+            out.append(FigureCheck(col, label, a, b, allowed, None,
+                                   _few(n, q, tol, "sessions" if kind == "seconds" else "requests")))
             continue
         out.append(FigureCheck(col, label, a, b, allowed, abs(a - b) <= allowed))
     return CrossCheck(tuple(out), tol)
@@ -190,8 +212,8 @@ def _quantile_of(column: str) -> float | None:
     return float(parts[1][1:]) if len(parts) > 2 and parts[1][:1] == "p" and parts[1][1:].isdigit() else None
 
 
-def _few(n: float, q: float | None, tol: Tolerance) -> str:
-    return f"too few requests: {n:.0f} put {n * (1 - (q or 0) / 100):.1f} beyond P{q:g} (< {tol.min_tail})"
+def _few(n: float, q: float | None, tol: Tolerance, what: str = "requests") -> str:
+    return f"too few {what}: {n:.0f} put {n * (1 - (q or 0) / 100):.1f} beyond P{q:g} (< {tol.min_tail})"
 
 
 def quantile_bucket(buckets: Buckets, q: float) -> tuple[float, float] | None:

@@ -106,6 +106,15 @@ class RunStats:
     # Why the window stopped before its end (issue 29, sweep.analysis.early_stop): "TTFT P95 cannot pass (e-value ...)";
     # None when it ran its full length (window_s is the seconds it measured either way)
     stopped_early_by: str | None = None
+    # A window of sessions (workload.sessions; sweep.analysis.sessions.session_columns defines them, issue 31 §4),
+    # None for single requests: filled by the ladder and the cross-check's reference, not by measure
+    sessions_completed: int | None = None
+    turns_per_session: float | None = None
+    session_p50_s: float | None = None
+    session_p90_s: float | None = None
+    cache_hit_turn1: float | None = None
+    cache_hit_later: float | None = None
+    later_prompt_tokens: float | None = None
 
     def columns(self) -> dict[str, object]:
         """The `runs` columns of this window, in COLUMNS order (the client's figures flattened in place)."""

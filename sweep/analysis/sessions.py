@@ -9,6 +9,13 @@ Of a window's measured rows (not warm-up):
     are measured (a session that began in the warm-up counts when it ends in the window);
   - turns per completed session (mean) and session time P50/P90 (sweep.analysis.session_time.session_times_s, the
     definition the optional sla.session_s bound judges): from the first turn's send to the last reply's end.
+The `runs` columns of a session window (session_columns, of a driver's records: the row a record is stored as):
+sessions_completed, turns_per_session, session_p50_s, session_p90_s, and the cache hit of turn 1
+(cache_hit_turn1) and of every later turn together (cache_hit_later: sum(cached) / sum(prompt) over the measured
+rows of turns >= 2) -- later turns resend the conversation, so a replay that dropped the earlier turns' context
+shows there, and in later_prompt_tokens (the mean prompt tokens the server counted per later-turn request, which
+shows it even where the server reports no cache hits: chat without --enable-cache-report). A window of single
+requests has them all None.
 """
 
 from __future__ import annotations
@@ -18,8 +25,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from sweep.analysis.measure import percentile
+from sweep.analysis.measure import e2e_ms, percentile, ttft_ms
 from sweep.analysis.session_time import session_times_s
+from sweep.core.types import RequestRecord
+
+SESSION_COLUMNS = ("sessions_completed", "turns_per_session", "session_p50_s", "session_p90_s", "cache_hit_turn1",
+                   "cache_hit_later", "later_prompt_tokens")
 
 
 class TurnRow(Protocol):
@@ -105,3 +116,40 @@ def _completed(rows: Sequence[TurnRow]) -> bool:
     if last is None or any(r.session_turns != last or r.error is not None for r in rows):
         return False
     return all(not r.warmup for r in rows if r.turn == last)
+
+
+@dataclass(frozen=True)
+class RecordRow:
+    """A driver's record as the figures read a stored row (sweep.store.queries.request_rows stores the same)."""
+
+    idx: int
+    turn: int | None
+    warmup: bool
+    error: str | None
+    ttft_ms: float | None
+    e2e_ms: float | None
+    sent_at: float
+    prompt_tokens: int
+    cached_tokens: int
+    session_turns: int | None
+
+    @classmethod
+    def of(cls, r: RequestRecord) -> RecordRow:
+        return cls(r.index, r.turn, r.warmup, r.error, ttft_ms(r), e2e_ms(r), r.sent_at, r.prompt_tokens,
+                   r.cached_tokens, r.session_turns)
+
+
+def session_columns(records: Iterable[RequestRecord]) -> dict[str, float | int | None]:
+    """The session columns of `runs` for a window's records (module docstring); all None without sessions."""
+    rows = [RecordRow.of(r) for r in records]
+    stats = session_stats(rows)
+    if stats is None:
+        return dict.fromkeys(SESSION_COLUMNS)
+    later = [r for r in rows if (r.turn or 0) >= 2 and not r.warmup]
+    prompt = sum(r.prompt_tokens for r in later)
+    first = stats.turn(1)
+    return {"sessions_completed": stats.sessions_completed, "turns_per_session": stats.turns_per_session,
+            "session_p50_s": stats.session_p50_s, "session_p90_s": stats.session_p90_s,
+            "cache_hit_turn1": first.cache_hit if first is not None else None,
+            "cache_hit_later": sum(r.cached_tokens for r in later) / prompt if prompt else None,
+            "later_prompt_tokens": prompt / len(later) if later else None}

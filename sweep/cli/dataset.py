@@ -21,14 +21,14 @@ from sweep.core.errors import UsageError, WorkloadError
 if TYPE_CHECKING:
     from sweep.workload.datasets import DatasetItem
 
-FORMATS = ("auto", "jsonl", "sharegpt", "openai", "mooncake")
+FORMATS = ("auto", "jsonl", "sharegpt", "openai", "openai-batch", "lmsys", "mooncake", "azure")
 
 dataset_app = typer.Typer(help="Dataset files: `sweep dataset validate|convert|stats FILE`.", no_args_is_help=True)
 
-_FORMAT = typer.Option("auto", "--format", help="jsonl, sharegpt, openai or mooncake; auto guesses from the file")
+_FORMAT = typer.Option("auto", "--format", help=f"{', '.join(FORMATS[1:])}; auto guesses from the file")
 _MODEL = typer.Option(None, "--model", help="a model folder: its tokenizer.json tokenizes text when it is a real "
                       "model's (else one token per word)")
-_BLOCK = typer.Option(512, "--block-tokens", min=1, help="mooncake: tokens per hash id")
+_BLOCK = typer.Option(512, "--block-tokens", min=1, help="mooncake, azure: tokens per hash block")
 
 
 class BadLines(WorkloadError):

@@ -1,6 +1,8 @@
 """A trace file of send timestamps (trace-replay arrivals) read into offsets from 0, and a trace's burstiness.
 
-A timestamps file is one number per line (seconds; or the first CSV column; '#' comments). A JSONL trace (a line
+A timestamps file is one number per line (seconds; or the first CSV column; '#' comments), or one date and time per
+line (parse_time: ISO, as the first column of Azure's LLM inference trace CSVs, `2023-11-16 18:15:46.6805900` or
+`2024-05-10 00:00:00.009930+00:00`; a time without a zone is UTC). A JSONL trace (a line
 that opens with '{') gives each entry's time by its own field: the FAST'25 Mooncake trace's "timestamp"
 (milliseconds), sweep's JSONL "send_at" (seconds), an OpenAI request log's "created" (Unix seconds). `start_s` cuts the trace: the replay starts at its first entry
 at or after that many seconds into it (trace.start: a window of a long trace at a chosen offset).
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +20,29 @@ import numpy as np
 PEAK_SPAN_S = 10.0  # the span of a trace's peak rate (Burstiness.peak_ratio)
 # a JSONL entry's time field and its divisor: Mooncake's ms, sweep's JSONL seconds, an OpenAI log's Unix seconds
 _JSON_TIMES = (("timestamp", 1000.0, "ms"), ("send_at", 1.0, "s"), ("created", 1.0, "s"))
+
+
+_FRACTION = 6  # digits of a second datetime keeps (Azure's 2023 traces write 7: .NET ticks)
+
+
+def parse_time(text: str) -> float:
+    """Seconds of a timestamp: a number, or an ISO date and time (more than 6 fractional digits cut, no zone =
+    UTC) as Unix seconds; ValueError for anything else."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    head, dot, frac = text.replace("Z", "+00:00").partition(".")
+    zone = ""
+    for sign in "+-":
+        if sign in frac:
+            frac, _, rest = frac.partition(sign)
+            zone = sign + rest
+    if dot and not frac.isdigit():
+        raise ValueError(text)
+    when = datetime.fromisoformat(head + (f".{frac[:_FRACTION]}" if dot else "") + zone)
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 def _json_time(text: str, where: str) -> float:
@@ -46,7 +72,7 @@ def load_trace(path: str | Path, time_scale: float = 1.0, start_s: float = 0.0) 
             continue
         first = text.replace("\t", ",").split(",")[0].strip()
         try:
-            vals.append(float(first))
+            vals.append(parse_time(first))
         except ValueError:
             if not vals and n == 1:
                 continue  # a CSV header

@@ -83,11 +83,14 @@ class Dataset(_Strict):
     path: str = Field(min_length=1,
         description=("file of prompts: relative paths are looked up in the profile's folder, then the "
                      "working directory"))
-    format: Literal["auto", "jsonl", "sharegpt", "openai", "mooncake"] = Field("auto",
+    format: Literal["auto", "jsonl", "sharegpt", "openai", "openai-batch", "lmsys", "mooncake", "azure"] = Field(
+        "auto",
         description=("auto (guessed from the file's first entry, as `sweep dataset validate` does), jsonl (sweep's "
                      "own: one object per line, optional later turns), sharegpt (conversations, every human turn), "
-                     "openai (chat-completions requests: the user messages are the turns) or mooncake (a "
-                     "token-length trace with block hash ids and timestamps); docs/datasets.md"))
+                     "openai (chat-completions requests: the user messages and tool results are the turns), "
+                     "openai-batch (an OpenAI Batch API request file), lmsys (LMSYS-Chat-1M rows), mooncake (a "
+                     "token-length trace with block hash ids and timestamps) or azure (Azure's LLM inference trace "
+                     "CSV: timestamps and token counts); docs/datasets.md"))
     output_lengths: Literal["dataset", "profile"] = Field("dataset", description=(
         "dataset: each turn asks for the file's own output length (an explicit output_len / max_tokens, else the "
         "recorded reply's length), and only turns without one draw from workload.output_len; profile: every turn "

@@ -25,6 +25,11 @@ def _v(x: float | None, nd: int = 1) -> str:
     return "∞" if math.isinf(x) else f"{x:,.{nd}f}"
 
 
+# decimals a figure is shown with (default 1: a latency in ms)
+_DECIMALS = {"output_tps": 0, "sessions_completed": 0, "later_prompt_tokens": 0, "session_p50_s": 2,
+             "session_p90_s": 2, "cache_hit_turn1": 3, "cache_hit_later": 3}
+
+
 def _verdict(agrees: bool | None, note: str = "") -> str:
     if agrees is None:
         return f"not judged: {note}" if note else "—"
@@ -40,8 +45,11 @@ def reference_lines(ctx: StudyContext) -> list[str]:
     ours = {r.id: r for r in ctx.runs}
     lines = ["## Cross-check: an independent client on the same server", "",
              f"Right after sweep's own window at each step, a reference client measured the same server instance "
-             f"with the same requests, concurrency and window. A figure differs when the two are further apart "
-             f"than {tol.describe()} (throughput: {tol.rel:.0%}).", ""]
+             f"with the same requests, concurrency and window (sessions: the same conversations, think times and "
+             f"fan-out). A figure differs when the two are further apart than {tol.describe()} (throughput and "
+             f"prompt tokens: {tol.rel:.0%}; sessions completed: {tol.rel:.0%} or {tol.count_floor:g}; session time: "
+             f"{tol.rel:.0%} or {tol.abs_ms / 1000:g} s; cache hit: {tol.rel:.0%} or {tol.share_floor * 100:g} "
+             "points).", ""]
     judged = agreed = 0
     body: list[str] = []
     notes = [f"- run {r.id} ({r.driver}): {plain(r.reason)}" for r in refs if r.status == "completed"
@@ -60,7 +68,7 @@ def reference_lines(ctx: StudyContext) -> list[str]:
             judged += 1
             agreed += int(check.agrees)
         for f in check.figures:
-            nd = 0 if f.column == "output_tps" else 1
+            nd = _DECIMALS.get(f.column, 1)
             rel = "" if f.rel_diff is None else f" ({f.rel_diff:+.1%})"
             body.append(f"| {label} | {mine.concurrency} | {ref.driver} | {f.label} | {_v(f.ours, nd)} "
                         f"(run {mine.id}) | {_v(f.reference, nd)} (run {ref.id}) | {_v(f.diff, nd)}{rel} | "

@@ -10,20 +10,24 @@ TURNS_SHOWN = 8  # turn indexes listed per configuration; later ones are rare an
 
 
 def session_lines(ctx: StudyContext) -> list[str]:
-    """Sessions per window, then TTFT and cache hit by turn index at each configuration's knee (or its last
+    """Sessions per window (the cache hits of turn 1 and of the later turns from the runs columns, issue 31 §4; a
+    row stored before them shows —), then TTFT and cache hit by turn index at each configuration's knee (or its last
     measured step when it has no knee): turn 1 against later turns is where the prefix cache shows."""
     if not ctx.sessions:
         return []
     out = ["## Sessions (multi-turn)", "",
            "Every turn sends the whole conversation so far (the server's own replies included) plus a new message; "
            "a session is completed when its last turn ends inside the window.", "",
-           "| configuration | c | sessions completed | turns / session | session P50 s | session P90 s |",
-           "|---|---:|---:|---:|---:|---:|"]
+           "| configuration | c | sessions completed | turns / session | session P50 s | session P90 s | "
+           "cache hit turn 1 | cache hit turns 2+ |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in ctx.runs:
         s = ctx.sessions.get(r.id)
         if s is not None and r.phase != "soak":
+            hits = " | ".join(_share(r.number(c)) for c in ("cache_hit_turn1", "cache_hit_later"))
             out.append(f"| {ctx.labels.get(r.server_config_id, '?')} | {load_text(r)} | {s.sessions_completed} | "
-                       f"{fmt(s.turns_per_session, 1)} | {fmt(s.session_p50_s, 2)} | {fmt(s.session_p90_s, 2)} |")
+                       f"{fmt(s.turns_per_session, 1)} | {fmt(s.session_p50_s, 2)} | {fmt(s.session_p90_s, 2)} | "
+                       f"{hits} |")
     out += ["", "| configuration | c | turn | requests | TTFT P50 ms | TTFT P95 ms | cache hit |",
             "|---|---:|---:|---:|---:|---:|---:|"]
     for cid, label in ctx.labels.items():
@@ -37,3 +41,7 @@ def session_lines(ctx: StudyContext) -> list[str]:
             out.append(f"| {label} | {load_text(at)} | {t.turn} | {t.requests} | {fmt(t.ttft_p50_ms, 1)} | "
                        f"{fmt(t.ttft_p95_ms, 1)} | {hit} |")
     return out + [""]
+
+
+def _share(x: float | None) -> str:
+    return f"{x:.0%}" if x is not None else "—"

@@ -5,17 +5,20 @@ after_window (the reference runs the same requests at the same concurrency with 
 stored with its own driver name and reference_for_run_id = sweep's run, and the pure comparison is returned).
 Which reference (profile crosscheck.reference):
 - bench_serving: SGLang's `python -m sglang.bench_serving` (crosscheck.command, else the importable package);
-- h11: sweep.drivers.reference, a client on a different HTTP stack than sweep's own;
+- h11: sweep.drivers.reference, a client on a different HTTP stack than sweep's own (a sessions workload: it
+  replays the same sessions, sweep.drivers.reference_sessions, and its row gets the session columns too);
 - auto: bench_serving where one can run and can express the workload (bench_serving.image_dataset_args), else h11.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from sweep.analysis.crosscheck import CrossCheck, Tolerance, compare_runs
 from sweep.analysis.measure import compute_stats
 from sweep.analysis.run_stats import RunStats
+from sweep.analysis.sessions import session_columns
 from sweep.core.errors import Fenced, SweepError, UsageError
 from sweep.drivers import bench_serving
 from sweep.drivers.flush import flush_over_http
@@ -44,6 +47,9 @@ def choose_reference(profile: Profile, tokenizer: str,
         kind = "bench_serving" if command is not None and _expressible(profile) else "h11"
     if kind == "h11":
         return H11Reference(api=profile.workload.api, url=cc.reference_url)
+    if profile.workload.sessions is not None:
+        raise UsageError("crosscheck.reference=bench_serving cannot replay multi-turn sessions (workload.sessions): "
+                         "use reference h11 or auto")
     if command is None:
         raise UsageError("crosscheck.reference=bench_serving: sglang is not importable here and crosscheck.command "
                          "is not set")
@@ -52,7 +58,10 @@ def choose_reference(profile: Profile, tokenizer: str,
 
 
 def _expressible(profile: Profile) -> bool:
-    """Whether bench_serving can run this workload (text as the same requests, images as the same shape)."""
+    """Whether bench_serving can run this workload (text as the same requests, images as the same shape; never
+    sessions: it sends single requests)."""
+    if profile.workload.sessions is not None:
+        return False
     if profile.workload.mix.text == 1.0:
         return True
     try:
@@ -103,7 +112,8 @@ class CrossChecker:
         try:
             if isinstance(self.reference, H11Reference):
                 result = self.reference.run_window(handle, specs, concurrency, window, arrival=arrival)
-                measured = compute_stats(result, self.profile.sla, min_requests=self.profile.window.min_requests)
+                measured = replace(compute_stats(result, self.profile.sla, min_requests=self.profile.window.min_requests),
+                                   **session_columns(result.records))  # type: ignore[arg-type]
                 self.store.finish_run(ref_id, measured, result.records, result.samples, result.window_start)
                 ref_stats: Mapping[str, object] = measured.columns()
             else:  # bench_serving's summary: a partial row of runs columns

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from sweep.analysis.measure import in_window, succeeded
 from sweep.analysis.run_stats import RunStats
+from sweep.analysis.sessions import session_columns
 from sweep.core.types import WindowResult
 from sweep.drivers.arrivals import step_schedule
 from sweep.launchers.base import ServerHandle
@@ -89,13 +90,15 @@ class StepInputs:
         return view, note
 
     def after_step(self, result: WindowResult, stats: RunStats) -> RunStats:
-        """Advance the stream past what the window used; the stats with the predicted hit rates filled in."""
+        """Advance the stream past what the window used; the stats with the predicted hit rates and, for sessions,
+        the session columns (sweep.analysis.sessions.session_columns) filled in."""
         used = len(result.records)
         perfect, capped = self._predict(result)
         self.position = next_position(result.records, self.position)
         self.since_flush += used
         self._last = (result.concurrency, used)
-        return replace(stats, cache_hit_rate_predicted=perfect, cache_hit_rate_capped=capped)
+        return replace(stats, cache_hit_rate_predicted=perfect, cache_hit_rate_capped=capped,
+                       **session_columns(result.records))  # type: ignore[arg-type]
 
     def _predict(self, result: WindowResult) -> tuple[float | None, float | None]:
         """(unbounded, pool-capped) hit rate of the window's measured successful requests (module docstring)."""

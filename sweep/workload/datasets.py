@@ -1,6 +1,6 @@
-"""Dataset import: a file of sweep JSONL, ShareGPT, OpenAI chat requests or a Mooncake trace, validated entry by
-entry into DatasetItems (what each format becomes: sweep.workload.importers); the send offsets of a timestamped
-file; and an item written back as sweep's JSONL (`sweep dataset convert`)."""
+"""Dataset import: a file of any format sweep.workload.formats names (sweep JSONL, ShareGPT, OpenAI chat requests
+or Batch files, LMSYS-Chat-1M rows, a Mooncake or Azure trace), validated entry by entry into DatasetItems (what
+each format becomes: sweep.workload.importers); the send offsets of a timestamped file; and an item written back as sweep's JSONL (`sweep dataset convert`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import numpy as np
 from sweep.core.errors import WorkloadError
 from sweep.core.types import JSON
 from sweep.profile import Dataset
-from sweep.workload.importers import PARSERS, BadEntry, DatasetItem, DatasetTurn, ParseContext
+from sweep.workload.formats import LISTED, PARSERS, guess_format
+from sweep.workload.import_azure import csv_rows
+from sweep.workload.importers import BadEntry, DatasetItem, DatasetTurn, ParseContext
 from sweep.workload.tokens import ID_HIGH, ID_LOW, encoder_for, text_to_ids, word_id
 
 __all__ = ["ID_HIGH", "ID_LOW", "DatasetItem", "DatasetTurn", "dataset_offsets", "guess_format", "item_record",
@@ -76,7 +78,7 @@ def read_entries(path: Path, fmt: str, shown: str | None = None, *, model: str |
                 raise entry.obj
             item = parse(entry.obj, entry.number, ctx)
             if item.send_at is not None and last is not None and item.send_at < last:
-                raise BadEntry(f"timestamp goes back in time ({item.send_at:g} s after {last:g} s)")
+                raise BadEntry(f"timestamp goes back in time ({last - item.send_at:.6g} s before the entry before it)")
             last = item.send_at if item.send_at is not None else last
             items.append(item)
         except BadEntry as bad:
@@ -122,8 +124,11 @@ def _read(shown: str, path: Path) -> str:
 
 
 def _entries(fmt: str, raw: str, shown: str) -> list[_Entry]:
-    """The file's entries: a JSON list's elements (ShareGPT, OpenAI), else one per non-blank line (JSONL)."""
-    if fmt in ("sharegpt", "openai") and raw.lstrip().startswith("["):
+    """The file's entries: an Azure trace's CSV rows, a JSON list's elements (ShareGPT, OpenAI, LMSYS, Batch),
+    else one per non-blank line (JSONL)."""
+    if fmt == "azure":
+        return [_Entry(f"{shown}:{n}", n, obj) for n, obj in csv_rows(raw, shown)]
+    if fmt in LISTED and raw.lstrip().startswith("["):
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
@@ -151,23 +156,6 @@ def _json_limit(exc: RecursionError | ValueError) -> str:
     if isinstance(exc, RecursionError):
         return "nested too deeply"
     return " ".join(str(exc).split())[:120]
-
-
-def guess_format(path: Path) -> str:
-    """The format a file looks like from its first entry: a JSON list or "conversations" is ShareGPT, "messages"
-    OpenAI, "hash_ids" Mooncake, anything else sweep's JSONL."""
-    try:
-        with path.open(encoding="utf-8-sig") as fh:
-            head = fh.read(65536)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise WorkloadError(f"{path}: cannot read ({exc})") from None
-    first = next((ln for ln in head.splitlines() if ln.strip()), "")
-    if first.lstrip().startswith("["):
-        return "openai" if '"messages"' in head and '"conversations"' not in head else "sharegpt"
-    for key, fmt in (('"conversations"', "sharegpt"), ('"messages"', "openai"), ('"hash_ids"', "mooncake")):
-        if key in first:
-            return fmt
-    return "jsonl"
 
 
 def _record(turn: DatasetItem | DatasetTurn) -> dict[str, JSON]:

@@ -2,12 +2,12 @@
 
 Formats (docs/datasets.md): `jsonl` (sweep's own: "prompt" or "input_ids", optional "output_len",
 "ref_output_len", "images", "send_at", and "turns", a list of later turns with the same fields), `sharegpt`
-(every human turn; each reply's length is its turn's reference output length), `openai` (a chat-completions
-request per line: the user messages are the turns, the assistant messages' lengths the reference output lengths,
-"max_tokens" the last turn's output length, "send_at" or "created" its send time) and `mooncake` (a token-length trace: each hash id is one block of
-block_tokens tokens, a deterministic function of the id, so equal ids share their tokens exactly).
-A system message is the start of turn 1's text. An unusable entry raises BadEntry with one line saying why.
-"""
+(every human turn; each reply's length is its turn's reference output length) and `mooncake` (a token-length
+trace: each hash id is one block of block_tokens tokens, a deterministic function of the id, so equal ids share
+their tokens exactly) here; the chat-message formats (OpenAI requests, OpenAI Batch files, LMSYS-Chat-1M rows) in
+sweep.workload.import_chat (a logged request's "send_at" or "created" its send time), Azure's trace CSVs in sweep.workload.import_azure, every format's parser in
+sweep.workload.formats. A system message is the start of turn 1's text; a tool (function) result starts a turn of
+its own, whose reply is that turn's output length. An unusable entry raises BadEntry with one line saying why."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ import binascii
 import io
 import math
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,13 +30,13 @@ from sweep.workload.tokens import TextEncoder
 
 _HUMAN = ("human", "user")
 _GPT = ("gpt", "assistant", "chatgpt", "bard", "model")
-_SYSTEM = ("system", "developer")
-_SKIPPED_ROLES = ("tool", "function", "observation", "function_call", "ipython")  # not a turn, not a reply
+_TOOL_RESULTS = ("tool", "function", "observation", "ipython")  # a tool's result: a turn of its own
 MAX_TOKEN_ID = 2**31 - 1  # token ids are int32 on the server (and 32-bit in the requests table's sent ids)
 MAX_HASH_ID = 2**63 - 1
 TokenIds = tuple[int, ...] | BlockTokens  # a prompt's ids: a tuple, or a mooncake line's blocks made when read
-__all__ = ["PARSERS", "BadEntry", "BlockTokens", "DatasetItem", "DatasetTurn", "ParseContext", "TokenIds",
-           "hash_block"]
+__all__ = ["BadEntry", "BlockTokens", "DatasetItem", "DatasetTurn", "ParseContext", "TokenIds",
+           "TurnBuilder", "UserTurn", "hash_block", "image_url",
+           "optional_int", "positive_int", "seconds"]
 MAX_IMAGE_PIXELS = 89_478_485  # PIL's decompression-bomb bound: a larger image is refused, never decoded
 
 
@@ -80,7 +79,7 @@ class ParseContext:
     block_tokens: int = 512
 
 
-def _positive_int(value: JSON, name: str) -> int:
+def positive_int(value: JSON, name: str) -> int:
     """An int from 1 to MAX_TOKENS (bools rejected)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise BadEntry(f'"{name}" must be an integer >= 1')
@@ -89,7 +88,7 @@ def _positive_int(value: JSON, name: str) -> int:
     return value
 
 
-def _seconds(value: JSON, name: str, unit: str, scale: float = 1.0) -> float | None:
+def seconds(value: JSON, name: str, unit: str, scale: float = 1.0) -> float | None:
     """A finite number >= 0 (None for a missing one), divided by scale; BadEntry naming the unit otherwise."""
     if value is None:
         return None
@@ -116,8 +115,8 @@ def _ids(value: JSON, name: str, top: int, where: str = "") -> tuple[int, ...]:
     return good
 
 
-def _optional_int(obj: dict[str, JSON], name: str) -> int | None:
-    return _positive_int(obj[name], name) if obj.get(name) is not None else None
+def optional_int(obj: dict[str, JSON], name: str) -> int | None:
+    return positive_int(obj[name], name) if obj.get(name) is not None else None
 
 
 @lru_cache(maxsize=1024)
@@ -150,10 +149,10 @@ def _images(value: JSON, root: Path) -> tuple[MediaItem, ...]:
     paths = [p for p in value if isinstance(p, str) and p] if isinstance(value, list) else []
     if not isinstance(value, list) or len(paths) != len(value):
         raise BadEntry('"images" must be a list of file paths')
-    return tuple(_image_url(rel, root) if rel.startswith("data:") else _image_file(rel, root) for rel in paths)
+    return tuple(image_url(rel, root) if rel.startswith("data:") else _image_file(rel, root) for rel in paths)
 
 
-def _image_url(url: str, root: Path) -> MediaItem:
+def image_url(url: str, root: Path) -> MediaItem:
     """An OpenAI image_url: a data: URL (kept as sent) or a local file; remote URLs are not fetched."""
     if url.startswith("data:"):
         head, _, payload = url.partition(",")
@@ -197,7 +196,7 @@ def _jsonl_turn(obj: JSON, k: int, ctx: ParseContext) -> DatasetTurn:
         raise BadEntry(f"{where}expected a JSON object")
     ids, text = _prompt(obj, ctx, where)
     try:
-        return DatasetTurn(ids, text, _optional_int(obj, "output_len"), _optional_int(obj, "ref_output_len"),
+        return DatasetTurn(ids, text, optional_int(obj, "output_len"), optional_int(obj, "ref_output_len"),
                            _images(obj["images"], ctx.root) if "images" in obj else ())
     except BadEntry as bad:
         raise BadEntry(f"{where}{bad}") from None
@@ -208,128 +207,99 @@ def jsonl_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
     if not isinstance(obj, dict):
         raise BadEntry("expected a JSON object")
     ids, text = _prompt(obj, ctx, "")
-    send_at = _seconds(obj.get("send_at"), "send_at", "seconds")
+    send_at = seconds(obj.get("send_at"), "send_at", "seconds")
     turns = obj.get("turns", [])
     if not isinstance(turns, list):
         raise BadEntry('"turns" must be a list of turns')
-    return DatasetItem(line=line, input_ids=ids, text=text, output_len=_optional_int(obj, "output_len"),
-                       ref_output_len=_optional_int(obj, "ref_output_len"),
+    return DatasetItem(line=line, input_ids=ids, text=text, output_len=optional_int(obj, "output_len"),
+                       ref_output_len=optional_int(obj, "ref_output_len"),
                        images=_images(obj["images"], ctx.root) if "images" in obj else (),
                        turns=tuple(_jsonl_turn(t, k, ctx) for k, t in enumerate(turns, start=2)),
                        send_at=send_at)
 
 
 @dataclass
-class _Turn:
-    """A user turn being assembled from a conversation's messages."""
+class UserTurn:
+    """A turn being assembled from a conversation's messages: a user message, or a tool result (a request of its
+    own: the model is called again with the result)."""
 
     text: str
     images: tuple[MediaItem, ...] = ()
     reply: int | None = None  # tokens of the first reply after it
+    tool: bool = False
 
 
-def _conversation(turns: list[_Turn], system: list[str], ctx: ParseContext, line: int,
-                  last_output: int | None = None) -> DatasetItem:
-    """A DatasetItem from assembled user turns: the system text starts turn 1; last_output is the last turn's."""
-    if system:
-        turns[0].text = "\n".join([*system, turns[0].text])
-    made = [DatasetTurn(ctx.encoder.encode(t.text), t.text, None, t.reply or None, t.images) for t in turns]
-    if last_output is not None:
-        last = made[-1]
-        made[-1] = DatasetTurn(last.input_ids, last.text, last_output, last.ref_output_len, last.images)
-    first = made[0]
-    return DatasetItem(line=line, input_ids=first.input_ids, text=first.text, output_len=first.output_len,
-                       ref_output_len=first.ref_output_len, images=first.images, turns=tuple(made[1:]))
+@dataclass
+class TurnBuilder:
+    """A conversation's turns, message by message: user messages and tool results start turns, the first reply
+    after a turn is its reference output length, system text before the first turn starts turn 1."""
+
+    turns: list[UserTurn] = field(default_factory=list)
+    system: list[str] = field(default_factory=list)
+
+    def user(self, text: str, images: tuple[MediaItem, ...] = ()) -> None:
+        self.turns.append(UserTurn(text, images))
+
+    def system_text(self, text: str) -> None:
+        if not self.turns and text.strip():
+            self.system.append(text)
+
+    def reply(self, tokens: int) -> None:
+        if self.turns and self.turns[-1].reply is None:
+            self.turns[-1].reply = tokens
+
+    def tool(self, text: str, where: str) -> None:
+        """A tool/function result: the start of a turn of its own (results in a row are one turn)."""
+        if not self.turns:
+            raise BadEntry(f"{where}: a tool result before any user message")
+        if not text.strip():
+            raise BadEntry(f"{where}: a tool result with no text")
+        last = self.turns[-1]
+        if last.tool and last.reply is None:
+            last.text = f"{last.text}\n{text}"
+        else:
+            self.turns.append(UserTurn(text, tool=True))
+
+    def item(self, ctx: ParseContext, line: int, last_output: int | None = None) -> DatasetItem:
+        """The DatasetItem: the system text starts turn 1; last_output is the last turn's explicit output length."""
+        turns = self.turns
+        if self.system:
+            turns[0].text = "\n".join([*self.system, turns[0].text])
+        made = [DatasetTurn(ctx.encoder.encode(t.text), t.text, None, t.reply or None, t.images) for t in turns]
+        if last_output is not None:
+            last = made[-1]
+            made[-1] = DatasetTurn(last.input_ids, last.text, last_output, last.ref_output_len, last.images)
+        first = made[0]
+        return DatasetItem(line=line, input_ids=first.input_ids, text=first.text, output_len=first.output_len,
+                           ref_output_len=first.ref_output_len, images=first.images, turns=tuple(made[1:]))
 
 
 def sharegpt_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
-    """A ShareGPT conversation: every human turn, each with the length of the reply after it."""
+    """A ShareGPT conversation: every human turn, each with the length of the reply after it; a function call's
+    text is a reply, an observation (a tool result) a turn of its own."""
     messages = obj.get("conversations") if isinstance(obj, dict) else None
     if not isinstance(obj, dict) or not isinstance(messages, list):
         raise BadEntry('expected an object with a "conversations" list')
-    turns: list[_Turn] = []
-    system: list[str] = []
-    for m in messages:
+    conv = TurnBuilder()
+    for k, m in enumerate(messages, start=1):
         who = m.get("from") if isinstance(m, dict) else None
         said = m.get("value") if isinstance(m, dict) else None
         if who in _HUMAN:
             if not isinstance(said, str) or not said.split():
-                raise BadEntry("first human turn has no text" if not turns else f"human turn {len(turns) + 1} has "
-                               "no text")
-            turns.append(_Turn(said))
-        elif who in _GPT and turns and turns[-1].reply is None and isinstance(said, str):
-            turns[-1].reply = ctx.encoder.count(said)
-        elif who == "system" and not turns and isinstance(said, str) and said.strip():
-            system.append(said)
-    if not turns:
+                raise BadEntry("first human turn has no text" if not conv.turns else f"human turn "
+                               f"{len(conv.turns) + 1} has no text")
+            conv.user(said)
+        elif who in (*_GPT, "function_call") and isinstance(said, str):
+            conv.reply(ctx.encoder.count(said))
+        elif who in _TOOL_RESULTS and isinstance(said, str) and said.strip() and conv.turns:
+            conv.tool(said, f"message {k}")
+        elif who == "system" and isinstance(said, str):
+            conv.system_text(said)
+    if not conv.turns:
         raise BadEntry("no human turn")
     if "images" in obj:
-        turns[0].images = _images(obj["images"], ctx.root)
-    return _conversation(turns, system, ctx, line)
-
-
-def _content(content: JSON, ctx: ParseContext, k: int) -> tuple[str, tuple[MediaItem, ...]]:
-    """An OpenAI message's text and images: a string, or a list of text and image_url parts."""
-    if content is None or isinstance(content, str):
-        return content or "", ()
-    if not isinstance(content, list):
-        raise BadEntry(f"message {k}: content must be a string or a list of parts")
-    texts, images = [], []
-    for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text" and isinstance(part, dict) and isinstance(part.get("text"), str):
-            texts.append(str(part["text"]))
-        elif kind == "image_url" and isinstance(part, dict):
-            url = part.get("image_url")
-            url = url.get("url") if isinstance(url, dict) else url
-            if not isinstance(url, str) or not url:
-                raise BadEntry(f"message {k}: image_url part has no url")
-            try:
-                images.append(_image_url(url, ctx.root))
-            except BadEntry as bad:
-                raise BadEntry(f"message {k}: {bad}") from None
-        else:
-            raise BadEntry(f"message {k}: unknown content part {str(kind)!r} (text and image_url are read)")
-    return "\n".join(texts), tuple(images)
-
-
-def openai_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
-    """An OpenAI chat-completions request: user messages are turns; "max_tokens" bounds the last turn's reply."""
-    messages = obj.get("messages") if isinstance(obj, dict) else None
-    if not isinstance(obj, dict) or not isinstance(messages, list) or not messages:
-        raise BadEntry('expected an object with a non-empty "messages" list')
-    out_key = "max_completion_tokens" if obj.get("max_completion_tokens") is not None else "max_tokens"
-    last_output = _optional_int(obj, out_key)
-    turns: list[_Turn] = []
-    system: list[str] = []
-    for k, m in enumerate(messages, start=1):
-        role = m.get("role") if isinstance(m, dict) else None
-        if not isinstance(m, dict) or not isinstance(role, str):
-            raise BadEntry(f'message {k}: expected an object with a "role"')
-        text, images = _content(m.get("content"), ctx, k)
-        if role == "user":
-            if not text.strip():
-                raise BadEntry(f"message {k}: a user message with no text")
-            turns.append(_Turn(text, images))
-        elif role == "assistant":
-            if turns and turns[-1].reply is None:
-                turns[-1].reply = ctx.encoder.count(text)
-        elif role in _SYSTEM:
-            if not turns and text.strip():
-                system.append(text)
-        elif role not in _SKIPPED_ROLES:
-            raise BadEntry(f"message {k}: unknown role {role!r}")
-    if not turns:
-        raise BadEntry("no user message")
-    item = _conversation(turns, system, ctx, line, last_output)
-    return replace(item, send_at=_log_time(obj)) if _log_time(obj) is not None else item
-
-
-def _log_time(obj: dict[str, JSON]) -> float | None:
-    """A logged request's send time in seconds: its "send_at" (s), else "created" (Unix seconds, as OpenAI logs
-    stamp a request); None when it has neither."""
-    at = _seconds(obj.get("send_at"), "send_at", "seconds")
-    return at if at is not None else _seconds(obj.get("created"), "created", "seconds")
+        conv.turns[0].images = _images(obj["images"], ctx.root)
+    return conv.item(ctx, line)
 
 
 def mooncake_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
@@ -338,18 +308,13 @@ def mooncake_item(obj: JSON, line: int, ctx: ParseContext) -> DatasetItem:
     BlockTokens: the line's ids, made into tokens when read."""
     if not isinstance(obj, dict):
         raise BadEntry("expected a JSON object")
-    ts = _seconds(obj.get("timestamp"), "timestamp", "milliseconds", 1000.0)
+    ts = seconds(obj.get("timestamp"), "timestamp", "milliseconds", 1000.0)
     if ts is None:
         raise BadEntry('"timestamp" must be a number of milliseconds >= 0')
-    n_in = _positive_int(obj.get("input_length"), "input_length")
-    n_out = _positive_int(obj.get("output_length"), "output_length")
+    n_in = positive_int(obj.get("input_length"), "input_length")
+    n_out = positive_int(obj.get("output_length"), "output_length")
     good = _ids(obj.get("hash_ids"), "hash_ids", MAX_HASH_ID)
     b = ctx.block_tokens
     if n_in > len(good) * b:
         raise BadEntry(f'"input_length" {n_in} is more than its {len(good)} hash blocks of {b} tokens hold')
     return DatasetItem(line=line, input_ids=BlockTokens(good, b, n_in), output_len=n_out, send_at=ts)
-
-
-PARSERS: dict[str, Callable[[JSON, int, ParseContext], DatasetItem]] = {
-    "jsonl": jsonl_item, "sharegpt": sharegpt_item, "openai": openai_item, "mooncake": mooncake_item,
-}

@@ -10,6 +10,10 @@
 # prefixes), outputs U(64,256) with ignore_eos, $WARMUP_S s warm-up (5) + $MEASURE_S s windows (20); the
 # prefix cache is flushed before each window. OUTDIR gets attach-proof.md (the comparison table; exit 1 if a
 # figure differs by more than 10% / 20 ms), the clients' JSON, runs.csv, results.db and the server log tail.
+# SESSIONS=1 (issue 31 §4): both clients run multi-turn conversations instead (U(2,4) turns, later messages of
+# U(16,32) tokens, 0.2 s think time, every turn sending the conversation so far with the server's own reply), and
+# the session figures (sessions completed, session time P50/P90, cache hit of turn 1 and later turns, later-turn
+# prompt tokens) are compared too: the same distributions, not the same draws.
 # Needs, carried: .sglang-bundle/ and .whl/ (as proof.sh). SERVER_URL=http://... measures a server that is
 # already running instead of starting one (e.g. the simulator on a CPU machine, to try the script).
 set -euo pipefail
@@ -62,6 +66,7 @@ until [ "$(py_get /health)" = 200 ]; do
 done
 echo "server up after ${SECONDS}s"
 client=("$py" "$here/independent_client.py" --url "$url" --warmup-s "$warmup_s" --measure-s "$measure_s")
+[ -n "${SESSIONS:-}" ] && client+=(--sessions --think-s 0.2)
 # Warm-up, not reported: the first batches of each shape JIT-compile Triton kernels.
 "${client[@]}" --concurrency 32 --measure-s 10 --seed 99 > "$work/warm.json"
 
@@ -70,6 +75,7 @@ workload=(--set "workload.prompt_len={\"kind\":\"uniform\",\"low\":1000,\"high\"
           --set "workload.shared_prefix={\"groups\":16,\"length\":512,\"share\":0.8}"
           --set workload.num_requests=8000 --set window.warmup_requests=0 --set "window.warmup_seconds=$warmup_s"
           --set "window.measure_seconds=$measure_s" --set window.drain_seconds=30)
+[ -n "${SESSIONS:-}" ] && workload+=(--set 'workload.sessions={"turns":{"kind":"uniform","low":2,"high":4},"followup_len":{"kind":"uniform","low":16,"high":32},"think_time":{"kind":"fixed","value":0.2}}')
 set +e
 ind=()
 for c in $levels; do

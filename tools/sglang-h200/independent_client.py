@@ -1,7 +1,7 @@
 """A minimal streaming client for SGLang's /generate, independent of sweep (no sweep import, another HTTP stack).
 
     python3 independent_client.py --url http://127.0.0.1:30000 --concurrency 16 [--warmup-s 5 --measure-s 20]
-        [--stack auto|stdlib|aiohttp] [--seed 1] [--out result.json]
+        [--stack auto|stdlib|aiohttp] [--seed 1] [--out result.json] [--sessions [--think-s 0.2]]
 
 Closed loop: `concurrency` users, each sends its next request as soon as the last one ended. Requests are
 drawn lazily from a seeded generator and never repeat: prompts of U(1000, 1100) token ids in 3..999 (the
@@ -11,6 +11,14 @@ with ignore_eos. Clock: time.perf_counter. A request counts when it was sent ins
 - TTFT = first event with completion_tokens > 0 minus send time; TPOT = (last token − first token) / (n − 1).
 - output tok/s = tokens that *arrived* inside the window (any request) / measure_s.
 After the window no new request is sent; those in flight get `--drain-s` to finish (then they are cancelled).
+
+--sessions (issue 31 §4): each user runs conversations instead: U(2, 4) turns, turn 1 a request as above, each later
+turn a new message of U(16, 32) token ids sent after the conversation so far (every earlier message and the
+server's own output_ids), --think-s after each reply; a failed request ends its session. Besides the figures above
+(over every turn) it prints the session figures sweep stores (sweep.analysis.sessions): sessions completed
+(every turn answered, the last one sent inside the window), their time P50/P90 (first send to last reply, s), the
+cache hit of turn 1 and of later turns (meta_info cached_tokens / prompt_tokens, requests sent inside the window),
+and the mean prompt tokens of a later-turn request.
 
 Stacks: `stdlib` is raw asyncio streams with its own HTTP/1.1 chunked decoding (one keep-alive connection per
 user); `aiohttp` is aiohttp's client (what the outside check used). `auto` takes aiohttp where it imports.
@@ -41,6 +49,12 @@ class Rec:
     tokens: int = 0
     arrivals: list[tuple[float, int]] = field(default_factory=list)  # (time, new tokens)
     error: str | None = None
+    session: int = -1  # --sessions: the conversation and turn (1 = the first) of this request
+    turn: int = 0
+    final: bool = False  # the session's last turn
+    prompt_tokens: int = 0  # meta_info, as the server counted them
+    cached_tokens: int = 0
+    output_ids: list[int] = field(default_factory=list)  # the reply, for the next turn
 
 
 class Requests:
@@ -73,7 +87,14 @@ def _event(line: bytes, rec: Rec, now: float) -> bool:
     ev = json.loads(payload)
     if "error" in ev:
         raise RuntimeError(f"server error: {ev['error']}")
-    total = int((ev.get("meta_info") or {}).get("completion_tokens", 0))
+    meta = ev.get("meta_info") or {}
+    total = int(meta.get("completion_tokens", 0))
+    rec.prompt_tokens = int(meta.get("prompt_tokens", rec.prompt_tokens) or 0)
+    rec.cached_tokens = int(meta.get("cached_tokens", rec.cached_tokens) or 0)
+    ids = ev.get("output_ids")
+    if isinstance(ids, list) and ids:  # cumulative (SGLang's default) or only the new ones
+        grew = len(ids) >= len(rec.output_ids) and ids[:len(rec.output_ids)] == rec.output_ids
+        rec.output_ids = list(ids) if grew else rec.output_ids + list(ids)
     if total > rec.tokens:
         if rec.first is None:
             rec.first = now
@@ -165,6 +186,57 @@ class AiohttpConn:
         pass
 
 
+class Sessions:
+    """The conversation stream (--sessions): seeded, never repeated; turn 1 drawn as Requests draws a request."""
+
+    def __init__(self, seed: int) -> None:
+        self.reqs = Requests(seed)
+        self.rng = self.reqs.rng
+        self.count = 0
+
+    def next(self) -> tuple[int, list[list[int]], list[int]]:
+        """(session number, each turn's new message ids, each turn's max_new_tokens)."""
+        first = json.loads(self.reqs.next())
+        n = self.rng.randint(2, 4)
+        msgs = [first["input_ids"]] + [[self.rng.randint(ID_LOW, ID_HIGH) for _ in range(self.rng.randint(16, 32))]
+                                       for _ in range(n - 1)]
+        outs = [first["sampling_params"]["max_new_tokens"]] + [self.rng.randint(OUT_LOW, OUT_HIGH)
+                                                              for _ in range(n - 1)]
+        self.count += 1
+        return self.count - 1, msgs, outs
+
+
+def _body(ids: list[int], out: int) -> bytes:
+    return json.dumps({"input_ids": ids, "stream": True,
+                       "sampling_params": {"max_new_tokens": out, "ignore_eos": True, "temperature": 0}}).encode()
+
+
+def session_figures(recs: list[Rec], ws: float, we: float) -> dict[str, Any]:
+    """The session figures of --sessions (module docstring)."""
+    by: dict[int, list[Rec]] = {}
+    for r in recs:
+        by.setdefault(r.session, []).append(r)
+    times, turns = [], []
+    for rs in by.values():
+        last = max(rs, key=lambda r: r.turn)
+        if last.final and all(r.error is None and r.last is not None for r in rs) \
+                and ws <= last.sent:
+            times.append(max(r.last or 0.0 for r in rs) - min(r.sent for r in rs))
+            turns.append(len(rs))
+    inside = [r for r in recs if ws <= r.sent < we]
+    first = [r for r in inside if r.turn == 1]
+    later = [r for r in inside if r.turn > 1]
+
+    def hit(rs: list[Rec]) -> float | None:
+        prompt = sum(r.prompt_tokens for r in rs)
+        return sum(r.cached_tokens for r in rs) / prompt if prompt else None
+
+    return {"sessions_completed": len(times), "turns_per_session": sum(turns) / len(turns) if turns else None,
+            "session_p50_s": _pct(times, 50), "session_p90_s": _pct(times, 90), "cache_hit_turn1": hit(first),
+            "cache_hit_later": hit(later),
+            "later_prompt_tokens": sum(r.prompt_tokens for r in later) / len(later) if later else None}
+
+
 def _pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -176,9 +248,10 @@ def _pct(values: list[float], q: float) -> float | None:
 
 
 async def run(url: str, concurrency: int, warmup_s: float, measure_s: float, drain_s: float, seed: int,
-              stack: str) -> dict[str, Any]:
+              stack: str, sessions: bool = False, think_s: float = 0.2) -> dict[str, Any]:
     url = url.rstrip("/")
     reqs = Requests(seed)
+    convs = Sessions(seed)
     recs: list[Rec] = []
     session = None
     if stack == "auto":
@@ -195,18 +268,35 @@ async def run(url: str, concurrency: int, warmup_s: float, measure_s: float, dra
     start = time.perf_counter()
     ws, we = start + warmup_s, start + warmup_s + measure_s
 
+    async def send(conn: StdlibConn | AiohttpConn, body: bytes, rec: Rec) -> None:
+        recs.append(rec)
+        try:
+            await conn.post("/generate", body, rec)
+        except (OSError, RuntimeError, ValueError, asyncio.IncompleteReadError) as exc:
+            rec.error = f"{type(exc).__name__}: {exc}"
+            conn.close()
+
     async def user() -> None:
         conn: StdlibConn | AiohttpConn = AiohttpConn(url, session) if session is not None else StdlibConn(url)
         try:
             while time.perf_counter() < we:
-                body = reqs.next()
-                rec = Rec(sent=time.perf_counter())
-                recs.append(rec)
-                try:
-                    await conn.post("/generate", body, rec)
-                except (OSError, RuntimeError, ValueError, asyncio.IncompleteReadError) as exc:
-                    rec.error = f"{type(exc).__name__}: {exc}"
-                    conn.close()
+                if not sessions:
+                    body = reqs.next()
+                    await send(conn, body, Rec(sent=time.perf_counter()))
+                    continue
+                k, msgs, outs = convs.next()
+                context: list[int] = []
+                for t, (msg, out) in enumerate(zip(msgs, outs, strict=True), start=1):
+                    if t > 1:
+                        await asyncio.sleep(think_s)
+                    if time.perf_counter() >= we:
+                        break
+                    body = _body(context + msg, out)
+                    rec = Rec(sent=time.perf_counter(), session=k, turn=t, final=t == len(msgs))
+                    await send(conn, body, rec)
+                    if rec.error is not None:
+                        break
+                    context = context + msg + rec.output_ids
         finally:
             conn.close()
 
@@ -224,11 +314,12 @@ async def run(url: str, concurrency: int, warmup_s: float, measure_s: float, dra
     tpot = [(r.last - r.first) * 1000.0 / (r.tokens - 1) for r in ok
             if r.last is not None and r.first is not None and r.tokens > 1]
     arrived = sum(n for r in recs for t, n in r.arrivals if ws <= t < we)
-    return {"client": f"independent-{stack}", "concurrency": concurrency, "measure_s": measure_s,
-            "n": len(inside), "errors": sum(1 for r in inside if r.error), "output_tps": arrived / measure_s,
-            "ttft_p50_ms": _pct(ttft, 50), "ttft_p99_ms": _pct(ttft, 99),
-            "tpot_p50_ms": _pct(tpot, 50), "tpot_p99_ms": _pct(tpot, 99),
-            "first_error": next((r.error for r in inside if r.error), None)}
+    out = {"client": f"independent-{stack}", "concurrency": concurrency, "measure_s": measure_s,
+           "n": len(inside), "errors": sum(1 for r in inside if r.error), "output_tps": arrived / measure_s,
+           "ttft_p50_ms": _pct(ttft, 50), "ttft_p99_ms": _pct(ttft, 99),
+           "tpot_p50_ms": _pct(tpot, 50), "tpot_p99_ms": _pct(tpot, 99),
+           "first_error": next((r.error for r in inside if r.error), None)}
+    return {**out, **session_figures(recs, ws, we)} if sessions else out
 
 
 def main() -> None:
@@ -241,8 +332,11 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--stack", choices=("auto", "stdlib", "aiohttp"), default="auto")
     p.add_argument("--out", default=None)
+    p.add_argument("--sessions", action="store_true", help="multi-turn conversations (module docstring)")
+    p.add_argument("--think-s", type=float, default=0.2, help="--sessions: seconds between a reply and the next turn")
     a = p.parse_args()
-    result = asyncio.run(run(a.url, a.concurrency, a.warmup_s, a.measure_s, a.drain_s, a.seed, a.stack))
+    result = asyncio.run(run(a.url, a.concurrency, a.warmup_s, a.measure_s, a.drain_s, a.seed, a.stack,
+                             a.sessions, a.think_s))
     line = json.dumps(result)
     print(line, flush=True)
     if a.out:

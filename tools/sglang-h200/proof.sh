@@ -2,7 +2,8 @@
 # On the lent H200: run sweep's own CLI against real SGLang 0.5.17 (bundle from build-bundle.sh).
 #   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound |
 #                                                             kvrepeat | crosscheck | crosscheck-vl | workers |
-#                                                             refine | repeat | answer | sessions | trace | earlystop | night | kvdtype
+#                                                             refine | repeat | answer | sessions | trace | earlystop | night | kvdtype |
+#                                                             crosscheck-sessions
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/core/ (sweep's dependencies missing there; the
 # device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/; the image has tokenizers).
 # Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
@@ -170,6 +171,16 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
       --set search.screening.enabled=false --set soak.enabled=false \
       --set 'search.space={"max_running_requests":[128],"mem_fraction_static":[0.17,0.85],"chunked_prefill_size":[4096],"schedule_policy":["lpm"]}' \
       --set "$dummy" ;;
+  crosscheck-sessions)
+    # issue 31 §4: multi-turn chat cross-checked. After each of sweep's windows the h11 reference replays the same
+    # sessions (conversations, think times, fan-out) on the same server from a flushed cache; the report's cross-check
+    # table judges sessions completed, session time P50/P90, the cache hit of turn 1 and of later turns, and the
+    # later turns' prompt tokens beside TTFT/TPOT. 2-4 turns and 0.2 s think times so a 20 s window completes
+    # enough sessions to judge; one configuration, ladder 16/32: about 6 minutes with the first launch.
+    python3 -m sweep.cli crosscheck --profile chat-sessions "${common[@]}" "${short[@]}" --study h200-crosscheck-sessions \
+      --reference h11 --config max_running_requests=128,mem_fraction_static=0.85,chunked_prefill_size=4096,schedule_policy=lpm \
+      --set 'ladder=[16,32]' --set ladder_max=0 --set refine.enabled=false --set 'workload.sessions.turns={"kind":"uniform","low":2,"high":4}' \
+      --set 'workload.sessions.think_time={"kind":"fixed","value":0.2}' --set "$dummy" ;;
   trace)
     # issue 31: a trace at its own timing. A SYNTHETIC slice in the FAST'25 Mooncake format (tools/mooncake_slice.py:
     # deterministic, 600 s at ~2 req/s, 512-token hash blocks shared by system prompts and multi-turn sessions; the
