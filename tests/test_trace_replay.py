@@ -163,3 +163,13 @@ def test_a_scale_step_and_a_bisected_rate_replay_the_trace_at_that_rate(tmp_path
     assert isinstance(mid, TraceArrival) and mid.mean_rate == pytest.approx(3 * rec)
     assert np.allclose(mid.offsets(0.0), t / 3)
     assert prof.ladder_rates == pytest.approx([rec, 2 * rec, 4 * rec])
+
+
+def test_the_report_says_a_time_scale_ladder_replays_the_datasets_own_times() -> None:
+    """The setup line of a trace replayed from its dataset (no arrival.path) named the trace `None` and gave the
+    ladder's indices only (the H200 trace stage's report: "open loop replaying trace `None`")."""
+    from sweep.profile.arrival import TraceArrival
+    from sweep.report.setup import arrival_text
+
+    text = arrival_text(TraceArrival(kind="trace", scales=[1, 2, 4]))
+    assert "None" not in text and "the dataset's own send times" in text and "1×, 2×, 4× its recorded rate" in text

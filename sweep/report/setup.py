@@ -85,7 +85,10 @@ def arrival_text(a: Arrival) -> str:
     cap = f", at most {a.max_in_flight:,} in flight"
     if a.kind == "trace":
         scale = f", gaps ×{_num(a.time_scale)}" if a.time_scale != 1 else ""
-        return f"open loop replaying trace {code(a.path)}{scale}{cap}"
+        scales = (f", at {', '.join(_num(s) + '×' for s in a.scales)} its recorded rate (one per ladder step)"
+                  if a.scales else "")
+        source = f"trace {code(a.path)}" if a.path else "the dataset's own send times"
+        return f"open loop replaying {source}{scale}{scales}{cap}"
     rate = f"{', '.join(_num(r) for r in a.rates)} req/s per step" if a.rates else f"{_num(a.rate)} req/s"
     shape = ""
     if a.kind == "gamma":  # exactly one of cv and shape is set
