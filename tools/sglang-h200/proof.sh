@@ -246,7 +246,8 @@ print("" if f is None else "window.early_stop" + ("" if f.annotation is bool els
     # (bf16) vs fp8_e5m2 (half the bytes per KV token: the pool should double). For each: the KV pool predicted
     # before launch (sweep.launchers.prediction) vs the server log's "KV Cache is allocated. #tokens: N", the knee
     # and its goodput, and the simulator's prediction of the same ladder (virtual clock, after the GPU runs).
-    # Two launches (~140 s + ~70 s) and 2 x 3 short windows: MEASURE_S=12 fits the device call's 600 s.
+    # Two launches (~140 s + ~70 s) and 2 x 3 short windows: MEASURE_S=12 fits the device call's 600 s; LADDER and
+    # LADDER_MAX (0: no climbing on past the top step) shorten it.
     # fp8_e5m2 KV on triton attention: supported since SGLang PR 1286 (2024; e4m3 needs scales, e5m2 does not), so
     # both run on triton; FP8_BACKEND=flashinfer moves the fp8 launch to flashinfer if the bundle's triton refuses.
     kvladder=${LADDER:-[48,96,144]}
@@ -259,11 +260,12 @@ print("" if f is None else "window.early_stop" + ("" if f.annotation is bool els
       [ -n "$be" ] && args="$args,\"--attention-backend\",\"$be\",\"--sampling-backend\",\"pytorch\""
       python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" --study "h200-kvdtype-$dt" \
         --config "$kvconf,kv_cache_dtype=$dt" --set "ladder=$kvladder" --set refine.enabled=false \
-        --set "server.extra_args=[$args]" || echo "kvdtype: the $dt ladder exited $?" >&2
+        --set "ladder_max=${LADDER_MAX:-256}" --set "server.extra_args=[$args]" || echo "kvdtype: the $dt ladder exited $?" >&2
       # the simulator's prediction of the same ladder (virtual clock: seconds, no GPU)
       python3 -m sweep.cli ladder --profile interactive --db "$work/sim.db" --out "$work/sim-reports" \
         --launcher sim --driver virtual "${short[@]}" --study "sim-kvdtype-$dt" --config "$kvconf,kv_cache_dtype=$dt" \
-        --set "ladder=$kvladder" --set refine.enabled=false --set 'server.extra_args=["--load-format","dummy"]' \
+        --set "ladder=$kvladder" --set refine.enabled=false --set "ladder_max=${LADDER_MAX:-256}" \
+        --set 'server.extra_args=["--load-format","dummy"]' \
         > "$out/kvdtype-sim-$dt.txt" 2>&1 || echo "kvdtype: the simulated $dt ladder exited $?" >&2
     done
     python3 "$here/kvdtype_summary.py" "$db" "$work/sim.db" | tee "$out/kvdtype-summary.md" ;;
