@@ -9,6 +9,11 @@ from sglang_sim.params import SimParams
 PATCHES_PER_TOKEN = {"image": 4, "video": 8, "audio": 4}
 
 
+# tools/fit_cuda_graph.py's point (SGLang 0.5.17, one H200, c=16): TPOT P50 18.8 ms with --disable-cuda-graph against
+# 7.4 ms with graphs: 11.4 ms of kernel launches per decode forward that a graph saves
+EAGER_LAUNCH_S = 0.0114
+
+
 class CostModel:
     """Precomputed per-step constants so the engine's hot loop is a few float operations."""
 
@@ -18,7 +23,7 @@ class CostModel:
         g, m, e = p.gpu, p.model, p.eff
         self.speed = p.speed
         self.decode_speed = p.speed * (1.0 if p.cuda_graph else e.no_cuda_graph_decode)  # decode forwards only
-        self.eager_decode_speed = p.speed * e.no_cuda_graph_decode
+        self.no_graph_factor = e.no_cuda_graph_decode
         self.graph_max_bs = graph_max_bs if p.cuda_graph and graph_max_bs is not None else (1 << 30 if p.cuda_graph else 0)
         tp = m.tp
         bw = g.bandwidth * e.bandwidth
@@ -40,19 +45,24 @@ class CostModel:
         self.tp_fixed_s = 2 * m.layers * e.allreduce_latency_s if tp > 1 else 0.0
         self.tp_s_per_token = 2 * m.layers * m.hidden * m.dtype_bytes / g.link_bandwidth if tp > 1 else 0.0
         self.enc_flops_per_token = {k: 2 * m.vision_params * v / tp for k, v in PATCHES_PER_TOKEN.items()}
+        self._eager_s = EAGER_LAUNCH_S if p.cuda_graph else 0.0  # no graphs at all: decode_speed carries it
 
     def decode(self, n: int, ctx_sum: float) -> float:
         """One decode forward of n requests whose contexts sum to ctx_sum tokens."""
         mem = self.llm_weight_s + ctx_sum * self.kv_s_per_token
         comp = n * self.gemm_s_per_token + ctx_sum * self.attn_flops_per_ctx / self.peak_attn
-        return (max(mem, comp) + self.step_s + n * (self.per_req_s + self.tp_s_per_token) + self.tp_fixed_s) * self.decode_speed_at(n)
+        return (max(mem, comp) + self.decode_fixed(n)) * self.decode_speed_at(n)
 
     def decode_speed_at(self, n: int) -> float:
-        """The decode forward's time factor for a batch of n: 1 (x speed) with a CUDA graph; above graph_max_bs SGLang
-        runs the forward eagerly, charged Efficiency.no_cuda_graph_decode (3.09, the one H200 point fitted by
-        tools/fit_cuda_graph.py for --disable-cuda-graph; at larger batches the launch overhead is a smaller share
-        of the forward, so this over-charges them: an upper bound, not a fit)."""
-        return self.decode_speed if n <= self.graph_max_bs else self.eager_decode_speed
+        """The decode forward's time factor (x speed): Efficiency.no_cuda_graph_decode for every forward of a server
+        without CUDA graphs (--disable-cuda-graph: 3.09, the one H200 point tools/fit_cuda_graph.py fits), else 1."""
+        return self.decode_speed
+
+    def eager_extra_s(self) -> float:
+        """What a decode forward above graph_max_bs pays for running eagerly on a server that has graphs: the kernel
+        launches a graph saves, a host-side time per forward that grows neither with the batch (the same kernels
+        launch for 16 requests or 300) nor with the GPU's speed: EAGER_LAUNCH_S, the one measured point (x speed)."""
+        return EAGER_LAUNCH_S
 
     def decode_terms(self, n: int) -> tuple[float, float, float, float]:
         """(mem0, mem_per_ctx, comp0, comp_per_ctx) and fixed part, for the engine's macro-step loop."""
@@ -60,7 +70,10 @@ class CostModel:
                 self.attn_flops_per_ctx / self.peak_attn)
 
     def decode_fixed(self, n: int) -> float:
-        return self.step_s + n * (self.per_req_s + self.tp_s_per_token) + self.tp_fixed_s
+        """The decode forward's fixed part: step and per-request overheads, TP's all-reduces, and above graph_max_bs
+        (a server with graphs) the eager launches (eager_extra_s)."""
+        eager = self._eager_s if n > self.graph_max_bs else 0.0
+        return self.step_s + n * (self.per_req_s + self.tp_s_per_token) + self.tp_fixed_s + eager
 
     def prefill(self, ext_tokens: int, attn_ctx: float, kv_touched: float, n_reqs: int, enc_flops: float,
                 decode_n: int = 0, decode_ctx: float = 0.0) -> float:

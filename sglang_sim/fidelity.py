@@ -6,7 +6,7 @@ is listed here when set, so a study that depends on it is told that the simulato
 other flag of SGLang 0.5.17 (sglang_flags.txt) and lists each one set as not modelled.
 Modelled (MODELLED_FLAGS, a test each in tests/test_sim_flags.py): --disable-cuda-graph
 (sglang_sim.params.Efficiency.no_cuda_graph_decode) and --cuda-graph-max-bs (decode batches above it run without a
-graph, charged the same factor: sglang_sim.cost.CostModel.decode_speed_at); --tp-size (weights and KV heads split
+graph: each such forward pays the 11.4 ms of launches the one H200 point measured, sglang_sim.cost.EAGER_LAUNCH_S); --tp-size (weights and KV heads split
 over the GPUs, per-step compute divided, two all-reduces per layer: sglang_sim.cost.CostModel); --kv-cache-dtype
 (bytes per KV token: the pool, the memory plan and the KV traffic; sglang_sim.params.with_kv_dtype);
 --max-prefill-tokens with --chunked-prefill-size (the extend budget: sglang_sim.schedule_policy.schedule_prefill);
