@@ -33,9 +33,9 @@ from sweep.analysis.early_stop import EarlyStop, e_value
 from sweep.analysis.measure import in_window, succeeded, ttft_ms
 from sweep.core.types import CUT, RequestRecord, ServerConfig
 from sweep.drivers.virtual import VirtualDriver
+from sweep.ladder.wiring import ROOT, model_path
 from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import SLA, Window, load_profile
-from sweep.study.wiring import ROOT, model_path
 from sweep.workload.lexicon import for_model
 from sweep.workload.stream import RequestStream
 

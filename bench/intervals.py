@@ -32,10 +32,10 @@ from sweep.analysis.boundary import (
 )
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.core.types import ServerConfig
+from sweep.ladder.runner import LadderRunner
+from sweep.ladder.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.profile import SLA, Profile, load_profile
 from sweep.store import Store
-from sweep.study.ladder import LadderRunner
-from sweep.study.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.workload.lexicon import for_model
 from sweep.workload.stream import RequestStream
 
@@ -107,7 +107,7 @@ CASES = (
 @contextmanager
 def _no_saturation_stop() -> Iterator[None]:
     """A dense scan runs every load: the ladder's stop after a saturated failing step is off meanwhile."""
-    with mock.patch("sweep.study.ladder.saturated", return_value=None):
+    with mock.patch("sweep.ladder.runner.saturated", return_value=None):
         yield
 
 

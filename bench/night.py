@@ -45,8 +45,8 @@ from sweep.analysis.knee import find_knee
 from sweep.analysis.ladder_steps import LadderStep, step_points
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig
+from sweep.ladder.step_verdicts import saturated
 from sweep.profile.grid import grid
-from sweep.study.step_verdicts import saturated
 
 SEEDS = int(os.environ.get("BENCH_SEARCH_SEEDS", "20"))
 ORACLE_S = 30.0  # the oracle's simulated windows (bench.search_prior's BENCH_PRIOR_WINDOW_S)

@@ -8,7 +8,7 @@ configuration whose knee goodput (full window, full ladder) is within 5% of the 
 IQR over 20 seeds. Strategies: exhaustive grid (GridSampler, random order), a tiered grid (one knob at a time,
 then refine around the best), TPE (sweep.study.sampler.make_sampler's settings), each with/without screening
 (sweep's successive halving: short windows for all, full windows for the top share, best first) and with/without
-pruning (sweep.study.step_verdicts.saturated's stop). docs/bench-search.md has the reading of each strategy and the results.
+pruning (sweep.ladder.step_verdicts.saturated's stop). docs/bench-search.md has the reading of each strategy and the results.
 """
 
 from __future__ import annotations

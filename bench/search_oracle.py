@@ -23,9 +23,9 @@ from sweep.analysis.knee import find_knee
 from sweep.analysis.ladder_steps import LadderStep, step_points
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import KNOB_NAMES, RequestSpec, ServerConfig
+from sweep.ladder.step_verdicts import saturated
 from sweep.profile import Profile
 from sweep.profile.grid import grid
-from sweep.study.step_verdicts import saturated
 
 CACHE_VERSION = "v2"  # v2: goodput_rps_ci_low/high (migration 0022)
 CACHE_DIR = Path(os.environ.get("BENCH_SEARCH_CACHE", "/tmp/sweep-bench-search"))
@@ -153,7 +153,7 @@ def load_or_simulate(profile: Profile, configs: Sequence[ServerConfig], measure_
 def ladder_run(entry: dict[str, Any], prune: bool, flatten: float) -> tuple[float | None, float, int]:
     """Replay one ladder: (knee goodput or None, virtual seconds billed incl. restart, steps run).
 
-    prune: stop after a step that fails the SLA while sweep.study.step_verdicts.saturated() says the server is saturated
+    prune: stop after a step that fails the SLA while sweep.ladder.step_verdicts.saturated() says the server is saturated
     (exactly LadderRunner._climb's rule); without it every step of the ladder runs.
     """
     if entry["oom"]:

@@ -42,12 +42,12 @@ from sweep.analysis.knee import find_knee
 from sweep.analysis.ladder_steps import LadderStep, step_points
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig
+from sweep.ladder.step_verdicts import saturated
 from sweep.profile import Profile
 from sweep.profile.grid import grid
 from sweep.profile.search import PRIOR_STARTUP_TRIALS
 from sweep.study.sampler import make_sampler, suggest
 from sweep.study.search import CONSTRAINT_ATTR, FEASIBLE_ATTR
-from sweep.study.step_verdicts import saturated
 
 WINDOW_S = float(os.environ.get("BENCH_PRIOR_WINDOW_S", "30"))
 SEEDS = int(os.environ.get("BENCH_SEARCH_SEEDS", "20"))

@@ -9,9 +9,9 @@ from pathlib import Path
 from bench import write_result
 from sweep.analysis.measure import compute_stats
 from sweep.core.types import ServerConfig
+from sweep.ladder.wiring import ROOT, make_driver, make_launcher
 from sweep.profile import load_profile
 from sweep.study.orchestrator import Orchestrator
-from sweep.study.wiring import ROOT, make_driver, make_launcher
 from sweep.workload.requests import build_workload
 
 TARGET_CPU_S = 10.0  # the budget for one 30-minute window

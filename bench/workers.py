@@ -18,10 +18,10 @@ from pathlib import Path
 
 from bench import write_result
 from sweep.fleet.shared_study import create_study
+from sweep.ladder.wiring import ROOT
 from sweep.profile import load_profile
 from sweep.store import Store
 from sweep.study.orchestrator import Orchestrator
-from sweep.study.wiring import ROOT
 
 WORKERS = (1, 2, 4)
 GRID: dict[str, list[float]] = {"max_running_requests": [2, 4, 8, 16], "mem_fraction_static": [0.8, 0.85]}

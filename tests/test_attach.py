@@ -19,12 +19,12 @@ from test_launcher_sglang import ROOT, TINY, needs_sim  # pytest puts tests/ on 
 
 from sweep.core.errors import LaunchError
 from sweep.core.types import ServerConfig
+from sweep.ladder.environment import normalise_env
 from sweep.launchers import procs
 from sweep.launchers.attach import AttachLauncher, config_from_server_info, on_this_host
 from sweep.launchers.base import Launcher, ServerHandle
 from sweep.launchers.sglang import SGLangLauncher
 from sweep.profile import ServerSpec, load_profile
-from sweep.study.environment import normalise_env
 
 
 @pytest.fixture(scope="module")

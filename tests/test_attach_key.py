@@ -15,9 +15,9 @@ from test_launcher_sglang import ROOT, needs_sim  # pytest puts tests/ on sys.pa
 
 from sweep.core.errors import LaunchError, ProfileError
 from sweep.core.types import ServerConfig
+from sweep.ladder.wiring import make_launcher
 from sweep.launchers.attach import API_KEY_ENV, AttachLauncher, attach_api_key
 from sweep.profile import load_profile
-from sweep.study.wiring import make_launcher
 
 KEY = "attach-test-key-0123456789"
 

@@ -10,10 +10,10 @@ import numpy as np
 from test_ladder import _runner
 
 from sweep.core.types import ClientSamples, ServerConfig, WindowResult
+from sweep.ladder.climb_on import next_climb
 from sweep.profile import load_profile
 from sweep.profile.phases import climb_steps, ladder_windows
 from sweep.store import Store
-from sweep.study.climb_on import next_climb
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -25,12 +25,12 @@ from sweep.analysis.run_stats import RunStats
 from sweep.analysis.tiers import StoredRequest
 from sweep.core.types import CUT, RequestRecord, RequestSpec, ServerConfig
 from sweep.drivers.http import HttpDriver
+from sweep.ladder.refine import step_bracket
+from sweep.ladder.runner import LadderRunner
+from sweep.ladder.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.launchers.base import ServerHandle
 from sweep.profile import SLA, RateArrival, Window, load_profile
 from sweep.store import Store
-from sweep.study.ladder import LadderRunner
-from sweep.study.refine import step_bracket
-from sweep.study.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.workload.lexicon import for_model
 from sweep.workload.stream import RequestStream
 

@@ -17,10 +17,10 @@ from rich.console import Console
 from sweep.core.errors import Fenced
 from sweep.core.types import Placement, ServerConfig
 from sweep.fleet.shared_study import create_study
+from sweep.ladder.runner import LadderStep, StepStart
 from sweep.profile import load_profile
 from sweep.store import Store
 from sweep.study import liveness
-from sweep.study.ladder import LadderStep, StepStart
 from sweep.study.orchestrator import Orchestrator
 from sweep.study.recovery import on_requeued
 

@@ -115,10 +115,10 @@ def test_record_and_chunk_bytes_bound_what_records_take(out: int) -> None:
 
 
 def test_streamed_record_bytes_bound_what_a_streamed_windows_records_keep(tmp_path: Path) -> None:
-    # a streamed window (sweep.study.recorder): each ended record is folded and stored in batches; what stays in
+    # a streamed window (sweep.ladder.recorder): each ended record is folded and stored in batches; what stays in
     # Python memory per request and token is bounded by RECORD_BYTES and STREAMED_CHUNK_BYTES (the ITL gaps are on
     # disk, mapped only at the window's end: docs/memory.md's RSS figures hold those)
-    from sweep.study.recorder import Recorder
+    from sweep.ladder.recorder import Recorder
 
     store = Store(f"sqlite:///{tmp_path / 'r.db'}")
     try:

@@ -23,10 +23,10 @@ from sweep.analysis.ladder_steps import LadderStep, ladder_knee
 from sweep.analysis.run_stats import RunStats
 from sweep.analysis.significance import difference, ties
 from sweep.core.types import ServerConfig
+from sweep.ladder.runner import LadderRunner
+from sweep.ladder.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.profile import SLA, load_profile
 from sweep.store import Store
-from sweep.study.ladder import LadderRunner
-from sweep.study.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.workload.lexicon import for_model
 from sweep.workload.stream import RequestStream
 

@@ -132,8 +132,8 @@ def test_the_defaults_tie_with_a_winner_the_data_do_not_rank_above_them(tmp_path
 
 
 def test_a_refinement_that_stopped_wider_than_its_tolerance_says_so() -> None:
+    from sweep.ladder.refine import refine
     from sweep.profile import SLA, Refine
-    from sweep.study.refine import refine
 
     steps = [_step(1, 16, 900, True), _step(2, 64, 300, False)]
     ran: list[LadderStep] = []

@@ -9,11 +9,11 @@ import pytest
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig, WindowResult
+from sweep.ladder.runner import LadderOutcome, LadderRunner
+from sweep.ladder.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.launchers.base import ServerHandle, StopReport
 from sweep.profile import RateArrival, load_profile
 from sweep.store import ConfigRecord, Store
-from sweep.study.ladder import LadderOutcome, LadderRunner
-from sweep.study.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.workload.lexicon import for_model
 from sweep.workload.stream import RequestStream
 

@@ -14,11 +14,11 @@ from sweep.analysis.knee import KneeResult, StepPoint
 from sweep.analysis.ladder_steps import LadderStep, knee_on_short, ladder_knee, steps_knee
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig
+from sweep.ladder.runner import LadderOutcome
 from sweep.profile import load_profile
 from sweep.profile.phases import phase_window
 from sweep.store import PriorRecord
 from sweep.study import prior
-from sweep.study.ladder import LadderOutcome
 from sweep.study.search import Search
 from sweep.views.plan import launch_seconds, study_plan
 
@@ -170,9 +170,9 @@ def test_a_knee_on_a_short_window_is_not_the_answer_until_measured_at_full_lengt
 def test_the_ladder_runs_far_steps_short_and_measures_a_short_knee_again(tmp_path: Path) -> None:
     import uuid
 
+    from sweep.ladder.runner import LadderRunner
+    from sweep.ladder.wiring import make_driver, make_launcher, model_path
     from sweep.store import Store
-    from sweep.study.ladder import LadderRunner
-    from sweep.study.wiring import make_driver, make_launcher, model_path
     from sweep.workload.lexicon import for_model
     from sweep.workload.stream import RequestStream
 

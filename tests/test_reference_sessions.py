@@ -17,9 +17,9 @@ from sweep.core.errors import UsageError
 from sweep.core.types import ServerConfig, WindowResult
 from sweep.drivers.http import HttpDriver
 from sweep.drivers.reference import H11Reference
+from sweep.ladder.crosscheck_step import choose_reference, flush_cache
 from sweep.launchers.base import ServerHandle
 from sweep.profile import SLA, Window, Workload, load_profile
-from sweep.study.crosscheck_step import choose_reference, flush_cache
 from sweep.workload.lexicon import SIM
 from sweep.workload.sessions import Conversation, Reply, SessionStream
 

@@ -14,12 +14,12 @@ import pytest
 
 from sweep.analysis.boundary import WindowSample, estimate_boundary, sla_ratio
 from sweep.core.types import ServerConfig
+from sweep.ladder.runner import LadderOutcome, LadderRunner
+from sweep.ladder.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.profile import SLA, load_profile
 from sweep.profile.phases import ladder_windows
 from sweep.report.answer import answer_lines
 from sweep.store import Store
-from sweep.study.ladder import LadderOutcome, LadderRunner
-from sweep.study.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.views.answer import build_answer
 from sweep.views.context import study_context
 from sweep.views.plan import planned_configs, study_plan

@@ -8,8 +8,8 @@ from typing import Any
 
 from sweep.analysis.knee import StepPoint, knee_goodput_ci
 from sweep.core.types import ServerConfig
+from sweep.ladder.runner import LadderOutcome
 from sweep.profile import Screening, load_profile
-from sweep.study.ladder import LadderOutcome
 from sweep.study.orchestrator import Orchestrator
 from sweep.study.search import Search, promoted
 

@@ -12,8 +12,8 @@ from sweep.analysis.crosscheck import FigureKind, Tolerance
 from sweep.analysis.measure import compute_stats
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig
+from sweep.ladder.wiring import ROOT, make_driver, make_launcher
 from sweep.profile import Profile, load_profile
-from sweep.study.wiring import ROOT, make_driver, make_launcher
 from sweep.workload.requests import build_workload
 
 # Low concurrency so a loaded 2-core CI machine's Python keeps up with the simulated GPU's wall clock:

@@ -24,12 +24,12 @@ from sweep.drivers.coord import Coord
 from sweep.drivers.http import HttpDriver
 from sweep.drivers.virtual import VirtualDriver
 from sweep.drivers.worker import Plan, run_worker
+from sweep.ladder.recorder import Recorder
 from sweep.launchers.base import ServerHandle
 from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import SLA, GammaArrival, Window
 from sweep.profile.warmup import WarmupRule
 from sweep.store import Store
-from sweep.study.recorder import Recorder
 from sweep.workload.sessions import SessionStream
 
 SLA_ = SLA(ttft_ms=2000, tpot_ms=60)

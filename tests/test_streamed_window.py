@@ -17,11 +17,11 @@ from sweep.analysis.measure import compute_stats
 from sweep.core.errors import Fenced
 from sweep.core.types import RequestRecord, RequestSpec, ServerConfig, WindowResult
 from sweep.drivers.virtual import VirtualDriver
+from sweep.ladder.recorder import Recorder
 from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import SLA, Window
 from sweep.store import Store
 from sweep.store import queries as q
-from sweep.study.recorder import Recorder
 
 SLA_ = SLA(ttft_ms=2000, tpot_ms=60)
 

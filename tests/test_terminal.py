@@ -27,8 +27,8 @@ from rich.console import Console
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig
+from sweep.ladder.runner import LadderOutcome, StepStart
 from sweep.profile import load_profile
-from sweep.study.ladder import LadderOutcome, StepStart
 from sweep.ui.progress import StudyProgress, eta_seconds, result_lines
 
 ROOT = Path(__file__).resolve().parent.parent

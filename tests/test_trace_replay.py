@@ -149,8 +149,8 @@ def test_an_openai_log_with_a_time_field_is_a_trace_in_file_order(tmp_path: Path
 def test_a_scale_step_and_a_bisected_rate_replay_the_trace_at_that_rate(tmp_path: Path) -> None:
     """Step i of a time-scale ladder offers scales[i] x the recorded rate, and a refinement window's bisected rate
     (req/s) is the trace at rate / recorded: its gaps divided by that, its order kept."""
+    from sweep.ladder.step_verdicts import offered_rate
     from sweep.profile import TraceArrival
-    from sweep.study.step_verdicts import offered_rate
 
     t, _ = _recorded()
     rec = (len(t) - 1) / t[-1]

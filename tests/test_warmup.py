@@ -18,11 +18,11 @@ from sweep.analysis.measure import compute_stats, in_window, ttft_ms
 from sweep.core.types import RequestRecord, RequestSpec, ServerConfig, WindowResult
 from sweep.drivers.http import HttpDriver
 from sweep.drivers.virtual import VirtualDriver
+from sweep.ladder.wiring import make_driver, make_launcher
 from sweep.launchers.base import ServerHandle
 from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import SLA, Profile, RateArrival, Window, load_profile
 from sweep.study.orchestrator import Orchestrator
-from sweep.study.wiring import make_driver, make_launcher
 from sweep.workload.requests import build_workload
 
 ROOT = Path(__file__).resolve().parent.parent

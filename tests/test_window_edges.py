@@ -22,13 +22,13 @@ from sweep.analysis.tiers import judge_stats
 from sweep.analysis.window_edges import CUT_SHARE, drain_note
 from sweep.core.types import CUT, RequestSpec, ServerConfig
 from sweep.drivers.http import HttpDriver
+from sweep.ladder.runner import LadderOutcome, LadderRunner
+from sweep.ladder.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.launchers.base import ServerHandle
 from sweep.profile import SLA as Bounds
 from sweep.profile import Window, load_profile
 from sweep.report.tables import steps_table
 from sweep.store import Store
-from sweep.study.ladder import LadderOutcome, LadderRunner
-from sweep.study.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.views.answer import build_answer
 from sweep.views.context import study_context
 from sweep.workload.lexicon import for_model

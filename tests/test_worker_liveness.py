@@ -13,9 +13,9 @@ import pytest
 
 from sweep.core.types import Placement, ServerConfig
 from sweep.fleet.shared_study import create_study
+from sweep.ladder.runner import LadderRunner
 from sweep.profile import load_profile
 from sweep.store import Store
-from sweep.study.ladder import LadderRunner
 from sweep.study.orchestrator import Orchestrator
 from sweep.study.search import Search
 

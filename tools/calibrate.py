@@ -44,9 +44,9 @@ from sweep.analysis.knee import StepPoint, find_knee  # noqa: E402
 from sweep.analysis.measure import compute_stats  # noqa: E402
 from sweep.core.types import ServerConfig  # noqa: E402
 from sweep.drivers.virtual import VirtualDriver  # noqa: E402
+from sweep.ladder.step_inputs import StepInputs  # noqa: E402
 from sweep.launchers.base import ServerHandle  # noqa: E402
 from sweep.profile import Profile  # noqa: E402
-from sweep.study.step_inputs import StepInputs  # noqa: E402
 from sweep.workload.stream import RequestStream  # noqa: E402
 
 DEFAULT_LOGS = "decode-lines-mfs*.txt"  # under --data: the kv-calib logs (the matrix's: decode-lines-matrix-x0-*.txt)

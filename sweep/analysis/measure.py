@@ -178,7 +178,7 @@ def fold_chunks(rec: RequestRecord, start: float, end: float) -> list[float]:
     Every statistic of compute_stats but ITL reads the same from the folded record for the window [start, end)
     (first_token_at, the last chunk's time, the chunks' token sum and the tokens arriving in the window are kept);
     the ITL gaps it no longer holds are returned, to be handed to compute_stats as WindowResult.itl_ms. A streamed
-    window (sweep.study.recorder) so keeps a few numbers per request instead of two per token.
+    window (sweep.ladder.recorder) so keeps a few numbers per request instead of two per token.
     """
     gaps = itl_gaps_ms(rec)
     groups: dict[int, tuple[float, int]] = {}

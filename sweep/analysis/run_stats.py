@@ -93,7 +93,7 @@ class RunStats:
     warmup_requests: int  # requests completed when the window opened (before issue 28: the profile's warm-up count)
     warmup_s: float  # seconds from the step's start to the window's opening (before: the profile's warmup_seconds)
     # the hit rate a perfect prefix cache gets on what the window sent, unbounded and capped at the configuration's
-    # KV pool (sweep.study.step_inputs, sweep.workload.prefix_cache): filled by the ladder, not by measure
+    # KV pool (sweep.ladder.step_inputs, sweep.workload.prefix_cache): filled by the ladder, not by measure
     cache_hit_rate_predicted: float | None = None
     cache_hit_rate_capped: float | None = None
     # How the measured window opened (issue 28 §1): which warm-up condition was met last -- "requests" (the warm-up

@@ -322,9 +322,9 @@ class WindowResult:
     simulated: bool = False
     aborted: str | None = None  # reason if the window could not complete
     # seconds the client process itself was not running (SIGSTOP, a VM pause, swap) inside the measured window: the
-    # server's latency then holds the client's pause, so the ladder measures the step again (sweep.study.ladder)
+    # server's latency then holds the client's pause, so the ladder measures the step again (sweep.ladder.runner)
     suspended_s: float = 0.0
-    # a streamed window (sweep.study.recorder): its records' chunks were folded (sweep.analysis.measure.fold_chunks)
+    # a streamed window (sweep.ladder.recorder): its records' chunks were folded (sweep.analysis.measure.fold_chunks)
     # and these are the ITL gaps (ms) of its measured successful records, in the records' order; None: not folded
     itl_ms: np.ndarray | None = None
     window_opened_by: str | None = None  # the warm-up condition met last (see warmup_requests above)

@@ -2,7 +2,7 @@
 
 The client workers (sweep.drivers.worker) send the requests that ended in bounded batches while the window runs:
 in the driver's own process they are put here directly, from a spawned client process they come over its pipe
-(`receive`). One thread of this process takes them in order and hands each to the sink (sweep.study.recorder: it
+(`receive`). One thread of this process takes them in order and hands each to the sink (sweep.ladder.recorder: it
 folds the record's chunks and stores requests in batches) once the window's start is known, so neither a client
 process nor this one holds a whole window of per-token chunks, and the sink's folding and database writes never run
 on an event loop that reads the streams' chunks.

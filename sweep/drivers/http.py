@@ -81,7 +81,7 @@ class HttpDriver:
     """Runs one ladder step against a server URL: closed loop (`concurrency` users) or an open-loop arrival."""
 
     simulated = False
-    streams = True  # run_window takes a sink (sweep.study.recorder): ended requests are handed over in batches
+    streams = True  # run_window takes a sink (sweep.ladder.recorder): ended requests are handed over in batches
 
     def __init__(self, api: str = "generate", model_name: str = "default", metrics_interval_s: float = 1.0,
                  think_time_s: float = 0.0, probes: Callable[[ServerHandle, Clock], list[Probe]] | None = None,

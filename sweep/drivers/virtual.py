@@ -83,7 +83,7 @@ class VirtualDriver:
             return "no engine"
         return None if eng.flush_cache() else "the engine still holds requests"
 
-    streams = True  # run_window takes a sink (sweep.study.recorder): each ended request is handed over at once
+    streams = True  # run_window takes a sink (sweep.ladder.recorder): each ended request is handed over at once
 
     def run_window(self, handle: ServerHandle, specs: Requests, concurrency: int,
                    window: Window, arrival: ArrivalProcess | None = None,

@@ -32,7 +32,7 @@ class GpuSummary(TypedDict):
 
 class Environment(TypedDict, total=False):
     """Where a study runs: what a launcher reports (Launcher.environment()) and, after
-    sweep.study.environment.normalise_env, the same facts under the environments table's column names (keys that
+    sweep.ladder.environment.normalise_env, the same facts under the environments table's column names (keys that
     are no column land in its extra_json)."""
 
     kind: LauncherKind  # the launcher that reports

@@ -1,16 +1,15 @@
-"""Running a study: the orchestrator, the ladder on one launch, the Optuna search and its sampler, the soak,
-the cross-check step, launch bookkeeping, resume and recovery after dead workers, liveness, and `doctor`.
+"""The search over configurations: the orchestrator, the Optuna search and its sampler, the simulated prior, resume
+and recovery after dead workers, liveness, resources, the dashboard and `doctor`. One configuration's ladder on
+one server (steps, climbing on, refinement, the soak, the cross-check step, launch bookkeeping, the recorder,
+wiring) is the floor below: sweep/ladder/.
 
 Import each name from the module that defines it (this package lends none):
 - `doctor`: `doctor_ok`, `profile_flags`, `render`, `run_doctor`, `workers_check`
-- `environment`: `normalise_env`
-- `ladder`: `LadderOutcome`, `LadderRunner`, `StepStart`, `saturated`
 - `liveness`: `optuna_storage`, `sweep_version`
 - `orchestrator`: `KneeRun`, `Orchestrator`
+- `prior`: the simulator as a prior and a screen
 - `sampler`: `make_sampler`, `suggest`
 - `search`: `CONSTRAINT_ATTR`, `FAILURE_ATTR`, `FEASIBLE_ATTR`, `ORCHESTRATOR_FAILURE`, `REQUEUED_ATTR`, `Search`,
   `StudyResult`, `promoted`
-- `step_inputs`: `StepInputs`
 - `trial_guard`: `CONFIGURATION_FAILURE`, `TrialGuard`, `storage_error`
-- `wiring`: `ROOT`, `make_driver`, `make_launcher`, `model_path`, `predictor`, `server_model`
 """

@@ -145,7 +145,7 @@ def _database(db_url: str) -> Check:
 def _model(profile: Profile) -> Check:
     if profile.server.launcher == "attach":
         return Check("model", None, "attach: the server's own model is used")
-    from sweep.study.wiring import (
+    from sweep.ladder.wiring import (
         model_path,  # the launcher's own resolution: repo-relative paths work from any cwd
     )
 

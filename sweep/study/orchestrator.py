@@ -12,25 +12,11 @@ from typing import Protocol
 
 from sweep.analysis.winner import Winner
 from sweep.core.errors import NotFound, ProfileError, UsageError, WorkloadError
-from sweep.launchers.placement import WorkerSeat, detect
-from sweep.profile import Profile
-from sweep.profile.context_len import server_context
-from sweep.profile.grid import grid
-from sweep.report.document import ReportFiles, write_report
-from sweep.store import PriorRecord, Store
-from sweep.study import prior
-from sweep.study.dashboard import tell_winner
-from sweep.study.doctor import require_engine
-from sweep.study.environment import EnvironmentRecord, normalise_env
-from sweep.study.ladder import LadderOutcome, LadderRunner, StartCallback, StepCallback
-from sweep.study.launch import ServerCallback
-from sweep.study.liveness import WorkerIdentity, sweep_version
-from sweep.study.recovery import alone, on_fenced, on_requeued, worker_ended
-from sweep.study.resources import refuse_oversized
-from sweep.study.resume import open_study, reuse_outcome, soak_done
-from sweep.study.search import Search, StudyResult
-from sweep.study.step_inputs import refuse_short_dataset
-from sweep.study.wiring import (
+from sweep.ladder.environment import EnvironmentRecord, normalise_env
+from sweep.ladder.launch import ServerCallback
+from sweep.ladder.runner import LadderOutcome, LadderRunner, StartCallback, StepCallback
+from sweep.ladder.step_inputs import refuse_short_dataset
+from sweep.ladder.wiring import (
     ROOT,
     make_driver,
     make_launcher,
@@ -40,6 +26,20 @@ from sweep.study.wiring import (
     resolve_launcher_kind,
     server_model,
 )
+from sweep.launchers.placement import WorkerSeat, detect
+from sweep.profile import Profile
+from sweep.profile.context_len import server_context
+from sweep.profile.grid import grid
+from sweep.report.document import ReportFiles, write_report
+from sweep.store import PriorRecord, Store
+from sweep.study import prior
+from sweep.study.dashboard import tell_winner
+from sweep.study.doctor import require_engine
+from sweep.study.liveness import WorkerIdentity, sweep_version
+from sweep.study.recovery import alone, on_fenced, on_requeued, worker_ended
+from sweep.study.resources import refuse_oversized
+from sweep.study.resume import open_study, reuse_outcome, soak_done
+from sweep.study.search import Search, StudyResult
 from sweep.views.answer import Answer, build_answer, winner_records
 from sweep.views.context import ConfigFailure, study_context
 from sweep.views.footprint import study_footprint
@@ -167,7 +167,7 @@ class Orchestrator:
                             context_len=server_context(self.profile))
         refuse_short_dataset(self.profile, specs)
         if self.profile.crosscheck.enabled:  # a reference that cannot run is one clear line before anything is stored
-            from sweep.study.crosscheck_step import choose_reference
+            from sweep.ladder.crosscheck_step import choose_reference
 
             choose_reference(self.profile, model_path(self.profile), for_model(model_path(self.profile)))
         require_engine(self.profile, self.kind)  # sglang missing: one line now, not a crash per configuration
@@ -221,7 +221,7 @@ class Orchestrator:
         runner.on_step_start = on_step_start
         runner.on_server = self.on_server
         if self.profile.crosscheck.enabled:
-            from sweep.study.crosscheck_step import CrossChecker
+            from sweep.ladder.crosscheck_step import CrossChecker
 
             runner.crosscheck = CrossChecker(self.profile, self.store, study_id, specs, model_path(self.profile),
                                              for_model(model_path(self.profile)), say=self.say)
@@ -239,7 +239,7 @@ class Orchestrator:
             self.say(f"resume: {requeued} interrupted trial(s) queued again")
 
         def soak() -> None:
-            from sweep.study.soak import run_soak
+            from sweep.ladder.soak import run_soak
 
             winner = read_study(self.store, study_id).winner
             if winner is None or soak_done(self.store, study_id):

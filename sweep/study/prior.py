@@ -24,7 +24,7 @@ a real screen runs among those only when there are more of them than the finals 
 own cut, `Screening.kept`, of the survivors). Each dropped configuration is stored with its simulated goodput and
 the reason. Where the prior cannot rank (`cannot_rank` says why, one line), nothing is dropped and the study screens
 as it would without a prior. The prior also predicts each configuration's knee (`knee_concurrency`): final steps far
-from it run short windows (sweep.study.far_windows).
+from it run short windows (sweep.ladder.far_windows).
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ from datetime import datetime
 from sweep.analysis.ladder_steps import ladder_phase, steps_knee
 from sweep.core.errors import UsageError
 from sweep.core.types import ServerConfig
+from sweep.ladder.runner import LadderOutcome
 from sweep.profile import Profile
 from sweep.store import Store
-from sweep.study.ladder import LadderOutcome
 from sweep.study.recovery import clean_after_dead
 
 

@@ -12,11 +12,11 @@ import optuna
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.core.errors import Fenced
 from sweep.core.types import ServerConfig
+from sweep.ladder.runner import LadderOutcome, LadderRunner
 from sweep.profile import Profile, Screening
 from sweep.profile.grid import grid, grid_size
 from sweep.store import PriorRecord
 from sweep.study import liveness, prior
-from sweep.study.ladder import LadderOutcome, LadderRunner
 from sweep.study.liveness import WorkerIdentity
 from sweep.study.sampler import make_sampler, sampler_kind, suggest
 from sweep.study.trial_guard import (

@@ -16,9 +16,9 @@ import optuna
 from sqlalchemy.exc import SQLAlchemyError
 
 from sweep.core.errors import Fenced
+from sweep.ladder.runner import LadderRunner, orchestrator_failure
 from sweep.store.errors import DatabaseError, database_error, first_line
 from sweep.study import liveness
-from sweep.study.ladder import LadderRunner, orchestrator_failure
 
 FAILURE_ATTR = liveness.FAILURE_ATTR
 ORCHESTRATOR_FAILURE = liveness.ORCHESTRATOR_FAILURE

@@ -41,9 +41,9 @@ if TYPE_CHECKING:  # the measuring commands load these; a reading command import
     from sweep.analysis.ladder_steps import LadderStep
     from sweep.analysis.run_stats import RunStats
     from sweep.core.types import ServerConfig
+    from sweep.ladder.launch import ServerEvent
+    from sweep.ladder.runner import LadderOutcome, StepStart
     from sweep.profile import Profile
-    from sweep.study.ladder import LadderOutcome, StepStart
-    from sweep.study.launch import ServerEvent
 
 WIDE = 120  # at least this many columns: one result line per window, else a head line and a numbers line
 LABEL_CHARS = 34  # a bar's description is cut to this, so the bars fit 80 columns

@@ -2,7 +2,7 @@
 database growth of the whole study, as upper bounds computed before anything starts.
 
 A window's client keeps every request record until the window ends; a study's windows are streamed (issue 23 §2:
-sweep.study.recorder folds each ended request's chunks to a few numbers, spills its ITL gaps to a scratch file and
+sweep.ladder.recorder folds each ended request's chunks to a few numbers, spills its ITL gaps to a scratch file and
 stores requests in batches while the window runs), so its memory grows with the requests and, far less than an
 unstreamed window's (every chunk's arrival time held), with the tokens it streams. How many those are depends on
 the server's speed, which is not known before the study: the bound takes the fastest server that is plausible,

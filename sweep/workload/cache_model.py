@@ -1,6 +1,6 @@
 """When a measured prefix-cache hit rate is worth a warning, against what was sent. Pure: numbers in, a verdict out.
 
-The predictions come from the exact token sequences a window sent (sweep.study.step_inputs, sweep.workload.sent,
+The predictions come from the exact token sequences a window sent (sweep.ladder.step_inputs, sweep.workload.sent,
 sweep.workload.prefix_cache): `perfect` = the hit rate of an unbounded perfect prefix cache, an upper bound no
 server can pass (it holds every token ever sent since the last flush, token-granular, and the replies the server
 cached); `capped` = the same cache held to the configuration's KV pool (LRU), what a cache of that size keeps.

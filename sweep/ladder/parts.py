@@ -1,5 +1,5 @@
 """What one launch measures and what one configuration's ladder produced: the records LadderRunner
-(sweep.study.ladder) takes and returns, and the callbacks it calls."""
+(sweep.ladder.runner) takes and returns, and the callbacks it calls."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from sweep.analysis.knee import KneeResult
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig, WindowResult
+from sweep.ladder.far_windows import FarPlan
 from sweep.profile import Arrival, Window
-from sweep.study.far_windows import FarPlan
 
 __all__ = ["Climb", "LadderOutcome", "StartCallback", "StepCallback", "StepJudge", "StepStart", "StopCheck"]
 
@@ -73,5 +73,5 @@ class Climb:
     arrival: Arrival | None = None
     judge: StepJudge | None = None
     complete: str = "ladder complete"  # the stop_reason of a climb that ran every step
-    climb_on: bool = False  # a final ladder that passes its top step climbs on past it (sweep.study.climb_on)
-    far: FarPlan | None = None  # steps far from the prior's predicted knee run short windows (sweep.study.far_windows)
+    climb_on: bool = False  # a final ladder that passes its top step climbs on past it (sweep.ladder.climb_on)
+    far: FarPlan | None = None  # steps far from the prior's predicted knee run short windows (sweep.ladder.far_windows)

@@ -135,7 +135,7 @@ def refuse_short_dataset(profile: Profile, specs: Requests) -> None:
     Open loop: every step's schedule is known: the sends before each window's earliest end are the need
     (sweep.profile.arrival.SendSchedule.needed). Closed loop: the need depends on the server's speed, so the least
     any ladder can send is checked (each step's warm-up and one request per user); a configuration that runs out
-    later stops its own ladder with the reason (sweep.study.ladder), never the study.
+    later stops its own ladder with the reason (sweep.ladder.runner), never the study.
     """
     cap = specs.capacity if isinstance(specs, StreamView) else None
     if cap is None:

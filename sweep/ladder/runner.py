@@ -19,13 +19,10 @@ from sweep.core import interrupt
 from sweep.core.errors import Fenced, LaunchError, ServerDied
 from sweep.core.types import Placement, ServerConfig
 from sweep.drivers import Driver
-from sweep.launchers.base import Launcher, ServerHandle
-from sweep.profile import Arrival, Profile, RateArrival, Window
-from sweep.profile.phases import climbs_on, phase_window, refines
-from sweep.store import Store
-from sweep.study.climb_on import NextWindow, measure_again, next_climb, resolved_max_running
-from sweep.study.far_windows import KneeGuess, far_plan
-from sweep.study.ladder_parts import (
+from sweep.ladder.climb_on import NextWindow, measure_again, next_climb, resolved_max_running
+from sweep.ladder.far_windows import KneeGuess, far_plan
+from sweep.ladder.launch import Launch, ServerCallback, ServerEvent, launch_status
+from sweep.ladder.parts import (
     Climb,
     LadderOutcome,
     StartCallback,
@@ -34,11 +31,14 @@ from sweep.study.ladder_parts import (
     StepStart,
     StopCheck,
 )
-from sweep.study.launch import Launch, ServerCallback, ServerEvent, launch_status
-from sweep.study.recorder import Recorder
-from sweep.study.refine import REFINE_PHASE, refine
-from sweep.study.step_inputs import StepInputs
-from sweep.study.step_verdicts import error_kinds, offered_rate, saturated, window_failure
+from sweep.ladder.recorder import Recorder
+from sweep.ladder.refine import REFINE_PHASE, refine
+from sweep.ladder.step_inputs import StepInputs
+from sweep.ladder.step_verdicts import error_kinds, offered_rate, saturated, window_failure
+from sweep.launchers.base import Launcher, ServerHandle
+from sweep.profile import Arrival, Profile, RateArrival, Window
+from sweep.profile.phases import climbs_on, phase_window, refines
+from sweep.store import Store
 from sweep.workload.stream import Requests, StreamExhausted
 
 SUSPENDED_AGAIN = 2  # a step whose window sweep's own suspension spoiled is measured again at most this often
@@ -71,7 +71,7 @@ class LadderRunner:
         self.on_step_start: StartCallback | None = None
         self.on_server: ServerCallback | None = None  # each launch's launching, ready/failed and stopped
         self.placement: Placement | None = None  # the study worker, host and GPU group every row records
-        self.crosscheck: Any = None  # sweep.study.crosscheck_step.CrossChecker: a reference client after every window
+        self.crosscheck: Any = None  # sweep.ladder.crosscheck_step.CrossChecker: a reference client after every window
         self.attempt: int | None = None  # the server_configs row of the launch in progress (or the last one)
         # sweep.launchers.prediction.Predictor: each launch's memory plan, stored; one that won't start is skipped
         self.predict: Callable[[ServerConfig], MemoryPlan] | None = None
@@ -182,7 +182,7 @@ class LadderRunner:
 
     def _past_the_ladder(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> None:
         """After the ladder, on the same warm server: climb on past a passing top step, refine the bracket, and
-        measure a flagged peak again (sweep.study.climb_on); a window that cannot complete ends what follows, the
+        measure a flagged peak again (sweep.ladder.climb_on); a window that cannot complete ends what follows, the
         windows measured so far stand."""
         usable = True
         if climb.climb_on:
@@ -207,7 +207,7 @@ class LadderRunner:
 
     def _full_knee(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> bool:
         """A knee that lands on a far step's short window is measured again at full length before it is the answer
-        (sweep.study.far_windows); whether the server can take another window."""
+        (sweep.ladder.far_windows); whether the server can take another window."""
         for _ in range(len(outcome.steps)):
             short = knee_on_short(outcome.steps, self.profile.search.flatten_threshold)
             if short is None:
@@ -235,7 +235,7 @@ class LadderRunner:
         return list(scratch.steps), False
 
     def _refine(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> None:
-        """Bisect the outcome's bracket on the running server (sweep.study.refine) and store its SLA boundary."""
+        """Bisect the outcome's bracket on the running server (sweep.ladder.refine) and store its SLA boundary."""
 
         by_rate = self.profile.rate_ladder
         ladder = list(outcome.steps)

@@ -12,9 +12,9 @@ from sweep.analysis.run_stats import RunStats
 from sweep.analysis.soak import SoakVerdict, judge, soak_rate
 from sweep.analysis.winner import Winner
 from sweep.core.types import WindowResult
+from sweep.ladder.runner import LadderRunner
 from sweep.profile import Profile, RateArrival
 from sweep.profile.phases import phase_window
-from sweep.study.ladder import LadderRunner
 
 
 def run_soak(profile: Profile, runner: LadderRunner, winner: Winner) -> SoakVerdict:
