@@ -9,6 +9,7 @@ import pytest
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig, WindowResult
+from sweep.ladder.parts import LadderHooks
 from sweep.ladder.runner import LadderOutcome, LadderRunner
 from sweep.ladder.wiring import ROOT, make_driver, make_launcher, model_path
 from sweep.launchers.base import ServerHandle, StopReport
@@ -20,14 +21,16 @@ from sweep.workload.stream import RequestStream
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 
-def _runner(store: Store, tmp_path: Path, overrides: dict[str, object] | None = None) -> LadderRunner:
+def _runner(store: Store, tmp_path: Path, overrides: dict[str, object] | None = None,
+            hooks: LadderHooks | None = None) -> LadderRunner:
     """A runner of the smoke profile on the in-process simulator, with a study of its own in `store`."""
     prof = load_profile(SMOKE, {"server.launcher": "sim", **(overrides or {})})
     study_id = store.create_study("ladder", prof.name, prof.model_dump_json(), prof.fingerprint(), "grid", True,
                                   "virtual", None)
     launcher = make_launcher(prof, "sim", "virtual", tmp_path / "logs")
     specs = RequestStream(prof.workload, base_dir=ROOT, lexicon=for_model(model_path(prof)))
-    return LadderRunner(prof, launcher, make_driver(prof, "virtual", launcher), store, study_id, specs, "virtual")
+    return LadderRunner(prof, launcher, make_driver(prof, "virtual", launcher), store, study_id, specs, "virtual",
+                        hooks)
 
 
 def _config_row(store: Store, outcome: LadderOutcome) -> ConfigRecord:
@@ -101,12 +104,10 @@ def test_should_stop_prunes_the_rest_of_the_ladder(sqlite_store: Store, tmp_path
 
 def test_an_orchestrator_failure_mid_ladder_aborts_the_attempt(sqlite_store: Store, tmp_path: Path) -> None:
     """Ctrl-C during a ladder is not the configuration's fault: its row is aborted (redone on resume)."""
-    runner = _runner(sqlite_store, tmp_path, {"ladder": [2, 4]})
-
     def interrupted(config: ServerConfig, concurrency: int, step: LadderStep) -> None:
         raise KeyboardInterrupt
 
-    runner.on_step = interrupted
+    runner = _runner(sqlite_store, tmp_path, {"ladder": [2, 4]}, LadderHooks(on_step=interrupted))
     with pytest.raises(KeyboardInterrupt):
         runner.run(ServerConfig(max_running_requests=8))
     (row,) = sqlite_store.server_configs(1)

@@ -170,6 +170,7 @@ def test_a_knee_on_a_short_window_is_not_the_answer_until_measured_at_full_lengt
 def test_the_ladder_runs_far_steps_short_and_measures_a_short_knee_again(tmp_path: Path) -> None:
     import uuid
 
+    from sweep.ladder.parts import LadderHooks
     from sweep.ladder.runner import LadderRunner
     from sweep.ladder.wiring import make_driver, make_launcher, model_path
     from sweep.store import Store
@@ -184,7 +185,7 @@ def test_the_ladder_runs_far_steps_short_and_measures_a_short_knee_again(tmp_pat
     specs = RequestStream(prof.workload, base_dir=ROOT, lexicon=for_model(model_path(prof)))
     # a predicted knee of 1: steps above 2 are far (short windows); the ladder's knee lands on one
     runner = LadderRunner(prof, launcher, make_driver(prof, "virtual", launcher), store, study_id, specs, "virtual",
-                          predicted_knee=lambda _c: 1.0)
+                          LadderHooks(predicted_knee=lambda _c: 1.0))
     outcome = runner.run(ServerConfig(max_running_requests=8))
     runs = [r for r in store.study_runs(study_id) if r.status == "completed"]
     plan = [(r.concurrency, r.short_window, r.planned_measure_s) for r in runs]

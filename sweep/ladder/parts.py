@@ -5,16 +5,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sweep.analysis.boundary import Boundary
 from sweep.analysis.knee import KneeResult
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.run_stats import RunStats
-from sweep.core.types import ServerConfig, WindowResult
-from sweep.ladder.far_windows import FarPlan
+from sweep.core.types import Placement, ServerConfig, WindowResult
+from sweep.ladder.far_windows import FarPlan, KneeGuess
+from sweep.ladder.launch import ServerCallback
+from sweep.launchers.base import ServerHandle
 from sweep.profile import Arrival, Window
 
-__all__ = ["Climb", "LadderOutcome", "StartCallback", "StepCallback", "StepJudge", "StepStart", "StopCheck"]
+if TYPE_CHECKING:
+    from sglang_sim.params import MemoryPlan
+    from sweep.ladder.crosscheck_step import CrossChecker  # the reference client: loaded where it is enabled
+
+__all__ = ["Climb", "LadderHooks", "LadderOutcome", "StartCallback", "StepCallback", "StepJudge", "StepStart",
+           "StopCheck"]
 
 
 @dataclass
@@ -56,6 +64,22 @@ class StepStart:
 StartCallback = Callable[[StepStart], None]
 StopCheck = Callable[[int, LadderStep], bool]  # step index, step -> True stops the ladder (pruning)
 StepJudge = Callable[[WindowResult, RunStats], str]  # a window and its stats -> the run's verdict line
+
+
+@dataclass(frozen=True)
+class LadderHooks:
+    """What a LadderRunner calls and carries besides its launcher, driver and store, fixed when it is built (issue
+    32: one frozen value at construction, no attributes set later). Every field is optional: a bare runner (tests,
+    benches) measures and stores its windows and calls nobody."""
+
+    on_step: StepCallback | None = None  # after each stored step
+    on_launch: Callable[[ServerHandle], None] | None = None  # each ready server (the environment row)
+    on_step_start: StartCallback | None = None  # before each window (the terminal's bars)
+    on_server: ServerCallback | None = None  # each launch's launching, ready/failed and stopped
+    placement: Placement | None = None  # the study worker, host and GPU group every row records
+    crosscheck: CrossChecker | None = None  # a reference client after every window (profile crosscheck)
+    predict: Callable[[ServerConfig], MemoryPlan] | None = None  # each launch's memory plan, stored; infeasible: skipped
+    predicted_knee: KneeGuess | None = None  # the simulated prior's knee of a configuration (search.far_windows)
 
 
 @dataclass(frozen=True)

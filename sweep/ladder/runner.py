@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
-from sglang_sim.params import MemoryPlan
 from sweep.analysis.early_stop import window_test
 from sweep.analysis.ladder_steps import LadderStep, knee_on_short, steps_knee
 from sweep.analysis.loads import load_words
@@ -17,16 +15,15 @@ from sweep.analysis.run_stats import RunStats
 from sweep.analysis.tiers import StoredRequest
 from sweep.core import interrupt
 from sweep.core.errors import Fenced, LaunchError, ServerDied
-from sweep.core.types import Placement, ServerConfig
+from sweep.core.types import ServerConfig
 from sweep.drivers import Driver
 from sweep.ladder.climb_on import NextWindow, measure_again, next_climb, resolved_max_running
-from sweep.ladder.far_windows import KneeGuess, far_plan
-from sweep.ladder.launch import Launch, ServerCallback, ServerEvent, launch_status
+from sweep.ladder.far_windows import far_plan
+from sweep.ladder.launch import Launch, ServerEvent, launch_status
 from sweep.ladder.parts import (
     Climb,
+    LadderHooks,
     LadderOutcome,
-    StartCallback,
-    StepCallback,
     StepJudge,
     StepStart,
     StopCheck,
@@ -55,10 +52,8 @@ class LadderRunner:
     """Launches one configuration, climbs the profile's ladder on that instance, stops the server."""
 
     def __init__(self, profile: Profile, launcher: Launcher, driver: Driver, store: Store, study_id: int,
-                 specs: Requests, driver_name: str, on_step: StepCallback | None = None,
-                 on_launch: Callable[[ServerHandle], None] | None = None, predicted_knee: KneeGuess | None = None):
+                 specs: Requests, driver_name: str, hooks: LadderHooks | None = None):
         self.profile = profile
-        self.predicted_knee = predicted_knee  # the simulated prior's knee of a configuration (search.far_windows)
         self.launcher = launcher
         self.driver = driver
         self.store = store
@@ -66,20 +61,12 @@ class LadderRunner:
         self.specs = specs
         self.inputs = StepInputs(profile, specs, driver)  # the stream continued step to step, the cache flushed
         self.driver_name = driver_name
-        self.on_step = on_step
-        self.on_launch = on_launch
-        self.on_step_start: StartCallback | None = None
-        self.on_server: ServerCallback | None = None  # each launch's launching, ready/failed and stopped
-        self.placement: Placement | None = None  # the study worker, host and GPU group every row records
-        self.crosscheck: Any = None  # sweep.ladder.crosscheck_step.CrossChecker: a reference client after every window
+        self.hooks = hooks if hooks is not None else LadderHooks()
         self.attempt: int | None = None  # the server_configs row of the launch in progress (or the last one)
-        # sweep.launchers.prediction.Predictor: each launch's memory plan, stored; one that won't start is skipped
-        self.predict: Callable[[ServerConfig], MemoryPlan] | None = None
 
     def window_elapsed(self) -> float | None:
         """Seconds into the current window on the driver's clock; None where the driver cannot say."""
-        elapsed = getattr(self.driver, "window_elapsed", None)
-        return elapsed() if elapsed is not None else None
+        return self.driver.window_elapsed()
 
     def window_for(self, phase: str) -> Window:
         return phase_window(self.profile, phase)
@@ -92,7 +79,7 @@ class LadderRunner:
         if self.profile.search.mode == "coupled":
             return self._run_coupled(config, trial_number, phase, steps_wanted, should_stop)
         window = self.window_for(phase)
-        guess = self.predicted_knee(config) if self.predicted_knee is not None and phase == "final" else None
+        guess = self.hooks.predicted_knee(config) if self.hooks.predicted_knee is not None and phase == "final" else None
         return self._run_one(config, trial_number, Climb(tuple(steps_wanted), phase, window,
                                                          climb_on=climbs_on(self.profile, phase),
                                                          far=far_plan(self.profile, window, guess)), should_stop)
@@ -131,7 +118,7 @@ class LadderRunner:
                  should_stop: StopCheck | None) -> LadderOutcome:
         """Launch once, climb, stop the server; every step lands in the store."""
         config_id = self.store.create_server_config(self.study_id, config, self.launcher.kind, [], trial_number,
-                                                    placement=self.placement)
+                                                    placement=self.hooks.placement)
         self.attempt = config_id
         self.store.update_attempt(config_id, status="running")
         try:
@@ -148,7 +135,7 @@ class LadderRunner:
 
     def _launch_and_climb(self, config: ServerConfig, config_id: int, climb: Climb,
                           should_stop: StopCheck | None) -> LadderOutcome:
-        launch = Launch(self.launcher, self.store, config_id, self.predict, self.profile.server.skip_infeasible)
+        launch = Launch(self.launcher, self.store, config_id, self.hooks.predict, self.profile.server.skip_infeasible)
         self._server(ServerEvent("launching", config, climb.phase))
         t0 = time.monotonic()
         try:
@@ -161,8 +148,8 @@ class LadderRunner:
                                  stop_reason=f"launch {exc.reason}")
         self._server(ServerEvent("ready", handle.config, climb.phase, handle.startup_s))
         outcome = LadderOutcome(config, config_id, "completed")
-        if self.on_launch:
-            self.on_launch(handle)
+        if self.hooks.on_launch:
+            self.hooks.on_launch(handle)
         with launch:
             # Steps are labelled with what ran (an attached server's own knobs), as the configuration row is.
             self._climb(handle, handle.config, config_id, climb, outcome, should_stop)
@@ -177,8 +164,8 @@ class LadderRunner:
         return outcome
 
     def _server(self, event: ServerEvent) -> None:
-        if self.on_server is not None:
-            self.on_server(event)
+        if self.hooks.on_server is not None:
+            self.hooks.on_server(event)
 
     def _past_the_ladder(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> None:
         """After the ladder, on the same warm server: climb on past a passing top step, refine the bracket, and
@@ -274,7 +261,7 @@ class LadderRunner:
         fingerprint = self.profile.fingerprint()
         previous: RunStats | None = None
         ladder, phase = climb.ladder, climb.phase
-        crosscheck = self.crosscheck if climb.judge is None else None
+        crosscheck = self.hooks.crosscheck if climb.judge is None else None
         i, again = 0, 0  # again: windows of this step set aside because sweep itself was suspended in them
         while i < len(ladder):
             concurrency = ladder[i]
@@ -287,11 +274,11 @@ class LadderRunner:
                 offered if offered is not None and self.profile.rate_ladder else concurrency)
             expected = window.warmup_seconds + window.measure_seconds + window.drain_seconds
             run_id = self.store.create_run(self.study_id, config_id, concurrency, fingerprint,
-                                           handle.simulated, self.driver_name, phase=phase, placement=self.placement,
+                                           handle.simulated, self.driver_name, phase=phase, placement=self.hooks.placement,
                                            offered_rps=offered, planned_measure_s=window.measure_seconds,
                                            short_window=short)
-            if self.on_step_start:
-                self.on_step_start(StepStart(config, concurrency, phase, expected, self.window_elapsed))
+            if self.hooks.on_step_start:
+                self.hooks.on_step_start(StepStart(config, concurrency, phase, expected, self.window_elapsed))
             specs, not_flushed = self.inputs.before_step(handle, concurrency, window, arrival)
             if crosscheck is not None:
                 crosscheck.before_window(handle)
@@ -337,8 +324,8 @@ class LadderRunner:
             self.store.finish_run(run_id, stats, unstored, result.samples, result.window_start,
                                   status=status, reason=reason)
             row = LadderStep(run_id, concurrency, phase, stats, config_id, offered, short)
-            if self.on_step:
-                self.on_step(config, concurrency, row)
+            if self.hooks.on_step:
+                self.hooks.on_step(config, concurrency, row)
             if crosscheck is not None and result.aborted is None and result.stopped_early is None:
                 # (a window stopped early is a decided fail: a reference window beside its partial figures says nothing)
                 crosscheck.after_window(handle, config_id, concurrency, run_id, stats, phase, window,

@@ -43,6 +43,5 @@ def window_failure(launcher: Launcher, handle: ServerHandle, aborted: str, concu
     a dead server's exit status and last log lines come from its launcher where it has them."""
     if aborted != SERVER_DIED:
         return aborted if ":" in aborted.split()[0] else f"aborted: {aborted}"
-    detail = getattr(launcher, "exit_detail", None)
-    why = detail(handle) if detail is not None else None
+    why = launcher.exit_detail(handle)
     return f"crash: {SERVER_DIED} at concurrency {concurrency}" + (f": {why}" if why else "")

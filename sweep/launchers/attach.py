@@ -193,6 +193,10 @@ class AttachLauncher:
         except httpx.HTTPError:
             return False
 
+    def exit_detail(self, handle: ServerHandle) -> str | None:
+        """None: an attached server is not sweep's process: its exit is not sweep's to read."""
+        return None
+
     def environment(self) -> Environment:
         """What the server reports about itself; plus this host's GPUs (NVML) when the server listens here.
 

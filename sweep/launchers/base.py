@@ -145,3 +145,8 @@ class Launcher(Protocol):
     def environment(self) -> Environment:
         """Versions, GPU and host facts stored with each study."""
         ...
+
+    def exit_detail(self, handle: ServerHandle) -> str | None:
+        """Why a server that died during a window exited (status, classified reason, last log lines), for the run's
+        stored reason; None while it runs, or where the launcher has no process of its own to ask."""
+        ...

@@ -90,6 +90,10 @@ class VirtualLauncher:
     def alive(self, handle: ServerHandle) -> bool:
         return handle.engine is not None
 
+    def exit_detail(self, handle: ServerHandle) -> str | None:
+        """None: the in-process engine has no process that could exit."""
+        return None
+
     def environment(self) -> Environment:
         g, m = gpu_preset(self.gpu), self.shape
         return {"simulated": True, "kind": self.kind, "engine": self.dialect.name, "sglang_version": VERSION,

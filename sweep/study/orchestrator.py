@@ -14,7 +14,8 @@ from sweep.analysis.winner import Winner
 from sweep.core.errors import NotFound, ProfileError, UsageError, WorkloadError
 from sweep.ladder.environment import EnvironmentRecord, normalise_env
 from sweep.ladder.launch import ServerCallback
-from sweep.ladder.runner import LadderOutcome, LadderRunner, StartCallback, StepCallback
+from sweep.ladder.parts import LadderHooks, StartCallback, StepCallback
+from sweep.ladder.runner import LadderOutcome, LadderRunner
 from sweep.ladder.step_inputs import refuse_short_dataset
 from sweep.ladder.wiring import (
     ROOT,
@@ -216,18 +217,18 @@ class Orchestrator:
         ranking = self.store.study_prior(study_id) if self.profile.search.prior == "sim" else []
         guess = (prior.predicted_knee(ranking, grid(self.profile.search.space))
                  if ranking and self.prior_cannot_rank() is None else None)
-        runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name,
-                              on_step=on_step, on_launch=record.on_launch, predicted_knee=guess)
-        runner.on_step_start = on_step_start
-        runner.on_server = self.on_server
+        crosscheck = None
         if self.profile.crosscheck.enabled:
             from sweep.ladder.crosscheck_step import CrossChecker
 
-            runner.crosscheck = CrossChecker(self.profile, self.store, study_id, specs, model_path(self.profile),
-                                             for_model(model_path(self.profile)), say=self.say)
-        runner.predict = predictor(self.model, self.kind, self.profile, record.env)
-        runner.placement = detect(self.kind if self.driver_name != "virtual" else "virtual", self.profile,
-                                  seat.gpus, worker_id)
+            crosscheck = CrossChecker(self.profile, self.store, study_id, specs, model_path(self.profile),
+                                      for_model(model_path(self.profile)), say=self.say)
+        hooks = LadderHooks(on_step=on_step, on_launch=record.on_launch, on_step_start=on_step_start,
+                            on_server=self.on_server, crosscheck=crosscheck,
+                            predict=predictor(self.model, self.kind, self.profile, record.env),
+                            placement=detect(self.kind if self.driver_name != "virtual" else "virtual", self.profile,
+                                             seat.gpus, worker_id), predicted_knee=guess)
+        runner = LadderRunner(self.profile, launcher, driver, self.store, study_id, specs, self.driver_name, hooks)
         search = Search(self.profile, runner, self.db_url, study_name, on_trial=on_trial, worker=identity,
                         on_requeued=on_requeued(self.store, study_id, self.say),
                         ended=lambda wid: worker_ended(self.store, study_id, wid),
