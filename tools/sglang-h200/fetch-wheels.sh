@@ -10,7 +10,7 @@ plat=(--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platfo
       --platform manylinux_2_5_x86_64 --platform manylinux1_x86_64)
 get() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
           "${plat[@]}" -d "$out/$1" "${@:2}"; }
-get core optuna==5.0.0 sqlalchemy==2.1.9 alembic==1.20.1 mako==1.4.3 colorlog==6.12.0 \
+get core optuna==5.1.0 sqlalchemy==2.1.9 alembic==1.20.1 mako==1.4.3 colorlog==6.12.0 \
     pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 httptools==0.9.0 \
     starlette==1.10.0 uvicorn==0.54.0
 get sgl datasets multiprocess   # dill comes with the SGLang bundle
