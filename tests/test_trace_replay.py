@@ -173,3 +173,22 @@ def test_the_report_says_a_time_scale_ladder_replays_the_datasets_own_times() ->
 
     text = arrival_text(TraceArrival(kind="trace", scales=[1, 2, 4]))
     assert "None" not in text and "the dataset's own send times" in text and "1×, 2×, 4× its recorded rate" in text
+
+
+def test_an_unbracketed_time_scale_ladder_says_to_extend_its_scales() -> None:
+    """A trace's time-scale ladder that passes its top step is told to extend arrival.scales (it said arrival.rates,
+    a field such a profile does not use)."""
+    from sweep.analysis.ladder_steps import LadderStep
+    from sweep.analysis.run_stats import RunStats
+    from sweep.ladder.refine import refine
+    from sweep.profile import SLA, Refine
+
+    def step(run_id: int, rate: float) -> LadderStep:
+        stats = RunStats.from_row({"n_started": 100, "n_completed": 100, "goodput_tps": 100 * rate,
+                                   "output_tps": 100 * rate, "passes_sla": True, "client_bound": False})
+        return LadderStep(run_id, run_id, "final", stats, offered_rps=rate)
+
+    steps = [step(1, 1.9), step(2, 3.8), step(3, 7.6)]
+    r = refine(Refine(enabled=True), SLA(), steps, lambda _load: ([], None), lambda _: [], True,
+               "arrival.scales (the trace's time scales)")
+    assert "extend arrival.scales (the trace's time scales) past 7.6 req/s" in r.note, r.note

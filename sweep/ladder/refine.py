@@ -68,9 +68,11 @@ def next_rate(bracket: tuple[float, float], tolerance: float) -> float | None:
 
 
 def refine(settings: Refine, sla: SLA, steps: Sequence[LadderStep], run_window: WindowRun,
-           requests_of: RequestsOf, by_rate: bool = False) -> Refinement:
+           requests_of: RequestsOf, by_rate: bool = False, rates_field: str = "arrival.rates") -> Refinement:
     """Bisect the bracket of `steps` with up to settings.max_steps more windows (`run_window`), then the SLA
-    boundary of every window. `by_rate`: the steps are an open-loop rate ladder's, bisected by offered rate (req/s).
+    boundary of every window. `by_rate`: the steps are an open-loop rate ladder's, bisected by offered rate (req/s);
+    `rates_field` is the profile field that ladder comes from (arrival.rates, or a trace's arrival.scales), named
+    when the top step passes.
 
     A refinement window that cannot complete (the server died, a window aborted) ends the refinement; the
     ladder's own result stands, and the note says so.
@@ -96,7 +98,7 @@ def refine(settings: Refine, sla: SLA, steps: Sequence[LadderStep], run_window: 
     if b is None:
         passing = [s.load for s in every if s.stats.passes_sla]
         if passing and max(passing) == top and by_rate:
-            note += f"; not bracketed: passes at the top step; extend arrival.rates past {top:g} req/s"
+            note += f"; not bracketed: passes at the top step; extend {rates_field} past {top:g} req/s"
         elif passing and max(passing) == top:
             note += f"; not bracketed: passes at the top step; extend the ladder past {top:g}"
     elif by_rate:

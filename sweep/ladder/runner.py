@@ -33,7 +33,7 @@ from sweep.ladder.refine import REFINE_PHASE, refine
 from sweep.ladder.step_inputs import StepInputs
 from sweep.ladder.step_verdicts import error_kinds, offered_rate, saturated, window_failure
 from sweep.launchers.base import Launcher, ServerHandle
-from sweep.profile import Arrival, Profile, RateArrival, Window
+from sweep.profile import Arrival, Profile, RateArrival, TraceArrival, Window
 from sweep.profile.phases import climbs_on, phase_window, refines
 from sweep.store import Store
 from sweep.workload.stream import Requests, StreamExhausted
@@ -241,7 +241,10 @@ class LadderRunner:
         def requests_of(run_id: int) -> list[StoredRequest]:
             return [r.judged() for r in self.store.requests_for_run(run_id)]
 
-        r = refine(self.profile.refine, self.profile.sla, outcome.steps, run_window, requests_of, by_rate)
+        arrival = self.profile.arrival
+        scaled = isinstance(arrival, TraceArrival) and bool(arrival.scales)  # a trace's time-scale ladder
+        r = refine(self.profile.refine, self.profile.sla, outcome.steps, run_window, requests_of, by_rate,
+                   "arrival.scales (the trace's time scales)" if scaled else "arrival.rates")
         outcome.steps += r.steps
         outcome.boundary = r.boundary
         outcome.stop_reason += r.note
