@@ -17,6 +17,7 @@ from bench.night import (
     ladder_bill,
     new,
     noisy_ladder,
+    shipped,
     today,
     window_s,
 )
@@ -45,3 +46,14 @@ def test_the_prior_replaces_the_screen_finds_the_same_winner_and_costs_less() ->
     assert now.hit and then.hit
     assert now.screened == 4 and then.screened == 0 and then.finals == 2  # a and b are within 5% of the leader
     assert then.seconds < now.seconds
+
+
+def test_the_shipped_rule_screens_the_survivors_for_real_and_sends_its_cut_to_the_finals() -> None:
+    """profiles/interactive.yaml's rule: a and b survive the 15% margin (c is 50% below, d infeasible); two survivors
+    are more than a 25% cut with min 1 keeps, so both get a real quarter-window screen and one goes to the finals, where
+    the band rule sent both straight to the finals without a screen."""
+    land = _land(0.05)
+    space = list(land.table)
+    ship, band = shipped(land, space, 0, "exact"), new(land, space, 0, "exact")
+    assert ship.screened == 2 and ship.finals == 1 and ship.hit
+    assert band.screened == 0 and band.finals == 2
