@@ -9,12 +9,12 @@ import asyncio
 import contextlib
 import json
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from urllib.parse import urlsplit
 
 import h11
 
-from sweep.core.types import RequestRecord
+from sweep.core.types import CUT, RequestRecord
 from sweep.drivers.sse import SseEvent, share_by_length
 from sweep.workload.requests import RequestBody
 from sweep.workload.sessions import Reply
@@ -201,3 +201,19 @@ class Connection:
             with contextlib.suppress(OSError, ssl.SSLError):
                 await self.writer.wait_closed()
         self.reader = self.writer = None
+
+
+async def within_timeout(request: Awaitable[None], conn: Connection, rec: RequestRecord, timeout_s: float) -> None:
+    """Await one request of the reference client for at most `timeout_s`: a timeout is recorded on `rec` (and its
+    connection closed), never raised; a cancellation (the drain's grace ended) marks a request still running as cut
+    and is raised on. Single requests (sweep.drivers.reference) and sessions' turns (reference_sessions) alike."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            await request
+    except TimeoutError:
+        rec.error, rec.error_kind = "request timed out", "timeout"
+        await conn.close()
+    except asyncio.CancelledError:
+        if rec.finished_at is None and rec.error is None:
+            rec.error, rec.error_kind = "still running when the drain grace ended", CUT
+        raise

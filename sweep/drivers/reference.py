@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable
 
 from sweep.core.errors import SweepError
-from sweep.core.types import CUT, RequestRecord, SessionSpec, WindowResult
+from sweep.core.types import RequestRecord, SessionSpec, WindowResult
 from sweep.drivers.coord import Coord
-from sweep.drivers.h11_stream import Clock, Connection, stream_request
+from sweep.drivers.h11_stream import Clock, Connection, stream_request, within_timeout
 from sweep.drivers.http import run_loop
 from sweep.drivers.reference_sessions import run_sessions
 from sweep.drivers.sse import request_for
@@ -112,16 +112,8 @@ class H11Reference:
                                     warmup=coord.claim(now))
                 out.append(rec)
                 coord.sent(0, now)
-                try:
-                    async with asyncio.timeout(window.request_timeout_s):
-                        await self.request(conn, *request_for(self.api, spec, self.model_name), rec)
-                except TimeoutError:
-                    rec.error, rec.error_kind = "request timed out", "timeout"
-                    await conn.close()
-                except asyncio.CancelledError:
-                    if rec.finished_at is None and rec.error is None:
-                        rec.error, rec.error_kind = "still running when the drain grace ended", CUT
-                    raise
+                await within_timeout(self.request(conn, *request_for(self.api, spec, self.model_name), rec), conn,
+                                     rec, window.request_timeout_s)
                 coord.done(0, self.clock())  # a completion of the warm-up's count
                 if think:
                     await asyncio.sleep(think)

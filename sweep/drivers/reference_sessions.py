@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Protocol
 
 from sweep.core.errors import StreamExhausted
-from sweep.core.types import CUT, RequestRecord, SessionSpec, WindowResult
+from sweep.core.types import RequestRecord, SessionSpec, WindowResult
 from sweep.drivers.coord import Coord
-from sweep.drivers.h11_stream import Connection
+from sweep.drivers.h11_stream import Connection, within_timeout
 from sweep.engines import default
 from sweep.profile import Window
 from sweep.profile.warmup import WarmupRule
@@ -149,14 +149,6 @@ async def _send(st: _Window, conn: Connection, body: RequestBody, rec: RequestRe
     """One sub-request of a turn, its reply kept; a failure is recorded on rec, never raised."""
     st.coord.sent(0, st.ref.clock())
     try:
-        async with asyncio.timeout(st.window.request_timeout_s):
-            await st.ref.request(conn, st.path, body, rec, reply)
-    except TimeoutError:
-        rec.error, rec.error_kind = "request timed out", "timeout"
-        await conn.close()
-    except asyncio.CancelledError:
-        if rec.finished_at is None and rec.error is None:
-            rec.error, rec.error_kind = "still running when the drain grace ended", CUT
-        raise
+        await within_timeout(st.ref.request(conn, st.path, body, rec, reply), conn, rec, st.window.request_timeout_s)
     finally:
         st.coord.done(0, st.ref.clock())
