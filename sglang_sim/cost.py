@@ -23,7 +23,6 @@ class CostModel:
         g, m, e = p.gpu, p.model, p.eff
         self.speed = p.speed
         self.decode_speed = p.speed * (1.0 if p.cuda_graph else e.no_cuda_graph_decode)  # decode forwards only
-        self.no_graph_factor = e.no_cuda_graph_decode
         self.graph_max_bs = graph_max_bs if p.cuda_graph and graph_max_bs is not None else (1 << 30 if p.cuda_graph else 0)
         tp = m.tp
         bw = g.bandwidth * e.bandwidth
@@ -45,7 +44,7 @@ class CostModel:
         self.tp_fixed_s = 2 * m.layers * e.allreduce_latency_s if tp > 1 else 0.0
         self.tp_s_per_token = 2 * m.layers * m.hidden * m.dtype_bytes / g.link_bandwidth if tp > 1 else 0.0
         self.enc_flops_per_token = {k: 2 * m.vision_params * v / tp for k, v in PATCHES_PER_TOKEN.items()}
-        self._eager_s = EAGER_LAUNCH_S if p.cuda_graph else 0.0  # no graphs at all: decode_speed carries it
+        self._eager_s = EAGER_LAUNCH_S if p.cuda_graph else 0.0  # no graphs at all: decode_speed's factor carries it
 
     def decode(self, n: int, ctx_sum: float) -> float:
         """One decode forward of n requests whose contexts sum to ctx_sum tokens."""
@@ -58,12 +57,6 @@ class CostModel:
         without CUDA graphs (--disable-cuda-graph: 3.09, the one H200 point tools/fit_cuda_graph.py fits), else 1."""
         return self.decode_speed
 
-    def eager_extra_s(self) -> float:
-        """What a decode forward above graph_max_bs pays for running eagerly on a server that has graphs: the kernel
-        launches a graph saves, a host-side time per forward that grows neither with the batch (the same kernels
-        launch for 16 requests or 300) nor with the GPU's speed: EAGER_LAUNCH_S, the one measured point (x speed)."""
-        return EAGER_LAUNCH_S
-
     def decode_terms(self, n: int) -> tuple[float, float, float, float]:
         """(mem0, mem_per_ctx, comp0, comp_per_ctx) and fixed part, for the engine's macro-step loop."""
         return (self.llm_weight_s, self.kv_s_per_token, n * self.gemm_s_per_token,
@@ -71,7 +64,8 @@ class CostModel:
 
     def decode_fixed(self, n: int) -> float:
         """The decode forward's fixed part: step and per-request overheads, TP's all-reduces, and above graph_max_bs
-        (a server with graphs) the eager launches (eager_extra_s)."""
+        (a server with graphs) the launches a graph saves, EAGER_LAUNCH_S: a time per forward that grows neither with
+        the batch nor with the GPU's speed."""
         eager = self._eager_s if n > self.graph_max_bs else 0.0
         return self.step_s + n * (self.per_req_s + self.tp_s_per_token) + self.tp_fixed_s + eager
 
