@@ -21,7 +21,7 @@ from sweep.study.orchestrator import KneeRun, Orchestrator
 from sweep.views.context import study_context
 from sweep.views.read_model import config_steps
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 TIERS = [{"name": "loose", "ttft_ms": 1000, "tpot_ms": 100, "max_error_rate": 0.05, "primary": True},
          {"name": "strict", "ttft_ms": 200, "tpot_ms": 8, "max_error_rate": 0.05}]

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_window_edges import ladder
 
 from sweep.analysis.binding import binding
 from sweep.analysis.knee import ConfigKnee
@@ -24,6 +23,7 @@ from sweep.views.answer import build_answer
 from sweep.views.context import study_context
 from sweep.views.live import read_state
 from sweep.views.study import StudyView
+from tests.analysis.test_window_edges import ladder
 
 NO_SHARING = {"groups": 1, "length": 1, "share": 0.0}
 

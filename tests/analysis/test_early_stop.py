@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from simserver import sim_server
-from test_window_edges import ladder
 
 from sweep.analysis.boundary import sla_ratio, window_sample
 from sweep.analysis.early_stop import EarlyStop, e_value, over_bound
@@ -33,6 +31,8 @@ from sweep.profile import SLA, RateArrival, Window, load_profile
 from sweep.store import Store
 from sweep.workload.lexicon import for_model
 from sweep.workload.stream import RequestStream
+from tests.analysis.test_window_edges import ladder
+from tests.simserver import sim_server
 
 FAILING = {"server.sim_gpu": "L40S", "ladder": [8, 128], "sla": {"ttft_ms": 1000, "tpot_ms": 100,
                                                                   "max_error_rate": 0.01},

@@ -20,7 +20,7 @@ from sweep.study.orchestrator import Orchestrator
 from sweep.views.answer import build_answer
 from sweep.views.context import study_context
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 

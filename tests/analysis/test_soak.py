@@ -12,7 +12,7 @@ from sweep.analysis.soak import judge, slope_per_min, soak_rate
 from sweep.core.types import Sample
 from sweep.profile import Soak, load_profile
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 SOAK = Soak(enabled=True, duration_s=600)
 

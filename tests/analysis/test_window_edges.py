@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from simserver import sim_server
 
 from sweep.analysis.binding import binding
 from sweep.analysis.boundary import window_sample
@@ -33,6 +32,7 @@ from sweep.views.answer import build_answer
 from sweep.views.context import study_context
 from sweep.workload.lexicon import for_model
 from sweep.workload.stream import RequestStream
+from tests.simserver import sim_server
 
 SLA = {"ttft_ms": 5000, "tpot_ms": 100, "max_error_rate": 0.01}
 SHORT_DRAIN = {"server.sim_gpu": "L40S", "ladder": [32, 128], "sla": SLA, "window.measure_seconds": 60.0,

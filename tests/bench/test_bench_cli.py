@@ -10,7 +10,7 @@ from pathlib import Path
 import bench
 from bench.__main__ import BENCHES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_bench_help_lists_every_benchmark_and_runs_none() -> None:

@@ -3,8 +3,6 @@ settings against today's (no real screen when the prior keeps few, the same winn
 
 from __future__ import annotations
 
-from test_bench_search_prior import _land
-
 from bench.night import (
     DRAIN_S,
     FULL_S,
@@ -21,6 +19,7 @@ from bench.night import (
     today,
     window_s,
 )
+from tests.bench.test_bench_search_prior import _land
 
 
 def test_a_failing_window_stops_early_and_a_passing_one_runs_its_length() -> None:

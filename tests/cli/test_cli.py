@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from smoke_study import smoke_knee
 
 from sweep.core.numbers import number
+from tests.smoke_study import smoke_knee
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def sweep(*args: str, cwd: Path, columns: int | None = None) -> subprocess.CompletedProcess[str]:

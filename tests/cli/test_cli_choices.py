@@ -9,7 +9,7 @@ import pytest
 
 from sweep.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "profiles" / "smoke.yaml")
 
 # (argv before the database option, the option, its typo, the valid values the error must name)

@@ -14,7 +14,7 @@ import pytest
 
 from sweep.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "profiles" / "smoke.yaml")
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 

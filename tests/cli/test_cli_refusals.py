@@ -14,7 +14,7 @@ from sweep.cli import main
 from sweep.core.errors import LaunchError
 from sweep.launchers import flags, keyshim
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "profiles" / "smoke.yaml")
 SHIM_LINES = [ln.strip() for ln in keyshim.SHIM.splitlines() if ln.strip()]
 

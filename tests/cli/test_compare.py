@@ -11,7 +11,7 @@ import pytest
 from sweep.profile import load_profile
 from sweep.study.orchestrator import Orchestrator
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 

@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from delayproxy import delay_proxy
-from simserver import sim_server
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.delayproxy import delay_proxy
+from tests.simserver import sim_server
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # No shared prefixes and a pool larger than both windows together: no request repeats, so the figures may differ only
 # by what the clients do (varied lengths keep closed-loop users from moving in lock-step batches).

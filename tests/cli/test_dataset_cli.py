@@ -12,7 +12,7 @@ from sweep.cli import main
 from sweep.workload.dataset_stats import burstiness, dataset_stats
 from sweep.workload.datasets import read_entries
 
-DATA = Path(__file__).resolve().parent / "data" / "datasets"
+DATA = Path(__file__).resolve().parents[1] / "data" / "datasets"
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, list[str]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 MARK = "SWEEP_TEST_E2E_MARK"  # set in the sweep process's environment: its servers inherit it

@@ -15,7 +15,7 @@ from sweep.cli import main
 from sweep.profile import load_profile
 from sweep.store import Store, WinnerRecord
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _study(store: Store, name: str, version: str, host: str, goodput: float, ci: tuple[float, float],
@@ -56,7 +56,10 @@ def test_history_json_lists_the_workloads_studies_and_marks_the_regression(db: P
     assert studies[1]["where"] == "SGLang 0.5.23, NVIDIA H200, gpu-a"
     assert plot.read_bytes().startswith(b"\x89PNG") and doc["plot"] == str(plot)
     datetime.fromisoformat(studies[0]["created_at"])
-    from test_json_output import SCHEMAS, check  # the hand-written subset checker of docs/json-schema
+    from tests.cli.test_json_output import (  # the hand-written subset checker of docs/json-schema
+        SCHEMAS,
+        check,
+    )
 
     check(doc, json.loads((SCHEMAS / "history.json").read_text()))
 
@@ -71,7 +74,7 @@ def test_history_by_profile_follows_the_newest_workload_and_names_the_other(db: 
 
 def test_history_table_shows_where_each_study_ran(db: Path, capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COLUMNS", "160")  # at 80 where it ran is left out first (tests/test_numbers_read.py)
+    monkeypatch.setenv("COLUMNS", "160")  # at 80 where it ran is left out first (tests/cli/test_numbers_read.py)
     fp = load_profile(ROOT / "profiles" / "smoke.yaml").fingerprint()
     assert main(["history", "--db", str(db), "--fingerprint", fp]) == 0
     out = capsys.readouterr().out

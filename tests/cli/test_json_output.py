@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "docs" / "json-schema"
 SCREENED = ["--set", "search.screening.enabled=true", "--set", "search.screening.fraction=0.5",
             "--set", "search.screening.keep=0.5"]

@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from smoke_study import smoke_knee
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.smoke_study import smoke_knee
+
+ROOT = Path(__file__).resolve().parents[2]
 FILE_STORE = {"MLFLOW_ALLOW_FILE_STORE": "true"}  # MLflow 3.x keeps `file:` stores behind this switch
 mlflow = pytest.importorskip("mlflow", reason="MLflow is not installed: make install (or pip install -e '.[mlflow]')")
 

@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-from test_history import _study
 
 from sweep.cli import main
 from sweep.cli.app import emit_rows
 from sweep.profile import load_profile
 from sweep.store import Store
+from tests.cli.test_history import _study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_table_prints_ten_thousand_with_separators_never_an_exponent(monkeypatch: pytest.MonkeyPatch,
@@ -64,11 +64,11 @@ def test_a_windows_goodput_interval_is_named_in_its_unit_and_the_migration_keeps
     import sqlite3
 
     from alembic import command
-    from test_store import _stats
-    from test_store import _study as store_study
 
     from sweep.core.types import ServerConfig
     from sweep.store import alembic_config
+    from tests.store.test_store import _stats
+    from tests.store.test_store import _study as store_study
 
     url = f"sqlite:///{tmp_path / 'r.db'}"
     store = Store(url)
@@ -99,10 +99,9 @@ def test_a_soak_reads_as_its_offered_rate_with_its_cap_marked(tmp_path: Path, mo
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     """The soak is stored with its offered rate (runs.offered_rps) and its in-flight cap as concurrency; `sweep runs`
     and `sweep show` read run_summary, which had no offered_rps: they showed concurrency 1024 and no rate."""
-    from test_store import _stats
-    from test_store import _study as store_study
-
     from sweep.core.types import ServerConfig
+    from tests.store.test_store import _stats
+    from tests.store.test_store import _study as store_study
 
     db = tmp_path / "r.db"
     store = Store(f"sqlite:///{db}")

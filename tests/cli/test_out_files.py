@@ -10,11 +10,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from smoke_study import smoke_knee, sweep_cli
 
 from sweep.cli import main
+from tests.smoke_study import smoke_knee, sweep_cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "datasets"
 
 

@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from smoke_study import ENV, smoke_knee, sweep_cli
 
 from sweep.cli import main
+from tests.smoke_study import ENV, smoke_knee, sweep_cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 

@@ -16,7 +16,7 @@ from sweep.launchers.sglang import KEPT_INFO, pick_server_info
 from sweep.profile import Space
 from sweep.store.models import KNOB_COLUMNS, ServerConfigRow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KNOB_QUOTED = re.compile(r"[\"'](" + "|".join(KNOB_NAMES) + r")[\"']")
 
 

@@ -17,7 +17,7 @@ from sweep.drivers.virtual import VirtualDriver
 from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import ClosedArrival, GammaArrival, Profile, RateArrival, TraceArrival, Window
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_schedules_are_seeded_per_step_and_start_at_zero() -> None:

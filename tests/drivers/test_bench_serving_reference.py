@@ -21,7 +21,7 @@ from sweep.drivers.bench_serving import (
 from sweep.profile import Workload
 from sweep.workload.lexicon import for_model
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "models" / "llama3-8b-shape"
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from simserver import sim_server
 
 from sweep.analysis.measure_client import client_stats
 from sweep.core.types import RequestSpec, ServerConfig
@@ -12,6 +11,7 @@ from sweep.drivers.http import HttpDriver
 from sweep.drivers.probes import Clock, MetricsProbe, Probe
 from sweep.launchers.base import ServerHandle
 from sweep.profile import GammaArrival, Window
+from tests.simserver import sim_server
 
 
 def _specs(n: int = 30) -> list[RequestSpec]:

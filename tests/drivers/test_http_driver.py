@@ -8,7 +8,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from simserver import sim_server
 
 from sweep.analysis.measure import e2e_ms, ttft_ms
 from sweep.analysis.measure_client import client_stats
@@ -17,6 +16,7 @@ from sweep.drivers.http import HttpDriver
 from sweep.drivers.sse import SseSink, StreamError
 from sweep.launchers.base import ServerHandle
 from sweep.profile import RateArrival, Window
+from tests.simserver import sim_server
 
 
 def _gen(n: int) -> bytes:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from alembic import command
 from sqlalchemy import create_engine, inspect
-from test_attach_timing import ITL_MS, TTFT_MS, _specs, timed_server
 
 from sweep.analysis.measure import client_bound_reasons, compute_stats
 from sweep.core.types import ServerConfig, WindowResult
@@ -22,6 +21,7 @@ from sweep.drivers.http import HttpDriver
 from sweep.launchers.base import ServerHandle
 from sweep.profile import SLA, Window
 from sweep.store import Store, alembic_config
+from tests.launchers.test_attach_timing import ITL_MS, TTFT_MS, _specs, timed_server
 
 SLA_LOOSE = SLA(ttft_ms=2000, tpot_ms=200)
 

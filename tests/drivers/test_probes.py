@@ -22,7 +22,7 @@ from sweep.analysis.measure import histogram_quantile
 from sweep.analysis.server_metrics import SAMPLED, MetricsSnapshot, histogram_delta, only_names, parse_metrics
 from sweep.drivers.probes import GpuProbe, MetricsProbe, ProcessProbe
 
-FIXTURE = Path(__file__).parent / "fixtures" / "sglang-0.5.17-metrics.txt"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "sglang-0.5.17-metrics.txt"
 
 
 @pytest.fixture(scope="module")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from simserver import sim_server
-
 from sweep.analysis.measure import in_window, succeeded
 from sweep.core.types import RequestSpec, ServerConfig
 from sweep.drivers.reference import H11Reference
 from sweep.launchers.base import ServerHandle
 from sweep.profile import Window
+from tests.simserver import sim_server
 
 SPECS = [RequestSpec(index=i, input_ids=tuple(3 + (i * 7 + j) % 990 for j in range(64)), output_tokens=8 + i % 5,
                      text=" ".join(f"t{3 + j:03d}" for j in range(64))) for i in range(200)]

@@ -8,7 +8,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from simserver import sim_server
 
 from sweep.analysis.crosscheck import SESSION_FIGURES, Tolerance, compare_runs
 from sweep.analysis.measure import compute_stats
@@ -22,8 +21,9 @@ from sweep.launchers.base import ServerHandle
 from sweep.profile import SLA, Window, Workload, load_profile
 from sweep.workload.lexicon import SIM
 from sweep.workload.sessions import Conversation, Reply, SessionStream
+from tests.simserver import sim_server
 
-SMOKE = Path(__file__).resolve().parent.parent / "profiles" / "smoke.yaml"
+SMOKE = Path(__file__).resolve().parents[2] / "profiles" / "smoke.yaml"
 WINDOW = Window(warmup_requests=4, measure_seconds=4.0, drain_seconds=15.0, request_timeout_s=30.0)
 SESSION_COLS = {c for c, _, _ in SESSION_FIGURES}
 

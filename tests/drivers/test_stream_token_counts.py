@@ -9,7 +9,6 @@ import json
 import statistics
 
 import pytest
-from simserver import sim_server
 
 from sweep.analysis.measure import compute_stats
 from sweep.core.types import RequestRecord, RequestSpec, ServerConfig
@@ -19,6 +18,7 @@ from sweep.drivers.reference import H11Reference
 from sweep.drivers.sse import SseSink
 from sweep.launchers.base import ServerHandle
 from sweep.profile import SLA, Window
+from tests.simserver import sim_server
 
 
 def _specs(n: int = 32) -> list[RequestSpec]:

@@ -13,9 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from simserver import sim_server
-from test_sessions import _workload
-from test_streamed_window import open_run
 
 from sweep.analysis.measure import compute_stats
 from sweep.core.errors import Fenced
@@ -31,6 +28,9 @@ from sweep.profile import SLA, GammaArrival, Window
 from sweep.profile.warmup import WarmupRule
 from sweep.store import Store
 from sweep.workload.sessions import SessionStream
+from tests.ladder.test_streamed_window import open_run
+from tests.simserver import sim_server
+from tests.workload.test_sessions import _workload
 
 SLA_ = SLA(ttft_ms=2000, tpot_ms=60)
 WINDOW = Window(warmup_requests=8, warmup_seconds=0.0, measure_seconds=3.0, drain_seconds=20.0)

@@ -6,7 +6,6 @@ import bisect
 
 import numpy as np
 import pytest
-from simserver import sim_server
 
 from sweep.analysis.measure import histogram_quantile, in_window, succeeded, ttft_ms
 from sweep.core.types import RequestSpec, ServerConfig
@@ -14,6 +13,7 @@ from sweep.drivers.http import HttpDriver
 from sweep.drivers.probes import Clock, MetricsProbe, Probe
 from sweep.launchers.base import ServerHandle
 from sweep.profile import Window
+from tests.simserver import sim_server
 
 
 def _probes(handle: ServerHandle, clock: Clock) -> list[Probe]:

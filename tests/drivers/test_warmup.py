@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from simserver import sim_server
 
 from sweep.analysis.measure import compute_stats, in_window, ttft_ms
 from sweep.core.types import RequestRecord, RequestSpec, ServerConfig, WindowResult
@@ -24,8 +23,9 @@ from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import SLA, Profile, RateArrival, Window, load_profile
 from sweep.study.orchestrator import Orchestrator
 from sweep.workload.requests import build_workload
+from tests.simserver import sim_server
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def readme_profile(tmp_path: Path, overrides: dict[str, object]) -> Profile:

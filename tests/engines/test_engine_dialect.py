@@ -19,7 +19,7 @@ from sweep.engines import SGLANG, Dialect, Paths
 from sweep.profile import load_profile
 from sweep.study.orchestrator import Orchestrator
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 ASKED: list[str] = []  # the request paths the toy dialect handed out
 

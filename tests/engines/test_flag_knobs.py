@@ -20,7 +20,7 @@ from sweep.profile.grid import grid
 from sweep.study.sampler import suggest
 from sweep.views.fixed_flags import differences, fixed_flags_of
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HELP = """usage: sglang serve [-h] --model-path MODEL_PATH [--kv-cache-dtype {auto,fp8_e5m2}]
 
 options:

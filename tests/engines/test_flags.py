@@ -11,7 +11,7 @@ from sweep.core.errors import LaunchError
 from sweep.engines import flags_in_argv
 from sweep.launchers import flags
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from sweep.launchers.sglang import SGLangLauncher
 from sweep.profile import load_profile
 from sweep.store import Store
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 

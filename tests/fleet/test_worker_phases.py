@@ -13,7 +13,7 @@ from sweep.fleet.shared_study import create_study
 from sweep.profile import load_profile
 from sweep.study.orchestrator import Orchestrator
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 

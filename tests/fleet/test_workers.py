@@ -18,11 +18,9 @@ from typing import Any, cast
 
 import psutil
 import pytest
-from pgdb import fresh_database, needs_pg
 from rich.console import Console
 from rich.text import Text
 from sqlalchemy import create_engine, text
-from waiting import wait_for
 
 from sweep.fleet.gpus import FleetProgress
 from sweep.fleet.shared_study import create_study
@@ -30,8 +28,10 @@ from sweep.profile import load_profile
 from sweep.store import Store
 from sweep.study.orchestrator import Orchestrator
 from sweep.views.live import read_state
+from tests.pgdb import fresh_database, needs_pg
+from tests.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 GRID12 = {"max_running_requests": [2, 4, 8, 16], "mem_fraction_static": [0.8, 0.85, 0.9]}
 FAST = {"search.heartbeat_s": 1, "search.grace_s": 3}

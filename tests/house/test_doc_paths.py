@@ -8,7 +8,7 @@ import os
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # The repository's own folders: a backticked path that starts with one of them names a file of the checkout.
 TREES = ("sweep", "launchers", "sglang_sim", "tests", "tools", "docs", "bench", "profiles", "models", "scripts",
          ".ci")

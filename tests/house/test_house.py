@@ -13,7 +13,7 @@ from pathlib import Path
 import grimp
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LINT = Path(sys.executable).with_name("lint-imports")
 LAYER_FOLDERS = ("core", "engines", "profile", "analysis", "workload", "launchers", "store", "drivers", "views", "report",
                  "study", "ui", "fleet", "cli")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not glob.glob("/usr/lib/postgresql/*/bin"), reason="no PostgreSQL binaries here")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TREES = ("sweep", "sglang_sim", "bench", "tools")  # a row `pkg/` covers everything below it,
 # except in sweep/, where a folder row names each module
 ENTRY_POINTS = ("__init__.py", "__main__.py")  # a package's own files need no row (a protocol in one does)

@@ -7,15 +7,15 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
-from test_ladder import _runner
 
 from sweep.core.types import ClientSamples, ServerConfig, WindowResult
 from sweep.ladder.climb_on import next_climb
 from sweep.profile import load_profile
 from sweep.profile.phases import climb_steps, ladder_windows
 from sweep.store import Store
+from tests.ladder.test_ladder import _runner
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _loads(store: Store) -> list[tuple[int, str | None]]:

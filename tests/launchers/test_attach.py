@@ -13,9 +13,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from simserver import sim_server
-from test_attach_timing import timed_server
-from test_launcher_sglang import ROOT, TINY, needs_sim  # pytest puts tests/ on sys.path (rootdir import mode)
 
 from sweep.core.errors import LaunchError
 from sweep.core.types import ServerConfig
@@ -25,6 +22,13 @@ from sweep.launchers.attach import AttachLauncher, config_from_server_info, on_t
 from sweep.launchers.base import Launcher, ServerHandle
 from sweep.launchers.sglang import SGLangLauncher
 from sweep.profile import ServerSpec, load_profile
+from tests.launchers.test_attach_timing import timed_server
+from tests.launchers.test_launcher_sglang import (  # tests is a package: pytest puts the checkout on sys.path
+    ROOT,
+    TINY,
+    needs_sim,
+)
+from tests.simserver import sim_server
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from simserver import sim_server
-from test_launcher_sglang import ROOT, needs_sim  # pytest puts tests/ on sys.path (rootdir import mode)
 
 from sweep.core.errors import LaunchError, ProfileError
 from sweep.core.types import ServerConfig
 from sweep.ladder.wiring import make_launcher
 from sweep.launchers.attach import API_KEY_ENV, AttachLauncher, attach_api_key
 from sweep.profile import load_profile
+from tests.launchers.test_launcher_sglang import (  # tests is a package: pytest puts the checkout on sys.path
+    ROOT,
+    needs_sim,
+)
+from tests.simserver import sim_server
 
 KEY = "attach-test-key-0123456789"
 

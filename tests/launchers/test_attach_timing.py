@@ -19,7 +19,6 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from simserver import Url, free_port
 
 from sweep.analysis.measure import in_window, itl_gaps_ms, succeeded, ttft_ms
 from sweep.analysis.measure_client import client_stats
@@ -29,8 +28,9 @@ from sweep.drivers.probes import Clock, MetricsProbe, Probe
 from sweep.launchers.attach import AttachLauncher
 from sweep.launchers.base import ServerHandle
 from sweep.profile import Window
+from tests.simserver import Url, free_port
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/: timed_server.py and fixtures/
 TTFT_MS, ITL_MS, HEALTH_MS = 50.0, 10.0, 80.0
 
 

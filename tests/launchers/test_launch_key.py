@@ -17,7 +17,7 @@ from sweep.launchers import keyshim
 from sweep.launchers.sglang import SGLangLauncher
 from sweep.profile import ServerSpec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY = str(ROOT / "models" / "tiny-llama")
 
 

@@ -18,7 +18,7 @@ from sglang_sim.shape import choose_model
 from sweep.core.types import ServerConfig
 from sweep.launchers.prediction import gpu_of, predict_launch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHAPE = choose_model(ROOT / "models" / "llama3-8b-shape")
 H200 = GPUS["H200"]
 

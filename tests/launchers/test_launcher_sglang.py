@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from waiting import wait_for
 
 from sweep.core.errors import LaunchError, ServerDied
 from sweep.core.types import JSON, ServerConfig
@@ -22,10 +21,11 @@ from sweep.launchers import procs
 from sweep.launchers import sglang as sg
 from sweep.launchers.base import Launcher
 from sweep.profile import ServerSpec
+from tests.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY = str(ROOT / "models" / "tiny-llama")
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def sim_available() -> bool:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from alembic import command
-from pgdb import fresh_database, needs_pg
 from sqlalchemy import create_engine, inspect
 
 from sglang_sim.cost import CostModel
@@ -25,8 +24,9 @@ from sweep.fleet.gpus import plan
 from sweep.launchers.placement import group_size, required_gpus
 from sweep.profile import load_profile
 from sweep.store import Store, alembic_config
+from tests.pgdb import fresh_database, needs_pg
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 TP_SPACE = {"tp_size": [1, 2], "mem_fraction_static": [0.85]}
 

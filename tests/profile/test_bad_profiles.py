@@ -19,7 +19,7 @@ import pytest
 
 from sweep.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BAD = ROOT / "tests" / "fixtures" / "bad_profiles"
 CASES = sorted(p.name.removesuffix(".yaml") for p in BAD.glob("*.yaml"))
 SUBPROCESS_CASES = ["ladder_bool", "name_traversal", "utf16", "a_directory", "extra_args_host", "dataset_bad_line"]

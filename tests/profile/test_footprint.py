@@ -22,7 +22,7 @@ from sweep.study.resources import refuse_oversized, sqlite_folder
 from sweep.views import footprint as fp
 from sweep.workload.requests import make_block, workload_parts
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 INTERACTIVE = ROOT / "profiles" / "interactive.yaml"
 

@@ -11,7 +11,7 @@ import pytest
 from sweep.core.errors import ProfileError
 from sweep.profile import load_profile
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ["interactive", "throughput", "multimodal", "smoke"]
 
 

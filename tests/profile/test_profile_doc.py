@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from sweep import profile as P
 from sweep.profile.doc import models, reference
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_checked_in_reference_is_current() -> None:

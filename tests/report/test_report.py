@@ -12,7 +12,7 @@ from sweep.profile import load_profile
 from sweep.report.html import markdown_to_html
 from sweep.study.orchestrator import KneeRun, Orchestrator
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 

@@ -13,7 +13,7 @@ from sweep.store import RunRecord
 from sweep.study.orchestrator import Orchestrator
 from sweep.views.study import StudyContext
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 

@@ -12,7 +12,7 @@ import pytest
 from sweep.profile import load_profile
 from sweep.study.orchestrator import KneeRun, Orchestrator
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from smoke_study import ROOT, sweep_cli
 
 from sweep.report.tables import cell, plain
+from tests.smoke_study import ROOT, sweep_cli
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from sweep.store import Store, StoredRequestRow
 from sweep.study.orchestrator import KneeRun, Orchestrator
 from sweep.views.context import study_context
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 MEDIA = {"image_width": 64, "image_height": 64, "video_frames": 2, "video_width": 32, "video_height": 32}
 

@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from simserver import wait_healthy
+
+from tests.simserver import wait_healthy
 
 openai = pytest.importorskip("openai")  # the dev extra installs it; without it there is nothing to exercise
 KEY = "sdk-key"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def launch_vlm() -> tuple[subprocess.Popen[str], str]:

@@ -10,7 +10,6 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from simserver import sim_server
 
 from sglang_sim.cost import CostModel
 from sglang_sim.params import Efficiency, SimParams
@@ -22,8 +21,9 @@ from sweep.launchers.sglang import pick_server_info
 from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import SLA, Window, load_profile
 from sweep.study.orchestrator import Orchestrator
+from tests.simserver import sim_server
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 

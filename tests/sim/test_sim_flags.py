@@ -4,13 +4,13 @@ reproduce, on a case where ignoring the flag gives another answer."""
 from __future__ import annotations
 
 import pytest
-from test_sim_engine import closed_loop, workload
 
 from sglang_sim.cost import EAGER_LAUNCH_S, CostModel
 from sglang_sim.engine import Engine
 from sglang_sim.params import GPUS, MODELS, EngineKnobs, SimParams
 from sweep.core.types import Flags, ServerConfig
 from sweep.launchers.prediction import predict_launch
+from tests.sim.test_sim_engine import closed_loop, workload
 
 SHAPE = SimParams.preset("H200", "llama3-8b-shape")
 KV_BOUND = dict(max_running_requests=256, mem_fraction_static=0.14, chunked_prefill_size=4096, schedule_policy="lpm")

@@ -14,10 +14,11 @@ from pathlib import Path
 import httpx
 import jinja2
 import pytest
-from simserver import sim_server
 from tokenizers import Tokenizer
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.simserver import sim_server
+
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "models" / "llama3-8b-shape"
 TOK = Tokenizer.from_file(str(MODEL / "tokenizer.json"))
 

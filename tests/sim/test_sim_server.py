@@ -15,9 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from simserver import free_port, wait_healthy
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.simserver import free_port, wait_healthy
+
+ROOT = Path(__file__).resolve().parents[2]
 KEY = "sekret"
 
 

@@ -19,7 +19,6 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from pgdb import fresh_database
 from sqlalchemy import inspect, text
 
 from sweep.analysis import measure
@@ -30,6 +29,7 @@ from sweep.store import STAT_COLUMNS, Store, alembic_config
 from sweep.store.models import Base
 from sweep.store.queries import run_summary
 from sweep.store.revisions import VERSION_TABLE
+from tests.pgdb import fresh_database
 
 TABLES = {"sweep_studies", "environments", "server_configs", "runs", "requests", "samples", "sweep_workers"}
 PG_URL = os.environ.get("SWEEP_TEST_PG_URL")
@@ -398,7 +398,7 @@ def test_reading_commands_never_migrate_an_older_database(tmp_path: Path) -> Non
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     db = tmp_path / "old.db"
     command.upgrade(alembic_config(f"sqlite:///{db}"), "0007")
 

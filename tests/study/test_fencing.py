@@ -24,7 +24,7 @@ from sweep.study import liveness
 from sweep.study.orchestrator import Orchestrator
 from sweep.study.recovery import on_requeued
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 VERDICTS = ("completed", "infeasible", "failed")
 

@@ -22,7 +22,7 @@ from sweep.study import prior
 from sweep.study.search import Search
 from sweep.views.plan import launch_seconds, study_plan
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 INTERACTIVE = ROOT / "profiles" / "interactive.yaml"
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 

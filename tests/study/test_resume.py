@@ -14,12 +14,12 @@ from typing import Any
 
 import psutil
 import pytest
-from waiting import wait_for
 
 from sweep.profile import load_profile
 from sweep.study.orchestrator import Orchestrator
+from tests.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 

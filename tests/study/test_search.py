@@ -13,7 +13,7 @@ from sweep.profile import Screening, load_profile
 from sweep.study.orchestrator import Orchestrator
 from sweep.study.search import Search, promoted
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 

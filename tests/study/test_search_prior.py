@@ -15,7 +15,7 @@ from sweep.core.errors import ProfileError
 from sweep.profile import load_profile
 from sweep.study.orchestrator import Orchestrator
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 SPACE = {"max_running_requests": [1, 2, 4, 8], "mem_fraction_static": [0.85]}
 

@@ -19,7 +19,7 @@ from sweep.store import Store
 from sweep.study.orchestrator import Orchestrator
 from sweep.study.search import Search
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 

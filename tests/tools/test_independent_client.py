@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from simserver import sim_server
-from test_attach_timing import timed_server
+from tests.launchers.test_attach_timing import timed_server
+from tests.simserver import sim_server
 
-TOOLS = Path(__file__).resolve().parent.parent / "tools" / "sglang-h200"
+TOOLS = Path(__file__).resolve().parents[2] / "tools" / "sglang-h200"
 
 
 def test_independent_client_reads_the_fake_servers_known_timings() -> None:

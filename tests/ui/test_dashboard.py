@@ -13,9 +13,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from waiting import wait_for
+from tests.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # The `dashboard` extra is part of what `make` installs, so the test never skips: no command is a failure.
 DASHBOARD = Path(sys.executable).parent / "optuna-dashboard"
 

@@ -18,7 +18,7 @@ import pytest
 
 from sweep.store import Store
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MISSING = ("chromium is not installed: `make test` runs scripts/browser.sh, which installs Debian's chromium "
            "and says above why it could not")

@@ -11,7 +11,7 @@ from sweep.profile import load_profile
 from sweep.store import Store
 from sweep.ui.live import LiveServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_page_opened_before_its_study_exists_refreshes_until_the_study_is_there(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from sweep.ladder.runner import LadderOutcome, StepStart
 from sweep.profile import load_profile
 from sweep.ui.progress import StudyProgress, eta_seconds, result_lines
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (.*)$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -185,11 +185,10 @@ def test_a_failed_window_at_80_columns_keeps_its_reasons_whole_on_lines_that_fit
 def test_a_client_bound_window_says_why_in_the_terminal() -> None:
     """Issue 23 §17: a window marked client-bound by one 1.4 s event-loop stall says so, with the rule it broke,
     on its result line (wide), or on a line of its own (80 columns); a window the client kept up with says nothing."""
-    from test_measure import client, five_requests, window
-
     from sweep.analysis.ladder_steps import LadderStep
     from sweep.analysis.measure import compute_stats
     from sweep.core.types import ServerConfig
+    from tests.analysis.test_measure import client, five_requests, window
 
     prof = load_profile(SMOKE, {})
     sla = prof.sla.model_copy(update={"ttft_ms": 2000.0})

@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 from sweep.store import Store
 from sweep.views.live import read_state
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PG_URL = os.environ.get("SWEEP_TEST_PG_URL")
 
 

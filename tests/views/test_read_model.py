@@ -12,7 +12,7 @@ from sweep.views.context import study_context
 from sweep.views.live import read_state
 from sweep.views.read_model import read_study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 H200 = Placement(gpu_name="NVIDIA H200", gpu_memory_mib=143771.0)
 A100 = Placement(gpu_name="NVIDIA A100", gpu_memory_mib=81920.0)
 ENV = {"model_path": "Qwen/Qwen2.5-0.5B-Instruct", "sglang_version": "0.4.0", "gpu_name": "NVIDIA H200",

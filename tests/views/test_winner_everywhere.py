@@ -15,7 +15,7 @@ from sweep.store import Store
 from sweep.views.live import read_state
 from sweep.views.read_model import read_study
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_stored_winner_is_the_one_every_reader_names(tmp_path: Path) -> None:

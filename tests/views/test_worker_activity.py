@@ -12,15 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from waiting import wait_for
 
 from sweep.core.types import ServerConfig
 from sweep.store import Store
 from sweep.store.records import ConfigRecord, RunRecord, WorkerRecord
 from sweep.views.live import read_state
 from sweep.views.workers import activity
+from tests.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 

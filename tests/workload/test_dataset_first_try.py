@@ -16,7 +16,7 @@ from sweep.profile import load_profile
 from sweep.report.setup import workload_text
 from sweep.workload.requests import make_block, workload_parts
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "datasets"
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 

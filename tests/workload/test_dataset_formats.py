@@ -17,7 +17,7 @@ from sweep.workload.datasets import guess_format, read_entries
 from sweep.workload.requests import workload_parts
 from sweep.workload.sessions import SessionStream
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "datasets"
 
 

@@ -16,7 +16,7 @@ from sweep.workload.datasets import dataset_offsets, item_record, load_dataset, 
 from sweep.workload.importers import hash_block
 from sweep.workload.tokens import LEXICON, _encoder, encoder_for, text_to_ids
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "datasets"
 
 

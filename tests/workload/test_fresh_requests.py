@@ -14,7 +14,7 @@ from sweep.profile import load_profile
 from sweep.study.orchestrator import Orchestrator
 from sweep.workload.stream import RequestStream, StreamExhausted
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 

@@ -17,7 +17,7 @@ from sweep.drivers.arrivals import schedule
 from sweep.profile import load_profile
 from sweep.workload.datasets import load_dataset
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "workload_prompts.jsonl"
 
 

@@ -13,7 +13,7 @@ from sweep.profile import Workload
 from sweep.workload.lexicon import SIM, for_model, from_tokenizer
 from sweep.workload.requests import build_workload, chat_body, render_ids
 
-MODELS = Path(__file__).resolve().parent.parent / "models"
+MODELS = Path(__file__).resolve().parents[2] / "models"
 
 
 @pytest.mark.parametrize("model", ["llama3-8b-shape", "qwen2.5-vl-7b-shape", "tiny-llama"])

@@ -6,7 +6,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from simserver import sim_server
 
 from sweep.analysis.sessions import session_stats
 from sweep.core.errors import ProfileError
@@ -19,8 +18,9 @@ from sweep.launchers.virtual import VirtualLauncher
 from sweep.profile import Window, Workload, load_profile
 from sweep.store.records import StoredRequestRow
 from sweep.workload.sessions import Conversation, Reply, SessionStream
+from tests.simserver import sim_server
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _workload(**sessions: object) -> Workload:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "profiles" / "smoke.yaml")
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 SESSIONS = json.dumps({"turns": {"kind": "fixed", "value": 2}})

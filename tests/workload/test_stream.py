@@ -13,8 +13,8 @@ from sweep.profile import Workload, load_profile
 from sweep.workload.requests import build_workload
 from sweep.workload.stream import RequestStream, StreamExhausted, next_position, spec_at
 
-FIX = Path(__file__).parent / "fixtures"
-ROOT = Path(__file__).resolve().parent.parent
+FIX = Path(__file__).parents[1] / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
 PREFIXED = {"groups": 3, "length": 32, "share": 0.5}
 
 

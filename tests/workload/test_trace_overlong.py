@@ -17,7 +17,7 @@ from sweep.core.errors import WorkloadError
 from sweep.profile import load_profile
 from sweep.workload.requests import make_block, workload_parts
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "datasets"
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 CONTEXT = 2048  # the server's --context-length: 4 of the file's 12 entries ask for more (prompt + output)

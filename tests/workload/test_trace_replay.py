@@ -20,7 +20,7 @@ from sweep.profile import load_profile
 from sweep.profile.trace import burstiness, load_trace
 from sweep.workload.requests import workload_parts
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TRACE = ROOT / "tests" / "data" / "datasets" / "mooncake_trace.jsonl"  # synthetic, Mooncake format (tools/)
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 

@@ -30,7 +30,7 @@ from sweep.workload.requests import (
     workload_digest,
 )
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = Path(__file__).parents[1] / "fixtures"
 SMALL_MEDIA = MediaSpec(image_width=56, image_height=28, video_frames=2, video_width=28, video_height=28,
                         audio_seconds=0.1)
 MIXED = {"text": 0.4, "image": 0.3, "video": 0.2, "audio": 0.1}
