@@ -58,6 +58,7 @@ def test_tier_list_sets_the_primary_as_sla_and_round_trips() -> None:
         Profile.model_validate({"name": "t", "sla": [TIERS[0], {**TIERS[1], "name": "loose"}]})
 
 
+@pytest.mark.integration
 def test_baseline_is_configuration_zero_and_the_gain_is_stated(run: KneeRun) -> None:
     with sqlite3.connect(_db(run)) as c:
         first = c.execute("select max_running_requests, mem_fraction_static, chunked_prefill_size, schedule_policy "
@@ -72,6 +73,7 @@ def test_baseline_is_configuration_zero_and_the_gain_is_stated(run: KneeRun) -> 
     assert ("SGLang's defaults win this tier" in text) or ("P(winner higher)" in text and "defaults' own knee" in text)
 
 
+@pytest.mark.integration
 def test_tiers_are_judged_on_the_stored_windows_without_new_runs(run: KneeRun, tmp_path: Path) -> None:
     assert run.answer is not None
     loose, strict = run.answer.tiers
@@ -91,6 +93,7 @@ def test_tiers_are_judged_on_the_stored_windows_without_new_runs(run: KneeRun, t
         assert c.execute("select count(*) from runs").fetchone()[0] == n_runs  # nothing measured again
 
 
+@pytest.mark.integration
 def test_answer_block_is_at_the_top_of_the_report(run: KneeRun) -> None:
     text = run.report.markdown.read_text()
     assert text.index("## Answer") < text.index("## Setup")
@@ -101,6 +104,7 @@ def test_answer_block_is_at_the_top_of_the_report(run: KneeRun) -> None:
     assert "## Why the knees are where they are" in text
 
 
+@pytest.mark.integration
 def test_binding_constraints_kv_and_running_cap_on_the_simulator(run: KneeRun) -> None:
     assert run.answer is not None
     by_label = {run.answer.labels[c]: b for c, b in run.answer.tiers[0].bindings.items()}
@@ -111,6 +115,7 @@ def test_binding_constraints_kv_and_running_cap_on_the_simulator(run: KneeRun) -
     assert "max_running_requests" in by_label["mrr=4 mem=0.85"].next_step
 
 
+@pytest.mark.integration
 def test_sweep_explain_prints_every_configuration_and_one(run: KneeRun) -> None:
     res = CliRunner().invoke(app, ["explain", "ans", "--db", str(_db(run))])
     assert res.exit_code == 0, res.output
@@ -138,6 +143,7 @@ def test_significance_probability_tie_and_difference() -> None:
     assert prob_higher(_k(10, None, None), _k(5, None, None)) == 1.0
 
 
+@pytest.mark.integration
 def test_live_state_names_each_finished_ladders_binding_constraint(run: KneeRun) -> None:
     from sweep.store import Store
     from sweep.views.live import read_state
@@ -150,6 +156,7 @@ def test_live_state_names_each_finished_ladders_binding_constraint(run: KneeRun)
 
 
 
+@pytest.mark.integration
 def test_a_stricter_tier_never_reads_a_higher_goodput_than_the_primary(run: KneeRun) -> None:
     """A stricter tier is judged on the primary's stored windows: its goodput at a step is at most the primary's
     stored goodput there, however much of the window's output arrived from requests that missed the primary (a

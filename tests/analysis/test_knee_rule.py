@@ -9,6 +9,8 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from sweep.analysis.ladder_steps import LadderStep, ladder_knee, same_windows
 from sweep.analysis.run_stats import RunStats
 from sweep.analysis.winner import pick_winner
@@ -81,6 +83,7 @@ def test_a_stricter_tier_never_shows_more_goodput_than_a_looser_one() -> None:
     assert kl is not None and ks is not None and ks.goodput_tps <= kl.goodput_tps
 
 
+@pytest.mark.integration
 def test_configurations_that_measured_alike_are_one_answer(tmp_path: Path) -> None:
     # On the simulator a memory fraction whose pool never fills measures exactly alike: not a winner and a loser.
     prof = load_profile(SMOKE, {"ladder": [2, 4], "search.baseline": False,
@@ -106,6 +109,7 @@ def test_same_windows_needs_every_window_equal() -> None:
     assert not same_windows(a, b[:1]) and not same_windows([], [])
 
 
+@pytest.mark.integration
 def test_the_defaults_tie_with_a_winner_the_data_do_not_rank_above_them(tmp_path: Path) -> None:
     # chunk 4096 measures exactly what SGLang's defaults measure on the simulator; its stored windows are then read
     # 1% higher: it wins, by less than the data can tell, so the ties line must name the defaults (the old answer

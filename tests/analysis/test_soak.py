@@ -64,6 +64,7 @@ def test_soak_rate_is_the_knees_request_rate_times_the_fraction() -> None:
         soak_rate(prof, ConfigKnee(8, 0.0, 0.0, None, None, "final", "test", throughput_rps=0.0))
 
 
+@pytest.mark.integration
 def test_soak_over_http_stores_a_soak_run_and_a_verdict(tmp_path: Path) -> None:
     from sweep.study.orchestrator import Orchestrator
 

@@ -16,6 +16,8 @@ import pytest
 from sweep.core.numbers import number
 from tests.smoke_study import smoke_knee
 
+pytestmark = pytest.mark.integration  # every test here runs a whole study
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

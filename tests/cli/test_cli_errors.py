@@ -62,6 +62,7 @@ def _study_started(db: Path) -> bool:
         return False  # not migrated yet
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_sigint_mid_study_prints_one_line_not_a_traceback(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
@@ -141,6 +142,7 @@ def _file_size_limit(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.parametrize("limit", [300_000, 700_000])  # in Optuna's schema setup; in Optuna's trial writes
 def test_a_full_disk_is_one_line_not_a_traceback(limit: int, tmp_path: Path) -> None:

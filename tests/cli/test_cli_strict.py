@@ -29,12 +29,14 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
     return rc, cap.out, [ln for ln in cap.err.splitlines() if ln.strip()]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("verb", [["explain", "strict-smoke"], ["compare", "strict-smoke", "1"]])
 def test_a_wrong_format_is_refused(verb: list[str], smoke_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = _run([*verb, "--db", str(smoke_db), "--format", "jsn"], capsys)
     assert (rc, out) == (2, "") and err == ["error: --format 'jsn': expected table or json"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("argv", [["serve", "--port", "99999"], ["serve", "--port", "-1"],
                                   ["knee", "-p", SMOKE, "--live", "--live-port", "70000"],
                                   ["runs", "--limit", "-5"], ["runs", "--limit", "0"]])
@@ -48,6 +50,7 @@ def test_out_of_range_numbers_are_refused_before_anything_runs(argv: list[str], 
     assert not (tmp_path / "new.db").exists() and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("argv", "line"), [
     (["show", "999"], "no run 999 in {db}"),
     (["show", "nope"], "no run or study named nope in {db}"),
@@ -74,6 +77,7 @@ def test_a_missing_database_is_the_same_code_from_every_verb(argv: list[str], tm
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.integration
 def test_the_parquet_hint_names_what_pip_can_install(smoke_db: Path, tmp_path: Path) -> None:
     """`sweep` on PyPI is an unrelated project: the hint names pyarrow itself and the checkout's own install."""
     code = ("import sys\nsys.modules['pyarrow'] = None\nfrom sweep.cli import main\n"

@@ -11,6 +11,8 @@ import pytest
 from sweep.profile import load_profile
 from sweep.study.orchestrator import Orchestrator
 
+pytestmark = pytest.mark.integration  # every test here runs a whole study
+
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 

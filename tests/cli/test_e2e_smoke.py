@@ -33,6 +33,7 @@ def _sim_processes(mark: str) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_smoke_knee_over_http_stores_runs_requests_and_a_knee(tmp_path: Path) -> None:
     mark = uuid.uuid4().hex

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.integration  # every test here runs a whole study
+
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "docs" / "json-schema"
 SCREENED = ["--set", "search.screening.enabled=true", "--set", "search.screening.fraction=0.5",

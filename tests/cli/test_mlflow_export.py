@@ -13,6 +13,8 @@ import pytest
 
 from tests.smoke_study import smoke_knee
 
+pytestmark = pytest.mark.integration  # every test here runs a whole study
+
 ROOT = Path(__file__).resolve().parents[2]
 FILE_STORE = {"MLFLOW_ALLOW_FILE_STORE": "true"}  # MLflow 3.x keeps `file:` stores behind this switch
 mlflow = pytest.importorskip("mlflow", reason="MLflow is not installed: make install (or pip install -e '.[mlflow]')")

@@ -14,6 +14,8 @@ import pytest
 from sweep.cli import main
 from tests.smoke_study import smoke_knee, sweep_cli
 
+pytestmark = pytest.mark.integration  # every test here runs a whole study
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "datasets"
 

@@ -32,6 +32,7 @@ def _err(capsys: pytest.CaptureFixture[str]) -> list[str]:
     return [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
 
 
+@pytest.mark.integration
 def test_export_leaves_the_rows_of_aborted_windows_out(smoke_db: Path, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """An interrupted attempt leaves its completed steps `aborted` (README: What survives what); they are measured
@@ -57,6 +58,7 @@ def test_export_leaves_the_rows_of_aborted_windows_out(smoke_db: Path, tmp_path:
     assert aborted not in {json.loads(ln)["run_id"] for ln in capsys.readouterr().out.splitlines()}
 
 
+@pytest.mark.integration
 def test_a_tier_file_not_in_utf8_is_one_line(smoke_db: Path, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     tier = tmp_path / "t.yaml"
@@ -65,6 +67,7 @@ def test_a_tier_file_not_in_utf8_is_one_line(smoke_db: Path, tmp_path: Path,
     assert _err(capsys) == [f"error: --tier {tier}: not UTF-8 text (byte 30); save it as UTF-8"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("text", "line"), [
     ("name: default\nttft_ms: 500\n", "error: --tier default: the study already has a tier named 'default' (a "
                                       "single-sla profile's tier); give the extra tier another name"),
@@ -103,6 +106,7 @@ def _file_size_limit(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
+@pytest.mark.integration
 def test_a_full_disk_is_reported_by_the_write_that_hit_it(tmp_path: Path) -> None:
     """Files cannot grow past 700 kB (as on a full disk) while Optuna writes a trial: the error names that write,
     not marking the worker failed afterwards, which fails too for the same reason."""
@@ -114,6 +118,7 @@ def test_a_full_disk_is_reported_by_the_write_that_hit_it(tmp_path: Path) -> Non
     assert "mark worker" not in errors[0] and "disk I/O error" in errors[0], errors
 
 
+@pytest.mark.integration
 def test_report_md_carries_no_raw_html_from_the_description_or_the_model_path(tmp_path: Path) -> None:
     model = tmp_path / "m`<img src=x onerror=alert(2)>`"
     shutil.copytree(ROOT / "models" / "llama3-8b-shape", model)

@@ -114,6 +114,7 @@ def test_virtual_open_loop_sends_on_schedule_and_keeps_latency_honest_under_the_
     assert max(r.sent_at - r.scheduled_at for r in late) > 1.0
 
 
+@pytest.mark.integration
 def test_an_open_loop_ladder_offers_each_steps_own_rate(tmp_path: Path) -> None:
     """With arrival.rates, step i of the ladder offers rates[i] req/s (a request-rate sweep)."""
     import sqlite3

@@ -149,6 +149,7 @@ def test_a_warm_up_whose_every_request_is_refused_opens_by_its_bound() -> None:
     assert res.window_opened_by == "bound" and res.warmup_requests == 2
 
 
+@pytest.mark.integration
 def test_how_each_window_opened_is_stored_and_reported(tmp_path: Path) -> None:
     prof = load_profile(ROOT / "profiles" / "smoke.yaml", {"server.launcher": "sim", "soak.enabled": False,
                                                            "search.space": {"max_running_requests": [8]}})

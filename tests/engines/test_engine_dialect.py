@@ -73,6 +73,7 @@ def test_owned_flags_are_the_engines(toy: Dialect) -> None:
         load_profile(SMOKE, {"server.engine": "toy", "server.extra_args": ["--port", "1"]})
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_a_smoke_ladder_runs_through_a_registered_toy_dialect(toy: Dialect, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:

@@ -108,6 +108,7 @@ def test_conditional_flags_follow_their_condition_in_every_sampler(tmp_path: Pat
     assert all(c.label().count("cuda_graph_max_bs") == 0 for c in configs)  # fixed by the space: not in labels
 
 
+@pytest.mark.integration
 def test_the_bundled_kv_dtype_profile_runs_end_to_end_on_the_simulator(tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "r.db"
@@ -191,6 +192,7 @@ def test_the_prior_names_the_unmodelled_flags_that_vary() -> None:
     assert unmodelled_varying(space) == ["attention_backend"]  # page_size is fixed; the others are modelled
 
 
+@pytest.mark.integration
 def test_windows_export_has_a_column_per_searched_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "r.db")
     assert main(["knee", "--profile", "smoke", "--db", db, "--out", str(tmp_path / "rep"), "--launcher", "sim",

@@ -42,6 +42,7 @@ def test_a_configuration_needing_more_gpus_than_the_group_has_is_skipped_with_th
     assert err.value.reason == "too_few_gpus"
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_two_workers_on_one_host_never_share_a_port_or_a_gpu(tmp_path: Path) -> None:
     db = tmp_path / "results.db"
@@ -90,6 +91,7 @@ def test_a_fleet_refuses_to_start_twins_of_live_workers_of_its_study(tmp_path: P
     assert f"study twins already has 1 live worker(s) on this host: gpu0 (pid {me.pid})" in str(err.value)
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_workers_die_with_their_fleet_after_kill_9(tmp_path: Path) -> None:
     """kill -9 of `sweep sweep --gpus 0,1`: its workers (and their servers) stop, they do not run on orphaned."""

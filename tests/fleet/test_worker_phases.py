@@ -9,6 +9,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from sweep.fleet.shared_study import create_study
 from sweep.profile import load_profile
 from sweep.study.orchestrator import Orchestrator
@@ -17,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 
 
+@pytest.mark.integration
 def test_two_workers_share_screen_finals_and_run_the_soak_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'r.db'}"
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [2, 4, 8, 16]}, "ladder": [2, 4],

@@ -36,7 +36,7 @@ SMOKE = ROOT / "profiles" / "smoke.yaml"
 GRID12 = {"max_running_requests": [2, 4, 8, 16], "mem_fraction_static": [0.8, 0.85, 0.9]}
 FAST = {"search.heartbeat_s": 1, "search.grace_s": 3}
 
-pytestmark = [pytest.mark.postgres, needs_pg]
+pytestmark = [pytest.mark.postgres, needs_pg, pytest.mark.integration]
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ def _run(argv: list[str], cwd: Path, timeout: float = 300) -> subprocess.Complet
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_the_wheel_installs_a_sweep_that_works_from_any_directory(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"

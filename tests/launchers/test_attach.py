@@ -23,7 +23,7 @@ from sweep.launchers.base import Launcher, ServerHandle
 from sweep.launchers.sglang import SGLangLauncher
 from sweep.profile import ServerSpec, load_profile
 from tests.launchers.test_attach_timing import timed_server
-from tests.launchers.test_launcher_sglang import (  # tests is a package: pytest puts the checkout on sys.path
+from tests.launchers.test_launcher_sglang import (
     ROOT,
     TINY,
     needs_sim,

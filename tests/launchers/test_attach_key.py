@@ -16,7 +16,7 @@ from sweep.core.types import ServerConfig
 from sweep.ladder.wiring import make_launcher
 from sweep.launchers.attach import API_KEY_ENV, AttachLauncher, attach_api_key
 from sweep.profile import load_profile
-from tests.launchers.test_launcher_sglang import (  # tests is a package: pytest puts the checkout on sys.path
+from tests.launchers.test_launcher_sglang import (
     ROOT,
     needs_sim,
 )

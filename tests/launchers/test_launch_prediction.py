@@ -98,6 +98,7 @@ def test_a_configuration_predicted_not_to_start_is_skipped_unless_asked(tmp_path
     assert status == "infeasible" and reason.startswith("oom: CUDA out of memory") and starts == 0
 
 
+@pytest.mark.integration
 def test_a_launched_configuration_stores_its_prediction_beside_the_real_pool(tmp_path: Path) -> None:
     from sweep.profile import load_profile
     from sweep.study.orchestrator import Orchestrator

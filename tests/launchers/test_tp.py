@@ -78,6 +78,7 @@ def test_a_searched_tp_size_in_extra_args_too_is_refused() -> None:
     assert ranged.search.space.largest_tp() == 7
 
 
+@pytest.mark.integration
 def test_knee_over_tp_1_and_2_on_the_virtual_driver(tmp_path: Path) -> None:
     db = tmp_path / "results.db"
     cmd = [sys.executable, "-m", "sweep.cli", "knee", "--profile", str(SMOKE), "--db", str(db), "--out",
@@ -125,6 +126,7 @@ def _migrates_back_and_forth(url: str) -> None:
     engine.dispose()
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_sweep_on_two_gpus_gives_one_worker_both_and_a_tp2_server_its_flag(tmp_path: Path) -> None:
     """`sweep sweep --gpus 0,1` over tp_size [1, 2] (simulated servers over HTTP): one worker holding GPUs 0,1,

@@ -23,6 +23,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> KneeRun:
     return Orchestrator(prof, f"sqlite:///{tmp / 'r.db'}", tmp / "out", driver="virtual").knee("rep")
 
 
+@pytest.mark.integration
 def test_html_is_standalone_with_every_plot_inlined(run: KneeRun) -> None:
     assert run.report.html is not None
     html = run.report.html.read_text()
@@ -35,6 +36,7 @@ def test_html_is_standalone_with_every_plot_inlined(run: KneeRun) -> None:
     assert "SIMULATED" in html and "<table>" in html and "python -m sglang.launch_server" in html
 
 
+@pytest.mark.integration
 def test_history_plot_and_markdown_beside_it(run: KneeRun) -> None:
     out = run.report.markdown.parent
     assert (out / "history.png").exists() and (out / "report.html").exists()
@@ -51,6 +53,7 @@ def test_markdown_subset_renders_tables_code_and_escapes() -> None:
     assert "<blockquote>quote</blockquote>" in html
 
 
+@pytest.mark.integration
 def test_contract_gap_names_fields_and_draws_no_conclusion(run: KneeRun, tmp_path: Path) -> None:
     from dataclasses import replace
 
@@ -66,6 +69,7 @@ def test_contract_gap_names_fields_and_draws_no_conclusion(run: KneeRun, tmp_pat
     assert "## No conclusion" in text and "launch_server" not in text
 
 
+@pytest.mark.integration
 def test_the_stored_profile_is_validated_again_and_another_versions_is_shown_in_words(run: KneeRun) -> None:
     import json
 
@@ -107,6 +111,7 @@ def test_the_arrival_reads_in_words_for_each_kind() -> None:
     assert ", shape 0.5," in arrival_text(GammaArrival(rate=3.0, shape=0.5))
 
 
+@pytest.mark.integration
 def test_free_text_from_servers_and_workers_is_no_raw_html_in_the_report(run: KneeRun, tmp_path: Path) -> None:
     """A failure reason holding `<!--<script>` and `</script><b>x</b>` (a server's log line): report.md holds it
     with each `<` that would open HTML as an entity, report.html shows the characters once escaped (not
@@ -144,6 +149,7 @@ def _copy_db(run: KneeRun, to: Path) -> str:
     return f"sqlite:///{to}"
 
 
+@pytest.mark.integration
 def test_steps_that_passed_without_server_metrics_are_not_called_infeasible(run: KneeRun, tmp_path: Path) -> None:
     """Every step passed the SLA but /metrics answered too late (no cache hit rate, preemptions or GPU memory in
     any step): the report said "every configuration is infeasible"; it says what is missing and where from."""

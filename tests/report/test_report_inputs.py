@@ -45,6 +45,7 @@ def test_cache_lines_flag_above_the_perfect_bound_or_far_below_the_capped_one() 
     assert "⚠" not in rows[3]
 
 
+@pytest.mark.integration
 def test_a_study_report_shows_sent_and_counted_inputs_and_predicted_hits(tmp_path: Path) -> None:
     data = tmp_path / "prompts.jsonl"
     data.write_text("".join(json.dumps({"prompt": " ".join(["word"] * (20 + 7 * i)), "output_len": 8}) + "\n"

@@ -12,6 +12,8 @@ import pytest
 from sweep.profile import load_profile
 from sweep.study.orchestrator import KneeRun, Orchestrator
 
+pytestmark = pytest.mark.integration  # every test here runs a whole study
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -33,6 +33,7 @@ def _why_rows(md: str) -> list[list[str]]:
     return [[c.strip() for c in ln.strip("|").split("|")] for ln in table]
 
 
+@pytest.mark.integration
 def test_the_why_table_tells_screening_from_final_rows(knee: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     rows = _why_rows(knee[0].read_text())
     head, body = rows[0], rows[1:]
@@ -43,6 +44,7 @@ def test_the_why_table_tells_screening_from_final_rows(knee: tuple[Path, subproc
     assert promoted and all((label, "screen") in keys for label in promoted)
 
 
+@pytest.mark.integration
 def test_the_launch_command_and_its_warnings_are_printed_once(
         knee: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     md = knee[0].read_text()
@@ -58,6 +60,7 @@ def test_comparisons_in_table_cells_read_as_written() -> None:
     assert plain("<b>x</b> &lt; <!-- c -->") == "&lt;b>x&lt;/b> &amp;lt; &lt;!-- c -->"  # never raw HTML
 
 
+@pytest.mark.integration
 def test_the_terminal_answer_is_plain_text_with_the_command_verbatim(
         knee: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     err = knee[1].stderr

@@ -54,6 +54,7 @@ def _table_rows(md: str, header_start: str) -> list[list[str]]:
     return [rows[0], *rows[2:]]
 
 
+@pytest.mark.integration
 def test_peak_gpu_memory_is_a_column_of_every_step_and_a_plot_panel(smoke: tuple[Path, KneeRun], tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     tmp, run = smoke
@@ -81,6 +82,7 @@ def test_peak_gpu_memory_is_a_column_of_every_step_and_a_plot_panel(smoke: tuple
     assert "peak GPU memory (GiB)" in seen
 
 
+@pytest.mark.integration
 def test_a_knee_at_the_top_of_the_ladder_says_extend_it(smoke: tuple[Path, KneeRun]) -> None:
     _, run = smoke
     md, html = run.report.markdown.read_text(), run.report.html.read_text()  # type: ignore[union-attr]
@@ -90,6 +92,7 @@ def test_a_knee_at_the_top_of_the_ladder_says_extend_it(smoke: tuple[Path, KneeR
     assert "<b>Not bracketed</b>" in html
 
 
+@pytest.mark.integration
 def test_a_knee_below_the_top_is_bracketed(tmp_path: Path) -> None:
     # a TPOT bound the top step misses: the knee is one below it, and the failing step above brackets it
     run = _knee(tmp_path, {"search.space": {"max_running_requests": [4]}, "sla.ttft_ms": 150})
@@ -99,6 +102,7 @@ def test_a_knee_below_the_top_is_bracketed(tmp_path: Path) -> None:
     assert "not bracketed" not in md.lower()
 
 
+@pytest.mark.integration
 def test_a_coupled_ladder_is_bracketed_as_one_ladder(tmp_path: Path) -> None:
     # coupled mode launches one configuration per step (mrr = c): only the top step's is unbracketed
     run = _knee(tmp_path, {"search.mode": "coupled", "search.space": {"max_running_requests": [4]}})
@@ -108,6 +112,7 @@ def test_a_coupled_ladder_is_bracketed_as_one_ladder(tmp_path: Path) -> None:
     assert len(knees) == 3 and knees.count("8 (top of ladder: not bracketed)") == 1, md
 
 
+@pytest.mark.integration
 def test_configurations_whose_intervals_overlap_the_winners_are_named_ties(tmp_path: Path) -> None:
     # mrr 8 and 16 behave the same up to c=8: their knees tie and the report must say so
     run = _knee(tmp_path, {"search.space": {"max_running_requests": [8, 16], "mem_fraction_static": [0.85]}})
@@ -118,11 +123,13 @@ def test_configurations_whose_intervals_overlap_the_winners_are_named_ties(tmp_p
     assert loser in tie.group(1) and "overlaps the winner's" in tie.group(1)
 
 
+@pytest.mark.integration
 def test_distinct_configurations_are_not_ties(smoke: tuple[Path, KneeRun]) -> None:
     _, run = smoke  # mrr=4 saturates at c=8 (669 vs 944 tok/s): clearly behind
     assert "**Ties**" not in run.report.markdown.read_text()
 
 
+@pytest.mark.integration
 def test_a_client_bound_window_is_flagged(smoke: tuple[Path, KneeRun], tmp_path: Path) -> None:
     tmp, run = smoke
     assert run.winner is not None
@@ -168,6 +175,7 @@ def test_shape_only_folders_are_told_from_real_ones(tmp_path: Path) -> None:
     assert not shape_only("meta-llama/Llama-3.1-8B-Instruct")  # a hub id: nothing to tell here
 
 
+@pytest.mark.integration
 def test_winner_command_warns_about_dummy_weights_and_shape_folder(smoke: tuple[Path, KneeRun]) -> None:
     _, run = smoke
     md, html = run.report.markdown.read_text(), run.report.html.read_text()  # type: ignore[union-attr]
@@ -176,6 +184,7 @@ def test_winner_command_warns_about_dummy_weights_and_shape_folder(smoke: tuple[
     assert "random weights" in html and "shape-only folder" in html
 
 
+@pytest.mark.integration
 def test_setup_is_written_for_people(smoke: tuple[Path, KneeRun]) -> None:
     _, run = smoke
     md, html = run.report.markdown.read_text(), run.report.html.read_text()  # type: ignore[union-attr]
@@ -190,6 +199,7 @@ def test_setup_is_written_for_people(smoke: tuple[Path, KneeRun]) -> None:
     assert "TTFT P95 ≤ 1,000 ms" in html
 
 
+@pytest.mark.integration
 def test_unknown_environment_fields_read_unknown(smoke: tuple[Path, KneeRun], tmp_path: Path) -> None:
     tmp, run = smoke
     ctx = study_context(Store(f"sqlite:///{tmp / 'r.db'}"), run.study_id)
@@ -205,6 +215,7 @@ def test_soak_judge_fails_on_a_missed_sla() -> None:
     assert judge([], Soak(), sla_failures="").passed
 
 
+@pytest.mark.integration
 def test_a_soak_that_misses_the_sla_is_reported_as_a_fail(tmp_path: Path) -> None:
     # one request in flight at 85% of the knee's rate: the client queue grows, TTFT P95 runs far past 1 s,
     # while the server's own queue, retractions and memory stay flat (the storm/leak checks all pass)
@@ -223,6 +234,7 @@ def test_a_soak_that_misses_the_sla_is_reported_as_a_fail(tmp_path: Path) -> Non
     assert "SLA missed: TTFT P95" in run.report.html.read_text()  # type: ignore[union-attr]
 
 
+@pytest.mark.integration
 def test_mixed_workload_has_a_per_modality_table(tmp_path: Path) -> None:
     run = _knee(tmp_path, {"search.space": {"max_running_requests": [8]}, "ladder": [2, 4],
                            "workload.mix": {"text": 0.5, "image": 0.3, "video": 0.2}, "workload.media": MEDIA,
@@ -253,6 +265,7 @@ def _stored(db: sqlite3.Connection, concurrency: int, modality: str) -> tuple[in
     return len(rows), float(np.percentile([t for (t,) in rows], 50))
 
 
+@pytest.mark.integration
 def test_text_only_workload_has_no_per_modality_table(smoke: tuple[Path, KneeRun]) -> None:
     assert "Per modality" not in smoke[1].report.markdown.read_text()
 

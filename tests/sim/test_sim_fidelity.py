@@ -87,6 +87,7 @@ def test_virtual_driver_refuses_process_faults_before_touching_the_database(tmp_
         VirtualLauncher(extra_args=[flag, *value])
 
 
+@pytest.mark.integration
 def test_a_study_prints_stores_and_reports_the_unmodelled_flags(tmp_path: Path) -> None:
     class Console:
         def __init__(self) -> None:

@@ -59,6 +59,7 @@ def test_a_lapsed_attempt_writes_nothing(sqlite_url: str) -> None:
     store.close()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("when", ["after its first step", "during its second window"])
 def test_a_worker_taken_over_mid_ladder_is_fenced_and_goes_on(tmp_path: Path, sqlite_url: str, when: str) -> None:
     """Worker A measures its first step; then (as if A were frozen past the grace) its trial is failed and queued
@@ -110,6 +111,7 @@ def test_a_worker_taken_over_mid_ladder_is_fenced_and_goes_on(tmp_path: Path, sq
     assert Counter(t.state.name for t in study.get_trials()) == {"COMPLETE": 2, "FAIL": 1}
 
 
+@pytest.mark.integration
 def test_a_worker_frozen_between_its_verdict_and_optuna_tell_is_fenced(tmp_path: Path, sqlite_url: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Worker A stores its configuration's verdict; then, before Optuna is told (a freeze of milliseconds that

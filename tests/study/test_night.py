@@ -227,6 +227,7 @@ def test_a_dialect_with_a_live_knob_shares_launches_and_sglang_declares_none() -
 
 # --- what a study cost --------------------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_a_study_cost_adds_up_and_shows_in_the_answer(tmp_path: Path) -> None:
     from sweep.store import Store
     from sweep.study.orchestrator import Orchestrator
@@ -261,6 +262,7 @@ def test_a_study_cost_adds_up_and_shows_in_the_answer(tmp_path: Path) -> None:
     assert doc["cost"]["launches"] == 2 and doc["cost"]["spent_gpu_h"] == pytest.approx(cost.spent_gpu_h)
 
 
+@pytest.mark.integration
 def test_without_a_calibrated_preset_the_prior_drops_nothing_and_says_so(tmp_path: Path) -> None:
     from sweep.store import Store
     from sweep.study.orchestrator import Orchestrator

@@ -19,6 +19,8 @@ from sweep.profile import load_profile
 from sweep.study.orchestrator import Orchestrator
 from tests.waiting import wait_for
 
+pytestmark = pytest.mark.integration  # every test here runs a whole study
+
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
 

@@ -6,6 +6,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sweep.analysis.knee import StepPoint, knee_goodput_ci
 from sweep.core.types import ServerConfig
 from sweep.ladder.runner import LadderOutcome
@@ -25,6 +27,7 @@ def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
         con.close()
 
 
+@pytest.mark.integration
 def test_a_config_that_cannot_start_is_infeasible_and_the_study_still_reports(tmp_path: Path, sqlite_url: str) -> None:
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [8], "mem_fraction_static": [0.05, 0.85]}})
     run = Orchestrator(prof, sqlite_url, tmp_path, driver="virtual").knee("oom")
@@ -85,6 +88,7 @@ def test_promoted_keeps_at_least_min_keep() -> None:
     assert promoted(vals, Screening(keep=0.5, min_keep=1)) == [{"a": 2}, {"a": 1}]
 
 
+@pytest.mark.integration
 def test_screening_end_to_end_separates_phases_in_store_and_report(tmp_path: Path, sqlite_url: str) -> None:
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [2, 4, 8]},
                                 "search.screening": {"enabled": True, "fraction": 0.5, "keep": 0.3}})
@@ -97,6 +101,7 @@ def test_screening_end_to_end_separates_phases_in_store_and_report(tmp_path: Pat
     assert "| screen |" in run.report.markdown.read_text()
 
 
+@pytest.mark.integration
 def test_coupled_mode_relaunches_with_the_cap_equal_to_client_concurrency(tmp_path: Path, sqlite_url: str) -> None:
     prof = load_profile(SMOKE, {"search.mode": "coupled", "search.space": {"max_running_requests": [4]}})
     run = Orchestrator(prof, sqlite_url, tmp_path, driver="virtual").knee("cpl")
@@ -119,6 +124,7 @@ def test_knee_interval_brackets_the_knee_and_widens_with_noise() -> None:
     assert knee_goodput_ci([StepPoint(2, 1, 1, 1, 1.0, 0, False)], 0.1) == (None, None)
 
 
+@pytest.mark.integration
 def test_tpe_and_gp_samplers_run_a_study_with_the_infeasible_config_as_a_constraint(tmp_path: Path) -> None:
     import optuna
 

@@ -41,6 +41,7 @@ def _prior(db: Path, name: str) -> list[tuple[int, dict[str, Any], float | None,
     return [(r, json.loads(k), v, bool(d)) for r, k, v, d in rows]
 
 
+@pytest.mark.integration
 def test_grid_prior_orders_the_trials_and_measures_the_same_grid(tmp_path: Path) -> None:
     prof = load_profile(SMOKE, {"search.space": SPACE, "search.prior": "sim"})
     db = tmp_path / "r.db"
@@ -71,6 +72,7 @@ def test_grid_prior_orders_the_trials_and_measures_the_same_grid(tmp_path: Path)
     assert _prior(db, "pri") == prior and _trial_mrrs(db, "pri") == ranked
 
 
+@pytest.mark.integration
 def test_prior_margin_drops_configurations_far_below_the_simulated_best(tmp_path: Path) -> None:
     prof = load_profile(SMOKE, {"search.space": SPACE, "search.prior": "sim", "search.prior_margin": 0.3})
     db = tmp_path / "r.db"
@@ -87,6 +89,7 @@ def test_prior_margin_drops_configurations_far_below_the_simulated_best(tmp_path
         run.report.markdown.read_text()
 
 
+@pytest.mark.integration
 def test_tpe_prior_starts_with_the_simulated_leaders(tmp_path: Path) -> None:
     prof = load_profile(SMOKE, {"search.space": SPACE, "search.prior": "sim", "search.sampler": "tpe",
                                 "search.n_trials": 3, "ladder": [2, 4]})

@@ -101,6 +101,7 @@ def test_doctor_fails_when_a_running_worker_runs_other_code_or_another_workload(
     assert "old@h2 of d runs sweep 0.0.1+deadbeef" in check.detail and "other@h3 of d measures workload" in check.detail
 
 
+@pytest.mark.integration
 def test_a_study_measured_on_two_gpu_models_is_ranked_per_hardware_group_unless_told(tmp_path: Path, sqlite_url: str) -> None:
     """Worker A (H200) measures two configurations and is interrupted; worker B (A100) joins and does the rest."""
     from sweep.report.document import write_report

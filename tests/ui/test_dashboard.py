@@ -13,6 +13,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +33,7 @@ def _get(url: str) -> object:
         return json.loads(resp.read())
 
 
+@pytest.mark.integration
 def test_make_dashboard_opens_the_study_and_sees_its_trials(tmp_path: Path) -> None:
     assert DASHBOARD.exists() or shutil.which("optuna-dashboard"), \
         "optuna-dashboard is not installed: `make install` (or pip install -e '.[dashboard]')"

@@ -61,6 +61,7 @@ def page_url(serve: subprocess.Popen[str], deadline_s: float = 60) -> str:
     raise AssertionError(f"sweep serve printed no URL: {seen!r}")
 
 
+@pytest.mark.integration
 def test_the_live_page_grows_as_windows_land_and_ends_with_the_winner(tmp_path: Path) -> None:
     db = tmp_path / "live.db"
     Store(f"sqlite:///{db}").close()  # the results database, empty: `sweep serve` never makes one itself

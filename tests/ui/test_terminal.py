@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pyte
+import pytest
 from rich.console import Console
 
 from sweep.analysis.ladder_steps import LadderStep
@@ -83,6 +84,7 @@ def screen_of(raw: str, cols: int = 80, rows: int = 200) -> list[str]:
     return [line.rstrip() for line in screen.display if line.strip()]
 
 
+@pytest.mark.integration
 def test_an_80_column_terminal_shows_each_line_once_with_its_phase(tmp_path: Path) -> None:
     raw = run_in_pty([*ARGS, "--db", str(tmp_path / "r.db"), "--out", str(tmp_path / "rep")], tmp_path)
     lines = screen_of(raw)
@@ -103,6 +105,7 @@ def test_an_80_column_terminal_shows_each_line_once_with_its_phase(tmp_path: Pat
     assert done == total == len(heads)
 
 
+@pytest.mark.integration
 def test_a_pipe_gets_plain_counted_lines(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "sweep.cli", *ARGS, "--db", str(tmp_path / "r.db"), "--out",
                            str(tmp_path / "rep"), "--live", "--live-port", "0"], capture_output=True, text=True,

@@ -53,6 +53,7 @@ def check_finished(url: str) -> None:
     assert '"study": "state"' in s.as_json()
 
 
+@pytest.mark.integration
 def test_a_finished_sqlite_study(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     run_smoke(str(db), tmp_path)
@@ -74,6 +75,7 @@ def pg_database() -> Iterator[str]:
         admin.dispose()
 
 
+@pytest.mark.integration
 @pytest.mark.postgres
 @pytest.mark.skipif(not PG_URL, reason="set SWEEP_TEST_PG_URL to a PostgreSQL SQLAlchemy URL")
 def test_a_postgresql_study_run_by_another_process(pg_database: str, tmp_path: Path) -> None:
@@ -122,6 +124,7 @@ def test_an_out_of_memory_launch_is_listed_with_its_reason(tmp_path: Path) -> No
     assert (s.done, s.failed) == (1, 0)
 
 
+@pytest.mark.integration
 def test_the_finals_counts_say_how_many_the_screen_measured(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     proc = subprocess.run([sys.executable, "-m", "sweep.cli", "knee", "--profile", str(ROOT / "profiles" / "smoke.yaml"),

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import optuna
+import pytest
 
 from sweep.store import Store
 from sweep.views.live import read_state
@@ -18,6 +19,7 @@ from sweep.views.read_model import read_study
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.integration
 def test_the_stored_winner_is_the_one_every_reader_names(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     proc = subprocess.run([sys.executable, "-m", "sweep.cli", "knee", "--profile", str(ROOT / "profiles" / "smoke.yaml"),

@@ -51,6 +51,7 @@ def test_each_worker_says_what_it_measures_launches_or_whether_it_stopped() -> N
     assert got["late"].line() == "on b: 0 windows over 0 configurations; idle"
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_a_two_worker_fleet_shows_every_workers_work_as_it_lands(tmp_path: Path) -> None:
     db = tmp_path / "results.db"
@@ -141,6 +142,7 @@ def test_a_failed_launch_names_the_worker_and_host_it_failed_on(tmp_path: Path) 
     assert [(w.worker, w.host, w.gpus, w.now) for w in state.workers] == [("gpu3", "host-b", "3", "idle")]
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_a_lone_worker_also_prints_the_windows_other_workers_store(tmp_path: Path) -> None:
     db = tmp_path / "results.db"

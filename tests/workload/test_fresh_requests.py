@@ -41,6 +41,7 @@ MULTIMODAL_LIKE = {"workload.mix": {"text": 0.6, "image": 0.3, "video": 0.1},
                                       "video_height": 28}}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("overrides", [{}, MULTIMODAL_LIKE], ids=["smoke", "multimodal-like"])
 def test_no_request_is_sent_twice_to_one_server_across_its_ladder(tmp_path: Path, overrides: dict[str, Any]) -> None:
     db = _smoke(tmp_path, **overrides)
@@ -57,6 +58,7 @@ def test_no_request_is_sent_twice_to_one_server_across_its_ladder(tmp_path: Path
         assert len(prompts) == len(set(prompts)), f"configuration {cid}: a prompt sent twice"
 
 
+@pytest.mark.integration
 def test_cache_hit_rate_does_not_climb_the_ladder(tmp_path: Path) -> None:
     db = _smoke(tmp_path)
     hits = [h for (h,) in _rows(db, "SELECT cache_hit_rate FROM runs ORDER BY concurrency")]
@@ -76,6 +78,7 @@ def test_a_dataset_smaller_than_any_ladder_is_refused_at_load(tmp_path: Path) ->
     assert not (tmp_path / "r.db").exists()
 
 
+@pytest.mark.integration
 def test_a_dataset_that_runs_out_mid_ladder_stops_that_configuration_not_the_study(tmp_path: Path) -> None:
     """380 entries: mrr=4's ladder (its c=8 step runs 4 at a time) fits, mrr=8's last step does not. The study
     measures both, names the one that ran out with its reason, and ends (exit 0), so there is nothing to resume."""
@@ -99,6 +102,7 @@ def test_a_dataset_that_runs_out_mid_ladder_stops_that_configuration_not_the_stu
     assert "dataset_exhausted" in proc.stdout + proc.stderr
 
 
+@pytest.mark.integration
 def test_replay_is_the_old_pool_and_its_cache_hits_come_back(tmp_path: Path) -> None:
     db = _smoke(tmp_path, **{"workload.replay": True, "window.flush_cache": False})
     hits = [h for (h,) in _rows(db, "SELECT cache_hit_rate FROM runs ORDER BY concurrency")]
@@ -122,6 +126,7 @@ def _first_touch_cached(db: Path, overrides: dict[str, Any]) -> dict[int, list[i
     return out
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.parametrize("flush", [True, False])
 def test_http_ladder_flushes_the_simulated_servers_cache_between_steps(tmp_path: Path, flush: bool) -> None:
@@ -140,6 +145,7 @@ def test_http_ladder_flushes_the_simulated_servers_cache_between_steps(tmp_path:
         assert all(cached >= prefix for cached in first[4]), first  # the previous step's prefixes still cached
 
 
+@pytest.mark.integration
 def test_an_open_loop_ladder_too_long_for_the_dataset_is_refused_before_anything_runs(tmp_path: Path) -> None:
     data = tmp_path / "prompts.jsonl"
     data.write_text("".join(f'{{"prompt": "question {i}", "output_len": 8}}\n' for i in range(40)))
@@ -156,6 +162,7 @@ def test_an_open_loop_ladder_too_long_for_the_dataset_is_refused_before_anything
     assert run.result is not None and _rows(tmp_path / "replay.db", "SELECT count(*) FROM runs WHERE status = 'completed'") == [(1,)]
 
 
+@pytest.mark.integration
 def test_cli_says_the_dataset_ran_out_in_one_line(tmp_path: Path) -> None:
     data = tmp_path / "prompts.jsonl"
     data.write_text("".join(f'{{"prompt": "question {i}", "output_len": 8}}\n' for i in range(30)))

@@ -76,6 +76,7 @@ def _smoke_with_dataset(folder: Path) -> Path:
     return folder / "mine.yaml"
 
 
+@pytest.mark.integration
 def test_workers_of_a_study_find_the_dataset_beside_its_profile(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """`sweep sweep --gpus` hands its workers the profile's folder; `sweep study create` says to."""

@@ -172,6 +172,7 @@ def test_cache_hits_rise_with_the_turn_on_the_virtual_driver() -> None:
     assert all(t is not None and t.cache_hit is not None and t.cache_hit > 0.7 for t in later), later
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_a_sessions_study_reports_turns_and_its_cache_prediction_raises_no_false_warning(tmp_path: Path) -> None:
     """`sweep knee` on a sessions workload (virtual driver): the report's sessions section, and the measured hit rate

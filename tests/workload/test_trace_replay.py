@@ -95,6 +95,7 @@ def test_a_trace_replays_in_order_at_its_offsets_and_scales(tmp_path: Path, driv
             end = idx[-1] + 1
 
 
+@pytest.mark.integration
 def test_a_study_on_a_trace_ends_with_a_winner_and_says_how_far_it_holds(tmp_path: Path) -> None:
     out = tmp_path / "out"
     rc = main(["knee", "--profile", "trace-replay", "--db", str(tmp_path / "r.db"), "--out", str(out),
