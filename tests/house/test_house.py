@@ -241,6 +241,39 @@ def test_the_top_level_holds_only_folders() -> None:
     assert flat == []
 
 
+# tests/ mirrors the package (issue 32 §4): a folder per floor of sweep/ (import-linter's layers contract), and these
+# beside them; tests/data and tests/fixtures hold what the tests read.
+TEST_FOLDERS_BESIDE_THE_FLOORS = {"sim": "sglang_sim/", "bench": "bench/", "tools": "tools/",
+                                  "house": "the checkout's own rules: layers, docs, README, scripts, wheel",
+                                  "faults": "the fault matrix: real sweep processes killed at every phase"}
+TEST_DATA_FOLDERS = ("data", "fixtures")
+
+
+def _floors() -> set[str]:
+    """The folders of sweep/ that pyproject's layers contract places, `a | b` floors split."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["type"] == "layers" and c.get("containers") == ["sweep"])["layers"]
+    return {name.strip() for floor in layers for name in floor.split("|")}
+
+
+def test_the_tests_mirror_the_package() -> None:
+    """Every test file is tests/<folder>/test_x.py, the folder a floor of sweep/ or one of
+    TEST_FOLDERS_BESIDE_THE_FLOORS; every floor has its folder; and each folder but faults/ is a package (tests is
+    one too), so two test files of one name in two folders are two modules under pytest's default import mode."""
+    tests = ROOT / "tests"
+    allowed = _floors() | set(TEST_FOLDERS_BESIDE_THE_FLOORS)
+    misplaced = sorted(str(p.relative_to(tests)) for p in tests.rglob("test_*.py")
+                       if len(p.relative_to(tests).parts) != 2 or p.parent.name not in allowed)
+    assert misplaced == [], f"test files outside tests/<folder>/, the folder one of {sorted(allowed)}: {misplaced}"
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
+    assert sorted(folders - allowed - set(TEST_DATA_FOLDERS)) == [], "folders of tests/ that name no floor"
+    assert sorted(_floors() - folders) == [], "floors of sweep/ without their folder in tests/"
+    not_packages = sorted(f for f in (folders & allowed) - {"faults"} if not (tests / f / "__init__.py").is_file())
+    assert (tests / "__init__.py").is_file() and not_packages == [], f"not packages: {not_packages}"
+
+
 def test_an_old_module_path_is_gone() -> None:
     """The 0.1 paths (`sweep.knee`, `launchers.procs`) no longer import: nothing answers them behind the lint's
     back."""
