@@ -12,7 +12,7 @@ import uuid
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from alembic import command
@@ -26,6 +26,7 @@ from sweep.analysis import measure
 from sweep.analysis.run_stats import ClientStats, RunStats
 from sweep.core.errors import StoreError
 from sweep.core.types import RequestRecord, Sample, ServerConfig
+from sweep.launchers.base import Environment
 from sweep.store import STAT_COLUMNS, Store, alembic_config
 from sweep.store.models import Base
 from sweep.store.queries import run_summary
@@ -87,8 +88,8 @@ def _round_trip(store: Store) -> None:
     first = store.get_study_by_name(name)
     assert first is not None and first.id == sid
     assert store.get_study_by_name("no-such-study") is None
-    env_id = store.record_environment(sid, {"host": "h1", "gpu_name": "H200", "gpu_count": 1,
-                                            "simulated": True, "numa": {"nodes": 2}})
+    env_id = store.record_environment(sid, cast(Environment, {"host": "h1", "gpu_name": "H200", "gpu_count": 1,
+                                                              "simulated": True, "numa": {"nodes": 2}}))
     assert env_id > 0
 
     config = ServerConfig(max_running_requests=32, mem_fraction_static=0.8, chunked_prefill_size=8192,
@@ -271,9 +272,9 @@ def test_api_key_is_stripped_from_stored_argv(store: Store) -> None:
 
 def test_environment_keeps_unknown_keys_as_extra_and_drops_secrets(store: Store) -> None:
     sid = _study(store)
-    store.record_environment(sid, {"host": "gpu-7", "sglang_version": "0.5.17", "HF_TOKEN": "hf_x",
-                                   "api_key": "k", "db_password": "p", "kernel": "6.8",
-                                   "env": {"AWS_SECRET_ACCESS_KEY": "s", "CUDA_VISIBLE_DEVICES": "0"}})
+    store.record_environment(sid, cast(Environment, {  # keys no launcher reports today: kept, secrets dropped
+        "host": "gpu-7", "sglang_version": "0.5.17", "HF_TOKEN": "hf_x", "api_key": "k", "db_password": "p",
+        "kernel": "6.8", "env": {"AWS_SECRET_ACCESS_KEY": "s", "CUDA_VISIBLE_DEVICES": "0"}}))
     with store.engine.connect() as conn:
         row = conn.execute(text("SELECT host, sglang_version, simulated, extra_json FROM environments")).one()
     assert (row.host, row.sglang_version) == ("gpu-7", "0.5.17")
@@ -462,3 +463,26 @@ def test_workers_writing_a_studys_winners_together_on_postgresql() -> None:
             t.join(120)
         assert not errors, errors[0]
         assert [w.tier for w in setup.study_winners(sid)] == ["default"]
+
+
+def test_environment_reads_back_as_a_typed_record(store: Store) -> None:
+    """The environment travels typed: a launcher's facts go in, a frozen record with fields comes out (the column
+    wins over an extra key of the same name; facts no field names stay in `extra`)."""
+    sid = _study(store)
+    assert store.environment(sid) is None
+    store.record_environment(sid, {"host": "h1", "gpu_name": "NVIDIA H200", "gpu_count": 2, "gpu_memory_mib": 143771,
+                                   "sglang_version": "0.5.17", "simulated": True, "parallel": "TP 2, DP 1",
+                                   "sim_unmodelled_flags": ["--enable-dp-attention"], "kind": "sim",
+                                   "versions": {"flashinfer-python": "0.4.1"},
+                                   "dataset_fit": {"entries": 40, "clipped": 3, "dropped": 0},
+                                   "trace": {"sends": 12, "gap_cv": 1.4}})
+    env = store.environment(sid)
+    assert env is not None
+    assert (env.host, env.gpu_name, env.gpu_count, env.gpu_memory_mib) == ("h1", "NVIDIA H200", 2, 143771.0)
+    assert (env.sglang_version, env.simulated, env.parallel) == ("0.5.17", True, "TP 2, DP 1")
+    assert env.sim_unmodelled_flags == ("--enable-dp-attention",)
+    assert env.dataset_fit == {"entries": 40, "clipped": 3, "dropped": 0} and env.trace == {"sends": 12, "gap_cv": 1.4}
+    assert env.extra == {"kind": "sim", "versions": {"flashinfer-python": "0.4.1"}}
+    assert env.torch_version is None and env.model_path is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        env.host = "elsewhere"  # type: ignore[misc]  # the record is frozen: the assignment must fail

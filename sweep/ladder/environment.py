@@ -71,7 +71,7 @@ def _parallel(extra_args: list[str], tp_searched: str | None = None) -> str:
     return f"TP {tp_searched or tp}, DP {dp}"
 
 
-class EnvironmentRecord:
+class EnvironmentRecorder:
     """A study's environments row, kept in step with what each launched server says about itself.
 
     `on_launch` is the ladder's callback: a server that reports it is sweep's simulator (attached, or behind a

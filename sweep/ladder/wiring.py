@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TypedDict
 
@@ -12,7 +11,7 @@ from sglang_sim.shape import choose_model
 from sweep import engines
 from sweep.core.errors import ProfileError, UsageError
 from sweep.drivers import Driver
-from sweep.launchers.base import Launcher, ServerHandle
+from sweep.launchers.base import Environment, Launcher, ServerHandle
 from sweep.launchers.placement import WorkerSeat
 from sweep.launchers.prediction import Predictor, gpu_of
 from sweep.launchers.procs import gpu_count
@@ -55,7 +54,7 @@ def server_model(profile: Profile) -> ModelPreset:
 
 
 def predictor(model: ModelPreset | None, kind: str, profile: Profile,
-              env: Mapping[str, object]) -> Predictor | None:
+              env: Environment) -> Predictor | None:
     """The memory plan of each launch (sweep.launchers.prediction): on the sim preset's GPU, else the GPU the
     launcher's environment names; None for launcher attach (nothing is launched) or a GPU nothing is known of."""
     if model is None or kind == "attach":

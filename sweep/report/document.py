@@ -18,7 +18,7 @@ from sweep.report.tables import configs_table, knee_cell, load_text, modality_ta
 from sweep.report.tables import fmt as _fmt
 from sweep.report.trace import trace_lines
 from sweep.report.winner import study_dialect, winner_lines
-from sweep.store import STAT_COLUMNS, RunRecord, RunSummary
+from sweep.store import STAT_COLUMNS, EnvironmentRecord, RunRecord, RunSummary
 from sweep.views.answer import Answer
 from sweep.views.contract import ContractInput, missing_fields
 from sweep.views.fixed_flags import differences
@@ -73,10 +73,10 @@ def soak_lines(ctx: StudyContext) -> list[str]:
     return out + [""]
 
 
-def unmodelled_lines(env: Mapping[str, object]) -> list[str]:
+def unmodelled_lines(env: EnvironmentRecord) -> list[str]:
     """The flags the simulator accepted but did not model (recorded at launch), as a warning block."""
-    flags = env.get("sim_unmodelled_flags") or []
-    if not isinstance(flags, list) or not flags:
+    flags = env.sim_unmodelled_flags
+    if not flags:
         return []
     return ["> **The simulator accepted but does not model these flags**; numbers that depend on them are not "
             "simulated:", *[f"> - `{f}`" for f in flags], ""]

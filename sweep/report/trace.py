@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sweep.analysis.loads import load_text
+from sweep.core.types import JSON
 from sweep.profile.trace import PEAK_SPAN_S
 from sweep.views.study import StudyContext
 
@@ -15,7 +16,7 @@ def _num(x: object, fmt: str = ".2f") -> str:
     return format(float(x), fmt) if isinstance(x, int | float) else "-"
 
 
-def fit_line(fit: Mapping[str, object]) -> str:
+def fit_line(fit: Mapping[str, JSON]) -> str:
     """"3 of 40 entries clipped ..." or "all 40 entries fit ..." from the stored dataset_fit."""
     n, clipped, dropped = fit.get("entries"), fit.get("clipped") or 0, fit.get("dropped") or 0
     ctx_len = fit.get("context_len")
@@ -30,13 +31,13 @@ def fit_line(fit: Mapping[str, object]) -> str:
 
 def trace_lines(ctx: StudyContext) -> list[str]:
     """The section: the dataset's fit, the trace's own timing and each window's (nothing without either)."""
-    fit, trace = ctx.env.get("dataset_fit"), ctx.env.get("trace")
-    if not isinstance(fit, dict) and not isinstance(trace, dict):
+    fit, trace = ctx.env.dataset_fit, ctx.env.trace
+    if fit is None and trace is None:
         return []
     out = ["## Dataset and trace timing", ""]
-    if isinstance(fit, dict):
+    if fit is not None:
         out.append(fit_line(fit))
-    if not isinstance(trace, dict):
+    if trace is None:
         return [*out, ""]
     rec = trace.get("recorded_rps")
     out.append(f"- The trace (from {_num(trace.get('start_s'), 'g')} s in): {trace.get('sends')} sends over "

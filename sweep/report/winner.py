@@ -102,7 +102,7 @@ def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView, launch: boo
                   "(more client processes: `--client-procs`).", ""]
     if not launch:
         return [*lines, "Launch it with the command in the answer above.", ""]
-    model = str(env.get("model_path") or "MODEL")
+    model = env.model_path or "MODEL"
     extra_args = ctx.raw("server").get("extra_args")
     extra = [str(a) for a in extra_args] if isinstance(extra_args, list) else []
     lines += ["```", launch_command(model, winner.config.knobs(), extra, study_dialect(ctx.profile_raw)), "```", ""]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from sqlalchemy import (
     Connection,
@@ -43,6 +43,11 @@ from sweep.store.records import (
 )
 from sweep.store.revisions import VERSION_TABLE, check_readable, one_revision
 from sweep.store.runs import RunWrites, hold_lease, new_id
+
+if TYPE_CHECKING:
+    from sweep.launchers.base import (
+        Environment as LauncherEnvironment,  # what a launcher reports (a TypedDict)
+    )
 
 __all__ = ["Store", "schema_revision"]
 
@@ -232,7 +237,7 @@ class Store(RunWrites, StoreReads):
             self._update_one(conn, q.studies_table, study_id, {"simulated": True}, f"study {study_id}")
             conn.execute(update(runs_table).where(runs_table.c.study_id == study_id).values(simulated=True))
 
-    def record_environment(self, study_id: int, env: Mapping[str, object]) -> int:
+    def record_environment(self, study_id: int, env: LauncherEnvironment) -> int:
         """Store where a study ran; unknown keys go to extra_json, keys that look like secrets are dropped."""
         with self._write(f"record environment of study {study_id}") as conn:
             stmt = insert(q.environments_table).values(q.environment_row(study_id, env))

@@ -219,7 +219,7 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
     extra_args = server.get("extra_args", []) if isinstance(server, dict) else []
     price = prof.cost.gpu_hour_usd if prof is not None else None
     return Answer(ctx.study.name, ctx.study.simulated,
-                  str(ctx.env.get("model_path") or (prof.server.model_path if prof else "MODEL")),
+                  str(ctx.env.model_path or (prof.server.model_path if prof else "MODEL")),
                   tuple(extra_args), tuple(_priced(t, ctx, price) for t in out),
                   {c.id: _label(ctx.configs, c.id, ctx.labels) for c in ctx.configs},
                   note, trace_rate(ctx),

@@ -22,7 +22,15 @@ from sweep.analysis.winner import HardwareRanking, Winner
 from sweep.core.types import CUT
 from sweep.profile import Profile
 from sweep.profile.trace import Burstiness
-from sweep.store import ConfigRecord, PriorRecord, RequestTokens, RunRecord, StoredRequestRow, StudyRecord
+from sweep.store import (
+    ConfigRecord,
+    EnvironmentRecord,
+    PriorRecord,
+    RequestTokens,
+    RunRecord,
+    StoredRequestRow,
+    StudyRecord,
+)
 
 if TYPE_CHECKING:
     from sweep.analysis.soak import SoakVerdict
@@ -138,7 +146,7 @@ class StudyContext:
     study: StudyRecord = field(default_factory=lambda: StudyRecord(0, ""))
     configs: list[ConfigRecord] = field(default_factory=list)
     runs: list[RunRecord] = field(default_factory=list)  # reference-client rows left out
-    env: dict[str, object] = field(default_factory=dict)  # the environment row ({} when none was recorded)
+    env: EnvironmentRecord = field(default_factory=EnvironmentRecord)  # the environment row (empty: none recorded)
     profile_raw: dict[str, object] = field(default_factory=dict)  # the stored profile JSON as it was written
     profile: Profile | None = None  # the stored profile re-validated; None: another version's (see profile_raw)
     labels: dict[int, str] = field(default_factory=dict)  # config id -> ServerConfig.label()
