@@ -47,7 +47,7 @@ class Forgetful(Conversation):
 
 def _columns(result: WindowResult) -> dict[str, object]:
     stats = compute_stats(result, SLA(), min_requests=1)
-    return replace(stats, **session_columns(result.records)).columns()  # type: ignore[arg-type]
+    return replace(stats, **session_columns(result.records)).columns()
 
 
 def _session_checks(ours: dict[str, object], ref: dict[str, object]) -> dict[str, bool | None]:

@@ -131,7 +131,7 @@ def _write_parquet(items: Iterator[dict[str, object]], out: Path) -> int:
                 if schema is None:
                     hints = _arrow_hints()
                     first = pa.Table.from_pylist(batch).schema
-                    schema = pa.schema([pa.field(f.name, hints.get(f.name, pa.string()))  # type: ignore[arg-type]
+                    schema = pa.schema([pa.field(f.name, hints.get(f.name, pa.string()))
                                         if pa.types.is_null(f.type)
                                         or (pa.types.is_integer(f.type) and hints.get(f.name) == pa.float64())
                                         else f for f in first])

@@ -62,7 +62,7 @@ def suggest(trial: optuna.Trial, space: Space, grid_values: dict[str, list[FlagS
             else:
                 chosen[name] = trial.suggest_float(name, float(dim.low), float(dim.high), log=dim.log)
         else:
-            chosen[name] = trial.suggest_categorical(name, values[name])  # type: ignore[arg-type]
+            chosen[name] = trial.suggest_categorical(name, values[name])
     chosen = {k: v for k, v in chosen.items() if k not in conds or applies(conds[k], chosen)}
     fixed = frozenset(n for n in dims if len(values.get(n, ())) == 1 and n not in conds)
     return ServerConfig.of(chosen, fixed=fixed)
