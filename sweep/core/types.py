@@ -10,6 +10,7 @@ import hashlib
 import json
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ KnobValue = int | float | str  # one knob's value (ServerConfig's field types)
 FlagScalar = bool | int | float | str  # one other flag's value (ServerConfig.flags; bool: a store_true switch)
 # A parsed JSON value (json.loads, a server's /server_info, a dataset line): narrow with isinstance before use.
 JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
+# One value of a flat row by column name (a record's columns(), a table cell, a CSV field): a scalar, never nested.
+Cell: TypeAlias = str | int | float | bool | datetime | None
 
 
 def _knob(label: str, kind: type) -> Any:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sweep.analysis.run_stats import RunStats
+from sweep.core.types import JSON
 from sweep.store import EnvironmentRecord, RunRecord
 from sweep.views.steps import STEP_FIELDS, filled, measured_steps
 
@@ -17,7 +18,7 @@ class ContractInput:
     ranked winner's configuration id (None: judged over every configuration's steps)."""
 
     env: EnvironmentRecord
-    profile_raw: Mapping[str, object]
+    profile_raw: Mapping[str, JSON]
     runs: Sequence[RunRecord]
     winner_id: int | None
 

@@ -24,6 +24,7 @@ from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import LadderStep, ladder_knee
 from sweep.analysis.winner import HardwareRanking, Winner, pick_winner, rank_by_hardware
 from sweep.core.errors import PREDICTED_INFEASIBLE, NotFound
+from sweep.core.types import JSON
 from sweep.profile import Profile, Search
 from sweep.store import ConfigRecord, EnvironmentRecord, RunRecord, Store, StudyRecord, WinnerRecord
 from sweep.store.records import labels_of
@@ -94,7 +95,7 @@ def config_knees(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord],
 
 
 def decide_winner(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord], knees: Mapping[int, ConfigKnee],
-                  env: EnvironmentRecord, profile_raw: Mapping[str, object],
+                  env: EnvironmentRecord, profile_raw: Mapping[str, JSON],
                   rank_mixed_hardware: bool = False) -> WinnerDecision:
     """The one winner rule (see the module's docstring)."""
     status = {c.id: c.status for c in configs}
@@ -217,7 +218,7 @@ class StudyReadModel:
     configs: list[ConfigRecord]  # aborted attempts included
     runs: list[RunRecord]  # reference-client rows left out
     env: EnvironmentRecord  # the environment row (empty when none was recorded)
-    profile_raw: dict[str, object]  # the stored profile JSON as it was written
+    profile_raw: dict[str, JSON]  # the stored profile JSON as it was written
     profile: Profile | None  # re-validated; None: another version's (see profile_raw)
     labels: dict[int, str]  # config id -> ServerConfig.label()
     knees: dict[int, ConfigKnee]
