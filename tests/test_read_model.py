@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sweep.core.environment import Environment
 from sweep.core.types import Placement, ServerConfig
-from sweep.launchers.base import Environment
 from sweep.profile import load_profile
 from sweep.store import Store
 from sweep.views.context import study_context

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sweep.core.environment import Environment
 from sweep.engines import get as get_dialect
-from sweep.launchers.base import Environment, ServerHandle
+from sweep.launchers.base import ServerHandle
 from sweep.profile import Profile
 from sweep.profile.grid import expand
 from sweep.store import Store

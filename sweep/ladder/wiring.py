@@ -9,9 +9,10 @@ from typing import TypedDict
 from sglang_sim.params import ModelPreset
 from sglang_sim.shape import choose_model
 from sweep import engines
+from sweep.core.environment import Environment
 from sweep.core.errors import ProfileError, UsageError
 from sweep.drivers import Driver
-from sweep.launchers.base import Environment, Launcher, ServerHandle
+from sweep.launchers.base import Launcher, ServerHandle
 from sweep.launchers.placement import WorkerSeat
 from sweep.launchers.prediction import Predictor, gpu_of
 from sweep.launchers.procs import gpu_count

@@ -21,9 +21,9 @@ from sglang_sim.params import (
     plan_memory,
     with_kv_dtype,
 )
+from sweep.core.environment import Environment
 from sweep.core.errors import PREDICTED_INFEASIBLE
 from sweep.core.types import ServerConfig
-from sweep.launchers.base import Environment
 
 MAX_PREFILL_TOKENS = 16384  # SGLang's --max-prefill-tokens default: the extend batch when chunking is off
 

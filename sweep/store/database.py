@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from sqlalchemy import (
     Connection,
@@ -26,6 +26,7 @@ from sqlalchemy import (
     update,
 )
 
+from sweep.core.environment import Environment as LauncherEnvironment  # what a launcher reports
 from sweep.core.errors import StoreError
 from sweep.core.types import Placement, ServerConfig
 from sweep.store import queries as q
@@ -43,11 +44,6 @@ from sweep.store.records import (
 )
 from sweep.store.revisions import VERSION_TABLE, check_readable, one_revision
 from sweep.store.runs import RunWrites, hold_lease, new_id
-
-if TYPE_CHECKING:
-    from sweep.launchers.base import (
-        Environment as LauncherEnvironment,  # what a launcher reports (a TypedDict)
-    )
 
 __all__ = ["Store", "schema_revision"]
 

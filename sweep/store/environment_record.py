@@ -1,5 +1,5 @@
 """A study's environment as the store reads it back: one frozen record with the environments table's columns and
-the launcher facts its extra_json keeps (sweep.launchers.base.Environment is what goes in; this is what comes out).
+the launcher facts its extra_json keeps (sweep.core.environment.Environment is what goes in; this is what comes out).
 
 Readers (the report's setup and contract, `sweep history`, the launch prediction) read its fields, so a misspelt
 fact is a type error, never a silent "unknown". An empty record (`EnvironmentRecord()`) stands for a study whose
@@ -18,6 +18,52 @@ from sweep.core.types import JSON
 
 def _text(v: object) -> str | None:
     return None if v is None or v == "" else str(v)
+
+
+def _number(v: JSON) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _count(v: JSON) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+@dataclass(frozen=True)
+class DatasetFit:
+    """The dataset fitted to the server's context (workload.dataset.overlong; sweep.workload.overlong.input_facts):
+    entries in the dataset, how many were clipped or dropped to fit, the context and the policy."""
+
+    entries: int | None = None
+    clipped: int = 0
+    dropped: int = 0
+    context_len: int | None = None
+    policy: str | None = None
+
+    @classmethod
+    def of(cls, stored: dict[str, JSON]) -> DatasetFit:
+        """The stored JSON object back (a key missing or of another type: its default)."""
+        return cls(_count(stored.get("entries")), _count(stored.get("clipped")) or 0,
+                   _count(stored.get("dropped")) or 0, _count(stored.get("context_len")), _text(stored.get("policy")))
+
+
+@dataclass(frozen=True)
+class TraceTiming:
+    """A replayed trace's own timing (sweep.profile.trace.burstiness from dataset.start_s): its sends over its span,
+    the recorded rate, the gaps' CV (1 = Poisson) and the peak rate over the mean."""
+
+    sends: int | None = None
+    span_s: float | None = None
+    gap_cv: float | None = None
+    peak_ratio: float | None = None
+    recorded_rps: float | None = None
+    start_s: float | None = None
+
+    @classmethod
+    def of(cls, stored: dict[str, JSON]) -> TraceTiming:
+        """The stored JSON object back (a key missing or not a number: None)."""
+        return cls(_count(stored.get("sends")), _number(stored.get("span_s")), _number(stored.get("gap_cv")),
+                   _number(stored.get("peak_ratio")), _number(stored.get("recorded_rps")),
+                   _number(stored.get("start_s")))
 
 
 @dataclass(frozen=True)
@@ -41,8 +87,8 @@ class EnvironmentRecord:
     parallel: str | None = None  # "TP 2, DP 1"
     sim_unmodelled_flags: tuple[str, ...] = ()  # flags the simulator accepted and ignored
     # the study's dataset (sweep.workload.overlong.input_facts): entries fitted to the context, a trace's timing
-    dataset_fit: dict[str, JSON] | None = None
-    trace: dict[str, JSON] | None = None
+    dataset_fit: DatasetFit | None = None
+    trace: TraceTiming | None = None
     extra: dict[str, JSON] = field(default_factory=dict)  # every other launcher fact (kind, engine, url, versions...)
 
     @classmethod
@@ -65,7 +111,8 @@ class EnvironmentRecord:
                    model_path=_text(get("model_path")), simulated=bool(get("simulated")),
                    parallel=_text(parallel),
                    sim_unmodelled_flags=tuple(str(f) for f in flags) if isinstance(flags, list) else (),
-                   dataset_fit=fit if isinstance(fit, dict) else None, trace=trace if isinstance(trace, dict) else None,
+                   dataset_fit=DatasetFit.of(fit) if isinstance(fit, dict) else None,
+                   trace=TraceTiming.of(trace) if isinstance(trace, dict) else None,
                    extra=extra)
 
 

@@ -7,11 +7,11 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from sqlalchemy import Column, Connection, Executable, MetaData, Table, case, func, select
 
 from sweep.analysis.run_stats import RunStats
+from sweep.core.environment import Environment as LauncherEnvironment  # what a launcher reports
 from sweep.core.errors import StoreError
 from sweep.core.numbers import as_float, as_int
 from sweep.core.types import RequestRecord, Sample
@@ -43,11 +43,6 @@ from sweep.store.records import (
     WinnerRecord,
     as_utc,
 )
-
-if TYPE_CHECKING:
-    from sweep.launchers.base import (
-        Environment as LauncherEnvironment,  # what a launcher reports (a TypedDict)
-    )
 
 studies_table = Base.metadata.tables[Study.__tablename__]
 environments_table = Base.metadata.tables[Environment.__tablename__]
