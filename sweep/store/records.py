@@ -1,8 +1,9 @@
 """Typed rows the store's reads return (frozen dataclasses, one per table or view), instead of untyped row dicts.
 
 Each record is built in one place from a SQLAlchemy row mapping (`from_row`); a column this version does not
-know is ignored, a missing one reads as its default. Where a caller picks a column by name (the report's
-tables, `sweep runs --format json`), a record offers `get(name)` / `columns()` typed `object`.
+know is ignored, a missing one reads as its default. Where a caller picks a column by a name it is given (`sweep runs
+--columns`, `--format json|csv`, `sweep export`), a record offers `get(name)` / `columns()` (`Cell`: a scalar); code
+that knows its column reads the field (the report, the views and the terminal do).
 Samples come back as sweep.core.types.Sample (t relative to the window start).
 """
 

@@ -21,7 +21,7 @@ from sweep.analysis.loads import knee_load
 from sweep.analysis.significance import Difference, difference, ties, win_probabilities
 from sweep.analysis.tiers import StoredRequest, judge_tier, same_bounds
 from sweep.core.errors import UsageError
-from sweep.core.types import JSON, KNOB_LABELS, KnobValue, ServerConfig
+from sweep.core.types import JSON, KNOB_LABELS, JSONOut, KnobValue, ServerConfig
 from sweep.profile import DEFAULT_TIER, SLA, Tier
 from sweep.profile.grid import grid
 from sweep.profile.window import DEFAULT_MIN_REQUESTS
@@ -96,7 +96,7 @@ class Answer:
         return [*dialect.launch_command(),
                 *dialect.server_argv(self.model_path, ServerConfig.of(knobs), list(self.extra_args))]
 
-    def document(self, config_id: int | None = None) -> dict[str, object]:
+    def document(self, config_id: int | None = None) -> dict[str, JSONOut]:
         """The answer as plain data, versioned (answer.json, `sweep knee --json`, `sweep explain --format json`;
         docs/json-schema/answer.json); with `config_id`, each tier's per-configuration maps keep that one only."""
         doc = asdict(self)
