@@ -11,6 +11,7 @@ import pytest
 
 from sweep.analysis.crosscheck import SESSION_FIGURES, Tolerance, compare_runs
 from sweep.analysis.measure import compute_stats
+from sweep.analysis.run_stats import StatValue
 from sweep.analysis.sessions import session_columns
 from sweep.core.errors import UsageError
 from sweep.core.types import ServerConfig, WindowResult
@@ -45,12 +46,12 @@ class Forgetful(Conversation):
         return None
 
 
-def _columns(result: WindowResult) -> dict[str, object]:
+def _columns(result: WindowResult) -> dict[str, StatValue]:
     stats = compute_stats(result, SLA(), min_requests=1)
-    return replace(stats, **session_columns(result.records)).columns()  # type: ignore[arg-type]
+    return replace(stats, **session_columns(result.records)).columns()
 
 
-def _session_checks(ours: dict[str, object], ref: dict[str, object]) -> dict[str, bool | None]:
+def _session_checks(ours: dict[str, StatValue], ref: dict[str, StatValue]) -> dict[str, bool | None]:
     check = compare_runs(ours, ref, Tolerance())
     return {f.column: f.agrees for f in check.figures if f.column in SESSION_COLS}
 

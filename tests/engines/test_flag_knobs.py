@@ -12,7 +12,7 @@ import pytest
 
 from sweep.analysis.cost import usd_per_million_output
 from sweep.cli import main
-from sweep.core.types import FlagScalar, ServerConfig, fixed_flags
+from sweep.core.types import JSON, FlagScalar, ServerConfig, fixed_flags
 from sweep.engines import SGLANG
 from sweep.engines.flag_table import parse_help, stored
 from sweep.profile import load_profile
@@ -154,12 +154,12 @@ def test_the_cost_per_token_counts_every_gpu_of_the_server() -> None:
 
 
 def test_fixed_flags_come_from_extra_args_and_one_valued_space_flags() -> None:
-    raw = {"server": {"extra_args": ["--load-format", "dummy", "--enable-mixed-chunk", "--chunked-prefill-size", "-1"]},
+    raw: dict[str, JSON] = {"server": {"extra_args": ["--load-format", "dummy", "--enable-mixed-chunk", "--chunked-prefill-size", "-1"]},
            "search": {"space": {"kv_cache_dtype": ["fp8_e5m2"], "cuda_graph_max_bs": [64, 256],
                                 "disable_radix_cache": [False], "max_running_requests": [64]}}}
     assert fixed_flags_of(raw) == {"--load-format": "dummy", "--enable-mixed-chunk": "", "--chunked-prefill-size": "-1",
                                    "--kv-cache-dtype": "fp8_e5m2"}
-    same = {"server": {"extra_args": ["--kv-cache-dtype", "fp8_e5m2"]}}
+    same: dict[str, JSON] = {"server": {"extra_args": ["--kv-cache-dtype", "fp8_e5m2"]}}
     assert differences(fixed_flags_of(same), {"--kv-cache-dtype": "fp8_e5m2"}) == []
     assert differences({"--kv-cache-dtype": "fp8_e5m2"}, {}) == ["--kv-cache-dtype fp8_e5m2 vs not set"]
 

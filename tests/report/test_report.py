@@ -62,7 +62,7 @@ def test_contract_gap_names_fields_and_draws_no_conclusion(run: KneeRun, tmp_pat
     from sweep.views.context import study_context
 
     ctx = study_context(Store(f"sqlite:///{run.report.markdown.parent.parent.parent / 'r.db'}"), run.study_id)
-    ctx = replace(ctx, env=dict(ctx.env, sglang_version=None))
+    ctx = replace(ctx, env=replace(ctx.env, sglang_version=None))
     files = write_report(ctx, tmp_path)
     assert files.missing == ["SGLang version"]
     text = files.markdown.read_text()

@@ -13,12 +13,12 @@ from matplotlib.colors import to_hex
 
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.winner import Winner
-from sweep.core.types import ServerConfig
+from sweep.core.types import JSON, ServerConfig
 from sweep.report.plots import ladder_figure, pareto_figure, pareto_front, plots
 from sweep.store import ConfigRecord, RunRecord, StudyRecord
 from sweep.views.study import StudyContext
 
-SLA = {"ttft_ms": 1000.0, "tpot_ms": 100.0, "ttft_percentile": 95, "tpot_percentile": 95}
+SLA: dict[str, JSON] = {"ttft_ms": 1000.0, "tpot_ms": 100.0, "ttft_percentile": 95, "tpot_percentile": 95}
 LADDER = [16, 32, 64, 128]
 
 

@@ -203,7 +203,7 @@ def test_setup_is_written_for_people(smoke: tuple[Path, KneeRun]) -> None:
 def test_unknown_environment_fields_read_unknown(smoke: tuple[Path, KneeRun], tmp_path: Path) -> None:
     tmp, run = smoke
     ctx = study_context(Store(f"sqlite:///{tmp / 'r.db'}"), run.study_id)
-    ctx = replace(ctx, env=dict(ctx.env, sglang_version=None, gpu_name=None))
+    ctx = replace(ctx, env=replace(ctx.env, sglang_version=None, gpu_name=None))
     md = write_report(ctx, tmp_path).markdown.read_text()
     setup = md.split("## Setup", 1)[1].split("\n## ", 1)[0]
     assert "SGLang version: unknown" in setup and "GPU: unknown;" in setup and "None" not in setup

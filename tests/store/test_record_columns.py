@@ -14,18 +14,28 @@ def _run(**cols: object) -> RunRecord:
 
 def test_a_misspelt_run_column_is_an_error_not_an_unset_value() -> None:
     run = _run(goodput_tps=120.0, ttft_p99_ms=800.0, host="h1")
-    assert (run.get("goodput_tps"), run.number("ttft_p99_ms"), run.get("host"), run.get("phase")) == (
+    assert (run.get("goodput_tps"), run.get("ttft_p99_ms"), run.get("host"), run.get("phase")) == (
         120.0, 800.0, "h1", "final")
     for wrong in ("goodput_tsp", "ttft_p75_ms", "stats", "placement"):
         with pytest.raises(KeyError, match=wrong):
             run.get(wrong)
-    with pytest.raises(KeyError, match="goodput_tsp"):
-        run.number("goodput_tsp")
 
 
 def test_a_run_without_statistics_reads_its_stat_columns_as_unset() -> None:
     run = _run()
-    assert run.stats is None and run.get("goodput_tps") is None and run.number("ttft_p99_ms") is None
+    assert run.stats is None and run.get("goodput_tps") is None and run.get("ttft_p99_ms") is None
+
+
+def test_a_latency_percentile_reads_its_own_field_and_none_where_runs_keeps_no_such_percentile() -> None:
+    """The report's SLA-percentile panels and soak line read RunStats.percentile_ms (fields, not a built column
+    name): the percentile asked for, never another; None where runs stores no such percentile."""
+    stats = _run(ttft_p50_ms=100.0, ttft_p90_ms=190.0, ttft_p95_ms=250.0, ttft_p99_ms=800.0, tpot_p95_ms=31.0,
+                 e2e_p90_ms=4000.0).stats
+    assert stats is not None
+    assert [stats.percentile_ms("ttft", q) for q in (50, 90, 95, 99, 95.0)] == [100.0, 190.0, 250.0, 800.0, 250.0]
+    assert (stats.percentile_ms("tpot", 95), stats.percentile_ms("e2e", 90), stats.percentile_ms("itl", 50)) == (
+        31.0, 4000.0, None)
+    assert stats.percentile_ms("ttft", 75) is None and stats.percentile_ms("ttft", 99.9) is None
 
 
 def test_every_record_refuses_a_column_it_does_not_have() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sweep.core.environment import Environment
 from sweep.core.types import Placement, ServerConfig
 from sweep.profile import load_profile
 from sweep.store import Store
@@ -15,7 +16,7 @@ from sweep.views.read_model import read_study
 ROOT = Path(__file__).resolve().parents[2]
 H200 = Placement(gpu_name="NVIDIA H200", gpu_memory_mib=143771.0)
 A100 = Placement(gpu_name="NVIDIA A100", gpu_memory_mib=81920.0)
-ENV = {"model_path": "Qwen/Qwen2.5-0.5B-Instruct", "sglang_version": "0.4.0", "gpu_name": "NVIDIA H200",
+ENV: Environment = {"model_path": "Qwen/Qwen2.5-0.5B-Instruct", "sglang_version": "0.4.0", "gpu_name": "NVIDIA H200",
        "parallel": "tp=1", "simulated": True}
 
 
