@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from multiprocessing.connection import Connection
@@ -173,7 +173,9 @@ class HttpDriver:
 
         metrics = next((p for p in probes if isinstance(p, MetricsProbe)), None)
         ctx = mp.get_context("spawn")
-        coord = Coord(rule) if len(plans) == 1 else SharedCoord(ctx, rule, n_shards=len(plans))
+        # with an early-stop test, the workers track their requests in flight for it (sweep.drivers.running)
+        slots = max(p.users if p.offsets is None else p.max_in_flight for p in plans) if self._early else 0
+        coord = Coord(rule, slots) if len(plans) == 1 else SharedCoord(ctx, rule, n_shards=len(plans), slots=slots)
         handover = Handover(sink, coord.window_start, window.measure_seconds, coord.stop) if sink else None
         try:
             for p in probes:
@@ -340,7 +342,7 @@ class HttpDriver:
             return False
         if not ws <= now < ws + window.measure_seconds:
             return False
-        verdict = self._early.check(now, ws)
+        verdict = self._early.check(now, ws, _in_flight(coord))
         if verdict is None:
             return False
         self._stopped = verdict.text()
@@ -391,6 +393,11 @@ class HttpDriver:
             warmup_requests=opened[1] if opened else 0, warmup_seconds=opened[2] if opened else 0.0,
             window_opened_by=opened[0] if opened else None, counters_start=counters_start, counters_end=counters_end, ttft_histogram=hist, client=client,
             simulated=simulated, aborted=aborted, suspended_s=self._suspended, stopped_early=self._stopped)
+
+
+def _in_flight(coord: Coord) -> Iterator[RequestRecord]:
+    """The window's requests in flight, read only when iterated: EarlyStop.check reads its ended counts first."""
+    yield from coord.running()
 
 
 def _watched(sink: RecordSink | None, early_stop: EarlyStop) -> RecordSink:

@@ -133,18 +133,23 @@ async def _until_window_end(coord: Coord, w: Window, users: list[asyncio.Task[No
 
 
 class _WatchedSink(SseSink):
-    """SseSink that tells the Coord each time response bytes arrive (the hang watch's evidence of progress)."""
+    """SseSink that tells the Coord each time response bytes arrive (the hang watch's evidence of progress), and its
+    running board the request's first token (the early-stop test's view of it, sweep.drivers.running)."""
 
-    __slots__ = ("coord", "shard")
+    __slots__ = ("coord", "shard", "slot")
 
     def __init__(self, rec: RequestRecord, chat: bool, clock: Clock, coord: Coord, shard: int,
                  reply: Reply | None = None):
         super().__init__(rec, chat, clock, reply)
         self.coord, self.shard = coord, shard
+        self.slot: int | None = None  # its slot on coord.board while it runs (None: untracked)
 
     def feed(self, chunk: bytes, now: float) -> None:
         self.coord.progress(self.shard, now)
+        waiting = self.rec.first_token_at is None
         super().feed(chunk, now)
+        if waiting and self.slot is not None and self.rec.first_token_at is not None and self.coord.board is not None:
+            self.coord.board.first_token(self.shard, self.slot, self.rec.first_token_at)
 
 
 async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestRecord, clock: Clock,
@@ -164,6 +169,8 @@ async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestReco
                                                                                 reply)
     if coord is not None:
         coord.sent(plan.shard, clock())
+        if coord.board is not None and isinstance(sink, _WatchedSink):
+            sink.slot = coord.board.start(plan.shard, rec)
     try:
         async with asyncio.timeout(plan.window.request_timeout_s):
             await client.stream(path, body, sink)
@@ -180,6 +187,8 @@ async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestReco
         raise
     finally:
         if coord is not None:
+            if coord.board is not None and isinstance(sink, _WatchedSink) and sink.slot is not None:
+                coord.board.end(plan.shard, sink.slot)  # before its record is handed on as ended
             coord.done(plan.shard, clock())
 
 
