@@ -66,6 +66,8 @@ def test_the_plan_writes_nothing_and_prints_its_progress(tmp_path: Path, monkeyp
     assert res.exit_code == 0, res.output
     assert "running the simulated prior" in res.output and "prior: 4/4 configurations simulated" in res.output
     assert "keeps 3 of 4 configurations within its 70% margin" in res.output
+    assert "the prior keeps 3 of 4: mrr=8 mem=0.85 (predicted knee 8), mrr=4 mem=0.85 (predicted knee 8), mrr=2 " \
+        "mem=0.85 (predicted knee 4)" in res.output
     assert list(tmp_path.iterdir()) == []  # no results.db, no report
 
 

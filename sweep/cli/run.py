@@ -254,6 +254,8 @@ def plan(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
                        "interactive; --no-prior assumes its outcome instead)", err=True)
             ran = run_plan_prior(prof, say=lambda line: typer.echo(f"{prof.name}: {line}", err=True))
             figures = ran.figures()
+            if ran.survivors_line():
+                typer.echo(f"{prof.name}: {ran.survivors_line()}")
     steps = study_plan(prof, figures)
     span = f"{steps.seconds / 3600:.1f} h" if steps.seconds >= 3600 else f"{steps.seconds / 60:.0f} min"
     typer.echo(f"{prof.name}: {steps.steps} windows, about {span} on the driver's clock; "

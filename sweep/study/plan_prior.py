@@ -37,6 +37,15 @@ class PlanPrior:
     seconds: float = 0.0
     why_not: str = ""
 
+    def survivors_line(self) -> str:
+        """The configurations the prior keeps, best first, each with its predicted knee ("" when it was not run)."""
+        if self.why_not or not self.ranked:
+            return ""
+        kept = prior.kept(self.ranked)
+        return (f"the prior keeps {len(kept)} of {len(prior.ranked_configs(self.ranked))}: "
+                + ", ".join(f"{r.label} (predicted knee {r.knee_concurrency:g})" if r.knee_concurrency is not None
+                            else r.label for r in kept))
+
     def figures(self) -> PlanPriorFigures | None:
         """What the plan reads of it (None: not run)."""
         if self.why_not or not self.ranked:
