@@ -45,7 +45,7 @@ class StudyPlan:
     short_steps: int = 0  # far steps on short windows (search.far_windows)
     gpu_hours: float = 0.0  # windows + launches, x each server's GPUs
     exhaustive_gpu_hours: float = 0.0  # every configuration on full final ladders (and the defaults, the soak)
-    assumption: str = ""  # what the plan assumed of the prior ("" when it assumed nothing)
+    prior_basis: str = ""  # what the plan took of the prior: assumed, or from the prior it ran ("" when none)
 
     @property
     def saved_gpu_hours(self) -> float:
@@ -59,7 +59,7 @@ class StudyPlan:
         return (f"about {self.gpu_hours:.1f} GPU-hours with {self.launches} launch{'es' if self.launches != 1 else ''}"
                 + (f" ({self.short_steps} far steps on short windows)" if self.short_steps else "")
                 + f"; the exhaustive grid (every configuration on full ladders): {self.exhaustive_gpu_hours:.1f} "
-                f"GPU-hours, saved {saved:.1f}{pct}" + (f"; assumes {self.assumption}" if self.assumption else ""))
+                f"GPU-hours, saved {saved:.1f}{pct}" + (f"; {self.prior_basis}" if self.prior_basis else ""))
 
 
 def planned_configs(prof: Profile, phase: str) -> int:
@@ -194,7 +194,7 @@ def study_plan(prof: Profile, prior: PlanPriorFigures | None = None) -> StudyPla
     margin = prof.search.prior_margin if prior_screens(prof) else None
     screened = sc.enabled and (margin is None or k > sc.kept(k))  # sweep.study.prior.needs_screen's rule
     finals = knees[:sc.kept(k)] if screened else knees
-    told = (f"the simulated prior ({prior.seconds:.0f} s on this CPU) "
+    told = (f"from the simulated prior, run for this plan ({prior.seconds:.0f} s on this CPU): it "
             + (f"keeps {k} of {prior.ranked} configurations within its {margin:.0%} margin, " if margin is not None
                else f"ranks {prior.ranked} configurations (no margin: all measured), ")
             + (f"screened for real (the finals' far steps read from the prior's best {len(finals)})"
@@ -212,13 +212,13 @@ def assumed(prof: Profile, screened: bool) -> str:
     k = prior_survivors(prof)
     gpus = prof.search.space.largest_tp() or 1
     extra = ladder_windows(prof, "screen") * phase_seconds(prof, "screen") + LAUNCH_S
-    return (f"the simulated prior keeps {k} configuration{'s' if k != 1 else ''} within its "
+    return (f"assumes the simulated prior keeps {k} configuration{'s' if k != 1 else ''} within its "
             f"{prof.search.prior_margin:.0%} margin (as many as screening would promote from the whole "
             f"grid){', screened for real' if screened else ', no real screen'}; each survivor more or "
             f"fewer: about {extra * gpus / 3600:.2f} GPU-hours more or less")
 
 
-def _plan(prof: Profile, first_n: int, screened: bool, final_shorts: list[int], assumption: str) -> StudyPlan:
+def _plan(prof: Profile, first_n: int, screened: bool, final_shorts: list[int], prior_basis: str) -> StudyPlan:
     """The plan of a study whose first phase measures `first_n` configurations (a screen when `screened`) and
     whose final ladders (the defaults' included) run `final_shorts` far steps each on short windows."""
     soak = 1 if prof.soak.enabled else 0
@@ -238,7 +238,7 @@ def _plan(prof: Profile, first_n: int, screened: bool, final_shorts: list[int], 
     gpus = prof.search.space.largest_tp() or 1
     gpu_h = (steps_s + launch_seconds(launches)) * gpus / 3600
     return StudyPlan(windows + soak, steps_s, launches, sum(final_shorts), gpu_h, exhaustive_gpu_hours(prof),
-                     assumption)
+                     prior_basis)
 
 
 def exhaustive_gpu_hours(prof: Profile) -> float:
