@@ -63,7 +63,9 @@ def test_the_board_shows_what_is_in_flight_and_forgets_what_ended() -> None:
     c = RequestRecord(index=2, concurrency=1, scheduled_at=3.0, sent_at=3.0)
     sa, sb = board.start(0, a), board.start(0, b)
     assert sa is not None and sb is not None and board.start(0, c) is None  # full: c is not tracked (left out)
-    board.first_token(0, sa, 1.4)
+    board.hold(0, sa)
+    assert [r.scheduled_at for r in board.records()] == [2.0]  # a chunk of a is being read: a is left out
+    board.release(0, sa, 1.4)
     seen = sorted(board.records(), key=lambda r: r.scheduled_at)
     assert [(r.scheduled_at, r.first_token_at, r.sent_output_tokens, r.warmup) for r in seen] == [
         (1.0, 1.4, 50, False), (2.0, None, 9, True)]
@@ -78,8 +80,11 @@ def test_a_slot_being_written_is_left_out() -> None:
     board = RunningBoard.local(1, 1)
     slot = board.start(0, RequestRecord(index=0, concurrency=1, scheduled_at=1.0, sent_at=1.0))
     assert slot is not None and len(board.records()) == 1
-    board._c[0] += 1.0  # a writer in the middle of a change
+    board.hold(0, slot)  # its worker is reading a chunk that may carry the first token
     assert board.records() == []
+    board.release(0, slot, None)  # it did not
+    (rec,) = board.records()
+    assert rec.first_token_at is None
 
 
 def test_a_shared_board_is_read_across_processes() -> None:

@@ -7,7 +7,9 @@ runs it (the driver's own, or its spawned client process: the cells are then a s
 them all at every check (`records`). Each slot carries a sequence number, odd while its writer changes it (a
 seqlock): a reader that sees it odd, or changed between the start and the end of its read, leaves that slot out.
 A slot left out is a request the test does not see, which is the conservative side (sweep.analysis.early_stop:
-leaving a running request out only lowers its e-value). A request ends (its slot is freed) before its record is
+leaving a running request out only lowers its e-value). While a worker reads a chunk of a request still waiting for
+its first token, it holds the slot (`hold`, odd) and releases it with the token's time if the chunk carried it, so
+no reader sees the request without a first token that has already been timed. A request ends (its slot is freed) before its record is
 handed to the test as ended, so a test that reads the ended counts first and the slots second counts no request
 twice (EarlyStop.check reads them in that order). The cells are doubles: one store or load of an aligned 8-byte
 value is whole on the machines sweep runs on, and CPython's stores reach the shared array in program order.
@@ -74,11 +76,17 @@ class RunningBoard:
         c[b + _SEQ] += 1.0
         return slot
 
-    def first_token(self, shard: int, slot: int, at: float) -> None:
-        """The request in `slot` got its first token at `at`."""
+    def hold(self, shard: int, slot: int) -> None:
+        """The worker is about to read a response chunk of the request in `slot` that may carry its first token:
+        until `release`, readers leave the slot out (they cannot see the request without its first token while the
+        token's arrival, already timed, is being parsed)."""
+        self._c[self._base(shard, slot) + _SEQ] += 1.0
+
+    def release(self, shard: int, slot: int, first_token_at: float | None) -> None:
+        """The chunk was read: the request's first token's time when it came (None: not yet)."""
         b = self._base(shard, slot)
-        self._c[b + _SEQ] += 1.0
-        self._c[b + _FIRST] = at
+        if first_token_at is not None:
+            self._c[b + _FIRST] = first_token_at
         self._c[b + _SEQ] += 1.0
 
     def end(self, shard: int, slot: int) -> None:

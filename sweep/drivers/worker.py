@@ -146,10 +146,15 @@ class _WatchedSink(SseSink):
 
     def feed(self, chunk: bytes, now: float) -> None:
         self.coord.progress(self.shard, now)
-        waiting = self.rec.first_token_at is None
-        super().feed(chunk, now)
-        if waiting and self.slot is not None and self.rec.first_token_at is not None and self.coord.board is not None:
-            self.coord.board.first_token(self.shard, self.slot, self.rec.first_token_at)
+        board = self.coord.board
+        if self.slot is None or board is None or self.rec.first_token_at is not None:
+            super().feed(chunk, now)
+            return
+        board.hold(self.shard, self.slot)  # a reader leaves it out while a first token timed at `now` may come
+        try:
+            super().feed(chunk, now)
+        finally:
+            board.release(self.shard, self.slot, self.rec.first_token_at)
 
 
 async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestRecord, clock: Clock,
