@@ -133,6 +133,7 @@ def test_a_request_decoding_past_the_ttft_bound_is_not_over_it_on_the_http_drive
         res = HttpDriver().run_window(handle, long, 16, window, early_stop=test)
     assert res.stopped_early is None, res.stopped_early
     assert res.measured_seconds == pytest.approx(8.0, abs=0.5)
-    measured = [r for r in res.records if not r.warmup and r.first_token_at is not None]
-    assert measured and max(r.first_token_at - r.scheduled_at for r in measured) < 0.3  # TTFT met throughout
+    ttfts = [r.first_token_at - r.scheduled_at for r in res.records if not r.warmup and r.first_token_at is not None]
+    assert ttfts and max(ttfts) < 0.3  # TTFT met throughout
+    measured = [r for r in res.records if not r.warmup]
     assert max((r.finished_at or 0) - r.scheduled_at for r in measured if r.finished_at) > 1.0  # decodes for seconds
