@@ -43,6 +43,8 @@ class StudyPlan:
     gpu_hours: float = 0.0  # windows + launches, x each server's GPUs
     exhaustive_gpu_hours: float = 0.0  # every configuration on full final ladders (and the defaults, the soak)
     assumption: str = ""  # what the plan assumed of the prior ("" when it assumed nothing)
+    tie_break_launches: int = 0  # search.tie_break: the most finals measured again (a launch and a window each)
+    tie_break_gpu_hours: float = 0.0  # what those cost when every final ties (not in gpu_hours: only a tie runs them)
 
     @property
     def saved_gpu_hours(self) -> float:
@@ -56,7 +58,11 @@ class StudyPlan:
         return (f"about {self.gpu_hours:.1f} GPU-hours with {self.launches} launch{'es' if self.launches != 1 else ''}"
                 + (f" ({self.short_steps} far steps on short windows)" if self.short_steps else "")
                 + f"; the exhaustive grid (every configuration on full ladders): {self.exhaustive_gpu_hours:.1f} "
-                f"GPU-hours, saved {saved:.1f}{pct}" + (f"; assumes {self.assumption}" if self.assumption else ""))
+                f"GPU-hours, saved {saved:.1f}{pct}" + (f"; assumes {self.assumption}" if self.assumption else "")
+                + (f"; finals within each other's noise are measured again (search.tie_break): at most "
+                   f"{self.tie_break_launches} launch{'es' if self.tie_break_launches != 1 else ''} and full "
+                   f"window{'s' if self.tie_break_launches != 1 else ''} more, about {self.tie_break_gpu_hours:.1f} "
+                   "GPU-hours" if self.tie_break_launches else ""))
 
 
 def planned_configs(prof: Profile, phase: str) -> int:
@@ -179,8 +185,20 @@ def study_plan(prof: Profile) -> StudyPlan:
                       f"{prof.search.prior_margin:.0%} margin (as many as screening would promote from the whole "
                       f"grid){', screened for real' if screened else ', no real screen'}; each survivor more or "
                       f"fewer: about {extra * gpus / 3600:.2f} GPU-hours more or less")
+    again = tie_break_launches(prof, (finals_n if screened else first_n) + base_n)
     return StudyPlan(windows + soak, steps_s, launches, (finals_n + base_n + (0 if screened else first_n)) * short,
-                     gpu_h, exhaustive_gpu_hours(prof), assumption)
+                     gpu_h, exhaustive_gpu_hours(prof), assumption, again,
+                     again * (LAUNCH_S + phase_seconds(prof, "final")) * gpus / 3600)
+
+
+def tie_break_launches(prof: Profile, finals: int) -> int:
+    """The most finals a tie-break measures again (search.tie_break: a launch and one full window at the knee load
+    each), of the plan's `finals` final ladders (SGLang's defaults included): all of them when they all tie, none
+    with one final or the tie-break off (closed-loop ladder searches only, as sweep.study.search runs it)."""
+    tb = prof.search.tie_break
+    if not tb.enabled or finals < 2 or prof.rate_ladder or prof.search.mode == "coupled":
+        return 0
+    return finals
 
 
 def exhaustive_gpu_hours(prof: Profile) -> float:
