@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.knee import ConfigKnee, KneeResult, StepPoint
 from sweep.analysis.ladder_steps import LadderStep, ladder_knee, pooled
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig
+from sweep.ladder.runner import LadderOutcome
 from sweep.profile import load_profile
 from sweep.store import Store
 from sweep.study.orchestrator import Orchestrator
+from sweep.study.search import Search
 from sweep.study.tiebreak import Measured, screen_ties, tied_with_leader
 from sweep.views.plan import study_plan, tie_break_launches
 from sweep.views.read_model import read_study
@@ -123,3 +125,40 @@ def test_a_tie_break_on_the_simulator_names_the_winner_the_one_noisy_final_knee_
     assert "**Tie-break**" in report and "changed the winner from mrr=8 random_seed=436 to mrr=8 random_seed=435" in report
     doc = json.loads((run.report.markdown.parent / "answer.json").read_text())
     assert doc["tie_break"] == {"remeasured": sorted(first.values()), "first_winner": first[436], "winner": first[435]}
+
+
+# --- screen ties ------------------------------------------------------------------------------------------------------
+
+class _Screened:
+    """A runner whose ladders measure a fixed knee per max_running_requests; the knees, with an interval of +-half,
+    are what the study's store would give (`knees_of`)."""
+
+    def __init__(self, real: dict[int, float], half: float) -> None:
+        self.real, self.half = real, half
+        self.measured: list[tuple[str, int]] = []
+        self.attempt: int | None = None
+
+    def run(self, config: ServerConfig, trial_number: int | None = None, phase: str = "final", ladder: object = None,
+            should_stop: object = None) -> LadderOutcome:
+        mrr = int(config.max_running_requests or 0)
+        self.measured.append((phase, mrr))
+        g = self.real[mrr]
+        point = StepPoint(concurrency=mrr, goodput_rps=g / 100, goodput_tps=g, throughput_tps=g, ttft_p99_ms=100.0,
+                          retractions=0, passes=True)
+        return LadderOutcome(config, len(self.measured), "completed", knee=KneeResult(0, point, "test"))
+
+    def knees_of(self, phase: str) -> list[Measured]:
+        return [Measured(ServerConfig(max_running_requests=m), _knee(self.real[m], self.half))
+                for p, m in self.measured if p == phase]
+
+
+@pytest.mark.parametrize(("ties", "half", "finals"), [(False, 100.0, [8]), (True, 100.0, [8, 4]), (True, 5.0, [8])])
+def test_a_screened_configuration_tied_with_the_screens_leader_gets_a_final_ladder_too(
+        tmp_path: Path, ties: bool, half: float, finals: list[int]) -> None:
+    """mrr 8 and 4 are screened (the cut takes 1 of 2): 1000 against 960 tok/s. With intervals of +-100 the tie rule
+    cannot rank 4 below 8, so with screening.ties it goes to the finals too; +-5 ranks them apart: the cut stands."""
+    prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4, 8]},
+                                "search.screening": {"enabled": True, "keep": 0.25, "min_keep": 1, "ties": ties}})
+    runner = _Screened({8: 1000.0, 4: 960.0}, half)
+    Search(prof, runner, f"sqlite:///{tmp_path / 'o.db'}", "s", knees_of=runner.knees_of).run()  # type: ignore[arg-type]
+    assert sorted(m for p, m in runner.measured if p == "final") == sorted(finals)
