@@ -109,8 +109,8 @@ def test_a_tie_break_on_the_simulator_names_the_winner_the_one_noisy_final_knee_
     seed = {c.id: c.config.flags["random_seed"] for c in model.configs}
     first = {seed[c.id]: c.id for c in sorted(model.configs, key=lambda c: c.id) if seed[c.id] not in
              {seed[x.id] for x in model.configs if x.id < c.id}}
-    at8 = {c.id: [r.stats.goodput_tps or 0.0 for r in model.runs if r.server_config_id == c.id and r.concurrency == 8]
-           for c in model.configs}
+    at8 = {c.id: [r.stats.goodput_tps or 0.0 for r in model.runs
+                  if r.server_config_id == c.id and r.concurrency == 8 and r.stats is not None] for c in model.configs}
     assert len(model.configs) == 4 and all(len(v) == 1 for v in at8.values())  # two ladders, two re-measures
     again = {seed[c.id]: c.id for c in model.configs if c.id not in first.values()}
     naive = max(first, key=lambda s: at8[first[s]][0])
