@@ -81,7 +81,10 @@ def test_the_plan_names_the_most_a_tie_break_can_add() -> None:
     assert plan.gpu_hours <= 6.0
     assert plan.tie_break_launches == 2  # the one final and SGLang's defaults
     assert plan.tie_break_gpu_hours == pytest.approx(2 * (70 + 30 + 900 + 60) / 3600)
-    assert "measured again (search.tie_break): at most 2 launches" in plan.cost_line()
+    assert "measured again (search.tie_break): of the plan's 2 finals at most" in plan.cost_line()
+    # a screen tie adds one final ladder: 2 full windows near the predicted knee, 3 far ones short, 3 refinements
+    assert plan.screen_tie_gpu_hours == pytest.approx((5 * 990 + 3 * (30 + 225 + 60) + 70) / 3600)
+    assert "gets a final ladder too (search.screening.ties): about 1.7 GPU-hours each" in plan.cost_line()
     off = load_profile(INTERACTIVE, {"search.tie_break.enabled": False})
     assert tie_break_launches(off, 2) == 0 and "tie_break" not in study_plan(off).cost_line()
     assert tie_break_launches(prof, 1) == 0  # one final: nothing to tie with

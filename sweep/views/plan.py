@@ -8,7 +8,9 @@ windows on 2 shared cores, so `sweep plan` does not run it): it assumes as many 
 grid (4 of interactive's 16; its prior keeps 4 on the simulator), screened for real when more than screening's cut of
 them, and says so with what each survivor more or fewer changes. Each final ladder's predicted knee is assumed to lie between two
 ladder steps (the prior refines its knee), so far windows (search.far_windows) leave the steps within the far factor
-of it full and the rest short; a knee measured again at full length is not planned. Launches are billed at
+of it full and the rest short; a knee measured again at full length is not planned. The same-winner levers run only
+on a tie (search.tie_break: finals measured again; search.screening.ties: a final ladder more per screen tie): they
+are not in the total, the cost line names what they add (`tie_break_launches`). Launches are billed at
 LAUNCH_FIRST_S for the first and LAUNCH_S for each later one (SGLang 0.5.17 on the H200, the 8B shape, dummy
 weights: docs/h200-sample/); GPU-hours count each server's GPUs (its largest tp_size).
 """
@@ -45,6 +47,7 @@ class StudyPlan:
     assumption: str = ""  # what the plan assumed of the prior ("" when it assumed nothing)
     tie_break_launches: int = 0  # search.tie_break: the most finals measured again (a launch and a window each)
     tie_break_gpu_hours: float = 0.0  # what those cost when every final ties (not in gpu_hours: only a tie runs them)
+    screen_tie_gpu_hours: float = 0.0  # search.screening.ties: one more final ladder, for each screen tie (not in gpu_hours)
 
     @property
     def saved_gpu_hours(self) -> float:
@@ -59,10 +62,12 @@ class StudyPlan:
                 + (f" ({self.short_steps} far steps on short windows)" if self.short_steps else "")
                 + f"; the exhaustive grid (every configuration on full ladders): {self.exhaustive_gpu_hours:.1f} "
                 f"GPU-hours, saved {saved:.1f}{pct}" + (f"; assumes {self.assumption}" if self.assumption else "")
-                + (f"; finals within each other's noise are measured again (search.tie_break): at most "
-                   f"{self.tie_break_launches} launch{'es' if self.tie_break_launches != 1 else ''} and full "
-                   f"window{'s' if self.tie_break_launches != 1 else ''} more, about {self.tie_break_gpu_hours:.1f} "
-                   "GPU-hours" if self.tie_break_launches else ""))
+                + (f"; finals within each other's noise are measured again (search.tie_break): of the plan's "
+                   f"{self.tie_break_launches} finals at most, a launch and a full window each, about "
+                   f"{self.tie_break_gpu_hours:.1f} GPU-hours" if self.tie_break_launches else "")
+                + (f"; each screened configuration tied with the screen's leader gets a final ladder too "
+                   f"(search.screening.ties): about {self.screen_tie_gpu_hours:.1f} GPU-hours each"
+                   if self.screen_tie_gpu_hours else ""))
 
 
 def planned_configs(prof: Profile, phase: str) -> int:
@@ -186,9 +191,11 @@ def study_plan(prof: Profile) -> StudyPlan:
                       f"grid){', screened for real' if screened else ', no real screen'}; each survivor more or "
                       f"fewer: about {extra * gpus / 3600:.2f} GPU-hours more or less")
     again = tie_break_launches(prof, (finals_n if screened else first_n) + base_n)
+    one_final = full * phase_seconds(prof, "final") + short * short_seconds(prof) + LAUNCH_S
     return StudyPlan(windows + soak, steps_s, launches, (finals_n + base_n + (0 if screened else first_n)) * short,
                      gpu_h, exhaustive_gpu_hours(prof), assumption, again,
-                     again * (LAUNCH_S + phase_seconds(prof, "final")) * gpus / 3600)
+                     again * (LAUNCH_S + phase_seconds(prof, "final")) * gpus / 3600,
+                     one_final * gpus / 3600 if screened and prof.search.screening.ties else 0.0)
 
 
 def tie_break_launches(prof: Profile, finals: int) -> int:
