@@ -23,15 +23,18 @@ from sweep.analysis.significance import TIE_BELOW, prob_higher
 @dataclass(frozen=True)
 class SameWinner:
     """The same-winner levers of one bench row: screening's minimum cut, screen ties to the finals, the finals'
-    tie-break (`above`: the step above the knee measured again too)."""
+    tie-break (`above`: the step above the knee measured again too); `screen_again`: the screen's ties measured again
+    at full length, the cut taken by those windows (`recut`)."""
 
     min_keep: int = 1
     screen_ties: bool = False
     tiebreak: bool = False
     above: bool = False
+    screen_again: bool = False
 
     def name(self) -> str:
         parts = [f"min {self.min_keep}"] + (["screen ties"] if self.screen_ties else [])
+        parts += ["screen ties measured again"] if self.screen_again else []
         if self.tiebreak:
             parts.append("tie-break (knee window" + (" and the step above)" if self.above else ")"))
         return " + ".join(parts)
@@ -73,6 +76,14 @@ def tied_with_leader(knees: dict[str, Knee]) -> list[str]:
     order = sorted(knees, key=lambda k: -knees[k].value)
     ties = [k for k in order[1:] if tied(knees[order[0]], knees[k])]
     return [order[0], *ties] if ties else []
+
+
+def recut(cut: list[str], ties: list[str], again: dict[str, float]) -> list[str]:
+    """The screen's cut after its ties were measured again: the cut's members not tied keep their places; the tied
+    ones (the leader among them) fill the rest, best full-length window first (`again`: key -> its goodput, 0 when
+    the window failed)."""
+    fixed = [k for k in cut if k not in ties]
+    return fixed + sorted(ties, key=lambda k: -again[k])[:len(cut) - len(fixed)]
 
 
 def remeasured_loads(first: Windows, above: bool = False) -> tuple[int, ...]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from test_bench_search_prior import _land
 
 from bench.night import shipped
-from bench.night_ties import Knee, SameWinner, Windows, pooled, remeasured_loads, tied, tied_with_leader
+from bench.night_ties import Knee, SameWinner, Windows, pooled, recut, remeasured_loads, tied, tied_with_leader
 
 
 def test_knees_within_each_others_interval_tie_and_far_apart_ones_do_not() -> None:
@@ -45,3 +45,13 @@ def test_with_a_minimum_of_two_finals_two_survivors_skip_the_real_screen() -> No
     one, two = shipped(land, space, 0, "exact"), shipped(land, space, 0, "exact", SameWinner(min_keep=2))
     assert (one.screened, one.finals) == (2, 1)
     assert (two.screened, two.finals) == (0, 2) and two.hit
+
+
+def test_the_screens_ties_measured_again_recut_by_their_full_windows() -> None:
+    """The cut took a (the screen's leader); a and b tied, and measured again at full length b's window is higher: b
+    takes the cut's place; c, in the cut but not tied, keeps its own."""
+    assert recut(["a"], ["a", "b"], {"a": 900.0, "b": 950.0}) == ["b"]
+    assert recut(["a", "c"], ["a", "b"], {"a": 900.0, "b": 0.0}) == ["c", "a"]  # b's window failed
+    land = _land(0.05)
+    again = shipped(land, list(land.table), 0, "exact", SameWinner(screen_again=True))
+    assert (again.screened, again.finals) == (2, 1) and again.hit
