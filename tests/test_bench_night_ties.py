@@ -6,7 +6,16 @@ from __future__ import annotations
 from test_bench_search_prior import _land
 
 from bench.night import shipped
-from bench.night_ties import Knee, SameWinner, Windows, pooled, recut, remeasured_loads, tied, tied_with_leader
+from bench.night_ties import (
+    Knee,
+    SameWinner,
+    Windows,
+    pooled,
+    recut,
+    remeasured_loads,
+    tied,
+    tied_with_leader,
+)
 
 
 def test_knees_within_each_others_interval_tie_and_far_apart_ones_do_not() -> None:
