@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,8 @@ from sweep.profile import load_profile
 from sweep.store import Store
 from sweep.study.orchestrator import Orchestrator
 from sweep.study.search import Search
-from sweep.study.tiebreak import Measured, screen_ties, tied_with_leader
-from sweep.views.plan import study_plan, tie_break_launches
+from sweep.study.tiebreak import Measured, recut, tied_with_leader
+from sweep.views.plan import again_launches, study_plan
 from sweep.views.read_model import read_study
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,9 +70,10 @@ def test_the_leader_and_what_the_tie_rule_cannot_rank_below_it_are_measured_agai
     assert [m.config for m in tied_with_leader(knees)] == [b, a]  # the leader first; c is ranked apart
     assert tied_with_leader([knees[1], knees[2]]) == []  # nothing tied: no re-measure
     assert tied_with_leader([Measured(a, _knee(1000.0, 1.0)), Measured(b, _knee(1020.0, 1.0))]) == []
-    # a screen tie the cut left out goes to the finals; one the cut kept is not added twice
-    assert screen_ties(knees, [b.knobs()]) == [a.knobs()]
-    assert screen_ties(knees, [b.knobs(), a.knobs()]) == []
+    # the screen's ties measured again: the cut's untied members keep their places, the tied fill the rest by their
+    # full-length windows
+    assert recut([b.knobs()], [(b.knobs(), 900.0), (a.knobs(), 990.0)]) == [a.knobs()]
+    assert recut([b.knobs(), c.knobs()], [(b.knobs(), 900.0), (a.knobs(), 990.0)]) == [c.knobs(), a.knobs()]
 
 
 def test_the_plan_names_the_most_a_tie_break_can_add() -> None:
@@ -82,12 +84,13 @@ def test_the_plan_names_the_most_a_tie_break_can_add() -> None:
     assert plan.tie_break_launches == 2  # the one final and SGLang's defaults
     assert plan.tie_break_gpu_hours == pytest.approx(2 * (70 + 30 + 900 + 60) / 3600)
     assert "measured again (search.tie_break): of the plan's 2 finals at most" in plan.cost_line()
-    # a screen tie adds one final ladder: 2 full windows near the predicted knee, 3 far ones short, 3 refinements
-    assert plan.screen_tie_gpu_hours == pytest.approx((5 * 990 + 3 * (30 + 225 + 60) + 70) / 3600)
-    assert "gets a final ladder too (search.screening.ties): about 1.7 GPU-hours each" in plan.cost_line()
-    off = load_profile(INTERACTIVE, {"search.tie_break.enabled": False})
-    assert tie_break_launches(off, 2) == 0 and "tie_break" not in study_plan(off).cost_line()
-    assert tie_break_launches(prof, 1) == 0  # one final: nothing to tie with
+    # the screen's 4 survivors, each measured again at its knee load when all tie
+    assert plan.screen_again_launches == 4
+    assert plan.screen_again_gpu_hours == pytest.approx(4 * (70 + 30 + 900 + 60) / 3600)
+    assert "the screen's ties are measured again (search.screening.ties): of the plan's 4 screened" in plan.cost_line()
+    off = load_profile(INTERACTIVE, {"search.tie_break.enabled": False, "search.screening.ties": False})
+    assert again_launches(off, 4, 2) == (0, 0) and "measured again" not in study_plan(off).cost_line()
+    assert again_launches(prof, 1, 1) == (0, 0)  # one of each: nothing to tie with
 
 
 # --- on the simulator ---------------------------------------------------------------------------------------------
@@ -133,35 +136,47 @@ def test_a_tie_break_on_the_simulator_names_the_winner_the_one_noisy_final_knee_
 # --- screen ties ------------------------------------------------------------------------------------------------------
 
 class _Screened:
-    """A runner whose ladders measure a fixed knee per max_running_requests; the knees, with an interval of +-half,
-    are what the study's store would give (`knees_of`)."""
+    """A runner whose screen ladders measure a fixed knee per max_running_requests (`real`) and whose full-length
+    windows measured again measure `again`; the screen knees, with an interval of +-half, are what the study's store
+    would give (`knees_of`)."""
 
-    def __init__(self, real: dict[int, float], half: float) -> None:
-        self.real, self.half = real, half
+    def __init__(self, real: dict[int, float], again: dict[int, float], half: float) -> None:
+        self.real, self.again_of, self.half = real, again, half
         self.measured: list[tuple[str, int]] = []
         self.attempt: int | None = None
 
-    def run(self, config: ServerConfig, trial_number: int | None = None, phase: str = "final", ladder: object = None,
-            should_stop: object = None) -> LadderOutcome:
+    def _outcome(self, config: ServerConfig, g: float) -> LadderOutcome:
         mrr = int(config.max_running_requests or 0)
-        self.measured.append((phase, mrr))
-        g = self.real[mrr]
         point = StepPoint(concurrency=mrr, goodput_rps=g / 100, goodput_tps=g, throughput_tps=g, ttft_p99_ms=100.0,
                           retractions=0, passes=True)
         return LadderOutcome(config, len(self.measured), "completed", knee=KneeResult(0, point, "test"))
 
+    def run(self, config: ServerConfig, trial_number: int | None = None, phase: str = "final", ladder: object = None,
+            should_stop: object = None) -> LadderOutcome:
+        self.measured.append((phase, int(config.max_running_requests or 0)))
+        return self._outcome(config, self.real[int(config.max_running_requests or 0)])
+
+    def run_again(self, config: ServerConfig, loads: list[int], trial_number: int | None = None,
+                  phase: str = "final") -> LadderOutcome:
+        self.measured.append((f"{phase} again at {loads[0]}", int(config.max_running_requests or 0)))
+        return self._outcome(config, self.again_of[int(config.max_running_requests or 0)])
+
     def knees_of(self, phase: str) -> list[Measured]:
-        return [Measured(ServerConfig(max_running_requests=m), _knee(self.real[m], self.half))
+        return [Measured(ServerConfig(max_running_requests=m), replace(_knee(self.real[m], self.half), concurrency=m))
                 for p, m in self.measured if p == phase]
 
 
-@pytest.mark.parametrize(("ties", "half", "finals"), [(False, 100.0, [8]), (True, 100.0, [8, 4]), (True, 5.0, [8])])
-def test_a_screened_configuration_tied_with_the_screens_leader_gets_a_final_ladder_too(
-        tmp_path: Path, ties: bool, half: float, finals: list[int]) -> None:
-    """mrr 8 and 4 are screened (the cut takes 1 of 2): 1000 against 960 tok/s. With intervals of +-100 the tie rule
-    cannot rank 4 below 8, so with screening.ties it goes to the finals too; +-5 ranks them apart: the cut stands."""
+@pytest.mark.parametrize(("ties", "half", "finals", "again"), [
+    (False, 100.0, [8], []), (True, 100.0, [4], [("screen again at 4", 4), ("screen again at 8", 8)]),
+    (True, 5.0, [8], [])])
+def test_the_screens_ties_are_measured_again_at_full_length_and_the_cut_is_taken_by_those_windows(
+        tmp_path: Path, ties: bool, half: float, finals: list[int], again: list[tuple[str, int]]) -> None:
+    """mrr 8 and 4 are screened and the cut takes 1: 1000 against 960 tok/s on quarter windows, so the naive cut sends
+    8. With intervals of +-100 the tie rule cannot rank 4 below 8: with screening.ties each is measured again at its
+    knee load at full length (8: 900, 4: 990) and 4 goes to the finals; +-5 ranks them apart: the cut stands."""
     prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [4, 8]},
                                 "search.screening": {"enabled": True, "keep": 0.25, "min_keep": 1, "ties": ties}})
-    runner = _Screened({8: 1000.0, 4: 960.0}, half)
+    runner = _Screened({8: 1000.0, 4: 960.0}, {8: 900.0, 4: 990.0}, half)
     Search(prof, runner, f"sqlite:///{tmp_path / 'o.db'}", "s", knees_of=runner.knees_of).run()  # type: ignore[arg-type]
-    assert sorted(m for p, m in runner.measured if p == "final") == sorted(finals)
+    assert [m for p, m in runner.measured if p == "final"] == finals
+    assert sorted(x for x in runner.measured if "again" in x[0]) == again

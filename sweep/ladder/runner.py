@@ -84,12 +84,14 @@ class LadderRunner:
                                                          climb_on=climbs_on(self.profile, phase),
                                                          far=far_plan(self.profile, window, guess)), should_stop)
 
-    def run_again(self, config: ServerConfig, loads: Sequence[int], trial_number: int | None = None) -> LadderOutcome:
-        """A tie-break re-measure (search.tie_break): one launch, a final window at each of `loads` at full length,
-        no climbing on, refinement or short windows; stored as final windows of a launch of its own, which the
-        read model joins to the configuration's first final launch (sweep.views.read_model.config_steps)."""
+    def run_again(self, config: ServerConfig, loads: Sequence[int], trial_number: int | None = None,
+                  phase: str = "final") -> LadderOutcome:
+        """A tie's re-measure (search.tie_break, search.screening.ties): one launch, a window of `phase` at each of
+        `loads` at full length (the final window), no climbing on, refinement or short windows. A final one is
+        stored as final windows of a launch of its own, which the read model joins to the configuration's first
+        final launch (sweep.views.read_model.config_steps)."""
         self.inputs.begin()
-        climb = Climb(tuple(loads), "final", self.window_for("final"), complete="measured again (tie-break)",
+        climb = Climb(tuple(loads), phase, self.window_for("final"), complete="measured again (tie-break)",
                       again=True)
         return self._run_one(config, trial_number, climb, None)
 

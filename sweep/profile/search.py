@@ -150,8 +150,9 @@ class Screening(_Strict):
     keep: float = Field(0.25, gt=0, le=1, description="share of feasible screened configurations measured fully")
     min_keep: int = Field(1, ge=1, le=MAX_GRID, description="at least this many configurations get a final ladder")
     ties: bool = Field(False, description=(
-        "a screened configuration the screen cannot rank below its leader (the report's tie rule on their knee "
-        "intervals, sweep.analysis.significance) gets a final ladder too, beyond the cut"))
+        "the screen's leader and every screened configuration the tie rule cannot rank below it (the report's, on "
+        "their knee intervals: sweep.analysis.significance) are launched again and their screen knee's load "
+        "measured at full length; the cut to the finals is taken among them by those windows"))
 
     def kept(self, n: int) -> int:
         """How many of `n` screened configurations get a final ladder: the top `keep` share, at least

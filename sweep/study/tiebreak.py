@@ -1,10 +1,12 @@
 """The same winner (issue 29): knees the data cannot rank apart are measured again before one wins.
 
-Two levers, each off by default (profiles/interactive.yaml turns both on; docs/bench-search.md measured them):
+Two levers, each off by default (profiles/interactive.yaml turns both on; docs/bench-search.md, "The same winner",
+measured them):
 
-- search.screening.ties: a screened configuration that the report's tie rule (sweep.analysis.significance:
-  P(leader > it) < TIE_BELOW on their knee intervals) cannot rank below the screen's leader gets a final ladder
-  too, beyond screening's cut.
+- search.screening.ties: the screen's leader and every screened configuration that the report's tie rule
+  (sweep.analysis.significance: P(leader > it) < TIE_BELOW on their knee intervals) cannot rank below it are
+  launched again and their screen knee's load measured once more at full length (a screen window of its own); the
+  cut to the finals is then taken among them by those full-length windows (`recut`), the cut's other members kept.
 - search.tie_break: after the final ladders, the leader and every final tied with it under the same rule are
   launched again, and each one's knee load is measured once more at full length (LadderRunner.run_again). The
   windows are stored as final windows like any other; the read model joins them to the configuration's first final
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.significance import TIE_BELOW, prob_higher
@@ -56,7 +59,14 @@ def tied_with_leader(measured: Sequence[Measured]) -> list[Measured]:
     return [order[0], *ties] if ties else []
 
 
-def screen_ties(measured: Sequence[Measured], cut: Sequence[dict[str, object]]) -> list[dict[str, object]]:
-    """The trial parameters of the screened configurations tied with the screen's leader that the cut left out."""
-    chosen = {ServerConfig.of(p).key() for p in cut}
-    return [m.config.knobs() for m in tied_with_leader(measured) if m.config.key() not in chosen]
+def recut(cut: Sequence[dict[str, Any]], again: Sequence[tuple[dict[str, Any], float]]) -> list[dict[str, Any]]:
+    """The screen's cut once its ties were measured again (`again`: each tied configuration's trial parameters and
+    its full-length window's goodput): the cut's members not tied keep their places, the tied ones fill the rest,
+    best window first."""
+    def key(params: dict[str, Any]) -> str:
+        return ServerConfig.of(params).key()
+
+    tied = {key(p) for p, _ in again}
+    fixed = [p for p in cut if key(p) not in tied]
+    best = [p for p, _ in sorted(again, key=lambda pv: -pv[1])]
+    return [*fixed, *best[:len(cut) - len(fixed)]]

@@ -9,8 +9,8 @@ grid (4 of interactive's 16; its prior keeps 4 on the simulator), screened for r
 them, and says so with what each survivor more or fewer changes. Each final ladder's predicted knee is assumed to lie between two
 ladder steps (the prior refines its knee), so far windows (search.far_windows) leave the steps within the far factor
 of it full and the rest short; a knee measured again at full length is not planned. The same-winner levers run only
-on a tie (search.tie_break: finals measured again; search.screening.ties: a final ladder more per screen tie): they
-are not in the total, the cost line names what they add (`tie_break_launches`). Launches are billed at
+on a tie (search.tie_break: finals measured again; search.screening.ties: screened configurations measured again): they
+are not in the total, the cost line names what they add (`again_launches`). Launches are billed at
 LAUNCH_FIRST_S for the first and LAUNCH_S for each later one (SGLang 0.5.17 on the H200, the 8B shape, dummy
 weights: docs/h200-sample/); GPU-hours count each server's GPUs (its largest tp_size).
 """
@@ -47,7 +47,8 @@ class StudyPlan:
     assumption: str = ""  # what the plan assumed of the prior ("" when it assumed nothing)
     tie_break_launches: int = 0  # search.tie_break: the most finals measured again (a launch and a window each)
     tie_break_gpu_hours: float = 0.0  # what those cost when every final ties (not in gpu_hours: only a tie runs them)
-    screen_tie_gpu_hours: float = 0.0  # search.screening.ties: one more final ladder, for each screen tie (not in gpu_hours)
+    screen_again_launches: int = 0  # search.screening.ties: the most screened configurations measured again
+    screen_again_gpu_hours: float = 0.0  # what those cost when every one ties (not in gpu_hours: only a tie runs them)
 
     @property
     def saved_gpu_hours(self) -> float:
@@ -65,9 +66,9 @@ class StudyPlan:
                 + (f"; finals within each other's noise are measured again (search.tie_break): of the plan's "
                    f"{self.tie_break_launches} finals at most, a launch and a full window each, about "
                    f"{self.tie_break_gpu_hours:.1f} GPU-hours" if self.tie_break_launches else "")
-                + (f"; each screened configuration tied with the screen's leader gets a final ladder too "
-                   f"(search.screening.ties): about {self.screen_tie_gpu_hours:.1f} GPU-hours each"
-                   if self.screen_tie_gpu_hours else ""))
+                + (f"; the screen's ties are measured again (search.screening.ties): of the plan's "
+                   f"{self.screen_again_launches} screened at most, a launch and a full window each, about "
+                   f"{self.screen_again_gpu_hours:.1f} GPU-hours" if self.screen_again_launches else ""))
 
 
 def planned_configs(prof: Profile, phase: str) -> int:
@@ -190,22 +191,23 @@ def study_plan(prof: Profile) -> StudyPlan:
                       f"{prof.search.prior_margin:.0%} margin (as many as screening would promote from the whole "
                       f"grid){', screened for real' if screened else ', no real screen'}; each survivor more or "
                       f"fewer: about {extra * gpus / 3600:.2f} GPU-hours more or less")
-    again = tie_break_launches(prof, (finals_n if screened else first_n) + base_n)
-    one_final = full * phase_seconds(prof, "final") + short * short_seconds(prof) + LAUNCH_S
+    again, screen_again = again_launches(prof, first_n if screened else 0, (finals_n if screened else first_n) + base_n)
+    one = (LAUNCH_S + phase_seconds(prof, "final")) * gpus / 3600  # a launch and a full window
     return StudyPlan(windows + soak, steps_s, launches, (finals_n + base_n + (0 if screened else first_n)) * short,
-                     gpu_h, exhaustive_gpu_hours(prof), assumption, again,
-                     again * (LAUNCH_S + phase_seconds(prof, "final")) * gpus / 3600,
-                     one_final * gpus / 3600 if screened and prof.search.screening.ties else 0.0)
+                     gpu_h, exhaustive_gpu_hours(prof), assumption, again, again * one, screen_again,
+                     screen_again * one)
 
 
-def tie_break_launches(prof: Profile, finals: int) -> int:
-    """The most finals a tie-break measures again (search.tie_break: a launch and one full window at the knee load
-    each), of the plan's `finals` final ladders (SGLang's defaults included): all of them when they all tie, none
-    with one final or the tie-break off (closed-loop ladder searches only, as sweep.study.search runs it)."""
-    tb = prof.search.tie_break
-    if not tb.enabled or finals < 2 or prof.rate_ladder or prof.search.mode == "coupled":
-        return 0
-    return finals
+def again_launches(prof: Profile, screened: int, finals: int) -> tuple[int, int]:
+    """(finals, screened configurations) measured again at most, a launch and one full window at the knee load each:
+    search.tie_break's of the plan's `finals` final ladders (SGLang's defaults included), search.screening.ties' of
+    its `screened` configurations; all of them when they all tie, none with one or the lever off (closed-loop
+    ladder searches only, as sweep.study.search runs them)."""
+    if prof.rate_ladder or prof.search.mode == "coupled":
+        return 0, 0
+    finals_again = finals if prof.search.tie_break.enabled and finals >= 2 else 0
+    screen_again = screened if prof.search.screening.ties and screened >= 2 else 0
+    return finals_again, screen_again
 
 
 def exhaustive_gpu_hours(prof: Profile) -> float:
