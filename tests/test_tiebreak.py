@@ -180,3 +180,32 @@ def test_the_screens_ties_are_measured_again_at_full_length_and_the_cut_is_taken
     Search(prof, runner, f"sqlite:///{tmp_path / 'o.db'}", "s", knees_of=runner.knees_of).run()  # type: ignore[arg-type]
     assert [m for p, m in runner.measured if p == "final"] == finals
     assert sorted(x for x in runner.measured if "again" in x[0]) == again
+
+
+def test_the_screens_ties_measured_again_on_the_simulator_are_screen_windows_and_the_answer_names_them(
+        tmp_path: Path) -> None:
+    """Two drift seeds of one configuration tie on the screen's quarter windows: each one's screen knee load (c=8) is
+    measured again on a fresh launch with the final window's length, stored as a screen window, and the answer says
+    which went on to the finals."""
+    prof = load_profile(SMOKE, {
+        "ladder": [4, 8], "search.baseline": False,
+        "window.measure_seconds": 20, "window.drain_seconds": 5, "window.warmup_seconds": 10,
+        "window.warmup_requests": 20,
+        "server.extra_args": ["--load-format", "dummy", "--sim-speed-drift", "0.1", "--sim-speed-drift-period-s", "30"],
+        "search.space": {"max_running_requests": [8], "random_seed": [501, 502]},
+        "search.screening": {"enabled": True, "keep": 0.25, "min_keep": 1, "ties": True}})
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    run = Orchestrator(prof, url, tmp_path / "out", driver="virtual").knee("screen-tie")
+    with Store(url) as store:
+        model = read_study(store, run.study_id)
+    again = [r for r in model.runs if r.phase == "screen" and r.planned_measure_s == 20]
+    assert sorted(r.concurrency for r in again) == [8, 8]  # the screen knee's load, at the final window's length
+    screens = sorted(c.id for c in model.configs if c.id not in {r.server_config_id for r in again}
+                     and all(r.phase == "screen" for r in model.runs if r.server_config_id == c.id))
+    finals = [c for c in model.configs if any(r.phase == "final" for r in model.runs if r.server_config_id == c.id)]
+    assert len(finals) == 1  # the cut (1) taken among the ties by their full-length windows
+    assert run.answer is not None and run.answer.screen_again is not None
+    assert run.answer.screen_again.remeasured == tuple(screens)
+    promoted = next(c for c in model.configs if c.id in screens and c.config.key() == finals[0].config.key())
+    assert run.answer.screen_again.promoted == (promoted.id,)
+    assert "**Screen ties**" in run.report.markdown.read_text()
