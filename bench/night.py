@@ -22,6 +22,10 @@ Strategies (the bill in the interactive profile's real window lengths: warm-up 3
   min_seconds; refinement windows half pass, half fail just over the bound (they stop late); the soak runs its hour
   (it never stops early). SGLang's defaults: one more ladder on the new windows.
 
+Same-winner rows (bench.night_ties, issue 29): the shipped rule with screen ties sent to the finals or measured again
+at full length (the cut then taken by those windows), a minimum of two finals, and the finals' tie-break (the tied
+finals' knee loads measured again, a load measured twice counting as the mean of its windows), alone and combined.
+
 The defaults' own ladder is billed as the median final ladder (the landscape has no "defaults" configuration); it
 cannot win here, so hits are the same with or without it.
 """
