@@ -9,7 +9,7 @@ DRIVER ?= auto
 ARGS ?=
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-slow test-faults chaos knee sweep lint bench clean pg-start pg-stop doctor serve dashboard profile-schema
+.PHONY: install test test-unit test-slow test-faults chaos knee sweep lint bench clean pg-start pg-stop doctor serve dashboard profile-schema
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ test: $(STAMP)
 	@bash scripts/browser.sh
 	@url=$$(bash scripts/pg.sh start) && trap 'bash scripts/pg.sh stop' EXIT && \
 	  SWEEP_TEST_PG_URL=$$url $(PY) -m pytest -q --durations=15 --ignore=tests/faults -m "not slow" $(ARGS)
+
+# The fast part of `make test`: the tests that run no whole study (not marked integration; README: Tests).
+test-unit: $(STAMP)
+	@url=$$(bash scripts/pg.sh start) && trap 'bash scripts/pg.sh stop' EXIT && \
+	  SWEEP_TEST_PG_URL=$$url $(PY) -m pytest -q --durations=10 --ignore=tests/faults -m "not slow and not integration" $(ARGS)
 
 test-slow: $(STAMP)
 	@bash scripts/browser.sh
@@ -67,15 +72,14 @@ profile-schema: $(STAMP)
 doctor: $(STAMP)
 	$(VENV)/bin/sweep doctor --profile $(PROFILE) --db $(DB)
 
-# The same checks run as pre-commit hooks (.pre-commit-config.yaml). tests/ holds two conftest.py (tests/ and
-# tests/faults/), and one mypy run cannot hold two modules of one name: the fault matrix's gets a run of its own.
+# The same checks run as pre-commit hooks (.pre-commit-config.yaml). tests/ is a package (tests.<layer>.test_x),
+# so its two conftest.py (tests/ and tests/faults/) are two modules of one mypy run.
 LINT_DIRS := sweep sglang_sim tests bench tools
 # lint-imports: the house's layers (pyproject.toml [tool.importlinter]); an upward import fails here.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_DIRS)
 	$(VENV)/bin/lint-imports --no-cache
-	$(VENV)/bin/mypy $(LINT_DIRS) --exclude '^tests/faults/conftest\.py$$'
-	$(VENV)/bin/mypy tests/faults/conftest.py
+	$(VENV)/bin/mypy $(LINT_DIRS)
 
 bench: $(STAMP)
 	$(PY) -m bench $(ARGS)

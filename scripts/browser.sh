@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Headless Chromium for the live page's browser test (tests/test_live_page.py): Debian's package, installed
+# Headless Chromium for the live page's browser test (tests/ui/test_live_page.py): Debian's package, installed
 # when missing, as scripts/pg.sh installs PostgreSQL. It never fails `make test` by itself: without chromium
 # that test skips, saying why, except where SWEEP_REQUIRE_CHROMIUM=1 (.ci/run sets it): there it fails.
 # A failed install says so and shows apt's last lines, so a skip is never silent.

@@ -4,7 +4,7 @@ Every sglang.launch_server flag the simulator parses is either modelled (it chan
 or the HTTP front), has no bearing on timing (--host, --log-level, --load-format, --trust-remote-code, ...), or
 is listed here when set, so a study that depends on it is told that the simulator ignored it. It accepts every
 other flag of SGLang 0.5.17 (sglang_flags.txt) and lists each one set as not modelled.
-Modelled (MODELLED_FLAGS, a test each in tests/test_sim_flags.py): --disable-cuda-graph
+Modelled (MODELLED_FLAGS, a test each in tests/sim/test_sim_flags.py): --disable-cuda-graph
 (sglang_sim.params.Efficiency.no_cuda_graph_decode) and --cuda-graph-max-bs (decode batches above it run without a
 graph: each such forward pays the 11.4 ms of launches the one H200 point measured, sglang_sim.cost.EAGER_LAUNCH_S); --tp-size (weights and KV heads split
 over the GPUs, per-step compute divided, two all-reduces per layer: sglang_sim.cost.CostModel); --kv-cache-dtype
@@ -30,7 +30,7 @@ from sglang_sim.params import ModelPreset
 class HeldOut:
     """How far the simulator was from real SGLang on workload shapes its fit never saw (issue 21 §2): the worst
     error, whole percent, over the held-out steps at or below each ladder's knee (tools/calibrate.py
-    --holdout-shapes, docs/calibration.md; tests/test_sim_calibration.py keeps these equal to the replay)."""
+    --holdout-shapes, docs/calibration.md; tests/sim/test_sim_calibration.py keeps these equal to the replay)."""
 
     throughput_pct: int
     ttft_p50_pct: int

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-if TYPE_CHECKING:
-    from sglang_sim.server import SimServer, Stream
+from sglang_sim.stream import ApiHost, Stream
 
 
 def error_response(message: str, code: int = 400) -> JSONResponse:
@@ -40,7 +39,7 @@ def running_usage(r: Any, st: Stream) -> dict[str, Any]:
             "total_tokens": r.prompt_len + len(st.ids), "reasoning_tokens": 0, "prompt_tokens_details": None}
 
 
-def usage(sim: SimServer, r: Any, st: Stream, media: dict[str, int]) -> dict[str, Any]:
+def usage(sim: ApiHost, r: Any, st: Stream, media: dict[str, int]) -> dict[str, Any]:
     """The final usage object: prompt_tokens_details only with --enable-cache-report or media."""
     details: dict[str, Any] | None = None
     if sim.info.get("enable_cache_report") or media:
@@ -54,12 +53,12 @@ def _stream_options(body: dict[str, Any]) -> tuple[bool, bool]:
     return bool(opts.get("include_usage")), bool(opts.get("continuous_usage_stats"))
 
 
-def _submitted(sim: SimServer, ids: list[int], max_new: int, media: dict[str, int],
+def _submitted(sim: ApiHost, ids: list[int], max_new: int, media: dict[str, int],
                body: dict[str, Any]) -> tuple[Stream, Any] | Response:
     """The request handed to the engine, or the 400 of one the server refused before any output."""
-    st, r = sim._submit(ids, max_new, media, bool(body.get("stream")), body.get("rid"))
+    st, r = sim.submit(ids, max_new, media, bool(body.get("stream")), body.get("rid"))
     if r.status == "aborted" and not st.ids:
-        sim._close(st, r)
+        sim.close(st, r)
         return error_response(str((r.finish_reason or {}).get("message", "aborted")))
     return st, r
 
@@ -72,8 +71,8 @@ def _max_tokens(body: dict[str, Any], default: int) -> int | Response:
         return error_response(f"max_tokens must be an integer, got {raw!r}")
 
 
-async def chat(sim: SimServer, request: Request) -> Response:
-    body = await sim._body(request)
+async def chat(sim: ApiHost, request: Request) -> Response:
+    body = await sim.body(request)
     if isinstance(body, Response):
         return body
     messages = body.get("messages")
@@ -93,16 +92,16 @@ async def chat(sim: SimServer, request: Request) -> Response:
         return StreamingResponse(_chat_stream(sim, st, r, cid, created, model, body, media),
                                  media_type="text/event-stream")
     try:
-        await sim._whole_output(st, r)
+        await sim.whole_output(st, r)
         return JSONResponse({"id": cid, "object": "chat.completion", "created": created, "model": model,
                              "choices": [{"index": 0, "message": {"role": "assistant", "content": st.text.strip()},
                                           "logprobs": None, "finish_reason": finish_reason(r), "matched_stop": None}],
                              "usage": usage(sim, r, st, media), "metadata": {"weight_version": "default"}})
     finally:
-        sim._close(st, r)
+        sim.close(st, r)
 
 
-async def _chat_stream(sim: SimServer, st: Stream, r: Any, cid: str, created: int, model: str,
+async def _chat_stream(sim: ApiHost, st: Stream, r: Any, cid: str, created: int, model: str,
                        body: dict[str, Any], media: dict[str, int]) -> AsyncIterator[str]:
     include_usage, continuous = _stream_options(body)
 
@@ -113,27 +112,27 @@ async def _chat_stream(sim: SimServer, st: Stream, r: Any, cid: str, created: in
 
     try:
         sent_chars, first = 0, True
-        async for n, done in sim._updates(st):
+        async for n, done in sim.updates(st):
             st.grow(n)
             if first:  # SGLang sends the role chunk with the first output of the generation
                 first = False
-                yield sim._sse(chunk({"role": "assistant", "content": ""}, None))
+                yield sim.sse(chunk({"role": "assistant", "content": ""}, None))
             piece = st.text[sent_chars:]
             sent_chars = len(st.text)
             if piece:
-                yield sim._sse(chunk({"content": piece}, None, running_usage(r, st) if continuous else None))
+                yield sim.sse(chunk({"content": piece}, None, running_usage(r, st) if continuous else None))
             if done:
-                yield sim._sse(chunk({}, finish_reason(r)))
+                yield sim.sse(chunk({}, finish_reason(r)))
         if include_usage:
-            yield sim._sse({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+            yield sim.sse({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
                             "choices": [], "usage": usage(sim, r, st, media)})
         yield "data: [DONE]\n\n"
     finally:
-        sim._close(st, r)
+        sim.close(st, r)
 
 
-async def completions(sim: SimServer, request: Request) -> Response:
-    body = await sim._body(request)
+async def completions(sim: ApiHost, request: Request) -> Response:
+    body = await sim.body(request)
     if isinstance(body, Response):
         return body
     prompt = body.get("prompt")
@@ -160,31 +159,31 @@ async def completions(sim: SimServer, request: Request) -> Response:
         return StreamingResponse(_completion_stream(sim, st, r, cid, created, model, body),
                                  media_type="text/event-stream")
     try:
-        await sim._whole_output(st, r)
+        await sim.whole_output(st, r)
         return JSONResponse({"id": cid, "object": "text_completion", "created": created, "model": model,
                              "choices": [{"index": 0, "text": st.text, "logprobs": None,
                                           "finish_reason": finish_reason(r), "matched_stop": None}],
                              "usage": usage(sim, r, st, {}), "metadata": {"weight_version": "default"}})
     finally:
-        sim._close(st, r)
+        sim.close(st, r)
 
 
-async def _completion_stream(sim: SimServer, st: Stream, r: Any, cid: str, created: int, model: str,
+async def _completion_stream(sim: ApiHost, st: Stream, r: Any, cid: str, created: int, model: str,
                              body: dict[str, Any]) -> AsyncIterator[str]:
     include_usage, continuous = _stream_options(body)
     try:
         sent_chars = 0
-        async for n, done in sim._updates(st):
+        async for n, done in sim.updates(st):
             st.grow(n)
             piece = st.text[sent_chars:]
             sent_chars = len(st.text)
-            yield sim._sse({"id": cid, "object": "text_completion", "created": created, "model": model,
+            yield sim.sse({"id": cid, "object": "text_completion", "created": created, "model": model,
                             "choices": [{"index": 0, "text": piece, "logprobs": None,
                                          "finish_reason": finish_reason(r) if done else None, "matched_stop": None}],
                             "usage": running_usage(r, st) if continuous else None})
         if include_usage:
-            yield sim._sse({"id": cid, "object": "text_completion", "created": created, "model": model,
+            yield sim.sse({"id": cid, "object": "text_completion", "created": created, "model": model,
                             "choices": [], "usage": usage(sim, r, st, {})})
         yield "data: [DONE]\n\n"
     finally:
-        sim._close(st, r)
+        sim.close(st, r)

@@ -3,19 +3,57 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import random
+from collections.abc import Callable
+from typing import Protocol
 
+from sglang_sim.params import EngineKnobs, Resolved
+from sglang_sim.radix import RadixCache
 from sglang_sim.request import Req, StepResult
 
-if TYPE_CHECKING:
-    from sglang_sim.engine import Engine
+
+class SchedulerState(Protocol):
+    """What the policy reads and changes of the scheduler's state (`sglang_sim.engine.Engine` is one)."""
+
+    knobs: EngineKnobs
+    cfg: Resolved
+    tree: RadixCache
+    rng: random.Random
+    waiting: list[Req]
+    running: dict[str, Req]
+    chunked: Req | None
+    batch_is_full: bool
+    counters: dict[str, float]
+    retracted_since_report: int
+    log: Callable[[str], None]
+
+    @property
+    def ratio(self) -> float:
+        """The new-token ratio the admission budget reserves for running requests' remaining output."""
+        ...
+
+    def avail(self) -> int:
+        """Free KV tokens (evictable cache included)."""
+        ...
+
+    def output_len(self, r: Req) -> int:
+        """Tokens request `r` has generated so far."""
+        ...
+
+    def release(self, r: Req, t: float) -> None:
+        """Free `r`'s KV at time `t` (its prefix stays in the cache)."""
+        ...
+
+    def set_ratio(self, value: float) -> None:
+        """Set the new-token ratio (retraction raises it)."""
+        ...
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS
 LPM_QUEUE_LIMIT = 128  # lpm falls back to fcfs above this queue length
 
 
-def order_queue(eng: Engine) -> list[Req]:
+def order_queue(eng: SchedulerState) -> list[Req]:
     """The waiting queue in the policy's order (SchedulePolicy.calc_priority)."""
     pol = eng.knobs.schedule_policy
     q = eng.waiting
@@ -30,7 +68,7 @@ def order_queue(eng: Engine) -> list[Req]:
     return q
 
 
-def schedule_prefill(eng: Engine, t: float) -> list[tuple[Req, int]]:
+def schedule_prefill(eng: SchedulerState, t: float) -> list[tuple[Req, int]]:
     """PrefillAdder: the chunked request first, then the ordered queue until a budget says no."""
     if eng.batch_is_full and eng.chunked is None:
         return []
@@ -85,7 +123,7 @@ def schedule_prefill(eng: Engine, t: float) -> list[tuple[Req, int]]:
     return batch
 
 
-def retract_decode(eng: Engine, t: float, res: StepResult) -> None:
+def retract_decode(eng: SchedulerState, t: float, res: StepResult) -> None:
     """retract_decode with the 'length' policy: fewest outputs (then longest input) go first."""
     order = sorted(eng.running.values(), key=lambda r: (eng.output_len(r), -r.prompt_len), reverse=True)
     before, gained = eng.ratio, eng.avail()

@@ -10,7 +10,7 @@ import time
 import uuid
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
@@ -22,38 +22,11 @@ from sglang_sim import openai_api
 from sglang_sim.engine import Engine, SimRequest
 from sglang_sim.media import count_items
 from sglang_sim.metrics import exposition
+from sglang_sim.stream import Stream
 from sglang_sim.tokenizer import SimTokenizer, load
 
 VERSION = "0.5.17-sim"
 EXEMPT = ("/health", "/ready", "/metrics")  # srt/utils/auth.py: always reachable without a key
-
-
-def out_tokens(seed: int, start: int, end: int) -> list[int]:
-    """Pseudo-random generated token numbers of one request (the tokenizer maps each to a word and its id)."""
-    return [(seed * 2654435761 + i * 40503) % 997 for i in range(start, end)]
-
-
-@dataclass
-class Stream:
-    """One in-flight HTTP request: the engine loop posts (tokens, done) updates to its queue."""
-
-    rid: str
-    tokenizer: SimTokenizer
-    queue: asyncio.Queue[tuple[int, bool]] = field(default_factory=asyncio.Queue)
-    sent: int = 0
-    ids: list[int] = field(default_factory=list)
-    text: str = ""
-    seed: int = 0
-
-    def output_ids(self, n: int) -> list[int]:
-        """The ids of the first n output tokens (the engine caches a finished request's reply by them)."""
-        return [self.tokenizer.out_piece(k)[0] for k in out_tokens(self.seed, 0, n)]
-
-    def grow(self, n: int) -> None:
-        if n > len(self.ids):
-            pieces = [self.tokenizer.out_piece(k) for k in out_tokens(self.seed, len(self.ids), n)]
-            self.ids += [i for i, _ in pieces]
-            self.text += "".join(t for _, t in pieces)
 
 
 @dataclass
@@ -142,7 +115,7 @@ class SimServer:
                                            "code": 500}}, 500)
         return None
 
-    def _submit(self, ids: list[int], max_new: int, media: dict[str, int], streaming: bool,
+    def submit(self, ids: list[int], max_new: int, media: dict[str, int], streaming: bool,
                 rid: str | None) -> tuple[Stream, Any]:
         rid = rid or uuid.uuid4().hex
         st = Stream(rid, self.tokenizer, seed=zlib.crc32(rid.encode()))
@@ -154,7 +127,7 @@ class SimServer:
             st.queue.put_nowait((0, True))
         return st, r
 
-    async def _updates(self, st: Stream) -> AsyncIterator[tuple[int, bool]]:
+    async def updates(self, st: Stream) -> AsyncIterator[tuple[int, bool]]:
         """Latest (tokens, done) per wake-up; coalesces a backlog into one update."""
         while True:
             n, done = await st.queue.get()
@@ -164,13 +137,13 @@ class SimServer:
             if done:
                 return
 
-    async def _whole_output(self, st: Stream, r: Any) -> None:
+    async def whole_output(self, st: Stream, r: Any) -> None:
         """A non-streamed request: wait for its last update and take all of its output."""
-        async for _n, _done in self._updates(st):
+        async for _n, _done in self.updates(st):
             pass
         st.grow(self.engine.output_len(r))
 
-    def _close(self, st: Stream, r: Any) -> None:
+    def close(self, st: Stream, r: Any) -> None:
         if r.status not in ("finished", "aborted"):
             self.engine.abort(st.rid)  # the client went away: SGLang aborts the request
         self.streams.pop(st.rid, None)
@@ -187,13 +160,13 @@ class SimServer:
             meta["e2e_latency"] = (r.finished_at or self.engine.now) - r.arrival
         return meta
 
-    def _sse(self, obj: Any) -> str:
+    def sse(self, obj: Any) -> str:
         if self.faults.malformed_sse_rate and self.rng.random() < self.faults.malformed_sse_rate:
             return 'data: {"text": "trunc\n\n'  # a cut-off JSON object, as a broken proxy would deliver
         return f"data: {json.dumps(obj, separators=(',', ':'))}\n\n"
 
     # ---- endpoints ---------------------------------------------------------------------------
-    async def _body(self, request: Request) -> dict[str, Any] | Response:
+    async def body(self, request: Request) -> dict[str, Any] | Response:
         """The request's JSON object, or the error response SGLang would give (bad JSON, not ready, faults)."""
         try:
             body = await request.json()
@@ -203,7 +176,7 @@ class SimServer:
         return gate if gate is not None else body
 
     async def generate(self, request: Request) -> Response:
-        body = await self._body(request)
+        body = await self.body(request)
         if isinstance(body, Response):
             return body
         sp = body.get("sampling_params") or {}
@@ -221,27 +194,27 @@ class SimServer:
                 n, extra = count_items(kind, [str(u) for u in urls])
                 media[kind] = n
                 ids += extra
-        st, r = self._submit(ids, int(sp.get("max_new_tokens", 128)), media, bool(body.get("stream")), body.get("rid"))
+        st, r = self.submit(ids, int(sp.get("max_new_tokens", 128)), media, bool(body.get("stream")), body.get("rid"))
         if body.get("stream"):
             return StreamingResponse(self._gen_stream(st, r, media), media_type="text/event-stream")
         try:
-            await self._whole_output(st, r)
+            await self.whole_output(st, r)
             return JSONResponse({"text": st.text, "output_ids": st.ids, "meta_info": self._meta(r, st, True, media)})
         finally:
-            self._close(st, r)
+            self.close(st, r)
 
     async def _gen_stream(self, st: Stream, r: Any, media: dict[str, int]) -> AsyncIterator[str]:
         try:
-            async for n, done in self._updates(st):
+            async for n, done in self.updates(st):
                 st.grow(n)
                 if done and r.status == "aborted" and not st.ids:
-                    yield self._sse({"error": {"message": r.finish_reason.get("message", "aborted"),
+                    yield self.sse({"error": {"message": r.finish_reason.get("message", "aborted"),
                                                "type": "BadRequestError", "code": 400, "retryable": False}})
                 else:
-                    yield self._sse({"text": st.text, "output_ids": st.ids, "meta_info": self._meta(r, st, done, media)})
+                    yield self.sse({"text": st.text, "output_ids": st.ids, "meta_info": self._meta(r, st, done, media)})
             yield "data: [DONE]\n\n"
         finally:
-            self._close(st, r)
+            self.close(st, r)
 
     async def chat(self, request: Request) -> Response:
         return await openai_api.chat(self, request)

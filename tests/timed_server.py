@@ -9,7 +9,7 @@
   load), and counts the calls (GET /stats returns {"health_calls": N, "model_info_calls": M}).
 - GET /model_info, /server_info: JSON at once (the knobs given with --server-info JSON).
 - GET /metrics: the text of --metrics-file (e.g. a real SGLang 0.5.17 scrape), 404 without one.
-Prints `ready` once listening. Used by tests/test_attach_timing.py.
+Prints `ready` once listening. Used by tests/launchers/test_attach_timing.py.
 """
 
 from __future__ import annotations

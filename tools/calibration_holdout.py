@@ -18,7 +18,7 @@ from typing import Protocol
 HOLDOUT_SHAPES = ("pM-oS-x9", "pS-oS-x9", "pL-oL-x0", "pS-oL-x9")
 BOUNDS = {"output_tps": 0.10, "ttft_p50_ms": 0.25, "ttft_p99_ms": 0.35}
 # Held-out figures outside their bound that docs/calibration.md explains: (shape, concurrency, metric) -> why. The CI
-# check (tests/test_sim_calibration.py) fails on any other figure outside its bound.
+# check (tests/sim/test_sim_calibration.py) fails on any other figure outside its bound.
 # (shape, 0, "knee") names a knee. Measured 2026-12-02 with the preset of split S. An entry that no longer misses is
 # itself a problem (the list stays true).
 _LONG_PROMPT = ("4k-token prompts without sharing (chunk 2048): the real server delivers 12-17% less than the "

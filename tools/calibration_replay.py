@@ -1,5 +1,5 @@
 """The simulator's preset replayed on the held-out windows (tools/calibration_holdout.py judges them): what CI checks
-(tests/test_sim_calibration.py) and what a simulated report repeats (sglang_sim.fidelity.HELD_OUT). Apart from
+(tests/sim/test_sim_calibration.py) and what a simulated report repeats (sglang_sim.fidelity.HELD_OUT). Apart from
 calibrate.py and calibration_holdout.py so that neither imports the other at run time: calibrate.py's
 `--holdout-shapes` prints the same table from its own fit."""
 

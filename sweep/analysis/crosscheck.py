@@ -41,6 +41,7 @@ from typing import Literal
 
 from sweep.analysis.measure import histogram_quantile
 from sweep.core.numbers import as_float
+from sweep.core.types import JSON
 
 Buckets = Sequence[tuple[float, float]]
 
@@ -101,7 +102,7 @@ class Tolerance:
                 f"whichever is looser")
 
     @classmethod
-    def of(cls, section: Mapping[str, object]) -> Tolerance:
+    def of(cls, section: Mapping[str, JSON]) -> Tolerance:
         """The tolerance of a profile's crosscheck section (a dict; a missing or non-numeric key: the default)."""
         d = cls()
 

@@ -11,6 +11,11 @@ import dataclasses
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Literal
+
+LatencyMetric = Literal["ttft", "tpot", "itl", "e2e"]
+StatValue = float | int | bool | str | None  # one stat column's value (the fields' types below)
+STORED_PERCENTILES = (50, 90, 95, 99)  # the percentiles `runs` keeps of each latency (its *_p50_ms ... *_p99_ms)
 
 
 @dataclass(frozen=True)
@@ -116,9 +121,9 @@ class RunStats:
     cache_hit_later: float | None = None
     later_prompt_tokens: float | None = None
 
-    def columns(self) -> dict[str, object]:
+    def columns(self) -> dict[str, StatValue]:
         """The `runs` columns of this window, in COLUMNS order (the client's figures flattened in place)."""
-        out: dict[str, object] = {}
+        out: dict[str, StatValue] = {}
         for f in dataclasses.fields(self):
             if f.name == "client":
                 out.update(dataclasses.asdict(self.client))
@@ -126,7 +131,15 @@ class RunStats:
                 out[f.name] = getattr(self, f.name)
         return out
 
-    def get(self, name: str) -> float | int | bool | str | None:
+    def percentile_ms(self, metric: LatencyMetric, q: float) -> float | None:
+        """`metric`'s P`q` in ms where the runs table keeps that percentile (STORED_PERCENTILES), else None."""
+        by_q = {"ttft": (self.ttft_p50_ms, self.ttft_p90_ms, self.ttft_p95_ms, self.ttft_p99_ms),
+                "tpot": (self.tpot_p50_ms, self.tpot_p90_ms, self.tpot_p95_ms, self.tpot_p99_ms),
+                "itl": (self.itl_p50_ms, self.itl_p90_ms, self.itl_p95_ms, self.itl_p99_ms),
+                "e2e": (self.e2e_p50_ms, self.e2e_p90_ms, self.e2e_p95_ms, self.e2e_p99_ms)}[metric]
+        return by_q[STORED_PERCENTILES.index(q)] if q in STORED_PERCENTILES else None
+
+    def get(self, name: str) -> StatValue:
         """One `runs` stat column by name (a client figure too); None for a name that is no stat column."""
         if name in _CLIENT_FIELDS:
             figure: float | int | None = getattr(self.client, name)
@@ -134,11 +147,14 @@ class RunStats:
         return getattr(self, name, None) if name in COLUMN_TYPES else None
 
     @classmethod
-    def from_row(cls, row: Mapping[str, object]) -> RunStats:
-        """A stored `runs` row (or any mapping with these columns) back as RunStats; a missing column reads None."""
-        client = ClientStats(**{f.name: row.get(f.name) for f in dataclasses.fields(ClientStats)})  # type: ignore[arg-type]
-        own = {f.name: row.get(f.name) for f in dataclasses.fields(cls) if f.name != "client"}
-        return cls(**own, client=client)  # type: ignore[arg-type]
+    def from_row(cls, row: Mapping[str, Any]) -> RunStats:
+        """A stored `runs` row (or any mapping with these columns) back as RunStats; a missing column reads None.
+        The row's values are the database driver's (Any): the table's column types (models.py, from these fields)
+        are what types them."""
+        figures: dict[str, Any] = {f.name: row.get(f.name) for f in dataclasses.fields(ClientStats)}
+        own: dict[str, Any] = {f.name: row.get(f.name) for f in dataclasses.fields(cls) if f.name != "client"}
+        client = ClientStats(**figures)
+        return cls(**own, client=client)
 
 
 def _column_types() -> dict[str, type]:

@@ -23,14 +23,23 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 from sweep.analysis.measure import e2e_ms, percentile, ttft_ms
 from sweep.analysis.session_time import session_times_s
 from sweep.core.types import RequestRecord
 
-SESSION_COLUMNS = ("sessions_completed", "turns_per_session", "session_p50_s", "session_p90_s", "cache_hit_turn1",
-                   "cache_hit_later", "later_prompt_tokens")
+
+class SessionColumns(TypedDict):
+    """The session columns of one window, as RunStats' fields of the same names take them."""
+
+    sessions_completed: int | None
+    turns_per_session: float | None
+    session_p50_s: float | None
+    session_p90_s: float | None
+    cache_hit_turn1: float | None
+    cache_hit_later: float | None
+    later_prompt_tokens: float | None
 
 
 class TurnRow(Protocol):
@@ -139,12 +148,13 @@ class RecordRow:
                    r.cached_tokens, r.session_turns)
 
 
-def session_columns(records: Iterable[RequestRecord]) -> dict[str, float | int | None]:
+def session_columns(records: Iterable[RequestRecord]) -> SessionColumns:
     """The session columns of `runs` for a window's records (module docstring); all None without sessions."""
     rows = [RecordRow.of(r) for r in records]
     stats = session_stats(rows)
     if stats is None:
-        return dict.fromkeys(SESSION_COLUMNS)
+        return SessionColumns(sessions_completed=None, turns_per_session=None, session_p50_s=None, session_p90_s=None,
+                              cache_hit_turn1=None, cache_hit_later=None, later_prompt_tokens=None)
     later = [r for r in rows if (r.turn or 0) >= 2 and not r.warmup]
     prompt = sum(r.prompt_tokens for r in later)
     first = stats.turn(1)

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from sweep.core.errors import ProfileError, UsageError
 from sweep.core.numbers import number
-from sweep.core.types import KNOB_LABELS
+from sweep.core.types import KNOB_LABELS, Cell
 from sweep.ui.console import make_console
 
 if TYPE_CHECKING:
@@ -89,13 +89,13 @@ def cell_text(v: object) -> str:
 RowFormat = Literal["table", "json", "csv"]
 
 
-def _numeric(rows: list[dict[str, object]], col: str) -> bool:
+def _numeric(rows: list[dict[str, Cell]], col: str) -> bool:
     """Whether every value of the column is a number (then it is right-aligned and never broken)."""
     vals = [r.get(col) for r in rows if r.get(col) is not None]
     return bool(vals) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals)
 
 
-def emit_rows(rows: list[dict[str, object]], cols: list[str], fmt: str, wide: bool = False,
+def emit_rows(rows: list[dict[str, Cell]], cols: list[str], fmt: str, wide: bool = False,
               headers: dict[str, str] | None = None, command: str = "runs") -> None:
     """Rows on stdout: the command's JSON document (sweep/cli/jsonout.py: every field, the rows under `command`), CSV (`cols`), or a table of `cols` that fits the terminal (columns
     from the right left out, and named on stderr, where they do not fit; `wide`: every one, at full width)."""

@@ -25,8 +25,11 @@ from sweep.cli.app import DEFAULT_DB, app, db_url
 from sweep.cli.jsonout import iso_utc
 from sweep.cli.outfile import check_out, replaced, text_out
 from sweep.core.errors import NotFound, SweepError, UsageError
+from sweep.core.types import Cell
 
 if TYPE_CHECKING:
+    import pyarrow as pa  # `--format parquet` only
+
     from sweep.store import RunSummary, Store  # SQLAlchemy: loaded when the command runs
 
 FORMATS = ("csv", "jsonl", "parquet", "mlflow")
@@ -34,14 +37,14 @@ WHATS = ("requests", "windows", "samples")
 _WINDOW_KEYS = ("run_id", "server_config_id", "phase", "concurrency", "status")  # on every request and sample row
 
 
-def _plain(value: object) -> object:
+def _plain(value: Cell) -> Cell:
     return iso_utc(value) if isinstance(value, datetime) else value  # ISO 8601 with its UTC offset
 
 
 SET_ASIDE = ("aborted", "running")  # an interrupted attempt's windows (each step is measured again) and a live one
 
 
-def rows(store: Store, study: str, what: str, set_aside: bool = True) -> Iterator[dict[str, object]]:
+def rows(store: Store, study: str, what: str, set_aside: bool = True) -> Iterator[dict[str, Cell]]:
     """The study's rows of one kind, oldest window first (see the module docstring); the rows of aborted and
     still-running windows are left out unless set_aside is False (each step then counts once, as in `sweep runs
     --status completed` and the report)."""
@@ -64,7 +67,7 @@ def rows(store: Store, study: str, what: str, set_aside: bool = True) -> Iterato
                 yield {**keys, **asdict(s)}
 
 
-def _write_text(items: Iterator[dict[str, object]], fmt: str, out: IO[str]) -> int:
+def _write_text(items: Iterator[dict[str, Cell]], fmt: str, out: IO[str]) -> int:
     n = 0
     writer: csv.DictWriter[str] | None = None
     for row in items:
@@ -95,7 +98,7 @@ def need_pyarrow() -> None:
 PARQUET_BATCH = 20_000  # rows held at once: an export's memory is flat in the study's size
 
 
-def _arrow_hints() -> dict[str, object]:
+def _arrow_hints() -> dict[str, pa.DataType]:
     """Each stored column's Arrow type by name (the requests, samples, runs and server_configs tables), for a column
     the first batch holds only nulls of (an `error` column in a study without errors so far)."""
     import pyarrow as pa
@@ -103,7 +106,7 @@ def _arrow_hints() -> dict[str, object]:
     from sweep.store.models import RequestRow, SampleRow, ServerConfigRow, runs_table
 
     by_python = {bool: pa.bool_(), int: pa.int64(), float: pa.float64(), str: pa.string()}
-    hints: dict[str, object] = {}
+    hints: dict[str, pa.DataType] = {}
     for table in (ServerConfigRow.__table__, runs_table, SampleRow.__table__, RequestRow.__table__):
         for col in table.columns:
             try:
@@ -114,7 +117,7 @@ def _arrow_hints() -> dict[str, object]:
     return hints
 
 
-def _write_parquet(items: Iterator[dict[str, object]], out: Path) -> int:
+def _write_parquet(items: Iterator[dict[str, Cell]], out: Path) -> int:
     """The rows in batches of PARQUET_BATCH through one ParquetWriter: the schema is the first batch's, a column it
     holds only nulls of (or whole numbers of a float column) typed from the store's tables, so later batches fit."""
     from itertools import islice
@@ -131,7 +134,7 @@ def _write_parquet(items: Iterator[dict[str, object]], out: Path) -> int:
                 if schema is None:
                     hints = _arrow_hints()
                     first = pa.Table.from_pylist(batch).schema
-                    schema = pa.schema([pa.field(f.name, hints.get(f.name, pa.string()))  # type: ignore[arg-type]
+                    schema = pa.schema([pa.field(f.name, hints.get(f.name, pa.string()))
                                         if pa.types.is_null(f.type)
                                         or (pa.types.is_integer(f.type) and hints.get(f.name) == pa.float64())
                                         else f for f in first])

@@ -9,6 +9,7 @@ from typing import Literal
 import typer
 
 from sweep.cli.app import DEFAULT_DB, app, console, db_url, emit_rows
+from sweep.core.types import Cell
 
 
 @app.command()
@@ -41,7 +42,7 @@ def history(profile: str | None = typer.Option(None, "--profile", help="the prof
         with replaced(plot, "--plot") as part:
             write_trend(hist, part)
         written = plot
-    rows: list[dict[str, object]] = [{**asdict(p), "where": p.where()} for p in hist.points]
+    rows: list[dict[str, Cell]] = [{**asdict(p), "where": p.where()} for p in hist.points]
     if fmt == "json":
         from sweep.cli.jsonout import emit
 

@@ -5,9 +5,12 @@ adding a key does not."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import typer
+
+from sweep.core.types import JSONOut
 
 SCHEMA_VERSION = 1
 
@@ -22,11 +25,11 @@ def _plain(value: object) -> object:
     return iso_utc(value) if isinstance(value, datetime) else str(value)
 
 
-def dumps(command: str, payload: dict[str, object]) -> str:
+def dumps(command: str, payload: Mapping[str, JSONOut]) -> str:
     """The command's output document, schema_version and command first."""
     return json.dumps({"schema_version": SCHEMA_VERSION, "command": command, **payload}, default=_plain, indent=2)
 
 
-def emit(command: str, payload: dict[str, object]) -> None:
+def emit(command: str, payload: Mapping[str, JSONOut]) -> None:
     """Print the command's output document on stdout."""
     typer.echo(dumps(command, payload))

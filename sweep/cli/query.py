@@ -84,11 +84,12 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     fixed = fixed_flags(r.config for r in rows)  # labels show only the flags that vary among the rows
     for row, summary in zip(table, rows, strict=True):
         pt, pp = pcts[summary.study_name]
-        row.update(config=summary.config.label(hide=fixed), ttft_sla_ms=row.get(f"ttft_p{pt}_ms"),
-                   tpot_sla_ms=row.get(f"tpot_p{pp}_ms"))
+        st = summary.run.stats
+        row.update(config=summary.config.label(hide=fixed), ttft_sla_ms=st.percentile_ms("ttft", pt) if st else None,
+                   tpot_sla_ms=st.percentile_ms("tpot", pp) if st else None)
     shared = set(pcts.values())  # one study, or several judged alike: the header names the percentile
-    pt, pp = (f"p{p}" for p in next(iter(shared))) if len(shared) == 1 else ("@SLA", "@SLA")
-    headers = {**RUNS_HEADERS, "ttft_sla_ms": f"TTFT {pt} ms", "tpot_sla_ms": f"TPOT {pp} ms"}
+    at_t, at_p = (f"p{p:g}" for p in next(iter(shared))) if len(shared) == 1 else ("@SLA", "@SLA")
+    headers = {**RUNS_HEADERS, "ttft_sla_ms": f"TTFT {at_t} ms", "tpot_sla_ms": f"TPOT {at_p} ms"}
     if fmt == "table" and any(r.get("offered_rps") is not None for r in table):
         # an open-loop window (a rate ladder's step, the soak) is loaded by its offered rate; its concurrency is
         # only the in-flight cap: marked so, the rate beside it
@@ -102,11 +103,11 @@ def runs(db: str = typer.Option(DEFAULT_DB), study: str | None = None, profile: 
     emit_rows(table, cols, fmt, wide=wide, headers=headers)
 
 
-def _sla_percentiles(store: RunsReader, study: str) -> tuple[str, str]:
-    """The percentiles a study's SLA judges TTFT and TPOT at, as the runs table's column names spell them."""
+def _sla_percentiles(store: RunsReader, study: str) -> tuple[float, float]:
+    """The percentiles a study's SLA judges TTFT and TPOT at."""
     row = store.get_study_by_name(study)
     sla = (json.loads(row.profile_json).get("sla") if row is not None else None) or {}
-    return f"{float(sla.get('ttft_percentile', 99)):g}", f"{float(sla.get('tpot_percentile', 99)):g}"
+    return float(sla.get("ttft_percentile", 99)), float(sla.get("tpot_percentile", 99))
 
 
 @app.command()

@@ -14,7 +14,7 @@ from rich.markup import escape
 from sweep.cli.app import DEFAULT_DB, app, console, db_url, load_profile_arg
 from sweep.core import interrupt
 from sweep.core.errors import CrossCheckDiffers, LaunchError, UsageError, WorkloadError
-from sweep.core.types import KNOB_NAMES, DriverKind, LauncherKind, ReferenceKind, ServerConfig
+from sweep.core.types import KNOB_NAMES, DriverKind, FlagScalar, LauncherKind, ReferenceKind, ServerConfig
 
 HttpDriverKind = Literal["auto", "http"]  # a cross-check compares clients over real sockets: never virtual
 
@@ -153,7 +153,7 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
                                                  help="start even when the estimate exceeds this machine")) -> object:
     """Climb the ladder for one server configuration (no search, no screening, no soak)."""
     given: dict[str, str] = {}
-    flags: dict[str, object] = {}  # any other flag of the engine: checked with the profile's search.space
+    flags: dict[str, FlagScalar] = {}  # any other flag of the engine: checked with the profile's search.space
     for part in filter(None, config.split(",")):
         key, _, raw = part.partition("=")
         if not key.isidentifier():
@@ -175,7 +175,7 @@ def ladder(profile: str = typer.Option(..., "--profile", "-p"),
                 ignore_resources=ignore_resources, as_json=False)
 
 
-def _scalar(raw: str) -> object:
+def _scalar(raw: str) -> FlagScalar:
     """A --config flag value: true / false, a number, else the text itself."""
     low = raw.strip().lower()
     if low in ("true", "false"):

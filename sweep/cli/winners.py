@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from sweep.core.errors import NotFound
+from sweep.core.types import JSONOut
 from sweep.store import Store, WinnerRecord
 
 if TYPE_CHECKING:
@@ -48,17 +49,17 @@ def show_study(store: Store, name: str, db: str, fmt: str) -> None:
                   + (f" (95% interval {ci})" if ci else "") + f", {w.phase} ladder"
                   + (f"\n  why: {w.why}" if w.why else ""), highlight=False, markup=False)
 
-def winner_dict(w: WinnerRecord) -> dict[str, object]:
+def winner_dict(w: WinnerRecord) -> dict[str, JSONOut]:
     """A stored winner as the JSON documents show it: its columns, the knobs as an object."""
     return {**{k: v for k, v in w.columns().items() if k not in ("knobs_json", "study_id")}, "knobs": w.knobs()}
 
 
 def compare_payload(store: Store, sides: tuple[CompareSide, CompareSide], forced: bool,
-                    markdown: str) -> dict[str, object]:
+                    markdown: str) -> dict[str, JSONOut]:
     """`sweep compare --format json`: each side (a run's row, or a study's stored winners) and the markdown."""
     out = []
     for side in sides:
-        item: dict[str, object] = {"ref": side.name, "fingerprint": side.fingerprint}
+        item: dict[str, JSONOut] = {"ref": side.name, "fingerprint": side.fingerprint}
         if side.run is not None:
             item |= {"kind": "run", "run": side.run.columns()}
         elif side.ctx is not None:

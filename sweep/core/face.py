@@ -1,7 +1,7 @@
 """A folder's face, loaded lazily: `from sweep.store import Store` imports the one module that defines it, and
 importing any module of the folder (`sweep.store.records`) imports none of its siblings (no SQLAlchemy for a reading
 command). A face names its modules in strings, which neither mypy nor import-linter follows: each face also holds an
-`if TYPE_CHECKING:` block importing exactly what its map lends (tests/test_house.py compares the two), so the type
+`if TYPE_CHECKING:` block importing exactly what its map lends (tests/house/test_house.py compares the two), so the type
 checker sees the real types and the lint sees the arrows. Only `sweep.store` keeps one; the other folders lend
 nothing and their docstrings point at the modules."""
 

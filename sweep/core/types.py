@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
 if TYPE_CHECKING:
@@ -36,6 +37,11 @@ KnobValue = int | float | str  # one knob's value (ServerConfig's field types)
 FlagScalar = bool | int | float | str  # one other flag's value (ServerConfig.flags; bool: a store_true switch)
 # A parsed JSON value (json.loads, a server's /server_info, a dataset line): narrow with isinstance before use.
 JSON: TypeAlias = dict[str, "JSON"] | list["JSON"] | str | int | float | bool | None
+# One value of a flat row by column name (a record's columns(), a table cell, a CSV field): a scalar, never nested.
+Cell: TypeAlias = str | int | float | bool | datetime | None
+# One value of a JSON document going out (sweep.cli.jsonout writes a datetime as ISO text): read-only containers, so
+# a list of rows or a record's columns is one as it is.
+JSONOut: TypeAlias = Mapping[str, "JSONOut"] | Sequence["JSONOut"] | Cell
 
 
 def _knob(label: str, kind: type) -> Any:

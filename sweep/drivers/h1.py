@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -49,7 +50,7 @@ class _Conn(asyncio.Protocol):
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's (loop.create_connection)
 
     def data_received(self, data: bytes) -> None:
         self.now = self.clock()

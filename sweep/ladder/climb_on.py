@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sweep.analysis.knee import flagged_peak
 from sweep.analysis.ladder_steps import LadderStep, step_points
 from sweep.analysis.loads import load_words
-from sweep.core.types import ServerConfig
+from sweep.core.types import JSON, ServerConfig
 from sweep.profile import Profile
 from sweep.profile.phases import CLIMB_RATE_DOUBLINGS
 
@@ -37,7 +37,7 @@ class NextWindow:
         return load_words(self.concurrency, self.rate)
 
 
-def resolved_max_running(server_info: Mapping[str, object]) -> int | None:
+def resolved_max_running(server_info: Mapping[str, JSON]) -> int | None:
     """The server's own max_running_requests (/server_info: SGLang resolves it from the KV pool when unset), read as
     every knob of /server_info is (ServerConfig.from_mapping); None when it is missing or does not parse."""
     try:

@@ -113,7 +113,7 @@ class CrossChecker:
             if isinstance(self.reference, H11Reference):
                 result = self.reference.run_window(handle, specs, concurrency, window, arrival=arrival)
                 measured = replace(compute_stats(result, self.profile.sla, min_requests=self.profile.window.min_requests),
-                                   **session_columns(result.records))  # type: ignore[arg-type]
+                                   **session_columns(result.records))
                 self.store.finish_run(ref_id, measured, result.records, result.samples, result.window_start)
                 ref_stats: Mapping[str, object] = measured.columns()
             else:  # bench_serving's summary: a partial row of runs columns

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sweep.core.environment import Environment
 from sweep.engines import get as get_dialect
-from sweep.launchers.base import Environment, ServerHandle
+from sweep.launchers.base import ServerHandle
 from sweep.profile import Profile
 from sweep.profile.grid import expand
 from sweep.store import Store
@@ -71,7 +72,7 @@ def _parallel(extra_args: list[str], tp_searched: str | None = None) -> str:
     return f"TP {tp_searched or tp}, DP {dp}"
 
 
-class EnvironmentRecord:
+class EnvironmentRecorder:
     """A study's environments row, kept in step with what each launched server says about itself.
 
     `on_launch` is the ladder's callback: a server that reports it is sweep's simulator (attached, or behind a

@@ -98,7 +98,7 @@ class StepInputs:
         self.since_flush += used
         self._last = (result.concurrency, used)
         return replace(stats, cache_hit_rate_predicted=perfect, cache_hit_rate_capped=capped,
-                       **session_columns(result.records))  # type: ignore[arg-type]
+                       **session_columns(result.records))
 
     def _predict(self, result: WindowResult) -> tuple[float | None, float | None]:
         """(unbounded, pool-capped) hit rate of the window's measured successful requests (module docstring)."""

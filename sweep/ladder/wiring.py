@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TypedDict
 
 from sglang_sim.params import ModelPreset
 from sglang_sim.shape import choose_model
 from sweep import engines
+from sweep.core.environment import Environment
 from sweep.core.errors import ProfileError, UsageError
 from sweep.drivers import Driver
 from sweep.launchers.base import Launcher, ServerHandle
@@ -55,7 +55,7 @@ def server_model(profile: Profile) -> ModelPreset:
 
 
 def predictor(model: ModelPreset | None, kind: str, profile: Profile,
-              env: Mapping[str, object]) -> Predictor | None:
+              env: Environment) -> Predictor | None:
     """The memory plan of each launch (sweep.launchers.prediction): on the sim preset's GPU, else the GPU the
     launcher's environment names; None for launcher attach (nothing is launched) or a GPU nothing is known of."""
     if model is None or kind == "attach":

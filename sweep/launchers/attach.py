@@ -28,13 +28,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from sweep.core.environment import Environment, GpuSummary
 from sweep.core.errors import LaunchError, ProfileError
 from sweep.core.types import ServerConfig
 from sweep.engines import Dialect, default
 from sweep.launchers import procs
 from sweep.launchers.base import (
-    Environment,
-    GpuSummary,
     LauncherKind,
     ServerHandle,
     ServerInfo,

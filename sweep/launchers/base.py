@@ -6,8 +6,9 @@ import socket
 import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
+from sweep.core.environment import Environment
 from sweep.core.types import JSON, ServerConfig
 from sweep.engines import Dialect, default
 
@@ -21,48 +22,6 @@ LauncherKind = Literal["sglang", "sim", "attach", "virtual"]
 # The knobs and facts a server reports at /server_info (sweep.launchers.sglang.pick_server_info keeps a few),
 # plus what sweep adds beside them (the launch record, the GPU group it gave the server). JSON: narrow to read.
 ServerInfo = dict[str, JSON]
-
-
-class GpuSummary(TypedDict):
-    """One GPU as a study's environment lists it."""
-
-    name: str
-    memory_total_mib: int
-
-
-class Environment(TypedDict, total=False):
-    """Where a study runs: what a launcher reports (Launcher.environment()) and, after
-    sweep.ladder.environment.normalise_env, the same facts under the environments table's column names (keys that
-    are no column land in its extra_json)."""
-
-    kind: LauncherKind  # the launcher that reports
-    engine: str  # the engine dialect's name
-    simulated: bool
-    host: str
-    url: str  # an attached server
-    launch: str  # the command that starts each server (keys hidden)
-    orchestrator_python: str
-    model_path: str | None
-    model: str  # the simulator's model preset
-    # Versions in the python that runs the server, by distribution (python and cuda too); None: not installed.
-    versions: dict[str, str | None]
-    gpus: list[GpuSummary]
-    gpu_scope: str  # what `gpus` covers where that is not obvious
-    gpu_name: str | None
-    gpu_count: int
-    gpu_memory_mib: int | None
-    tp_size: int
-    parallel: str  # "TP 2, DP 1"
-    # the environments table's columns
-    sglang_version: str | None  # the engine's version
-    torch_version: str | None
-    cuda_version: str | None
-    driver_version: str | None
-    python_version: str | None
-    sim_unmodelled_flags: list[str]  # flags the simulator accepted and ignored
-    # the study's dataset (sweep.workload.overlong.input_facts): entries fitted to the context, a trace's timing
-    dataset_fit: dict[str, JSON]
-    trace: dict[str, JSON]
 
 
 @dataclass

@@ -7,7 +7,7 @@ inputs, and the GPU is the launcher's (a sim preset, or the real GPU's name and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sglang_sim.params import (
@@ -21,6 +21,7 @@ from sglang_sim.params import (
     plan_memory,
     with_kv_dtype,
 )
+from sweep.core.environment import Environment
 from sweep.core.errors import PREDICTED_INFEASIBLE
 from sweep.core.types import ServerConfig
 
@@ -78,7 +79,7 @@ def predict_launch(model: ModelPreset, gpu: GpuPreset, config: ServerConfig,
                        dummy_weights=_flag(extra_args, "--load-format") == "dummy")
 
 
-def gpu_of(environment: Mapping[str, object], sim_gpu: str | None) -> GpuPreset | None:
+def gpu_of(environment: Environment, sim_gpu: str | None) -> GpuPreset | None:
     """The GPU a launcher's servers get: the sim preset `sim_gpu`, else the real GPU (environment's gpu_name
     matched to a preset for its context size, with the memory nvidia-smi reports); None when unknown."""
     if sim_gpu is not None:

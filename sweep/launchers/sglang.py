@@ -18,13 +18,12 @@ from pathlib import Path
 
 import httpx
 
+from sweep.core.environment import Environment, GpuSummary
 from sweep.core.errors import LaunchError
 from sweep.core.types import KNOB_NAMES, ServerConfig
 from sweep.engines import get as get_dialect
 from sweep.launchers import flags, keyshim, procs
 from sweep.launchers.base import (
-    Environment,
-    GpuSummary,
     LauncherKind,
     ServerHandle,
     ServerInfo,

@@ -17,10 +17,11 @@ from sglang_sim.fidelity import FAULT_FLAGS, fault_flags
 from sglang_sim.params import SimOOM, gpu_preset
 from sglang_sim.server import VERSION
 from sglang_sim.shape import choose_model
+from sweep.core.environment import Environment
 from sweep.core.errors import LaunchError, ProfileError
 from sweep.core.types import ServerConfig
 from sweep.engines import Dialect, default
-from sweep.launchers.base import Environment, LauncherKind, ServerHandle, SpawnCallback, StopReport
+from sweep.launchers.base import LauncherKind, ServerHandle, SpawnCallback, StopReport
 
 DEFAULT_MODEL_PATH = "models/llama3-8b-shape"
 FAULT_SPELLINGS = {"--" + k.replace("_", "-") for k in FAULT_FLAGS}

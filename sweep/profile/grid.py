@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def conditions(space: Space) -> dict[str, dict[str, list[FlagScalar]]]:
     return {n: c for n, d in space.flag_dims().items() if (c := condition_of(d))}
 
 
-def applies(condition: dict[str, list[FlagScalar]], values: dict[str, object]) -> bool:
+def applies(condition: dict[str, list[FlagScalar]], values: Mapping[str, FlagScalar | None]) -> bool:
     """Whether a conditional flag is searched in a configuration with these values (every `when` holds)."""
     return all(values.get(other) in wanted for other, wanted in condition.items())
 

@@ -111,7 +111,7 @@ class Space(_Strict):
             raise ValueError("lists a value twice")
         return v
 
-    def flag_dims(self) -> dict[str, object]:
+    def flag_dims(self) -> dict[str, FlagDimension]:
         """The searched flags beyond the five knobs, by name (their dimensions as sweep.profile.flags types them)."""
         return dict(self.__pydantic_extra__ or {})
 

@@ -15,7 +15,7 @@ from yaml.nodes import MappingNode, Node
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-class UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML's classes are untyped here (no stubs)
+class UniqueKeyLoader(yaml.SafeLoader):
     """yaml.SafeLoader whose mappings refuse a duplicate key (merge keys `<<` may still be overridden)."""
 
     def construct_mapping(self, node: Node, deep: bool = False) -> dict[Hashable, Any]:
@@ -33,7 +33,7 @@ class UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML's classe
                     raise ConstructorError(None, None, f"duplicate key {key!r} (each key may appear once)",
                                            key_node.start_mark)
                 seen.add(key)
-        return super().construct_mapping(node, deep)  # type: ignore[no-any-return]
+        return super().construct_mapping(node, deep)
 
 
 def load_unique(text: str) -> Any:

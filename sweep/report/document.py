@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglang_sim.fidelity import HELD_OUT
+from sweep.analysis.run_stats import STORED_PERCENTILES, RunStats
 from sweep.analysis.winner import Winner, hardware_lines
-from sweep.core.types import KNOB_NAMES
+from sweep.core.types import JSON, KNOB_NAMES
 from sweep.report.answer import answer_lines, why_lines
 from sweep.report.inputs import cache_lines, input_lines
 from sweep.report.sessions import session_lines
@@ -18,7 +19,7 @@ from sweep.report.tables import configs_table, knee_cell, load_text, modality_ta
 from sweep.report.tables import fmt as _fmt
 from sweep.report.trace import trace_lines
 from sweep.report.winner import study_dialect, winner_lines
-from sweep.store import STAT_COLUMNS, RunRecord, RunSummary
+from sweep.store import EnvironmentRecord, RunRecord, RunSummary
 from sweep.views.answer import Answer
 from sweep.views.contract import ContractInput, missing_fields
 from sweep.views.fixed_flags import differences
@@ -73,10 +74,10 @@ def soak_lines(ctx: StudyContext) -> list[str]:
     return out + [""]
 
 
-def unmodelled_lines(env: Mapping[str, object]) -> list[str]:
+def unmodelled_lines(env: EnvironmentRecord) -> list[str]:
     """The flags the simulator accepted but did not model (recorded at launch), as a warning block."""
-    flags = env.get("sim_unmodelled_flags") or []
-    if not isinstance(flags, list) or not flags:
+    flags = env.sim_unmodelled_flags
+    if not flags:
         return []
     return ["> **The simulator accepted but does not model these flags**; numbers that depend on them are not "
             "simulated:", *[f"> - `{f}`" for f in flags], ""]
@@ -86,10 +87,10 @@ def _soak_ttft(ctx: StudyContext, run: RunRecord) -> str:
     """`TTFT P95 3.50 s (SLA ≤ 2.00 s), ` for the SLA's own percentile when the runs table has it."""
     sla = ctx.raw("sla")
     q, bound = sla.get("ttft_percentile"), sla.get("ttft_ms")
-    col = f"ttft_p{q:g}_ms" if isinstance(q, int | float) else ""
-    if q == 99 or col not in STAT_COLUMNS or bound is None:
+    if not isinstance(q, int | float) or q == 99 or q not in STORED_PERCENTILES or bound is None:
         return ""
-    return f"TTFT P{q:g} {_fmt(run.get(col), 2, 1e-3)} s (SLA ≤ {_fmt(bound, 2, 1e-3)} s), "
+    value = run.stats.percentile_ms("ttft", q) if run.stats is not None else None
+    return f"TTFT P{q:g} {_fmt(value, 2, 1e-3)} s (SLA ≤ {_fmt(bound, 2, 1e-3)} s), "
 
 
 def title_lines(ctx: StudyContext) -> list[str]:
@@ -184,11 +185,13 @@ def write_report(ctx: StudyContext, out_dir: Path, answer: Answer | None = None)
     return ReportFiles(md, plots, missing_contract_fields(ctx), html)
 
 
-COMPARE_METRICS = (("output_tps", "throughput (tok/s)", 0, 1.0), ("goodput_tps", "goodput (tok/s)", 0, 1.0),
-                   ("ttft_p50_ms", "TTFT P50 (s)", 2, 1e-3), ("ttft_p99_ms", "TTFT P99 (s)", 2, 1e-3),
-                   ("tpot_p50_ms", "TPOT P50 (ms)", 1, 1.0), ("tpot_p99_ms", "TPOT P99 (ms)", 1, 1.0),
-                   ("cache_hit_rate", "cache hit", 2, 1.0), ("retractions", "preemptions", 0, 1.0),
-                   ("passes_sla", "SLA pass", 0, 1.0))
+# `sweep compare`'s per-step rows: the statistic (a field, so mypy checks each), its label, decimals and scale
+COMPARE_METRICS: tuple[tuple[Callable[[RunStats], float | int | bool | None], str, int, float], ...] = (
+    (lambda s: s.output_tps, "throughput (tok/s)", 0, 1.0), (lambda s: s.goodput_tps, "goodput (tok/s)", 0, 1.0),
+    (lambda s: s.ttft_p50_ms, "TTFT P50 (s)", 2, 1e-3), (lambda s: s.ttft_p99_ms, "TTFT P99 (s)", 2, 1e-3),
+    (lambda s: s.tpot_p50_ms, "TPOT P50 (ms)", 1, 1.0), (lambda s: s.tpot_p99_ms, "TPOT P99 (ms)", 1, 1.0),
+    (lambda s: s.cache_hit_rate, "cache hit", 2, 1.0), (lambda s: s.retractions, "preemptions", 0, 1.0),
+    (lambda s: s.passes_sla, "SLA pass", 0, 1.0))
 
 
 @dataclass(frozen=True)
@@ -212,7 +215,7 @@ class CompareSide:
         return {_load(r): r for r in self.ctx.runs
                 if r.server_config_id == win.id and r.status == "completed"}
 
-    def knobs(self) -> dict[str, object]:
+    def knobs(self) -> dict[str, JSON]:
         """Every knob by name (None where unset), then the searched flags it sets: the run's, or the study winner's."""
         if self.run is not None:
             return {**self.run.config.columns(), **self.run.config.flags}
@@ -257,9 +260,9 @@ def compare_markdown(a: CompareSide, b: CompareSide, forced: bool = False) -> st
     lines += ["", "## Per step", "", "| load | metric | " + f"{a.name} | {b.name} | B − A |",
               "|---|---|---|---|---|"]
     for c in sorted(set(sa) | set(sb)):
-        for col, label, nd, scale in COMPARE_METRICS:
+        for stat, label, nd, scale in COMPARE_METRICS:
             ra, rb = sa.get(c), sb.get(c)
-            va, vb = (ra.get(col) if ra else None), (rb.get(col) if rb else None)
+            va, vb = (stat(ra.stats) if ra and ra.stats else None), (stat(rb.stats) if rb and rb.stats else None)
             diff = (_fmt((vb - va), nd, scale) if isinstance(va, int | float) and isinstance(vb, int | float)
                     and not isinstance(va, bool) else "")
             at = next(r for r in (ra, rb) if r is not None)

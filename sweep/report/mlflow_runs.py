@@ -9,11 +9,13 @@ step = concurrency (MLflow plots a ladder as a curve). Nothing is read from MLfl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from sweep.analysis.run_stats import RunStats
 from sweep.core.errors import UsageError
 from sweep.core.numbers import as_float
 
@@ -21,8 +23,13 @@ if TYPE_CHECKING:
     from sweep.store import Store
     from sweep.views.read_model import StudyReadModel
 
-STEP_METRICS = ("goodput_tps", "output_tps", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms",
-                "tpot_p90_ms", "tpot_p99_ms", "passes_sla")
+# Each step's metrics as MLflow logs them: the name, and the statistic (a field, so mypy checks each)
+STEP_METRICS: tuple[tuple[str, Callable[[RunStats], float | bool | None]], ...] = (
+    ("goodput_tps", lambda s: s.goodput_tps), ("output_tps", lambda s: s.output_tps),
+    ("ttft_p50_ms", lambda s: s.ttft_p50_ms), ("ttft_p90_ms", lambda s: s.ttft_p90_ms),
+    ("ttft_p99_ms", lambda s: s.ttft_p99_ms), ("tpot_p50_ms", lambda s: s.tpot_p50_ms),
+    ("tpot_p90_ms", lambda s: s.tpot_p90_ms), ("tpot_p99_ms", lambda s: s.tpot_p99_ms),
+    ("passes_sla", lambda s: s.passes_sla))
 # "sweep" on PyPI is another project: the extra is installed from this checkout, or the package alone.
 INSTALL = ("--format mlflow needs MLflow: pip install mlflow-skinny (or, in sweep's checkout, `make install`, or "
            "pip install -e '.[mlflow]')")
@@ -106,8 +113,8 @@ def export_study(store: Store, study: str, tracking_uri: str, scratch: Path) -> 
         phases = {r.phase for r in runs}
         client.log_param(cid, "phase", "final" if "final" in phases else min(phases, default="none"))
         for run in runs:
-            for metric in STEP_METRICS:
-                v = run.get(metric)
+            for metric, stat in STEP_METRICS:
+                v = stat(run.stats) if run.stats is not None else None
                 if v is not None:
                     client.log_metric(cid, metric if run.phase == "final" else f"{run.phase}.{metric}",
                                       as_float(v), step=run.concurrency)

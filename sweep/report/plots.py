@@ -13,6 +13,7 @@ open-loop rate ladder) and pareto.png (goodput against TTFT for every step).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,12 @@ from matplotlib.ticker import ScalarFormatter  # noqa: E402
 
 from sweep.analysis.ladder_steps import ladder_phase  # noqa: E402
 from sweep.analysis.loads import knee_load, load_text  # noqa: E402
-from sweep.store import STAT_COLUMNS, RunRecord  # noqa: E402
+from sweep.analysis.run_stats import STORED_PERCENTILES, RunStats  # noqa: E402
+from sweep.core.types import JSON  # noqa: E402
+from sweep.store import RunRecord  # noqa: E402
 from sweep.views.study import StudyContext  # noqa: E402
+
+Stat = Callable[[RunStats], float | int | bool | None]  # one statistic of a window (a field, so mypy checks it)
 
 MARKERS = ("o", "s", "^")
 # 30 colours, no two alike: tab10, then tab20b's darkest and middle shade of its five hues, then tab20's light
@@ -71,19 +76,19 @@ def style(i: int) -> dict[str, Any]:
     return {"color": PALETTE[i % len(PALETTE)], "marker": MARKERS[(i // 10) % len(MARKERS)]}
 
 
-def _sla(ctx: StudyContext) -> dict[str, object]:
+def _sla(ctx: StudyContext) -> dict[str, JSON]:
     return ctx.raw("sla")
 
 
-def _pct(sla: dict[str, object], key: str) -> int:
+def _pct(sla: dict[str, JSON], key: str) -> int:
     """The SLA's percentile (`ttft_percentile`: TTFT's) where the runs table keeps it (P50, P90, P95, P99), else
     P99: a curve is always a stored column, titled by the percentile it is (a P75 drew an empty panel)."""
     v = sla.get(key)
     q = int(v) if isinstance(v, int | float) and v else 99
-    return q if f"{key.split('_')[0]}_p{q}_ms" in STAT_COLUMNS else 99
+    return q if q in STORED_PERCENTILES else 99
 
 
-def _bound(sla: dict[str, object], key: str) -> float | None:
+def _bound(sla: dict[str, JSON], key: str) -> float | None:
     v = sla.get(key)
     return float(v) if isinstance(v, int | float) else None
 
@@ -107,6 +112,12 @@ def _title(ctx: StudyContext, text: str) -> str:
     return text + ("  [SIMULATED]" if ctx.study.simulated else "")
 
 
+def _value(r: RunRecord, stat: Stat) -> float | None:
+    """One statistic of a window as a float (None: unset, or no statistics stored)."""
+    v = stat(r.stats) if r.stats is not None else None
+    return None if v is None else float(v)
+
+
 def _goodput(r: RunRecord) -> float:
     """A window's goodput (output tok/s), 0 where it stored none."""
     return (r.stats and r.stats.goodput_tps) or 0.0
@@ -124,13 +135,14 @@ def ladder_figure(ctx: StudyContext) -> Figure | None:
         return None
     sla = _sla(ctx)
     pt, pp = _pct(sla, "ttft_percentile"), _pct(sla, "tpot_percentile")
-    panels = [("output_tps", "throughput (output tok/s)", 1.0, None),
-              ("goodput_tps", "goodput (output tok/s)", 1.0, None),
-              (f"ttft_p{pt}_ms", f"TTFT P{pt} (ms)", 1.0, _bound(sla, "ttft_ms")),
-              (f"tpot_p{pp}_ms", f"TPOT P{pp} (ms)", 1.0, _bound(sla, "tpot_ms")),
-              ("cache_hit_rate", "cache hit rate", 1.0, None), ("retractions", "retractions", 1.0, None),
-              ("kv_usage_max", "KV usage max", 1.0, None), ("queue_len_mean", "queue length mean", 1.0, None),
-              ("peak_gpu_mem_mib", "peak GPU memory (GiB)", 1 / 1024, None)]
+    panels: list[tuple[Stat, str, float, float | None]] = [
+        (lambda s: s.output_tps, "throughput (output tok/s)", 1.0, None),
+        (lambda s: s.goodput_tps, "goodput (output tok/s)", 1.0, None),
+        (lambda s: s.percentile_ms("ttft", pt), f"TTFT P{pt} (ms)", 1.0, _bound(sla, "ttft_ms")),
+        (lambda s: s.percentile_ms("tpot", pp), f"TPOT P{pp} (ms)", 1.0, _bound(sla, "tpot_ms")),
+        (lambda s: s.cache_hit_rate, "cache hit rate", 1.0, None), (lambda s: s.retractions, "retractions", 1.0, None),
+        (lambda s: s.kv_usage_max, "KV usage max", 1.0, None), (lambda s: s.queue_len_mean, "queue length mean", 1.0, None),
+        (lambda s: s.peak_gpu_mem_mib, "peak GPU memory (GiB)", 1 / 1024, None)]
     fig, axes = plt.subplots(3, 3, figsize=(16, 12))
     steps = sorted({_x(r) for runs in by_cfg.values() for r in runs})
     by_rate = any(r.offered_rps is not None for runs in by_cfg.values() for r in runs)
@@ -138,18 +150,18 @@ def ladder_figure(ctx: StudyContext) -> Figure | None:
     bold = leaders(ctx, ids)
     order = bold + [i for i in ids if i not in bold]  # leaders first: in the legend and on top
     win = ctx.winner.id if ctx.winner is not None else None
-    for ax, (col, title, scale, bound) in zip(axes.flat, panels, strict=False):
+    for ax, (stat, title, scale, bound) in zip(axes.flat, panels, strict=False):
         drawn: list[float] = []
         for cid in order:
             runs, i, lead = by_cfg[cid], ids.index(cid), cid in bold
-            ys = [v * scale if (v := r.number(col)) is not None else float("nan") for r in runs]
+            ys = [v * scale if (v := _value(r, stat)) is not None else float("nan") for r in runs]
             drawn += ys
             label = _label(ctx, cid, runs) + (" (winner)" if cid == win else "")
             ax.plot([_x(r) for r in runs], ys, "--" if runs[0].phase == "screen" else "-", label=label,
                     markersize=5 if lead else 3, linewidth=2.2 if lead else 0.8, alpha=1.0 if lead else 0.3,
                     zorder=3 if lead else 1, **style(i))
             step = knee_step(ctx, cid, runs)
-            y = step.number(col) if step is not None else None
+            y = _value(step, stat) if step is not None else None
             if step is not None and y is not None:  # the knee: a diamond in its colour, the winner's a gold star
                 ax.scatter([_x(step)], [y * scale], marker="*" if cid == win else "D",
                            s=260 if cid == win else (45 if lead else 18), color="gold" if cid == win else style(i)["color"],
@@ -193,11 +205,11 @@ def pareto_figure(ctx: StudyContext) -> Figure | None:
         return None
     sla = _sla(ctx)
     pt = _pct(sla, "ttft_percentile")
-    col = f"ttft_p{pt}_ms"
+    ttft: Stat = lambda s: s.percentile_ms("ttft", pt)  # noqa: E731 - one name for the axis and the winner's star
     fig, ax = plt.subplots(figsize=(9, 5.5))
     points: list[tuple[float, float]] = []
     for i, (cid, runs) in enumerate(by_cfg.items()):
-        xy = [(x, _goodput(r)) for r in runs if (x := r.number(col)) is not None]
+        xy = [(x, _goodput(r)) for r in runs if (x := _value(r, ttft)) is not None]
         points += xy
         st = style(i)
         ax.scatter([x for x, _ in xy], [y for _, y in xy], color=st["color"], marker=st["marker"], s=30,
@@ -212,7 +224,7 @@ def pareto_figure(ctx: StudyContext) -> Figure | None:
     win = ctx.winner
     if win is not None:
         step = next((r for r in by_cfg.get(win.id, []) if _x(r) == knee_load(win.knee)), None)
-        x = step.number(col) if step is not None else None
+        x = _value(step, ttft) if step is not None else None
         if step is not None and x is not None:
             ax.scatter([x], [_goodput(step)], marker="*", s=320, facecolor="gold",
                        edgecolor="black", zorder=5, label=f"winner: {ctx.labels.get(win.id, '')} "

@@ -24,7 +24,8 @@ def session_lines(ctx: StudyContext) -> list[str]:
     for r in ctx.runs:
         s = ctx.sessions.get(r.id)
         if s is not None and r.phase != "soak":
-            hits = " | ".join(_share(r.number(c)) for c in ("cache_hit_turn1", "cache_hit_later"))
+            st = r.stats
+            hits = " | ".join(_share(v) for v in ((st.cache_hit_turn1, st.cache_hit_later) if st else (None, None)))
             out.append(f"| {ctx.labels.get(r.server_config_id, '?')} | {load_text(r)} | {s.sessions_completed} | "
                        f"{fmt(s.turns_per_session, 1)} | {fmt(s.session_p50_s, 2)} | {fmt(s.session_p90_s, 2)} | "
                        f"{hits} |")

@@ -129,12 +129,12 @@ def _plain(v: object) -> str:
 def setup_lines(ctx: StudyContext) -> list[str]:
     """The setup section (report contract): where it ran and what was sent, every field in words."""
     study, env, raw = ctx.study, ctx.env, ctx.profile_raw
-    gpu = _known(env.get("gpu_name"))
+    gpu = _known(env.gpu_name)
     lines = ["## Setup (report contract)", "",
-             f"- model path: {code(_known(env.get('model_path')))}; SGLang version: "
-             f"{plain(_known(env.get('sglang_version')))}",
-             f"- GPU: {gpu}" + (f" ×{env.get('gpu_count') or 1}" if gpu != UNKNOWN else "")
-             + f"; parallel: {_known(env.get('parallel'))}",
+             f"- model path: {code(_known(env.model_path))}; SGLang version: "
+             f"{plain(_known(env.sglang_version))}",
+             f"- GPU: {gpu}" + (f" ×{env.gpu_count or 1}" if gpu != UNKNOWN else "")
+             + f"; parallel: {_known(env.parallel)}",
              f"- profile `{study.profile_name}`, workload fingerprint `{study.fingerprint}`"
              + (f": {plain(raw['description'])}" if str(raw.get("description") or "").strip() else "")]
     prof = ctx.profile  # re-validated by study_context; None: another version's

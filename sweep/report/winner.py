@@ -9,7 +9,7 @@ from sweep import engines
 from sweep.analysis.ladder_steps import ladder_phase
 from sweep.analysis.loads import load_text, load_words
 from sweep.analysis.winner import Winner
-from sweep.core.types import ServerConfig
+from sweep.core.types import JSON, ServerConfig
 from sweep.profile.bundled import model_folder
 from sweep.report.setup import code
 from sweep.report.tables import ci_text, fmt
@@ -18,7 +18,7 @@ from sweep.views.study import StudyContext, StudyView
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack")
 
 
-def launch_argv(model_path: str, knobs: Mapping[str, object], extra_args: list[str],
+def launch_argv(model_path: str, knobs: Mapping[str, JSON], extra_args: list[str],
                 dialect: engines.Dialect | None = None) -> list[str]:
     """The winning configuration's launch argv (`python -m sglang.launch_server ...` for SGLang), as the
     launcher builds it (its host and port left to the reader)."""
@@ -26,7 +26,7 @@ def launch_argv(model_path: str, knobs: Mapping[str, object], extra_args: list[s
     return [*dialect.launch_command(), *dialect.server_argv(model_path, ServerConfig.of(knobs), extra_args)]
 
 
-def launch_command(model_path: str, knobs: Mapping[str, object], extra_args: list[str],
+def launch_command(model_path: str, knobs: Mapping[str, JSON], extra_args: list[str],
                    dialect: engines.Dialect | None = None) -> str:
     """The ready-to-paste, shell-quoted command: one flag and its value per line."""
     argv = launch_argv(model_path, knobs, extra_args, dialect)
@@ -38,7 +38,7 @@ def launch_command(model_path: str, knobs: Mapping[str, object], extra_args: lis
     return " \\\n  ".join(shlex.join(g) for g in groups)
 
 
-def study_dialect(profile_raw: Mapping[str, object]) -> engines.Dialect:
+def study_dialect(profile_raw: Mapping[str, JSON]) -> engines.Dialect:
     """The engine the study's profile names (the default engine where that name is not registered here)."""
     server = profile_raw.get("server")
     name = str(server.get("engine", engines.DEFAULT_ENGINE) if isinstance(server, dict) else engines.DEFAULT_ENGINE)
@@ -102,7 +102,7 @@ def winner_lines(ctx: StudyContext, winner: Winner, view: StudyView, launch: boo
                   "(more client processes: `--client-procs`).", ""]
     if not launch:
         return [*lines, "Launch it with the command in the answer above.", ""]
-    model = str(env.get("model_path") or "MODEL")
+    model = env.model_path or "MODEL"
     extra_args = ctx.raw("server").get("extra_args")
     extra = [str(a) for a in extra_args] if isinstance(extra_args, list) else []
     lines += ["```", launch_command(model, winner.config.knobs(), extra, study_dialect(ctx.profile_raw)), "```", ""]

@@ -14,6 +14,7 @@ from sweep.core.face import lazy
 __getattr__, __dir__, __all__ = lazy(__name__, {
     "sweep.store.database": ("Store", "schema_revision"),
     "sweep.store.engine": ("serialize_sqlite",),
+    "sweep.store.environment_record": ("EnvironmentRecord",),
     "sweep.store.revisions": ("alembic_config",),
     "sweep.store.errors": ("DatabaseError", "database_error", "map_errors"),
     "sweep.store.queries": ("RequestTokens", "UnknownColumnError"),
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # what the face lends, for the type checker (at run time each
     from sweep.store.database import Store as Store
     from sweep.store.database import schema_revision as schema_revision
     from sweep.store.engine import serialize_sqlite as serialize_sqlite
+    from sweep.store.environment_record import EnvironmentRecord as EnvironmentRecord
     from sweep.store.errors import DatabaseError as DatabaseError
     from sweep.store.errors import database_error as database_error
     from sweep.store.errors import map_errors as map_errors

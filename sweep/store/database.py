@@ -26,6 +26,7 @@ from sqlalchemy import (
     update,
 )
 
+from sweep.core.environment import Environment as LauncherEnvironment  # what a launcher reports
 from sweep.core.errors import StoreError
 from sweep.core.types import Placement, ServerConfig
 from sweep.store import queries as q
@@ -232,7 +233,7 @@ class Store(RunWrites, StoreReads):
             self._update_one(conn, q.studies_table, study_id, {"simulated": True}, f"study {study_id}")
             conn.execute(update(runs_table).where(runs_table.c.study_id == study_id).values(simulated=True))
 
-    def record_environment(self, study_id: int, env: Mapping[str, object]) -> int:
+    def record_environment(self, study_id: int, env: LauncherEnvironment) -> int:
         """Store where a study ran; unknown keys go to extra_json, keys that look like secrets are dropped."""
         with self._write(f"record environment of study {study_id}") as conn:
             stmt = insert(q.environments_table).values(q.environment_row(study_id, env))

@@ -7,14 +7,15 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import cast
 
 from sqlalchemy import Column, Connection, Executable, MetaData, Table, case, func, select
 
 from sweep.analysis.run_stats import RunStats
+from sweep.core.environment import Environment as LauncherEnvironment  # what a launcher reports
 from sweep.core.errors import StoreError
 from sweep.core.numbers import as_float, as_int
 from sweep.core.types import RequestRecord, Sample
+from sweep.store.environment_record import EnvironmentRecord
 from sweep.store.models import (
     KNOB_COLUMNS,
     PLACEMENT_COLUMNS,
@@ -105,12 +106,13 @@ def drop_secrets(value: object) -> object:
     return value
 
 
-def environment_row(study_id: int, env: Mapping[str, object]) -> dict[str, object]:
+def environment_row(study_id: int, env: LauncherEnvironment) -> dict[str, object]:
     """Column values for one environment: known keys as columns, the rest as extra_json, secrets dropped."""
-    clean = cast(dict[str, object], drop_secrets(env))  # a mapping in, a dict out
+    clean = drop_secrets(env)
+    items = list(clean.items()) if isinstance(clean, dict) else []  # a mapping in, a dict out
     columns = set(environments_table.c.keys()) - {"id", "study_id", "extra_json"}
-    row: dict[str, object] = {k: v for k, v in clean.items() if k in columns}
-    extra = {k: v for k, v in clean.items() if k not in columns}
+    row = {k: v for k, v in items if k in columns}
+    extra = {k: v for k, v in items if k not in columns}
     row.update(study_id=study_id, simulated=bool(row.get("simulated", False)),
                extra_json=json.dumps(extra, sort_keys=True, default=str) if extra else None)
     return row
@@ -319,15 +321,11 @@ def reference_runs(conn: Connection, study_id: int) -> list[RunRecord]:
                   .order_by(t.id))]
 
 
-def environment(conn: Connection, study_id: int) -> dict[str, object] | None:
-    """The latest environment recorded for a study, extra_json merged in."""
+def environment(conn: Connection, study_id: int) -> EnvironmentRecord | None:
+    """The latest environment recorded for a study, its extra_json read back."""
     t = environments_table
     found = _first(conn, select(t).where(t.c.study_id == study_id).order_by(t.c.id.desc()).limit(1))
-    if found is None:
-        return None
-    row = dict(found)
-    extra = json.loads(str(row.pop("extra_json") or "{}"))
-    return {**extra, **row}
+    return None if found is None else EnvironmentRecord.from_row(found)
 
 
 def histogram_samples(conn: Connection, study_id: int, source: str) -> list[tuple[int, Sample]]:

@@ -11,6 +11,7 @@ from sqlalchemy import Connection, select
 
 from sweep.core.types import Sample
 from sweep.store import queries as q
+from sweep.store.environment_record import EnvironmentRecord
 from sweep.store.queries import RequestTokens
 from sweep.store.records import (
     PriorRecord,
@@ -109,7 +110,7 @@ class StoreReads:
         with self._read("list studies") as conn:
             return q.studies(conn, profile, fingerprint)
 
-    def environment(self, study_id: int) -> dict[str, object] | None:
-        """Where a study ran (latest record), extra fields merged in."""
+    def environment(self, study_id: int) -> EnvironmentRecord | None:
+        """Where a study ran (latest record), its extra fields read back."""
         with self._read(f"read environment of study {study_id}") as conn:
             return q.environment(conn, study_id)

@@ -1,8 +1,9 @@
 """Typed rows the store's reads return (frozen dataclasses, one per table or view), instead of untyped row dicts.
 
 Each record is built in one place from a SQLAlchemy row mapping (`from_row`); a column this version does not
-know is ignored, a missing one reads as its default. Where a caller picks a column by name (the report's
-tables, `sweep runs --format json`), a record offers `get(name)` / `columns()` typed `object`.
+know is ignored, a missing one reads as its default. Where a caller picks a column by a name it is given (`sweep runs
+--columns`, `--format json|csv`, `sweep export`), a record offers `get(name)` / `columns()` (`Cell`: a scalar); code
+that knows its column reads the field (the report, the views and the terminal do).
 Samples come back as sweep.core.types.Sample (t relative to the window start).
 """
 
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, Self
 
 from sweep.analysis.run_stats import COLUMNS, RunStats
 from sweep.core.numbers import as_float, as_int
-from sweep.core.types import CUT, Flags, Placement, ServerConfig, fixed_flags, flag_json_value
+from sweep.core.types import CUT, JSON, Cell, Flags, Placement, ServerConfig, fixed_flags, flag_json_value
 
 if TYPE_CHECKING:
     from sweep.analysis.ladder_steps import LadderStep  # the knee's inputs: loaded where a step is judged
@@ -80,7 +81,7 @@ class Record:
         """The record of one row."""
         return cls(**{f.name: row[f.name] for f in fields(cls) if f.name in row})
 
-    def columns(self) -> dict[str, object]:
+    def columns(self) -> dict[str, Cell]:
         """Every column by name, flat."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
@@ -156,7 +157,7 @@ class WinnerRecord(Record):
     study_id: int | None = None
     written_at: datetime | None = None
 
-    def knobs(self) -> dict[str, object]:
+    def knobs(self) -> dict[str, JSON]:
         """The winner's set knobs ({} when none is named, or for SGLang's defaults)."""
         return dict(json.loads(self.knobs_json)) if self.knobs_json else {}
 
@@ -176,7 +177,7 @@ class PriorRecord(Record):
     knee_concurrency: float | None = None  # the simulated knee's load (the prior's predicted knee)
     reason: str | None = None  # why the prior dropped it (None: kept)
 
-    def knobs(self) -> dict[str, object]:
+    def knobs(self) -> dict[str, JSON]:
         """The configuration's searched knobs (the real study's trial parameters)."""
         return dict(json.loads(self.knobs_json))
 
@@ -263,7 +264,7 @@ class ConfigRecord(Record):
         return replace(ServerConfig.from_mapping({**told.columns(), **{k: v for k, v in self.config.columns().items()
                                                                          if v is not None}}), flags=self.config.flags)
 
-    def columns(self) -> dict[str, object]:
+    def columns(self) -> dict[str, Cell]:
         """Every server_configs column by name, flat (knobs, argv_json and placement in place)."""
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("config", "argv", "placement")}
         return {**own, **self.config.columns(), "flags_json": self.config.flags_json(),
@@ -319,12 +320,7 @@ class RunRecord(Record):
             raise no_column(self, name)
         return getattr(self, name)
 
-    def number(self, name: str) -> float | None:
-        """A numeric column by name as a float (None when unset)."""
-        v = self.get(name)
-        return None if v is None or isinstance(v, str) else as_float(v)
-
-    def columns(self) -> dict[str, object]:
+    def columns(self) -> dict[str, Cell]:
         """Every column of the row, flat, by name (the stats and placement in place)."""
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("stats", "placement")}
         stats = self.stats.columns() if self.stats is not None else dict.fromkeys(STAT_COLUMNS)
@@ -383,9 +379,9 @@ class RunSummary(Record):
             return getattr(self, name)
         return super().get(name)
 
-    def columns(self) -> dict[str, object]:
+    def columns(self) -> dict[str, Cell]:
         """Every column by name, flat (run_id and id both the run's id), for tables and JSON output."""
-        head: dict[str, object] = {"run_id": self.run.id, "study_name": self.study_name,
+        head: dict[str, Cell] = {"run_id": self.run.id, "study_name": self.study_name,
                                    "profile_name": self.profile_name, "trial_number": self.trial_number,
                                    "config_key": self.config_key, **self.config.columns(),
                                    "flags_json": self.config.flags_json(), **dict(self.config.flags),

@@ -5,7 +5,7 @@ command on a SQLite file reads here: the same records as Store's reads (sweep/st
 tables and the run_summary view, on a connection that can write nothing (`query_only`, the journal mode left as
 it is). Like Store(readonly=True) it never makes, migrates or switches a file: a database at another schema
 revision is refused in one line (sweep/store/revisions.py). Any other database (PostgreSQL) is read by Store.
-tests/test_sqlite_reader.py holds every read here equal to Store's on the same file.
+tests/store/test_sqlite_reader.py holds every read here equal to Store's on the same file.
 
 Declared column types come back typed as SQLAlchemy returns them: DATETIME as a naive datetime, BOOLEAN as bool
 (sqlite3 converters, applied only on connections that ask for declared types, as this reader's do).

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import optuna
 
+from sweep.core.types import JSON
 from sweep.store import WinnerRecord
 from sweep.study import liveness
 
 PHASE_SUFFIXES = ("", ":baseline", ":final", ":soak")
 
 
-def winner_attr(winner: WinnerRecord, trial: tuple[str, int] | None) -> dict[str, object]:
+def winner_attr(winner: WinnerRecord, trial: tuple[str, int] | None) -> dict[str, JSON]:
     """The `winner` user attribute: the primary tier's stored winner and the trial that measured its knee."""
     return {"tier": winner.tier, "config_id": winner.server_config_id, "config": winner.label,
             "knobs": winner.knobs(), "phase": winner.phase, "knee_concurrency": winner.concurrency,

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from sweep.analysis.winner import Winner
 from sweep.core.errors import NotFound, ProfileError, UsageError, WorkloadError
-from sweep.ladder.environment import EnvironmentRecord, normalise_env
+from sweep.ladder.environment import EnvironmentRecorder, normalise_env
 from sweep.ladder.launch import ServerCallback
 from sweep.ladder.parts import LadderHooks, StartCallback, StepCallback
 from sweep.ladder.runner import LadderOutcome, LadderRunner
@@ -213,7 +213,7 @@ class Orchestrator:
             env["dataset_fit"] = facts["dataset_fit"]
         if "trace" in facts:
             env["trace"] = facts["trace"]
-        record = EnvironmentRecord(self.store, study_id, env, self.simulated, self.say)
+        record = EnvironmentRecorder(self.store, study_id, env, self.simulated, self.say)
         driver = make_driver(self.profile, self.driver_name, launcher, self.client_procs)
         ranking = self.store.study_prior(study_id) if self.profile.search.prior == "sim" else []
         guess = (prior.predicted_knee(ranking, grid(self.profile.search.space))

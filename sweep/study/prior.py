@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from sglang_sim.fidelity import MODELLED_FLAGS, POLICY_AS, calibrated_preset
-from sweep.core.types import KNOB_NAMES, FlagScalar, ServerConfig
+from sweep.core.types import JSON, KNOB_NAMES, FlagScalar, ServerConfig
 from sweep.profile import Profile
 from sweep.profile.grid import grid
 from sweep.profile.search import PRIOR_STARTUP_TRIALS
@@ -104,7 +104,7 @@ def cannot_rank(profile: Profile, model: ModelPreset) -> str | None:
     return None
 
 
-def params_of(config: ServerConfig, space: dict[str, list[FlagScalar]]) -> dict[str, object]:
+def params_of(config: ServerConfig, space: dict[str, list[FlagScalar]]) -> dict[str, JSON]:
     """A configuration as the real study's trial parameters (the searched knobs, and the flags it sets)."""
     return {k: getattr(config, k) if k in KNOB_NAMES else config.flags[k] for k in space
             if k in KNOB_NAMES or k in config.flags}
@@ -183,7 +183,7 @@ def ranked_configs(prior: Sequence[PriorRecord]) -> list[PriorRecord]:
     return [r for r in prior if r.rank > 0]
 
 
-def dropped_params(prior: Sequence[PriorRecord]) -> list[dict[str, object]]:
+def dropped_params(prior: Sequence[PriorRecord]) -> list[dict[str, JSON]]:
     """The trial parameters of every configuration the prior's margin drops."""
     return [r.knobs() for r in prior if r.dropped]
 

@@ -51,7 +51,7 @@ def suggest(trial: optuna.Trial, space: Space, grid_values: dict[str, list[FlagS
     Flags the space fixes (one value) are marked `fixed` (labels leave them out)."""
     values = grid_values if grid_values is not None else grid(space)
     dims, conds = space.flag_dims(), conditions(space)
-    chosen: dict[str, object] = {}
+    chosen: dict[str, FlagScalar | None] = {}  # optuna types a categorical choice as possibly None
     for name in sorted(values, key=lambda n: n in conds):  # unconditional first: a `when` reads them
         if name in conds and not isinstance(trial.study.sampler, _grid_sampler()) and not applies(conds[name], chosen):
             continue
@@ -62,7 +62,7 @@ def suggest(trial: optuna.Trial, space: Space, grid_values: dict[str, list[FlagS
             else:
                 chosen[name] = trial.suggest_float(name, float(dim.low), float(dim.high), log=dim.log)
         else:
-            chosen[name] = trial.suggest_categorical(name, values[name])  # type: ignore[arg-type]
+            chosen[name] = trial.suggest_categorical(name, values[name])
     chosen = {k: v for k, v in chosen.items() if k not in conds or applies(conds[k], chosen)}
     fixed = frozenset(n for n in dims if len(values.get(n, ())) == 1 and n not in conds)
     return ServerConfig.of(chosen, fixed=fixed)

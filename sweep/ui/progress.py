@@ -113,9 +113,9 @@ def result_lines(phase: str, label: str, concurrency: int, stats: RunStats, widt
     load = f"in-flight cap {concurrency}" if phase == "soak" else load_text(concurrency, offered_rps)
     head = f"{who}{phase:<6} {label} {load}"
     pt, pp = percentiles
-    ttft = (getattr(stats, f"ttft_p{pt}_ms", None) or 0) / 1000
+    ttft = (stats.percentile_ms("ttft", pt) or 0) / 1000
     nums = (f"goodput {stats.goodput_tps or 0:,.0f} tok/s  TTFT p{pt} {ttft:.2f} s  "
-            f"TPOT p{pp} {getattr(stats, f'tpot_p{pp}_ms', None) or 0:.1f} ms  thr {stats.output_tps or 0:,.0f}  "
+            f"TPOT p{pp} {stats.percentile_ms('tpot', pp) or 0:.1f} ms  thr {stats.output_tps or 0:,.0f}  "
             f"retr {stats.retractions or 0}")
     extra = [f"    {b}" for b in bound]
     if width >= WIDE:

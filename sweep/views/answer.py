@@ -21,7 +21,7 @@ from sweep.analysis.loads import knee_load
 from sweep.analysis.significance import Difference, difference, ties, win_probabilities
 from sweep.analysis.tiers import StoredRequest, judge_tier, same_bounds
 from sweep.core.errors import UsageError
-from sweep.core.types import KNOB_LABELS, KnobValue, ServerConfig
+from sweep.core.types import JSON, KNOB_LABELS, JSONOut, KnobValue, ServerConfig
 from sweep.profile import DEFAULT_TIER, SLA, Tier
 from sweep.profile.grid import grid
 from sweep.profile.window import DEFAULT_MIN_REQUESTS
@@ -93,13 +93,13 @@ class Answer:
     tie_break: TieBreak | None = None  # finals measured again before one won (search.tie_break), and what it decided
     screen_again: ScreenAgain | None = None  # the screen's ties measured again (search.screening.ties), and who went on
 
-    def launch_argv(self, knobs: Mapping[str, object]) -> list[str]:
+    def launch_argv(self, knobs: Mapping[str, JSON]) -> list[str]:
         """The launch argv of a tier's winner (`python -m sglang.launch_server ...`), as the launcher builds it."""
         dialect = engines.get(self.engine) if self.engine in engines.names() else engines.default()
         return [*dialect.launch_command(),
                 *dialect.server_argv(self.model_path, ServerConfig.of(knobs), list(self.extra_args))]
 
-    def document(self, config_id: int | None = None) -> dict[str, object]:
+    def document(self, config_id: int | None = None) -> dict[str, JSONOut]:
         """The answer as plain data, versioned (answer.json, `sweep knee --json`, `sweep explain --format json`;
         docs/json-schema/answer.json); with `config_id`, each tier's per-configuration maps keep that one only."""
         doc = asdict(self)
@@ -222,8 +222,8 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
     extra_args = server.get("extra_args", []) if isinstance(server, dict) else []
     price = prof.cost.gpu_hour_usd if prof is not None else None
     return Answer(ctx.study.name, ctx.study.simulated,
-                  str(ctx.env.get("model_path") or (prof.server.model_path if prof else "MODEL")),
-                  tuple(extra_args), tuple(_priced(t, ctx, price) for t in out),
+                  str(ctx.env.model_path or (prof.server.model_path if prof else "MODEL")),
+                  tuple(str(a) for a in extra_args) if isinstance(extra_args, list) else (), tuple(_priced(t, ctx, price) for t in out),
                   {c.id: _label(ctx.configs, c.id, ctx.labels) for c in ctx.configs},
                   note, trace_rate(ctx),
                   cost_of(ctx.configs, ctx.runs, prof, ctx.winner.id if ctx.winner is not None else None),

@@ -45,7 +45,7 @@ def study_context(store: Store, study_id: int, rank_mixed_hardware: bool = False
         request_tokens=store.study_request_tokens(study_id), failures=model.failures, measured=model.measured,
         sessions=session_windows(store, model.runs) if prof is not None and prof.workload.sessions else {},
         prior=store.study_prior(study_id),
-        send_bursts=send_bursts(store, model.runs) if isinstance(model.env.get("trace"), dict) else {})
+        send_bursts=send_bursts(store, model.runs) if model.env.trace is not None else {})
 
 
 def send_bursts(store: Store, runs: Sequence[RunRecord]) -> dict[int, Burstiness]:

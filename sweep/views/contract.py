@@ -7,7 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sweep.analysis.run_stats import RunStats
-from sweep.store import RunRecord
+from sweep.core.types import JSON
+from sweep.store import EnvironmentRecord, RunRecord
 from sweep.views.steps import STEP_FIELDS, filled, measured_steps
 
 
@@ -16,8 +17,8 @@ class ContractInput:
     """What the contract is judged on: the environment row, the stored profile JSON, the study's runs and the
     ranked winner's configuration id (None: judged over every configuration's steps)."""
 
-    env: Mapping[str, object]
-    profile_raw: Mapping[str, object]
+    env: EnvironmentRecord
+    profile_raw: Mapping[str, JSON]
     runs: Sequence[RunRecord]
     winner_id: int | None
 
@@ -39,10 +40,10 @@ def _first(c: ContractInput) -> RunStats | None:
 
 
 CONTRACT: dict[str, Callable[[ContractInput], object]] = {
-    "model path": lambda c: c.env.get("model_path"),
-    "SGLang version": lambda c: c.env.get("sglang_version"),
-    "GPU model": lambda c: c.env.get("gpu_name"),
-    "parallel configuration": lambda c: c.env.get("parallel"),
+    "model path": lambda c: c.env.model_path,
+    "SGLang version": lambda c: c.env.sglang_version,
+    "GPU model": lambda c: c.env.gpu_name,
+    "parallel configuration": lambda c: c.env.parallel,
     "input distribution": lambda c: c.profile_raw.get("workload"),
     "arrival pattern": lambda c: c.profile_raw.get("arrival"),
     "concurrency": lambda c: c.runs and [r.concurrency for r in c.runs],

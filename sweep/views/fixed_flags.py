@@ -12,16 +12,17 @@ import json
 import re
 from collections.abc import Mapping
 
-from sweep.core.types import KNOB_NAMES
+from sweep.core.types import JSON, KNOB_NAMES
 
 _NUMBER = re.compile(r"-\d[\d.eE+-]*")
 
 
-def fixed_flags_of(profile_raw: Mapping[str, object]) -> dict[str, str]:
+def fixed_flags_of(profile_raw: Mapping[str, JSON]) -> dict[str, str]:
     """option -> value of every flag the study fixes (from its stored profile), by its dashed option."""
     out: dict[str, str] = {}
     server = profile_raw.get("server")
-    args = [str(a) for a in (server.get("extra_args") or [])] if isinstance(server, dict) else []
+    listed = server.get("extra_args") if isinstance(server, dict) else None
+    args = [str(a) for a in listed] if isinstance(listed, list) else []
     i = 0
     while i < len(args):
         tok = args[i]

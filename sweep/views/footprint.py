@@ -10,7 +10,7 @@ MIN_TOKEN_S per output token per stream and MIN_REQUEST_S per request beyond tha
 An open loop sends its rate whatever the server does, its warm-up at least one request per user (its load,
 sweep.profile.warmup) and warmup_requests (each completes after it is sent); a soak offers rate_fraction of the
 knee's rate, at most the top step's load at that fastest speed. The bytes per record, per chunk, per cached request token and per stored
-row were measured (docs/memory.md says how; tests/test_footprint.py measures them again and checks the bound).
+row were measured (docs/memory.md says how; tests/profile/test_footprint.py measures them again and checks the bound).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sweep.core.errors import NotFound, UsageError
-from sweep.store import Store, StudyRecord
+from sweep.store import EnvironmentRecord, Store, StudyRecord
 from sweep.views.fixed_flags import differences, of_profile_json
 
 HISTORY_SCHEMA_VERSION = 1  # of the `history` JSON document (docs/json-schema/history.json)
@@ -54,15 +54,10 @@ class History:
     other_fingerprints: tuple[str, ...] = ()  # the profile's studies of another workload (not comparable)
 
 
-def _text(env: dict[str, object], key: str) -> str | None:
-    v = env.get(key)
-    return None if v is None or v == "" else str(v)
-
-
 def _point(store: Store, study: StudyRecord) -> HistoryPoint:
-    env = store.environment(study.id) or {}
-    base = HistoryPoint(study.name, study.status, study.created_at, study.simulated, _text(env, "sglang_version"),
-                        _text(env, "gpu_name"), _text(env, "host"))
+    env = store.environment(study.id) or EnvironmentRecord()
+    base = HistoryPoint(study.name, study.status, study.created_at, study.simulated, env.sglang_version,
+                        env.gpu_name, env.host)
     row = next((w for w in store.study_winners(study.id) if w.is_primary), None)
     if row is None:
         return HistoryPoint(**{**base.__dict__, "why": "no winner stored (the study has not ended)"})

@@ -32,11 +32,12 @@ from datetime import datetime
 from sweep.analysis.binding import binding
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.loads import load_text, load_words
+from sweep.analysis.run_stats import STORED_PERCENTILES, LatencyMetric
 from sweep.core.errors import SweepError
 from sweep.core.types import Placement
 from sweep.profile import Profile
 from sweep.profile.grid import grid
-from sweep.store import STAT_COLUMNS, RunRecord, Store, WorkerRecord
+from sweep.store import RunRecord, Store, WorkerRecord
 from sweep.views.plan import planned_configs
 from sweep.views.read_model import read_study
 from sweep.views.workers import WorkerActivity, activity, worker_labels
@@ -148,10 +149,9 @@ def _goodput(r: RunRecord) -> float | None:
     return None if r.stats is None else r.stats.goodput_tps
 
 
-def _pct(r: RunRecord, metric: str, q: int) -> float | None:
+def _pct(r: RunRecord, metric: LatencyMetric, q: int) -> float | None:
     """A run's `metric` P`q` (ms), its P99 where the runs table keeps no such percentile."""
-    col = f"{metric}_p{q}_ms"
-    return r.number(col if col in STAT_COLUMNS else f"{metric}_p99_ms")
+    return None if r.stats is None else r.stats.percentile_ms(metric, q if q in STORED_PERCENTILES else 99)
 
 
 def _load(r: RunRecord) -> float:

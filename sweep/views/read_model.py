@@ -24,8 +24,9 @@ from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.ladder_steps import LadderStep, ladder_knee, ladder_phase
 from sweep.analysis.winner import HardwareRanking, Winner, pick_winner, rank_by_hardware
 from sweep.core.errors import PREDICTED_INFEASIBLE, NotFound
+from sweep.core.types import JSON
 from sweep.profile import Profile, Search
-from sweep.store import ConfigRecord, RunRecord, Store, StudyRecord, WinnerRecord
+from sweep.store import ConfigRecord, EnvironmentRecord, RunRecord, Store, StudyRecord, WinnerRecord
 from sweep.store.records import labels_of
 from sweep.views.contract import ContractInput, missing_fields
 from sweep.views.steps import config_missing
@@ -122,7 +123,7 @@ def config_knees(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord],
 
 
 def decide_winner(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord], knees: Mapping[int, ConfigKnee],
-                  env: Mapping[str, object], profile_raw: Mapping[str, object],
+                  env: EnvironmentRecord, profile_raw: Mapping[str, JSON],
                   rank_mixed_hardware: bool = False) -> WinnerDecision:
     """The one winner rule (see the module's docstring)."""
     status = {c.id: c.status for c in configs}
@@ -244,8 +245,8 @@ class StudyReadModel:
     study: StudyRecord
     configs: list[ConfigRecord]  # aborted attempts included
     runs: list[RunRecord]  # reference-client rows left out
-    env: dict[str, object]  # the environment row ({} when none was recorded)
-    profile_raw: dict[str, object]  # the stored profile JSON as it was written
+    env: EnvironmentRecord  # the environment row (empty when none was recorded)
+    profile_raw: dict[str, JSON]  # the stored profile JSON as it was written
     profile: Profile | None  # re-validated; None: another version's (see profile_raw)
     labels: dict[int, str]  # config id -> ServerConfig.label()
     knees: dict[int, ConfigKnee]
@@ -266,7 +267,7 @@ def read_study(store: Store, study_id: int, rank_mixed_hardware: bool = False) -
         raise NotFound(f"no study {study_id}")
     configs = store.server_configs(study_id)
     runs = store.study_runs(study_id)
-    env = store.environment(study_id) or {}
+    env = store.environment(study_id) or EnvironmentRecord()
     profile_raw = json.loads(study.profile_json)  # as stored: the report shows another version's study too
     prof = stored_profile(study.profile_json)
     search = prof.search if prof is not None else Search()

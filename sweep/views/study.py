@@ -19,10 +19,18 @@ from sweep.analysis.measure import percentile
 from sweep.analysis.sessions import SessionStats
 from sweep.analysis.significance import ties
 from sweep.analysis.winner import HardwareRanking, Winner
-from sweep.core.types import CUT
+from sweep.core.types import CUT, JSON
 from sweep.profile import Profile
 from sweep.profile.trace import Burstiness
-from sweep.store import ConfigRecord, PriorRecord, RequestTokens, RunRecord, StoredRequestRow, StudyRecord
+from sweep.store import (
+    ConfigRecord,
+    EnvironmentRecord,
+    PriorRecord,
+    RequestTokens,
+    RunRecord,
+    StoredRequestRow,
+    StudyRecord,
+)
 
 if TYPE_CHECKING:
     from sweep.analysis.soak import SoakVerdict
@@ -138,8 +146,8 @@ class StudyContext:
     study: StudyRecord = field(default_factory=lambda: StudyRecord(0, ""))
     configs: list[ConfigRecord] = field(default_factory=list)
     runs: list[RunRecord] = field(default_factory=list)  # reference-client rows left out
-    env: dict[str, object] = field(default_factory=dict)  # the environment row ({} when none was recorded)
-    profile_raw: dict[str, object] = field(default_factory=dict)  # the stored profile JSON as it was written
+    env: EnvironmentRecord = field(default_factory=EnvironmentRecord)  # the environment row (empty: none recorded)
+    profile_raw: dict[str, JSON] = field(default_factory=dict)  # the stored profile JSON as it was written
     profile: Profile | None = None  # the stored profile re-validated; None: another version's (see profile_raw)
     labels: dict[int, str] = field(default_factory=dict)  # config id -> ServerConfig.label()
     knees: dict[int, ConfigKnee] = field(default_factory=dict)  # config id -> its knee (feasible ladders only)
@@ -157,7 +165,7 @@ class StudyContext:
     prior: list[PriorRecord] = field(default_factory=list)  # the simulated prior's ranking (search.prior: sim)
     send_bursts: dict[int, Burstiness] = field(default_factory=dict)  # run id -> its sends' burstiness (a trace)
 
-    def raw(self, section: str) -> dict[str, object]:
+    def raw(self, section: str) -> dict[str, JSON]:
         """One section of the stored profile JSON as written ({} when absent or not an object)."""
         value = self.profile_raw.get(section)
         return value if isinstance(value, dict) else {}

@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sweep.analysis.ladder_steps import ladder_phase
-from sweep.store import ConfigRecord, RunRecord
+from sweep.core.types import JSON
+from sweep.store import ConfigRecord, EnvironmentRecord, RunRecord
 from sweep.views.read_model import config_knees, decide_winner, launch_steps, remeasured
 
 
@@ -39,7 +40,7 @@ class TieBreak:
 
 
 def tie_break(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord], flatten_threshold: float,
-              env: Mapping[str, object], profile_raw: Mapping[str, object], winner: int | None) -> TieBreak | None:
+              env: EnvironmentRecord, profile_raw: Mapping[str, JSON], winner: int | None) -> TieBreak | None:
     """The study's tie-break (None when no final was measured again); `winner`: the study's winner."""
     onto = remeasured(configs, launch_steps(configs, runs))
     if not onto:

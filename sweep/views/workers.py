@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sweep.analysis.loads import load_text
+from sweep.core.types import Cell
 from sweep.store.records import ConfigRecord, RunRecord, RunSummary, WorkerRecord, labels_of
 
 CONFIG_DONE = ("completed", "infeasible")
@@ -75,7 +76,7 @@ def worker_labels(workers: Iterable[WorkerRecord]) -> dict[int, str]:
     return {w.id: w.label for w in workers if w.id is not None}
 
 
-def with_worker_labels(rows: Sequence[RunSummary], labels: Mapping[int, str]) -> list[dict[str, object]]:
+def with_worker_labels(rows: Sequence[RunSummary], labels: Mapping[int, str]) -> list[dict[str, Cell]]:
     """Run rows as columns with a `worker` entry: the label of the worker that measured them ("" where none is
     recorded)."""
     out = []

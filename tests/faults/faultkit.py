@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from waiting import wait_for  # tests/ is on sys.path: pytest loads tests/conftest.py first
+
+from tests.waiting import wait_for  # tests is a package: pytest puts the checkout (its parent) on sys.path
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"

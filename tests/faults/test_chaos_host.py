@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 from faultkit import SMOKE, assert_measured_once, env, q
-from waiting import wait_for
 
 from sweep.fleet.shared_study import create_study
 from sweep.launchers.procs import free_port
 from sweep.profile import load_profile
 from sweep.study.orchestrator import Orchestrator
+from tests.waiting import wait_for
 
 SETS = {"search.space": {"max_running_requests": [4, 8]}, "ladder": [2], "window.measure_seconds": 1.5,
         "window.drain_seconds": 2, "window.min_requests": 2, "window.warmup_requests": 2,

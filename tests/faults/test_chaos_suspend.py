@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 from faultkit import SMOKE, env, kill_everything_in, q
-from waiting import wait_for
 
 from sweep.analysis.measure_client import loop_lag_max
 from sweep.fleet.shared_study import create_study
 from sweep.profile import load_profile
 from sweep.study.orchestrator import Orchestrator
+from tests.waiting import wait_for
 
 PAUSE_S = 12.0
 

@@ -21,11 +21,11 @@ import optuna
 import pytest
 import sqlalchemy as sa
 from faultkit import SMOKE, env, kill_everything_in
-from waiting import wait_for
 
 from sweep.fleet.shared_study import create_study
 from sweep.profile import load_profile
 from sweep.study.orchestrator import Orchestrator
+from tests.waiting import wait_for
 
 FAST = {"search.heartbeat_s": 1, "search.grace_s": 3}
 SPACE = {"max_running_requests": [4, 8]}
