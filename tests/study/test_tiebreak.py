@@ -95,6 +95,7 @@ def test_the_plan_names_the_most_a_tie_break_can_add() -> None:
 
 # --- on the simulator ---------------------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_a_tie_break_on_the_simulator_names_the_winner_the_one_noisy_final_knee_did_not(tmp_path: Path) -> None:
     """One server configuration under two drift seeds (--random-seed, --sim-speed-drift 20%): a pair whose knees tie
     within the window noise. Their first final ladders rank seed 436 first (987 against 976 tok/s at c=8: the naive
@@ -182,6 +183,7 @@ def test_the_screens_ties_are_measured_again_at_full_length_and_the_cut_is_taken
     assert sorted(x for x in runner.measured if "again" in x[0]) == again
 
 
+@pytest.mark.integration
 def test_the_screens_ties_measured_again_on_the_simulator_are_screen_windows_and_the_answer_names_them(
         tmp_path: Path) -> None:
     """Two drift seeds of one configuration tie on the screen's quarter windows: each one's screen knee load (c=8) is
