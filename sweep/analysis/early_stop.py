@@ -156,9 +156,15 @@ class EarlyStop:
                     self._over[i] += v
 
     def check(self, now: float, window_start: float, running: Iterable[RequestRecord] = ()) -> Verdict | None:
-        """The decided bound of the first tier when every tier has one at `now`, else None."""
+        """The decided bound of the first tier when every tier has one at `now`, else None.
+
+        The ended counts are read first and `running` is iterated after them, so a lazy `running` (the HTTP driver's
+        in-flight slots, sweep.drivers.running: a request leaves them before it is counted as ended) counts no
+        request twice; one that ended in between is in neither, which only lowers the e-value."""
         if now - window_start < self.min_seconds:
             return None
+        with self._lock:
+            measured, counted_over, counted_n = self._measured, list(self._over), list(self._n)
         extra = [0] * len(self.bounds)
         late = sent = 0
         for rec in running:
@@ -171,21 +177,20 @@ class EarlyStop:
                     extra[i] += 1
                     hit = True
             late += hit
-        with self._lock:
-            if self._measured + late < self.min_requests:
-                return None
-            # the requests the whole window will hold, projected from those sent so far (PROJECTION_SLACK above it)
-            total = (self._measured + sent) * self.measure_s / (now - window_start) * PROJECTION_SLACK
-            found: dict[int, Verdict] = {}
-            for i, b in enumerate(self.bounds):
-                if b.tier in found:
-                    continue
-                over, n = self._over[i] + extra[i], self._n[i] + extra[i]
-                if self.measure_s > 0 and over <= b.q * total:  # the rest of the window could still bring the share under the bound
-                    continue
-                e = e_value(over, n, b.q)
-                if e >= self.threshold[i]:
-                    found[b.tier] = Verdict(b.label, e, self.threshold[i], over, n, total / PROJECTION_SLACK)
+        if measured + late < self.min_requests:
+            return None
+        # the requests the whole window will hold, projected from those sent so far (PROJECTION_SLACK above it)
+        total = (measured + sent) * self.measure_s / (now - window_start) * PROJECTION_SLACK
+        found: dict[int, Verdict] = {}
+        for i, b in enumerate(self.bounds):
+            if b.tier in found:
+                continue
+            over, n = counted_over[i] + extra[i], counted_n[i] + extra[i]
+            if self.measure_s > 0 and over <= b.q * total:  # the rest of the window could still bring the share under the bound
+                continue
+            e = e_value(over, n, b.q)
+            if e >= self.threshold[i]:
+                found[b.tier] = Verdict(b.label, e, self.threshold[i], over, n, total / PROJECTION_SLACK)
         return found[0] if len(found) == self.tiers else None
 
 

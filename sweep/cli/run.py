@@ -228,16 +228,35 @@ def crosscheck_cmd(profile: str = typer.Option(..., "--profile", "-p"),
 
 @app.command()
 def plan(profile: str = typer.Option(..., "--profile", "-p", help="profile name or YAML path"),
-         set_: list[str] = typer.Option([], "--set", help="override a profile field: key.path=value")) -> None:
+         set_: list[str] = typer.Option([], "--set", help="override a profile field: key.path=value"),
+         no_prior: bool = typer.Option(False, "--no-prior", help=(
+             "do not run the simulated prior (search.prior sim): assume its survivors and knees (instant)"))) -> None:
     """What a study of the profile plans: its windows and hours, its client memory and database growth (upper
     bounds; `sweep knee` refuses a study that exceeds this machine unless --ignore-resources), and a warning for
-    each step whose warm-up is shorter than one request (sweep.views.warmup)."""
+    each step whose warm-up is shorter than one request (sweep.views.warmup).
+
+    With search.prior sim the plan runs the study's simulated prior first (CPU, virtual clock, a temporary database
+    deleted afterwards: the plan writes nothing) and plans with its survivors and predicted knees; --no-prior, or a
+    space the prior cannot rank, keeps the assumption."""
+    from sweep.study.plan_prior import plan_needs_prior, prior_blocked, run_plan_prior
     from sweep.views.footprint import study_footprint
     from sweep.views.plan import study_plan
     from sweep.views.warmup import warmup_warnings
 
     prof = load_profile_arg(profile, list(set_))
-    steps = study_plan(prof)
+    figures = None
+    if plan_needs_prior(prof) and not no_prior:
+        why_not = prior_blocked(prof)
+        if why_not is not None:
+            typer.echo(f"{prof.name}: prior not run: {why_not}; the plan assumes its survivors and knees")
+        else:
+            typer.echo(f"{prof.name}: running the simulated prior (CPU, virtual clock: minutes, e.g. about 5 for "
+                       "interactive; --no-prior assumes its outcome instead)", err=True)
+            ran = run_plan_prior(prof, say=lambda line: typer.echo(f"{prof.name}: {line}", err=True))
+            figures = ran.figures()
+            if ran.survivors_line():
+                typer.echo(f"{prof.name}: {ran.survivors_line()}")
+    steps = study_plan(prof, figures)
     span = f"{steps.seconds / 3600:.1f} h" if steps.seconds >= 3600 else f"{steps.seconds / 60:.0f} min"
     typer.echo(f"{prof.name}: {steps.steps} windows, about {span} on the driver's clock; "
                f"{study_footprint(prof).line()}")

@@ -15,6 +15,8 @@ import math
 from multiprocessing.context import BaseContext
 from typing import Protocol
 
+from sweep.core.types import RequestRecord
+from sweep.drivers.running import RunningBoard
 from sweep.profile.warmup import OPENED_BY, WarmupRule
 
 __all__ = ["Coord", "SharedCoord"]
@@ -34,8 +36,11 @@ class Coord:
     requests are in flight and when the server last sent anything, so the parent can tell a hung server (nothing
     arrives while requests wait) from a slow one."""
 
-    def __init__(self, rule: WarmupRule):
+    def __init__(self, rule: WarmupRule, slots: int = 0):
+        """slots: the most requests a worker holds in flight at once, tracked for the early-stop test (`running`);
+        0 tracks none."""
         self.rule = rule
+        self.board = RunningBoard.local(1, slots) if slots > 0 else None
         self._m: _Marks = list(_INITIAL)
         self._lock: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
         self._stop = False
@@ -165,6 +170,10 @@ class Coord:
         n = self._in_flight
         return (max(0.0, now - self._since) if n > 0 else 0.0), n
 
+    def running(self) -> list[RequestRecord]:
+        """The requests in flight now, with what is known of them (sweep.drivers.running); none when untracked."""
+        return self.board.records() if self.board is not None else []
+
     def stop(self) -> None:
         self._stop = True
 
@@ -176,8 +185,9 @@ class SharedCoord(Coord):
     """Coord across spawned processes: the warm-up marks in a shared array under one lock (taken only until the window
     opens), the stop flag and each shard's progress in shared values."""
 
-    def __init__(self, ctx: BaseContext, rule: WarmupRule, n_shards: int = 1):
+    def __init__(self, ctx: BaseContext, rule: WarmupRule, n_shards: int = 1, slots: int = 0):
         self.rule = rule
+        self.board = RunningBoard.shared(ctx, n_shards, slots) if slots > 0 else None
         self._m = ctx.RawArray("d", _INITIAL)
         self._lock = ctx.Lock()
         self._stop_v = ctx.RawValue("b", 0)

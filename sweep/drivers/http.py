@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from multiprocessing.connection import Connection
@@ -58,6 +58,9 @@ Clock = Callable[[], float]
 STALL_TIMEOUT_S = 120.0  # no response bytes this long while requests are in flight: the server is hung
 START_MARGIN_S = 0.05  # t0 is this far after the start barrier, so every worker is waiting when it comes
 ALIVE_INTERVAL_S = 0.25  # how often the launcher's alive() runs (in its own thread) during a window
+# How often the supervising loop asks the early-stop test: reading the requests in flight costs ~3 ms at 512 of them
+# on the event loop that reads the streams, so not at every 50 ms tick (a stop comes at most this much later)
+EARLY_CHECK_S = 0.5
 # The supervising loop waking this much later than it asked: the process was not running (SIGSTOP, a VM pause, swap)
 # or its loop was blocked. The server's silence before that moment went unobserved, so it is no sign of a hang.
 SUSPENDED_S = 1.0
@@ -105,6 +108,7 @@ class HttpDriver:
         self._suspended = 0.0  # the running window's own suspensions, seconds (WindowResult.suspended_s)
         self._early: EarlyStop | None = None  # the running window's early-stop test (run_window's early_stop)
         self._stopped: str | None = None  # why the running window stopped early
+        self._next_check = 0.0  # when the supervising loop next asks the early-stop test
 
     def window_elapsed(self) -> float | None:
         """Seconds into the current window on the driver's clock (None between windows), for progress."""
@@ -117,8 +121,10 @@ class HttpDriver:
         """Warm up, measure one window, drain; returns every record and sample.
 
         With `early_stop`, every ended request goes to it as its batch comes (at most BATCH_S late) and the
-        supervising loop asks it at every tick: once it decides, the window ends there (Coord.end_early: dispatch
-        stops, what still runs is cut at once, no drain) and the result's stopped_early says why.
+        supervising loop asks it every EARLY_CHECK_S with the requests the workers have in flight (Coord.running,
+        sweep.drivers.running: a request past the TTFT bound with no first token is over it already): once it
+        decides, the window ends there (Coord.end_early: dispatch stops, what still runs is cut at once, no drain)
+        and the result's stopped_early says why.
 
         With `sink`, every request that ended is handed to it (in a thread of this process, in the order its batch
         came) with the measured window's [start, end) while the window runs; a session's once the session ended.
@@ -134,7 +140,7 @@ class HttpDriver:
         if sink is not None:
             plans = [replace(p, batch=BATCH) for p in plans]
         self._window_t0 = self.clock()
-        self._early, self._stopped = early_stop, None
+        self._early, self._stopped, self._next_check = early_stop, None, 0.0
         try:
             return run_loop(self._run(handle, plans, concurrency, window, rule, sink))
         finally:
@@ -173,7 +179,9 @@ class HttpDriver:
 
         metrics = next((p for p in probes if isinstance(p, MetricsProbe)), None)
         ctx = mp.get_context("spawn")
-        coord = Coord(rule) if len(plans) == 1 else SharedCoord(ctx, rule, n_shards=len(plans))
+        # with an early-stop test, the workers track their requests in flight for it (sweep.drivers.running)
+        slots = max(p.users if p.offsets is None else p.max_in_flight for p in plans) if self._early else 0
+        coord = Coord(rule, slots) if len(plans) == 1 else SharedCoord(ctx, rule, n_shards=len(plans), slots=slots)
         handover = Handover(sink, coord.window_start, window.measure_seconds, coord.stop) if sink else None
         try:
             for p in probes:
@@ -338,9 +346,10 @@ class HttpDriver:
         """Whether the early-stop test decided the window at now (it then ends there: Coord.end_early)."""
         if self._early is None or self._stopped is not None or ws is None:
             return False
-        if not ws <= now < ws + window.measure_seconds:
+        if not ws <= now < ws + window.measure_seconds or now < self._next_check:
             return False
-        verdict = self._early.check(now, ws)
+        self._next_check = now + EARLY_CHECK_S
+        verdict = self._early.check(now, ws, _in_flight(coord))
         if verdict is None:
             return False
         self._stopped = verdict.text()
@@ -391,6 +400,11 @@ class HttpDriver:
             warmup_requests=opened[1] if opened else 0, warmup_seconds=opened[2] if opened else 0.0,
             window_opened_by=opened[0] if opened else None, counters_start=counters_start, counters_end=counters_end, ttft_histogram=hist, client=client,
             simulated=simulated, aborted=aborted, suspended_s=self._suspended, stopped_early=self._stopped)
+
+
+def _in_flight(coord: Coord) -> Iterator[RequestRecord]:
+    """The window's requests in flight, read only when iterated: EarlyStop.check reads its ended counts first."""
+    yield from coord.running()
 
 
 def _watched(sink: RecordSink | None, early_stop: EarlyStop) -> RecordSink:

@@ -133,18 +133,28 @@ async def _until_window_end(coord: Coord, w: Window, users: list[asyncio.Task[No
 
 
 class _WatchedSink(SseSink):
-    """SseSink that tells the Coord each time response bytes arrive (the hang watch's evidence of progress)."""
+    """SseSink that tells the Coord each time response bytes arrive (the hang watch's evidence of progress), and its
+    running board the request's first token (the early-stop test's view of it, sweep.drivers.running)."""
 
-    __slots__ = ("coord", "shard")
+    __slots__ = ("coord", "shard", "slot")
 
     def __init__(self, rec: RequestRecord, chat: bool, clock: Clock, coord: Coord, shard: int,
                  reply: Reply | None = None):
         super().__init__(rec, chat, clock, reply)
         self.coord, self.shard = coord, shard
+        self.slot: int | None = None  # its slot on coord.board while it runs (None: untracked)
 
     def feed(self, chunk: bytes, now: float) -> None:
         self.coord.progress(self.shard, now)
-        super().feed(chunk, now)
+        board = self.coord.board
+        if self.slot is None or board is None or self.rec.first_token_at is not None:
+            super().feed(chunk, now)
+            return
+        board.hold(self.shard, self.slot)  # a reader leaves it out while a first token timed at `now` may come
+        try:
+            super().feed(chunk, now)
+        finally:
+            board.release(self.shard, self.slot, self.rec.first_token_at)
 
 
 async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestRecord, clock: Clock,
@@ -164,6 +174,8 @@ async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestReco
                                                                                 reply)
     if coord is not None:
         coord.sent(plan.shard, clock())
+        if coord.board is not None and isinstance(sink, _WatchedSink):
+            sink.slot = coord.board.start(plan.shard, rec)
     try:
         async with asyncio.timeout(plan.window.request_timeout_s):
             await client.stream(path, body, sink)
@@ -180,6 +192,8 @@ async def _request(client: Pool, plan: Plan, spec: RequestSpec, rec: RequestReco
         raise
     finally:
         if coord is not None:
+            if coord.board is not None and isinstance(sink, _WatchedSink) and sink.slot is not None:
+                coord.board.end(plan.shard, sink.slot)  # before its record is handed on as ended
             coord.done(plan.shard, clock())
 
 

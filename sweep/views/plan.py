@@ -2,11 +2,14 @@
 read by the terminal's bars and the live page's ETA, and what it should cost in GPU-hours against the exhaustive
 grid (`sweep plan`, issue 29).
 
-With `search.prior: sim` and a margin the plan cannot know, before the prior has run, how many configurations
-survive the margin (the prior is CPU-only but takes minutes: 8.3 min for interactive's 17 configurations at 60 s
-windows on 2 shared cores, so `sweep plan` does not run it): it assumes as many survive as screening would promote from the whole
-grid (4 of interactive's 16; its prior keeps 4 on the simulator), screened for real when more than screening's cut of
-them, and says so with what each survivor more or fewer changes. Each final ladder's predicted knee is assumed to lie between two
+With `search.prior: sim` (and a margin, or far windows) `sweep plan` runs the study's prior first
+(sweep.study.plan_prior: minutes on the CPU, 5 for interactive's 17 configurations at 120 s windows on 2 shared
+cores) and hands its outcome here (`PlanPriorFigures`): the configurations that survive its margin, screened for real
+when more than screening's cut of them, and each final ladder's far steps from the prior's predicted knee (under a
+real screen, the prior's best as many as the finals take). Without it (`--no-prior`, a space the prior cannot rank,
+or the terminal's bars and the live page) the plan assumes as many survive as screening would promote from the
+whole grid (4 of interactive's 16; the prior keeps 4 on the simulator), and says so with what each survivor more or
+fewer changes. There each final ladder's predicted knee is assumed to lie between two
 ladder steps (the prior refines its knee), so far windows (search.far_windows) leave the steps within the far factor
 of it full and the rest short; a knee measured again at full length is not planned. The same-winner levers run only
 on a tie (search.tie_break: finals measured again; search.screening.ties: screened configurations measured again): they
@@ -44,7 +47,7 @@ class StudyPlan:
     short_steps: int = 0  # far steps on short windows (search.far_windows)
     gpu_hours: float = 0.0  # windows + launches, x each server's GPUs
     exhaustive_gpu_hours: float = 0.0  # every configuration on full final ladders (and the defaults, the soak)
-    assumption: str = ""  # what the plan assumed of the prior ("" when it assumed nothing)
+    prior_basis: str = ""  # what the plan took of the prior: assumed, or from the prior it ran ("" when none)
     tie_break_launches: int = 0  # search.tie_break: the most finals measured again (a launch and a window each)
     tie_break_gpu_hours: float = 0.0  # what those cost when every final ties (not in gpu_hours: only a tie runs them)
     screen_again_launches: int = 0  # search.screening.ties: the most screened configurations measured again
@@ -62,7 +65,7 @@ class StudyPlan:
         return (f"about {self.gpu_hours:.1f} GPU-hours with {self.launches} launch{'es' if self.launches != 1 else ''}"
                 + (f" ({self.short_steps} far steps on short windows)" if self.short_steps else "")
                 + f"; the exhaustive grid (every configuration on full ladders): {self.exhaustive_gpu_hours:.1f} "
-                f"GPU-hours, saved {saved:.1f}{pct}" + (f"; assumes {self.assumption}" if self.assumption else "")
+                f"GPU-hours, saved {saved:.1f}{pct}" + (f"; {self.prior_basis}" if self.prior_basis else "")
                 + (f"; finals within each other's noise are measured again (search.tie_break): of the plan's "
                    f"{self.tie_break_launches} finals at most, a launch and a full window each, about "
                    f"{self.tie_break_gpu_hours:.1f} GPU-hours" if self.tie_break_launches else "")
@@ -116,11 +119,7 @@ def far_active(prof: Profile) -> bool:
 def full_ladder_steps(prof: Profile) -> int:
     """Of a final ladder's steps (its climb past the top included), how many run full windows with far windows on:
     those within the far factor of a predicted knee between two adjacent steps (the most over the ladder)."""
-    loads = [float(x) for x in prof.ladder]
-    c = loads[-1]
-    for _ in range(climb_steps(prof) if climbs_on(prof, "final") else 0):
-        c = min(2 * c, float(prof.ladder_max)) if not prof.rate_ladder else 2 * c
-        loads.append(c)
+    loads = ladder_loads(prof)
     if len(loads) < 2:
         return len(loads)
     fw = prof.search.far_windows
@@ -162,40 +161,98 @@ def launch_seconds(launches: int) -> float:
     return 0.0 if launches <= 0 else LAUNCH_FIRST_S + LAUNCH_S * (launches - 1)
 
 
-def study_plan(prof: Profile) -> StudyPlan:
-    """The whole study's steps, driver seconds and GPU cost, every phase it will run."""
-    screened = screens(prof)
-    first_phase = "screen" if screened else "final"
-    first_n = planned_configs(prof, first_phase)
-    finals_n = planned_configs(prof, "final") if screened else 0
-    base_n = 1 if prof.search.baseline and prof.search.mode != "coupled" else 0
+@dataclass(frozen=True)
+class PlanPriorFigures:
+    """What the plan reads of a prior it ran (sweep.study.plan_prior): the predicted knee of each configuration
+    that survives the margin, best simulated first; the defaults' predicted knee; how long the prior took."""
+
+    survivor_knees: tuple[float | None, ...]
+    defaults_knee: float | None
+    seconds: float
+    ranked: int  # configurations the prior ranked
+
+
+def ladder_loads(prof: Profile) -> list[float]:
+    """A final ladder's loads at most: its steps and its climb past the top (refinement not included)."""
+    loads = [float(x) for x in prof.ladder]
+    c = loads[-1]
+    for _ in range(climb_steps(prof) if climbs_on(prof, "final") else 0):
+        c = min(2 * c, float(prof.ladder_max)) if not prof.rate_ladder else 2 * c
+        loads.append(c)
+    return loads
+
+
+def short_steps_at(prof: Profile, knee: float | None) -> int:
+    """A final ladder's far steps on short windows for a predicted knee (0: far windows off, or no prediction)."""
+    if not far_active(prof) or knee is None or knee <= 0:
+        return 0
+    return sum(prof.search.far_windows.far(x, knee) for x in ladder_loads(prof))
+
+
+def study_plan(prof: Profile, prior: PlanPriorFigures | None = None) -> StudyPlan:
+    """The whole study's steps, driver seconds and GPU cost, every phase it will run; with `prior` (the prior run
+    for the plan), its real survivors and predicted knees in place of the assumption."""
+    if prior is None or not (prior_screens(prof) or far_active(prof)):
+        screened = screens(prof)
+        first_n = planned_configs(prof, "screen" if screened else "final")
+        finals_n = planned_configs(prof, "final") if screened else first_n
+        base_n = 1 if prof.search.baseline and prof.search.mode != "coupled" else 0
+        short = final_ladder(prof)[1]
+        return _plan(prof, first_n, screened, [short] * (finals_n + base_n), assumed(prof, screened))
+    sc = prof.search.screening
+    n = prof.search.n_trials or grid_size(prof.search.space)
+    knees = list(prior.survivor_knees[:n])
+    k = len(knees)
+    margin = prof.search.prior_margin if prior_screens(prof) else None
+    screened = sc.enabled and (margin is None or k > sc.kept(k))  # sweep.study.prior.needs_screen's rule
+    finals = knees[:sc.kept(k)] if screened else knees
+    told = (f"from the simulated prior, run for this plan ({prior.seconds:.0f} s on this CPU): it "
+            + (f"keeps {k} of {prior.ranked} configurations within its {margin:.0%} margin, " if margin is not None
+               else f"ranks {prior.ranked} configurations (no margin: all measured), ")
+            + (f"screened for real (the finals' far steps read from the prior's best {len(finals)})"
+               if screened else "no real screen") + "; far steps from its predicted knees")
+    if prof.search.baseline:
+        finals.append(prior.defaults_knee)
+    shorts = [short_steps_at(prof, knee) for knee in finals]
+    return _plan(prof, k, screened, shorts, told)
+
+
+def assumed(prof: Profile, screened: bool) -> str:
+    """What the plan assumes of a prior it did not run ("" when there is no prior screen)."""
+    if not prior_screens(prof):
+        return ""
+    k = prior_survivors(prof)
+    gpus = prof.search.space.largest_tp() or 1
+    extra = ladder_windows(prof, "screen") * phase_seconds(prof, "screen") + LAUNCH_S
+    return (f"assumes the simulated prior keeps {k} configuration{'s' if k != 1 else ''} within its "
+            f"{prof.search.prior_margin:.0%} margin (as many as screening would promote from the whole "
+            f"grid){', screened for real' if screened else ', no real screen'}; each survivor more or "
+            f"fewer: about {extra * gpus / 3600:.2f} GPU-hours more or less")
+
+
+def _plan(prof: Profile, first_n: int, screened: bool, final_shorts: list[int], prior_basis: str) -> StudyPlan:
+    """The plan of a study whose first phase measures `first_n` configurations (a screen when `screened`) and
+    whose final ladders (the defaults' included) run `final_shorts` far steps each on short windows."""
     soak = 1 if prof.soak.enabled else 0
-    full, short = final_ladder(prof)
+    total = ladder_windows(prof, "final")
     coupled = prof.search.mode == "coupled"
+    finals_s = sum((total - s) * phase_seconds(prof, "final") + s * short_seconds(prof) for s in final_shorts)
+    base_n = 1 if prof.search.baseline and not coupled else 0
+    windows = len(final_shorts) * total
+    steps_s = finals_s
     if screened:
-        steps_s = (first_n * ladder_windows(prof, "screen") * phase_seconds(prof, "screen")
-                   + (finals_n + base_n) * (full * phase_seconds(prof, "final") + short * short_seconds(prof)))
-        windows = first_n * ladder_windows(prof, "screen") + (finals_n + base_n) * (full + short)
-    else:
-        steps_s = (first_n + base_n) * (full * phase_seconds(prof, "final") + short * short_seconds(prof))
-        windows = (first_n + base_n) * (full + short)
+        steps_s += first_n * ladder_windows(prof, "screen") * phase_seconds(prof, "screen")
+        windows += first_n * ladder_windows(prof, "screen")
+    finals_launched = len(final_shorts) - base_n if screened else 0
     steps_s += soak * phase_seconds(prof, "soak")
-    launches = (len(prof.ladder) * first_n if coupled else configs_launches(prof, first_n)) + finals_n + base_n + soak
+    launches = ((len(prof.ladder) * first_n if coupled else configs_launches(prof, first_n)) + finals_launched
+                + base_n + soak)
     gpus = prof.search.space.largest_tp() or 1
     gpu_h = (steps_s + launch_seconds(launches)) * gpus / 3600
-    assumption = ""
-    if prior_screens(prof):
-        k = prior_survivors(prof)
-        extra = ladder_windows(prof, "screen") * phase_seconds(prof, "screen") + LAUNCH_S
-        assumption = (f"the simulated prior keeps {k} configuration{'s' if k != 1 else ''} within its "
-                      f"{prof.search.prior_margin:.0%} margin (as many as screening would promote from the whole "
-                      f"grid){', screened for real' if screened else ', no real screen'}; each survivor more or "
-                      f"fewer: about {extra * gpus / 3600:.2f} GPU-hours more or less")
-    again, screen_again = again_launches(prof, first_n if screened else 0, (finals_n if screened else first_n) + base_n)
+    again, screen_again = again_launches(prof, first_n if screened else 0, len(final_shorts))
     one = (LAUNCH_S + phase_seconds(prof, "final")) * gpus / 3600  # a launch and a full window
-    return StudyPlan(windows + soak, steps_s, launches, (finals_n + base_n + (0 if screened else first_n)) * short,
-                     gpu_h, exhaustive_gpu_hours(prof), assumption, again, again * one, screen_again,
-                     screen_again * one)
+    return StudyPlan(windows + soak, steps_s, launches, sum(final_shorts), gpu_h, exhaustive_gpu_hours(prof),
+                     prior_basis, again, again * one, screen_again, screen_again * one)
 
 
 def again_launches(prof: Profile, screened: int, finals: int) -> tuple[int, int]:

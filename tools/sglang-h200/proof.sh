@@ -142,7 +142,7 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
     python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" --study h200-dense \
       --config max_running_requests=32,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
       --set "ladder=${DENSE:-[30,32,34,36,38,40,42,44,48]}" --set refine.enabled=false \
-      --set "$dummy" ;;
+      --set search.far_windows.enabled=false --set "$dummy" ;;
   repeat)
     # issue 28: one configuration launched twice in one call, each launch a ladder 16/64 with refinement: does each
     # launch's interval (SLA boundary, knee goodput) hold the other launch's point? (docs/h200-sample/repeat/)
@@ -170,7 +170,7 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
       ${RESUME:+--resume} --set 'ladder=[16,32,64]' --set refine.enabled=false --set search.baseline=false \
       --set search.screening.enabled=false --set soak.enabled=false \
       --set 'search.space={"max_running_requests":[128],"mem_fraction_static":[0.17,0.85],"chunked_prefill_size":[4096],"schedule_policy":["lpm"]}' \
-      --set "$dummy" ;;
+      --set search.far_windows.enabled=false --set "$dummy" ;;
   crosscheck-sessions)
     # issue 31 §4: multi-turn chat cross-checked. After each of sweep's windows the h11 reference replays the same
     # sessions (conversations, think times, fan-out) on the same server from a flushed cache; the report's cross-check
@@ -199,11 +199,14 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
     # c=16 passes and runs its whole window (ES_MEASURE_S, 150 s); c=128 queues 96 requests, its TTFT P95 cannot pass
     # and the window stops once window.early_stop's test decides (after min_seconds 20 s, 50 requests), stored with
     # runs.stopped_early_by and the seconds it measured. About 140 s launch + 2 x 5 s warm-up + 150 + ~25 s windows.
+    # No prior and no far windows: the interactive profile's prior predicts the knee at 16, so c=128 would run a
+    # quarter window (37 s, 15 s in the dry run's 60) as a far step, shorter than min_seconds, and never stop early.
     python3 -m sweep.cli ladder --profile interactive "${common[@]}" "${short[@]}" --study h200-earlystop \
       --config max_running_requests=32,mem_fraction_static=0.85,chunked_prefill_size=8192,schedule_policy=lpm \
       --set 'ladder=[16,128]' --set refine.enabled=false --set ladder_max=0 \
       --set window.measure_seconds=${ES_MEASURE_S:-150} --set window.early_stop.min_seconds=20 \
-      --set window.early_stop.min_requests=50 --set "$dummy" ;;
+      --set window.early_stop.min_requests=50 --set search.prior=none --set search.prior_margin=null \
+      --set search.far_windows.enabled=false --set "$dummy" ;;
   night)
     # issue 29: one cut study twice in one call, same space and windows: today's settings (every configuration
     # screened on quarter windows, no prior, no short windows, no early stop: 2 screen launches + 1 final) and the new
