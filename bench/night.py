@@ -22,6 +22,10 @@ Strategies (the bill in the interactive profile's real window lengths: warm-up 3
   min_seconds; refinement windows half pass, half fail just over the bound (they stop late); the soak runs its hour
   (it never stops early). SGLang's defaults: one more ladder on the new windows.
 
+Same-winner rows (bench.night_ties, issue 29): the shipped rule with screen ties sent to the finals or measured again
+at full length (the cut then taken by those windows), a minimum of two finals, and the finals' tie-break (the tied
+finals' knee loads measured again, a load measured twice counting as the mean of its windows), alone and combined.
+
 The defaults' own ladder is billed as the median final ladder (the landscape has no "defaults" configuration); it
 cannot win here, so hits are the same with or without it.
 """
@@ -39,10 +43,11 @@ from typing import Any
 import numpy as np
 
 from bench import write_result
+from bench.night_ties import Knee, SameWinner, Windows, pooled, recut, remeasured_loads, tied_with_leader
 from bench.search_oracle import all_configs, bench_profile, load_or_simulate, truth, within
 from bench.search_prior import CVS, NOISY, VARIANTS, Landscape, prior_values
 from sweep.analysis.knee import find_knee
-from sweep.analysis.ladder_steps import LadderStep, step_points
+from sweep.analysis.ladder_steps import LadderStep, ladder_knee, step_points
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig
 from sweep.ladder.step_verdicts import saturated
@@ -71,6 +76,16 @@ class Ladder:
     knee: float | None
     knee_c: int | None
     steps: tuple[tuple[int, float], ...]
+    goodputs: tuple[float | None, ...] = ()  # each step's noisy goodput, None where it failed the SLA
+    ci: tuple[float | None, float | None] = (None, None)  # the knee's 95% interval as sweep computes it (ladder_knee)
+
+    def interval(self) -> Knee:
+        """The knee with its interval, as bench.night_ties compares knees."""
+        return Knee(self.knee or 0.0, *self.ci)
+
+    def windows(self) -> Windows:
+        """The steps as bench.night_ties reads them: (concurrency, goodput of a passing step)."""
+        return Windows(tuple((c, g) for (c, _), g in zip(self.steps, self.goodputs, strict=True)))
 
 
 def noisy_ladder(land: Landscape, key: str, seed: int, salt: int) -> Ladder:
@@ -91,8 +106,11 @@ def noisy_ladder(land: Landscape, key: str, seed: int, salt: int) -> Ladder:
             break
     knee = find_knee(step_points(steps), land.flatten)
     point = knee.point
+    real = ladder_knee(steps, land.flatten) if point is not None else None
     return Ladder(point.goodput_tps if point else None, point.concurrency if point else None,
-                  tuple((s.concurrency, sla_ratio(s.stats)) for s in steps))
+                  tuple((s.concurrency, sla_ratio(s.stats)) for s in steps),
+                  tuple(s.stats.goodput_tps if s.stats.passes_sla else None for s in steps),
+                  (real.ci_low, real.ci_high) if real is not None else (None, None))
 
 
 def sla_ratio(stats: RunStats) -> float:
@@ -198,28 +216,46 @@ def new(land: Landscape, space: list[str], seed: int, variant: str, levers: froz
     return _finals(land, seed, kept, seconds, screened, variant, space_best(land, space), levers)
 
 
-SHIPPED_MARGIN, SHIPPED_KEEP, SHIPPED_MIN_KEEP = 0.15, 0.25, 1  # profiles/interactive.yaml's search settings
+SHIPPED_MARGIN, SHIPPED_KEEP = 0.15, 0.25  # profiles/interactive.yaml's search settings
+# bench.night_ties' same-winner rules measured beside the shipped one (rows of the table): profiles/interactive.yaml
+# ships the last (the screen's ties measured again at full length, the finals' tie-break on the knee window)
+SAME_WINNER = (SameWinner(screen_ties=True), SameWinner(screen_ties=True, tiebreak=True), SameWinner(min_keep=2),
+               SameWinner(min_keep=2, screen_ties=True),
+               SameWinner(min_keep=2, screen_ties=True, tiebreak=True, above=True),
+               SameWinner(min_keep=2, screen_ties=True, tiebreak=True), SameWinner(screen_again=True),
+               SameWinner(screen_again=True, tiebreak=True))
 
 
-def shipped(land: Landscape, space: list[str], seed: int, variant: str) -> Outcome:
+def shipped(land: Landscape, space: list[str], seed: int, variant: str, rule: SameWinner = SameWinner()) -> Outcome:
     """The rule profiles/interactive.yaml ships (sweep.study.prior.needs_screen, Screening.kept): what the prior puts
     within SHIPPED_MARGIN of its leader survives; more survivors than screening's cut of them (the top 25%, at least
-    1) get a real quarter-window screen among them, and that cut goes to the finals; both window levers on."""
+    1) get a real quarter-window screen among them, and that cut goes to the finals; both window levers on. `rule`:
+    bench.night_ties' same-winner levers (the cut's minimum, screen ties to the finals, the finals' tie-break)."""
     values = {k: v for k, v in prior_values(land, variant, seed).items() if k in space}
     feasible = {k: v for k, v in values.items() if v is not None}
     if not feasible:
         return today(land, space, seed)
     top = max(feasible.values())
     kept = sorted((k for k in feasible if feasible[k] >= (1 - SHIPPED_MARGIN) * top), key=lambda k: -feasible[k])
-    cut = min(len(kept), max(SHIPPED_MIN_KEEP, math.ceil(SHIPPED_KEEP * len(kept))))
+    cut = min(len(kept), max(rule.min_keep, math.ceil(SHIPPED_KEEP * len(kept))))
     seconds, screened = 0.0, 0
     if len(kept) > cut:
         lads = {k: noisy_ladder(land, k, seed, 1) for k in kept}
         seconds += sum(STARTUP_S + sum(window_s(QUARTER_S, r, True) for _, r in lad.steps)
                        for lad in lads.values() if lad.steps)
         screened = len(kept)
-        kept = sorted((k for k in kept if lads[k].knee is not None), key=lambda k: -(lads[k].knee or 0.0))[:cut]
-    return _finals(land, seed, kept, seconds, screened, variant, space_best(land, space), ALL_LEVERS)
+        ranked = sorted((k for k in kept if lads[k].knee is not None), key=lambda k: -(lads[k].knee or 0.0))
+        ties = tied_with_leader({k: lads[k].interval() for k in ranked}) if rule.screen_ties or rule.screen_again else []
+        if rule.screen_again and ties:  # each tie's screen knee load measured again at full length on a launch
+            again: dict[str, float] = {}
+            for k in ties:
+                windows = dict(noisy_ladder(land, k, seed, 5).windows().steps)
+                again[k] = windows.get(lads[k].knee_c or 0) or 0.0
+                seconds += STARTUP_S + window_s(FULL_S, dict(lads[k].steps)[lads[k].knee_c or 0], True)
+            kept = recut(ranked[:cut], ties, again)
+        else:
+            kept = ranked[:cut] + [k for k in ties if k not in ranked[:cut]]
+    return _finals(land, seed, kept, seconds, screened, variant, space_best(land, space), ALL_LEVERS, rule)
 
 
 def space_best(land: Landscape, space: list[str]) -> float:
@@ -228,12 +264,14 @@ def space_best(land: Landscape, space: list[str]) -> float:
 
 
 def _finals(land: Landscape, seed: int, finals: list[str], seconds: float, screened: int, variant: str | None,
-            top: float, levers: frozenset[str] = frozenset()) -> Outcome:
+            top: float, levers: frozenset[str] = frozenset(), rule: SameWinner = SameWinner()) -> Outcome:
     """Final ladders (the new settings when `variant` is given: short windows far from the predicted knee, early
-    stop), SGLang's defaults, refinement and the soak; hit: the winner's noiseless knee within TOL of `top`."""
+    stop), SGLang's defaults, refinement and the soak; `rule.tiebreak`: the finals tied with the leader measured
+    again (`_tiebreak`); hit: the winner's noiseless knee within TOL of `top`."""
     early = "early" in levers
     best: tuple[float, str] | None = None
     bills = []
+    ladders: dict[str, Ladder] = {}
     for k in finals:
         lad = noisy_ladder(land, k, seed, 2)
         short: set[int] = set()
@@ -245,25 +283,51 @@ def _finals(land: Landscape, seed: int, finals: list[str], seconds: float, scree
             knee = noisy_ladder(land, k, seed, 3).knee
             bill += window_s(FULL_S, 1.0, early)
         bills.append(bill + refine_bill(early))
+        if knee is not None:
+            ladders[k] = lad
         if knee is not None and (best is None or knee > best[0]):
             best = (knee, k)
     defaults = float(np.median(bills)) if bills else 0.0  # SGLang's defaults, measured as configuration 0
     seconds += sum(bills) + defaults + STARTUP_S + WARM_S + SOAK_S + DRAIN_S  # the soak: a launch and its hour
+    if rule.tiebreak:
+        extra, best = _tiebreak(land, seed, ladders, best, early, rule.above)
+        seconds += extra
     hit = best is not None and within(land.truth[best[1]], top, TOL)
     return Outcome(hit, seconds, len(finals), screened)
 
 
+def _tiebreak(land: Landscape, seed: int, ladders: dict[str, Ladder], best: tuple[float, str] | None,
+              early: bool, above: bool) -> tuple[float, tuple[float, str] | None]:
+    """The finals tied with the leader (bench.night_ties) each launched again, its knee window (`above`: and the
+    step above it) measured once more at full length (fresh noise); (GPU seconds, the winner by the pooled knees)."""
+    tied = tied_with_leader({k: lad.interval() for k, lad in ladders.items()})
+    knees = {k: lad.knee or 0.0 for k, lad in ladders.items()}
+    seconds = 0.0
+    for k in tied:
+        first, again = ladders[k], noisy_ladder(land, k, seed, 4)
+        loads = remeasured_loads(first.windows(), above)
+        ratios = dict(first.steps)
+        seconds += STARTUP_S + sum(window_s(FULL_S, ratios[c], early) for c in loads)
+        knee = pooled(first.windows(), again.windows(), loads).knee()
+        knees[k] = knee[1] if knee is not None else 0.0
+    if tied:
+        winner = max(knees, key=lambda k: knees[k])
+        best = (knees[winner], winner)
+    return seconds, best
+
+
 def run(land: Landscape, variant: str | None, levers: frozenset[str] = ALL_LEVERS,
-        rule: str = "band") -> dict[str, Any]:
+        same: SameWinner | None = None) -> dict[str, Any]:
     """One row: every seed's study with today's settings (variant None) or the new ones with this prior (rule "band":
-    the error-band rule above; "shipped": the interactive profile's margin and screening cut, `shipped`)."""
+    the error-band rule above; with `same`: the interactive profile's margin and screening cut, `shipped`, with
+    these same-winner levers)."""
     outs = []
     for seed in range(SEEDS):
         space = space_of(land, seed)
         if variant is None:
             outs.append(today(land, space, seed))
-        elif rule == "shipped":
-            outs.append(shipped(land, space, seed, variant))
+        elif same is not None:
+            outs.append(shipped(land, space, seed, variant, same))
         else:
             outs.append(new(land, space, seed, variant, levers))
     return {"cv": land.cv, "variant": variant or "today", "hits": sum(o.hit for o in outs),
@@ -290,13 +354,15 @@ def main() -> int:
     for cv in CVS:
         land.cv = cv
         base = run(land, None)
-        rows: list[tuple[str | None, frozenset[str], str]] = [(None, ALL_LEVERS, "today")]
-        rows += [(v, ALL_LEVERS, "new") for v in VARIANTS]
-        rows += [(v, ALL_LEVERS, "shipped (margin 0.15, cut 25%, min 1)") for v in VARIANTS]
-        rows += [("bias+err7", frozenset(), "the prior alone"), ("bias+err7", frozenset({"short"}), "+ short windows"),
-                 ("bias+err7", frozenset({"early"}), "+ early stop")]
-        for variant, levers, name in rows:
-            r = base if variant is None else run(land, variant, levers, "shipped" if name.startswith("shipped") else "band")
+        rows: list[tuple[str | None, frozenset[str], str, SameWinner | None]] = [(None, ALL_LEVERS, "today", None)]
+        rows += [(v, ALL_LEVERS, "new", None) for v in VARIANTS]
+        rows += [(v, ALL_LEVERS, "shipped (margin 0.15, cut 25%, min 1)", SameWinner()) for v in VARIANTS]
+        rows += [(v, ALL_LEVERS, f"shipped, {same.name()}", same) for same in SAME_WINNER for v in VARIANTS]
+        rows += [("bias+err7", frozenset(), "the prior alone", None),
+                 ("bias+err7", frozenset({"short"}), "+ short windows", None),
+                 ("bias+err7", frozenset({"early"}), "+ early stop", None)]
+        for variant, levers, name, same in rows:
+            r = base if variant is None else run(land, variant, levers, same)
             saving = "—" if variant is None else f"{1 - r['hours'] / base['hours']:.0%}"
             lines.append(f"| {cv:.0%} | {name} | {variant or 'none (screening)'} | "
                          f"{r['hits']}/{SEEDS} | {r['hours']:.1f} ({r['max_hours']:.1f}) | {saving} | "

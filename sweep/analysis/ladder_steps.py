@@ -77,11 +77,41 @@ def steps_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> KneeRes
                    flattens_at=None if k.flattens_at is None else where[k.flattens_at])
 
 
+def pooled(steps: Sequence[LadderStep]) -> list[LadderStep]:
+    """A load measured more than once (a tie-break re-measure, search.tie_break) as one window: the mean of its
+    windows' goodput and throughput figures (and of their intervals), failing the SLA if any of them fails; a window
+    the client's self-check flagged stays apart (it never decides). In load order; one window per load is as is."""
+    groups: dict[tuple[float, str], list[LadderStep]] = {}
+    out: list[LadderStep] = []
+    for s in steps:
+        if s.stats.client_bound:
+            out.append(s)
+        else:
+            groups.setdefault((s.load, ladder_phase(s.phase)), []).append(s)
+    out += [g[0] if len(g) == 1 else _mean_window(g) for g in groups.values()]
+    return sorted(out, key=lambda s: s.load)
+
+
+def _mean_window(windows: Sequence[LadderStep]) -> LadderStep:
+    """Windows at one load as one (`pooled`): the first's row and figures, the goodput and throughput the mean."""
+    def mean(name: str) -> float | None:
+        values = [getattr(w.stats, name) for w in windows]
+        return None if any(v is None for v in values) else sum(values) / len(values)
+
+    stats = replace(windows[0].stats, passes_sla=all(w.stats.passes_sla for w in windows),
+                    goodput_tps=mean("goodput_tps"), goodput_rps=mean("goodput_rps"), output_tps=mean("output_tps"),
+                    goodput_rps_ci_low=mean("goodput_rps_ci_low"), goodput_rps_ci_high=mean("goodput_rps_ci_high"))
+    return replace(windows[0], stats=stats)
+
+
 def ladder_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> ConfigKnee | None:
     """The knee of one configuration's completed windows (stored windows of one ladder, its refinement windows
-    included), with its goodput interval (the knee re-chosen in every resample); None when no window is eligible.
-    A far step's short window never decides it (`deciding`)."""
-    steps = deciding(steps)
+    included, and a tie-break's re-measured windows: a load measured more than once counts once, `pooled`), with its
+    goodput interval (the knee re-chosen in every resample, widened by the window-to-window noise of every passing
+    window, a repeated load's spread included); None when no window is eligible. A far step's short window never
+    decides it (`deciding`)."""
+    every = deciding(steps)
+    steps = pooled(every)
     if not steps:
         return None
     points = step_points(steps)
@@ -91,7 +121,8 @@ def ladder_knee(steps: Sequence[LadderStep], flatten_threshold: float) -> Config
     lo, hi = knee_goodput_ci(points, flatten_threshold)
     # with the window-to-window noise of the passing windows' goodput (sweep.analysis.window_noise, issue 28 §3)
     lo, hi = knee_interval(k.point.goodput_tps, lo, hi, [from_interval(p.load, p.goodput_tps, p.goodput_ci_low,
-                                                                       p.goodput_ci_high) for p in points if p.passes])
+                                                                       p.goodput_ci_high)
+                                                         for p in step_points(every) if p.passes])
     unit = "req/s" if any(s.offered_rps is not None for s in steps) else "concurrency"
     return ConfigKnee(k.point.concurrency, k.point.goodput_tps, k.point.goodput_rps, lo, hi,
                       ladder_phase(steps[0].phase), k.reason, steps[k.index or 0].stats.throughput_rps,

@@ -84,6 +84,17 @@ class LadderRunner:
                                                          climb_on=climbs_on(self.profile, phase),
                                                          far=far_plan(self.profile, window, guess)), should_stop)
 
+    def run_again(self, config: ServerConfig, loads: Sequence[int], trial_number: int | None = None,
+                  phase: str = "final") -> LadderOutcome:
+        """A tie's re-measure (search.tie_break, search.screening.ties): one launch, a window of `phase` at each of
+        `loads` at full length (the final window), no climbing on, refinement or short windows. A final one is
+        stored as final windows of a launch of its own, which the read model joins to the configuration's first
+        final launch (sweep.views.read_model.config_steps)."""
+        self.inputs.begin()
+        climb = Climb(tuple(loads), phase, self.window_for("final"), complete="measured again (tie-break)",
+                      again=True)
+        return self._run_one(config, trial_number, climb, None)
+
     def run_judged(self, config: ServerConfig, concurrency: int, window: Window, arrival: Arrival, judge: StepJudge,
                    complete: str) -> LadderOutcome:
         """One launch, one window of `arrival` at most `concurrency` in flight (phase soak), its run's reason
@@ -153,7 +164,8 @@ class LadderRunner:
         with launch:
             # Steps are labelled with what ran (an attached server's own knobs), as the configuration row is.
             self._climb(handle, handle.config, config_id, climb, outcome, should_stop)
-            if climb.judge is None and outcome.status == "completed" and not outcome.stop_reason.startswith("pruned"):
+            if (climb.judge is None and not climb.again and outcome.status == "completed"
+                    and not outcome.stop_reason.startswith("pruned")):
                 self._past_the_ladder(handle, config_id, climb, outcome)
         outcome.stop_reason += launch.notes()
         self._server(ServerEvent("stopped", handle.config, climb.phase, detail=launch.notes().lstrip("; ")))

@@ -57,7 +57,7 @@ from sweep.profile.cost import Cost
 from sweep.profile.flags import check_flags
 from sweep.profile.grid import expand
 from sweep.profile.inputs import locate_inputs
-from sweep.profile.search import FarWindows, FloatRange, IntRange, Screening, Search, Space
+from sweep.profile.search import FarWindows, FloatRange, IntRange, Screening, Search, Space, TieBreak
 from sweep.profile.server import ServerSpec
 from sweep.profile.sla import DEFAULT_TIER, SLA, Tier
 from sweep.profile.stages import CrossCheck, Refine, Soak
@@ -78,7 +78,7 @@ from sweep.profile.yaml_keys import load_unique
 
 __all__ = ["DAY_S", "MAX_CONCURRENCY", "MAX_GRID", "MAX_REQUESTS", "MAX_TOKENS", "SLA", "Arrival", "ArrivalProcess",
            "ClosedArrival",
-           "CrossCheck", "DEFAULT_TIER", "Dataset", "EarlyStopRule", "FarWindows", "FloatRange", "GammaArrival", "IntRange", "LengthDist", "MediaSpec", "ModalMix",
+           "CrossCheck", "DEFAULT_TIER", "Dataset", "EarlyStopRule", "FarWindows", "TieBreak", "FloatRange", "GammaArrival", "IntRange", "LengthDist", "MediaSpec", "ModalMix",
            "OpenArrival", "Profile", "RateArrival", "ReferenceKind", "Refine", "Screening", "Search", "SendSchedule",
            "ServerSpec", "Sessions", "SharedPrefix", "Soak", "ThinkTime", "MAX_FANOUT", "MAX_TURNS",
            "Space", "Tier", "TraceArrival", "Window", "Workload", "check_name", "check_study_name", "is_loopback",

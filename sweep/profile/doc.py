@@ -32,7 +32,7 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("arrival (kind: trace)", P.TraceArrival), ("window", P.Window), ("server", P.ServerSpec),
     ("search", P.Search), ("search.space", P.Space), ("search.space ranges (IntRange)", P.IntRange),
     ("search.space ranges (FloatRange)", P.FloatRange), ("search.screening", P.Screening),
-    ("search.far_windows", P.FarWindows), ("soak", P.Soak),
+    ("search.far_windows", P.FarWindows), ("search.tie_break", P.TieBreak), ("soak", P.Soak),
     ("crosscheck", P.CrossCheck), ("refine", P.Refine),
 ]
 

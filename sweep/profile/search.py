@@ -149,6 +149,10 @@ class Screening(_Strict):
     fraction: float = Field(0.25, gt=0, le=1, description="screen window = window.measure_seconds x fraction")
     keep: float = Field(0.25, gt=0, le=1, description="share of feasible screened configurations measured fully")
     min_keep: int = Field(1, ge=1, le=MAX_GRID, description="at least this many configurations get a final ladder")
+    ties: bool = Field(False, description=(
+        "the screen's leader and every screened configuration the tie rule cannot rank below it (the report's, on "
+        "their knee intervals: sweep.analysis.significance) are launched again and their screen knee's load "
+        "measured at full length; the cut to the finals is taken among them by those windows"))
 
     def kept(self, n: int) -> int:
         """How many of `n` screened configurations get a final ladder: the top `keep` share, at least
@@ -172,6 +176,15 @@ class FarWindows(_Strict):
         if not self.enabled or predicted_knee is None or predicted_knee <= 0:
             return False
         return load < predicted_knee / self.factor or load > predicted_knee * self.factor
+
+
+class TieBreak(_Strict):
+    """Finals within each other's window noise are measured again before one wins (issue 29, the same winner)."""
+
+    enabled: bool = Field(False, description=(
+        "after the final ladders: the leader and every final the tie rule cannot rank below it (sweep.analysis"
+        ".significance) are launched again and their knee's load measured once more at full length; a load "
+        "measured twice counts as the mean of its windows, and the one winner rule decides on that"))
 
 
 class Search(_Strict):
@@ -205,6 +218,8 @@ class Search(_Strict):
         "is one it does not model, nothing is dropped (the study says so)"))
     far_windows: FarWindows = Field(FarWindows(), description=(
         "short windows for final-ladder steps far from the prior's predicted knee (section search.far_windows)"))
+    tie_break: TieBreak = Field(TieBreak(), description=(
+        "measure tied finals again before one wins (section search.tie_break)"))
     # Several workers share a study: a worker silent for grace_s (default 4 x heartbeat_s) is dead, and its
     # configuration is measured again by another worker (Optuna's trial heartbeat).
     heartbeat_s: float = Field(30.0, ge=1, le=DAY_S, description="how often a worker's running trial says it is alive")

@@ -129,6 +129,10 @@ def answer_lines(answer: Answer, dialect: engines.Dialect | None = None) -> list
     out = ["## Answer" + (" (SIMULATED)" if answer.simulated else ""), ""]
     for t in answer.tiers:
         out += tier_lines(answer, t, dialect)
+    if answer.screen_again is not None:
+        out += [f"- **Screen ties**: {answer.screen_again.line(answer.labels).removeprefix('screen ties: ')}", ""]
+    if answer.tie_break is not None:
+        out += [f"- **Tie-break**: {answer.tie_break.line(answer.labels).removeprefix('tie-break: ')}", ""]
     if answer.cost is not None:
         out += [f"- **Cost**: {answer.cost.line().removeprefix('cost: ')}", ""]
     return out

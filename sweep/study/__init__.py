@@ -11,5 +11,6 @@ Import each name from the module that defines it (this package lends none):
 - `sampler`: `make_sampler`, `suggest`
 - `search`: `CONSTRAINT_ATTR`, `FAILURE_ATTR`, `FEASIBLE_ATTR`, `ORCHESTRATOR_FAILURE`, `REQUEUED_ATTR`, `Search`,
   `StudyResult`, `promoted`
+- `tiebreak`: the same winner, ties measured again (`Measured`, `study_knees`, `tied_with_leader`, `recut`)
 - `trial_guard`: `CONFIGURATION_FAILURE`, `TrialGuard`, `storage_error`
 """

@@ -41,6 +41,7 @@ from sweep.study.recovery import alone, on_fenced, on_requeued, worker_ended
 from sweep.study.resources import refuse_oversized
 from sweep.study.resume import open_study, reuse_outcome, soak_done
 from sweep.study.search import Search, StudyResult
+from sweep.study.tiebreak import study_knees
 from sweep.views.answer import Answer, build_answer, winner_records
 from sweep.views.context import ConfigFailure, study_context
 from sweep.views.footprint import study_footprint
@@ -234,7 +235,7 @@ class Orchestrator:
                         ended=lambda wid: worker_ended(self.store, study_id, wid),
                         alone=lambda: alone(self.store, study_id, worker_id),
                         on_fenced=on_fenced(self.store, worker_id, self.say),
-                        prior_ranking=ranking)
+                        prior_ranking=ranking, knees_of=study_knees(self.store, study_id))
         requeued = search.requeue_interrupted()
         if requeued:
             self.say(f"resume: {requeued} interrupted trial(s) queued again")

@@ -19,6 +19,7 @@ from sweep.store import PriorRecord
 from sweep.study import liveness, prior
 from sweep.study.liveness import WorkerIdentity
 from sweep.study.sampler import make_sampler, sampler_kind, suggest
+from sweep.study.tiebreak import KneesOf, Measured, recut, tied_with_leader
 from sweep.study.trial_guard import (
     CONFIGURATION_FAILURE,
     FAILURE_ATTR,
@@ -30,6 +31,7 @@ from sweep.study.trial_guard import (
 )
 
 FEASIBLE_ATTR = "feasible"
+TIED_ATTR = "tied"  # on a `<name>:screen-again` / `:tiebreak` study: what it measures again, [{params, load}], once
 CONSTRAINT_ATTR = "constraint"  # <= 0 feasible, > 0 infeasible (Optuna's convention)
 # Why a trial did not yield a measured configuration: sweep.study.trial_guard (re-exported here, where the
 # trial attributes are read).
@@ -62,6 +64,7 @@ class StudyResult:
     outcomes: list[LadderOutcome] = field(default_factory=list)  # every trial of this process (screen or final)
     finals: list[LadderOutcome] = field(default_factory=list)  # long-window ladders of promoted configurations
     baseline: LadderOutcome | None = None  # SGLang's own defaults (every knob unset), measured first by this process
+    tiebreaks: list[LadderOutcome] = field(default_factory=list)  # knee loads measured again (search.tie_break)
     stopped_reason: str = ""
 
     def winner(self) -> LadderOutcome | None:
@@ -99,9 +102,10 @@ class Search:
                  worker: WorkerIdentity | None = None, on_requeued: liveness.Requeued | None = None,
                  wait: Callable[[float], None] = time.sleep, ended: Callable[[int], bool] | None = None,
                  alone: Callable[[], bool] | None = None, on_fenced: Callable[[Fenced], None] | None = None,
-                 prior_ranking: Sequence[PriorRecord] = ()):
+                 prior_ranking: Sequence[PriorRecord] = (), knees_of: KneesOf | None = None):
         self.profile = profile
         self.prior = list(prior_ranking)  # the simulated prior's ranking (search.prior: sim), best first
+        self.knees_of = knees_of  # the study's knees by phase from the store: screen ties and the tie-break read them
         self.dropped = prior.dropped_params(self.prior)  # configurations the prior's margin keeps from measuring
         # the real screen: off where the prior's margin left no more than the finals take (sweep.study.prior)
         self.screens = prior.needs_screen(profile, self.prior)
@@ -148,7 +152,7 @@ class Search:
     def _phase_studies(self) -> list[optuna.Study]:
         out = [self.study]
         names = {s.study_name for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False)}
-        for suffix in (":baseline", ":final", ":soak"):
+        for suffix in (":baseline", ":screen-again", ":final", ":tiebreak", ":soak"):
             if self.study_name + suffix in names:
                 out.append(optuna.load_study(study_name=self.study_name + suffix, storage=self.storage))
         return out
@@ -235,6 +239,7 @@ class Search:
         self._first_phase(result, reuse, budget)
         if self.screens:
             self._finals(result, reuse, budget)
+        self._tiebreak(result)
         if soak is not None:
             self._soak(soak)
         return result
@@ -326,6 +331,11 @@ class Search:
         values = [(dict(t.params), float(t.value)) for t in self._complete()
                   if t.user_attrs.get(FEASIBLE_ATTR) and t.value is not None]
         cut = promoted(values, sc)
+        if sc.ties and self.knees_of is not None and self._can_again():  # the screen's ties measured again
+            knees_of = self.knees_of
+            again = self._again(":screen-again", lambda: tied_with_leader(knees_of("screen")), "screen",
+                                result.tiebreaks)
+            cut = recut(cut, again) if again else cut
         if not cut:
             return
         study = self._phase_study(":final", "final", len(cut))
@@ -350,6 +360,47 @@ class Search:
             return True
 
         self._drain(study, len(cut), self.guard.guarded(study, measure), may_start)
+
+    def _tiebreak(self, result: StudyResult) -> None:
+        """search.tie_break: the leader and every final tied with it, launched again and measured at their knee load
+        once more (sweep.study.tiebreak); the read model pools those windows with the finals'."""
+        if self.profile.search.tie_break.enabled and self.knees_of is not None and self._can_again():
+            knees_of = self.knees_of
+            self._again(":tiebreak", lambda: tied_with_leader(knees_of("final")), "final", result.tiebreaks)
+
+    def _can_again(self) -> bool:
+        """Whether configurations can be measured again at their knee load: closed-loop ladder searches (a rate
+        ladder's knee is a rate; coupled mode relaunches per step)."""
+        return not self.profile.rate_ladder and self.profile.search.mode != "coupled"
+
+    def _again(self, suffix: str, tied: Callable[[], list[Measured]], phase: str,
+               into: list[LadderOutcome]) -> list[tuple[dict[str, Any], float]]:
+        """Measure tied configurations again, each at its knee load on a launch of its own at full length (the phase
+        study `<name><suffix>`: its items stored once, shared out among workers like the finals); each item's
+        (trial parameters, the window's goodput: 0 when it failed); [] when none is tied."""
+        name = self.study_name + suffix
+        if name in {s.study_name for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False)}:
+            items = optuna.load_study(study_name=name, storage=self.storage).user_attrs.get(TIED_ATTR, [])
+        else:
+            items = [{"params": m.config.knobs(), "load": m.knee.concurrency} for m in tied()]
+        if not items:
+            return []
+        study = self._phase_study(suffix, "again", len(items))
+        if TIED_ATTR not in study.user_attrs:
+            study.set_user_attr(TIED_ATTR, items)
+        items = study.user_attrs[TIED_ATTR]
+
+        def measure(trial: optuna.Trial) -> float:
+            self._begin(study, trial, len(items))
+            item = items[int(trial.suggest_categorical("again", list(range(len(items)))))]
+            outcome = self.runner.run_again(ServerConfig.of(item["params"]), [int(item["load"])], trial.number, phase)
+            return self._told(trial, outcome, phase, into)
+
+        self._drain(study, len(items), self.guard.guarded(study, measure), lambda: True)
+        done = {int(t.params["again"]): float(t.value or 0.0) for t in study.get_trials(deepcopy=False)
+                if t.state == optuna.trial.TrialState.COMPLETE and "again" in t.params
+                and not t.user_attrs.get(liveness.SURPLUS_ATTR)}
+        return [(dict(item["params"]), done.get(i, 0.0)) for i, item in enumerate(items)]
 
     def measures_baseline(self) -> bool:
         """Whether this study measures SGLang's defaults first (search.baseline; never in coupled mode, where

@@ -29,6 +29,7 @@ from sweep.store import ConfigRecord, Store, WinnerRecord
 from sweep.views.cost import StudyCost, cost_of
 from sweep.views.read_model import WinnerDecision, config_steps, decide_winner
 from sweep.views.study import StudyContext
+from sweep.views.tiebreak import ScreenAgain, TieBreak, screen_again, tie_break
 
 ANSWER_SCHEMA_VERSION = 1  # of Answer.document (docs/json-schema/answer.json)
 
@@ -89,6 +90,8 @@ class Answer:
     cost: StudyCost | None = None  # GPU-hours spent, inside windows that informed it, saved (sweep.views.cost)
     engine: str = engines.DEFAULT_ENGINE  # the profile's server.engine: whose launch command
     gpu_hour_usd: float | None = None  # the profile's cost.gpu_hour_usd (None: no cost line)
+    tie_break: TieBreak | None = None  # finals measured again before one won (search.tie_break), and what it decided
+    screen_again: ScreenAgain | None = None  # the screen's ties measured again (search.screening.ties), and who went on
 
     def launch_argv(self, knobs: Mapping[str, JSON]) -> list[str]:
         """The launch argv of a tier's winner (`python -m sglang.launch_server ...`), as the launcher builds it."""
@@ -225,7 +228,9 @@ def build_answer(store: Store, ctx: StudyContext, extra: Sequence[Tier] = ()) ->
                   note, trace_rate(ctx),
                   cost_of(ctx.configs, ctx.runs, prof, ctx.winner.id if ctx.winner is not None else None),
                   str(server.get("engine", engines.DEFAULT_ENGINE)) if isinstance(server, dict)
-                  else engines.DEFAULT_ENGINE, price)
+                  else engines.DEFAULT_ENGINE, price,
+                  tie_break(ctx.configs, ctx.runs, flatten, ctx.env, ctx.profile_raw,
+                            ctx.winner.id if ctx.winner is not None else None), screen_again(ctx.configs, ctx.runs))
 
 
 def trace_rate(ctx: StudyContext) -> float | None:

@@ -11,7 +11,9 @@ or the terminal's bars and the live page) the plan assumes as many survive as sc
 whole grid (4 of interactive's 16; the prior keeps 4 on the simulator), and says so with what each survivor more or
 fewer changes. There each final ladder's predicted knee is assumed to lie between two
 ladder steps (the prior refines its knee), so far windows (search.far_windows) leave the steps within the far factor
-of it full and the rest short; a knee measured again at full length is not planned. Launches are billed at
+of it full and the rest short; a knee measured again at full length is not planned. The same-winner levers run only
+on a tie (search.tie_break: finals measured again; search.screening.ties: screened configurations measured again): they
+are not in the total, the cost line names what they add (`again_launches`). Launches are billed at
 LAUNCH_FIRST_S for the first and LAUNCH_S for each later one (SGLang 0.5.17 on the H200, the 8B shape, dummy
 weights: docs/h200-sample/); GPU-hours count each server's GPUs (its largest tp_size).
 """
@@ -46,6 +48,10 @@ class StudyPlan:
     gpu_hours: float = 0.0  # windows + launches, x each server's GPUs
     exhaustive_gpu_hours: float = 0.0  # every configuration on full final ladders (and the defaults, the soak)
     prior_basis: str = ""  # what the plan took of the prior: assumed, or from the prior it ran ("" when none)
+    tie_break_launches: int = 0  # search.tie_break: the most finals measured again (a launch and a window each)
+    tie_break_gpu_hours: float = 0.0  # what those cost when every final ties (not in gpu_hours: only a tie runs them)
+    screen_again_launches: int = 0  # search.screening.ties: the most screened configurations measured again
+    screen_again_gpu_hours: float = 0.0  # what those cost when every one ties (not in gpu_hours: only a tie runs them)
 
     @property
     def saved_gpu_hours(self) -> float:
@@ -59,7 +65,13 @@ class StudyPlan:
         return (f"about {self.gpu_hours:.1f} GPU-hours with {self.launches} launch{'es' if self.launches != 1 else ''}"
                 + (f" ({self.short_steps} far steps on short windows)" if self.short_steps else "")
                 + f"; the exhaustive grid (every configuration on full ladders): {self.exhaustive_gpu_hours:.1f} "
-                f"GPU-hours, saved {saved:.1f}{pct}" + (f"; {self.prior_basis}" if self.prior_basis else ""))
+                f"GPU-hours, saved {saved:.1f}{pct}" + (f"; {self.prior_basis}" if self.prior_basis else "")
+                + (f"; finals within each other's noise are measured again (search.tie_break): of the plan's "
+                   f"{self.tie_break_launches} finals at most, a launch and a full window each, about "
+                   f"{self.tie_break_gpu_hours:.1f} GPU-hours" if self.tie_break_launches else "")
+                + (f"; the screen's ties are measured again (search.screening.ties): of the plan's "
+                   f"{self.screen_again_launches} screened at most, a launch and a full window each, about "
+                   f"{self.screen_again_gpu_hours:.1f} GPU-hours" if self.screen_again_launches else ""))
 
 
 def planned_configs(prof: Profile, phase: str) -> int:
@@ -237,8 +249,22 @@ def _plan(prof: Profile, first_n: int, screened: bool, final_shorts: list[int], 
                 + base_n + soak)
     gpus = prof.search.space.largest_tp() or 1
     gpu_h = (steps_s + launch_seconds(launches)) * gpus / 3600
+    again, screen_again = again_launches(prof, first_n if screened else 0, len(final_shorts))
+    one = (LAUNCH_S + phase_seconds(prof, "final")) * gpus / 3600  # a launch and a full window
     return StudyPlan(windows + soak, steps_s, launches, sum(final_shorts), gpu_h, exhaustive_gpu_hours(prof),
-                     prior_basis)
+                     prior_basis, again, again * one, screen_again, screen_again * one)
+
+
+def again_launches(prof: Profile, screened: int, finals: int) -> tuple[int, int]:
+    """(finals, screened configurations) measured again at most, a launch and one full window at the knee load each:
+    search.tie_break's of the plan's `finals` final ladders (SGLang's defaults included), search.screening.ties' of
+    its `screened` configurations; all of them when they all tie, none with one or the lever off (closed-loop
+    ladder searches only, as sweep.study.search runs them)."""
+    if prof.rate_ladder or prof.search.mode == "coupled":
+        return 0, 0
+    finals_again = finals if prof.search.tie_break.enabled and finals >= 2 else 0
+    screen_again = screened if prof.search.screening.ties and screened >= 2 else 0
+    return finals_again, screen_again
 
 
 def exhaustive_gpu_hours(prof: Profile) -> float:

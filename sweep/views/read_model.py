@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pydantic import ValidationError
 
 from sweep.analysis.knee import ConfigKnee
-from sweep.analysis.ladder_steps import LadderStep, ladder_knee
+from sweep.analysis.ladder_steps import LadderStep, ladder_knee, ladder_phase
 from sweep.analysis.winner import HardwareRanking, Winner, pick_winner, rank_by_hardware
 from sweep.core.errors import PREDICTED_INFEASIBLE, NotFound
 from sweep.core.types import JSON
@@ -71,13 +71,41 @@ class WinnerDecision:
 
 def config_steps(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord]) -> dict[int, list[LadderStep]]:
     """Config id -> its completed, non-soak steps by concurrency (an aborted attempt's steps never count: the
-    configuration was measured again); the steps every knee of a study (each tier's too) is found from."""
+    configuration was measured again); the steps every knee of a study (each tier's too) is found from. A
+    configuration's final windows on a later launch (a tie-break re-measure, search.tie_break) are its first final
+    launch's (`remeasured`): one configuration, one knee."""
+    out = launch_steps(configs, runs)
+    onto = remeasured(configs, out)
+    for later, first in onto.items():
+        out[first] += out.pop(later)
+    return {cid: sorted(steps, key=lambda s: s.concurrency) for cid, steps in out.items()}
+
+
+def launch_steps(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord]) -> dict[int, list[LadderStep]]:
+    """Launch (server_configs) id -> its completed, non-soak steps, in stored order (an aborted attempt's never)."""
     live = {c.id for c in configs if c.status != "aborted"}
     out: dict[int, list[LadderStep]] = {}
     for r in runs:
         if r.server_config_id in live and r.status == "completed" and r.phase != "soak" and r.stats is not None:
             out.setdefault(r.server_config_id, []).append(r.step())
-    return {cid: sorted(steps, key=lambda s: s.concurrency) for cid, steps in out.items()}
+    return out
+
+
+def remeasured(configs: Sequence[ConfigRecord], steps_of: Mapping[int, Sequence[LadderStep]]) -> dict[int, int]:
+    """Later launch id -> the first launch id of the same configuration (knobs) whose final windows it measured
+    again (a tie-break re-measure); launches without final windows (screens) are never joined."""
+    first: dict[str, int] = {}
+    out: dict[int, int] = {}
+    for c in sorted(configs, key=lambda c: c.id):
+        steps = steps_of.get(c.id)
+        if not steps or ladder_phase(steps[0].phase) != "final":
+            continue
+        key = c.config.key()
+        if key in first:
+            out[c.id] = first[key]
+        else:
+            first[key] = c.id
+    return out
 
 
 def config_knees(configs: Sequence[ConfigRecord], runs: Sequence[RunRecord],

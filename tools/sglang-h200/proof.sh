@@ -3,7 +3,7 @@
 #   usage: tools/sglang-h200/proof.sh STAGE OUTDIR     STAGE: ladder | chat | knee | multimodal | kvbound |
 #                                                             kvrepeat | crosscheck | crosscheck-vl | workers |
 #                                                             refine | repeat | answer | sessions | trace | earlystop | night | kvdtype |
-#                                                             crosscheck-sessions
+#                                                             crosscheck-sessions | tiebreak
 # Needs, carried: .sglang-bundle/ (the SGLang site bundle) and .whl/core/ (sweep's dependencies missing there; the
 # device tool carries 64 MiB, so the bench-only wheels live in .whl/bench/; the image has tokenizers).
 # Everything lands in one database and report folder under $WORK (default /tmp/proof); OUTDIR gets flat
@@ -238,7 +238,8 @@ print("" if f is None else "window.early_stop" + ("" if f.annotation is bool els
     fi
     if [ "${NIGHT:-both}" != new ]; then
       python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-old "${cut[@]}" \
-        --set search.prior=none --set search.prior_margin=null ${early:+--set "$early=false"} --no-progress \
+        --set search.prior=none --set search.prior_margin=null ${early:+--set "$early=false"} \
+        --set search.screening.ties=false --set search.tie_break.enabled=false --no-progress \
         > "$out/night-old.log" 2>&1 || nrc=$?
       tail -n 40 "$out/night-old.log"
     fi
@@ -272,6 +273,23 @@ print("" if f is None else "window.early_stop" + ("" if f.annotation is bool els
         > "$out/kvdtype-sim-$dt.txt" 2>&1 || echo "kvdtype: the simulated $dt ladder exited $?" >&2
     done
     python3 "$here/kvdtype_summary.py" "$db" "$work/sim.db" | tee "$out/kvdtype-summary.md" ;;
+  tiebreak)
+    # issue 29, the same winner: two configurations that measure alike on the H200 (the KV pool is never full at
+    # c=64: mem_fraction_static 0.85 and 0.86) tie within the window noise, so search.tie_break launches each again
+    # and measures its knee load once more at full length; the answer (tiebreak-report.md, answer.json) says what it
+    # decided. Launches: 4 (~140 + 3 x 70 s); windows: 2 ladders of 2 steps and 2 re-measures at MEASURE_S=12, about
+    # 8 min on a warm machine. No tie called (the two knees ranked apart): 2 launches, and the answer has no tie-break.
+    space='search.space={"max_running_requests":[64],"mem_fraction_static":[0.85,0.86],"chunked_prefill_size":[8192],"schedule_policy":["lpm"]}'
+    python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-tiebreak \
+      --set "$space" --set 'ladder=[32,64]' --set ladder_max=64 --set refine.enabled=false \
+      --set search.baseline=false --set soak.enabled=false --set search.screening.enabled=false \
+      --set search.prior=none --set search.prior_margin=null --set search.tie_break.enabled=true \
+      --set window.measure_seconds=${MEASURE_S:-12} --set window.warmup_seconds=3 --set window.warmup_requests=16 \
+      --set window.drain_seconds=8 --set "$dummy" --no-progress > "$out/tiebreak.log" 2>&1
+    trc=$?
+    tail -n 40 "$out/tiebreak.log"
+    python3 -m sweep.cli explain h200-tiebreak --db "$db" > "$out/tiebreak-explain.txt" || true
+    (exit $trc) ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 rc=$?

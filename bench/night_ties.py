@@ -1,0 +1,108 @@
+"""bench.night's same-winner rules (issue 29, "the same winner"): when two knees are within the window noise of each
+other, measure again instead of trusting one noisy window (pure; bench.night runs them on the noisy landscape).
+
+- Tie: sweep's own rule (sweep.analysis.significance.prob_higher < TIE_BELOW) on each knee's 95% interval as sweep
+  computes it from the noisy ladder's windows (sweep.analysis.ladder_steps.ladder_knee: the knee re-chosen in every
+  resample, widened by the window-to-window noise measured from the ladder's own passing windows).
+- Screen ties: the real screen among the prior's survivors keeps its cut, and also every screened configuration tied
+  with the screen's leader (it goes to the finals too).
+- Tie-break re-measure: after the finals, the leader and every final tied with it are launched again and their knee
+  window and the step above it are measured once more at full length; a load measured twice counts as the mean of
+  its two windows (failing if either fails); each one's knee is the best pooled window; the winner is the best knee.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.significance import TIE_BELOW, prob_higher
+
+
+@dataclass(frozen=True)
+class SameWinner:
+    """The same-winner levers of one bench row: screening's minimum cut, screen ties to the finals, the finals'
+    tie-break (`above`: the step above the knee measured again too); `screen_again`: the screen's ties measured again
+    at full length, the cut taken by those windows (`recut`)."""
+
+    min_keep: int = 1
+    screen_ties: bool = False
+    tiebreak: bool = False
+    above: bool = False
+    screen_again: bool = False
+
+    def name(self) -> str:
+        parts = [f"min {self.min_keep}"] + (["screen ties"] if self.screen_ties else [])
+        parts += ["screen ties measured again"] if self.screen_again else []
+        if self.tiebreak:
+            parts.append("tie-break (knee window" + (" and the step above)" if self.above else ")"))
+        return " + ".join(parts)
+
+
+class Knee(NamedTuple):
+    """A ladder's knee goodput and its 95% interval (None: unknown, the knee counts as exact)."""
+
+    value: float
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True)
+class Windows:
+    """One ladder's windows as the bench sees them: (load, goodput when it passed the SLA, else None) in order."""
+
+    steps: tuple[tuple[int, float | None], ...]
+
+    def knee(self) -> tuple[int, float] | None:
+        """The knee rule: the passing window of the highest goodput (the lower load on a tie)."""
+        passing = [(c, g) for c, g in self.steps if g is not None]
+        return max(passing, key=lambda cg: (cg[1], -cg[0])) if passing else None
+
+
+def _config_knee(k: Knee) -> ConfigKnee:
+    return ConfigKnee(0, k.value, 0.0, k.low, k.high, "final", "bench")
+
+
+def tied(leader: Knee, other: Knee) -> bool:
+    """Whether sweep's tie rule leaves `other` unranked below `leader` (P(leader > other) < TIE_BELOW)."""
+    return prob_higher(_config_knee(leader), _config_knee(other)) < TIE_BELOW
+
+
+def tied_with_leader(knees: dict[str, Knee]) -> list[str]:
+    """The leader of `knees` and every key tied with it, best first ([] when none is tied with it)."""
+    if len(knees) < 2:
+        return []
+    order = sorted(knees, key=lambda k: -knees[k].value)
+    ties = [k for k in order[1:] if tied(knees[order[0]], knees[k])]
+    return [order[0], *ties] if ties else []
+
+
+def recut(cut: list[str], ties: list[str], again: dict[str, float]) -> list[str]:
+    """The screen's cut after its ties were measured again: the cut's members not tied keep their places; the tied
+    ones (the leader among them) fill the rest, best full-length window first (`again`: key -> its goodput, 0 when
+    the window failed)."""
+    fixed = [k for k in cut if k not in ties]
+    return fixed + sorted(ties, key=lambda k: -again[k])[:len(cut) - len(fixed)]
+
+
+def remeasured_loads(first: Windows, above: bool = False) -> tuple[int, ...]:
+    """The loads a tie-break measures again: the knee's (`above`: and the next load above it in the ladder)."""
+    knee = first.knee()
+    if knee is None:
+        return ()
+    higher = [c for c, _ in first.steps if c > knee[0]] if above else []
+    return (knee[0], min(higher)) if higher else (knee[0],)
+
+
+def pooled(first: Windows, again: Windows, loads: tuple[int, ...]) -> Windows:
+    """The ladder with the loads in `loads` measured twice: each such load the mean of its two windows, failing if
+    either fails; a load `again` did not reach keeps its one window."""
+    second = dict(again.steps)
+    out = []
+    for c, g in first.steps:
+        if c in loads and c in second:
+            h = second[c]
+            g = None if g is None or h is None else (g + h) / 2
+        out.append((c, g))
+    return Windows(tuple(out))

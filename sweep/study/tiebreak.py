@@ -1,0 +1,72 @@
+"""The same winner (issue 29): knees the data cannot rank apart are measured again before one wins.
+
+Two levers, each off by default (profiles/interactive.yaml turns both on; docs/bench-search.md, "The same winner",
+measured them):
+
+- search.screening.ties: the screen's leader and every screened configuration that the report's tie rule
+  (sweep.analysis.significance: P(leader > it) < TIE_BELOW on their knee intervals) cannot rank below it are
+  launched again and their screen knee's load measured once more at full length (a screen window of its own); the
+  cut to the finals is then taken among them by those full-length windows (`recut`), the cut's other members kept.
+- search.tie_break: after the final ladders, the leader and every final tied with it under the same rule are
+  launched again, and each one's knee load is measured once more at full length (LadderRunner.run_again). The
+  windows are stored as final windows like any other; the read model joins them to the configuration's first final
+  launch and counts a load measured twice as the mean of its windows (sweep.analysis.ladder_steps.pooled), and the
+  one winner rule decides on that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sweep.analysis.knee import ConfigKnee
+from sweep.analysis.significance import TIE_BELOW, prob_higher
+from sweep.core.types import ServerConfig
+from sweep.store import Store
+from sweep.views.read_model import read_study
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A configuration of the study and its knee in one phase (screen or final), from the store."""
+
+    config: ServerConfig
+    knee: ConfigKnee
+
+
+KneesOf = Callable[[str], list[Measured]]  # a phase (screen | final) -> the completed configurations' knees in it
+
+
+def study_knees(store: Store, study_id: int) -> KneesOf:
+    """The study's knees by phase, read from the store each time (every worker's ladders count)."""
+
+    def knees(phase: str) -> list[Measured]:
+        model = read_study(store, study_id)
+        done = {c.id: c.config for c in model.configs if c.status == "completed"}
+        return [Measured(done[i], k) for i, k in model.knees.items() if k.phase == phase and i in done]
+
+    return knees
+
+
+def tied_with_leader(measured: Sequence[Measured]) -> list[Measured]:
+    """The leader (highest knee goodput) and every configuration the tie rule cannot rank below it, leader first;
+    [] when none is tied with it."""
+    if len(measured) < 2:
+        return []
+    order = sorted(measured, key=lambda m: -m.knee.goodput_tps)
+    ties = [m for m in order[1:] if prob_higher(order[0].knee, m.knee) < TIE_BELOW]
+    return [order[0], *ties] if ties else []
+
+
+def recut(cut: Sequence[dict[str, Any]], again: Sequence[tuple[dict[str, Any], float]]) -> list[dict[str, Any]]:
+    """The screen's cut once its ties were measured again (`again`: each tied configuration's trial parameters and
+    its full-length window's goodput): the cut's members not tied keep their places, the tied ones fill the rest,
+    best window first."""
+    def key(params: dict[str, Any]) -> str:
+        return ServerConfig.of(params).key()
+
+    tied = {key(p) for p, _ in again}
+    fixed = [p for p in cut if key(p) not in tied]
+    best = [p for p, _ in sorted(again, key=lambda pv: -pv[1])]
+    return [*fixed, *best[:len(cut) - len(fixed)]]
