@@ -12,8 +12,9 @@ whole grid (4 of interactive's 16; the prior keeps 4 on the simulator), and says
 fewer changes. There each final ladder's predicted knee is assumed to lie between two
 ladder steps (the prior refines its knee), so far windows (search.far_windows) leave the steps within the far factor
 of it full and the rest short; a knee measured again at full length is not planned. The same-winner levers run only
-on a tie (search.tie_break: finals measured again; search.screening.ties: screened configurations measured again): they
-are not in the total, the cost line names what they add (`again_launches`). Launches are billed at
+on a tie (search.tie_break: finals measured again; search.screening.ties: screened configurations measured again), and
+the plan is an upper bound: they are in the total as if every one tied (a launch and a full window each:
+`again_launches`), and the cost line names what they add. Launches are billed at
 LAUNCH_FIRST_S for the first and LAUNCH_S for each later one (SGLang 0.5.17 on the H200, the 8B shape, dummy
 weights: docs/h200-sample/); GPU-hours count each server's GPUs (its largest tp_size).
 """
@@ -49,9 +50,9 @@ class StudyPlan:
     exhaustive_gpu_hours: float = 0.0  # every configuration on full final ladders (and the defaults, the soak)
     prior_basis: str = ""  # what the plan took of the prior: assumed, or from the prior it ran ("" when none)
     tie_break_launches: int = 0  # search.tie_break: the most finals measured again (a launch and a window each)
-    tie_break_gpu_hours: float = 0.0  # what those cost when every final ties (not in gpu_hours: only a tie runs them)
+    tie_break_gpu_hours: float = 0.0  # what those cost when every final ties (in gpu_hours: the plan's most)
     screen_again_launches: int = 0  # search.screening.ties: the most screened configurations measured again
-    screen_again_gpu_hours: float = 0.0  # what those cost when every one ties (not in gpu_hours: only a tie runs them)
+    screen_again_gpu_hours: float = 0.0  # what those cost when every one ties (in gpu_hours: the plan's most)
 
     @property
     def saved_gpu_hours(self) -> float:
@@ -66,12 +67,13 @@ class StudyPlan:
                 + (f" ({self.short_steps} far steps on short windows)" if self.short_steps else "")
                 + f"; the exhaustive grid (every configuration on full ladders): {self.exhaustive_gpu_hours:.1f} "
                 f"GPU-hours, saved {saved:.1f}{pct}" + (f"; {self.prior_basis}" if self.prior_basis else "")
-                + (f"; finals within each other's noise are measured again (search.tie_break): of the plan's "
-                   f"{self.tie_break_launches} finals at most, a launch and a full window each, about "
+                + (f"; of the total, finals within each other's noise measured again (search.tie_break): of the "
+                   f"plan's {self.tie_break_launches} finals at most, a launch and a full window each, about "
                    f"{self.tie_break_gpu_hours:.1f} GPU-hours" if self.tie_break_launches else "")
-                + (f"; the screen's ties are measured again (search.screening.ties): of the plan's "
+                + (f"; of the total, the screen's ties measured again (search.screening.ties): of the plan's "
                    f"{self.screen_again_launches} screened at most, a launch and a full window each, about "
-                   f"{self.screen_again_gpu_hours:.1f} GPU-hours" if self.screen_again_launches else ""))
+                   f"{self.screen_again_gpu_hours:.1f} GPU-hours" if self.screen_again_launches else "")
+                + ("; only ties run them" if self.tie_break_launches or self.screen_again_launches else ""))
 
 
 def planned_configs(prof: Profile, phase: str) -> int:
@@ -248,8 +250,10 @@ def _plan(prof: Profile, first_n: int, screened: bool, final_shorts: list[int], 
     launches = ((len(prof.ladder) * first_n if coupled else configs_launches(prof, first_n)) + finals_launched
                 + base_n + soak)
     gpus = prof.search.space.largest_tp() or 1
-    gpu_h = (steps_s + launch_seconds(launches)) * gpus / 3600
     again, screen_again = again_launches(prof, first_n if screened else 0, len(final_shorts))
+    windows, launches = windows + again + screen_again, launches + again + screen_again
+    steps_s += (again + screen_again) * phase_seconds(prof, "final")
+    gpu_h = (steps_s + launch_seconds(launches)) * gpus / 3600
     one = (LAUNCH_S + phase_seconds(prof, "final")) * gpus / 3600  # a launch and a full window
     return StudyPlan(windows + soak, steps_s, launches, sum(final_shorts), gpu_h, exhaustive_gpu_hours(prof),
                      prior_basis, again, again * one, screen_again, screen_again * one)

@@ -37,10 +37,18 @@ def _step(run_id: int, c: int, goodput: float, passes: bool, short: bool = False
 
 # --- the plan ---------------------------------------------------------------------------------------------------
 
+NO_TIE_LEVERS: dict[str, object] = {"search.tie_break.enabled": False, "search.screening.ties": False}
+
 def test_interactive_plan_fits_one_night_with_full_windows_where_the_answer_is_decided() -> None:
     prof = load_profile(INTERACTIVE)
     plan = study_plan(prof)
-    assert plan.gpu_hours <= 6.0, plan.cost_line()
+    no_ties = study_plan(load_profile(INTERACTIVE, NO_TIE_LEVERS))
+    assert no_ties.gpu_hours <= 6.0, no_ties.cost_line()
+    # the same-winner re-measures are in the total as if every one tied (the plan is an upper bound): a launch and a
+    # full window for each of the 2 finals and the 4 screened, 1.8 GPU-hours more
+    assert plan.gpu_hours == pytest.approx(no_ties.gpu_hours + plan.tie_break_gpu_hours + plan.screen_again_gpu_hours)
+    assert (plan.launches - no_ties.launches, plan.steps - no_ties.steps) == (6, 6)
+    assert plan.gpu_hours > 6.0, "the plan left the re-measures out of its total"
     # the seed's 15-minute windows stay on every window that decides: final steps near the knee, refinement, soak
     assert prof.window.measure_seconds == 900 and phase_window(prof, "final").measure_seconds == 900
     assert prof.soak.duration_s == 3600 and prof.refine.enabled
@@ -50,14 +58,14 @@ def test_interactive_plan_fits_one_night_with_full_windows_where_the_answer_is_d
 
 def test_plan_cost_adds_up_and_today_settings_keep_today_plan() -> None:
     prof = load_profile(INTERACTIVE, {"search.prior": "none", "search.prior_margin": None,
-                                      "search.screening.min_keep": 2})
+                                      "search.screening.min_keep": 2, **NO_TIE_LEVERS})
     plan = study_plan(prof)
     # today's plan: 105 windows, 63,450 driver seconds (17.6 h), 22 launches (defaults, 16 screens, 4 finals, soak)
     assert (plan.steps, round(plan.seconds), plan.launches, plan.short_steps) == (105, 63450, 22, 0)
     assert plan.gpu_hours == pytest.approx((plan.seconds + launch_seconds(plan.launches)) / 3600)
     assert plan.exhaustive_gpu_hours == pytest.approx((17 * 8 * 990 + 3690 + launch_seconds(18)) / 3600)
     assert plan.saved_gpu_hours == pytest.approx(plan.exhaustive_gpu_hours - plan.gpu_hours)
-    new = study_plan(load_profile(INTERACTIVE))
+    new = study_plan(load_profile(INTERACTIVE, NO_TIE_LEVERS))
     # with the prior: 4 survivors screened (4 x 4 quarter windows), 1 final, the defaults, the soak; each final ladder
     # (5 steps with the climb, 3 refinements) runs 2 steps near the predicted knee and 3 far ones short
     assert (new.launches, new.short_steps) == (7, 6)
