@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.significance import TIE_BELOW, prob_higher
+from sweep.study.tiebreak import leader_and_ties, recut_by
 
 
 @dataclass(frozen=True)
@@ -71,19 +72,14 @@ def tied(leader: Knee, other: Knee) -> bool:
 
 def tied_with_leader(knees: dict[str, Knee]) -> list[str]:
     """The leader of `knees` and every key tied with it, best first ([] when none is tied with it)."""
-    if len(knees) < 2:
-        return []
-    order = sorted(knees, key=lambda k: -knees[k].value)
-    ties = [k for k in order[1:] if tied(knees[order[0]], knees[k])]
-    return [order[0], *ties] if ties else []
+    return leader_and_ties(list(knees), lambda k: _config_knee(knees[k]))  # the study's own rule
 
 
 def recut(cut: list[str], ties: list[str], again: dict[str, float]) -> list[str]:
     """The screen's cut after its ties were measured again: the cut's members not tied keep their places; the tied
     ones (the leader among them) fill the rest, best full-length window first (`again`: key -> its goodput, 0 when
     the window failed)."""
-    fixed = [k for k in cut if k not in ties]
-    return fixed + sorted(ties, key=lambda k: -again[k])[:len(cut) - len(fixed)]
+    return recut_by(cut, [(k, again[k]) for k in ties], lambda k: k)  # the study's own rule
 
 
 def remeasured_loads(first: Windows, above: bool = False) -> tuple[int, ...]:

@@ -16,9 +16,9 @@ measured them):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sweep.analysis.knee import ConfigKnee
 from sweep.analysis.significance import TIE_BELOW, prob_higher
@@ -49,24 +49,35 @@ def study_knees(store: Store, study_id: int) -> KneesOf:
     return knees
 
 
-def tied_with_leader(measured: Sequence[Measured]) -> list[Measured]:
-    """The leader (highest knee goodput) and every configuration the tie rule cannot rank below it, leader first;
-    [] when none is tied with it."""
-    if len(measured) < 2:
+T = TypeVar("T")
+
+
+def leader_and_ties(items: Sequence[T], knee: Callable[[T], ConfigKnee]) -> list[T]:
+    """The leader of `items` (highest knee goodput) and every item the tie rule cannot rank below it, leader first;
+    [] when none is tied with it. The study's rule (`tied_with_leader`) and bench.night's noisy landscape share it."""
+    if len(items) < 2:
         return []
-    order = sorted(measured, key=lambda m: -m.knee.goodput_tps)
-    ties = [m for m in order[1:] if prob_higher(order[0].knee, m.knee) < TIE_BELOW]
+    order = sorted(items, key=lambda m: -knee(m).goodput_tps)
+    ties = [m for m in order[1:] if prob_higher(knee(order[0]), knee(m)) < TIE_BELOW]
     return [order[0], *ties] if ties else []
 
 
-def recut(cut: Sequence[dict[str, Any]], again: Sequence[tuple[dict[str, Any], float]]) -> list[dict[str, Any]]:
-    """The screen's cut once its ties were measured again (`again`: each tied configuration's trial parameters and
-    its full-length window's goodput): the cut's members not tied keep their places, the tied ones fill the rest,
-    best window first."""
-    def key(params: dict[str, Any]) -> str:
-        return ServerConfig.of(params).key()
+def tied_with_leader(measured: Sequence[Measured]) -> list[Measured]:
+    """The leader (highest knee goodput) and every configuration the tie rule cannot rank below it, leader first;
+    [] when none is tied with it."""
+    return leader_and_ties(measured, lambda m: m.knee)
 
+
+def recut_by(cut: Sequence[T], again: Sequence[tuple[T, float]], key: Callable[[T], Hashable]) -> list[T]:
+    """The screen's cut once its ties were measured again (`again`: each tied item and its full-length window's
+    goodput, 0 when it failed; `key`: what makes two items one configuration): the cut's members not tied keep their
+    places, the tied ones fill the rest, best window first."""
     tied = {key(p) for p, _ in again}
     fixed = [p for p in cut if key(p) not in tied]
     best = [p for p, _ in sorted(again, key=lambda pv: -pv[1])]
     return [*fixed, *best[:len(cut) - len(fixed)]]
+
+
+def recut(cut: Sequence[dict[str, Any]], again: Sequence[tuple[dict[str, Any], float]]) -> list[dict[str, Any]]:
+    """`recut_by` over trial parameters, one configuration per ServerConfig key."""
+    return recut_by(cut, again, lambda params: ServerConfig.of(params).key())
