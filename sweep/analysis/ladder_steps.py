@@ -3,7 +3,7 @@ steps as `StepPoint`s, and the knee of one configuration's stored steps with its
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from sweep.analysis.knee import ConfigKnee, KneeResult, StepPoint, find_knee, knee_goodput_ci
@@ -94,13 +94,14 @@ def pooled(steps: Sequence[LadderStep]) -> list[LadderStep]:
 
 def _mean_window(windows: Sequence[LadderStep]) -> LadderStep:
     """Windows at one load as one (`pooled`): the first's row and figures, the goodput and throughput the mean."""
-    def mean(name: str) -> float | None:
-        values = [getattr(w.stats, name) for w in windows]
-        return None if any(v is None for v in values) else sum(values) / len(values)
+    def mean(field: Callable[[RunStats], float | None]) -> float | None:
+        values = [field(w.stats) for w in windows]
+        return None if any(v is None for v in values) else sum(v for v in values if v is not None) / len(values)
 
     stats = replace(windows[0].stats, passes_sla=all(w.stats.passes_sla for w in windows),
-                    goodput_tps=mean("goodput_tps"), goodput_rps=mean("goodput_rps"), output_tps=mean("output_tps"),
-                    goodput_rps_ci_low=mean("goodput_rps_ci_low"), goodput_rps_ci_high=mean("goodput_rps_ci_high"))
+                    goodput_tps=mean(lambda s: s.goodput_tps), goodput_rps=mean(lambda s: s.goodput_rps),
+                    output_tps=mean(lambda s: s.output_tps), goodput_rps_ci_low=mean(lambda s: s.goodput_rps_ci_low),
+                    goodput_rps_ci_high=mean(lambda s: s.goodput_rps_ci_high))
     return replace(windows[0], stats=stats)
 
 
