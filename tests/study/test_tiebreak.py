@@ -15,7 +15,7 @@ from sweep.analysis.ladder_steps import LadderStep, ladder_knee, pooled
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig
 from sweep.ladder.runner import LadderOutcome
-from sweep.profile import load_profile
+from sweep.profile import Profile, load_profile
 from sweep.store import Store
 from sweep.study.orchestrator import Orchestrator
 from sweep.study.search import Search
@@ -96,6 +96,18 @@ def test_the_plan_names_the_most_a_tie_break_can_add() -> None:
 
 # --- on the simulator ---------------------------------------------------------------------------------------------
 
+
+def _drift_pair(drift: float, seeds: list[int], levers: dict[str, object]) -> Profile:
+    """The smoke profile on one configuration under two drift seeds (--random-seed, --sim-speed-drift): a pair whose
+    knees tie within the window noise; ladder 4 -> 8, 20 s windows, no defaults; `levers` on top."""
+    return load_profile(SMOKE, {
+        "ladder": [4, 8], "search.baseline": False,
+        "window.measure_seconds": 20, "window.drain_seconds": 5, "window.warmup_seconds": 10,
+        "window.warmup_requests": 20,
+        "server.extra_args": ["--load-format", "dummy", "--sim-speed-drift", str(drift),
+                              "--sim-speed-drift-period-s", "30"],
+        "search.space": {"max_running_requests": [8], "random_seed": seeds}, **levers})
+
 @pytest.mark.integration
 def test_a_tie_break_on_the_simulator_names_the_winner_the_one_noisy_final_knee_did_not(tmp_path: Path) -> None:
     """One server configuration under two drift seeds (--random-seed, --sim-speed-drift 20%): a pair whose knees tie
@@ -103,13 +115,7 @@ def test_a_tie_break_on_the_simulator_names_the_winner_the_one_noisy_final_knee_
     rule, one noisy final knee); the tie-break measures c=8 again on a fresh launch of each (1217 and 921), and by the
     mean of each load's windows seed 435 wins. The re-measured windows are stored like any window (final, on launches
     of their own) and the answer says what the tie-break decided."""
-    prof = load_profile(SMOKE, {
-        "ladder": [4, 8], "search.baseline": False,
-        "window.measure_seconds": 20, "window.drain_seconds": 5, "window.warmup_seconds": 10,
-        "window.warmup_requests": 20,
-        "server.extra_args": ["--load-format", "dummy", "--sim-speed-drift", "0.2", "--sim-speed-drift-period-s", "30"],
-        "search.space": {"max_running_requests": [8], "random_seed": [435, 436]},
-        "search.tie_break": {"enabled": True}})
+    prof = _drift_pair(0.2, [435, 436], {"search.tie_break": {"enabled": True}})
     url = f"sqlite:///{tmp_path / 'r.db'}"
     run = Orchestrator(prof, url, tmp_path / "out", driver="virtual").knee("tie")
     with Store(url) as store:
@@ -190,13 +196,8 @@ def test_the_screens_ties_measured_again_on_the_simulator_are_screen_windows_and
     """Two drift seeds of one configuration tie on the screen's quarter windows: each one's screen knee load (c=8) is
     measured again on a fresh launch with the final window's length, stored as a screen window, and the answer says
     which went on to the finals."""
-    prof = load_profile(SMOKE, {
-        "ladder": [4, 8], "search.baseline": False,
-        "window.measure_seconds": 20, "window.drain_seconds": 5, "window.warmup_seconds": 10,
-        "window.warmup_requests": 20,
-        "server.extra_args": ["--load-format", "dummy", "--sim-speed-drift", "0.1", "--sim-speed-drift-period-s", "30"],
-        "search.space": {"max_running_requests": [8], "random_seed": [501, 502]},
-        "search.screening": {"enabled": True, "keep": 0.25, "min_keep": 1, "ties": True}})
+    prof = _drift_pair(0.1, [501, 502], {"search.screening": {"enabled": True, "keep": 0.25, "min_keep": 1,
+                                                               "ties": True}})
     url = f"sqlite:///{tmp_path / 'r.db'}"
     run = Orchestrator(prof, url, tmp_path / "out", driver="virtual").knee("screen-tie")
     with Store(url) as store:
