@@ -34,7 +34,7 @@ from sweep.ladder.step_inputs import StepInputs
 from sweep.ladder.step_verdicts import error_kinds, offered_rate, saturated, window_failure
 from sweep.launchers.base import Launcher, ServerHandle
 from sweep.profile import Arrival, Profile, RateArrival, TraceArrival, Window
-from sweep.profile.phases import climbs_on, phase_window, refines
+from sweep.profile.phases import climbs_on, phase_window, probe_window, refines
 from sweep.store import Store
 from sweep.workload.stream import Requests, StreamExhausted
 
@@ -92,6 +92,14 @@ class LadderRunner:
         final launch (sweep.views.read_model.config_steps)."""
         self.inputs.begin()
         climb = Climb(tuple(loads), phase, self.window_for("final"), complete="measured again (tie-break)",
+                      again=True)
+        return self._run_one(config, trial_number, climb, None)
+
+    def run_probe(self, config: ServerConfig, load: int, trial_number: int | None = None) -> LadderOutcome:
+        """The probe screen (search.screening.probe): one launch, one screen window of the probe's length at `load`
+        (the step of the prior's predicted knee), nothing past it; its knee is that window when it passes."""
+        self.inputs.begin()
+        climb = Climb((load,), "screen", probe_window(self.profile), complete="probed at the predicted knee",
                       again=True)
         return self._run_one(config, trial_number, climb, None)
 

@@ -17,6 +17,18 @@ def phase_window(profile: Profile, phase: str) -> Window:
     return w.model_copy(update={"measure_seconds": w.measure_seconds * profile.search.screening.fraction})
 
 
+def probe_window(profile: Profile) -> Window:
+    """The probe screen's one window per survivor (search.screening.probe): measure_seconds x its fraction."""
+    w = profile.window
+    return w.model_copy(update={"measure_seconds": w.measure_seconds * profile.search.screening.probe.fraction})
+
+
+def probe_seconds(profile: Profile) -> float:
+    """A probe's window on the driver's clock: warm-up + measured + drain."""
+    w = probe_window(profile)
+    return w.warmup_seconds + w.measure_seconds + w.drain_seconds
+
+
 def phase_seconds(profile: Profile, phase: str) -> float:
     """A window of `phase` on the driver's clock: warm-up + measured + drain."""
     w = phase_window(profile, phase)
@@ -59,3 +71,22 @@ def ladder_windows(profile: Profile, phase: str) -> int:
     and its refinement steps."""
     return (len(profile.ladder) + (climb_steps(profile) if climbs_on(profile, phase) else 0)
             + (profile.refine.max_steps if refines(profile, phase) else 0))
+
+
+def ladder_loads(profile: Profile) -> list[float]:
+    """A final ladder's loads at most: its steps and its climb past the top (refinement not included)."""
+    loads = [float(x) for x in profile.ladder]
+    c = loads[-1]
+    for _ in range(climb_steps(profile) if climbs_on(profile, "final") else 0):
+        c = min(2 * c, float(profile.ladder_max)) if not profile.rate_ladder else 2 * c
+        loads.append(c)
+    return loads
+
+
+def probe_load(profile: Profile, predicted_knee: float | None) -> int | None:
+    """The load a probe measures (search.screening.probe): the highest ladder step (its climb included) at or below
+    the prior's predicted knee, the lowest step for a knee below every step; None without a prediction."""
+    if predicted_knee is None or predicted_knee <= 0:
+        return None
+    loads = ladder_loads(profile)
+    return int(max((x for x in loads if x <= predicted_knee * (1 + 1e-9)), default=loads[0]))

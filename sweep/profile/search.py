@@ -142,6 +142,19 @@ def _value_count(v: object) -> int:
     return 2 if v.step is None else int((v.high - v.low) / v.step + 1e-9) + 1
 
 
+class Probe(_Strict):
+    """The probe screen (issue 29): where the simulated prior is the screen, each survivor it cannot rank apart is
+    measured once, at the step of its predicted knee, instead of on a quarter-window ladder."""
+
+    enabled: bool = Field(False, description=(
+        "with prior sim and a margin: each survivor screened for real gets one launch and one window at the ladder "
+        "step of the prior's predicted knee (the highest step at or below it), of measure_seconds x fraction, in "
+        "place of a screen ladder; the cut is taken by those windows (one failing its SLA counts 0; every one "
+        "failing: the prior's order) and screen ties are not measured again (screening.ties: each survivor's one "
+        "window already is the tie's re-measure). A configuration the prior did not predict gets a screen ladder"))
+    fraction: float = Field(1.0, gt=0, le=1, description="the probe's window = window.measure_seconds x fraction")
+
+
 class Screening(_Strict):
     """Successive halving: short windows over every configuration, long ones for the promising few."""
 
@@ -153,6 +166,7 @@ class Screening(_Strict):
         "the screen's leader and every screened configuration the tie rule cannot rank below it (the report's, on "
         "their knee intervals: sweep.analysis.significance) are launched again and their screen knee's load "
         "measured at full length; the cut to the finals is taken among them by those windows"))
+    probe: Probe = Field(default_factory=Probe, description="the probe screen (with the prior as the screen)")
 
     def kept(self, n: int) -> int:
         """How many of `n` screened configurations get a final ladder: the top `keep` share, at least

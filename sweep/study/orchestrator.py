@@ -292,7 +292,8 @@ class Orchestrator:
                                  "simulated best or infeasible)" if cut else ""))
         if cut and self.profile.search.screening.enabled:
             self.say(f"prior: {survivors} within its margin: " + (
-                "a real screen among them" if prior.needs_screen(self.profile, ranked) else
+                ("a probe of each, one window at its predicted knee's step" if prior.probes(self.profile, ranked)
+                 else "a real screen among them") if prior.needs_screen(self.profile, ranked) else
                 "no real screen (no more than the finals take): final ladders straight away"))
         return ranked
 

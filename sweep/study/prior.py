@@ -159,6 +159,15 @@ def needs_screen(profile: Profile, ranked: Sequence[PriorRecord]) -> bool:
     return n > profile.search.screening.kept(n)
 
 
+def probes(profile: Profile, ranked: Sequence[PriorRecord]) -> bool:
+    """Whether the real screen is the probe screen (search.screening.probe): on, a real screen among the survivors
+    (`needs_screen`) of a prior that screens (a ranking with its margin: not where it `cannot_rank`), on a closed-loop
+    ladder with a warm server per configuration (not coupled mode, not a rate ladder)."""
+    search = profile.search
+    return (search.screening.probe.enabled and bool(ranked) and ranked[0].margin is not None
+            and needs_screen(profile, ranked) and search.mode != "coupled" and not profile.rate_ladder)
+
+
 def predicted_knee(ranked: Sequence[PriorRecord], space: dict[str, list[FlagScalar]]) -> Callable[[ServerConfig], float | None]:
     """A configuration -> the prior's predicted knee (its simulated knee's load); None for one it did not rank."""
     by_knobs = {json.dumps(r.knobs(), sort_keys=True): r.knee_concurrency for r in ranked if r.rank > 0}

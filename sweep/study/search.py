@@ -15,6 +15,7 @@ from sweep.core.types import ServerConfig
 from sweep.ladder.runner import LadderOutcome, LadderRunner
 from sweep.profile import Profile, Screening
 from sweep.profile.grid import grid, grid_size
+from sweep.profile.phases import probe_load
 from sweep.store import PriorRecord
 from sweep.study import liveness, prior
 from sweep.study.liveness import WorkerIdentity
@@ -109,6 +110,9 @@ class Search:
         self.dropped = prior.dropped_params(self.prior)  # configurations the prior's margin keeps from measuring
         # the real screen: off where the prior's margin left no more than the finals take (sweep.study.prior)
         self.screens = prior.needs_screen(profile, self.prior)
+        # the probe screen: one window per survivor at its predicted knee's step (search.screening.probe)
+        self.probing = prior.probes(profile, self.prior)
+        self.predicted = prior.predicted_knee(self.prior, grid(profile.search.space)) if self.probing else None
         self.runner = runner
         self.space = grid(profile.search.space)
         self.clock = clock
@@ -271,7 +275,10 @@ class Search:
             reported.add(i)
             return self.profile.search.pruning and trial.should_prune()
 
-        if outcome is None:
+        load = probe_load(self.profile, self.predicted(config)) if self.predicted and phase == "screen" else None
+        if outcome is None and load is not None:
+            outcome = self.runner.run_probe(config, load, trial.number)
+        elif outcome is None:
             outcome = self.runner.run(config, trial_number=trial.number, phase=phase, should_stop=prune_check)
         budget.durations.append(self.clock() - t0)
         for i, step in enumerate(outcome.steps):
@@ -331,7 +338,10 @@ class Search:
         values = [(dict(t.params), float(t.value)) for t in self._complete()
                   if t.user_attrs.get(FEASIBLE_ATTR) and t.value is not None]
         cut = promoted(values, sc)
-        if sc.ties and self.knees_of is not None and self._can_again():  # the screen's ties measured again
+        if self.probing and not cut:  # every probe failed its SLA: the prior's order (its finals find the knees)
+            cut = [r.knobs() for r in prior.kept(self.prior)][:sc.kept(len(prior.kept(self.prior)))]
+        # the screen's ties measured again (a probe screen's one window per survivor already is that re-measure)
+        if sc.ties and not self.probing and self.knees_of is not None and self._can_again():
             knees_of = self.knees_of
             again = self._again(":screen-again", lambda: tied_with_leader(knees_of("screen")), "screen",
                                 result.tiebreaks)

@@ -29,7 +29,14 @@ from sweep import engines
 from sweep.core.types import ServerConfig
 from sweep.profile import Profile
 from sweep.profile.grid import grid, grid_size
-from sweep.profile.phases import climb_steps, climbs_on, ladder_windows, phase_seconds
+from sweep.profile.phases import (
+    climb_steps,
+    climbs_on,
+    ladder_loads,
+    ladder_windows,
+    phase_seconds,
+    probe_seconds,
+)
 
 LAUNCH_FIRST_S = 140.0  # the first SGLang launch of a machine (cold caches), seconds
 LAUNCH_S = 70.0  # each later launch
@@ -112,6 +119,25 @@ def screens(prof: Profile) -> bool:
     return k > sc.kept(k)
 
 
+def probes(prof: Profile) -> bool:
+    """Whether the real screen among the prior's survivors is the probe screen (search.screening.probe): one launch
+    and one window of the probe's length each (sweep.study.prior.probes' rule on the profile)."""
+    return (prof.search.screening.probe.enabled and prior_screens(prof) and not prof.rate_ladder
+            and prof.search.mode != "coupled")
+
+
+def screen_windows(prof: Profile) -> tuple[int, float]:
+    """(windows, driver seconds) of one screened configuration: a probe's one window, else a screen ladder's."""
+    if probes(prof):
+        return 1, probe_seconds(prof)
+    n = ladder_windows(prof, "screen")
+    return n, n * phase_seconds(prof, "screen")
+
+
+def _probed(prof: Profile) -> str:
+    return " by probes (one window each at its predicted knee's step)" if probes(prof) else ""
+
+
 def far_active(prof: Profile) -> bool:
     """Whether final ladders run far steps short (search.far_windows with the prior's predicted knees)."""
     fw = prof.search.far_windows
@@ -174,16 +200,6 @@ class PlanPriorFigures:
     ranked: int  # configurations the prior ranked
 
 
-def ladder_loads(prof: Profile) -> list[float]:
-    """A final ladder's loads at most: its steps and its climb past the top (refinement not included)."""
-    loads = [float(x) for x in prof.ladder]
-    c = loads[-1]
-    for _ in range(climb_steps(prof) if climbs_on(prof, "final") else 0):
-        c = min(2 * c, float(prof.ladder_max)) if not prof.rate_ladder else 2 * c
-        loads.append(c)
-    return loads
-
-
 def short_steps_at(prof: Profile, knee: float | None) -> int:
     """A final ladder's far steps on short windows for a predicted knee (0: far windows off, or no prediction)."""
     if not far_active(prof) or knee is None or knee <= 0:
@@ -211,7 +227,7 @@ def study_plan(prof: Profile, prior: PlanPriorFigures | None = None) -> StudyPla
     told = (f"from the simulated prior, run for this plan ({prior.seconds:.0f} s on this CPU): it "
             + (f"keeps {k} of {prior.ranked} configurations within its {margin:.0%} margin, " if margin is not None
                else f"ranks {prior.ranked} configurations (no margin: all measured), ")
-            + (f"screened for real (the finals' far steps read from the prior's best {len(finals)})"
+            + (f"screened for real{_probed(prof)} (the finals' far steps read from the prior's best {len(finals)})"
                if screened else "no real screen") + "; far steps from its predicted knees")
     if prof.search.baseline:
         finals.append(prior.defaults_knee)
@@ -225,10 +241,10 @@ def assumed(prof: Profile, screened: bool) -> str:
         return ""
     k = prior_survivors(prof)
     gpus = prof.search.space.largest_tp() or 1
-    extra = ladder_windows(prof, "screen") * phase_seconds(prof, "screen") + LAUNCH_S
+    extra = screen_windows(prof)[1] + LAUNCH_S
     return (f"assumes the simulated prior keeps {k} configuration{'s' if k != 1 else ''} within its "
             f"{prof.search.prior_margin:.0%} margin (as many as screening would promote from the whole "
-            f"grid){', screened for real' if screened else ', no real screen'}; each survivor more or "
+            f"grid){', screened for real' + _probed(prof) if screened else ', no real screen'}; each survivor more or "
             f"fewer: about {extra * gpus / 3600:.2f} GPU-hours more or less")
 
 
@@ -243,8 +259,9 @@ def _plan(prof: Profile, first_n: int, screened: bool, final_shorts: list[int], 
     windows = len(final_shorts) * total
     steps_s = finals_s
     if screened:
-        steps_s += first_n * ladder_windows(prof, "screen") * phase_seconds(prof, "screen")
-        windows += first_n * ladder_windows(prof, "screen")
+        per_windows, per_s = screen_windows(prof)
+        steps_s += first_n * per_s
+        windows += first_n * per_windows
     finals_launched = len(final_shorts) - base_n if screened else 0
     steps_s += soak * phase_seconds(prof, "soak")
     launches = ((len(prof.ladder) * first_n if coupled else configs_launches(prof, first_n)) + finals_launched
@@ -267,7 +284,7 @@ def again_launches(prof: Profile, screened: int, finals: int) -> tuple[int, int]
     if prof.rate_ladder or prof.search.mode == "coupled":
         return 0, 0
     finals_again = finals if prof.search.tie_break.enabled and finals >= 2 else 0
-    screen_again = screened if prof.search.screening.ties and screened >= 2 else 0
+    screen_again = screened if prof.search.screening.ties and not probes(prof) and screened >= 2 else 0
     return finals_again, screen_again
 
 
