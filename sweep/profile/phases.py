@@ -8,8 +8,11 @@ from sweep.profile import Profile, Window
 
 def phase_window(profile: Profile, phase: str) -> Window:
     """The measured window of a phase: screening shortens measure_seconds by the profile's fraction, the soak
-    measures for soak.duration_s, a final (and a refinement step of it) measures the profile's window."""
+    measures for soak.duration_s, a final (and a refinement step of it) measures the profile's window; "probe" is
+    the probe screen's window (`probe_window`)."""
     w = profile.window
+    if phase == "probe":  # the probe screen's one window (stored as a screen window)
+        return probe_window(profile)
     if phase == "soak":
         return w.model_copy(update={"measure_seconds": profile.soak.duration_s})
     if phase != "screen":

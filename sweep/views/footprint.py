@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from sweep.profile import Profile, TraceArrival
-from sweep.profile.phases import phase_window, refines
+from sweep.profile.phases import ladder_loads, phase_window, refines
 from sweep.profile.trace import load_trace
 from sweep.profile.warmup import open_users
 from sweep.profile.workload import LengthDist
-from sweep.views.plan import planned_configs
+from sweep.views.plan import again_launches, planned_configs, probes, screens
 from sweep.workload.requests import BLOCK
 from sweep.workload.stream import KEEP_BLOCKS
 
@@ -133,28 +133,32 @@ def gib(n: float) -> str:
 
 
 def study_footprint(prof: Profile) -> Footprint:
-    """The study's footprint over every window it plans (views.plan's phases): the defaults' ladder, the screen
-    and final ladders with their refinement steps, and the soak."""
-    sc = prof.search.screening
+    """The study's footprint over every window its plan counts (views.plan's phases): the final ladders (the
+    defaults' included) with their climb past the top and their refinement steps, the screen (a probe's one window
+    or a screen ladder per screened configuration), the same-winner re-measures as if every one tied, the soak."""
     cached = cached_prompt_tokens(prof)
-    ladders = {"final": planned_configs(prof, "final")}
-    if sc.enabled:
-        ladders["screen"] = planned_configs(prof, "screen")
-    if prof.search.baseline and prof.search.mode != "coupled":
-        ladders["final"] += 1
-    peak, peak_name, disk, windows = WindowLoad(0, 0, 0.0), "", 0, 0
-    for phase, configs in ladders.items():
-        steps = [*prof.ladder, *([max(prof.ladder)] * prof.refine.max_steps if refines(prof, phase) else [])]
-        for c in steps:
-            load = window_load(prof, phase, c)
-            disk += configs * load.disk_bytes()
-            windows += configs
-            if load.memory_bytes(cached) > peak.memory_bytes(cached):
-                peak, peak_name = load, f"{phase} c={c}"
+    base_n = 1 if prof.search.baseline and prof.search.mode != "coupled" else 0
+    screened = screens(prof)
+    finals = planned_configs(prof, "final") + base_n
+    loads = [int(x) for x in ladder_loads(prof)]
+    top = max(loads)
+    windows_of: list[tuple[str, int, int]] = [("final", c, finals) for c in loads]  # (phase, load, how many)
+    windows_of += [("final", top, finals)] * (prof.refine.max_steps if refines(prof, "final") else 0)
+    n = planned_configs(prof, "screen") if screened else 0
+    if screened and probes(prof):
+        windows_of.append(("probe", top, n))  # at the predicted knee's step: at most the top
+    elif screened:
+        windows_of += [("screen", c, n) for c in prof.ladder]
+    windows_of.append(("final", top, sum(again_launches(prof, n, finals))))
     if prof.soak.enabled:
-        load = window_load(prof, "soak", max(prof.ladder))
-        disk += load.disk_bytes()
-        windows += 1
+        windows_of.append(("soak", max(prof.ladder), 1))
+    peak, peak_name, disk, windows = WindowLoad(0, 0, 0.0), "", 0, 0
+    for phase, c, count in windows_of:
+        if count <= 0:
+            continue
+        load = window_load(prof, phase, c)
+        disk += count * load.disk_bytes()
+        windows += count
         if load.memory_bytes(cached) > peak.memory_bytes(cached):
-            peak, peak_name = load, "soak"
+            peak, peak_name = load, "soak" if phase == "soak" else f"{phase} c={c}"
     return Footprint(peak.memory_bytes(cached), peak_name, peak.requests, disk, windows)

@@ -178,7 +178,8 @@ def test_footprint_grows_with_the_window_the_rate_and_the_soak() -> None:
     smoke = fp.study_footprint(load_profile(SMOKE))
     assert smoke.memory_bytes < 2**30 and smoke.windows == 6 and smoke.peak_window == "final c=8"
     week = fp.study_footprint(load_profile(INTERACTIVE, {"window.measure_seconds": 604800, "soak.enabled": False}))
-    assert week.memory_bytes > 2**38 and week.peak_window == "final c=128"
+    # a final that passes 128 climbs on to 256 (ladder_max): that window holds the most
+    assert week.memory_bytes > 2**38 and week.peak_window == "final c=256"
     fast = fp.study_footprint(load_profile(SMOKE, {"arrival": {"kind": "poisson", "rate": MAX_RATE},
                                                   "window.measure_seconds": 3600}))
     assert fast.peak_requests >= MAX_RATE * 3600
@@ -256,3 +257,14 @@ def test_no_container_limit_leaves_the_hosts_figure(tmp_path: Path) -> None:
     assert cgroup_available(root, proc) is None
     assert memory_available(root, proc)[1] == ""
     assert cgroup_available(tmp_path / "none", tmp_path / "none") is None
+
+
+@pytest.mark.parametrize("over", [{}, {"search.screening.probe": {"enabled": True, "fraction": 0.5}},
+                                  {"search.prior": "none", "search.prior_margin": None}])
+def test_footprint_counts_the_windows_the_plan_counts(over: dict[str, object]) -> None:
+    """Every window of the plan is in the footprint: the climb past the top, refinement, the screen (or the probes),
+    the same-winner re-measures as if every one tied, the soak (it counted 31 of interactive's 39 before)."""
+    from sweep.views.plan import study_plan
+
+    prof = load_profile(INTERACTIVE, over)
+    assert fp.study_footprint(prof).windows == study_plan(prof).steps

@@ -229,13 +229,36 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
 f = Window.model_fields.get("early_stop")
 print("" if f is None else "window.early_stop" + ("" if f.annotation is bool else ".enabled"))')
     nrc=0
-    if [ "${NIGHT:-both}" != old ]; then
+    mode=${NIGHT:-both}
+    if [ "$mode" = both ] || [ "$mode" = new ]; then
       python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-new "${cut[@]}" \
         --set search.prior=sim --set search.prior_margin=0.15 --set search.far_windows.enabled=true \
         --set search.far_windows.factor=2 --set search.far_windows.fraction=0.25 ${early:+--set "$early=true"} \
         --no-progress > "$out/night-new.log" 2>&1 || nrc=$?
       tail -n 40 "$out/night-new.log"
     fi
+    if [ "${NIGHT:-both}" = probe ] || [ "${NIGHT:-both}" = probe+shipped ]; then
+      # the probe screen (search.screening.probe): each survivor of the prior's margin measured once, one full window
+      # at its predicted knee's step; with NIGHT_MEM='[0.2,0.85]' the prior keeps both (a pool never full at 128):
+      # 2 probe launches + 1 final (~140 + 2 x 55 s). probe+shipped then runs the shipped screen on the same two
+      # (quarter ladders, the ties measured again: up to 5 more launches) for the same-winner check.
+      python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-probe "${cut[@]}" \
+        --set search.prior=sim --set search.prior_margin=0.15 --set search.far_windows.enabled=true \
+        --set search.far_windows.factor=2 --set search.far_windows.fraction=0.25 ${early:+--set "$early=true"} \
+        --set 'search.screening.probe={"enabled":true,"fraction":1.0}' --no-progress > "$out/night-probe.log" 2>&1 || nrc=$?
+      tail -n 40 "$out/night-probe.log"
+      python3 tools/sglang-h200/night_summary.py "$db" h200-night-probe | tee "$out/night-probe-summary.txt"
+    fi
+    if [ "${NIGHT:-both}" = probe+shipped ] || [ "${NIGHT:-both}" = shipped ]; then
+      python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-shipped "${cut[@]}" \
+        --set search.prior=sim --set search.prior_margin=0.15 --set search.far_windows.enabled=true \
+        --set search.far_windows.factor=2 --set search.far_windows.fraction=0.25 ${early:+--set "$early=true"} \
+        --set 'search.screening.probe={"enabled":false}' --set search.screening.ties=true --no-progress \
+        > "$out/night-shipped.log" 2>&1 || nrc=$?
+      tail -n 40 "$out/night-shipped.log"
+      python3 tools/sglang-h200/night_summary.py "$db" h200-night-probe h200-night-shipped | tee "$out/night-summary.txt"
+    fi
+    case "${NIGHT:-both}" in probe*|shipped) (exit $nrc); exit $? ;; esac
     if [ "${NIGHT:-both}" != new ]; then
       python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-old "${cut[@]}" \
         --set search.prior=none --set search.prior_margin=null ${early:+--set "$early=false"} \
