@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -13,13 +12,14 @@ from sweep.analysis.ladder_steps import LadderStep
 from sweep.core.errors import Fenced
 from sweep.core.types import ServerConfig
 from sweep.ladder.runner import LadderOutcome, LadderRunner
-from sweep.profile import Profile, Screening
+from sweep.profile import Profile
 from sweep.profile.grid import grid, grid_size
 from sweep.profile.phases import probe_load
 from sweep.store import PriorRecord
 from sweep.study import liveness, prior
 from sweep.study.liveness import WorkerIdentity
 from sweep.study.sampler import make_sampler, sampler_kind, suggest
+from sweep.study.study_result import Budget, StudyResult, promoted
 from sweep.study.tiebreak import KneesOf, Measured, recut, tied_with_leader
 from sweep.study.trial_guard import (
     CONFIGURATION_FAILURE,
@@ -40,52 +40,6 @@ __all__ = ["CONSTRAINT_ATTR", "CONFIGURATION_FAILURE", "FAILURE_ATTR", "FEASIBLE
            "REQUEUED_ATTR", "Budget", "Search", "StudyResult", "promoted", "storage_error"]
 
 ReuseFn = Callable[[ServerConfig, str], "LadderOutcome | None"]
-
-
-@dataclass
-class Budget:
-    """The search's time budget: its limit, when the search started and what each trial took."""
-
-    limit_s: float | None
-    started: float
-    clock: Callable[[], float]
-    durations: list[float] = field(default_factory=list)
-
-    def left(self) -> float | None:
-        """Seconds of the budget left; None without a budget."""
-        return None if self.limit_s is None else self.limit_s - (self.clock() - self.started)
-
-    def trial_s(self) -> float:
-        """What the longest trial so far took (0 before any)."""
-        return max(self.durations) if self.durations else 0.0
-
-
-@dataclass
-class StudyResult:
-    outcomes: list[LadderOutcome] = field(default_factory=list)  # every trial of this process (screen or final)
-    finals: list[LadderOutcome] = field(default_factory=list)  # long-window ladders of promoted configurations
-    baseline: LadderOutcome | None = None  # SGLang's own defaults (every knob unset), measured first by this process
-    tiebreaks: list[LadderOutcome] = field(default_factory=list)  # knee loads measured again (search.tie_break)
-    stopped_reason: str = ""
-
-    def winner(self) -> LadderOutcome | None:
-        """The feasible configuration with the highest knee goodput (among final measurements when screening)."""
-        pool = self.finals or self.outcomes
-        feasible = [o for o in pool if o.value is not None]
-        return max(feasible, key=lambda o: o.value or 0.0) if feasible else None
-
-
-def promoted(values: list[tuple[dict[str, Any], float]], screening: Screening) -> list[dict[str, Any]]:
-    """Successive halving's cut (`Screening.kept`) of the feasible screened configurations, best first."""
-    ranked = sorted(values, key=lambda pv: -pv[1])
-    n = screening.kept(len(ranked))
-    seen: list[dict[str, Any]] = []
-    for params, _ in ranked:
-        if params not in seen:
-            seen.append(params)
-        if len(seen) >= n:
-            break
-    return seen
 
 
 class Search:
