@@ -234,13 +234,17 @@ def probe_window(land: Landscape, key: str, seed: int, load: int | None, fractio
     return good, seconds
 
 
-def knee_step_errors(land: Landscape, variant: str, seeds: int) -> tuple[int, int, int]:
-    """How often the prior's predicted knee step is off, over every feasible configuration of the seeds' spaces:
-    (predicted lower, predicted higher or none, configurations)."""
+def knee_step_errors(land: Landscape, variant: str, seeds: int, probed: bool = False) -> tuple[int, int, int]:
+    """How often the prior's predicted knee step is off, over every feasible configuration of the seeds' spaces
+    (`probed`: only the survivors the probe screen probes): (predicted lower, predicted higher or none, how many)."""
     low = high = n = 0
     for seed in range(seeds):
         errs = latency_error(land, variant, seed)
-        for k in space_of(land, seed):
+        space = space_of(land, seed)
+        if probed:
+            kept, cut = survivors(land, space, seed, variant, 1)
+            space = kept if len(kept) > cut else []
+        for k in space:
             true = knee_concurrency(land, k)
             if true is None:
                 continue
@@ -344,19 +348,27 @@ SAME_WINNER = (SameWinner(screen_ties=True), SameWinner(screen_ties=True, tiebre
                SameWinner(probe=0.5, tiebreak=True))
 
 
+def survivors(land: Landscape, space: list[str], seed: int, variant: str, min_keep: int) -> tuple[list[str], int]:
+    """The shipped rule's survivors (what the prior puts within SHIPPED_MARGIN of its leader, best first; [] when it
+    ranks none) and screening's cut of them (the top SHIPPED_KEEP, at least `min_keep`)."""
+    values = {k: v for k, v in prior_values(land, variant, seed).items() if k in space}
+    feasible = {k: v for k, v in values.items() if v is not None}
+    if not feasible:
+        return [], 0
+    top = max(feasible.values())
+    kept = sorted((k for k in feasible if feasible[k] >= (1 - SHIPPED_MARGIN) * top), key=lambda k: -feasible[k])
+    return kept, min(len(kept), max(min_keep, math.ceil(SHIPPED_KEEP * len(kept))))
+
+
 def shipped(land: Landscape, space: list[str], seed: int, variant: str, rule: SameWinner = SameWinner()) -> Outcome:
     """The rule profiles/interactive.yaml ships (sweep.study.prior.needs_screen, Screening.kept): what the prior puts
     within SHIPPED_MARGIN of its leader survives; more survivors than screening's cut of them (the top 25%, at least
     1) get a real quarter-window screen among them, and that cut goes to the finals; both window levers on. `rule`:
     bench.night_ties' same-winner levers (the cut's minimum, screen ties to the finals, the finals' tie-break; `probe`:
     the survivors' screen is one probe window each at the prior's predicted knee step, `probe_window`)."""
-    values = {k: v for k, v in prior_values(land, variant, seed).items() if k in space}
-    feasible = {k: v for k, v in values.items() if v is not None}
-    if not feasible:
+    kept, cut = survivors(land, space, seed, variant, rule.min_keep)
+    if not kept:
         return today(land, space, seed)
-    top = max(feasible.values())
-    kept = sorted((k for k in feasible if feasible[k] >= (1 - SHIPPED_MARGIN) * top), key=lambda k: -feasible[k])
-    cut = min(len(kept), max(rule.min_keep, math.ceil(SHIPPED_KEEP * len(kept))))
     seconds, screened = 0.0, 0
     if len(kept) > cut and rule.probe:  # the probe screen: one window each at the prior's predicted knee
         errs = latency_error(land, variant, seed)
@@ -498,8 +510,10 @@ def main() -> int:
               "against the noiseless ladder's, every feasible configuration of the seeds' spaces:"]
     for v in VARIANTS:
         low, high, n = knee_step_errors(land, v, SEEDS)
-        lines.append(f"- prior {v}: off on {(low + high) / n:.0%} of {n} ({low} a step or more below the true knee "
-                     f"step, {high} above it or none)")
+        plow, phigh, pn = knee_step_errors(land, v, SEEDS, probed=True)
+        lines.append(f"- prior {v}: off on {(low + high) / n:.1%} of {n} ({low} below the true knee step, {high} "
+                     f"above it or none); of the {pn} survivors probed: {(plow + phigh) / max(pn, 1):.1%} ({plow} "
+                     f"below, {phigh} above or none)")
     lines += ["", f"bench took {time.perf_counter() - t0:.0f} s"]
     text = "\n".join(lines)
     print(text)
