@@ -339,7 +339,8 @@ def new(land: Landscape, space: list[str], seed: int, variant: str, levers: froz
 
 SHIPPED_MARGIN, SHIPPED_KEEP = 0.15, 0.25  # profiles/interactive.yaml's search settings
 # bench.night_ties' same-winner rules measured beside the shipped one (rows of the table): profiles/interactive.yaml
-# ships the last (the screen's ties measured again at full length, the finals' tie-break on the knee window)
+# ships SameWinner(screen_again=True, tiebreak=True) (the screen's ties measured again at full length, the finals'
+# tie-break on the knee window); the last two, the probe screen in place of its screen (issue 29), are not shipped
 SAME_WINNER = (SameWinner(screen_ties=True), SameWinner(screen_ties=True, tiebreak=True), SameWinner(min_keep=2),
                SameWinner(min_keep=2, screen_ties=True),
                SameWinner(min_keep=2, screen_ties=True, tiebreak=True, above=True),
