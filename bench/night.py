@@ -26,12 +26,36 @@ Same-winner rows (bench.night_ties, issue 29): the shipped rule with screen ties
 at full length (the cut then taken by those windows), a minimum of two finals, and the finals' tie-break (the tied
 finals' knee loads measured again, a load measured twice counting as the mean of its windows), alone and combined.
 
+The probe screen (rows "probe screen ... + tie-break", `SameWinner.probe`): the shipped rule's survivors, when more
+survive than the cut, get no quarter-window ladders: each gets one launch and one window at the prior's predicted knee
+load, `probe` x 900 s long (1.0 and 0.5), with early stop; the cut is the survivors of the best probe goodput (a
+failing probe counts 0; every probe failing: the prior's order); then the finals and their tie-break as shipped now
+(no re-measure of the screen's ties). Bill: STARTUP_S + window_s(900 x probe, that step's true SLA ratio, early) each.
+Two things it models that the other rows need not:
+
+1. The prior's knee step is not exact. `knee_concurrency` (the noiseless ladder's knee, used for the short windows
+   above) is exact; a real prior errs on latency too. Per (seed, variant, configuration) the prior's latencies are the
+   simulator's x e (`latency_error`): "exact" e = 1; "bias" e = 1/(1 - u), u the same U(0.10, 0.15) draw that makes
+   prior_values' knee 10-15% low (its latencies over-predicted by as much); "+errN" e also x an independent lognormal
+   of mean 1 and CV N% (its own seeded stream: a simulator's throughput and latency errors need not move together).
+   The predicted knee step (`predicted_knee`) is the knee of the noiseless ladder run again with each step passing
+   when its SLA ratio x e <= 1 (find_knee with the landscape's flatten threshold, the same saturation stop; each
+   step's goodput the simulator's: the prior errs on latency only here); e = 1 gives the true knee. One step too high,
+   the probe fails; too low, it measures below the knee: both undervalue the configuration. The probe's outcome is
+   the truth: the step's noiseless pass/fail, and when it passes its noisy goodput (noise salt 6); a predicted step the
+   noiseless ladder never reached (it stopped, saturated, before it) fails. With no predicted knee (e fails every
+   step) the probe runs at the ladder's first step. The bench prints how often the predicted step is off.
+2. A shorter window is noisier. Every other window in this bench, quarter or full, draws the same CV whatever its
+   length. The probe's noise is drawn with CV = cv / sqrt(probe) (pessimistic: as if all of a window's noise were
+   sampling noise), the same normal draw for both probe lengths (only its scale differs).
+
 The defaults' own ladder is billed as the median final ladder (the landscape has no "defaults" configuration); it
 cannot win here, so hits are the same with or without it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -43,7 +67,16 @@ from typing import Any
 import numpy as np
 
 from bench import write_result
-from bench.night_ties import Knee, SameWinner, Windows, pooled, recut, remeasured_loads, tied_with_leader
+from bench.night_ties import (
+    Knee,
+    SameWinner,
+    Windows,
+    pooled,
+    probe_cut,
+    recut,
+    remeasured_loads,
+    tied_with_leader,
+)
 from bench.search_oracle import all_configs, bench_profile, load_or_simulate, truth, within
 from bench.search_prior import CVS, NOISY, VARIANTS, Landscape, prior_values
 from sweep.analysis.knee import find_knee
@@ -134,6 +167,94 @@ def noisy_ladder_noiseless(land: Landscape, key: str) -> Ladder:
         land.cv = cv
 
 
+PROBE_SALT = 6  # the probe window's noise (1 screen, 2 final, 3 and 5 again, 4 tie-break)
+
+
+def latency_error(land: Landscape, variant: str, seed: int) -> dict[str, float]:
+    """The prior's latency error factor e per configuration (its predicted P95s = the simulator's x e): "exact" 1;
+    "bias" 1/(1 - u), u prior_values' own U(0.10, 0.15) draw for the configuration (its knee low by u: its latencies
+    high by as much); "+errN" also x a lognormal of mean 1 and CV N%, from its own seeded stream."""
+    rng = random.Random(f"prior-{variant}-{seed}")  # prior_values' stream, replayed draw for draw
+    own = random.Random(f"prior-latency-{variant}-{seed}")
+    err = float(variant.split("+err")[1]) / 100 if "+err" in variant else 0.0
+    sigma = math.sqrt(math.log(1.0 + err ** 2))
+    out: dict[str, float] = {}
+    for k in land.keys:
+        e = 1.0
+        if land.truth[k]:
+            if variant.startswith("bias"):
+                e /= 1.0 - rng.uniform(0.10, 0.15)
+            if err:
+                rng.lognormvariate(-sigma * sigma / 2, sigma)  # prior_values' goodput error: drawn, not used here
+        if err:
+            e *= own.lognormvariate(-sigma * sigma / 2, sigma)
+        out[k] = e
+    return out
+
+
+def predicted_knee(land: Landscape, key: str, e: float) -> int | None:
+    """The prior's predicted knee concurrency when its latencies are the simulator's x `e`: the noiseless ladder run
+    again (the same steps and saturation stop) with each step passing when its SLA ratio x e <= 1, its knee by
+    find_knee; e = 1: knee_concurrency's."""
+    entry = land.table[key]
+    if entry["oom"]:
+        return None
+    steps: list[LadderStep] = []
+    for row in entry["steps"]:
+        stats = RunStats.from_row(row)
+        stats = dataclasses.replace(stats, passes_sla=sla_ratio(stats) * e <= 1.0)
+        steps.append(LadderStep(0, int(row["concurrency"]), "final", stats))
+        if row.get("aborted") is not None:
+            break
+        if not stats.passes_sla and saturated(stats, steps[-2].stats if len(steps) > 1 else None):
+            break
+    point = find_knee(step_points(steps), land.flatten).point
+    return point.concurrency if point is not None else None
+
+
+def probe_window(land: Landscape, key: str, seed: int, load: int | None, fraction: float) -> tuple[float, float]:
+    """One probe: a launch and one window at `load` (None: the ladder's first step), `fraction` x FULL_S long, early
+    stop on; (its goodput, 0 when it fails; GPU seconds). Pass/fail is the noiseless ladder's at that load (a load it
+    never reached fails, billed at ratio 10); a passing probe's goodput is the noiseless one x a lognormal of mean 1
+    and CV cv / sqrt(fraction) (noise salt PROBE_SALT)."""
+    lad = noisy_ladder_noiseless(land, key)
+    if not lad.steps:
+        return 0.0, 0.0  # OOM: never a survivor (the prior has no value for it)
+    load = lad.steps[0][0] if load is None else load
+    at = {c: (r, g) for (c, r), g in zip(lad.steps, lad.goodputs, strict=True)}
+    ratio, good = at.get(load, (10.0, None))
+    seconds = STARTUP_S + window_s(FULL_S * fraction, ratio, True)
+    if ratio > 1.0 or good is None:
+        return 0.0, seconds
+    cv = land.cv / math.sqrt(fraction)
+    if cv > 0:
+        sigma = math.sqrt(math.log(1.0 + cv ** 2))
+        rng = np.random.default_rng([seed, land.keys.index(key), int(land.cv * 1000), PROBE_SALT])
+        good *= float(rng.lognormal(-sigma * sigma / 2, sigma))
+    return good, seconds
+
+
+def knee_step_errors(land: Landscape, variant: str, seeds: int, probed: bool = False) -> tuple[int, int, int]:
+    """How often the prior's predicted knee step is off, over every feasible configuration of the seeds' spaces
+    (`probed`: only the survivors the probe screen probes): (predicted lower, predicted higher or none, how many)."""
+    low = high = n = 0
+    for seed in range(seeds):
+        errs = latency_error(land, variant, seed)
+        space = space_of(land, seed)
+        if probed:
+            kept, cut = survivors(land, space, seed, variant, 1)
+            space = kept if len(kept) > cut else []
+        for k in space:
+            true = knee_concurrency(land, k)
+            if true is None:
+                continue
+            pred = predicted_knee(land, k, errs[k])
+            n += 1
+            low += pred is not None and pred < true
+            high += pred is None or pred > true
+    return low, high, n
+
+
 def space_of(land: Landscape, seed: int) -> list[str]:
     """The seed's 16-configuration space of the interactive shape (4 x 2 x 2 x 1 of the oracle's values)."""
     rng = random.Random(f"space-{seed}")
@@ -218,28 +339,47 @@ def new(land: Landscape, space: list[str], seed: int, variant: str, levers: froz
 
 SHIPPED_MARGIN, SHIPPED_KEEP = 0.15, 0.25  # profiles/interactive.yaml's search settings
 # bench.night_ties' same-winner rules measured beside the shipped one (rows of the table): profiles/interactive.yaml
-# ships the last (the screen's ties measured again at full length, the finals' tie-break on the knee window)
+# ships SameWinner(screen_again=True, tiebreak=True) (the screen's ties measured again at full length, the finals'
+# tie-break on the knee window); the last two, the probe screen in place of its screen (issue 29), are not shipped
 SAME_WINNER = (SameWinner(screen_ties=True), SameWinner(screen_ties=True, tiebreak=True), SameWinner(min_keep=2),
                SameWinner(min_keep=2, screen_ties=True),
                SameWinner(min_keep=2, screen_ties=True, tiebreak=True, above=True),
                SameWinner(min_keep=2, screen_ties=True, tiebreak=True), SameWinner(screen_again=True),
-               SameWinner(screen_again=True, tiebreak=True))
+               SameWinner(screen_again=True, tiebreak=True), SameWinner(probe=1.0, tiebreak=True),
+               SameWinner(probe=0.5, tiebreak=True))
+
+
+def survivors(land: Landscape, space: list[str], seed: int, variant: str, min_keep: int) -> tuple[list[str], int]:
+    """The shipped rule's survivors (what the prior puts within SHIPPED_MARGIN of its leader, best first; [] when it
+    ranks none) and screening's cut of them (the top SHIPPED_KEEP, at least `min_keep`)."""
+    values = {k: v for k, v in prior_values(land, variant, seed).items() if k in space}
+    feasible = {k: v for k, v in values.items() if v is not None}
+    if not feasible:
+        return [], 0
+    top = max(feasible.values())
+    kept = sorted((k for k in feasible if feasible[k] >= (1 - SHIPPED_MARGIN) * top), key=lambda k: -feasible[k])
+    return kept, min(len(kept), max(min_keep, math.ceil(SHIPPED_KEEP * len(kept))))
 
 
 def shipped(land: Landscape, space: list[str], seed: int, variant: str, rule: SameWinner = SameWinner()) -> Outcome:
     """The rule profiles/interactive.yaml ships (sweep.study.prior.needs_screen, Screening.kept): what the prior puts
     within SHIPPED_MARGIN of its leader survives; more survivors than screening's cut of them (the top 25%, at least
     1) get a real quarter-window screen among them, and that cut goes to the finals; both window levers on. `rule`:
-    bench.night_ties' same-winner levers (the cut's minimum, screen ties to the finals, the finals' tie-break)."""
-    values = {k: v for k, v in prior_values(land, variant, seed).items() if k in space}
-    feasible = {k: v for k, v in values.items() if v is not None}
-    if not feasible:
+    bench.night_ties' same-winner levers (the cut's minimum, screen ties to the finals, the finals' tie-break; `probe`:
+    the survivors' screen is one probe window each at the prior's predicted knee step, `probe_window`)."""
+    kept, cut = survivors(land, space, seed, variant, rule.min_keep)
+    if not kept:
         return today(land, space, seed)
-    top = max(feasible.values())
-    kept = sorted((k for k in feasible if feasible[k] >= (1 - SHIPPED_MARGIN) * top), key=lambda k: -feasible[k])
-    cut = min(len(kept), max(rule.min_keep, math.ceil(SHIPPED_KEEP * len(kept))))
     seconds, screened = 0.0, 0
-    if len(kept) > cut:
+    if len(kept) > cut and rule.probe:  # the probe screen: one window each at the prior's predicted knee
+        errs = latency_error(land, variant, seed)
+        got: dict[str, float] = {}
+        for k in kept:
+            got[k], bill = probe_window(land, k, seed, predicted_knee(land, k, errs[k]), rule.probe)
+            seconds += bill
+        screened = len(kept)
+        kept = probe_cut(kept, got, cut)
+    elif len(kept) > cut:
         lads = {k: noisy_ladder(land, k, seed, 1) for k in kept}
         seconds += sum(STARTUP_S + sum(window_s(QUARTER_S, r, True) for _, r in lad.steps)
                        for lad in lads.values() if lad.steps)
@@ -367,6 +507,14 @@ def main() -> int:
             lines.append(f"| {cv:.0%} | {name} | {variant or 'none (screening)'} | "
                          f"{r['hits']}/{SEEDS} | {r['hours']:.1f} ({r['max_hours']:.1f}) | {saving} | "
                          f"{r['finals']:.0f} | {r['screened']:.0f} |")
+    lines += ["", "The probe screen's predicted knee step (the prior's latencies x e, bench.night.predicted_knee) "
+              "against the noiseless ladder's, every feasible configuration of the seeds' spaces:"]
+    for v in VARIANTS:
+        low, high, n = knee_step_errors(land, v, SEEDS)
+        plow, phigh, pn = knee_step_errors(land, v, SEEDS, probed=True)
+        lines.append(f"- prior {v}: off on {(low + high) / n:.1%} of {n} ({low} below the true knee step, {high} "
+                     f"above it or none); of the {pn} survivors probed: {(plow + phigh) / max(pn, 1):.1%} ({plow} "
+                     f"below, {phigh} above or none)")
     lines += ["", f"bench took {time.perf_counter() - t0:.0f} s"]
     text = "\n".join(lines)
     print(text)

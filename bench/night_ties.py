@@ -9,6 +9,9 @@ other, measure again instead of trusting one noisy window (pure; bench.night run
 - Tie-break re-measure: after the finals, the leader and every final tied with it are launched again and their knee
   window and the step above it are measured once more at full length; a load measured twice counts as the mean of
   its two windows (failing if either fails); each one's knee is the best pooled window; the winner is the best knee.
+- Probe screen (`probe`): instead of quarter-window ladders, each survivor gets one launch and one window at the
+  prior's predicted knee load, `probe` x the full window long; the cut is the survivors of the best probe goodput (a
+  probe failing its SLA counts 0; ties, and every probe failing, in the prior's order): `probe_cut`.
 """
 
 from __future__ import annotations
@@ -25,17 +28,22 @@ from sweep.study.tiebreak import leader_and_ties, recut_by
 class SameWinner:
     """The same-winner levers of one bench row: screening's minimum cut, screen ties to the finals, the finals'
     tie-break (`above`: the step above the knee measured again too); `screen_again`: the screen's ties measured again
-    at full length, the cut taken by those windows (`recut`)."""
+    at full length, the cut taken by those windows (`recut`); `probe` (0: off): the survivors' screen is one window
+    each at the prior's predicted knee load, `probe` x the full window long, the cut taken by those (`probe_cut`), in
+    place of the quarter-window ladders (screen_ties and screen_again then have nothing to act on)."""
 
     min_keep: int = 1
     screen_ties: bool = False
     tiebreak: bool = False
     above: bool = False
     screen_again: bool = False
+    probe: float = 0.0
 
     def name(self) -> str:
         parts = [f"min {self.min_keep}"] + (["screen ties"] if self.screen_ties else [])
         parts += ["screen ties measured again"] if self.screen_again else []
+        if self.probe:
+            parts.append(f"probe screen (one {self.probe:g} x 900 s window at the prior's knee step)")
         if self.tiebreak:
             parts.append("tie-break (knee window" + (" and the step above)" if self.above else ")"))
         return " + ".join(parts)
@@ -102,3 +110,9 @@ def pooled(first: Windows, again: Windows, loads: tuple[int, ...]) -> Windows:
             g = None if g is None or h is None else (g + h) / 2
         out.append((c, g))
     return Windows(tuple(out))
+
+
+def probe_cut(order: list[str], goodput: dict[str, float], cut: int) -> list[str]:
+    """The probe screen's cut: the `cut` keys of `order` (the prior's, best first) with the best probe goodput (0: the
+    probe failed); equal goodputs, every probe failing among them, keep the prior's order."""
+    return sorted(order, key=lambda k: -goodput[k])[:cut]  # stable: the prior's order breaks ties
