@@ -89,7 +89,7 @@ def knee(profile: str = typer.Option(..., "--profile", "-p", help="profile name 
                 with StudyProgress(prof, progress, console) as bars:
                     orch.on_server = bars.server
                     run = orch.knee(study_name=study, resume=resume, on_step=bars.step_done,
-                                    on_step_start=bars.step_start, on_trial=bars.trial_done)
+                                    on_step_start=bars.step_start, on_trial=bars.trial_done, on_prior=bars.replan)
     finally:
         if page is not None:
             page.stop()

@@ -45,6 +45,7 @@ from sweep.study.tiebreak import study_knees
 from sweep.views.answer import Answer, build_answer, winner_records
 from sweep.views.context import ConfigFailure, study_context
 from sweep.views.footprint import study_footprint
+from sweep.views.plan import PlanPriorFigures
 from sweep.views.read_model import read_study
 from sweep.workload.lexicon import for_model
 from sweep.workload.stream import Stream, open_stream, stream_facts
@@ -161,7 +162,10 @@ class Orchestrator:
         return self._work(existing.id, study_name, on_step, on_step_start, on_trial)
 
     def knee(self, study_name: str | None = None, resume: bool = False, on_step: StepCallback | None = None,
-             on_step_start: StartCallback | None = None, on_trial: TrialCallback | None = None) -> KneeRun:
+             on_step_start: StartCallback | None = None, on_trial: TrialCallback | None = None,
+             on_prior: Callable[[PlanPriorFigures], None] | None = None) -> KneeRun:
+        """One study end to end (`on_prior`: told what the plan reads of the simulated prior once it has ranked the
+        space, where it can screen: the terminal's bars plan with its survivors and knees from then on)."""
         # Input first (the dataset, --out): a bad one is one line and nothing written, no study left running.
         # Requests are made on demand and never repeat on one server (sweep.workload.stream); replay only when asked.
         # Made before the study row, so a dataset that cannot serve one ladder writes nothing.
@@ -183,7 +187,10 @@ class Orchestrator:
         study_id, study_name = self.open_study(study_name, resume)
         try:
             if self.profile.search.prior == "sim":
-                self.run_prior(study_id, study_name)
+                ranked = self.run_prior(study_id, study_name)
+                figures = prior.plan_figures(ranked) if self.prior_cannot_rank() is None else None
+                if on_prior is not None and figures is not None:
+                    on_prior(figures)
             return self._work(study_id, study_name, on_step, on_step_start, on_trial, specs)
         except BaseException as exc:
             # Stopped by a signal or an orchestrator error: the study is resumable, and says it stopped.

@@ -48,12 +48,7 @@ class PlanPrior:
 
     def figures(self) -> PlanPriorFigures | None:
         """What the plan reads of it (None: not run)."""
-        if self.why_not or not self.ranked:
-            return None
-        knees = tuple(r.knee_concurrency for r in prior.kept(self.ranked))
-        defaults = next((r.knee_concurrency for r in self.ranked if r.rank == 0), None)
-        return PlanPriorFigures(survivor_knees=knees, defaults_knee=defaults, seconds=self.seconds,
-                                ranked=len(prior.ranked_configs(self.ranked)))
+        return None if self.why_not else prior.plan_figures(self.ranked, self.seconds)
 
 
 def plan_needs_prior(profile: Profile) -> bool:

@@ -39,6 +39,7 @@ from sweep.profile import Profile
 from sweep.profile.grid import grid
 from sweep.profile.search import PRIOR_STARTUP_TRIALS
 from sweep.store import PriorRecord, Store
+from sweep.views.plan import PlanPriorFigures
 from sweep.views.read_model import read_study
 
 if TYPE_CHECKING:
@@ -215,3 +216,13 @@ def queued_count(prior: Sequence[PriorRecord], sampler: str, total: int) -> int:
     n = min(total, len(kept(prior)))
     return n if sampler == "grid" else min(n, PRIOR_STARTUP_TRIALS)
 
+
+def plan_figures(ranked: Sequence[PriorRecord], seconds: float = 0.0) -> PlanPriorFigures | None:
+    """What the plan (sweep.views.plan.study_plan) reads of a prior that ran: each survivor's predicted knee, best
+    first, and the defaults'; None without a ranking."""
+    if not ranked:
+        return None
+    knees = tuple(r.knee_concurrency for r in kept(ranked))
+    defaults = next((r.knee_concurrency for r in ranked if r.rank == 0), None)
+    return PlanPriorFigures(survivor_knees=knees, defaults_knee=defaults, seconds=seconds,
+                            ranked=len(ranked_configs(ranked)))

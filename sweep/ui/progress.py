@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # the measuring commands load these; a reading command import
     from sweep.ladder.launch import ServerEvent
     from sweep.ladder.runner import LadderOutcome, StepStart
     from sweep.profile import Profile
+    from sweep.views.plan import PlanPriorFigures
 
 WIDE = 120  # at least this many columns: one result line per window, else a head line and a numbers line
 LABEL_CHARS = 34  # a bar's description is cut to this, so the bars fit 80 columns
@@ -140,6 +141,7 @@ class StudyProgress:
         # a final ladder may run refine.max_steps refinement windows beyond its steps
         self.per_configs = {phase: ladder_windows(prof, phase) for phase in ("screen", "final")}
 
+        self.prof = prof
         plan = study_plan(prof)
         self.lengths = {phase: phase_seconds(prof, phase) for phase in ("screen", "final", "refine", "soak")}
         # the count says steps; the bar (and so its ETA) runs on the driver's seconds: a final window is
@@ -158,6 +160,16 @@ class StudyProgress:
         self.step: TaskID = self.progress.add_task("step", total=1, visible=False, count="", eta="ETA")
         self._timer: threading.Event | None = None
         self._lock = threading.Lock()  # the tick thread's updates against step_done's
+
+    def replan(self, figures: PlanPriorFigures) -> None:
+        """The plan again with the simulated prior's survivors and predicted knees (Orchestrator.knee's on_prior,
+        once the prior has ranked the space): the total and the ETA from then on, never below what is done."""
+        from sweep.views.plan import study_plan
+
+        plan = study_plan(self.prof, figures)
+        with self._lock:
+            self.total, self.plan_s = max(plan.steps, self.done), max(plan.seconds, self.done_s)
+            self._show_study()
 
     def _count(self) -> str:
         """`done/≤most` while the total is an upper bound, `done/total` once the study has ended."""
