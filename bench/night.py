@@ -121,16 +121,18 @@ class Ladder:
         return Windows(tuple((c, g) for (c, _), g in zip(self.steps, self.goodputs, strict=True)))
 
 
-def noisy_ladder(land: Landscape, key: str, seed: int, salt: int) -> Ladder:
-    """Landscape.noisy_ladder with its steps, the noise drawn per measurement (`salt`: screen, final, again)."""
+def noisy_ladder(land: Landscape, key: str, seed: int, salt: int, cv: float | None = None) -> Ladder:
+    """Landscape.noisy_ladder with its steps, the noise drawn per measurement (`salt`: screen, final, again; `cv`:
+    the windows' CV when not the landscape's, the same seeded draws scaled)."""
     entry = land.table[key]
     if entry["oom"]:
         return Ladder(None, None, ())
     rng = np.random.default_rng([seed, land.keys.index(key), int(land.cv * 1000), salt])
-    sigma = math.sqrt(math.log(1.0 + land.cv ** 2))
+    c = land.cv if cv is None else cv
+    sigma = math.sqrt(math.log(1.0 + c ** 2))
     steps: list[LadderStep] = []
     for row in entry["steps"]:
-        factor = float(rng.lognormal(-sigma * sigma / 2, sigma)) if land.cv > 0 else 1.0
+        factor = float(rng.lognormal(-sigma * sigma / 2, sigma)) if c > 0 else 1.0
         stats = RunStats.from_row({k: (v * factor if k in NOISY and v is not None else v) for k, v in row.items()})
         steps.append(LadderStep(0, int(row["concurrency"]), "final", stats))
         if row.get("aborted") is not None:
@@ -144,6 +146,18 @@ def noisy_ladder(land: Landscape, key: str, seed: int, salt: int) -> Ladder:
                   tuple((s.concurrency, sla_ratio(s.stats)) for s in steps),
                   tuple(s.stats.goodput_tps if s.stats.passes_sla else None for s in steps),
                   (real.ci_low, real.ci_high) if real is not None else (None, None))
+
+
+# The noise model of the screen's windows (BENCH_NIGHT_NOISE): "mixed" (the tables of docs/bench-search.md: every
+# window draws the landscape's CV whatever its length, but a probe, cv / sqrt(its fraction)); "sampling" (every
+# screen window as if all window noise were sampling noise: the quarter screen's cv / sqrt(0.25), a probe's cv /
+# sqrt(its fraction)). Final ladders draw the landscape's CV in both.
+NOISE = os.environ.get("BENCH_NIGHT_NOISE", "mixed")
+
+
+def screen_ladder(land: Landscape, key: str, seed: int) -> Ladder:
+    """One quarter-window screen ladder (noise salt 1) under the NOISE model."""
+    return noisy_ladder(land, key, seed, 1, land.cv / math.sqrt(QUARTER_S / FULL_S) if NOISE == "sampling" else None)
 
 
 def sla_ratio(stats: RunStats) -> float:
@@ -305,7 +319,7 @@ class Outcome:
 
 def today(land: Landscape, space: list[str], seed: int) -> Outcome:
     seconds = 0.0
-    screened = {k: noisy_ladder(land, k, seed, 1) for k in space}
+    screened = {k: screen_ladder(land, k, seed) for k in space}
     for lad in screened.values():
         seconds += STARTUP_S + sum(window_s(QUARTER_S, r, False) for _, r in lad.steps) if lad.steps else 0.0
     ranked = sorted((k for k in space if screened[k].knee is not None), key=lambda k: -(screened[k].knee or 0.0))
@@ -329,7 +343,7 @@ def new(land: Landscape, space: list[str], seed: int, variant: str, levers: froz
     kept = kept if len(kept) >= MIN_KEEP else order[:MIN_KEEP]
     seconds, screened = 0.0, 0
     if len(kept) > KEEP:  # the prior cannot rank them apart: a real quarter-window screen among them
-        lads = {k: noisy_ladder(land, k, seed, 1) for k in kept}
+        lads = {k: screen_ladder(land, k, seed) for k in kept}
         seconds += sum(STARTUP_S + sum(window_s(QUARTER_S, r, "early" in levers) for _, r in lad.steps)
                        for lad in lads.values() if lad.steps)
         screened = len(kept)
@@ -380,7 +394,7 @@ def shipped(land: Landscape, space: list[str], seed: int, variant: str, rule: Sa
         screened = len(kept)
         kept = probe_cut(kept, got, cut)
     elif len(kept) > cut:
-        lads = {k: noisy_ladder(land, k, seed, 1) for k in kept}
+        lads = {k: screen_ladder(land, k, seed) for k in kept}
         seconds += sum(STARTUP_S + sum(window_s(QUARTER_S, r, True) for _, r in lad.steps)
                        for lad in lads.values() if lad.steps)
         screened = len(kept)
@@ -484,7 +498,8 @@ def main() -> int:
     table = load_or_simulate(profile, configs, ORACLE_S)
     flatten = profile.search.flatten_threshold
     land = Landscape(table, truth(table, flatten), flatten, [c.key() for c in configs])
-    lines = [f"# bench night: {SEEDS} seeds, a 16-configuration interactive-shaped space per seed; windows "
+    lines = [f"# bench night: {SEEDS} seeds, a 16-configuration interactive-shaped space per seed; screen noise "
+             f"{NOISE} (BENCH_NIGHT_NOISE); windows "
              f"{WARM_S:g} + {FULL_S:g} + {DRAIN_S:g} s (quarter: {QUARTER_S:g} s), {STARTUP_S:g} s a launch, the soak "
              f"{SOAK_S:g} s; a failing window of SLA ratio r measures its stop_fraction(r) (STOP_AT {STOP_AT}), at least "
              f"{MIN_S:g} s", "",
