@@ -121,9 +121,11 @@ class Ladder:
         return Windows(tuple((c, g) for (c, _), g in zip(self.steps, self.goodputs, strict=True)))
 
 
-def noisy_ladder(land: Landscape, key: str, seed: int, salt: int, cv: float | None = None) -> Ladder:
+def noisy_ladder(land: Landscape, key: str, seed: int, salt: int, cv: float | None = None,
+                 latency: float = 1.0) -> Ladder:
     """Landscape.noisy_ladder with its steps, the noise drawn per measurement (`salt`: screen, final, again; `cv`:
-    the windows' CV when not the landscape's, the same seeded draws scaled)."""
+    the windows' CV when not the landscape's, the same seeded draws scaled; `latency`: each step's SLA ratio x this
+    decides its pass, as a prior whose latencies err by it sees the ladder)."""
     entry = land.table[key]
     if entry["oom"]:
         return Ladder(None, None, ())
@@ -134,6 +136,8 @@ def noisy_ladder(land: Landscape, key: str, seed: int, salt: int, cv: float | No
     for row in entry["steps"]:
         factor = float(rng.lognormal(-sigma * sigma / 2, sigma)) if c > 0 else 1.0
         stats = RunStats.from_row({k: (v * factor if k in NOISY and v is not None else v) for k, v in row.items()})
+        if latency != 1.0:
+            stats = dataclasses.replace(stats, passes_sla=sla_ratio(stats) * latency <= 1.0)
         steps.append(LadderStep(0, int(row["concurrency"]), "final", stats))
         if row.get("aborted") is not None:
             break
@@ -210,20 +214,7 @@ def predicted_knee(land: Landscape, key: str, e: float) -> int | None:
     """The prior's predicted knee concurrency when its latencies are the simulator's x `e`: the noiseless ladder run
     again (the same steps and saturation stop) with each step passing when its SLA ratio x e <= 1, its knee by
     find_knee; e = 1: knee_concurrency's."""
-    entry = land.table[key]
-    if entry["oom"]:
-        return None
-    steps: list[LadderStep] = []
-    for row in entry["steps"]:
-        stats = RunStats.from_row(row)
-        stats = dataclasses.replace(stats, passes_sla=sla_ratio(stats) * e <= 1.0)
-        steps.append(LadderStep(0, int(row["concurrency"]), "final", stats))
-        if row.get("aborted") is not None:
-            break
-        if not stats.passes_sla and saturated(stats, steps[-2].stats if len(steps) > 1 else None):
-            break
-    point = find_knee(step_points(steps), land.flatten).point
-    return point.concurrency if point is not None else None
+    return noisy_ladder(land, key, 0, 0, cv=0.0, latency=e).knee_c
 
 
 def probe_window(land: Landscape, key: str, seed: int, load: int | None, fraction: float) -> tuple[float, float]:

@@ -34,7 +34,7 @@ from sweep.ladder.step_inputs import StepInputs
 from sweep.ladder.step_verdicts import error_kinds, offered_rate, saturated, window_failure
 from sweep.launchers.base import Launcher, ServerHandle
 from sweep.profile import Arrival, Profile, RateArrival, TraceArrival, Window
-from sweep.profile.phases import climbs_on, phase_window, probe_window, refines
+from sweep.profile.phases import climbs_on, phase_window, refines
 from sweep.store import Store
 from sweep.workload.stream import Requests, StreamExhausted
 
@@ -99,7 +99,7 @@ class LadderRunner:
         """The probe screen (search.screening.probe): one launch, one screen window of the probe's length at `load`
         (the step of the prior's predicted knee), nothing past it; its knee is that window when it passes."""
         self.inputs.begin()
-        climb = Climb((load,), "screen", probe_window(self.profile), complete="probed at the predicted knee",
+        climb = Climb((load,), "screen", self.window_for("probe"), complete="probed at the predicted knee",
                       again=True)
         return self._run_one(config, trial_number, climb, None)
 

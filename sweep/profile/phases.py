@@ -26,12 +26,6 @@ def probe_window(profile: Profile) -> Window:
     return w.model_copy(update={"measure_seconds": w.measure_seconds * profile.search.screening.probe.fraction})
 
 
-def probe_seconds(profile: Profile) -> float:
-    """A probe's window on the driver's clock: warm-up + measured + drain."""
-    w = probe_window(profile)
-    return w.warmup_seconds + w.measure_seconds + w.drain_seconds
-
-
 def phase_seconds(profile: Profile, phase: str) -> float:
     """A window of `phase` on the driver's clock: warm-up + measured + drain."""
     w = phase_window(profile, phase)

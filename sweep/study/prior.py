@@ -40,6 +40,7 @@ from sweep.profile.grid import grid
 from sweep.profile.search import PRIOR_STARTUP_TRIALS
 from sweep.store import PriorRecord, Store
 from sweep.views.plan import PlanPriorFigures
+from sweep.views.plan import probes as plan_probes
 from sweep.views.read_model import read_study
 
 if TYPE_CHECKING:
@@ -163,10 +164,10 @@ def needs_screen(profile: Profile, ranked: Sequence[PriorRecord]) -> bool:
 def probes(profile: Profile, ranked: Sequence[PriorRecord]) -> bool:
     """Whether the real screen is the probe screen (search.screening.probe): on, a real screen among the survivors
     (`needs_screen`) of a prior that screens (a ranking with its margin: not where it `cannot_rank`), on a closed-loop
-    ladder with a warm server per configuration (not coupled mode, not a rate ladder)."""
-    search = profile.search
-    return (search.screening.probe.enabled and bool(ranked) and ranked[0].margin is not None
-            and needs_screen(profile, ranked) and search.mode != "coupled" and not profile.rate_ladder)
+    ladder with a warm server per configuration (not coupled mode, not a rate ladder: sweep.views.plan.probes, the
+    same rule on the profile alone)."""
+    return (plan_probes(profile) and bool(ranked) and ranked[0].margin is not None
+            and needs_screen(profile, ranked))
 
 
 def predicted_knee(ranked: Sequence[PriorRecord], space: dict[str, list[FlagScalar]]) -> Callable[[ServerConfig], float | None]:

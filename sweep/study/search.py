@@ -293,7 +293,8 @@ class Search:
                   if t.user_attrs.get(FEASIBLE_ATTR) and t.value is not None]
         cut = promoted(values, sc)
         if self.probing and not cut:  # every probe failed its SLA: the prior's order (its finals find the knees)
-            cut = [r.knobs() for r in prior.kept(self.prior)][:sc.kept(len(prior.kept(self.prior)))]
+            survivors = [r.knobs() for r in prior.kept(self.prior)]
+            cut = survivors[:sc.kept(len(survivors))]
         # the screen's ties measured again (a probe screen's one window per survivor already is that re-measure)
         if sc.ties and not self.probing and self.knees_of is not None and self._can_again():
             knees_of = self.knees_of

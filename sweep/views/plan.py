@@ -35,7 +35,6 @@ from sweep.profile.phases import (
     ladder_loads,
     ladder_windows,
     phase_seconds,
-    probe_seconds,
 )
 
 LAUNCH_FIRST_S = 140.0  # the first SGLang launch of a machine (cold caches), seconds
@@ -129,7 +128,7 @@ def probes(prof: Profile) -> bool:
 def screen_windows(prof: Profile) -> tuple[int, float]:
     """(windows, driver seconds) of one screened configuration: a probe's one window, else a screen ladder's."""
     if probes(prof):
-        return 1, probe_seconds(prof)
+        return 1, phase_seconds(prof, "probe")
     n = ladder_windows(prof, "screen")
     return n, n * phase_seconds(prof, "screen")
 
