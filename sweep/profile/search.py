@@ -167,6 +167,13 @@ class Screening(_Strict):
         "their knee intervals: sweep.analysis.significance) are launched again and their screen knee's load "
         "measured at full length; the cut to the finals is taken among them by those windows"))
     probe: Probe = Field(default_factory=Probe, description="the probe screen (with the prior as the screen)")
+    near_knee: bool = Field(False, description=(
+        "with prior sim: a screen ladder skips its steps below the prior's predicted knee / far_windows.factor (far "
+        "below the knee: they pass, they do not rank) and starts at the next one; when that first step fails, the "
+        "skipped steps are measured downward until one passes"))
+    ties_max: int | None = Field(None, ge=2, le=MAX_GRID, description=(
+        "with ties: measure again at most this many, the leader and the tied configurations closest to it by their "
+        "screen knee goodput (none: every tied one)"))
 
     def kept(self, n: int) -> int:
         """How many of `n` screened configurations get a final ladder: the top `keep` share, at least
@@ -184,6 +191,10 @@ class FarWindows(_Strict):
         "a knee that lands on a short window (measured again) run the full window"))
     factor: float = Field(2.0, gt=1, le=64, description="how far from the predicted knee a step is far (x or /)")
     fraction: float = Field(0.25, gt=0, le=1, description="a far step's window = window.measure_seconds x fraction")
+    near: Literal["full", "short"] = Field("full", description=(
+        "the steps within the factor of the predicted knee: full windows, or short ones where the ladder is refined "
+        "(refine.enabled): the refinement's full windows decide the knee, and a bracket end left on a short window "
+        "is measured again at full length"))
 
     def far(self, load: float, predicted_knee: float | None) -> bool:
         """Whether a step at `load` is far from `predicted_knee` (None: no prediction, never far)."""
