@@ -6,15 +6,23 @@ decide the answer. The knee rule never picks a short window (sweep.analysis.ladd
 would land on one if short windows decided (`knee_on_short`), that load is measured again at full length on the
 same warm server before anything is concluded. Refinement windows, the soak and every step near the predicted knee
 run the full window.
+
+With far_windows.near "short" and the final ladder refined (refine.enabled), the steps near the predicted knee run
+the short window too: the whole ladder (its climb included) only brackets the knee, and the refinement's full
+windows decide it. The knee is not measured again before the refinement (its windows will be the full ones around
+it); after it, a bracket end left on a short window is measured again at full length: the passing end by the rule
+above, the failing end by `short_failing_end` (issue 29: a night of at most 6 GPU-hours).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from sweep.analysis.ladder_steps import LadderStep
 from sweep.core.types import ServerConfig
 from sweep.profile import FarWindows, Profile, Window
+from sweep.profile.phases import refines
 
 KneeGuess = Callable[[ServerConfig], "float | None"]  # a configuration -> the prior's predicted knee (None: none)
 
@@ -27,10 +35,13 @@ class FarPlan:
     rule: FarWindows
     full: Window
     short: Window
+    near_short: bool = False  # far_windows.near "short" on a refined ladder: every step short, the refinement decides
 
     def window_for(self, load: float) -> tuple[Window, bool]:
         """The window of a step at `load` and whether it is a short one."""
-        return (self.short, True) if self.rule.far(load, self.predicted_knee) else (self.full, False)
+        if self.near_short or self.rule.far(load, self.predicted_knee):
+            return self.short, True
+        return self.full, False
 
 
 def far_plan(profile: Profile, full: Window, predicted_knee: float | None) -> FarPlan | None:
@@ -40,4 +51,20 @@ def far_plan(profile: Profile, full: Window, predicted_knee: float | None) -> Fa
     if not rule.enabled or predicted_knee is None or predicted_knee <= 0 or rule.fraction >= 1:
         return None
     short = full.model_copy(update={"measure_seconds": full.measure_seconds * rule.fraction})
-    return FarPlan(predicted_knee, rule, full, short)
+    return FarPlan(predicted_knee, rule, full, short, near_short=rule.near == "short" and refines(profile, "final"))
+
+
+def short_failing_end(steps: Sequence[LadderStep]) -> LadderStep | None:
+    """The failing end of a refined ladder's bracket when only a short window measured it: the lowest failing window
+    above the highest passing full-length one, where that load has no full-length window; None when the bracket's
+    failing end is a full window, or there is no passing full window with a failing one above it."""
+    full_pass = [s.load for s in steps if not s.short and s.stats.passes_sla]
+    if not full_pass:
+        return None
+    top = max(full_pass)
+    above = sorted((s for s in steps if s.load > top and not s.stats.passes_sla), key=lambda s: s.load)
+    if not above:
+        return None
+    end = above[0]
+    full_loads = {s.load for s in steps if not s.short}
+    return end if end.short and end.load not in full_loads else None

@@ -18,7 +18,7 @@ from sweep.core.errors import Fenced, LaunchError, ServerDied
 from sweep.core.types import ServerConfig
 from sweep.drivers import Driver
 from sweep.ladder.climb_on import NextWindow, measure_again, next_climb, resolved_max_running
-from sweep.ladder.far_windows import far_plan
+from sweep.ladder.far_windows import far_plan, short_failing_end
 from sweep.ladder.launch import Launch, ServerEvent, launch_status
 from sweep.ladder.parts import (
     Climb,
@@ -29,7 +29,7 @@ from sweep.ladder.parts import (
     StopCheck,
 )
 from sweep.ladder.recorder import Recorder
-from sweep.ladder.refine import REFINE_PHASE, refine
+from sweep.ladder.refine import REFINE_PHASE, refine, step_bracket
 from sweep.ladder.step_inputs import StepInputs
 from sweep.ladder.step_verdicts import error_kinds, offered_rate, saturated, window_failure
 from sweep.launchers.base import Launcher, ServerHandle
@@ -202,10 +202,20 @@ class LadderRunner:
                 top = max(climbed, key=lambda s: s.load)
                 outcome.stop_reason += (f"; climbed on past the ladder's top to {load_words(top.concurrency, top.offered_rps)}"
                                         f" ({'fails' if not top.stats.passes_sla else 'passes: the cap'})")
-        usable = usable and self._full_knee(handle, config_id, climb, outcome)
-        if usable and refines(self.profile, climb.phase):
+        refined = refines(self.profile, climb.phase)
+        near_short = climb.far is not None and climb.far.near_short and refined
+        if not near_short or step_bracket(outcome.steps) is None:  # else the refinement's full windows come first
+            usable = usable and self._full_knee(handle, config_id, climb, outcome)
+        if usable and refined:
             self._refine(handle, config_id, climb, outcome)
             usable = self._full_knee(handle, config_id, climb, outcome)
+            if usable and near_short and (end := short_failing_end(outcome.steps)) is not None:
+                nxt = NextWindow(end.concurrency, end.offered_rps, end.phase)
+                _, usable = self._one_more(handle, config_id, climb, outcome, nxt, "measuring the bracket again",
+                                           far=False)
+                if usable:
+                    outcome.stop_reason += (f"; measured {nxt.at()} again at full length: the bracket's failing end "
+                                            "was a short window")
         while usable and (again := measure_again(outcome.steps)) is not None:
             _, usable = self._one_more(handle, config_id, climb, outcome, again, "measuring again", far=False)
             if usable:
