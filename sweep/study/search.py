@@ -298,8 +298,8 @@ class Search:
         # the screen's ties measured again (a probe screen's one window per survivor already is that re-measure)
         if sc.ties and not self.probing and self.knees_of is not None and self._can_again():
             knees_of = self.knees_of
-            again = self._again(":screen-again", lambda: tied_with_leader(knees_of("screen")), "screen",
-                                result.tiebreaks)
+            again = self._again(":screen-again", lambda: tied_with_leader(knees_of("screen"), sc.ties_max),
+                                "screen", result.tiebreaks)
             cut = recut(cut, again) if again else cut
         if not cut:
             return

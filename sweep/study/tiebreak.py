@@ -6,7 +6,8 @@ measured them):
 - search.screening.ties: the screen's leader and every screened configuration that the report's tie rule
   (sweep.analysis.significance: P(leader > it) < TIE_BELOW on their knee intervals) cannot rank below it are
   launched again and their screen knee's load measured once more at full length (a screen window of its own); the
-  cut to the finals is then taken among them by those full-length windows (`recut`), the cut's other members kept.
+  cut to the finals is then taken among them by those full-length windows (`recut`), the cut's other members kept;
+  search.screening.ties_max caps how many: the leader and the ties closest to it by their screen knee goodput.
 - search.tie_break: after the final ladders, the leader and every final tied with it under the same rule are
   launched again, and each one's knee load is measured once more at full length (LadderRunner.run_again). The
   windows are stored as final windows like any other; the read model joins them to the configuration's first final
@@ -52,20 +53,22 @@ def study_knees(store: Store, study_id: int) -> KneesOf:
 T = TypeVar("T")
 
 
-def leader_and_ties(items: Sequence[T], knee: Callable[[T], ConfigKnee]) -> list[T]:
-    """The leader of `items` (highest knee goodput) and every item the tie rule cannot rank below it, leader first;
-    [] when none is tied with it. The study's rule (`tied_with_leader`) and bench.night's noisy landscape share it."""
+def leader_and_ties(items: Sequence[T], knee: Callable[[T], ConfigKnee], most: int | None = None) -> list[T]:
+    """The leader of `items` (highest knee goodput) and every item the tie rule cannot rank below it, leader first,
+    the ties by knee goodput (closest to the leader first); at most `most` of them in all (search.screening.ties_max:
+    the leader and the `most` - 1 ties closest to it; None: every one); [] when none is tied with it. The study's rule
+    (`tied_with_leader`) and bench.night's noisy landscape share it."""
     if len(items) < 2:
         return []
     order = sorted(items, key=lambda m: -knee(m).goodput_tps)
     ties = [m for m in order[1:] if prob_higher(knee(order[0]), knee(m)) < TIE_BELOW]
-    return [order[0], *ties] if ties else []
+    return [order[0], *ties][:most] if ties else []
 
 
-def tied_with_leader(measured: Sequence[Measured]) -> list[Measured]:
-    """The leader (highest knee goodput) and every configuration the tie rule cannot rank below it, leader first;
-    [] when none is tied with it."""
-    return leader_and_ties(measured, lambda m: m.knee)
+def tied_with_leader(measured: Sequence[Measured], most: int | None = None) -> list[Measured]:
+    """The leader (highest knee goodput) and every configuration the tie rule cannot rank below it, leader first,
+    at most `most` in all (`leader_and_ties`); [] when none is tied with it."""
+    return leader_and_ties(measured, lambda m: m.knee, most)
 
 
 def recut_by(cut: Sequence[T], again: Sequence[tuple[T, float]], key: Callable[[T], Hashable]) -> list[T]:

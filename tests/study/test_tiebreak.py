@@ -190,6 +190,30 @@ def test_the_screens_ties_are_measured_again_at_full_length_and_the_cut_is_taken
     assert sorted(x for x in runner.measured if "again" in x[0]) == again
 
 
+def test_the_ties_cap_keeps_the_leader_and_the_ties_closest_to_it() -> None:
+    """search.screening.ties_max: of three configurations tied with the leader, a cap of 2 measures the leader and the
+    closest one again; a cap by the screen's order (or the prior's) would keep the first listed, here the farthest."""
+    a, b, c, d = (ServerConfig(max_running_requests=m) for m in (16, 32, 64, 128))
+    knees = [Measured(a, _knee(940.0, 100.0)), Measured(b, _knee(980.0, 100.0)), Measured(c, _knee(1000.0, 100.0)),
+             Measured(d, _knee(960.0, 100.0))]
+    assert [m.config for m in tied_with_leader(knees)] == [c, b, d, a]
+    assert [m.config for m in tied_with_leader(knees, 2)] == [c, b]
+    assert [m.config for m in tied_with_leader(knees, 3)] == [c, b, d]
+    assert tied_with_leader(knees[:1], 2) == []
+
+
+def test_a_capped_screen_measures_again_only_the_leader_and_its_closest_tie(tmp_path: Path) -> None:
+    """mrr 2, 4 and 8 screened within each other's noise; ties_max 2: the leader (8) and the closest (4) are measured
+    again, 2 is not; the cut is then taken by those windows (4: 990 against 8: 900)."""
+    prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [2, 4, 8]},
+                                "search.screening": {"enabled": True, "keep": 0.25, "min_keep": 1, "ties": True,
+                                                     "ties_max": 2}})
+    runner = _Screened({8: 1000.0, 4: 960.0, 2: 930.0}, {8: 900.0, 4: 990.0, 2: 2000.0}, 100.0)
+    Search(prof, runner, f"sqlite:///{tmp_path / 'o.db'}", "s", knees_of=runner.knees_of).run()  # type: ignore[arg-type]
+    assert sorted(x for x in runner.measured if "again" in x[0]) == [("screen again at 4", 4), ("screen again at 8", 8)]
+    assert [m for p, m in runner.measured if p == "final"] == [4]
+
+
 @pytest.mark.integration
 def test_the_screens_ties_measured_again_on_the_simulator_are_screen_windows_and_the_answer_names_them(
         tmp_path: Path) -> None:
