@@ -100,3 +100,4 @@ class Climb:
     climb_on: bool = False  # a final ladder that passes its top step climbs on past it (sweep.ladder.climb_on)
     far: FarPlan | None = None  # steps far from the prior's predicted knee run short windows (sweep.ladder.far_windows)
     again: bool = False  # a tie-break re-measure (search.tie_break): its loads at full length, nothing past them
+    refine: bool = True  # a final ladder bisects its bracket (section refine); False: the study said not this one

@@ -72,8 +72,10 @@ class LadderRunner:
         return phase_window(self.profile, phase)
 
     def run(self, config: ServerConfig, trial_number: int | None = None, phase: str = "final",
-            ladder: Sequence[int] | None = None, should_stop: StopCheck | None = None) -> LadderOutcome:
-        """Run the ladder for `config` (coupled mode: one launch per step); launch failures are recorded."""
+            ladder: Sequence[int] | None = None, should_stop: StopCheck | None = None,
+            refine: bool = True) -> LadderOutcome:
+        """Run the ladder for `config` (coupled mode: one launch per step); launch failures are recorded. `refine`
+        False: a final ladder that brackets its knee is not refined (search.baseline_refine)."""
         steps_wanted = list(ladder or self.profile.ladder)
         self.inputs.begin()
         if self.profile.search.mode == "coupled":
@@ -81,7 +83,7 @@ class LadderRunner:
         window = self.window_for(phase)
         guess = self.hooks.predicted_knee(config) if self.hooks.predicted_knee is not None and phase == "final" else None
         return self._run_one(config, trial_number, Climb(tuple(steps_wanted), phase, window,
-                                                         climb_on=climbs_on(self.profile, phase),
+                                                         climb_on=climbs_on(self.profile, phase), refine=refine,
                                                          far=far_plan(self.profile, window, guess)), should_stop)
 
     def run_again(self, config: ServerConfig, loads: Sequence[int], trial_number: int | None = None,
@@ -202,7 +204,7 @@ class LadderRunner:
                 top = max(climbed, key=lambda s: s.load)
                 outcome.stop_reason += (f"; climbed on past the ladder's top to {load_words(top.concurrency, top.offered_rps)}"
                                         f" ({'fails' if not top.stats.passes_sla else 'passes: the cap'})")
-        refined = refines(self.profile, climb.phase)
+        refined = climb.refine and refines(self.profile, climb.phase)
         near_short = climb.far is not None and climb.far.near_short and refined
         if not near_short or step_bracket(outcome.steps) is None:  # else the refinement's full windows come first
             usable = usable and self._full_knee(handle, config_id, climb, outcome)

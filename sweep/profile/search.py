@@ -230,6 +230,10 @@ class Search(_Strict):
     baseline: bool = Field(True, description=(
         "measure SGLang with none of the searched flags (its own defaults) first, as configuration 0, so the "
         "report can state the winner's gain over the defaults (skipped in coupled mode)"))
+    baseline_refine: Literal["always", "could_tie"] = Field("always", description=(
+        "SGLang's defaults' final ladder refined always, or (could_tie) only where the simulated prior with a margin "
+        "keeps the defaults within it of its best, so that they could tie the winner; outside it their knee is the "
+        "ladder's (its bracket is said), the gain over them stated on it"))
     pruning: bool = Field(False, description="stop a ladder whose goodput trails the median of earlier ones")
     prior: Literal["none", "sim"] = Field("none", description=(
         "sim: run the same study on the simulator first (CPU, virtual driver; a separate study labelled "

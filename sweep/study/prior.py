@@ -150,6 +150,17 @@ def drop_reason(value: float | None, top: float | None, margin: float) -> str | 
     return None
 
 
+def defaults_beyond_margin(ranked: Sequence[PriorRecord]) -> str | None:
+    """Why SGLang's defaults cannot tie the winner by the prior's margin (`drop_reason` on the defaults' simulated
+    knee goodput against the simulated best), None when they can (or the prior has no margin or no defaults)."""
+    defaults = next((r for r in ranked if r.rank == 0), None)
+    margin = defaults.margin if defaults is not None else None
+    top = max((r.sim_goodput_tps for r in ranked if r.rank > 0 and r.sim_goodput_tps is not None), default=None)
+    if defaults is None or margin is None or top is None:
+        return None
+    return drop_reason(defaults.sim_goodput_tps, top, margin)
+
+
 def needs_screen(profile: Profile, ranked: Sequence[PriorRecord]) -> bool:
     """Whether the real quarter-window screen runs: screening on, and no prior screening the space (no ranking, or
     no margin), or more configurations survive the margin than screening's cut of them keeps for the finals."""

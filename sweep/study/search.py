@@ -384,7 +384,13 @@ class Search:
             config = ServerConfig()
             outcome = reuse(config, "final") if reuse else None
             if outcome is None:
-                outcome = self.runner.run(config, phase="final")
+                beyond = (prior.defaults_beyond_margin(self.prior)
+                          if self.profile.search.baseline_refine == "could_tie" else None)
+                if beyond is None:
+                    outcome = self.runner.run(config, phase="final")
+                else:  # they cannot tie the winner by the prior's margin: their knee stays the ladder's
+                    outcome = self.runner.run(config, phase="final", refine=False)
+                    outcome.stop_reason += f"; not refined (search.baseline_refine could_tie): the prior's {beyond}"
             sink: list[LadderOutcome] = []
             value = self._told(trial, outcome, "final", sink)
             result.baseline = outcome

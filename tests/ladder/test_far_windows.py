@@ -44,7 +44,7 @@ def test_the_failing_end_is_measured_again_only_where_a_short_window_alone_measu
     assert short_failing_end(ladder) is None
 
 
-def _ladder(tmp_path: Path, near: str) -> tuple[LadderOutcome, list[tuple[int, str, bool]]]:
+def _ladder(tmp_path: Path, near: str, refine: bool = True) -> tuple[LadderOutcome, list[tuple[int, str, bool]]]:
     prof = load_profile(SMOKE, {"ladder": [2, 4, 8, 16, 32], "server.launcher": "sim", "sla.ttft_ms": 300,
                                 "refine.enabled": True, "refine.max_steps": 3, "search.far_windows.fraction": 0.5,
                                 "search.far_windows.near": near})
@@ -56,7 +56,7 @@ def _ladder(tmp_path: Path, near: str) -> tuple[LadderOutcome, list[tuple[int, s
     # the prior predicts a knee of 10: 8 and 16 are near it (full windows unless near is "short")
     runner = LadderRunner(prof, launcher, make_driver(prof, "virtual", launcher), store, study_id, specs, "virtual",
                           LadderHooks(predicted_knee=lambda _c: 10.0))
-    outcome = runner.run(ServerConfig(max_running_requests=8))
+    outcome = runner.run(ServerConfig(max_running_requests=8), refine=refine)
     runs = [(r.concurrency, r.phase, r.short_window) for r in store.study_runs(study_id) if r.status == "completed"]
     return outcome, runs
 
@@ -81,3 +81,14 @@ def test_near_short_runs_the_whole_refined_ladder_short_and_decides_on_full_wind
     _, full_runs = _ladder(tmp_path / "full", "full")
     assert (8, "final", False) in full_runs and (16, "final", False) in full_runs
     assert (8, "final", False) not in runs
+
+
+def test_a_ladder_the_study_does_not_refine_keeps_its_bracket_and_measures_its_short_knee_again(
+        tmp_path: Path) -> None:
+    """search.baseline_refine could_tie: the defaults' ladder run with refine=False brackets its knee and stops there;
+    under near "short" its knee, on a short window, is measured again at full length before it is an answer."""
+    outcome, runs = _ladder(tmp_path, "short", refine=False)
+    assert not [r for r in runs if r[1] == "refine"]
+    assert outcome.knee is not None and outcome.knee.index is not None
+    knee = outcome.steps[outcome.knee.index]
+    assert not knee.short and (knee.concurrency, "final", True) in runs
