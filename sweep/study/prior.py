@@ -237,4 +237,4 @@ def plan_figures(ranked: Sequence[PriorRecord], seconds: float = 0.0) -> PlanPri
     knees = tuple(r.knee_concurrency for r in kept(ranked))
     defaults = next((r.knee_concurrency for r in ranked if r.rank == 0), None)
     return PlanPriorFigures(survivor_knees=knees, defaults_knee=defaults, seconds=seconds,
-                            ranked=len(ranked_configs(ranked)))
+                            ranked=len(ranked_configs(ranked)), defaults_beyond=defaults_beyond_margin(ranked) is not None)

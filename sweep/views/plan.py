@@ -14,7 +14,11 @@ ladder steps (the prior refines its knee), so far windows (search.far_windows) l
 of it full and the rest short; a knee measured again at full length is not planned. The same-winner levers run only
 on a tie (search.tie_break: finals measured again; search.screening.ties: screened configurations measured again), and
 the plan is an upper bound: they are in the total as if every one tied (a launch and a full window each:
-`again_launches`), and the cost line names what they add. Launches are billed at
+`again_launches`, at most search.screening.ties_max of the screen's), and the cost line names what they add. The
+cheaper night's levers (issue 29) are counted from the prior's predicted knees: a screen ladder near the knee
+(search.screening.near_knee) runs its steps from knee / far_windows.factor up; a refined final ladder with
+far_windows.near "short" runs every step short, its refinement full, and one more full window for a bracket end
+left short (the most it takes); SGLang's defaults beyond the prior's margin are not refined (search.baseline_refine). Launches are billed at
 LAUNCH_FIRST_S for the first and LAUNCH_S for each later one (SGLang 0.5.17 on the H200, the 8B shape, dummy
 weights: docs/h200-sample/); GPU-hours count each server's GPUs (its largest tp_size).
 """
@@ -30,11 +34,10 @@ from sweep.core.types import ServerConfig
 from sweep.profile import Profile
 from sweep.profile.grid import grid, grid_size
 from sweep.profile.phases import (
-    climb_steps,
-    climbs_on,
     ladder_loads,
     ladder_windows,
     phase_seconds,
+    refines,
 )
 
 LAUNCH_FIRST_S = 140.0  # the first SGLang launch of a machine (cold caches), seconds
@@ -125,12 +128,28 @@ def probes(prof: Profile) -> bool:
             and prof.search.mode != "coupled")
 
 
-def screen_windows(prof: Profile) -> tuple[int, float]:
-    """(windows, driver seconds) of one screened configuration: a probe's one window, else a screen ladder's."""
+def screen_windows(prof: Profile, knee: float | None = None) -> tuple[int, float]:
+    """(windows, driver seconds) of one screened configuration: a probe's one window, else a screen ladder's (with
+    search.screening.near_knee and the prior's predicted `knee`: its steps from near_knee_start on)."""
     if probes(prof):
         return 1, phase_seconds(prof, "probe")
     n = ladder_windows(prof, "screen")
+    if near_knee_active(prof) and knee is not None and knee > 0:
+        n = len(prof.ladder) - near_knee_start(prof, knee)
     return n, n * phase_seconds(prof, "screen")
+
+
+def near_knee_active(prof: Profile) -> bool:
+    """Whether screen ladders start near the prior's predicted knee (search.screening.near_knee with prior sim)."""
+    return (prof.search.screening.near_knee and prof.search.prior == "sim" and not prof.rate_ladder
+            and prof.search.mode != "coupled")
+
+
+def near_knee_start(prof: Profile, knee: float) -> int:
+    """The index of a screen ladder's first step near `knee`: the first step at or above knee / far_windows.factor
+    (the top step when none is)."""
+    low = knee / prof.search.far_windows.factor
+    return next((i for i, x in enumerate(prof.ladder) if x >= low * (1 - 1e-9)), len(prof.ladder) - 1)
 
 
 def _probed(prof: Profile) -> str:
@@ -160,14 +179,20 @@ def short_seconds(prof: Profile) -> float:
     return w.warmup_seconds + w.measure_seconds * prof.search.far_windows.fraction + w.drain_seconds
 
 
-def final_ladder(prof: Profile) -> tuple[int, int]:
-    """(full windows, short windows) of one final ladder at most (refinement windows are always full)."""
-    total = ladder_windows(prof, "final")
-    if not far_active(prof):
-        return total, 0
-    climbed = len(prof.ladder) + (climb_steps(prof) if climbs_on(prof, "final") else 0)
-    short = climbed - full_ladder_steps(prof)
-    return total - short, short
+def final_ladder(prof: Profile, knee: float | None = None, refined: bool = True, assumed: bool = False,
+                 ) -> tuple[int, int]:
+    """(full windows, short windows) of one final ladder at most, for the prior's predicted `knee` (None: no
+    prediction, every step full; `assumed`: a knee between the two adjacent steps that leave the most steps full);
+    `refined` False: not refined (search.baseline_refine). Refinement windows are always full; with far_windows.near "short" on a refined ladder every
+    step is short, and one full window measures a bracket end left on a short one again (the most it takes)."""
+    refine_n = prof.refine.max_steps if refined and refines(prof, "final") else 0
+    climbed = len(ladder_loads(prof))
+    if not far_active(prof) or (not assumed and (knee is None or knee <= 0)):
+        return climbed + refine_n, 0
+    if prof.search.far_windows.near == "short" and refines(prof, "final"):
+        return refine_n + 1, climbed  # refined: a bracket end measured again; not refined: the knee
+    short = climbed - full_ladder_steps(prof) if knee is None or knee <= 0 else short_steps_at(prof, knee)  # assumed
+    return climbed - short + refine_n, short
 
 
 def configs_launches(prof: Profile, n: int) -> int:
@@ -197,6 +222,7 @@ class PlanPriorFigures:
     defaults_knee: float | None
     seconds: float
     ranked: int  # configurations the prior ranked
+    defaults_beyond: bool = False  # the prior puts SGLang's defaults beyond its margin (search.baseline_refine)
 
 
 def short_steps_at(prof: Profile, knee: float | None) -> int:
@@ -209,29 +235,34 @@ def short_steps_at(prof: Profile, knee: float | None) -> int:
 def study_plan(prof: Profile, prior: PlanPriorFigures | None = None) -> StudyPlan:
     """The whole study's steps, driver seconds and GPU cost, every phase it will run; with `prior` (the prior run
     for the plan), its real survivors and predicted knees in place of the assumption."""
+    base = prof.search.baseline and prof.search.mode != "coupled"
     if prior is None or not (prior_screens(prof) or far_active(prof)):
         screened = screens(prof)
         first_n = planned_configs(prof, "screen" if screened else "final")
         finals_n = planned_configs(prof, "final") if screened else first_n
-        base_n = 1 if prof.search.baseline and prof.search.mode != "coupled" else 0
-        short = final_ladder(prof)[1]
-        return _plan(prof, first_n, screened, [short] * (finals_n + base_n), assumed(prof, screened))
+        finals = [final_ladder(prof, assumed=True)] * (finals_n + (1 if base else 0))
+        return _plan(prof, [screen_windows(prof)] * first_n if screened else [], first_n, finals,
+                     assumed(prof, screened))
     sc = prof.search.screening
     n = prof.search.n_trials or grid_size(prof.search.space)
     knees = list(prior.survivor_knees[:n])
     k = len(knees)
     margin = prof.search.prior_margin if prior_screens(prof) else None
     screened = sc.enabled and (margin is None or k > sc.kept(k))  # sweep.study.prior.needs_screen's rule
-    finals = knees[:sc.kept(k)] if screened else knees
+    final_knees = knees[:sc.kept(k)] if screened else knees
     told = (f"from the simulated prior, run for this plan ({prior.seconds:.0f} s on this CPU): it "
             + (f"keeps {k} of {prior.ranked} configurations within its {margin:.0%} margin, " if margin is not None
                else f"ranks {prior.ranked} configurations (no margin: all measured), ")
-            + (f"screened for real{_probed(prof)} (the finals' far steps read from the prior's best {len(finals)})"
+            + (f"screened for real{_probed(prof)} (the finals' far steps read from the prior's best {len(final_knees)})"
                if screened else "no real screen") + "; far steps from its predicted knees")
-    if prof.search.baseline:
-        finals.append(prior.defaults_knee)
-    shorts = [short_steps_at(prof, knee) for knee in finals]
-    return _plan(prof, k, screened, shorts, told)
+    finals = [final_ladder(prof, knee) for knee in final_knees]
+    if base:
+        unrefined = prof.search.baseline_refine == "could_tie" and prior.defaults_beyond
+        finals.append(final_ladder(prof, prior.defaults_knee, refined=not unrefined))
+        if unrefined:
+            told += "; SGLang's defaults not refined (the prior puts them beyond its margin: search.baseline_refine)"
+    screen = [screen_windows(prof, knee) for knee in knees] if screened else []
+    return _plan(prof, screen, k, finals, told)
 
 
 def assumed(prof: Profile, screened: bool) -> str:
@@ -247,32 +278,31 @@ def assumed(prof: Profile, screened: bool) -> str:
             f"fewer: about {extra * gpus / 3600:.2f} GPU-hours more or less")
 
 
-def _plan(prof: Profile, first_n: int, screened: bool, final_shorts: list[int], prior_basis: str) -> StudyPlan:
-    """The plan of a study whose first phase measures `first_n` configurations (a screen when `screened`) and
-    whose final ladders (the defaults' included) run `final_shorts` far steps each on short windows."""
+def _plan(prof: Profile, screen: list[tuple[int, float]], first_n: int, finals: list[tuple[int, int]],
+          prior_basis: str) -> StudyPlan:
+    """The plan of a study whose first phase measures `first_n` configurations, on a screen of `screen` (windows,
+    driver seconds) each when there is one, and whose final ladders (the defaults' included) run `finals` (full,
+    short) windows each."""
+    screened = bool(screen)
     soak = 1 if prof.soak.enabled else 0
-    total = ladder_windows(prof, "final")
     coupled = prof.search.mode == "coupled"
-    finals_s = sum((total - s) * phase_seconds(prof, "final") + s * short_seconds(prof) for s in final_shorts)
+    steps_s = sum(full * phase_seconds(prof, "final") + short * short_seconds(prof) for full, short in finals)
     base_n = 1 if prof.search.baseline and not coupled else 0
-    windows = len(final_shorts) * total
-    steps_s = finals_s
-    if screened:
-        per_windows, per_s = screen_windows(prof)
-        steps_s += first_n * per_s
-        windows += first_n * per_windows
-    finals_launched = len(final_shorts) - base_n if screened else 0
+    windows = sum(full + short for full, short in finals)
+    steps_s += sum(sec for _, sec in screen)
+    windows += sum(w for w, _ in screen)
+    finals_launched = len(finals) - base_n if screened else 0
     steps_s += soak * phase_seconds(prof, "soak")
     launches = ((len(prof.ladder) * first_n if coupled else configs_launches(prof, first_n)) + finals_launched
                 + base_n + soak)
     gpus = prof.search.space.largest_tp() or 1
-    again, screen_again = again_launches(prof, first_n if screened else 0, len(final_shorts))
+    again, screen_again = again_launches(prof, first_n if screened else 0, len(finals))
     windows, launches = windows + again + screen_again, launches + again + screen_again
     steps_s += (again + screen_again) * phase_seconds(prof, "final")
     gpu_h = (steps_s + launch_seconds(launches)) * gpus / 3600
     one = (LAUNCH_S + phase_seconds(prof, "final")) * gpus / 3600  # a launch and a full window
-    return StudyPlan(windows + soak, steps_s, launches, sum(final_shorts), gpu_h, exhaustive_gpu_hours(prof),
-                     prior_basis, again, again * one, screen_again, screen_again * one)
+    return StudyPlan(windows + soak, steps_s, launches, sum(short for _, short in finals), gpu_h,
+                     exhaustive_gpu_hours(prof), prior_basis, again, again * one, screen_again, screen_again * one)
 
 
 def again_launches(prof: Profile, screened: int, finals: int) -> tuple[int, int]:
@@ -283,7 +313,9 @@ def again_launches(prof: Profile, screened: int, finals: int) -> tuple[int, int]
     if prof.rate_ladder or prof.search.mode == "coupled":
         return 0, 0
     finals_again = finals if prof.search.tie_break.enabled and finals >= 2 else 0
-    screen_again = screened if prof.search.screening.ties and not probes(prof) and screened >= 2 else 0
+    sc = prof.search.screening
+    screen_again = screened if sc.ties and not probes(prof) and screened >= 2 else 0
+    screen_again = min(screen_again, sc.ties_max) if sc.ties_max is not None else screen_again
     return finals_again, screen_again
 
 
