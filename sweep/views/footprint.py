@@ -24,7 +24,7 @@ from sweep.profile.phases import ladder_loads, phase_window, refines
 from sweep.profile.trace import load_trace
 from sweep.profile.warmup import open_users
 from sweep.profile.workload import LengthDist
-from sweep.views.plan import again_launches, planned_configs, probes, screens
+from sweep.views.plan import again_launches, final_ladder, planned_configs, probes, screens
 from sweep.workload.requests import BLOCK
 from sweep.workload.stream import KEEP_BLOCKS
 
@@ -144,6 +144,9 @@ def study_footprint(prof: Profile) -> Footprint:
     top = max(loads)
     windows_of: list[tuple[str, int, int]] = [("final", c, finals) for c in loads]  # (phase, load, how many)
     windows_of += [("final", top, finals)] * (prof.refine.max_steps if refines(prof, "final") else 0)
+    # a refined ladder short near its knee measures a bracket end again (far_windows.near "short": views.plan)
+    windows_of += [("final", top, finals)] * (sum(final_ladder(prof, assumed=True)) - len(loads)
+                                              - (prof.refine.max_steps if refines(prof, "final") else 0))
     n = planned_configs(prof, "screen") if screened else 0
     if screened and probes(prof):
         windows_of.append(("probe", top, n))  # at the predicted knee's step: at most the top

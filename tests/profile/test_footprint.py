@@ -260,7 +260,9 @@ def test_no_container_limit_leaves_the_hosts_figure(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("over", [{}, {"search.screening.probe": {"enabled": True, "fraction": 0.5}},
-                                  {"search.prior": "none", "search.prior_margin": None}])
+                                  {"search.prior": "none", "search.prior_margin": None},
+                                  {"search.far_windows.near": "short", "search.screening.ties_max": 2},
+                                  {"search.far_windows.near": "full", "search.screening.ties_max": None}])
 def test_footprint_counts_the_windows_the_plan_counts(over: dict[str, object]) -> None:
     """Every window of the plan is in the footprint: the climb past the top, refinement, the screen (or the probes),
     the same-winner re-measures as if every one tied, the soak (it counted 31 of interactive's 39 before)."""

@@ -219,7 +219,9 @@ sys.exit(1)' || echo "w0's server never answered /health; w1 starts anyway" >&2
     # On the simulator the pool fractions 0.14 / 0.17 / 0.85 (mrr 128) have knees 32 / 64 / 128, so the prior's 15%
     # margin keeps 0.85 alone (0.2 would tie it: a pool never full at 128 measures alike).
     space="search.space={\"max_running_requests\":[128],\"mem_fraction_static\":${NIGHT_MEM:-[0.14,0.85]},\"chunked_prefill_size\":[4096],\"schedule_policy\":[\"lpm\"]}"
-    cut=(--set "$space" --set "ladder=${NIGHT_LADDER:-[32,64,128]}" --set ladder_max=128 --set refine.enabled=false
+    # NIGHT_REFINE=true: both studies refine their final ladders (refine.max_steps NIGHT_REFINE_STEPS, default 2)
+    cut=(--set "$space" --set "ladder=${NIGHT_LADDER:-[32,64,128]}" --set ladder_max=128
+         --set "refine.enabled=${NIGHT_REFINE:-false}" --set "refine.max_steps=${NIGHT_REFINE_STEPS:-2}"
          --set search.baseline=false --set soak.enabled=false --set search.screening.enabled=true
          --set search.screening.fraction=0.25 --set search.screening.keep=0.25 --set search.screening.min_keep=1
          --set window.measure_seconds=${MEASURE_S:-12} --set window.warmup_seconds=3 --set window.warmup_requests=16
@@ -258,7 +260,22 @@ print("" if f is None else "window.early_stop" + ("" if f.annotation is bool els
       tail -n 40 "$out/night-shipped.log"
       python3 tools/sglang-h200/night_summary.py "$db" h200-night-probe h200-night-shipped | tee "$out/night-summary.txt"
     fi
-    case "${NIGHT:-both}" in probe*|shipped) (exit $nrc); exit $? ;; esac
+    if [ "${NIGHT:-both}" = lean ] || [ "${NIGHT:-both}" = lean+old ]; then
+      # session 13, the lean night (what profiles/interactive.yaml ships now): the prior as the screen; among its
+      # survivors screen ladders from half the predicted knee up (search.screening.near_knee); the screen's ties
+      # measured again, at most 2 (ties_max); the final ladder short near its knee too, its refinement deciding
+      # (far_windows.near short: a bracket end left short measured again). With NIGHT_MEM='[0.2,0.85]' and
+      # NIGHT_LADDER='[16,32,64,128]' NIGHT_REFINE=true: 2 screen launches of 2 windows each, 1 final launch.
+      python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-lean "${cut[@]}" \
+        --set search.prior=sim --set search.prior_margin=0.15 --set search.far_windows.enabled=true \
+        --set search.far_windows.factor=2 --set search.far_windows.fraction=0.25 --set search.far_windows.near=short \
+        --set search.screening.near_knee=true --set search.screening.ties=true --set search.screening.ties_max=2 \
+        --set 'search.screening.probe={"enabled":false}' ${early:+--set "$early=true"} --no-progress \
+        > "$out/night-lean.log" 2>&1 || nrc=$?
+      tail -n 40 "$out/night-lean.log"
+      python3 tools/sglang-h200/night_summary.py "$db" h200-night-lean | tee "$out/night-lean-summary.txt"
+    fi
+    case "${NIGHT:-both}" in probe*|shipped|lean) (exit $nrc); exit $? ;; esac
     if [ "${NIGHT:-both}" != new ]; then
       python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-old "${cut[@]}" \
         --set search.prior=none --set search.prior_margin=null ${early:+--set "$early=false"} \
@@ -266,7 +283,11 @@ print("" if f is None else "window.early_stop" + ("" if f.annotation is bool els
         > "$out/night-old.log" 2>&1 || nrc=$?
       tail -n 40 "$out/night-old.log"
     fi
-    python3 tools/sglang-h200/night_summary.py "$db" h200-night-old h200-night-new | tee "$out/night-summary.txt"
+    if [ "${NIGHT:-both}" = lean+old ] || { [ "${NIGHT:-both}" = old ] && [ -n "${SEED_DB:-}" ]; }; then
+      python3 tools/sglang-h200/night_summary.py "$db" h200-night-old h200-night-lean | tee "$out/night-summary.txt"
+    else
+      python3 tools/sglang-h200/night_summary.py "$db" h200-night-old h200-night-new | tee "$out/night-summary.txt"
+    fi
     (exit $nrc) ;;
   kvdtype)
     # issue 30: the KV-bound configuration (256 / 0.14 / 4096 / lpm, a ~52k-token pool) with --kv-cache-dtype auto
