@@ -101,3 +101,7 @@ class Climb:
     far: FarPlan | None = None  # steps far from the prior's predicted knee run short windows (sweep.ladder.far_windows)
     again: bool = False  # a tie-break re-measure (search.tie_break): its loads at full length, nothing past them
     refine: bool = True  # a final ladder bisects its bracket (section refine); False: the study said not this one
+    # a screen ladder started near the prior's predicted knee (search.screening.near_knee): the steps below it it
+    # skipped, measured downward when none of its steps passes its SLA, and the knee it started from
+    skipped: tuple[int, ...] = ()
+    predicted_knee: float | None = None

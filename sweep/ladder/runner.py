@@ -31,10 +31,10 @@ from sweep.ladder.parts import (
 from sweep.ladder.recorder import Recorder
 from sweep.ladder.refine import REFINE_PHASE, refine, step_bracket
 from sweep.ladder.step_inputs import StepInputs
-from sweep.ladder.step_verdicts import error_kinds, offered_rate, saturated, window_failure
+from sweep.ladder.step_verdicts import error_kinds, offered_rate, saturated, step_words, window_failure
 from sweep.launchers.base import Launcher, ServerHandle
 from sweep.profile import Arrival, Profile, RateArrival, TraceArrival, Window
-from sweep.profile.phases import climbs_on, phase_window, refines
+from sweep.profile.phases import climbs_on, near_knee_start, phase_window, refines
 from sweep.store import Store
 from sweep.workload.stream import Requests, StreamExhausted
 
@@ -81,10 +81,14 @@ class LadderRunner:
         if self.profile.search.mode == "coupled":
             return self._run_coupled(config, trial_number, phase, steps_wanted, should_stop)
         window = self.window_for(phase)
-        guess = self.hooks.predicted_knee(config) if self.hooks.predicted_knee is not None and phase == "final" else None
-        return self._run_one(config, trial_number, Climb(tuple(steps_wanted), phase, window,
-                                                         climb_on=climbs_on(self.profile, phase), refine=refine,
-                                                         far=far_plan(self.profile, window, guess)), should_stop)
+        near = phase == "screen" and self.profile.search.screening.near_knee
+        guess = (self.hooks.predicted_knee(config) if self.hooks.predicted_knee is not None
+                 and (phase == "final" or near) else None)
+        start = near_knee_start(self.profile, steps_wanted, guess) if near else 0  # the steps far below it: skipped
+        return self._run_one(config, trial_number, Climb(
+            tuple(steps_wanted[start:]), phase, window, climb_on=climbs_on(self.profile, phase), refine=refine,
+            far=far_plan(self.profile, window, guess) if phase == "final" else None,
+            skipped=tuple(steps_wanted[:start]), predicted_knee=guess), should_stop)
 
     def run_again(self, config: ServerConfig, loads: Sequence[int], trial_number: int | None = None,
                   phase: str = "final") -> LadderOutcome:
@@ -193,7 +197,7 @@ class LadderRunner:
         """After the ladder, on the same warm server: climb on past a passing top step, refine the bracket, and
         measure a flagged peak again (sweep.ladder.climb_on); a window that cannot complete ends what follows, the
         windows measured so far stand."""
-        usable = True
+        usable = self._descend(handle, config_id, climb, outcome)
         if climb.climb_on:
             mrr = resolved_max_running(handle.server_info) or handle.config.max_running_requests
             climbed: list[LadderStep] = []
@@ -223,6 +227,32 @@ class LadderRunner:
             if usable:
                 outcome.stop_reason += (f"; measured {again.at()} again: its window was flagged by the client's "
                                         "self-check")
+
+    def _descend(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> bool:
+        """A screen ladder started near the predicted knee (search.screening.near_knee, sweep.profile.phases
+        .near_knee_start) whose steps all fail their SLA measures the steps it skipped downward on the same server,
+        one screen window each, until one passes; a window that cannot complete fails the configuration, as it would
+        in the ladder. Whether the server can take another window."""
+        if not climb.skipped:
+            return True
+        first = step_words(self.profile, climb.ladder[0])
+        outcome.stop_reason += f"; started at {first} near the predicted knee {round(climb.predicted_knee or 0, 1):g}"
+        if any(s.stats.passes_sla for s in outcome.steps):
+            return True
+        tried: list[str] = []
+        for c in reversed(climb.skipped):
+            scratch = LadderOutcome(handle.config, config_id, "completed")
+            self._climb(handle, handle.config, config_id, Climb((c,), climb.phase, climb.window), scratch)
+            outcome.steps += scratch.steps
+            tried += [f"{step_words(self.profile, c)} ({'passes' if s.stats.passes_sla else 'fails'})"
+                      for s in scratch.steps]
+            if not scratch.steps or scratch.steps[-1].stats.passes_sla:  # it passes, or the window did not complete
+                break
+        outcome.stop_reason += f"; {first} failed: measured {', '.join(tried) or 'nothing'} below it"
+        if scratch.status != "completed":  # the server died, or every request failed at the lowest step measured
+            outcome.status, outcome.failure = "failed", scratch.failure
+            outcome.stop_reason += f" ({scratch.stop_reason})"
+        return scratch.status == "completed"
 
     def _full_knee(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> bool:
         """A knee that lands on a far step's short window is measured again at full length before it is the answer
@@ -379,7 +409,7 @@ class LadderRunner:
                 # Not saturation: a server that fails every request is broken at this load, not queueing.
                 broken = f"every request at {at} failed ({error_kinds(result.records)})"
                 outcome.stop_reason = f"stopped: {broken}"
-                if len(outcome.steps) == 1:
+                if len(outcome.steps) == 1 and not climb.skipped:  # (skipped steps: measured downward first)
                     outcome.status, outcome.failure = "failed", f"errors: {broken}"
                 return
             if not stats.passes_sla:

@@ -1,11 +1,12 @@
 """What the ladder reads off one finished window (pure): whether the server's own signals say it is saturated, the
-window's offered rate where that is the ladder's load, and its failed requests by kind."""
+window's offered rate where that is the ladder's load (a step's load in words), and its failed requests by kind."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
 
+from sweep.analysis.loads import load_words
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import SERVER_DIED, RequestRecord
 from sweep.launchers.base import Launcher, ServerHandle
@@ -30,6 +31,11 @@ def offered_rate(profile: Profile, arrival: Arrival) -> float | None:
     if profile.rate_ladder and isinstance(arrival, TraceArrival):
         return arrival.mean_rate
     return float(arrival.rate) if profile.rate_ladder and isinstance(arrival, RateArrival | GammaArrival) else None
+
+
+def step_words(profile: Profile, concurrency: int) -> str:
+    """A ladder step's load in a sentence: "concurrency 16", a rate ladder's "12.50 req/s" (sweep.analysis.loads)."""
+    return load_words(concurrency, offered_rate(profile, profile.step_arrival(concurrency)))
 
 
 def error_kinds(records: Sequence[RequestRecord]) -> str:

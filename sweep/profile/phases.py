@@ -1,7 +1,9 @@
-"""The window each phase measures (screen, final, refine, soak), its length on the driver's clock, and how many
-windows a ladder of a phase may run."""
+"""The window each phase measures (screen, final, refine, soak), its length on the driver's clock, how many
+windows a ladder of a phase may run, and where a screen ladder starts near the prior's predicted knee."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from sweep.profile import Profile, Window
 
@@ -87,3 +89,23 @@ def probe_load(profile: Profile, predicted_knee: float | None) -> int | None:
         return None
     loads = ladder_loads(profile)
     return int(max((x for x in loads if x <= predicted_knee * (1 + 1e-9)), default=loads[0]))
+
+
+def step_load(profile: Profile, concurrency: int) -> float:
+    """A ladder step's load: its offered rate (req/s) in an open-loop rate ladder, else its concurrency."""
+    rates = profile.ladder_rates
+    if rates and concurrency in profile.ladder:
+        return float(rates[profile.ladder.index(concurrency)])
+    return float(concurrency)
+
+
+def near_knee_start(profile: Profile, ladder: Sequence[int], predicted_knee: float | None) -> int:
+    """Where a screen ladder starts (search.screening.near_knee): the index into `ladder` of its first step whose
+    load (`step_load`) is at or above predicted_knee / search.far_windows.factor; the steps before it are far below
+    the knee (they pass and do not rank) and are skipped. No step that high: the top step alone. No prediction
+    (None or <= 0), near_knee off, or an empty ladder: 0, the whole ladder. The skipped steps are measured downward
+    only where every measured step fails its SLA (sweep.ladder.runner)."""
+    if not profile.search.screening.near_knee or predicted_knee is None or predicted_knee <= 0 or not ladder:
+        return 0
+    floor = predicted_knee / profile.search.far_windows.factor
+    return next((i for i, c in enumerate(ladder) if step_load(profile, c) >= floor * (1 - 1e-9)), len(ladder) - 1)
