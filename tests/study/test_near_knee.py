@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sweep.core.types import FlagScalar
 from sweep.profile import load_profile
 from sweep.profile.phases import near_knee_start
 from sweep.store import Store
@@ -16,7 +17,7 @@ from sweep.views.read_model import read_study
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
-SPACE = {"max_running_requests": [4, 8, 16, 32], "mem_fraction_static": [0.85]}
+SPACE: dict[str, list[FlagScalar]] = {"max_running_requests": [4, 8, 16, 32], "mem_fraction_static": [0.85]}
 LADDER = [2, 4, 8, 16, 32, 64]
 
 
