@@ -93,3 +93,39 @@ def test_a_final_ladder_ignores_near_knee(tmp_path: Path) -> None:
     outcome, store, study_id = _screen(tmp_path, _profile(**{"search.far_windows.enabled": False}), 128.0, "final")
     assert [c for c, _ in _windows(store, study_id)] == LADDER
     assert "predicted knee" not in outcome.stop_reason
+
+
+@pytest.mark.slow
+def test_a_server_that_dies_while_measuring_downward_fails_the_configuration(tmp_path: Path) -> None:
+    """A real simulator process (HTTP driver): the screen starts at its top step (predicted knee 100), which fails an
+    SLA nothing meets; the server is killed after that window, so the first window measured downward cannot complete:
+    the configuration fails with the death, as it would in its ladder, and nothing further is measured."""
+    import os
+    import signal
+
+    from sweep.launchers.base import ServerHandle
+
+    prof = load_profile(SMOKE, {"ladder": [2, 4, 8], "server.launcher": "sim", "window.measure_seconds": 1.5,
+                                "window.drain_seconds": 2, "window.warmup_requests": 2, "window.min_requests": 2,
+                                "sla.ttft_ms": 0.001, "search.screening.enabled": True,
+                                "search.screening.near_knee": True, "server.shutdown_grace_s": 5})
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    study_id = store.create_study("near-died", prof.name, prof.model_dump_json(), prof.fingerprint(), "grid", True,
+                                  "http", None)
+    launcher = make_launcher(prof, "sim", "http", tmp_path / "logs")
+    specs = RequestStream(prof.workload, base_dir=ROOT, lexicon=for_model(model_path(prof)))
+    servers: list[ServerHandle] = []
+
+    def kill_after_the_top(_config: ServerConfig, concurrency: int, _step: object) -> None:
+        if concurrency == 8 and servers[0].pid:
+            os.kill(servers[0].pid, signal.SIGKILL)
+
+    runner = LadderRunner(prof, launcher, make_driver(prof, "http", launcher), store, study_id, specs, "http",
+                          LadderHooks(on_launch=servers.append, on_step=kill_after_the_top,
+                                      predicted_knee=lambda _c: 100.0))
+    outcome = runner.run(ServerConfig(max_running_requests=8), phase="screen")
+    runs = [(r.concurrency, r.status) for r in store.study_runs(study_id)]
+    assert runs == [(8, "completed"), (4, "failed")], runs  # 2 is never measured
+    assert outcome.status == "failed" and outcome.knee is not None and outcome.knee.point is None
+    assert "died" in (outcome.failure or ""), outcome.failure
+    assert "concurrency 8 failed: measured nothing below it (server died during the window at concurrency 4)" in outcome.stop_reason
