@@ -20,6 +20,7 @@ from sweep.drivers import Driver
 from sweep.ladder.climb_on import NextWindow, measure_again, next_climb, resolved_max_running
 from sweep.ladder.far_windows import far_plan, short_failing_end
 from sweep.ladder.launch import Launch, ServerEvent, launch_status
+from sweep.ladder.near_knee import descend
 from sweep.ladder.parts import (
     Climb,
     LadderHooks,
@@ -31,7 +32,7 @@ from sweep.ladder.parts import (
 from sweep.ladder.recorder import Recorder
 from sweep.ladder.refine import REFINE_PHASE, refine, step_bracket
 from sweep.ladder.step_inputs import StepInputs
-from sweep.ladder.step_verdicts import error_kinds, offered_rate, saturated, step_words, window_failure
+from sweep.ladder.step_verdicts import error_kinds, offered_rate, saturated, window_failure
 from sweep.launchers.base import Launcher, ServerHandle
 from sweep.profile import Arrival, Profile, RateArrival, TraceArrival, Window
 from sweep.profile.phases import climbs_on, near_knee_start, phase_window, refines
@@ -194,10 +195,16 @@ class LadderRunner:
             self.hooks.on_server(event)
 
     def _past_the_ladder(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> None:
-        """After the ladder, on the same warm server: climb on past a passing top step, refine the bracket, and
-        measure a flagged peak again (sweep.ladder.climb_on); a window that cannot complete ends what follows, the
-        windows measured so far stand."""
-        usable = self._descend(handle, config_id, climb, outcome)
+        """After the ladder, on the same warm server: measure a near-knee screen's skipped steps downward where none
+        passes (sweep.ladder.near_knee), climb on past a passing top step, refine the bracket, and measure a flagged
+        peak again (sweep.ladder.climb_on); a window that cannot complete ends what follows, the windows measured so
+        far stand."""
+        def one_window(c: int) -> LadderOutcome:  # a step a near-knee screen skipped (sweep.ladder.near_knee)
+            scratch = LadderOutcome(handle.config, config_id, "completed")
+            self._climb(handle, handle.config, config_id, Climb((c,), climb.phase, climb.window), scratch)
+            return scratch
+
+        usable = descend(self.profile, climb, outcome, one_window)
         if climb.climb_on:
             mrr = resolved_max_running(handle.server_info) or handle.config.max_running_requests
             climbed: list[LadderStep] = []
@@ -227,32 +234,6 @@ class LadderRunner:
             if usable:
                 outcome.stop_reason += (f"; measured {again.at()} again: its window was flagged by the client's "
                                         "self-check")
-
-    def _descend(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> bool:
-        """A screen ladder started near the predicted knee (search.screening.near_knee, sweep.profile.phases
-        .near_knee_start) whose steps all fail their SLA measures the steps it skipped downward on the same server,
-        one screen window each, until one passes; a window that cannot complete fails the configuration, as it would
-        in the ladder. Whether the server can take another window."""
-        if not climb.skipped:
-            return True
-        first = step_words(self.profile, climb.ladder[0])
-        outcome.stop_reason += f"; started at {first} near the predicted knee {round(climb.predicted_knee or 0, 1):g}"
-        if any(s.stats.passes_sla for s in outcome.steps):
-            return True
-        tried: list[str] = []
-        for c in reversed(climb.skipped):
-            scratch = LadderOutcome(handle.config, config_id, "completed")
-            self._climb(handle, handle.config, config_id, Climb((c,), climb.phase, climb.window), scratch)
-            outcome.steps += scratch.steps
-            tried += [f"{step_words(self.profile, c)} ({'passes' if s.stats.passes_sla else 'fails'})"
-                      for s in scratch.steps]
-            if not scratch.steps or scratch.steps[-1].stats.passes_sla:  # it passes, or the window did not complete
-                break
-        outcome.stop_reason += f"; {first} failed: measured {', '.join(tried) or 'nothing'} below it"
-        if scratch.status != "completed":  # the server died, or every request failed at the lowest step measured
-            outcome.status, outcome.failure = "failed", scratch.failure
-            outcome.stop_reason += f" ({scratch.stop_reason})"
-        return scratch.status == "completed"
 
     def _full_knee(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome) -> bool:
         """A knee that lands on a far step's short window is measured again at full length before it is the answer
