@@ -36,6 +36,7 @@ from sweep.profile.grid import grid, grid_size
 from sweep.profile.phases import (
     ladder_loads,
     ladder_windows,
+    near_knee_start,
     phase_seconds,
     refines,
 )
@@ -134,22 +135,9 @@ def screen_windows(prof: Profile, knee: float | None = None) -> tuple[int, float
     if probes(prof):
         return 1, phase_seconds(prof, "probe")
     n = ladder_windows(prof, "screen")
-    if near_knee_active(prof) and knee is not None and knee > 0:
-        n = len(prof.ladder) - near_knee_start(prof, knee)
+    if prof.search.prior == "sim" and prof.search.mode != "coupled":  # the runner's rule (profile.phases)
+        n = len(prof.ladder) - near_knee_start(prof, prof.ladder, knee)
     return n, n * phase_seconds(prof, "screen")
-
-
-def near_knee_active(prof: Profile) -> bool:
-    """Whether screen ladders start near the prior's predicted knee (search.screening.near_knee with prior sim)."""
-    return (prof.search.screening.near_knee and prof.search.prior == "sim" and not prof.rate_ladder
-            and prof.search.mode != "coupled")
-
-
-def near_knee_start(prof: Profile, knee: float) -> int:
-    """The index of a screen ladder's first step near `knee`: the first step at or above knee / far_windows.factor
-    (the top step when none is)."""
-    low = knee / prof.search.far_windows.factor
-    return next((i for i, x in enumerate(prof.ladder) if x >= low * (1 - 1e-9)), len(prof.ladder) - 1)
 
 
 def _probed(prof: Profile) -> str:
