@@ -44,14 +44,15 @@ class FarPlan:
         return self.full, False
 
 
-def far_plan(profile: Profile, full: Window, predicted_knee: float | None) -> FarPlan | None:
+def far_plan(profile: Profile, full: Window, predicted_knee: float | None, refine: bool = True) -> FarPlan | None:
     """The far-window plan of one final ladder (None: far windows off, no prediction, or a short window no shorter
-    than the full one)."""
+    than the full one); `refine` False: the study does not refine this ladder (search.baseline_refine), so its steps
+    near the knee run full whatever far_windows.near says."""
     rule = profile.search.far_windows
     if not rule.enabled or predicted_knee is None or predicted_knee <= 0 or rule.fraction >= 1:
         return None
     short = full.model_copy(update={"measure_seconds": full.measure_seconds * rule.fraction})
-    return FarPlan(predicted_knee, rule, full, short, near_short=rule.near == "short" and refines(profile, "final"))
+    return FarPlan(predicted_knee, rule, full, short, near_short=rule.near == "short" and refines(profile, "final") and refine)
 
 
 def short_failing_end(steps: Sequence[LadderStep]) -> LadderStep | None:
@@ -68,3 +69,16 @@ def short_failing_end(steps: Sequence[LadderStep]) -> LadderStep | None:
     end = above[0]
     full_loads = {s.load for s in steps if not s.short}
     return end if end.short and end.load not in full_loads else None
+
+
+
+def unrefined_near(steps: Sequence[LadderStep], far: FarPlan | None) -> list[LadderStep]:
+    """A near-short ladder with no bracket to refine (it passed to its cap, or failed from its first step): its short
+    windows near the predicted knee with no full window at their load, lowest first; near "full" would have run them
+    full, and the knee rule must compare them at full length (a short window's goodput never decides)."""
+    if far is None:
+        return []
+    full_loads = {s.load for s in steps if not s.short}
+    near = {s.load: s for s in steps if s.short and s.load not in full_loads
+            and not far.rule.far(s.load, far.predicted_knee)}
+    return [near[x] for x in sorted(near)]

@@ -18,7 +18,7 @@ from sweep.core.errors import Fenced, LaunchError, ServerDied
 from sweep.core.types import ServerConfig
 from sweep.drivers import Driver
 from sweep.ladder.climb_on import NextWindow, measure_again, next_climb, resolved_max_running
-from sweep.ladder.far_windows import far_plan, short_failing_end
+from sweep.ladder.far_windows import far_plan, short_failing_end, unrefined_near
 from sweep.ladder.launch import Launch, ServerEvent, launch_status
 from sweep.ladder.near_knee import descend
 from sweep.ladder.parts import (
@@ -88,7 +88,7 @@ class LadderRunner:
         start = near_knee_start(self.profile, steps_wanted, guess) if near else 0  # the steps far below it: skipped
         return self._run_one(config, trial_number, Climb(
             tuple(steps_wanted[start:]), phase, window, climb_on=climbs_on(self.profile, phase), refine=refine,
-            far=far_plan(self.profile, window, guess) if phase == "final" else None,
+            far=far_plan(self.profile, window, guess, refine) if phase == "final" else None,
             skipped=tuple(steps_wanted[:start]), predicted_knee=guess), should_stop)
 
     def run_again(self, config: ServerConfig, loads: Sequence[int], trial_number: int | None = None,
@@ -217,18 +217,17 @@ class LadderRunner:
                                         f" ({'fails' if not top.stats.passes_sla else 'passes: the cap'})")
         refined = climb.refine and refines(self.profile, climb.phase)
         near_short = climb.far is not None and climb.far.near_short and refined
+        if near_short and step_bracket(outcome.steps) is None:  # nothing to refine: near steps full, as near "full"
+            usable = usable and self._full_again(handle, config_id, climb, outcome, unrefined_near(
+                outcome.steps, climb.far), "a step near the predicted knee, nothing to refine")
         if not near_short or step_bracket(outcome.steps) is None:  # else the refinement's full windows come first
             usable = usable and self._full_knee(handle, config_id, climb, outcome)
         if usable and refined:
             self._refine(handle, config_id, climb, outcome)
             usable = self._full_knee(handle, config_id, climb, outcome)
-            if usable and near_short and (end := short_failing_end(outcome.steps)) is not None:
-                nxt = NextWindow(end.concurrency, end.offered_rps, end.phase)
-                _, usable = self._one_more(handle, config_id, climb, outcome, nxt, "measuring the bracket again",
-                                           far=False)
-                if usable:
-                    outcome.stop_reason += (f"; measured {nxt.at()} again at full length: the bracket's failing end "
-                                            "was a short window")
+            end = short_failing_end(outcome.steps) if near_short else None
+            usable = usable and self._full_again(handle, config_id, climb, outcome, [end] if end else [],
+                                                 "the bracket's failing end")
         while usable and (again := measure_again(outcome.steps)) is not None:
             _, usable = self._one_more(handle, config_id, climb, outcome, again, "measuring again", far=False)
             if usable:
@@ -247,6 +246,17 @@ class LadderRunner:
             if not usable:
                 return False
             outcome.stop_reason += f"; measured {nxt.at()} again at full length: the knee landed on its short window"
+        return True
+
+    def _full_again(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome,
+                    steps: Sequence[LadderStep], why: str) -> bool:
+        """Short windows measured again at full length (far_windows.near "short"); whether the server can take more."""
+        for step in steps:
+            nxt = NextWindow(step.concurrency, step.offered_rps, step.phase)
+            _, usable = self._one_more(handle, config_id, climb, outcome, nxt, "measuring again", far=False)
+            if not usable:
+                return False
+            outcome.stop_reason += f"; measured {nxt.at()} again at full length ({why}, a short window)"
         return True
 
     def _one_more(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome,

@@ -177,9 +177,9 @@ def final_ladder(prof: Profile, knee: float | None = None, refined: bool = True,
     climbed = len(ladder_loads(prof))
     if not far_active(prof) or (not assumed and (knee is None or knee <= 0)):
         return climbed + refine_n, 0
-    if prof.search.far_windows.near == "short" and refines(prof, "final"):
-        return refine_n + 1, climbed  # refined: a bracket end measured again; not refined: the knee
     short = climbed - full_ladder_steps(prof) if knee is None or knee <= 0 else short_steps_at(prof, knee)  # assumed
+    if prof.search.far_windows.near == "short" and refine_n:  # every step short; full: the refinement and a bracket
+        return max(refine_n + 1, climbed - short), climbed  # end again, or with nothing to refine the near steps again
     return climbed - short + refine_n, short
 
 

@@ -76,19 +76,44 @@ def test_near_short_runs_the_whole_refined_ladder_short_and_decides_on_full_wind
     # the bracket's failing end was the short ladder step: measured again at full length
     top_fail = min(c for c, phase, short in runs if phase == "final" and short and c > max(refined))
     assert (top_fail, "final", False) in runs
-    assert "the bracket's failing end was a short window" in outcome.stop_reason
+    assert "(the bracket's failing end, a short window)" in outcome.stop_reason
     # against near "full": the steps near the predicted knee (8, 16) ran full, and as many windows or more
     _, full_runs = _ladder(tmp_path / "full", "full")
     assert (8, "final", False) in full_runs and (16, "final", False) in full_runs
     assert (8, "final", False) not in runs
 
 
-def test_a_ladder_the_study_does_not_refine_keeps_its_bracket_and_measures_its_short_knee_again(
-        tmp_path: Path) -> None:
-    """search.baseline_refine could_tie: the defaults' ladder run with refine=False brackets its knee and stops there;
-    under near "short" its knee, on a short window, is measured again at full length before it is an answer."""
+def test_a_ladder_the_study_does_not_refine_runs_its_steps_near_the_knee_full(tmp_path: Path) -> None:
+    """search.baseline_refine could_tie: the defaults' ladder run with refine=False has no refinement to decide its
+    knee, so far_windows.near "short" does not apply: its steps near the predicted knee (8, 16) run full, the far ones
+    short, and nothing is refined."""
     outcome, runs = _ladder(tmp_path, "short", refine=False)
     assert not [r for r in runs if r[1] == "refine"]
+    assert runs[:4] == [(2, "final", True), (4, "final", True), (8, "final", False), (16, "final", False)]
     assert outcome.knee is not None and outcome.knee.index is not None
-    knee = outcome.steps[outcome.knee.index]
-    assert not knee.short and (knee.concurrency, "final", True) in runs
+    assert not outcome.steps[outcome.knee.index].short
+
+
+def test_with_nothing_to_refine_the_steps_near_the_knee_are_measured_again_at_full_length(tmp_path: Path) -> None:
+    """A near-short ladder that passes to its top has no bracket: its refinement cannot decide the knee, so every
+    short step near the predicted knee (8 and 16 of 2..32, knee 10) is measured again at full length before the knee
+    rule compares them; re-measuring only the knee's short window (the far-window rule) would leave the other near
+    step decided by a short one."""
+    prof = load_profile(SMOKE, {"ladder": [2, 4, 8, 16, 32], "server.launcher": "sim", "refine.enabled": True,
+                                "refine.max_steps": 3, "search.far_windows.fraction": 0.5,
+                                "search.far_windows.near": "short"})
+    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
+    study_id = store.create_study(f"near-{uuid.uuid4().hex[:8]}", prof.name, prof.model_dump_json(),
+                                  prof.fingerprint(), "grid", True, "virtual", None)
+    launcher = make_launcher(prof, "sim", "virtual", tmp_path / "logs")
+    specs = RequestStream(prof.workload, base_dir=ROOT, lexicon=for_model(model_path(prof)))
+    runner = LadderRunner(prof, launcher, make_driver(prof, "virtual", launcher), store, study_id, specs, "virtual",
+                          LadderHooks(predicted_knee=lambda _c: 10.0))
+    outcome = runner.run(ServerConfig(max_running_requests=32))
+    runs = [(r.concurrency, r.short_window) for r in store.study_runs(study_id) if r.status == "completed"]
+    assert runs[:5] == [(2, True), (4, True), (8, True), (16, True), (32, True)]  # passes to the top: no bracket
+    assert (8, False) in runs and (16, False) in runs  # both near steps again at full length
+    assert (2, False) not in runs and (4, False) not in runs  # far ones stay short
+    assert outcome.knee is not None and outcome.knee.index is not None
+    assert not outcome.steps[outcome.knee.index].short
+    assert "a step near the predicted knee, nothing to refine" in outcome.stop_reason
