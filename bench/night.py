@@ -61,6 +61,7 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,9 +127,16 @@ def noisy_ladder(land: Landscape, key: str, seed: int, salt: int, cv: float | No
     """Landscape.noisy_ladder with its steps, the noise drawn per measurement (`salt`: screen, final, again; `cv`:
     the windows' CV when not the landscape's, the same seeded draws scaled; `latency`: each step's SLA ratio x this
     decides its pass, as a prior whose latencies err by it sees the ladder)."""
+    return ladder_of(climbed(noisy_steps(land, key, seed, salt, cv, latency)), land.flatten)
+
+
+def noisy_steps(land: Landscape, key: str, seed: int, salt: int, cv: float | None = None,
+                latency: float = 1.0) -> list[LadderStep]:
+    """Every step of the configuration's ladder up to an aborted one ([] when it OOMs), each drawn as noisy_ladder
+    draws it (one seeded stream per (seed, configuration, CV, salt), a draw a step in order)."""
     entry = land.table[key]
     if entry["oom"]:
-        return Ladder(None, None, ())
+        return []
     rng = np.random.default_rng([seed, land.keys.index(key), int(land.cv * 1000), salt])
     c = land.cv if cv is None else cv
     sigma = math.sqrt(math.log(1.0 + c ** 2))
@@ -141,11 +149,25 @@ def noisy_ladder(land: Landscape, key: str, seed: int, salt: int, cv: float | No
         steps.append(LadderStep(0, int(row["concurrency"]), "final", stats))
         if row.get("aborted") is not None:
             break
-        if not stats.passes_sla and saturated(stats, steps[-2].stats if len(steps) > 1 else None):
+    return steps
+
+
+def climbed(steps: list[LadderStep]) -> list[LadderStep]:
+    """The steps a ladder climbing `steps` measures: up to sweep's saturation stop (a failing, saturated step)."""
+    out: list[LadderStep] = []
+    for step in steps:
+        out.append(step)
+        if not step.stats.passes_sla and saturated(step.stats, out[-2].stats if len(out) > 1 else None):
             break
-    knee = find_knee(step_points(steps), land.flatten)
-    point = knee.point
-    real = ladder_knee(steps, land.flatten) if point is not None else None
+    return out
+
+
+def ladder_of(steps: list[LadderStep], flatten: float) -> Ladder:
+    """The measured steps as a Ladder: the knee by find_knee, its interval by ladder_knee."""
+    if not steps:
+        return Ladder(None, None, ())
+    point = find_knee(step_points(steps), flatten).point
+    real = ladder_knee(steps, flatten) if point is not None else None
     return Ladder(point.goodput_tps if point else None, point.concurrency if point else None,
                   tuple((s.concurrency, sla_ratio(s.stats)) for s in steps),
                   tuple(s.stats.goodput_tps if s.stats.passes_sla else None for s in steps),
@@ -315,7 +337,7 @@ def today(land: Landscape, space: list[str], seed: int) -> Outcome:
         seconds += STARTUP_S + sum(window_s(QUARTER_S, r, False) for _, r in lad.steps) if lad.steps else 0.0
     ranked = sorted((k for k in space if screened[k].knee is not None), key=lambda k: -(screened[k].knee or 0.0))
     finals = ranked[:max(MIN_KEEP, KEEP)]
-    return _finals(land, seed, finals, seconds, len(space), None, space_best(land, space))
+    return run_finals(land, seed, finals, seconds, len(space), None, space_best(land, space))
 
 
 ALL_LEVERS = frozenset({"short", "early"})
@@ -339,7 +361,7 @@ def new(land: Landscape, space: list[str], seed: int, variant: str, levers: froz
                        for lad in lads.values() if lad.steps)
         screened = len(kept)
         kept = sorted((k for k in kept if lads[k].knee is not None), key=lambda k: -(lads[k].knee or 0.0))[:KEEP]
-    return _finals(land, seed, kept, seconds, screened, variant, space_best(land, space), levers)
+    return run_finals(land, seed, kept, seconds, screened, variant, space_best(land, space), levers)
 
 
 SHIPPED_MARGIN, SHIPPED_KEEP = 0.15, 0.25  # profiles/interactive.yaml's search settings
@@ -391,16 +413,25 @@ def shipped(land: Landscape, space: list[str], seed: int, variant: str, rule: Sa
         screened = len(kept)
         ranked = sorted((k for k in kept if lads[k].knee is not None), key=lambda k: -(lads[k].knee or 0.0))
         ties = tied_with_leader({k: lads[k].interval() for k in ranked}) if rule.screen_ties or rule.screen_again else []
-        if rule.screen_again and ties:  # each tie's screen knee load measured again at full length on a launch
-            again: dict[str, float] = {}
-            for k in ties:
-                windows = dict(noisy_ladder(land, k, seed, 5).windows().steps)
-                again[k] = windows.get(lads[k].knee_c or 0) or 0.0
-                seconds += STARTUP_S + window_s(FULL_S, dict(lads[k].steps)[lads[k].knee_c or 0], True)
-            kept = recut(ranked[:cut], ties, again)
+        if rule.screen_again and ties:
+            kept, bill = screen_again(land, seed, lads, ranked[:cut], ties)
+            seconds += bill
         else:
             kept = ranked[:cut] + [k for k in ties if k not in ranked[:cut]]
-    return _finals(land, seed, kept, seconds, screened, variant, space_best(land, space), ALL_LEVERS, rule)
+    return run_finals(land, seed, kept, seconds, screened, variant, space_best(land, space), ALL_LEVERS, rule)
+
+
+def screen_again(land: Landscape, seed: int, lads: dict[str, Ladder], cut: list[str],
+                 ties: list[str]) -> tuple[list[str], float]:
+    """Each tie's screen knee load measured again at full length on a launch (noise salt 5); (the cut recut by those
+    windows, GPU seconds)."""
+    again: dict[str, float] = {}
+    seconds = 0.0
+    for k in ties:
+        windows = dict(noisy_ladder(land, k, seed, 5).windows().steps)
+        again[k] = windows.get(lads[k].knee_c or 0) or 0.0
+        seconds += STARTUP_S + window_s(FULL_S, dict(lads[k].steps)[lads[k].knee_c or 0], True)
+    return recut(cut, ties, again), seconds
 
 
 def space_best(land: Landscape, space: list[str]) -> float:
@@ -408,11 +439,11 @@ def space_best(land: Landscape, space: list[str]) -> float:
     return max(land.truth[k] for k in space)
 
 
-def _finals(land: Landscape, seed: int, finals: list[str], seconds: float, screened: int, variant: str | None,
+def run_finals(land: Landscape, seed: int, finals: list[str], seconds: float, screened: int, variant: str | None,
             top: float, levers: frozenset[str] = frozenset(), rule: SameWinner = SameWinner()) -> Outcome:
     """Final ladders (the new settings when `variant` is given: short windows far from the predicted knee, early
     stop), SGLang's defaults, refinement and the soak; `rule.tiebreak`: the finals tied with the leader measured
-    again (`_tiebreak`); hit: the winner's noiseless knee within TOL of `top`."""
+    again (`tiebreak`); hit: the winner's noiseless knee within TOL of `top`."""
     early = "early" in levers
     best: tuple[float, str] | None = None
     bills = []
@@ -435,13 +466,13 @@ def _finals(land: Landscape, seed: int, finals: list[str], seconds: float, scree
     defaults = float(np.median(bills)) if bills else 0.0  # SGLang's defaults, measured as configuration 0
     seconds += sum(bills) + defaults + STARTUP_S + WARM_S + SOAK_S + DRAIN_S  # the soak: a launch and its hour
     if rule.tiebreak:
-        extra, best = _tiebreak(land, seed, ladders, best, early, rule.above)
+        extra, best = tiebreak(land, seed, ladders, best, early, rule.above)
         seconds += extra
     hit = best is not None and within(land.truth[best[1]], top, TOL)
     return Outcome(hit, seconds, len(finals), screened)
 
 
-def _tiebreak(land: Landscape, seed: int, ladders: dict[str, Ladder], best: tuple[float, str] | None,
+def tiebreak(land: Landscape, seed: int, ladders: dict[str, Ladder], best: tuple[float, str] | None,
               early: bool, above: bool) -> tuple[float, tuple[float, str] | None]:
     """The finals tied with the leader (bench.night_ties) each launched again, its knee window (`above`: and the
     step above it) measured once more at full length (fresh noise); (GPU seconds, the winner by the pooled knees)."""
@@ -482,7 +513,8 @@ def run(land: Landscape, variant: str | None, levers: frozenset[str] = ALL_LEVER
             "screened": float(np.median([o.screened for o in outs]))}
 
 
-def main() -> int:
+def main(more: Callable[[Landscape], list[str]] | None = None) -> int:
+    """The bench's tables; `more`: lines a caller adds after them (bench.night_lean's rows), given the landscape."""
     t0 = time.perf_counter()
     profile = bench_profile()
     configs = all_configs(profile)
@@ -521,6 +553,7 @@ def main() -> int:
         lines.append(f"- prior {v}: off on {(low + high) / n:.1%} of {n} ({low} below the true knee step, {high} "
                      f"above it or none); of the {pn} survivors probed: {(plow + phigh) / max(pn, 1):.1%} ({plow} "
                      f"below, {phigh} above or none)")
+    lines += more(land) if more is not None else []
     lines += ["", f"bench took {time.perf_counter() - t0:.0f} s"]
     text = "\n".join(lines)
     print(text)
