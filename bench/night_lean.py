@@ -33,6 +33,7 @@ import numpy as np
 
 from bench.night import (
     ALL_LEVERS,
+    DRAIN_S,
     FULL_S,
     NOISE,
     QUARTER_S,
@@ -40,7 +41,6 @@ from bench.night import (
     SOAK_S,
     STARTUP_S,
     WARM_S,
-    DRAIN_S,
     Ladder,
     Outcome,
     climbed,
@@ -142,7 +142,7 @@ def lean(land: Landscape, space: list[str], seed: int, variant: str, rule: Lean)
 def full_knee(land: Landscape, key: str, seed: int, lad: Ladder) -> Ladder:
     """A short final ladder with its knee decided on a full window: the knee step's fresh full-window draw (salt 3)
     as its knee and as its only window (the one the tie-break pools); its interval scaled to that knee."""
-    full = next(s.stats.goodput_tps for s in noisy_steps(land, key, seed, 3) if s.concurrency == lad.knee_c)
+    full = next(s.stats.goodput_tps or 0.0 for s in noisy_steps(land, key, seed, 3) if s.concurrency == lad.knee_c)
     knee = lad.knee or 0.0
     low, high = (None if b is None or knee <= 0 else b * full / knee for b in lad.ci)
     goodputs = tuple(full if c == lad.knee_c else None for c, _ in lad.steps)
