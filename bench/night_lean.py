@@ -10,13 +10,13 @@ length, the finals' tie-break) plus:
    FACTOR (far_windows.factor, 2.0) and climbs from the next step (sweep's saturation stop); when that first step
    fails, the skipped steps are measured downward, one window each on the same launch, until one passes. The screen
    knee is found on the steps measured. The predicted knee is the prior's under its latency error
-   (bench.night.latency_error / predicted_knee, as the probe rows): a wrong prediction can start the ladder past
+   (bench.night_ladder.latency_error / predicted_knee, as the probe rows): a wrong prediction can start the ladder past
    the knee. No prediction: nothing is skipped.
 2. `near_short` (search.far_windows.near: short): every coarse step of a final ladder runs a short (quarter) window,
    its climb included; the knee step is found on that ladder with short-window noise (the screen's: cv / sqrt(0.25)
    under BENCH_NIGHT_NOISE=sampling, the landscape's CV under mixed; noise salt 2), and the knee's goodput is then a
    fresh full-window draw at that step (salt 3: the refinement's full windows decide it). Bill: the short ladder,
-   refinement as bench.night.refine_bill, and one full re-measure window a final (a bracket end left on a short
+   refinement as bench.night_ladder.refine_bill, and one full re-measure window a final (a bracket end left on a short
    window; the pessimistic bound). The finals' tie-break as shipped, on the final's full windows (its knee step's):
    its knee interval is the short ladder's, scaled to the full window's knee.
 3. `ties_max` (search.screening.ties_max): the screen's ties measured again are at most N, the leader and the N - 1
@@ -33,16 +33,27 @@ import numpy as np
 
 from bench.night import (
     ALL_LEVERS,
+    SEEDS,
+    Outcome,
+    run,
+    run_finals,
+    screen_again,
+    space_best,
+    space_of,
+    survivors,
+    tiebreak,
+    today,
+)
+from bench.night import main as night_main
+from bench.night_ladder import (
     DRAIN_S,
     FULL_S,
     NOISE,
     QUARTER_S,
-    SEEDS,
     SOAK_S,
     STARTUP_S,
     WARM_S,
     Ladder,
-    Outcome,
     climbed,
     ladder_bill,
     ladder_of,
@@ -50,18 +61,9 @@ from bench.night import (
     noisy_steps,
     predicted_knee,
     refine_bill,
-    run,
-    run_finals,
-    screen_again,
     screen_ladder,
-    space_best,
-    space_of,
-    survivors,
-    tiebreak,
-    today,
     window_s,
 )
-from bench.night import main as night_main
 from bench.night_ties import SameWinner, capped_ties, tied_with_leader
 from bench.search_oracle import within
 from bench.search_prior import CVS, VARIANTS, Landscape

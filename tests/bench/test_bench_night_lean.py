@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 
-from bench.night import (
+from bench.night import shipped
+from bench.night_ladder import (
     DRAIN_S,
     FULL_S,
     QUARTER_S,
@@ -20,7 +21,6 @@ from bench.night import (
     noisy_steps,
     predicted_knee,
     refine_bill,
-    shipped,
     window_s,
 )
 from bench.night_lean import SHIPPED, Lean, full_knee, lean, near_knee_ladder, screen_bill, short_finals
