@@ -178,7 +178,7 @@ def short_finals(land: Landscape, seed: int, finals: list[str], seconds: float, 
 
 LEAN_ROWS = (Lean(ties_max=2), Lean(ties_max=3), Lean(), Lean(near_knee=False, ties_max=2),
              Lean(near_short=False, ties_max=2), Lean(near_knee=False, ties_max=3),
-             Lean(near_short=False, ties_max=3))
+             Lean(near_short=False, ties_max=3), Lean(near_knee=False), Lean(near_short=False))
 
 
 def run_lean(land: Landscape, variant: str, rule: Lean) -> dict[str, float]:
