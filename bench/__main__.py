@@ -19,7 +19,7 @@ BENCHES = {  # name: (module, what it measures)
                    "before (BENCH_BEFORE) against this one"),
     "early-stop": ("bench.early_stop", "how often the early stop ends a window that should pass (at and under the "
                    "bound, queued requests) and what it saves on one that fails"),
-    "night": ("bench.night", "the answer in one night: today's interactive study against the prior, short windows "
+    "night": ("bench.night_lean", "the answer in one night: today's interactive study against the prior, short windows "
               "far from the knee and early stop (issue 29)"),
 }
 

@@ -49,28 +49,51 @@ Two things it models that the other rows need not:
    length. The probe's noise is drawn with CV = cv / sqrt(probe) (pessimistic: as if all of a window's noise were
    sampling noise), the same normal draw for both probe lengths (only its scale differs).
 
+The ladders, their windows' bill and the prior's predicted knee step live in bench.night_ladder; bench.night_lean adds
+the lean night's rows (near_knee, far_windows.near short, ties_max) after this bench's tables.
+
 The defaults' own ladder is billed as the median final ladder (the landscape has no "defaults" configuration); it
 cannot win here, so hits are the same with or without it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from bench import write_result
+from bench.night_ladder import (
+    DRAIN_S,
+    FULL_S,
+    MIN_S,
+    NOISE,
+    ORACLE_S,
+    QUARTER_S,
+    SOAK_S,
+    STARTUP_S,
+    STOP_AT,
+    WARM_S,
+    Ladder,
+    knee_concurrency,
+    ladder_bill,
+    latency_error,
+    noisy_ladder,
+    predicted_knee,
+    probe_window,
+    refine_bill,
+    screen_ladder,
+    window_s,
+)
 from bench.night_ties import (
-    Knee,
     SameWinner,
-    Windows,
     pooled,
     probe_cut,
     recut,
@@ -78,165 +101,15 @@ from bench.night_ties import (
     tied_with_leader,
 )
 from bench.search_oracle import all_configs, bench_profile, load_or_simulate, truth, within
-from bench.search_prior import CVS, NOISY, VARIANTS, Landscape, prior_values
-from sweep.analysis.knee import find_knee
-from sweep.analysis.ladder_steps import LadderStep, ladder_knee, step_points
-from sweep.analysis.run_stats import RunStats
+from bench.search_prior import CVS, VARIANTS, Landscape, prior_values
 from sweep.core.types import ServerConfig
-from sweep.ladder.step_verdicts import saturated
 from sweep.profile.grid import grid
 
 SEEDS = int(os.environ.get("BENCH_SEARCH_SEEDS", "20"))
-ORACLE_S = 30.0  # the oracle's simulated windows (bench.search_prior's BENCH_PRIOR_WINDOW_S)
-WARM_S, FULL_S, DRAIN_S, STARTUP_S, SOAK_S = 30.0, 900.0, 60.0, 140.0, 3600.0
-QUARTER_S = FULL_S / 4
-MIN_S = 60.0  # window.early_stop.min_seconds
-# (SLA ratio of a failing window, the share of its 900 s it measured before it stopped): docs/early-stop.md's
-# medians at bounds of 0.9, 0.8 and 0.5 x the load's P95 (ratios 1.11, 1.25, 2.0), the slower of its two loads
-# (316, 157 and 61 s of 900 at c=40; 186, 79 and 60 s at c=64); past the last, its share
-STOP_AT: tuple[tuple[float, float], ...] = ((1.11, 0.35), (1.25, 0.17), (2.0, 0.07))
-KEEP, MIN_KEEP, REFINE = 4, 2, 3
+KEEP, MIN_KEEP = 4, 2
 # the prior's error band by variant: the per-configuration spread of the 10-15% bias (~6%) plus 2 x its error's CV
 BAND = {"exact": 0.05, "bias": 0.06, "bias+err7": 0.20, "bias+err15": 0.36}
 TOL = 0.05
-
-
-@dataclass(frozen=True)
-class Ladder:
-    """One noisy ladder as run: its knee (goodput, concurrency; None: none passes) and each step's (concurrency,
-    SLA ratio: its worst P95 over its bound, <= 1 passes)."""
-
-    knee: float | None
-    knee_c: int | None
-    steps: tuple[tuple[int, float], ...]
-    goodputs: tuple[float | None, ...] = ()  # each step's noisy goodput, None where it failed the SLA
-    ci: tuple[float | None, float | None] = (None, None)  # the knee's 95% interval as sweep computes it (ladder_knee)
-
-    def interval(self) -> Knee:
-        """The knee with its interval, as bench.night_ties compares knees."""
-        return Knee(self.knee or 0.0, *self.ci)
-
-    def windows(self) -> Windows:
-        """The steps as bench.night_ties reads them: (concurrency, goodput of a passing step)."""
-        return Windows(tuple((c, g) for (c, _), g in zip(self.steps, self.goodputs, strict=True)))
-
-
-def noisy_ladder(land: Landscape, key: str, seed: int, salt: int, cv: float | None = None,
-                 latency: float = 1.0) -> Ladder:
-    """Landscape.noisy_ladder with its steps, the noise drawn per measurement (`salt`: screen, final, again; `cv`:
-    the windows' CV when not the landscape's, the same seeded draws scaled; `latency`: each step's SLA ratio x this
-    decides its pass, as a prior whose latencies err by it sees the ladder)."""
-    entry = land.table[key]
-    if entry["oom"]:
-        return Ladder(None, None, ())
-    rng = np.random.default_rng([seed, land.keys.index(key), int(land.cv * 1000), salt])
-    c = land.cv if cv is None else cv
-    sigma = math.sqrt(math.log(1.0 + c ** 2))
-    steps: list[LadderStep] = []
-    for row in entry["steps"]:
-        factor = float(rng.lognormal(-sigma * sigma / 2, sigma)) if c > 0 else 1.0
-        stats = RunStats.from_row({k: (v * factor if k in NOISY and v is not None else v) for k, v in row.items()})
-        if latency != 1.0:
-            stats = dataclasses.replace(stats, passes_sla=sla_ratio(stats) * latency <= 1.0)
-        steps.append(LadderStep(0, int(row["concurrency"]), "final", stats))
-        if row.get("aborted") is not None:
-            break
-        if not stats.passes_sla and saturated(stats, steps[-2].stats if len(steps) > 1 else None):
-            break
-    knee = find_knee(step_points(steps), land.flatten)
-    point = knee.point
-    real = ladder_knee(steps, land.flatten) if point is not None else None
-    return Ladder(point.goodput_tps if point else None, point.concurrency if point else None,
-                  tuple((s.concurrency, sla_ratio(s.stats)) for s in steps),
-                  tuple(s.stats.goodput_tps if s.stats.passes_sla else None for s in steps),
-                  (real.ci_low, real.ci_high) if real is not None else (None, None))
-
-
-# The noise model of the screen's windows (BENCH_NIGHT_NOISE): "mixed" (the tables of docs/bench-search.md: every
-# window draws the landscape's CV whatever its length, but a probe, cv / sqrt(its fraction)); "sampling" (every
-# screen window as if all window noise were sampling noise: the quarter screen's cv / sqrt(0.25), a probe's cv /
-# sqrt(its fraction)). Final ladders draw the landscape's CV in both.
-NOISE = os.environ.get("BENCH_NIGHT_NOISE", "mixed")
-
-
-def screen_ladder(land: Landscape, key: str, seed: int) -> Ladder:
-    """One quarter-window screen ladder (noise salt 1) under the NOISE model."""
-    return noisy_ladder(land, key, seed, 1, land.cv / math.sqrt(QUARTER_S / FULL_S) if NOISE == "sampling" else None)
-
-
-def sla_ratio(stats: RunStats) -> float:
-    """The step's worst P95 over its bound (the bench profile's TTFT 1000 ms, TPOT 60 ms); a failing step without
-    figures (every request failed) reads 10; a passing one at most 1."""
-    ratios = [v / b for v, b in ((stats.ttft_p95_ms, 1000.0), (stats.tpot_p95_ms, 60.0)) if v is not None]
-    worst = max(ratios, default=10.0)
-    return min(worst, 1.0) if stats.passes_sla else max(worst, math.nextafter(1.0, 2.0))
-
-
-def knee_concurrency(land: Landscape, key: str) -> int | None:
-    """The prior's predicted knee: the noiseless ladder's knee concurrency."""
-    return noisy_ladder_noiseless(land, key).knee_c
-
-
-def noisy_ladder_noiseless(land: Landscape, key: str) -> Ladder:
-    cv, land.cv = land.cv, 0.0
-    try:
-        return noisy_ladder(land, key, 0, 0)
-    finally:
-        land.cv = cv
-
-
-PROBE_SALT = 6  # the probe window's noise (1 screen, 2 final, 3 and 5 again, 4 tie-break)
-
-
-def latency_error(land: Landscape, variant: str, seed: int) -> dict[str, float]:
-    """The prior's latency error factor e per configuration (its predicted P95s = the simulator's x e): "exact" 1;
-    "bias" 1/(1 - u), u prior_values' own U(0.10, 0.15) draw for the configuration (its knee low by u: its latencies
-    high by as much); "+errN" also x a lognormal of mean 1 and CV N%, from its own seeded stream."""
-    rng = random.Random(f"prior-{variant}-{seed}")  # prior_values' stream, replayed draw for draw
-    own = random.Random(f"prior-latency-{variant}-{seed}")
-    err = float(variant.split("+err")[1]) / 100 if "+err" in variant else 0.0
-    sigma = math.sqrt(math.log(1.0 + err ** 2))
-    out: dict[str, float] = {}
-    for k in land.keys:
-        e = 1.0
-        if land.truth[k]:
-            if variant.startswith("bias"):
-                e /= 1.0 - rng.uniform(0.10, 0.15)
-            if err:
-                rng.lognormvariate(-sigma * sigma / 2, sigma)  # prior_values' goodput error: drawn, not used here
-        if err:
-            e *= own.lognormvariate(-sigma * sigma / 2, sigma)
-        out[k] = e
-    return out
-
-
-def predicted_knee(land: Landscape, key: str, e: float) -> int | None:
-    """The prior's predicted knee concurrency when its latencies are the simulator's x `e`: the noiseless ladder run
-    again (the same steps and saturation stop) with each step passing when its SLA ratio x e <= 1, its knee by
-    find_knee; e = 1: knee_concurrency's."""
-    return noisy_ladder(land, key, 0, 0, cv=0.0, latency=e).knee_c
-
-
-def probe_window(land: Landscape, key: str, seed: int, load: int | None, fraction: float) -> tuple[float, float]:
-    """One probe: a launch and one window at `load` (None: the ladder's first step), `fraction` x FULL_S long, early
-    stop on; (its goodput, 0 when it fails; GPU seconds). Pass/fail is the noiseless ladder's at that load (a load it
-    never reached fails, billed at ratio 10); a passing probe's goodput is the noiseless one x a lognormal of mean 1
-    and CV cv / sqrt(fraction) (noise salt PROBE_SALT)."""
-    lad = noisy_ladder_noiseless(land, key)
-    if not lad.steps:
-        return 0.0, 0.0  # OOM: never a survivor (the prior has no value for it)
-    load = lad.steps[0][0] if load is None else load
-    at = {c: (r, g) for (c, r), g in zip(lad.steps, lad.goodputs, strict=True)}
-    ratio, good = at.get(load, (10.0, None))
-    seconds = STARTUP_S + window_s(FULL_S * fraction, ratio, True)
-    if ratio > 1.0 or good is None:
-        return 0.0, seconds
-    cv = land.cv / math.sqrt(fraction)
-    if cv > 0:
-        sigma = math.sqrt(math.log(1.0 + cv ** 2))
-        rng = np.random.default_rng([seed, land.keys.index(key), int(land.cv * 1000), PROBE_SALT])
-        good *= float(rng.lognormal(-sigma * sigma / 2, sigma))
-    return good, seconds
 
 
 def knee_step_errors(land: Landscape, variant: str, seeds: int, probed: bool = False) -> tuple[int, int, int]:
@@ -271,35 +144,6 @@ def space_of(land: Landscape, seed: int) -> list[str]:
     return [k for k in keys if k in land.table]
 
 
-def stop_fraction(ratio: float) -> float:
-    """The share of its window a failing window of this SLA ratio measures before it stops (STOP_AT, interpolated;
-    1 at the bound)."""
-    points = ((1.0, 1.0), *STOP_AT)
-    for (r0, f0), (r1, f1) in zip(points, points[1:], strict=False):
-        if ratio <= r1:
-            return f0 + (f1 - f0) * (ratio - r0) / (r1 - r0)
-    return STOP_AT[-1][1]
-
-
-def window_s(measure: float, ratio: float, early: bool) -> float:
-    """GPU seconds of one window of this SLA ratio: warm-up, measured part (a failing one stopped early: its
-    stop_fraction of the window, at least min_seconds, and no drain), drain."""
-    if early and ratio > 1.0:
-        return WARM_S + min(measure, max(MIN_S, stop_fraction(ratio) * measure))
-    return WARM_S + measure + DRAIN_S
-
-
-def ladder_bill(lad: Ladder, short: set[int] | None = None, early: bool = False) -> float:
-    """GPU seconds of one launch and its ladder: full windows, or quarter ones at the concurrencies in `short`."""
-    return STARTUP_S + sum(window_s(QUARTER_S if short and c in short else FULL_S, r, early) for c, r in lad.steps)
-
-
-def refine_bill(early: bool) -> float:
-    """REFINE bisection windows of a final ladder: half pass, half fail just over the bound (STOP_AT's first point:
-    those stop late, if at all)."""
-    return REFINE * (window_s(FULL_S, 1.0, early) + window_s(FULL_S, STOP_AT[0][0], early)) / 2
-
-
 @dataclass
 class Outcome:
     hit: bool
@@ -315,7 +159,7 @@ def today(land: Landscape, space: list[str], seed: int) -> Outcome:
         seconds += STARTUP_S + sum(window_s(QUARTER_S, r, False) for _, r in lad.steps) if lad.steps else 0.0
     ranked = sorted((k for k in space if screened[k].knee is not None), key=lambda k: -(screened[k].knee or 0.0))
     finals = ranked[:max(MIN_KEEP, KEEP)]
-    return _finals(land, seed, finals, seconds, len(space), None, space_best(land, space))
+    return run_finals(land, seed, finals, seconds, len(space), None, space_best(land, space))
 
 
 ALL_LEVERS = frozenset({"short", "early"})
@@ -339,7 +183,7 @@ def new(land: Landscape, space: list[str], seed: int, variant: str, levers: froz
                        for lad in lads.values() if lad.steps)
         screened = len(kept)
         kept = sorted((k for k in kept if lads[k].knee is not None), key=lambda k: -(lads[k].knee or 0.0))[:KEEP]
-    return _finals(land, seed, kept, seconds, screened, variant, space_best(land, space), levers)
+    return run_finals(land, seed, kept, seconds, screened, variant, space_best(land, space), levers)
 
 
 SHIPPED_MARGIN, SHIPPED_KEEP = 0.15, 0.25  # profiles/interactive.yaml's search settings
@@ -391,16 +235,25 @@ def shipped(land: Landscape, space: list[str], seed: int, variant: str, rule: Sa
         screened = len(kept)
         ranked = sorted((k for k in kept if lads[k].knee is not None), key=lambda k: -(lads[k].knee or 0.0))
         ties = tied_with_leader({k: lads[k].interval() for k in ranked}) if rule.screen_ties or rule.screen_again else []
-        if rule.screen_again and ties:  # each tie's screen knee load measured again at full length on a launch
-            again: dict[str, float] = {}
-            for k in ties:
-                windows = dict(noisy_ladder(land, k, seed, 5).windows().steps)
-                again[k] = windows.get(lads[k].knee_c or 0) or 0.0
-                seconds += STARTUP_S + window_s(FULL_S, dict(lads[k].steps)[lads[k].knee_c or 0], True)
-            kept = recut(ranked[:cut], ties, again)
+        if rule.screen_again and ties:
+            kept, bill = screen_again(land, seed, lads, ranked[:cut], ties)
+            seconds += bill
         else:
             kept = ranked[:cut] + [k for k in ties if k not in ranked[:cut]]
-    return _finals(land, seed, kept, seconds, screened, variant, space_best(land, space), ALL_LEVERS, rule)
+    return run_finals(land, seed, kept, seconds, screened, variant, space_best(land, space), ALL_LEVERS, rule)
+
+
+def screen_again(land: Landscape, seed: int, lads: dict[str, Ladder], cut: list[str],
+                 ties: list[str]) -> tuple[list[str], float]:
+    """Each tie's screen knee load measured again at full length on a launch (noise salt 5); (the cut recut by those
+    windows, GPU seconds)."""
+    again: dict[str, float] = {}
+    seconds = 0.0
+    for k in ties:
+        windows = dict(noisy_ladder(land, k, seed, 5).windows().steps)
+        again[k] = windows.get(lads[k].knee_c or 0) or 0.0
+        seconds += STARTUP_S + window_s(FULL_S, dict(lads[k].steps)[lads[k].knee_c or 0], True)
+    return recut(cut, ties, again), seconds
 
 
 def space_best(land: Landscape, space: list[str]) -> float:
@@ -408,11 +261,11 @@ def space_best(land: Landscape, space: list[str]) -> float:
     return max(land.truth[k] for k in space)
 
 
-def _finals(land: Landscape, seed: int, finals: list[str], seconds: float, screened: int, variant: str | None,
+def run_finals(land: Landscape, seed: int, finals: list[str], seconds: float, screened: int, variant: str | None,
             top: float, levers: frozenset[str] = frozenset(), rule: SameWinner = SameWinner()) -> Outcome:
     """Final ladders (the new settings when `variant` is given: short windows far from the predicted knee, early
     stop), SGLang's defaults, refinement and the soak; `rule.tiebreak`: the finals tied with the leader measured
-    again (`_tiebreak`); hit: the winner's noiseless knee within TOL of `top`."""
+    again (`tiebreak`); hit: the winner's noiseless knee within TOL of `top`."""
     early = "early" in levers
     best: tuple[float, str] | None = None
     bills = []
@@ -435,13 +288,13 @@ def _finals(land: Landscape, seed: int, finals: list[str], seconds: float, scree
     defaults = float(np.median(bills)) if bills else 0.0  # SGLang's defaults, measured as configuration 0
     seconds += sum(bills) + defaults + STARTUP_S + WARM_S + SOAK_S + DRAIN_S  # the soak: a launch and its hour
     if rule.tiebreak:
-        extra, best = _tiebreak(land, seed, ladders, best, early, rule.above)
+        extra, best = tiebreak(land, seed, ladders, best, early, rule.above)
         seconds += extra
     hit = best is not None and within(land.truth[best[1]], top, TOL)
     return Outcome(hit, seconds, len(finals), screened)
 
 
-def _tiebreak(land: Landscape, seed: int, ladders: dict[str, Ladder], best: tuple[float, str] | None,
+def tiebreak(land: Landscape, seed: int, ladders: dict[str, Ladder], best: tuple[float, str] | None,
               early: bool, above: bool) -> tuple[float, tuple[float, str] | None]:
     """The finals tied with the leader (bench.night_ties) each launched again, its knee window (`above`: and the
     step above it) measured once more at full length (fresh noise); (GPU seconds, the winner by the pooled knees)."""
@@ -482,7 +335,8 @@ def run(land: Landscape, variant: str | None, levers: frozenset[str] = ALL_LEVER
             "screened": float(np.median([o.screened for o in outs]))}
 
 
-def main() -> int:
+def main(more: Callable[[Landscape], list[str]] | None = None) -> int:
+    """The bench's tables; `more`: lines a caller adds after them (bench.night_lean's rows), given the landscape."""
     t0 = time.perf_counter()
     profile = bench_profile()
     configs = all_configs(profile)
@@ -521,6 +375,7 @@ def main() -> int:
         lines.append(f"- prior {v}: off on {(low + high) / n:.1%} of {n} ({low} below the true knee step, {high} "
                      f"above it or none); of the {pn} survivors probed: {(plow + phigh) / max(pn, 1):.1%} ({plow} "
                      f"below, {phigh} above or none)")
+    lines += more(land) if more is not None else []
     lines += ["", f"bench took {time.perf_counter() - t0:.0f} s"]
     text = "\n".join(lines)
     print(text)

@@ -9,6 +9,8 @@ other, measure again instead of trusting one noisy window (pure; bench.night run
 - Tie-break re-measure: after the finals, the leader and every final tied with it are launched again and their knee
   window and the step above it are measured once more at full length; a load measured twice counts as the mean of
   its two windows (failing if either fails); each one's knee is the best pooled window; the winner is the best knee.
+- Ties cap (`capped_ties`, the lean night): the screen ties measured again are at most N, the leader and the
+  N - 1 tied ones closest to it by screen knee goodput.
 - Probe screen (`probe`): instead of quarter-window ladders, each survivor gets one launch and one window at the
   prior's predicted knee load, `probe` x the full window long; the cut is the survivors of the best probe goodput (a
   probe failing its SLA counts 0; ties, and every probe failing, in the prior's order): `probe_cut`.
@@ -116,3 +118,14 @@ def probe_cut(order: list[str], goodput: dict[str, float], cut: int) -> list[str
     """The probe screen's cut: the `cut` keys of `order` (the prior's, best first) with the best probe goodput (0: the
     probe failed); equal goodputs, every probe failing among them, keep the prior's order."""
     return sorted(order, key=lambda k: -goodput[k])[:cut]  # stable: the prior's order breaks ties
+
+
+def capped_ties(ties: list[str], knees: dict[str, float], most: int | None) -> list[str]:
+    """search.screening.ties_max: of the leader and its ties (`ties`, the leader first), at most `most` measured again:
+    the leader and the `most` - 1 tied ones closest to it by their screen knee goodput (`knees`), closest first; None:
+    all of them, as given."""
+    if most is None or len(ties) <= most:
+        return ties
+    leader = ties[0]
+    closest = sorted(ties[1:], key=lambda k: abs(knees[leader] - knees[k]))  # stable: equal gaps keep their order
+    return [leader, *closest[:most - 1]]

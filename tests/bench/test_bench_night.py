@@ -3,7 +3,8 @@ settings against today's (no real screen when the prior keeps few, the same winn
 
 from __future__ import annotations
 
-from bench.night import (
+from bench.night import new, shipped, today
+from bench.night_ladder import (
     DRAIN_S,
     FULL_S,
     MIN_S,
@@ -13,10 +14,7 @@ from bench.night import (
     Ladder,
     knee_concurrency,
     ladder_bill,
-    new,
     noisy_ladder,
-    shipped,
-    today,
     window_s,
 )
 from tests.bench.test_bench_search_prior import _land

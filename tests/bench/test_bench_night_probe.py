@@ -8,14 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from bench.night import (
+from bench.night import shipped
+from bench.night_ladder import (
     FULL_S,
     STARTUP_S,
     knee_concurrency,
     latency_error,
     predicted_knee,
     probe_window,
-    shipped,
     window_s,
 )
 from bench.night_ties import SameWinner, probe_cut
