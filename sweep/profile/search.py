@@ -172,8 +172,13 @@ class Screening(_Strict):
         "below the knee: they pass, they do not rank) and starts at the next one; when that first step fails, the "
         "skipped steps are measured downward until one passes"))
     ties_max: int | None = Field(None, ge=2, le=MAX_GRID, description=(
-        "with ties: measure again at most this many, the leader and the tied configurations closest to it by their "
-        "screen knee goodput (none: every tied one)"))
+        "with ties: measure again at most this many, the leader and the tied configurations closest to it by "
+        "ties_order (none: every tied one)"))
+    ties_order: Literal["screen", "screen_and_prior"] = Field("screen", description=(
+        "which tied configurations fill a ties_max cap after the leader: screen (their screen knee goodput over the "
+        "leader's, highest first) or screen_and_prior (the mean of that ratio and their simulated knee goodput over "
+        "the best simulated among the tied: the prior's per-configuration error and a screen window's noise are "
+        "alike, and its common bias cancels; a configuration the prior did not rank counts its screen ratio twice)"))
 
     def kept(self, n: int) -> int:
         """How many of `n` screened configurations get a final ladder: the top `keep` share, at least

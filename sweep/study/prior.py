@@ -194,6 +194,18 @@ def predicted_knee(ranked: Sequence[PriorRecord], space: dict[str, list[FlagScal
     return guess
 
 
+def simulated_goodput(ranked: Sequence[PriorRecord], space: dict[str, list[FlagScalar]],
+                      ) -> Callable[[ServerConfig], float | None]:
+    """A configuration -> the prior's simulated knee goodput (tok/s); None for one it did not rank or found
+    infeasible (search.screening.ties_order screen_and_prior reads it)."""
+    by_knobs = {json.dumps(r.knobs(), sort_keys=True): r.sim_goodput_tps for r in ranked if r.rank > 0}
+
+    def value(config: ServerConfig) -> float | None:
+        return by_knobs.get(json.dumps(params_of(config, space), sort_keys=True))
+
+    return value
+
+
 def kept(prior: Sequence[PriorRecord]) -> list[PriorRecord]:
     """The configurations of the prior the real study measures, best first (rank 0, SGLang's defaults, is measured
     as the baseline, not as a trial)."""

@@ -298,7 +298,9 @@ class Search:
         # the screen's ties measured again (a probe screen's one window per survivor already is that re-measure)
         if sc.ties and not self.probing and self.knees_of is not None and self._can_again():
             knees_of = self.knees_of
-            again = self._again(":screen-again", lambda: tied_with_leader(knees_of("screen"), sc.ties_max),
+            sim = (prior.simulated_goodput(self.prior, grid(self.profile.search.space))
+                   if sc.ties_order == "screen_and_prior" and self.prior else None)
+            again = self._again(":screen-again", lambda: tied_with_leader(knees_of("screen"), sc.ties_max, sim),
                                 "screen", result.tiebreaks)
             cut = recut(cut, again) if again else cut
         if not cut:

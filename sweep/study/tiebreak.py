@@ -53,22 +53,48 @@ def study_knees(store: Store, study_id: int) -> KneesOf:
 T = TypeVar("T")
 
 
-def leader_and_ties(items: Sequence[T], knee: Callable[[T], ConfigKnee], most: int | None = None) -> list[T]:
+def leader_and_ties(items: Sequence[T], knee: Callable[[T], ConfigKnee], most: int | None = None,
+                    prior_of: Callable[[T], float | None] | None = None) -> list[T]:
     """The leader of `items` (highest knee goodput) and every item the tie rule cannot rank below it, leader first,
     the ties by knee goodput (closest to the leader first); at most `most` of them in all (search.screening.ties_max:
-    the leader and the `most` - 1 ties closest to it; None: every one); [] when none is tied with it. The study's rule
-    (`tied_with_leader`) and bench.night's noisy landscape share it."""
+    the leader and the `most` - 1 ties closest to it; None: every one); [] when none is tied with it. With `prior_of`
+    (an item's simulated knee goodput: search.screening.ties_order screen_and_prior) a cap that leaves ties out
+    fills its places by `closeness` instead. The study's rule (`tied_with_leader`) and bench.night's noisy landscape
+    share it."""
     if len(items) < 2:
         return []
     order = sorted(items, key=lambda m: -knee(m).goodput_tps)
     ties = [m for m in order[1:] if prob_higher(knee(order[0]), knee(m)) < TIE_BELOW]
+    if most is not None and prior_of is not None and len(ties) + 1 > most:
+        score = closeness(order[0], ties, knee, prior_of)
+        ties = sorted(ties, key=lambda m: -score(m))
     return [order[0], *ties][:most] if ties else []
 
 
-def tied_with_leader(measured: Sequence[Measured], most: int | None = None) -> list[Measured]:
+def closeness(leader: T, ties: Sequence[T], knee: Callable[[T], ConfigKnee],
+              prior_of: Callable[[T], float | None]) -> Callable[[T], float]:
+    """A tie's closeness to the leader by the screen and the prior together: the mean of its screen knee goodput
+    over the leader's and its simulated knee goodput over the best simulated among the leader and the ties (a common
+    bias of the prior cancels); where the prior has no value for it, the screen ratio alone."""
+    sims = [v for v in (prior_of(m) for m in [leader, *ties]) if v is not None and v > 0]
+    top_sim = max(sims, default=None)
+    lead = knee(leader).goodput_tps or 1.0
+
+    def score(m: T) -> float:
+        s = knee(m).goodput_tps / lead
+        p = prior_of(m)
+        return s if p is None or top_sim is None else (s + p / top_sim) / 2
+
+    return score
+
+
+def tied_with_leader(measured: Sequence[Measured], most: int | None = None,
+                     prior_of: Callable[[ServerConfig], float | None] | None = None) -> list[Measured]:
     """The leader (highest knee goodput) and every configuration the tie rule cannot rank below it, leader first,
-    at most `most` in all (`leader_and_ties`); [] when none is tied with it."""
-    return leader_and_ties(measured, lambda m: m.knee, most)
+    at most `most` in all, a cap filled by the screen and the prior together where `prior_of` is given
+    (`leader_and_ties`); [] when none is tied with it."""
+    by_prior = None if prior_of is None else (lambda m: prior_of(m.config))
+    return leader_and_ties(measured, lambda m: m.knee, most, by_prior)
 
 
 def recut_by(cut: Sequence[T], again: Sequence[tuple[T, float]], key: Callable[[T], Hashable]) -> list[T]:

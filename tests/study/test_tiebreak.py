@@ -16,7 +16,7 @@ from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig
 from sweep.ladder.runner import LadderOutcome
 from sweep.profile import Profile, load_profile
-from sweep.store import Store
+from sweep.store import PriorRecord, Store
 from sweep.study.orchestrator import Orchestrator
 from sweep.study.search import Search
 from sweep.study.tiebreak import Measured, recut, tied_with_leader
@@ -212,6 +212,37 @@ def test_a_capped_screen_measures_again_only_the_leader_and_its_closest_tie(tmp_
     Search(prof, runner, f"sqlite:///{tmp_path / 'o.db'}", "s", knees_of=runner.knees_of).run()  # type: ignore[arg-type]
     assert sorted(x for x in runner.measured if "again" in x[0]) == [("screen again at 4", 4), ("screen again at 8", 8)]
     assert [m for p, m in runner.measured if p == "final"] == [4]
+
+
+def test_a_cap_filled_by_the_screen_and_the_prior_keeps_the_tie_the_prior_ranks_high() -> None:
+    """ties_order screen_and_prior: of 3 ties behind the leader (1000), 4 is closest on the screen (980) but the prior
+    puts it 30% below the best simulated; 2 trails on the screen (930) and the prior ranks it best: the mean of the
+    two ratios (4: 0.84, 2: 0.965) keeps 2 under a cap of 2, where the screen alone keeps 4."""
+    a, b, c = (ServerConfig(max_running_requests=m) for m in (2, 4, 8))
+    knees = [Measured(c, _knee(1000.0, 100.0)), Measured(b, _knee(980.0, 100.0)), Measured(a, _knee(930.0, 100.0))]
+    sim = {2: 1000.0, 4: 700.0, 8: 950.0}
+
+    def prior_of(config: ServerConfig) -> float | None:
+        return sim[int(config.max_running_requests or 0)]
+
+    assert [m.config for m in tied_with_leader(knees, 2)] == [c, b]
+    assert [m.config for m in tied_with_leader(knees, 2, prior_of)] == [c, a]
+    assert [m.config for m in tied_with_leader(knees, None, prior_of)] == [c, b, a]  # no cap: every tie, as before
+    assert [m.config for m in tied_with_leader(knees, 2, lambda _c: None)] == [c, b]  # no prior value: the screen
+
+
+def test_a_study_fills_its_ties_cap_by_the_screen_and_the_prior(tmp_path: Path) -> None:
+    prof = load_profile(SMOKE, {"search.space": {"max_running_requests": [2, 4, 8]},
+                                "search.screening": {"enabled": True, "keep": 0.25, "min_keep": 1, "ties": True,
+                                                     "ties_max": 2, "ties_order": "screen_and_prior"}})
+    ranked = [PriorRecord(rank=i, label=f"mrr={m}", knobs_json=json.dumps({"max_running_requests": m}),
+                          sim_goodput_tps=v, knee_concurrency=float(m))
+              for i, (m, v) in enumerate([(2, 1000.0), (8, 950.0), (4, 700.0)], 1)]
+    runner = _Screened({8: 1000.0, 4: 980.0, 2: 930.0}, {8: 900.0, 4: 990.0, 2: 1100.0}, 100.0)
+    Search(prof, runner, f"sqlite:///{tmp_path / 'o.db'}", "s", knees_of=runner.knees_of,  # type: ignore[arg-type]
+           prior_ranking=ranked).run()
+    assert sorted(x for x in runner.measured if "again" in x[0]) == [("screen again at 2", 2), ("screen again at 8", 8)]
+    assert [m for p, m in runner.measured if p == "final"] == [2]
 
 
 @pytest.mark.integration
