@@ -270,6 +270,7 @@ print("" if f is None else "window.early_stop" + ("" if f.annotation is bool els
         --set search.prior=sim --set search.prior_margin=0.15 --set search.far_windows.enabled=true \
         --set search.far_windows.factor=2 --set search.far_windows.fraction=0.25 --set search.far_windows.near=short \
         --set search.screening.near_knee=true --set search.screening.ties=true --set search.screening.ties_max=2 \
+        --set search.screening.ties_order=screen_and_prior \
         --set 'search.screening.probe={"enabled":false}' ${early:+--set "$early=true"} --no-progress \
         > "$out/night-lean.log" 2>&1 || nrc=$?
       tail -n 40 "$out/night-lean.log"
