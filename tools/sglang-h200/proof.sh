@@ -266,7 +266,7 @@ print("" if f is None else "window.early_stop" + ("" if f.annotation is bool els
       # measured again, at most 2 (ties_max); the final ladder short near its knee too, its refinement deciding
       # (far_windows.near short: a bracket end left short measured again). With NIGHT_MEM='[0.2,0.85]' and
       # NIGHT_LADDER='[16,32,64,128]' NIGHT_REFINE=true: 2 screen launches of 2 windows each, 1 final launch.
-      python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-lean "${cut[@]}" \
+      python3 -m sweep.cli knee --profile interactive "${common[@]}" "${short[@]}" --study h200-night-lean "${cut[@]}" ${NIGHT_RESUME:+--resume} \
         --set search.prior=sim --set search.prior_margin=0.15 --set search.far_windows.enabled=true \
         --set search.far_windows.factor=2 --set search.far_windows.fraction=0.25 --set search.far_windows.near=short \
         --set search.screening.near_knee=true --set search.screening.ties=true --set search.screening.ties_max=2 \
