@@ -16,12 +16,17 @@ length, the finals' tie-break) plus:
    its climb included; the knee step is found on that ladder with short-window noise (the screen's: cv / sqrt(0.25)
    under BENCH_NIGHT_NOISE=sampling, the landscape's CV under mixed; noise salt 2), and the knee's goodput is then a
    fresh full-window draw at that step (salt 3: the refinement's full windows decide it). Bill: the short ladder,
-   refinement as bench.night_ladder.refine_bill, and one full re-measure window a final (a bracket end left on a short
-   window; the pessimistic bound). The finals' tie-break as shipped, on the final's full windows (its knee step's):
-   its knee interval is the short ladder's, scaled to the full window's knee.
+   refinement as bench.night_ladder.refine_bill, and one full re-measure window a final (a bracket end left on a
+   short window; the pessimistic bound). `far_fraction` (search.far_windows.fraction, 0.25 or 0.125): the short
+   windows' length x the full window (their noise under sampling cv / sqrt(fraction), and their bill); the screen's
+   stay quarters. The finals' tie-break as shipped, on the final's full windows (its knee step's): its knee interval
+   is the short ladder's, scaled to the full window's knee.
 3. `ties_max` (search.screening.ties_max): the screen's ties measured again are at most N, the leader and the N - 1
    tied ones closest to it by screen knee goodput (bench.night_ties.capped_ties; None: all, the shipped rule). A tie
-   left out keeps its place in the cut (bench.night_ties.recut).
+   left out keeps its place in the cut (bench.night_ties.recut). `ties_order` "screen_and_prior": the leader and the
+   N - 1 tied ones of the best (screen knee / the leader's + prior goodput / the ties' largest prior goodput) / 2
+   (bench.night_ties.capped_ties_by_prior; the prior's values are bench.search_prior.prior_values, the margin
+   step's).
 """
 
 from __future__ import annotations
@@ -55,7 +60,6 @@ from bench.night_ladder import (
     WARM_S,
     Ladder,
     climbed,
-    ladder_bill,
     ladder_of,
     latency_error,
     noisy_steps,
@@ -64,9 +68,9 @@ from bench.night_ladder import (
     screen_ladder,
     window_s,
 )
-from bench.night_ties import SameWinner, capped_ties, tied_with_leader
+from bench.night_ties import SameWinner, capped_ties, capped_ties_by_prior, tied_with_leader
 from bench.search_oracle import within
-from bench.search_prior import CVS, VARIANTS, Landscape
+from bench.search_prior import CVS, VARIANTS, Landscape, prior_values
 
 FACTOR = 2.0  # search.far_windows.factor
 SHIPPED = SameWinner(screen_again=True, tiebreak=True)  # profiles/interactive.yaml's same-winner levers
@@ -80,17 +84,22 @@ class Lean:
     near_knee: bool = True
     near_short: bool = True
     ties_max: int | None = None
+    ties_order: str = "screen"  # "screen": capped_ties; "screen_and_prior": capped_ties_by_prior
+    far_fraction: float = 0.25  # far_windows.fraction: the short final ladders' windows, x FULL_S
 
     def name(self) -> str:
         parts = ["lean: shipped now"] + (["near_knee"] if self.near_knee else [])
         parts += ["far_windows.near short"] if self.near_short else []
         parts.append(f"ties_max {self.ties_max}" if self.ties_max is not None else "ties_max none")
+        parts += [f"ties_order {self.ties_order}"] if self.ties_order != "screen" else []
+        parts += [f"far_windows.fraction {self.far_fraction:g}"] if self.far_fraction != 0.25 else []
         return " + ".join(parts)
 
 
-def short_cv(land: Landscape) -> float | None:
-    """A quarter window's CV under the NOISE model (None: the landscape's own)."""
-    return land.cv / math.sqrt(QUARTER_S / FULL_S) if NOISE == "sampling" else None
+def short_cv(land: Landscape, fraction: float = QUARTER_S / FULL_S) -> float | None:
+    """A window's CV, `fraction` x FULL_S long (a quarter: the screen's), under the NOISE model (None: the
+    landscape's own)."""
+    return land.cv / math.sqrt(fraction) if NOISE == "sampling" else None
 
 
 def near_knee_ladder(land: Landscape, key: str, seed: int, predicted: int | None) -> Ladder:
@@ -130,7 +139,9 @@ def lean(land: Landscape, space: list[str], seed: int, variant: str, rule: Lean)
         screened = len(kept)
         ranked = sorted((k for k in kept if lads[k].knee is not None), key=lambda k: -(lads[k].knee or 0.0))
         ties = tied_with_leader({k: lads[k].interval() for k in ranked})
-        ties = capped_ties(ties, {k: lads[k].knee or 0.0 for k in ties}, rule.ties_max)
+        knees = {k: lads[k].knee or 0.0 for k in ties}
+        ties = (capped_ties_by_prior(ties, knees, prior_values(land, variant, seed), rule.ties_max)
+                if rule.ties_order == "screen_and_prior" else capped_ties(ties, knees, rule.ties_max))
         kept = ranked[:cut]
         if ties:
             kept, bill = screen_again(land, seed, lads, kept, ties)
@@ -138,7 +149,7 @@ def lean(land: Landscape, space: list[str], seed: int, variant: str, rule: Lean)
     top = space_best(land, space)
     if not rule.near_short:
         return run_finals(land, seed, kept, seconds, screened, variant, top, ALL_LEVERS, SHIPPED)
-    return short_finals(land, seed, kept, seconds, screened, top)
+    return short_finals(land, seed, kept, seconds, screened, top, rule.far_fraction)
 
 
 def full_knee(land: Landscape, key: str, seed: int, lad: Ladder) -> Ladder:
@@ -151,17 +162,23 @@ def full_knee(land: Landscape, key: str, seed: int, lad: Ladder) -> Ladder:
     return Ladder(full, lad.knee_c, lad.steps, goodputs, (low, high))
 
 
+def short_bill(lad: Ladder, fraction: float) -> float:
+    """GPU seconds of one launch and its ladder of short windows, `fraction` x FULL_S each, early stop on
+    (bench.night_ladder.ladder_bill's with every step short when `fraction` is a quarter)."""
+    return STARTUP_S + sum(window_s(FULL_S * fraction, r, True) for _, r in lad.steps)
+
+
 def short_finals(land: Landscape, seed: int, finals: list[str], seconds: float, screened: int,
-                 top: float) -> Outcome:
-    """bench.night.run_finals with far_windows.near short: every coarse step short, the knee on a full window, one
-    full re-measure a final billed; SGLang's defaults (the median final's bill), the soak and the tie-break."""
+                 top: float, fraction: float = QUARTER_S / FULL_S) -> Outcome:
+    """bench.night.run_finals with far_windows.near short: every coarse step short (`fraction` x FULL_S, its noise
+    short_cv's), the knee on a full window, one full re-measure a final billed; SGLang's defaults (the median final's
+    bill), the soak and the tie-break."""
     best: tuple[float, str] | None = None
     bills = []
     ladders: dict[str, Ladder] = {}
     for k in finals:
-        lad = ladder_of(climbed(noisy_steps(land, k, seed, 2, short_cv(land))), land.flatten)
-        bills.append(ladder_bill(lad, {c for c, _ in lad.steps}, True) + refine_bill(True)
-                     + window_s(FULL_S, 1.0, True))
+        lad = ladder_of(climbed(noisy_steps(land, k, seed, 2, short_cv(land, fraction))), land.flatten)
+        bills.append(short_bill(lad, fraction) + refine_bill(True) + window_s(FULL_S, 1.0, True))
         if lad.knee is None:
             continue
         ladders[k] = full_knee(land, k, seed, lad)
@@ -178,7 +195,9 @@ def short_finals(land: Landscape, seed: int, finals: list[str], seconds: float, 
 
 LEAN_ROWS = (Lean(ties_max=2), Lean(ties_max=3), Lean(), Lean(near_knee=False, ties_max=2),
              Lean(near_short=False, ties_max=2), Lean(near_knee=False, ties_max=3),
-             Lean(near_short=False, ties_max=3), Lean(near_knee=False), Lean(near_short=False))
+             Lean(near_short=False, ties_max=3), Lean(near_knee=False), Lean(near_short=False),
+             *(Lean(ties_max=n, ties_order="screen_and_prior", far_fraction=f) for n in (2, 3) for f in (0.25, 0.125)),
+             Lean(far_fraction=0.125))
 
 
 def run_lean(land: Landscape, variant: str, rule: Lean) -> dict[str, float]:

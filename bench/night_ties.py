@@ -10,7 +10,9 @@ other, measure again instead of trusting one noisy window (pure; bench.night run
   window and the step above it are measured once more at full length; a load measured twice counts as the mean of
   its two windows (failing if either fails); each one's knee is the best pooled window; the winner is the best knee.
 - Ties cap (`capped_ties`, the lean night): the screen ties measured again are at most N, the leader and the
-  N - 1 tied ones closest to it by screen knee goodput.
+  N - 1 tied ones closest to it by screen knee goodput; by the screen and the prior together
+  (`capped_ties_by_prior`, ties_order "screen_and_prior"): the leader and the N - 1 of the best mean of their screen
+  knee over the leader's and their prior goodput over the ties' largest.
 - Probe screen (`probe`): instead of quarter-window ladders, each survivor gets one launch and one window at the
   prior's predicted knee load, `probe` x the full window long; the cut is the survivors of the best probe goodput (a
   probe failing its SLA counts 0; ties, and every probe failing, in the prior's order): `probe_cut`.
@@ -129,3 +131,24 @@ def capped_ties(ties: list[str], knees: dict[str, float], most: int | None) -> l
     leader = ties[0]
     closest = sorted(ties[1:], key=lambda k: abs(knees[leader] - knees[k]))  # stable: equal gaps keep their order
     return [leader, *closest[:most - 1]]
+
+
+def capped_ties_by_prior(ties: list[str], knees: dict[str, float], prior: dict[str, float | None],
+                         most: int | None) -> list[str]:
+    """ties_order "screen_and_prior": of the leader and its ties (`ties`, the leader first), at most `most` measured
+    again: the leader always, and the `most` - 1 others of the best score (s + p) / 2, best first, where s is a tie's
+    screen knee goodput (`knees`) over the leader's and p its prior goodput (`prior`) over the largest prior goodput
+    among `ties` (a tie without a prior value: p = s; a common bias of the prior cancels in p); None: all, as given."""
+    if most is None or len(ties) <= most:
+        return ties
+    leader = ties[0]
+    valued = [v for k in ties if (v := prior.get(k)) is not None]
+    top = max(valued, default=0.0)
+
+    def score(k: str) -> float:
+        s = knees[k] / knees[leader] if knees[leader] > 0 else 0.0
+        v = prior.get(k)
+        return (s + (v / top if v is not None and top > 0 else s)) / 2
+
+    ranked = sorted(ties[1:], key=lambda k: -score(k))  # stable: equal scores keep their order
+    return [leader, *ranked[:most - 1]]
