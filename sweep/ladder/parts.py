@@ -11,6 +11,7 @@ from sweep.analysis.boundary import Boundary
 from sweep.analysis.knee import KneeResult
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.run_stats import RunStats
+from sweep.core import interrupt
 from sweep.core.types import Placement, ServerConfig, WindowResult
 from sweep.ladder.far_windows import FarPlan, KneeGuess
 from sweep.ladder.launch import ServerCallback
@@ -105,3 +106,10 @@ class Climb:
     # skipped, measured downward when none of its steps passes its SLA, and the knee it started from
     skipped: tuple[int, ...] = ()
     predicted_knee: float | None = None
+
+
+def orchestrator_failure(exc: BaseException) -> str:
+    """One line saying why the orchestrator (not the configuration) stopped: the signal, or the error."""
+    if isinstance(exc, KeyboardInterrupt):
+        return f"interrupted by {interrupt.received(exc).name}"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")

@@ -28,6 +28,7 @@ from sweep.ladder.parts import (
     StepJudge,
     StepStart,
     StopCheck,
+    orchestrator_failure,
 )
 from sweep.ladder.recorder import Recorder
 from sweep.ladder.refine import REFINE_PHASE, refine, step_bracket
@@ -40,13 +41,6 @@ from sweep.store import Store
 from sweep.workload.stream import Requests, StreamExhausted
 
 SUSPENDED_AGAIN = 2  # a step whose window sweep's own suspension spoiled is measured again at most this often
-
-
-def orchestrator_failure(exc: BaseException) -> str:
-    """One line saying why the orchestrator (not the configuration) stopped: the signal, or the error."""
-    if isinstance(exc, KeyboardInterrupt):
-        return f"interrupted by {interrupt.received(exc).name}"
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
 
 
 class LadderRunner:
@@ -219,7 +213,7 @@ class LadderRunner:
         near_short = climb.far is not None and climb.far.near_short and refined
         if near_short and step_bracket(outcome.steps) is None:  # nothing to refine: near steps full, as near "full"
             usable = usable and self._full_again(handle, config_id, climb, outcome, unrefined_near(
-                outcome.steps, climb.far), "a step near the predicted knee, nothing to refine")
+                outcome.steps, climb.far), "a short step near the predicted knee, nothing to refine")
         if not near_short or step_bracket(outcome.steps) is None:  # else the refinement's full windows come first
             usable = usable and self._full_knee(handle, config_id, climb, outcome)
         if usable and refined:
@@ -227,7 +221,7 @@ class LadderRunner:
             usable = self._full_knee(handle, config_id, climb, outcome)
             end = short_failing_end(outcome.steps) if near_short else None
             usable = usable and self._full_again(handle, config_id, climb, outcome, [end] if end else [],
-                                                 "the bracket's failing end")
+                                                 "the bracket's failing end was a short window")
         while usable and (again := measure_again(outcome.steps)) is not None:
             _, usable = self._one_more(handle, config_id, climb, outcome, again, "measuring again", far=False)
             if usable:
@@ -238,14 +232,10 @@ class LadderRunner:
         """A knee that lands on a far step's short window is measured again at full length before it is the answer
         (sweep.ladder.far_windows); whether the server can take another window."""
         for _ in range(len(outcome.steps)):
-            short = knee_on_short(outcome.steps, self.profile.search.flatten_threshold)
-            if short is None:
+            if (short := knee_on_short(outcome.steps, self.profile.search.flatten_threshold)) is None:
                 return True
-            nxt = NextWindow(short.concurrency, short.offered_rps, short.phase)
-            _, usable = self._one_more(handle, config_id, climb, outcome, nxt, "measuring the knee again", far=False)
-            if not usable:
+            if not self._full_again(handle, config_id, climb, outcome, [short], "the knee landed on its short window"):
                 return False
-            outcome.stop_reason += f"; measured {nxt.at()} again at full length: the knee landed on its short window"
         return True
 
     def _full_again(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome,
@@ -256,7 +246,7 @@ class LadderRunner:
             _, usable = self._one_more(handle, config_id, climb, outcome, nxt, "measuring again", far=False)
             if not usable:
                 return False
-            outcome.stop_reason += f"; measured {nxt.at()} again at full length ({why}, a short window)"
+            outcome.stop_reason += f"; measured {nxt.at()} again at full length: {why}"
         return True
 
     def _one_more(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome,

@@ -16,7 +16,8 @@ import optuna
 from sqlalchemy.exc import SQLAlchemyError
 
 from sweep.core.errors import Fenced
-from sweep.ladder.runner import LadderRunner, orchestrator_failure
+from sweep.ladder.parts import orchestrator_failure
+from sweep.ladder.runner import LadderRunner
 from sweep.store.errors import DatabaseError, database_error, first_line
 from sweep.study import liveness
 

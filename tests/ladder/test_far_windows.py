@@ -76,7 +76,7 @@ def test_near_short_runs_the_whole_refined_ladder_short_and_decides_on_full_wind
     # the bracket's failing end was the short ladder step: measured again at full length
     top_fail = min(c for c, phase, short in runs if phase == "final" and short and c > max(refined))
     assert (top_fail, "final", False) in runs
-    assert "(the bracket's failing end, a short window)" in outcome.stop_reason
+    assert "again at full length: the bracket's failing end was a short window" in outcome.stop_reason
     # against near "full": the steps near the predicted knee (8, 16) ran full, and as many windows or more
     _, full_runs = _ladder(tmp_path / "full", "full")
     assert (8, "final", False) in full_runs and (16, "final", False) in full_runs
@@ -116,4 +116,4 @@ def test_with_nothing_to_refine_the_steps_near_the_knee_are_measured_again_at_fu
     assert (2, False) not in runs and (4, False) not in runs  # far ones stay short
     assert outcome.knee is not None and outcome.knee.index is not None
     assert not outcome.steps[outcome.knee.index].short
-    assert "a step near the predicted knee, nothing to refine" in outcome.stop_reason
+    assert "a short step near the predicted knee, nothing to refine" in outcome.stop_reason

@@ -36,7 +36,7 @@ def test_the_factor_is_far_windows_and_near_knee_off_keeps_the_whole_ladder() ->
     wide = load_profile(INTERACTIVE, {"ladder": LADDER, "search.screening.near_knee": True,
                                       "search.far_windows.factor": 4.0})
     assert near_knee_start(wide, LADDER, 90.0) == 1  # 90 / 4 = 22.5: 32 is the first step measured
-    off = load_profile(INTERACTIVE, {"ladder": LADDER})
+    off = load_profile(INTERACTIVE, {"ladder": LADDER, "search.screening.near_knee": False})
     assert not off.search.screening.near_knee
     assert near_knee_start(off, LADDER, 90.0) == 0
     assert near_knee_start(wide, [], 90.0) == 0

@@ -109,8 +109,9 @@ def test_no_probe_where_the_prior_cannot_screen_or_the_probe_is_off() -> None:
 
 
 def test_the_plan_bills_one_window_a_survivor_and_no_screen_re_measure() -> None:
-    on = load_profile(INTERACTIVE, {"search.screening.probe": PROBE})
-    off = load_profile(INTERACTIVE, {"search.screening.probe": {"enabled": False}})
+    # the ties uncapped (search.screening.ties_max none): every survivor's re-measure in the bound
+    on = load_profile(INTERACTIVE, {"search.screening.probe": PROBE, "search.screening.ties_max": None})
+    off = load_profile(INTERACTIVE, {"search.screening.probe": {"enabled": False}, "search.screening.ties_max": None})
     p_on, p_off = study_plan(on), study_plan(off)
     survivors = 4  # the plan's assumption for interactive: as many as screening would promote from the grid
     assert p_on.screen_again_launches == 0 and p_off.screen_again_launches == survivors

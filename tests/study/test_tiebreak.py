@@ -85,10 +85,12 @@ def test_the_plan_names_the_most_a_tie_break_can_add() -> None:
     assert plan.tie_break_launches == 2  # the one final and SGLang's defaults
     assert plan.tie_break_gpu_hours == pytest.approx(2 * (70 + 30 + 900 + 60) / 3600)
     assert "measured again (search.tie_break): of the plan's 2 finals at most" in plan.cost_line()
-    # the screen's 4 survivors, each measured again at its knee load when all tie
-    assert plan.screen_again_launches == 4
-    assert plan.screen_again_gpu_hours == pytest.approx(4 * (70 + 30 + 900 + 60) / 3600)
-    assert "the screen's ties measured again (search.screening.ties): of the plan's 4 screened" in plan.cost_line()
+    # of the screen's 4 survivors, the 2 its cap measures again at their knee load (search.screening.ties_max)
+    assert plan.screen_again_launches == 2
+    assert plan.screen_again_gpu_hours == pytest.approx(2 * (70 + 30 + 900 + 60) / 3600)
+    assert "the screen's ties measured again (search.screening.ties): of the plan's 2 screened" in plan.cost_line()
+    uncapped = study_plan(load_profile(INTERACTIVE, {"search.screening.ties_max": None}))
+    assert uncapped.screen_again_launches == 4
     off = load_profile(INTERACTIVE, {"search.tie_break.enabled": False, "search.screening.ties": False})
     assert again_launches(off, 4, 2) == (0, 0) and "measured again" not in study_plan(off).cost_line()
     assert again_launches(prof, 1, 1) == (0, 0)  # one of each: nothing to tie with

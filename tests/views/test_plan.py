@@ -17,7 +17,8 @@ INTERACTIVE = ROOT / "profiles" / "interactive.yaml"
 # SGLang's defaults predicted at 256
 PRIOR = PlanPriorFigures(survivor_knees=(128.0,) * 4, defaults_knee=256.0, seconds=300.0, ranked=16)
 LEVERS_OFF: dict[str, object] = {"search.screening.near_knee": False, "search.screening.ties_max": None,
-                                 "search.far_windows.near": "full", "search.baseline_refine": "always"}
+                                 "search.far_windows.near": "full", "search.baseline_refine": "always",
+                                 "search.far_windows.fraction": 0.25}
 FULL_S = 30 + 900 + 60
 QUARTER_S = 30 + 225 + 60
 
