@@ -4,20 +4,15 @@ measured again at full length."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 from sweep.analysis.ladder_steps import LadderStep
 from sweep.analysis.run_stats import RunStats
 from sweep.core.types import ServerConfig
 from sweep.ladder.far_windows import short_failing_end
-from sweep.ladder.parts import LadderHooks
-from sweep.ladder.runner import LadderOutcome, LadderRunner
-from sweep.ladder.wiring import make_driver, make_launcher, model_path
+from sweep.ladder.runner import LadderOutcome
 from sweep.profile import load_profile
-from sweep.store import Store
-from sweep.workload.lexicon import for_model
-from sweep.workload.stream import RequestStream
+from tests.virtual_ladder import virtual_runner
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -48,14 +43,8 @@ def _ladder(tmp_path: Path, near: str, refine: bool = True) -> tuple[LadderOutco
     prof = load_profile(SMOKE, {"ladder": [2, 4, 8, 16, 32], "server.launcher": "sim", "sla.ttft_ms": 300,
                                 "refine.enabled": True, "refine.max_steps": 3, "search.far_windows.fraction": 0.5,
                                 "search.far_windows.near": near})
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
-    study_id = store.create_study(f"near-{uuid.uuid4().hex[:8]}", prof.name, prof.model_dump_json(),
-                                  prof.fingerprint(), "grid", True, "virtual", None)
-    launcher = make_launcher(prof, "sim", "virtual", tmp_path / "logs")
-    specs = RequestStream(prof.workload, base_dir=ROOT, lexicon=for_model(model_path(prof)))
     # the prior predicts a knee of 10: 8 and 16 are near it (full windows unless near is "short")
-    runner = LadderRunner(prof, launcher, make_driver(prof, "virtual", launcher), store, study_id, specs, "virtual",
-                          LadderHooks(predicted_knee=lambda _c: 10.0))
+    runner, store, study_id = virtual_runner(prof, tmp_path, 10.0, "near")
     outcome = runner.run(ServerConfig(max_running_requests=8), refine=refine)
     runs = [(r.concurrency, r.phase, r.short_window) for r in store.study_runs(study_id) if r.status == "completed"]
     return outcome, runs
@@ -102,13 +91,7 @@ def test_with_nothing_to_refine_the_steps_near_the_knee_are_measured_again_at_fu
     prof = load_profile(SMOKE, {"ladder": [2, 4, 8, 16, 32], "server.launcher": "sim", "refine.enabled": True,
                                 "refine.max_steps": 3, "search.far_windows.fraction": 0.5,
                                 "search.far_windows.near": "short"})
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
-    study_id = store.create_study(f"near-{uuid.uuid4().hex[:8]}", prof.name, prof.model_dump_json(),
-                                  prof.fingerprint(), "grid", True, "virtual", None)
-    launcher = make_launcher(prof, "sim", "virtual", tmp_path / "logs")
-    specs = RequestStream(prof.workload, base_dir=ROOT, lexicon=for_model(model_path(prof)))
-    runner = LadderRunner(prof, launcher, make_driver(prof, "virtual", launcher), store, study_id, specs, "virtual",
-                          LadderHooks(predicted_knee=lambda _c: 10.0))
+    runner, store, study_id = virtual_runner(prof, tmp_path, 10.0, "near")
     outcome = runner.run(ServerConfig(max_running_requests=32))
     runs = [(r.concurrency, r.short_window) for r in store.study_runs(study_id) if r.status == "completed"]
     assert runs[:5] == [(2, True), (4, True), (8, True), (16, True), (32, True)]  # passes to the top: no bracket

@@ -4,7 +4,6 @@ skipped steps downward on the same server until one passes, so the screen still 
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from sweep.profile import Profile, load_profile
 from sweep.store import Store
 from sweep.workload.lexicon import for_model
 from sweep.workload.stream import RequestStream
+from tests.virtual_ladder import virtual_runner
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "profiles" / "smoke.yaml"
@@ -34,13 +34,7 @@ def _profile(**over: object) -> Profile:
 
 
 def _screen(tmp_path: Path, prof: Profile, knee: float | None, phase: str = "screen") -> tuple[LadderOutcome, Store, int]:
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
-    study_id = store.create_study(f"near-{uuid.uuid4().hex[:8]}", prof.name, prof.model_dump_json(),
-                                  prof.fingerprint(), "grid", True, "virtual", None)
-    launcher = make_launcher(prof, "sim", "virtual", tmp_path / "logs")
-    specs = RequestStream(prof.workload, base_dir=ROOT, lexicon=for_model(model_path(prof)))
-    runner = LadderRunner(prof, launcher, make_driver(prof, "virtual", launcher), store, study_id, specs, "virtual",
-                          LadderHooks(predicted_knee=lambda _c: knee))
+    runner, store, study_id = virtual_runner(prof, tmp_path, knee, "near")
     return runner.run(CONFIG, phase=phase), store, study_id
 
 

@@ -21,6 +21,7 @@ from sweep.store import PriorRecord
 from sweep.study import prior
 from sweep.study.search import Search
 from sweep.views.plan import PlanPriorFigures, launch_seconds, study_plan
+from tests.virtual_ladder import virtual_runner
 
 ROOT = Path(__file__).resolve().parents[2]
 INTERACTIVE = ROOT / "profiles" / "interactive.yaml"
@@ -188,24 +189,9 @@ def test_a_knee_on_a_short_window_is_not_the_answer_until_measured_at_full_lengt
 
 
 def test_the_ladder_runs_far_steps_short_and_measures_a_short_knee_again(tmp_path: Path) -> None:
-    import uuid
-
-    from sweep.ladder.parts import LadderHooks
-    from sweep.ladder.runner import LadderRunner
-    from sweep.ladder.wiring import make_driver, make_launcher, model_path
-    from sweep.store import Store
-    from sweep.workload.lexicon import for_model
-    from sweep.workload.stream import RequestStream
-
     prof = load_profile(SMOKE, {"ladder": [2, 4, 8], "server.launcher": "sim", "search.far_windows.fraction": 0.5})
-    store = Store(f"sqlite:///{tmp_path / 'r.db'}")
-    study_id = store.create_study(f"far-{uuid.uuid4().hex[:8]}", prof.name, prof.model_dump_json(),
-                                  prof.fingerprint(), "grid", True, "virtual", None)
-    launcher = make_launcher(prof, "sim", "virtual", tmp_path / "logs")
-    specs = RequestStream(prof.workload, base_dir=ROOT, lexicon=for_model(model_path(prof)))
     # a predicted knee of 1: steps above 2 are far (short windows); the ladder's knee lands on one
-    runner = LadderRunner(prof, launcher, make_driver(prof, "virtual", launcher), store, study_id, specs, "virtual",
-                          LadderHooks(predicted_knee=lambda _c: 1.0))
+    runner, store, study_id = virtual_runner(prof, tmp_path, 1.0, "far")
     outcome = runner.run(ServerConfig(max_running_requests=8))
     runs = [r for r in store.study_runs(study_id) if r.status == "completed"]
     plan = [(r.concurrency, r.short_window, r.planned_measure_s) for r in runs]
