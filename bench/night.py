@@ -328,10 +328,18 @@ def run(land: Landscape, variant: str | None, levers: frozenset[str] = ALL_LEVER
             outs.append(shipped(land, space, seed, variant, same))
         else:
             outs.append(new(land, space, seed, variant, levers))
-    return {"cv": land.cv, "variant": variant or "today", "hits": sum(o.hit for o in outs),
-            "hours": float(np.median([o.seconds for o in outs])) / 3600,
-            "max_hours": max(o.seconds for o in outs) / 3600,
-            "finals": float(np.median([o.finals for o in outs])),
+    return {"cv": land.cv, "variant": variant or "today", **summary(outs)}
+
+
+TABLE_HEAD = ("| window CV | settings | prior | hits (winner within 5% of the space's best) | GPU-h of the study: median "
+              "(worst seed) | saving vs today | finals (median) | configurations screened for real (median) |",
+              "|---|---|---|---|---|---|---|---|")
+
+
+def summary(outs: list[Outcome]) -> dict[str, float]:
+    """A row's seeds in its table's figures: hits, GPU-hours (median, worst), finals and screened (medians)."""
+    return {"hits": sum(o.hit for o in outs), "hours": float(np.median([o.seconds for o in outs])) / 3600,
+            "max_hours": max(o.seconds for o in outs) / 3600, "finals": float(np.median([o.finals for o in outs])),
             "screened": float(np.median([o.screened for o in outs]))}
 
 
@@ -348,9 +356,7 @@ def main(more: Callable[[Landscape], list[str]] | None = None) -> int:
              f"{WARM_S:g} + {FULL_S:g} + {DRAIN_S:g} s (quarter: {QUARTER_S:g} s), {STARTUP_S:g} s a launch, the soak "
              f"{SOAK_S:g} s; a failing window of SLA ratio r measures its stop_fraction(r) (STOP_AT {STOP_AT}), at least "
              f"{MIN_S:g} s", "",
-             "| window CV | settings | prior | hits (winner within 5% of the space's best) | GPU-h of the study: median "
-             "(worst seed) | saving vs today | finals (median) | configurations screened for real (median) |",
-             "|---|---|---|---|---|---|---|---|"]
+             *TABLE_HEAD]
     for cv in CVS:
         land.cv = cv
         base = run(land, None)

@@ -39,12 +39,14 @@ import numpy as np
 from bench.night import (
     ALL_LEVERS,
     SEEDS,
+    TABLE_HEAD,
     Outcome,
     run,
     run_finals,
     screen_again,
     space_best,
     space_of,
+    summary,
     survivors,
     tiebreak,
     today,
@@ -202,19 +204,13 @@ LEAN_ROWS = (Lean(ties_max=2), Lean(ties_max=3), Lean(), Lean(near_knee=False, t
 
 def run_lean(land: Landscape, variant: str, rule: Lean) -> dict[str, float]:
     """One lean row over the seeds: hits, GPU-hours (median, worst), finals and screened (medians)."""
-    outs = [lean(land, space_of(land, seed), seed, variant, rule) for seed in range(SEEDS)]
-    return {"hits": sum(o.hit for o in outs), "hours": float(np.median([o.seconds for o in outs])) / 3600,
-            "max_hours": max(o.seconds for o in outs) / 3600, "finals": float(np.median([o.finals for o in outs])),
-            "screened": float(np.median([o.screened for o in outs]))}
+    return summary([lean(land, space_of(land, seed), seed, variant, rule) for seed in range(SEEDS)])
 
 
 def lean_lines(land: Landscape) -> list[str]:
     """The lean rows, a table after bench.night's (the same columns)."""
     lines = ["", "The lean night (bench.night_lean): the shipped rule (screen ties measured again + tie-break) with "
-             "near_knee, far_windows.near short and ties_max:", "",
-             "| window CV | settings | prior | hits (winner within 5% of the space's best) | GPU-h of the study: median "
-             "(worst seed) | saving vs today | finals (median) | configurations screened for real (median) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "near_knee, far_windows.near short and ties_max:", "", *TABLE_HEAD]
     for cv in CVS:
         land.cv = cv
         base = run(land, None)
