@@ -71,7 +71,6 @@ def short_failing_end(steps: Sequence[LadderStep]) -> LadderStep | None:
     return end if end.short and end.load not in full_loads else None
 
 
-
 def unrefined_near(steps: Sequence[LadderStep], far: FarPlan | None) -> list[LadderStep]:
     """A near-short ladder with no bracket to refine (it passed to its cap, or failed from its first step): its short
     windows near the predicted knee with no full window at their load, lowest first; near "full" would have run them

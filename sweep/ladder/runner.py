@@ -210,7 +210,7 @@ class LadderRunner:
                 outcome.stop_reason += (f"; climbed on past the ladder's top to {load_words(top.concurrency, top.offered_rps)}"
                                         f" ({'fails' if not top.stats.passes_sla else 'passes: the cap'})")
         refined = climb.refine and refines(self.profile, climb.phase)
-        near_short = climb.far is not None and climb.far.near_short and refined
+        near_short = climb.far is not None and climb.far.near_short  # far_plan: only on a ladder refined here
         if near_short and step_bracket(outcome.steps) is None:  # nothing to refine: near steps full, as near "full"
             usable = usable and self._full_again(handle, config_id, climb, outcome, unrefined_near(
                 outcome.steps, climb.far), "a short step near the predicted knee, nothing to refine")
@@ -240,7 +240,7 @@ class LadderRunner:
 
     def _full_again(self, handle: ServerHandle, config_id: int, climb: Climb, outcome: LadderOutcome,
                     steps: Sequence[LadderStep], why: str) -> bool:
-        """Short windows measured again at full length (far_windows.near "short"); whether the server can take more."""
+        """Short windows measured again at full length, each noted with `why`; whether the server can take more."""
         for step in steps:
             nxt = NextWindow(step.concurrency, step.offered_rps, step.phase)
             _, usable = self._one_more(handle, config_id, climb, outcome, nxt, "measuring again", far=False)
