@@ -181,27 +181,41 @@ def probes(profile: Profile, ranked: Sequence[PriorRecord]) -> bool:
             and needs_screen(profile, ranked))
 
 
-def predicted_knee(ranked: Sequence[PriorRecord], space: dict[str, list[FlagScalar]]) -> Callable[[ServerConfig], float | None]:
-    """A configuration -> the prior's predicted knee (its simulated knee's load); None for one it did not rank."""
-    by_knobs = {json.dumps(r.knobs(), sort_keys=True): r.knee_concurrency for r in ranked if r.rank > 0}
-    defaults = next((r.knee_concurrency for r in ranked if r.rank == 0), None)
+def record_of(ranked: Sequence[PriorRecord], space: dict[str, list[FlagScalar]],
+              ) -> Callable[[ServerConfig], PriorRecord | None]:
+    """A configuration -> the prior's record of it (SGLang's defaults: rank 0); None for one it did not rank."""
+    by_knobs = {json.dumps(r.knobs(), sort_keys=True): r for r in ranked if r.rank > 0}
+    defaults = next((r for r in ranked if r.rank == 0), None)
 
-    def guess(config: ServerConfig) -> float | None:
+    def record(config: ServerConfig) -> PriorRecord | None:
         if config == ServerConfig():
             return defaults
         return by_knobs.get(json.dumps(params_of(config, space), sort_keys=True))
+
+    return record
+
+
+def predicted_knee(ranked: Sequence[PriorRecord], space: dict[str, list[FlagScalar]],
+                   ) -> Callable[[ServerConfig], float | None]:
+    """A configuration -> the prior's predicted knee (its simulated knee's load); None for one it did not rank."""
+    record = record_of(ranked, space)
+
+    def guess(config: ServerConfig) -> float | None:
+        r = record(config)
+        return None if r is None else r.knee_concurrency
 
     return guess
 
 
 def simulated_goodput(ranked: Sequence[PriorRecord], space: dict[str, list[FlagScalar]],
                       ) -> Callable[[ServerConfig], float | None]:
-    """A configuration -> the prior's simulated knee goodput (tok/s); None for one it did not rank or found
-    infeasible (search.screening.ties_order screen_and_prior reads it)."""
-    by_knobs = {json.dumps(r.knobs(), sort_keys=True): r.sim_goodput_tps for r in ranked if r.rank > 0}
+    """A searched configuration -> the prior's simulated knee goodput (tok/s); None for one it did not rank or found
+    infeasible, and for SGLang's defaults (search.screening.ties_order screen_and_prior reads it)."""
+    record = record_of(ranked, space)
 
     def value(config: ServerConfig) -> float | None:
-        return by_knobs.get(json.dumps(params_of(config, space), sort_keys=True))
+        r = record(config)
+        return None if r is None or r.rank == 0 else r.sim_goodput_tps
 
     return value
 
@@ -249,4 +263,5 @@ def plan_figures(ranked: Sequence[PriorRecord], seconds: float = 0.0) -> PlanPri
     knees = tuple(r.knee_concurrency for r in kept(ranked))
     defaults = next((r.knee_concurrency for r in ranked if r.rank == 0), None)
     return PlanPriorFigures(survivor_knees=knees, defaults_knee=defaults, seconds=seconds,
-                            ranked=len(ranked_configs(ranked)), defaults_beyond=defaults_beyond_margin(ranked) is not None)
+                            ranked=len(ranked_configs(ranked)),
+                            defaults_beyond=defaults_beyond_margin(ranked) is not None)

@@ -7,7 +7,8 @@ measured them):
   (sweep.analysis.significance: P(leader > it) < TIE_BELOW on their knee intervals) cannot rank below it are
   launched again and their screen knee's load measured once more at full length (a screen window of its own); the
   cut to the finals is then taken among them by those full-length windows (`recut`), the cut's other members kept;
-  search.screening.ties_max caps how many: the leader and the ties closest to it by their screen knee goodput.
+  search.screening.ties_max caps how many: the leader and the ties closest to it, by their screen knee goodput or
+  (ties_order screen_and_prior) by the screen and the prior's simulated goodput together (`closeness`).
 - search.tie_break: after the final ladders, the leader and every final tied with it under the same rule are
   launched again, and each one's knee load is measured once more at full length (LadderRunner.run_again). The
   windows are stored as final windows like any other; the read model joins them to the configuration's first final

@@ -18,9 +18,10 @@ the plan is an upper bound: they are in the total as if every one tied (a launch
 cheaper night's levers (issue 29) are counted from the prior's predicted knees: a screen ladder near the knee
 (search.screening.near_knee) runs its steps from knee / far_windows.factor up; a refined final ladder with
 far_windows.near "short" runs every step short, its refinement full, and one more full window for a bracket end
-left short (the most it takes); SGLang's defaults beyond the prior's margin are not refined (search.baseline_refine). Launches are billed at
-LAUNCH_FIRST_S for the first and LAUNCH_S for each later one (SGLang 0.5.17 on the H200, the 8B shape, dummy
-weights: docs/h200-sample/); GPU-hours count each server's GPUs (its largest tp_size).
+left short (or, with nothing to refine, its near steps again: the most it takes); SGLang's defaults beyond the prior's
+margin are not refined (search.baseline_refine). Launches are billed at LAUNCH_FIRST_S for the first and LAUNCH_S
+for each later one (SGLang 0.5.17 on the H200, the 8B shape, dummy weights: docs/h200-sample/); GPU-hours count each
+server's GPUs (its largest tp_size).
 """
 
 from __future__ import annotations
@@ -171,8 +172,10 @@ def final_ladder(prof: Profile, knee: float | None = None, refined: bool = True,
                  ) -> tuple[int, int]:
     """(full windows, short windows) of one final ladder at most, for the prior's predicted `knee` (None: no
     prediction, every step full; `assumed`: a knee between the two adjacent steps that leave the most steps full);
-    `refined` False: not refined (search.baseline_refine). Refinement windows are always full; with far_windows.near "short" on a refined ladder every
-    step is short, and one full window measures a bracket end left on a short one again (the most it takes)."""
+    `refined` False: not refined (search.baseline_refine). Refinement windows are always full; with
+    far_windows.near "short" on a refined ladder every step is short, and one full window measures a bracket end
+    left on a short one again, or, with no bracket to refine, the steps near the knee are measured again at full
+    length (the most of the two)."""
     refine_n = prof.refine.max_steps if refined and refines(prof, "final") else 0
     climbed = len(ladder_loads(prof))
     if not far_active(prof) or (not assumed and (knee is None or knee <= 0)):
